@@ -1,0 +1,25 @@
+"""annotated: the Transformer of "Attention Is All You Need", built piece by piece.
+
+The taught modules, in the order the notebooks build them:
+
+==========================  ============================================
+module                      notebook
+==========================  ============================================
+``annotated.softmax``       01 Softmax and the 1/sqrt(d_k) scaling
+``annotated.attention``     02 Scaled dot-product attention
+``annotated.masks``         03 Masking
+``annotated.multi_head``    04 Multi-head attention
+``annotated.positional``    05 Positional encoding
+``annotated.feed_forward``  06 Feed-forward, residuals and layer norm
+``annotated.layer_norm``    06
+``annotated.residual``      06
+``annotated.model``         07 The full model
+==========================  ============================================
+
+``annotated.support`` holds what the course uses but does not teach line by line.
+"""
+
+from annotated.model import TransformerConfig, count_parameters, make_model
+
+__all__ = ["TransformerConfig", "count_parameters", "make_model"]
+__version__ = "0.1.0"

@@ -1,0 +1,25 @@
+"""Masks: padding, look-ahead ("subsequent") and their combination (paper §3.2.3).
+
+Every mask is a bool tensor, True where a query may attend to a key, the same
+convention as ``F.scaled_dot_product_attention``'s bool ``attn_mask``.
+(``nn.Transformer`` uses the opposite: True there means *masked out*.)
+
+Notebook: ``03_masking.ipynb``.
+"""
+
+import torch
+
+
+def subsequent_mask(size: int, device: torch.device | str | None = None) -> torch.Tensor:
+    """(size, size) mask where query position i may attend to key positions j <= i."""
+    return torch.ones(size, size, dtype=torch.bool, device=device).tril()
+
+
+def padding_mask(tokens: torch.Tensor, pad_idx: int) -> torch.Tensor:
+    """(batch, 1, length) mask, False at padding keys; broadcasts over every query."""
+    return (tokens != pad_idx).unsqueeze(-2)
+
+
+def target_mask(tokens: torch.Tensor, pad_idx: int) -> torch.Tensor:
+    """(batch, length, length) decoder self-attention mask: no padding and no look-ahead."""
+    return padding_mask(tokens, pad_idx) & subsequent_mask(tokens.size(-1), tokens.device)

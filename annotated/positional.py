@@ -1,0 +1,68 @@
+"""Embeddings scaled by sqrt(d_model) and sinusoidal positional encoding (paper §3.4, §3.5).
+
+    PE(pos, 2i)   = sin(pos / 10000^(2i / d_model))
+    PE(pos, 2i+1) = cos(pos / 10000^(2i / d_model))
+
+Notebook: ``05_positional_encoding.ipynb``.
+"""
+
+import math
+
+import torch
+import torch.nn as nn
+
+
+def sinusoidal_table(max_len: int, d_model: int) -> torch.Tensor:
+    """(max_len, d_model) table whose row ``pos`` is the encoding of position ``pos``."""
+    if d_model % 2 != 0:
+        raise ValueError(f"d_model={d_model} must be even: dimensions come in sin/cos pairs")
+    pos = torch.arange(max_len, dtype=torch.float32).unsqueeze(1)  # (max_len, 1)
+    # 1 / 10000^(2i / d_model) for i = 0 .. d_model/2 - 1, computed in log space.
+    inv_freq = torch.exp(torch.arange(0, d_model, 2) * (-math.log(10000.0) / d_model))
+    table = torch.zeros(max_len, d_model)
+    table[:, 0::2] = torch.sin(pos * inv_freq)  # even dimensions
+    table[:, 1::2] = torch.cos(pos * inv_freq)  # odd dimensions
+    return table
+
+
+class PositionalEncoding(nn.Module):
+    """Add the fixed sinusoid of each position, then apply dropout (paper §5.4)."""
+
+    def __init__(self, d_model: int, dropout: float = 0.1, max_len: int = 5000):
+        super().__init__()
+        self.dropout = nn.Dropout(dropout)
+        self.max_len = max_len
+        # A buffer: saved with the model and moved with .to(device), but never trained.
+        self.register_buffer("pe", sinusoidal_table(max_len, d_model), persistent=False)
+
+    def forward(self, x: torch.Tensor, start: int = 0) -> torch.Tensor:
+        """x (batch, L, d_model), the embeddings of positions start .. start + L - 1."""
+        length = x.size(1)
+        if start + length > self.max_len:
+            raise ValueError(
+                f"sequence of length {start + length} is longer than the positional table "
+                f"(max_len={self.max_len}); build the model with a larger max_len or "
+                f"truncate the input"
+            )
+        return self.dropout(x + self.pe[start : start + length])
+
+
+class Embeddings(nn.Module):
+    """Token embeddings multiplied by sqrt(d_model), so they are not drowned by the
+    positional encoding, whose entries lie in [-1, 1] (paper §3.4)."""
+
+    def __init__(self, vocab_size: int, d_model: int):
+        super().__init__()
+        self.lut = nn.Embedding(vocab_size, d_model)
+        self.d_model = d_model
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        """tokens (batch, L) int64 -> (batch, L, d_model)."""
+        vocab = self.lut.num_embeddings
+        if tokens.numel() and (tokens.min() < 0 or tokens.max() >= vocab):
+            bad = tokens[(tokens < 0) | (tokens >= vocab)].unique()[:5].tolist()
+            raise ValueError(
+                f"token ids {bad} are outside the vocabulary of size {vocab} (valid ids: "
+                f"0..{vocab - 1}); encode text with the same vocabulary the model was built with"
+            )
+        return self.lut(tokens) * math.sqrt(self.d_model)

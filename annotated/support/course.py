@@ -1,0 +1,19 @@
+"""Which notebook teaches which module: the map that the verbatim test checks."""
+
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+NOTEBOOKS = ROOT / "notebooks"
+
+# module of ``annotated`` -> the notebook whose code cells define it, verbatim.
+TAUGHT_MODULES: dict[str, str] = {
+    "annotated.softmax": "01_softmax_and_scaling.ipynb",
+    "annotated.attention": "02_scaled_dot_product_attention.ipynb",
+    "annotated.masks": "03_masking.ipynb",
+    "annotated.multi_head": "04_multi_head_attention.ipynb",
+    "annotated.positional": "05_positional_encoding.ipynb",
+    "annotated.feed_forward": "06_feed_forward_residual_layer_norm.ipynb",
+    "annotated.layer_norm": "06_feed_forward_residual_layer_norm.ipynb",
+    "annotated.residual": "06_feed_forward_residual_layer_norm.ipynb",
+    "annotated.model": "07_the_full_model.ipynb",
+}

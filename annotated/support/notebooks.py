@@ -1,0 +1,44 @@
+"""Execute notebooks top to bottom in a fresh kernel and read their code cells.
+
+    python -m annotated.support.notebooks notebooks/02_scaled_dot_product_attention.ipynb
+
+runs each notebook given in a new kernel, in the notebook's own folder, and saves it with
+its outputs, which is the state ``pytest --nbval`` compares against.
+"""
+
+import argparse
+import time
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+
+
+def code_cells(path: str | Path) -> list[str]:
+    """The source of every code cell of a notebook, in order."""
+    nb = nbformat.read(path, as_version=4)
+    return [cell.source for cell in nb.cells if cell.cell_type == "code"]
+
+
+def execute(path: str | Path, timeout: int = 600) -> float:
+    """Run a notebook in a fresh ``python3`` kernel, save it in place; return seconds taken."""
+    path = Path(path)
+    nb = nbformat.read(path, as_version=4)
+    nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
+    start = time.perf_counter()
+    NotebookClient(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
+    seconds = time.perf_counter() - start
+    nbformat.write(nb, path)
+    return seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("notebooks", nargs="+", type=Path)
+    args = parser.parse_args()
+    for path in args.notebooks:
+        print(f"{path}: {execute(path):.1f} s")
+
+
+if __name__ == "__main__":
+    main()

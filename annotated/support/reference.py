@@ -1,0 +1,129 @@
+"""PyTorch's own ``nn.Transformer`` as a reference for ``annotated.model``.
+
+The two implementations compute the same function; only the names of the weights
+differ. These helpers copy ``nn.Transformer``'s weights into the encoder and decoder
+stacks of an :class:`~annotated.model.EncoderDecoder`, so that a notebook or a test
+can feed both the same embedded inputs and compare outputs and gradients.
+
+Name correspondence (``nn`` on the left, ``annotated`` on the right)::
+
+    self_attn / multihead_attn .in_proj_weight  rows [0:d], [d:2d], [2d:3d] -> W_Q, W_K, W_V
+    self_attn / multihead_attn .in_proj_bias    the same chunks            -> W_Q, W_K, W_V bias
+    self_attn / multihead_attn .out_proj                                  -> W_O
+    linear1, linear2                                                      -> feed_forward.W_1, W_2
+    norm1, norm2 (, norm3 in the decoder) .weight / .bias                 -> sublayer[0, 1 (, 2)].norm.gamma / .beta
+    encoder.norm, decoder.norm (pre-norm only)                            -> encoder.norm, decoder.norm
+"""
+
+import warnings
+
+import torch
+import torch.nn as nn
+
+from annotated.feed_forward import PositionwiseFeedForward
+from annotated.layer_norm import LayerNorm
+from annotated.model import EncoderDecoder, TransformerConfig
+from annotated.multi_head import MultiHeadAttention
+
+
+def torch_reference(config: TransformerConfig) -> nn.Transformer:
+    """An ``nn.Transformer`` with the same shape as ``make_model(config)``'s stacks.
+
+    ``batch_first=True`` so tensors are (batch, L, d_model) as in ``annotated``. In the
+    post-norm setting ``nn.Transformer`` still ends each stack with a LayerNorm, which the
+    paper's stack does not have, so both final norms are removed; in the pre-norm setting
+    they are kept, matching ``Encoder(..., final_norm=True)``.
+    """
+    with warnings.catch_warnings():
+        # With norm_first, nn.TransformerEncoder warns that it cannot use nested tensors,
+        # an inference speed-up that plays no part in a comparison.
+        warnings.filterwarnings("ignore", message="enable_nested_tensor is True")
+        ref = nn.Transformer(
+            d_model=config.d_model,
+            nhead=config.h,
+            num_encoder_layers=config.N,
+            num_decoder_layers=config.N,
+            dim_feedforward=config.d_ff,
+            dropout=config.dropout,
+            batch_first=True,
+            norm_first=config.norm_first,
+        )
+    if not config.norm_first:
+        ref.encoder.norm = None
+        ref.decoder.norm = None
+    return ref
+
+
+@torch.no_grad()
+def copy_mha_from_torch(ours: MultiHeadAttention, theirs: nn.MultiheadAttention) -> None:
+    """Copy ``theirs``' packed input projection and output projection into ``ours``."""
+    d_model = ours.d_model
+    if theirs.embed_dim != d_model or theirs.num_heads != ours.h:
+        raise ValueError(
+            f"shapes differ: ours has d_model={d_model}, h={ours.h}; theirs has "
+            f"embed_dim={theirs.embed_dim}, num_heads={theirs.num_heads}"
+        )
+    if theirs.in_proj_weight is None:
+        raise ValueError("theirs has separate q/k/v projections (kdim or vdim set); only the packed form is supported")
+    # nn packs W_Q, W_K, W_V one above the other: in_proj_weight is (3 * d_model, d_model).
+    for i, linear in enumerate((ours.W_Q, ours.W_K, ours.W_V)):
+        linear.weight.copy_(theirs.in_proj_weight[i * d_model : (i + 1) * d_model])
+        linear.bias.copy_(theirs.in_proj_bias[i * d_model : (i + 1) * d_model])
+    ours.W_O.weight.copy_(theirs.out_proj.weight)
+    ours.W_O.bias.copy_(theirs.out_proj.bias)
+
+
+@torch.no_grad()
+def copy_layer_norm_from_torch(ours: LayerNorm, theirs: nn.LayerNorm) -> None:
+    """Copy ``theirs``' weight and bias into ``ours``' gamma and beta."""
+    if ours.gamma.shape != theirs.weight.shape:
+        raise ValueError(f"normalized shapes differ: ours {tuple(ours.gamma.shape)}, theirs {tuple(theirs.weight.shape)}")
+    if ours.eps != theirs.eps:
+        raise ValueError(f"eps differs: ours {ours.eps}, theirs {theirs.eps}; build them with the same eps")
+    ours.gamma.copy_(theirs.weight)
+    ours.beta.copy_(theirs.bias)
+
+
+def load_from_torch_transformer(model_stacks: EncoderDecoder, ref: nn.Transformer) -> None:
+    """Copy the encoder and decoder stacks of ``ref`` into ``model_stacks``.
+
+    Embeddings and the generator are left alone: ``nn.Transformer`` has neither.
+    """
+    ours_enc, ours_dec = model_stacks.encoder.layers, model_stacks.decoder.layers
+    if len(ours_enc) != len(ref.encoder.layers) or len(ours_dec) != len(ref.decoder.layers):
+        raise ValueError(
+            f"layer counts differ: ours {len(ours_enc)} encoder / {len(ours_dec)} decoder, "
+            f"theirs {len(ref.encoder.layers)} / {len(ref.decoder.layers)}"
+        )
+    with torch.no_grad():
+        for ours, theirs in zip(ours_enc, ref.encoder.layers):
+            copy_mha_from_torch(ours.self_attn, theirs.self_attn)
+            _copy_feed_forward(ours.feed_forward, theirs)
+            for sublayer, norm in zip(ours.sublayer, (theirs.norm1, theirs.norm2)):
+                copy_layer_norm_from_torch(sublayer.norm, norm)
+        for ours, theirs in zip(ours_dec, ref.decoder.layers):
+            copy_mha_from_torch(ours.self_attn, theirs.self_attn)
+            copy_mha_from_torch(ours.src_attn, theirs.multihead_attn)
+            _copy_feed_forward(ours.feed_forward, theirs)
+            for sublayer, norm in zip(ours.sublayer, (theirs.norm1, theirs.norm2, theirs.norm3)):
+                copy_layer_norm_from_torch(sublayer.norm, norm)
+        for ours_stack, theirs_stack in ((model_stacks.encoder, ref.encoder), (model_stacks.decoder, ref.decoder)):
+            has_ours = not isinstance(ours_stack.norm, nn.Identity)
+            has_theirs = theirs_stack.norm is not None
+            if has_ours != has_theirs:
+                raise ValueError(
+                    f"final norms differ: ours {'has' if has_ours else 'has none'}, theirs "
+                    f"{'has' if has_theirs else 'has none'}; build both with the same norm_first"
+                )
+            if has_ours:
+                copy_layer_norm_from_torch(ours_stack.norm, theirs_stack.norm)
+
+
+def _copy_feed_forward(
+    ours: PositionwiseFeedForward, theirs: nn.TransformerEncoderLayer | nn.TransformerDecoderLayer
+) -> None:
+    """linear1 -> W_1 and linear2 -> W_2 (called under no_grad)."""
+    ours.W_1.weight.copy_(theirs.linear1.weight)
+    ours.W_1.bias.copy_(theirs.linear1.bias)
+    ours.W_2.weight.copy_(theirs.linear2.weight)
+    ours.W_2.bias.copy_(theirs.linear2.bias)
