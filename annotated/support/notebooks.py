@@ -13,6 +13,9 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
+RAISES = "# NBVAL_RAISES_EXCEPTION"
+NBCLIENT_RAISES_TAG = "raises-exception"
+
 
 def code_cells(path: str | Path) -> list[str]:
     """The source of every code cell of a notebook, in order."""
@@ -25,9 +28,18 @@ def execute(path: str | Path, timeout: int = 600) -> float:
     path = Path(path)
     nb = nbformat.read(path, as_version=4)
     nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
+    # Cells that show an error on purpose carry nbval's marker comment; let them raise
+    # here too, through nbclient's tag, which is removed again so nbval sees one marker.
+    expected_errors = [c for c in nb.cells if c.cell_type == "code" and RAISES in c.source]
+    for cell in expected_errors:
+        cell.metadata.setdefault("tags", []).append(NBCLIENT_RAISES_TAG)
     start = time.perf_counter()
     NotebookClient(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
     seconds = time.perf_counter() - start
+    for cell in expected_errors:
+        cell.metadata["tags"] = [t for t in cell.metadata["tags"] if t != NBCLIENT_RAISES_TAG]
+        if not cell.metadata["tags"]:
+            del cell.metadata["tags"]
     nbformat.write(nb, path)
     return seconds
 
