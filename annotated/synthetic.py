@@ -1,0 +1,49 @@
+"""Synthetic tasks for a first training run: copy a random sequence, or reverse it.
+
+Before real translation, a task whose answer we know checks the whole pipeline (batches,
+masks, loss, schedule, decoding) in seconds: a Transformer that works learns to copy
+perfectly. Reversing is harder to fake; it needs attention to look at the mirrored position.
+
+Ids 0-3 are kept for ``<pad>``, ``<s>``, ``</s>``, ``<unk>``, as in ``annotated.vocab``;
+the symbols are drawn from ids 4 .. vocab_size - 1.
+
+Notebook: ``08_training.ipynb``.
+"""
+
+import random
+
+BOS_IDX, EOS_IDX = 1, 2
+FIRST_SYMBOL = 4
+Pairs = list[tuple[list[int], list[int]]]  # (source ids, target ids)
+
+
+def random_sequences(
+    num_examples: int, length: int, vocab_size: int, seed: int = 0
+) -> list[list[int]]:
+    """``num_examples`` lists of ``length`` symbols drawn uniformly from ids 4 .. vocab_size - 1."""
+    if vocab_size <= FIRST_SYMBOL:
+        raise ValueError(
+            f"vocab_size={vocab_size} leaves no symbols: ids 0-3 are the specials, use at least 5"
+        )
+    if length < 1:
+        raise ValueError(f"length must be at least 1, got {length}")
+    rng = random.Random(seed)
+    symbols = range(FIRST_SYMBOL, vocab_size)
+    return [rng.choices(symbols, k=length) for _ in range(num_examples)]
+
+
+def copy_task(num_examples: int, length: int, vocab_size: int, seed: int = 0) -> Pairs:
+    """(source, target) pairs where the target is the source: ``<s> x_1 .. x_n </s>`` both."""
+    pairs = []
+    for symbols in random_sequences(num_examples, length, vocab_size, seed):
+        sequence = [BOS_IDX, *symbols, EOS_IDX]
+        pairs.append((sequence, list(sequence)))
+    return pairs
+
+
+def reverse_task(num_examples: int, length: int, vocab_size: int, seed: int = 0) -> Pairs:
+    """(source, target) pairs ``<s> x_1 .. x_n </s>`` -> ``<s> x_n .. x_1 </s>``."""
+    pairs = []
+    for symbols in random_sequences(num_examples, length, vocab_size, seed):
+        pairs.append(([BOS_IDX, *symbols, EOS_IDX], [BOS_IDX, *reversed(symbols), EOS_IDX]))
+    return pairs
