@@ -1,0 +1,201 @@
+import math
+
+import pytest
+import torch
+import torch.nn as nn
+from torch.testing import assert_close
+
+import annotated.beam_search
+from annotated.beam_search import beam_search, lp, reorder_cache
+from annotated.decoding import greedy_decode, next_token_logits
+from annotated.masks import padding_mask
+from annotated.model import TransformerConfig, make_model
+
+# Token ids of the hand-made models: <pad>=0, <s>=1, </s>=2, then words A..E.
+PAD, BOS, EOS, A, B, C, D, E = range(8)
+
+
+def bigram_model(probs: dict[int, dict[int, float]]) -> nn.Module:
+    """A model with no layers whose next token depends only on the previous one, with the
+    probabilities ``probs[previous][next]`` (every other next token gets about e^-30)."""
+    V = 8
+    model = make_model(TransformerConfig(V, V, N=0, d_model=V, d_ff=8, h=2, dropout=0.0))
+    table = torch.full((V, V), -30.0)  # log P(next | previous), rows: previous
+    for previous, row in probs.items():
+        for following, p in row.items():
+            table[previous, following] = math.log(p)
+    with torch.no_grad():
+        # Embeddings multiply by sqrt(d_model): the decoder state becomes one-hot(previous).
+        model.tgt_embed[0].lut.weight.copy_(torch.eye(V) / math.sqrt(V))
+        model.tgt_embed[1].pe.zero_()
+    model.generator.proj = nn.Linear(V, V)  # untied from the embedding
+    with torch.no_grad():
+        model.generator.proj.weight.copy_(table.T)  # logits[next] = table[previous, next]
+        model.generator.proj.bias.zero_()
+    return model.eval()
+
+
+def one_source(batch: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+    src = torch.full((batch, 3), 4)
+    return src, padding_mask(src, PAD)
+
+
+def score(model: nn.Module, src: torch.Tensor, src_mask: torch.Tensor, ys: torch.Tensor, alpha: float) -> float:
+    """log P(Y | X) / lp(Y) of one output row (batch 1), from the model's own forward pass."""
+    ys = ys[:, : (ys[0] == EOS).nonzero()[0, 0] + 1] if (ys[0] == EOS).any() else ys
+    tgt_mask = torch.ones(ys.size(1) - 1, ys.size(1) - 1, dtype=torch.bool).tril().unsqueeze(0)
+    with torch.no_grad():
+        logp = model(src, ys[:, :-1], src_mask, tgt_mask).log_softmax(-1)  # (1, |Y|, vocab)
+    total = logp.gather(-1, ys[:, 1:].unsqueeze(-1)).sum()
+    return float(total / lp(torch.tensor(ys.size(1) - 1.0), alpha))
+
+
+def random_model(seed: int = 0) -> nn.Module:
+    torch.manual_seed(seed)
+    model = make_model(TransformerConfig(13, 11, N=2, d_model=32, d_ff=64, h=4))
+    model.generator.proj.weight = nn.Parameter(torch.randn(11, 32))  # varied outputs (see test_decoding)
+    with torch.no_grad():
+        model.generator.proj.bias[EOS] = 2.0  # so that sentences end, at different steps
+    return model.eval()
+
+
+def padded_source() -> tuple[torch.Tensor, torch.Tensor]:
+    src = torch.randint(3, 13, (4, 6), generator=torch.Generator().manual_seed(1))
+    src[1, 4:] = 0
+    src[3, 2:] = 0
+    return src, padding_mask(src, 0)
+
+
+def test_length_penalty_is_the_gnmt_formula():
+    assert float(lp(torch.tensor(1.0), 0.6)) == pytest.approx(1.0)
+    assert float(lp(torch.tensor(7.0), 0.6)) == pytest.approx(2.0**0.6)
+    assert float(lp(torch.tensor(30.0), 0.0)) == 1.0
+
+
+def test_beam_size_1_is_greedy_decoding():
+    model = random_model()
+    src, src_mask = padded_source()
+    greedy = greedy_decode(model, src, src_mask, max_len=12)
+    assert torch.equal(beam_search(model, src, src_mask, beam_size=1, max_len=12), greedy)
+    assert len(set(map(tuple, greedy.tolist()))) > 1, "every sentence got the same output: a weak test"
+
+
+def test_beam_search_finds_a_likelier_output_than_greedy_where_greedy_is_trapped():
+    # Greedy takes A (0.5), after which nothing is likely; B (0.4) is followed by </s> (0.9).
+    model = bigram_model({BOS: {A: 0.5, B: 0.4, EOS: 0.1}, A: {C: 0.35, D: 0.35, E: 0.3},
+                          B: {EOS: 0.9, C: 0.1}, C: {EOS: 1.0}, D: {EOS: 1.0}, E: {EOS: 1.0}})
+    src, src_mask = one_source()
+    greedy = greedy_decode(model, src, src_mask, max_len=10)
+    beam = beam_search(model, src, src_mask, beam_size=4, max_len=10)
+    assert greedy.tolist() == [[BOS, A, C, EOS]]
+    assert beam.tolist() == [[BOS, B, EOS]]
+    assert score(model, src, src_mask, beam, 0.6) > score(model, src, src_mask, greedy, 0.6)
+
+
+def test_the_length_penalty_changes_which_output_wins():
+    # "</s>" at once has P = 0.4 and "A C </s>" has P = 0.35: the longer one wins only
+    # once the penalty stops summed log-probabilities from favouring short outputs.
+    model = bigram_model({BOS: {EOS: 0.4, A: 0.35, B: 0.25}, A: {C: 1.0}, B: {EOS: 1.0}, C: {EOS: 1.0}})
+    src, src_mask = one_source()
+    assert beam_search(model, src, src_mask, beam_size=2, length_penalty=0.0).tolist() == [[BOS, EOS]]
+    assert beam_search(model, src, src_mask, beam_size=2, length_penalty=0.6).tolist() == [[BOS, A, C, EOS]]
+
+
+def test_finished_hypotheses_stop_and_the_search_ends_when_all_have_finished():
+    model = bigram_model({BOS: {EOS: 0.9, A: 0.1}, A: {EOS: 1.0}})
+    steps = []
+    model.generator.register_forward_hook(lambda *_: steps.append(1))
+    src, src_mask = one_source(batch=3)
+    out = beam_search(model, src, src_mask, beam_size=2, max_len=50)
+    # Step 1 gives "</s>" (finished) and "A"; step 2 gives "A </s>": both finished.
+    assert len(steps) == 2
+    assert out.tolist() == [[BOS, EOS]] * 3
+
+
+def test_tokens_after_eos_are_padding():
+    model = random_model()
+    src, src_mask = padded_source()
+    out = beam_search(model, src, src_mask, beam_size=3, max_len=12)
+    ends = []
+    for row in out.tolist():
+        if EOS not in row:  # a sentence that never ends runs to max_len
+            assert len(row) == 12 and PAD not in row
+            continue
+        end = row.index(EOS)
+        assert all(token == PAD for token in row[end + 1 :])
+        ends.append(end)
+    assert len(set(ends)) > 1, "sentences should end at different steps for this test to mean something"
+
+
+def test_a_batch_gives_the_same_outputs_as_each_sentence_alone():
+    model = random_model()
+    src, src_mask = padded_source()
+    together = beam_search(model, src, src_mask, beam_size=3, max_len=12)
+    for i in range(src.size(0)):
+        length = int(src_mask[i].sum())
+        alone = beam_search(model, src[i : i + 1, :length], src_mask[i : i + 1, :, :length], beam_size=3, max_len=12)
+        assert together[i, : alone.size(1)].tolist() == alone[0].tolist()
+        assert together[i, alone.size(1) :].eq(PAD).all()
+
+
+def plain_beam_search(model, src, src_mask, beam_size, max_len, alpha) -> list[int]:
+    """One sentence, no cache, no batching: every hypothesis rescored from scratch."""
+    memory = model.encode(src, src_mask)
+    beams = [([BOS], 0.0)]  # (tokens, log P)
+    for _ in range(max_len - 1):
+        candidates = []
+        for tokens, log_p in beams:
+            if tokens[-1] == EOS:  # finished: stays as it is
+                candidates.append((tokens, log_p))
+                continue
+            logits = next_token_logits(model, memory, src_mask, torch.tensor([tokens]))
+            for token, token_log_p in enumerate(logits.log_softmax(-1)[0].tolist()):
+                candidates.append((tokens + [token], log_p + token_log_p))
+        normalized = lambda c: c[1] / float(lp(torch.tensor(len(c[0]) - 1.0), alpha))  # noqa: E731
+        beams = sorted(candidates, key=normalized, reverse=True)[:beam_size]
+        if all(tokens[-1] == EOS for tokens, _ in beams):
+            break
+    return max(beams, key=normalized)[0]
+
+
+def test_beam_search_equals_a_plain_beam_search_without_cache_or_batching():
+    model = random_model()
+    src, src_mask = padded_source()
+    with torch.no_grad():
+        out = beam_search(model, src, src_mask, beam_size=3, max_len=10)
+        for i in range(src.size(0)):
+            expected = plain_beam_search(model, src[i : i + 1], src_mask[i : i + 1], 3, 10, 0.6)
+            assert out[i, : len(expected)].tolist() == expected
+            assert out[i, len(expected) :].eq(PAD).all()
+
+
+def test_every_hypothesis_gets_the_logits_of_full_recomputation_after_the_cache_is_reordered(monkeypatch):
+    steps = []
+
+    def checked_next_token_logits(model, memory, src_mask, ys, cache):
+        full = next_token_logits(model, memory, src_mask, ys)  # no cache: from the tokens alone
+        cached = next_token_logits(model, memory, src_mask, ys, cache)
+        assert_close(cached, full, rtol=1e-5, atol=1e-5, msg=lambda m: f"step {len(steps)}: {m}")
+        steps.append(len({tuple(row) for row in ys.tolist()}))  # distinct hypotheses
+        return cached
+
+    monkeypatch.setattr(annotated.beam_search, "next_token_logits", checked_next_token_logits)
+    model = random_model()
+    src, src_mask = padded_source()
+    beam_search(model, src, src_mask, beam_size=3, max_len=10)
+    assert max(steps) > src.size(0), "the hypotheses of a sentence never differed: a weak test"
+
+
+def test_reorder_cache_keeps_the_chosen_rows_in_order():
+    cache = [{"self_k": torch.arange(3.0).view(3, 1, 1, 1), "self_v": torch.arange(3.0).view(3, 1, 1, 1) + 10}]
+    reorder_cache(cache, torch.tensor([2, 2, 0]))
+    assert cache[0]["self_k"].flatten().tolist() == [2.0, 2.0, 0.0]
+    assert cache[0]["self_v"].flatten().tolist() == [12.0, 12.0, 10.0]
+
+
+@pytest.mark.parametrize("beam_size", [0, -1])
+def test_a_beam_smaller_than_1_is_a_clear_error(beam_size):
+    model = bigram_model({BOS: {EOS: 1.0}})
+    src, src_mask = one_source()
+    with pytest.raises(ValueError, match=f"beam_size must be at least 1, got {beam_size}"):
+        beam_search(model, src, src_mask, beam_size=beam_size)

@@ -1,0 +1,122 @@
+import pytest
+import torch
+import torch.nn as nn
+from torch.testing import assert_close
+
+from annotated.decoding import greedy_decode, init_cache, next_token_logits
+from annotated.masks import padding_mask
+from annotated.model import TransformerConfig, make_model
+
+SRC_VOCAB, TGT_VOCAB, D_MODEL = 13, 11, 32
+NORMS = pytest.mark.parametrize("norm_first", [False, True], ids=["post-norm", "pre-norm"])
+
+
+def tiny_model(norm_first: bool = False, seed: int = 0) -> nn.Module:
+    torch.manual_seed(seed)
+    config = TransformerConfig(SRC_VOCAB, TGT_VOCAB, N=2, d_model=D_MODEL, d_ff=64, h=4, norm_first=norm_first)
+    model = make_model(config)
+    # An untrained tied generator predicts nearly the same token everywhere; a random
+    # untied one makes the outputs depend on the source and the step.
+    model.generator.proj.weight = nn.Parameter(torch.randn(TGT_VOCAB, D_MODEL))
+    return model.eval()
+
+
+def padded_source(seed: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+    """Five sentences of lengths 7, 5, 7, 2, 6: padding in the batch."""
+    g = torch.Generator().manual_seed(seed)
+    src = torch.randint(3, SRC_VOCAB, (5, 7), generator=g)
+    src[1, 5:] = 0
+    src[3, 2:] = 0
+    src[4, 6:] = 0
+    return src, padding_mask(src, 0)
+
+
+@NORMS
+def test_cached_logits_equal_full_recomputation_at_every_step(norm_first):
+    model = tiny_model(norm_first)
+    src, src_mask = padded_source()
+    ys = torch.randint(1, TGT_VOCAB, (5, 12), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        memory = model.encode(src, src_mask)
+        cache = init_cache(model, memory)
+        for t in range(1, ys.size(1) + 1):
+            cached = next_token_logits(model, memory, src_mask, ys[:, :t], cache)
+            full = next_token_logits(model, memory, src_mask, ys[:, :t])
+            assert_close(cached, full, rtol=1e-5, atol=1e-5, msg=lambda m: f"step {t}: {m}")
+
+
+@NORMS
+def test_cached_greedy_decoding_gives_the_same_tokens_as_full_recomputation(norm_first):
+    model = tiny_model(norm_first)
+    src, src_mask = padded_source()
+    cached = greedy_decode(model, src, src_mask, max_len=15, eos_idx=-1, use_cache=True)
+    full = greedy_decode(model, src, src_mask, max_len=15, eos_idx=-1, use_cache=False)
+    assert cached.shape == (5, 15)
+    assert torch.equal(cached, full)
+    assert len(set(map(tuple, cached.tolist()))) > 1, "every sentence got the same output: a weak test"
+
+
+def test_greedy_tokens_are_the_argmax_of_the_models_own_forward_pass():
+    model = tiny_model()
+    src, src_mask = padded_source()
+    ys = greedy_decode(model, src, src_mask, max_len=10, eos_idx=-1)
+    tgt_mask = torch.ones(9, 9, dtype=torch.bool).tril().unsqueeze(0)  # (1, 9, 9)
+    with torch.no_grad():
+        logits = model(src, ys[:, :-1], src_mask, tgt_mask)  # (batch, 9, vocab)
+    assert ys[:, 0].eq(1).all(), "every output starts with <s>"
+    assert torch.equal(logits.argmax(-1), ys[:, 1:])
+
+
+def test_greedy_output_is_the_unstopped_output_cut_at_each_sentences_first_eos():
+    model = tiny_model()
+    src, src_mask = padded_source()
+    unstopped = greedy_decode(model, src, src_mask, max_len=15, eos_idx=-1)
+    eos = int(unstopped[0, 3])  # call a token that sentence 0 produces at step 3 "</s>"
+    expected = unstopped.clone()
+    ends = []
+    for row in expected:
+        hits = (row[1:] == eos).nonzero()
+        end = int(hits[0]) + 1 if len(hits) else row.numel() - 1  # index of the first </s>
+        row[end + 1 :] = 0
+        ends.append(end)
+    expected = expected[:, : max(ends) + 1]
+    out = greedy_decode(model, src, src_mask, max_len=15, eos_idx=eos)
+    assert len(set(ends)) > 1, "sentences should stop at different steps for this test to mean something"
+    assert torch.equal(out, expected)
+
+
+def test_greedy_decoding_stops_as_soon_as_every_sentence_has_produced_eos():
+    model = tiny_model()
+    with torch.no_grad():
+        model.generator.proj.bias[2] = 100.0  # </s> always wins
+    src, src_mask = padded_source()
+    out = greedy_decode(model, src, src_mask, max_len=50)
+    assert torch.equal(out, torch.tensor([[1, 2]] * 5))
+
+
+def test_the_cache_holds_one_key_per_decoded_position_and_the_memory_projection_once():
+    model = tiny_model()
+    src, src_mask = padded_source()
+    with torch.no_grad():
+        memory = model.encode(src, src_mask)
+        cache = init_cache(model, memory)
+        memory_k = [c["memory_k"] for c in cache]
+        ys = torch.ones(5, 1, dtype=torch.long)
+        for t in range(1, 5):
+            next_token_logits(model, memory, src_mask, ys[:, :t].expand(5, t), cache)
+    assert len(cache) == 2  # one per decoder layer
+    for layer_cache, k in zip(cache, memory_k):
+        assert layer_cache["self_k"].shape == (5, 4, 4, D_MODEL // 4)  # (batch, h, t, d_k)
+        assert layer_cache["self_v"].shape == (5, 4, 4, D_MODEL // 4)
+        assert layer_cache["memory_k"] is k  # computed once, never again
+        assert layer_cache["memory_k"].shape == (5, 4, 7, D_MODEL // 4)  # (batch, h, L_src, d_k)
+
+
+def test_a_cache_out_of_step_with_the_tokens_is_a_clear_error():
+    model = tiny_model()
+    src, src_mask = padded_source()
+    with torch.no_grad():
+        memory = model.encode(src, src_mask)
+        cache = init_cache(model, memory)
+        with pytest.raises(ValueError, match="the cache holds 0 positions but ys has 3 tokens"):
+            next_token_logits(model, memory, src_mask, torch.ones(5, 3, dtype=torch.long), cache)
