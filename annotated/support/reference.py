@@ -64,7 +64,9 @@ def copy_mha_from_torch(ours: MultiHeadAttention, theirs: nn.MultiheadAttention)
             f"embed_dim={theirs.embed_dim}, num_heads={theirs.num_heads}"
         )
     if theirs.in_proj_weight is None:
-        raise ValueError("theirs has separate q/k/v projections (kdim or vdim set); only the packed form is supported")
+        raise ValueError(
+            "theirs has separate q/k/v projections (kdim or vdim set); only the packed in_proj_weight is supported"
+        )
     # nn packs W_Q, W_K, W_V one above the other: in_proj_weight is (3 * d_model, d_model).
     for i, linear in enumerate((ours.W_Q, ours.W_K, ours.W_V)):
         linear.weight.copy_(theirs.in_proj_weight[i * d_model : (i + 1) * d_model])
@@ -77,7 +79,9 @@ def copy_mha_from_torch(ours: MultiHeadAttention, theirs: nn.MultiheadAttention)
 def copy_layer_norm_from_torch(ours: LayerNorm, theirs: nn.LayerNorm) -> None:
     """Copy ``theirs``' weight and bias into ``ours``' gamma and beta."""
     if ours.gamma.shape != theirs.weight.shape:
-        raise ValueError(f"normalized shapes differ: ours {tuple(ours.gamma.shape)}, theirs {tuple(theirs.weight.shape)}")
+        raise ValueError(
+            f"normalized shapes differ: ours {tuple(ours.gamma.shape)}, theirs {tuple(theirs.weight.shape)}"
+        )
     if ours.eps != theirs.eps:
         raise ValueError(f"eps differs: ours {ours.eps}, theirs {theirs.eps}; build them with the same eps")
     ours.gamma.copy_(theirs.weight)
@@ -87,7 +91,13 @@ def copy_layer_norm_from_torch(ours: LayerNorm, theirs: nn.LayerNorm) -> None:
 def load_from_torch_transformer(model_stacks: EncoderDecoder, ref: nn.Transformer) -> None:
     """Copy the encoder and decoder stacks of ``ref`` into ``model_stacks``.
 
-    Embeddings and the generator are left alone: ``nn.Transformer`` has neither.
+    Embeddings and the generator are left alone: ``nn.Transformer`` has neither. Example::
+
+        config = TransformerConfig(11, 11, N=2, d_model=32, d_ff=64, h=4, dropout=0.0)
+        model, ref = make_model(config), torch_reference(config)
+        load_from_torch_transformer(model, ref)
+        # model.decoder(y, model.encoder(x, src_mask), src_mask, tgt_mask) now equals
+        # ref(x, y, src_key_padding_mask=~src_keep, tgt_mask=~causal, ...) for embedded x, y.
     """
     ours_enc, ours_dec = model_stacks.encoder.layers, model_stacks.decoder.layers
     if len(ours_enc) != len(ref.encoder.layers) or len(ours_dec) != len(ref.decoder.layers):
@@ -95,6 +105,15 @@ def load_from_torch_transformer(model_stacks: EncoderDecoder, ref: nn.Transforme
             f"layer counts differ: ours {len(ours_enc)} encoder / {len(ours_dec)} decoder, "
             f"theirs {len(ref.encoder.layers)} / {len(ref.decoder.layers)}"
         )
+    stacks = ((model_stacks.encoder, ref.encoder), (model_stacks.decoder, ref.decoder))
+    for ours_stack, theirs_stack in stacks:
+        has_ours = not isinstance(ours_stack.norm, nn.Identity)
+        has_theirs = theirs_stack.norm is not None
+        if has_ours != has_theirs:
+            raise ValueError(
+                f"final norms differ: ours {'has one' if has_ours else 'has none'}, theirs "
+                f"{'has one' if has_theirs else 'has none'}; build both with the same norm_first"
+            )
     with torch.no_grad():
         for ours, theirs in zip(ours_enc, ref.encoder.layers):
             copy_mha_from_torch(ours.self_attn, theirs.self_attn)
@@ -107,15 +126,8 @@ def load_from_torch_transformer(model_stacks: EncoderDecoder, ref: nn.Transforme
             _copy_feed_forward(ours.feed_forward, theirs)
             for sublayer, norm in zip(ours.sublayer, (theirs.norm1, theirs.norm2, theirs.norm3)):
                 copy_layer_norm_from_torch(sublayer.norm, norm)
-        for ours_stack, theirs_stack in ((model_stacks.encoder, ref.encoder), (model_stacks.decoder, ref.decoder)):
-            has_ours = not isinstance(ours_stack.norm, nn.Identity)
-            has_theirs = theirs_stack.norm is not None
-            if has_ours != has_theirs:
-                raise ValueError(
-                    f"final norms differ: ours {'has' if has_ours else 'has none'}, theirs "
-                    f"{'has' if has_theirs else 'has none'}; build both with the same norm_first"
-                )
-            if has_ours:
+        for ours_stack, theirs_stack in stacks:
+            if theirs_stack.norm is not None:
                 copy_layer_norm_from_torch(ours_stack.norm, theirs_stack.norm)
 
 
