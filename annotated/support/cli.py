@@ -1,0 +1,234 @@
+"""``python -m annotated.train``: train a German -> English Transformer on Multi30k, then report BLEU.
+
+    python -m annotated.train --preset cpu                       # a laptop CPU, minutes
+    python -m annotated.train --preset base --out base.pt        # the paper's base model, a GPU
+    torchrun --standalone --nproc_per_node=4 -m annotated.train --preset base   # 4 GPUs
+    python -m annotated.train --resume base.pt --epochs 800      # carry on from a checkpoint
+
+It runs the course's pipeline end to end: tokenize (spaCy), build the vocabularies from
+the training split, batch by tokens, train with label smoothing, Adam and the warm-up
+schedule, save a checkpoint (weights, config, vocabularies, optimizer, schedule, recipe)
+every few minutes and at the end, and finally translate test_2016_flickr and print
+sacrebleu's BLEU with its signature. A resumed run takes its model, vocabularies and recipe
+from the checkpoint; options given on the command line still override the recipe.
+"""
+
+import argparse
+import dataclasses
+import math
+import random
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from annotated.batching import Batch, batch_by_tokens, collate
+from annotated.data import load_pairs, tokenizer
+from annotated.evaluation import corpus_bleu, translate
+from annotated.label_smoothing import LabelSmoothingLoss
+from annotated.model import TransformerConfig, count_parameters, make_model
+from annotated.schedule import make_optimizer
+from annotated.support.checkpoint import (load_checkpoint, model_from_checkpoint, restore, save_checkpoint,
+                                          unwrap, vocabs_from_checkpoint)
+from annotated.support.distributed import (DistributedContext, any_process, cleanup, init_distributed, shard,
+                                           token_divisor, wrap_model)
+from annotated.training import fit
+from annotated.vocab import BOS, EOS, PAD, UNK, Vocab, build_vocab_from_iterator
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A model size and a training recipe."""
+
+    N: int
+    d_model: int
+    h: int
+    d_ff: int
+    dropout: float
+    max_tokens: int  # padded tokens per batch (batch size x longest side), §5.1
+    accum_steps: int  # batches per update: tokens per update = max_tokens x accum_steps
+    warmup: int  # §5.3
+    epochs: int
+    max_minutes: float | None = None  # training time budget
+    label_smoothing: float = 0.1  # §5.4
+    min_freq: int = 2  # rarer words become <unk>
+    clip: float | None = None
+    beam_size: int = 4  # §6.1: beam 4, length penalty 0.6; 0 decodes greedily
+    length_penalty: float = 0.6
+
+
+PRESETS: dict[str, Preset] = {
+    # A laptop CPU: about 9M parameters, 153 updates of ~2,700 target tokens per epoch, half an hour at most.
+    "cpu": Preset(N=3, d_model=256, h=8, d_ff=1024, dropout=0.1, max_tokens=3000, accum_steps=1,
+                  warmup=1000, epochs=20, max_minutes=30),
+    # The paper's base model (Table 3), about 25,000 tokens per update (4 x 6,250) on a GPU.
+    # Multi30k gives 19 such updates per epoch, so the 4,000 warm-up steps take ~210 epochs.
+    "base": Preset(N=6, d_model=512, h=8, d_ff=2048, dropout=0.1, max_tokens=6250, accum_steps=4,
+                   warmup=4000, epochs=600),
+    # A smoke test of the whole pipeline in seconds (with --limit); it learns next to nothing.
+    "tiny": Preset(N=1, d_model=32, h=2, d_ff=64, dropout=0.1, max_tokens=400, accum_steps=1,
+                   warmup=20, epochs=1, beam_size=2),
+}
+
+SAVE_EVERY_MINUTES = 5.0  # checkpoints also at the end; saving a large model every epoch would be slow
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m annotated.train", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--preset", choices=sorted(PRESETS), help="model size and recipe (default: cpu, or the "
+                                                             "checkpoint's with --resume)")
+    p.add_argument("--data-dir", help="folder with the Multi30k .gz files (default: $ANNOTATED_DATA_DIR, "
+                                      "else a download cache)")
+    p.add_argument("--out", help="checkpoint to write (default: the --resume file, else checkpoints/<preset>.pt)")
+    p.add_argument("--resume", help="checkpoint to continue from (its config and vocabularies are used)")
+    p.add_argument("--epochs", type=int, help="total epochs, counting those before --resume")
+    p.add_argument("--max-minutes", type=float, help="training time budget for this run")
+    p.add_argument("--max-steps", type=int, help="total optimizer updates, counting those before --resume")
+    p.add_argument("--device", help="cuda, mps or cpu (default: the fastest available)")
+    p.add_argument("--beam-size", type=int, help="beam size for the BLEU evaluation; 0 decodes greedily")
+    p.add_argument("--limit", type=int, help="use only the first N pairs of each split (quick checks)")
+    p.add_argument("--max-tokens", type=int, help="override the preset's tokens per batch")
+    p.add_argument("--accum-steps", type=int, help="override the preset's batches per update")
+    p.add_argument("--warmup", type=int, help="override the preset's warm-up steps")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    return p
+
+
+def recipe(args: argparse.Namespace, saved: dict | None = None) -> Preset:
+    """The preset (or the ``saved`` recipe of a checkpoint) with the command line's overrides applied."""
+    preset = Preset(**saved) if saved and args.preset is None else PRESETS[args.preset or "cpu"]
+    overrides = {"epochs": args.epochs, "max_minutes": args.max_minutes, "beam_size": args.beam_size,
+                 "max_tokens": args.max_tokens, "accum_steps": args.accum_steps, "warmup": args.warmup}
+    return dataclasses.replace(preset, **{k: v for k, v in overrides.items() if v is not None})
+
+
+Examples = list[tuple[list[int], list[int]]]  # (source ids, target ids)
+
+
+def encode(pairs: list[tuple[str, str]], tokenize_de: Callable[[str], list[str]],
+           tokenize_en: Callable[[str], list[str]], de: Vocab, en: Vocab) -> Examples:
+    """Sentence pairs -> (source ids, target ids), each wrapped in <s> ... </s>."""
+    return [([de[BOS], *de.lookup_indices(tokenize_de(src)), de[EOS]],
+             [en[BOS], *en.lookup_indices(tokenize_en(tgt)), en[EOS]]) for src, tgt in pairs]
+
+
+def make_batches(examples: Examples, max_tokens: int, shuffle: bool, seed: int) -> list[Batch]:
+    """Token-budget batches (``batch_by_tokens`` on the longer side of each pair), collated."""
+    lengths = [max(len(src), len(tgt)) for src, tgt in examples]
+    return [collate([examples[i] for i in indices], pad_idx=0)
+            for indices in batch_by_tokens(lengths, max_tokens, shuffle=shuffle, seed=seed)]
+
+
+def log(ctx: DistributedContext, *message) -> None:
+    if ctx.is_main:
+        print(*message, flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    ctx = init_distributed(args.device)
+    random.seed(args.seed)
+    _ = torch.manual_seed(args.seed)
+    try:
+        return run(args, ctx)
+    finally:
+        cleanup(ctx)
+
+
+def run(args: argparse.Namespace, ctx: DistributedContext) -> int:
+    checkpoint = load_checkpoint(args.resume) if args.resume else None
+    preset = recipe(args, checkpoint["extra"].get("recipe") if checkpoint is not None else None)
+    out = Path(args.out or args.resume or f"checkpoints/{args.preset or 'cpu'}.pt")
+    splits = {split: load_pairs(split, args.data_dir) for split in ("train", "val", "test_2016_flickr")}
+    if args.limit:
+        splits = {split: pairs[: args.limit] for split, pairs in splits.items()}
+    tokenize_de, tokenize_en = tokenizer("de"), tokenizer("en")
+
+    if checkpoint is not None:
+        vocabs = vocabs_from_checkpoint(checkpoint)
+        de, en = vocabs["src"], vocabs["tgt"]
+        model = model_from_checkpoint(checkpoint)
+        config = TransformerConfig(**checkpoint["config"])
+        log(ctx, f"resuming from {args.resume} at step {checkpoint['step']}, epoch {checkpoint['epoch']}")
+    else:
+        # The vocabularies come from the training split only (§5.1: nothing of the test set leaks in).
+        de = build_vocab_from_iterator((tokenize_de(s) for s, _ in splits["train"]), min_freq=preset.min_freq)
+        en = build_vocab_from_iterator((tokenize_en(t) for _, t in splits["train"]), min_freq=preset.min_freq)
+        config = TransformerConfig(len(de), len(en), N=preset.N, d_model=preset.d_model, d_ff=preset.d_ff,
+                                   h=preset.h, dropout=preset.dropout)
+        model = make_model(config)
+    for vocab in (de, en):
+        vocab.set_default_index(vocab[UNK])
+    if de[PAD] != 0 or en[PAD] != 0:
+        raise ValueError(f"{PAD} must have id 0 in both vocabularies (got {de[PAD]} and {en[PAD]})")
+
+    train = make_batches(encode(splits["train"], tokenize_de, tokenize_en, de, en), preset.max_tokens,
+                         shuffle=True, seed=args.seed)
+    val = make_batches(encode(splits["val"], tokenize_de, tokenize_en, de, en), preset.max_tokens,
+                       shuffle=False, seed=args.seed)
+    train = shard(train, ctx)  # each process trains on its own share; val is evaluated whole by all
+    model = wrap_model(model, ctx)
+    optimizer, scheduler = make_optimizer(model, config.d_model, preset.warmup)
+    start_epoch = 0
+    if checkpoint is not None:
+        restore(checkpoint, model, optimizer, scheduler)
+        start_epoch = checkpoint["epoch"]
+    steps_per_epoch = math.ceil(len(train) / preset.accum_steps)
+    log(ctx, f"device {ctx.device} x {ctx.world_size} process(es); vocabularies: de {len(de)}, en {len(en)}; "
+             f"{count_parameters(unwrap(model)):,} parameters; {len(splits['train'])} training pairs in "
+             f"{len(train)} batches per process, {steps_per_epoch} updates per epoch")
+
+    earlier = checkpoint["extra"].get("history", {}) if checkpoint is not None else {}
+    progress = {"epochs_done": start_epoch, "epoch_start_step": scheduler.last_epoch, "last_save": time.monotonic()}
+
+    def save(history: dict) -> None:
+        # The history of this run follows that of the runs before the resume.
+        combined = {k: list(earlier.get(k, [])) + list(v) for k, v in history.items()}
+        save_checkpoint(out, model, config, vocabs={"src": de, "tgt": en}, optimizer=optimizer, scheduler=scheduler,
+                        step=scheduler.last_epoch, epoch=progress["epochs_done"],
+                        extra={"recipe": dataclasses.asdict(preset), "history": combined})
+        progress["last_save"] = time.monotonic()
+
+    def on_epoch_end(epoch: int, history: dict) -> None:
+        # An epoch cut short by the time or step budget is run again from its start on resume.
+        complete = scheduler.last_epoch - progress["epoch_start_step"] == steps_per_epoch
+        progress["epochs_done"] = epoch + 1 if complete else epoch
+        progress["epoch_start_step"] = scheduler.last_epoch
+        if ctx.is_main and time.monotonic() - progress["last_save"] >= 60 * SAVE_EVERY_MINUTES:
+            save(history)
+
+    loss_fn = LabelSmoothingLoss(len(en), en[PAD], preset.label_smoothing)
+    history = fit(model, train, val, loss_fn, optimizer, scheduler, epochs=preset.epochs,
+                  max_minutes=preset.max_minutes, max_steps=args.max_steps, accum_steps=preset.accum_steps,
+                  clip=preset.clip, device=ctx.device, progress=ctx.is_main and not args.no_progress,
+                  seed=args.seed, start_epoch=start_epoch, on_epoch_end=on_epoch_end,
+                  token_divisor=token_divisor(ctx) if ctx.enabled else None,
+                  stop_together=(lambda stop: any_process(stop, ctx)) if ctx.enabled else None)
+    if not ctx.is_main:
+        return 0
+    save(history)
+    log(ctx, f"saved {out} (step {scheduler.last_epoch})")
+
+    # BLEU on test_2016_flickr, as the paper reports BLEU on newstest2014 (§6.1).
+    sources = [src for src, _ in splits["test_2016_flickr"]]
+    references = [tgt for _, tgt in splits["test_2016_flickr"]]
+    started = time.monotonic()
+    hypotheses = translate(unwrap(model), sources, de, en, tokenize_de,
+                           beam_size=preset.beam_size or None, length_penalty=preset.length_penalty)
+    bleu = corpus_bleu(hypotheses, references)
+    decoding = f"beam {preset.beam_size}, alpha {preset.length_penalty}" if preset.beam_size else "greedy"
+    log(ctx, f"BLEU on test_2016_flickr ({len(sources)} sentences, {decoding}, "
+             f"{time.monotonic() - started:.0f} s): {bleu.score:.2f}")
+    log(ctx, f"sacrebleu signature: {bleu.signature}")
+    for src, hyp, ref in list(zip(sources, hypotheses, references))[:3]:
+        log(ctx, f"  de:  {src}\n  out: {hyp}\n  ref: {ref}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,160 @@
+"""Checkpoints: atomic writes, weights_only loading, clear mismatch errors, exact resumption."""
+
+import dataclasses
+import io
+
+import pytest
+import torch
+from torch.testing import assert_close
+
+from annotated.batching import collate
+from annotated.label_smoothing import LabelSmoothingLoss
+from annotated.model import TransformerConfig, make_model
+from annotated.schedule import make_optimizer
+from annotated.support.checkpoint import (CheckpointMismatchError, load_checkpoint, model_from_checkpoint,
+                                          restore, save_checkpoint, vocabs_from_checkpoint)
+from annotated.synthetic import reverse_task
+from annotated.training import train_epoch
+from annotated.vocab import Vocab, build_vocab_from_iterator
+
+VOCAB, PAD = 12, 0
+CONFIG = TransformerConfig(VOCAB, VOCAB, N=1, d_model=16, d_ff=32, h=2, dropout=0.1)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Tiny models run faster on one thread, above all on a busy machine; restored afterwards."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def new_model(config: TransformerConfig = CONFIG, seed: int = 0):
+    _ = torch.manual_seed(seed)
+    return make_model(config)
+
+
+def batches(n: int = 4):
+    pairs = reverse_task(4 * n, length=5, vocab_size=VOCAB, seed=0)
+    return [collate(pairs[4 * i : 4 * i + 4], PAD) for i in range(n)]
+
+
+def vocab() -> Vocab:
+    v = build_vocab_from_iterator([["ein", "hund", "ein"], ["katze"]])
+    v.set_default_index(v["<unk>"])
+    return v
+
+
+def test_checkpoint_round_trips_weights_config_vocabularies_and_step(tmp_path):
+    model = new_model()
+    path = save_checkpoint(tmp_path / "model.pt", model, CONFIG, vocabs={"src": vocab(), "tgt": vocab()},
+                           step=12, epoch=3, extra={"history": [1.5, 1.2]})
+    raw = torch.load(path, weights_only=True)  # plain data only: no code runs on load
+    assert raw["config"] == dataclasses.asdict(CONFIG)
+    assert raw["vocabs"]["src"] == vocab().state_dict()
+    checkpoint = load_checkpoint(path)
+    assert (checkpoint["step"], checkpoint["epoch"], checkpoint["extra"]) == (12, 3, {"history": [1.5, 1.2]})
+    rebuilt = model_from_checkpoint(checkpoint)
+    assert_close(rebuilt.state_dict(), model.state_dict(), rtol=0, atol=0)
+    # The tied embedding and generator are still one tensor after loading.
+    assert rebuilt.generator.proj.weight is rebuilt.tgt_embed[0].lut.weight
+    src = vocabs_from_checkpoint(checkpoint)["src"]
+    assert src.get_itos() == vocab().get_itos() and src["zebra"] == src["<unk>"]
+
+
+def test_saving_leaves_no_temporary_file(tmp_path):
+    save_checkpoint(tmp_path / "model.pt", new_model(), CONFIG)
+    save_checkpoint(tmp_path / "model.pt", new_model(seed=1), CONFIG)  # overwrite
+    assert [p.name for p in tmp_path.iterdir()] == ["model.pt"]
+
+
+def test_a_crash_in_the_middle_of_a_save_leaves_the_previous_checkpoint_intact(tmp_path, monkeypatch):
+    path = tmp_path / "model.pt"
+    old = new_model(seed=0)
+    save_checkpoint(path, old, CONFIG, step=1)
+    real_save = torch.save
+
+    def save_half_then_fail(obj, f, *args, **kwargs):
+        buffer = io.BytesIO()
+        real_save(obj, buffer, *args, **kwargs)
+        f.write(buffer.getvalue()[: len(buffer.getvalue()) // 2])  # half the bytes reach the disk...
+        raise OSError(28, "No space left on device")  # ...then the disk is full
+
+    monkeypatch.setattr(torch, "save", save_half_then_fail)
+    with pytest.raises(OSError, match="No space left"):
+        save_checkpoint(path, new_model(seed=1), CONFIG, step=2)
+    monkeypatch.undo()
+    # An object that cannot be pickled fails inside torch.save itself, after the file was opened.
+    with pytest.raises(Exception, match="pickle"):
+        save_checkpoint(path, new_model(seed=1), CONFIG, step=3, extra={"callback": lambda: None})
+    assert [p.name for p in tmp_path.iterdir()] == ["model.pt"]
+    checkpoint = load_checkpoint(path)
+    assert checkpoint["step"] == 1
+    assert_close(checkpoint["model"], old.state_dict(), rtol=0, atol=0)
+
+
+def test_a_checkpoint_of_another_shape_gets_an_error_naming_the_weights_and_the_fix(tmp_path):
+    path = save_checkpoint(tmp_path / "model.pt", new_model(), CONFIG)
+    wider = new_model(dataclasses.replace(CONFIG, d_model=32))
+    with pytest.raises(CheckpointMismatchError) as error:
+        restore(load_checkpoint(path), wider)
+    message = str(error.value)
+    assert "encoder.layers.0.self_attn.W_Q.weight: (16, 16) in the checkpoint, (32, 32) in the model" in message
+    assert "more)" in message  # a long list is cut short, with the count of the rest
+    assert "model_from_checkpoint" in message and "'d_model': 16" in message
+    other_vocab = new_model(dataclasses.replace(CONFIG, tgt_vocab_size=20))
+    with pytest.raises(CheckpointMismatchError, match=r"tgt_embed\.0\.lut\.weight: \(12, 16\) in the checkpoint, "
+                                                      r"\(20, 16\) in the model"):
+        restore(load_checkpoint(path), other_vocab)
+    deeper = new_model(dataclasses.replace(CONFIG, N=2))
+    with pytest.raises(CheckpointMismatchError, match=r"missing weights: encoder\.layers\.1\."):
+        restore(load_checkpoint(path), deeper)
+
+
+def test_missing_damaged_or_unsafe_files_get_clear_errors(tmp_path):
+    with pytest.raises(FileNotFoundError, match="without --resume"):
+        load_checkpoint(tmp_path / "nothing.pt")
+    (tmp_path / "damaged.pt").write_bytes(b"not a checkpoint")
+    with pytest.raises(ValueError, match="damaged"):
+        load_checkpoint(tmp_path / "damaged.pt")
+    # A pickle that would construct an arbitrary object is refused by weights_only=True.
+    torch.save({"format_version": 1, "model": {}, "payload": io.StringIO("code")}, tmp_path / "unsafe.pt")
+    with pytest.raises(ValueError, match="could not read"):
+        load_checkpoint(tmp_path / "unsafe.pt")
+
+
+def train_steps(model, optimizer, scheduler, steps):
+    train_epoch(model, steps, LabelSmoothingLoss(VOCAB, PAD), optimizer, scheduler, progress=False)
+
+
+@pytest.mark.parametrize("restore_rng", [True, False])
+def test_resuming_from_a_checkpoint_continues_exactly_like_an_uninterrupted_run(tmp_path, restore_rng):
+    """4 updates straight == 2 updates, save, load into fresh objects, 2 updates: bit for bit,
+    with dropout on, because the random state is saved too. Without it, dropout draws
+    different masks after the resume and the runs part ways (the second case)."""
+    data = batches(4)
+    model = new_model()
+    optimizer, scheduler = make_optimizer(model, CONFIG.d_model, warmup=4)
+    _ = torch.manual_seed(123)
+    train_steps(model, optimizer, scheduler, data)
+    straight = model.state_dict()
+
+    model = new_model()
+    optimizer, scheduler = make_optimizer(model, CONFIG.d_model, warmup=4)
+    _ = torch.manual_seed(123)
+    train_steps(model, optimizer, scheduler, data[:2])
+    path = save_checkpoint(tmp_path / "model.pt", model, CONFIG, optimizer=optimizer, scheduler=scheduler,
+                           step=scheduler.last_epoch)
+    _ = torch.manual_seed(999)  # whatever happens in between
+    checkpoint = load_checkpoint(path)
+    resumed = model_from_checkpoint(checkpoint)
+    optimizer, scheduler = make_optimizer(resumed, CONFIG.d_model, warmup=4)
+    restore(checkpoint, resumed, optimizer, scheduler, restore_rng=restore_rng)
+    assert scheduler.last_epoch == checkpoint["step"] == 2
+    train_steps(resumed, optimizer, scheduler, data[2:])
+    if restore_rng:
+        assert_close(resumed.state_dict(), straight, rtol=0, atol=0)
+    else:
+        with pytest.raises(AssertionError):
+            assert_close(resumed.state_dict(), straight, rtol=0, atol=0)

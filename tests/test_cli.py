@@ -1,0 +1,85 @@
+"""``python -m annotated.train``: presets, options, and a run end to end that saves and resumes."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from annotated.model import TransformerConfig, count_parameters, make_model
+from annotated.support.checkpoint import load_checkpoint, model_from_checkpoint, vocabs_from_checkpoint
+from annotated.support.cli import PRESETS, build_parser, main, recipe
+from annotated.support.course import ROOT
+
+DATA_DIR = os.environ.get("ANNOTATED_DATA_DIR")
+needs_data = pytest.mark.skipif(not DATA_DIR, reason="set ANNOTATED_DATA_DIR to a folder with the Multi30k "
+                                                      "files (e.g. ../shared/data/multi30k) to run the CLI")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Tiny models run faster on one thread, above all on a busy machine; restored afterwards."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_base_preset_is_the_papers_base_model_with_about_25000_tokens_per_update():
+    base = PRESETS["base"]
+    assert (base.N, base.d_model, base.h, base.d_ff, base.dropout) == (6, 512, 8, 2048, 0.1)  # Table 3
+    assert base.warmup == 4000 and base.label_smoothing == 0.1  # §5.3, §5.4
+    assert base.max_tokens * base.accum_steps == 25000  # §5.1
+    assert (base.beam_size, base.length_penalty) == (4, 0.6)  # §6.1
+
+
+def test_cpu_preset_is_a_few_million_parameters_with_a_time_budget():
+    cpu = PRESETS["cpu"]
+    # Multi30k's vocabularies with min_freq=2 hold about 7,900 German and 5,900 English tokens.
+    model = make_model(TransformerConfig(7900, 5900, N=cpu.N, d_model=cpu.d_model, d_ff=cpu.d_ff, h=cpu.h))
+    assert 3e6 < count_parameters(model) < 15e6
+    assert cpu.max_minutes is not None and cpu.max_minutes <= 30
+
+
+def test_command_line_options_override_the_preset():
+    args = build_parser().parse_args(["--preset", "base", "--epochs", "3", "--max-tokens", "1000",
+                                      "--beam-size", "0", "--warmup", "10"])
+    preset = recipe(args)
+    assert (preset.epochs, preset.max_tokens, preset.beam_size, preset.warmup) == (3, 1000, 0, 10)
+    assert preset.d_model == 512 and preset.accum_steps == PRESETS["base"].accum_steps  # the rest stays
+
+
+def test_the_module_runs_from_the_command_line():
+    result = subprocess.run([sys.executable, "-m", "annotated.train", "--help"], capture_output=True, text=True,
+                            cwd=ROOT, timeout=120)
+    assert result.returncode == 0, result.stderr
+    for option in ["--preset", "--data-dir", "--out", "--resume", "--epochs", "--max-minutes", "--device",
+                   "--beam-size", "--limit", "--max-steps"]:
+        assert option in result.stdout
+
+
+@needs_data
+def test_training_saves_a_checkpoint_reports_bleu_and_resumes(tmp_path, capsys):
+    common = ["--data-dir", DATA_DIR, "--limit", "120", "--device", "cpu", "--no-progress", "--beam-size", "2"]
+    first = tmp_path / "first.pt"
+    assert main([*common, "--preset", "tiny", "--max-steps", "3", "--out", str(first)]) == 0
+    out = capsys.readouterr().out
+    assert "BLEU on test_2016_flickr (120 sentences, beam 2, alpha 0.6" in out
+    assert "sacrebleu signature: nrefs:1|case:lc|eff:no|tok:13a|smooth:exp|version:" in out
+
+    checkpoint = load_checkpoint(first)
+    assert checkpoint["step"] == 3 and checkpoint["config"]["d_model"] == PRESETS["tiny"].d_model
+    vocabs = vocabs_from_checkpoint(checkpoint)
+    assert vocabs["src"].get_itos()[:4] == ["<pad>", "<s>", "</s>", "<unk>"]
+    assert model_from_checkpoint(checkpoint).src_embed[0].lut.num_embeddings == len(vocabs["src"])
+
+    second = tmp_path / "second.pt"
+    # No --preset: the recipe comes from the checkpoint, with the command line's overrides.
+    assert main([*common, "--resume", str(first), "--max-steps", "5", "--warmup", "7", "--out", str(second)]) == 0
+    assert f"resuming from {first} at step 3" in capsys.readouterr().out
+    resumed = load_checkpoint(second)
+    assert resumed["step"] == 5
+    assert resumed["extra"]["recipe"] == {**checkpoint["extra"]["recipe"], "beam_size": 2, "warmup": 7}
+    assert len(resumed["extra"]["history"]["step_loss"]) == 5  # 3 before the resume, 2 after
+    assert resumed["vocabs"] == checkpoint["vocabs"]  # the vocabularies travel with the checkpoint
