@@ -16,4 +16,10 @@ TAUGHT_MODULES: dict[str, str] = {
     "annotated.layer_norm": "06_feed_forward_residual_layer_norm.ipynb",
     "annotated.residual": "06_feed_forward_residual_layer_norm.ipynb",
     "annotated.model": "07_the_full_model.ipynb",
+    "annotated.batching": "08_training.ipynb",
+    "annotated.synthetic": "08_training.ipynb",
+    "annotated.label_smoothing": "08_training.ipynb",
+    "annotated.schedule": "08_training.ipynb",
+    "annotated.training": "08_training.ipynb",
+    "annotated.decoding": "08_training.ipynb",
 }

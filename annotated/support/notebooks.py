@@ -23,6 +23,25 @@ def code_cells(path: str | Path) -> list[str]:
     return [cell.source for cell in nb.cells if cell.cell_type == "code"]
 
 
+def collapse_streams(nb: nbformat.NotebookNode) -> None:
+    """Merge each cell's consecutive stdout/stderr outputs and keep only the final state
+    of every carriage-return-redrawn line (a progress bar), as nbval does before comparing."""
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        merged = []
+        for out in cell.outputs:
+            if out.output_type == "stream" and merged and merged[-1].output_type == "stream" \
+                    and merged[-1].name == out.name:
+                merged[-1].text += out.text
+            else:
+                merged.append(out)
+        for out in merged:
+            if out.output_type == "stream":
+                out.text = "\n".join(line.rsplit("\r", 1)[-1] for line in out.text.split("\n"))
+        cell.outputs = merged
+
+
 def execute(path: str | Path, timeout: int = 600) -> float:
     """Run a notebook in a fresh ``python3`` kernel, save it in place; return seconds taken."""
     path = Path(path)
@@ -40,6 +59,7 @@ def execute(path: str | Path, timeout: int = 600) -> float:
         cell.metadata["tags"] = [t for t in cell.metadata["tags"] if t != NBCLIENT_RAISES_TAG]
         if not cell.metadata["tags"]:
             del cell.metadata["tags"]
+    collapse_streams(nb)
     nbformat.write(nb, path)
     return seconds
 
