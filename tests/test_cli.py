@@ -34,12 +34,19 @@ def test_base_preset_is_the_papers_base_model_with_about_25000_tokens_per_update
     assert (base.beam_size, base.length_penalty) == (4, 0.6)  # §6.1
 
 
-def test_cpu_preset_is_a_few_million_parameters_with_a_time_budget():
+def test_cpu_preset_is_a_few_million_parameters_with_an_hour_budget():
     cpu = PRESETS["cpu"]
     # Multi30k's vocabularies with min_freq=2 hold about 7,900 German and 5,900 English tokens.
     model = make_model(TransformerConfig(7900, 5900, N=cpu.N, d_model=cpu.d_model, d_ff=cpu.d_ff, h=cpu.h))
     assert 3e6 < count_parameters(model) < 15e6
-    assert cpu.max_minutes is not None and cpu.max_minutes <= 30
+    assert cpu.max_minutes is not None and cpu.max_minutes <= 60
+
+
+def test_notebook_preset_is_notebook_09s_six_minute_recipe():
+    notebook = PRESETS["notebook"]
+    assert (notebook.N, notebook.d_model, notebook.h, notebook.d_ff) == (2, 128, 4, 512)
+    assert (notebook.max_tokens, notebook.warmup, notebook.max_steps) == (3000, 400, 450)
+    assert notebook.max_minutes is not None and notebook.max_minutes <= 6
 
 
 def test_command_line_options_override_the_preset():
@@ -80,6 +87,6 @@ def test_training_saves_a_checkpoint_reports_bleu_and_resumes(tmp_path, capsys):
     assert f"resuming from {first} at step 3" in capsys.readouterr().out
     resumed = load_checkpoint(second)
     assert resumed["step"] == 5
-    assert resumed["extra"]["recipe"] == {**checkpoint["extra"]["recipe"], "beam_size": 2, "warmup": 7}
+    assert resumed["extra"]["recipe"] == {**checkpoint["extra"]["recipe"], "beam_size": 2, "warmup": 7, "max_steps": 5}
     assert len(resumed["extra"]["history"]["step_loss"]) == 5  # 3 before the resume, 2 after
     assert resumed["vocabs"] == checkpoint["vocabs"]  # the vocabularies travel with the checkpoint

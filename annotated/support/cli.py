@@ -1,6 +1,7 @@
 """``python -m annotated.train``: train a German -> English Transformer on Multi30k, then report BLEU.
 
-    python -m annotated.train --preset cpu                       # a laptop CPU, minutes
+    python -m annotated.train --preset notebook                  # notebook 09's run, minutes on a laptop
+    python -m annotated.train --preset cpu                       # a longer CPU run, an hour
     python -m annotated.train --preset base --out base.pt        # the paper's base model, a GPU
     torchrun --standalone --nproc_per_node=4 -m annotated.train --preset base   # 4 GPUs
     python -m annotated.train --resume base.pt --epochs 800      # carry on from a checkpoint
@@ -53,6 +54,7 @@ class Preset:
     warmup: int  # §5.3
     epochs: int
     max_minutes: float | None = None  # training time budget
+    max_steps: int | None = None  # optimizer updates budget, counting those before a resume
     label_smoothing: float = 0.1  # §5.4
     min_freq: int = 2  # rarer words become <unk>
     clip: float | None = None
@@ -61,9 +63,13 @@ class Preset:
 
 
 PRESETS: dict[str, Preset] = {
-    # A laptop CPU: about 9M parameters, 153 updates of ~2,700 target tokens per epoch, half an hour at most.
+    # Notebook 09's run: 2.7M parameters, 450 updates of ~2,700 target tokens, about 4 minutes
+    # on a 2-core laptop CPU.
+    "notebook": Preset(N=2, d_model=128, h=4, d_ff=512, dropout=0.1, max_tokens=3000, accum_steps=1,
+                       warmup=400, epochs=100, max_steps=450, max_minutes=6),
+    # A longer CPU run: about 9M parameters, 153 updates per epoch, an hour at most.
     "cpu": Preset(N=3, d_model=256, h=8, d_ff=1024, dropout=0.1, max_tokens=3000, accum_steps=1,
-                  warmup=1000, epochs=20, max_minutes=30),
+                  warmup=1000, epochs=40, max_minutes=60),
     # The paper's base model (Table 3), about 25,000 tokens per update (4 x 6,250) on a GPU.
     # Multi30k gives 19 such updates per epoch, so the 4,000 warm-up steps take ~210 epochs.
     "base": Preset(N=6, d_model=512, h=8, d_ff=2048, dropout=0.1, max_tokens=6250, accum_steps=4,
@@ -79,7 +85,7 @@ SAVE_EVERY_MINUTES = 5.0  # checkpoints also at the end; saving a large model ev
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m annotated.train", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--preset", choices=sorted(PRESETS), help="model size and recipe (default: cpu, or the "
+    p.add_argument("--preset", choices=sorted(PRESETS), help="model size and recipe (default: notebook, or the "
                                                              "checkpoint's with --resume)")
     p.add_argument("--data-dir", help="folder with the Multi30k .gz files (default: $ANNOTATED_DATA_DIR, "
                                       "else a download cache)")
@@ -101,8 +107,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def recipe(args: argparse.Namespace, saved: dict | None = None) -> Preset:
     """The preset (or the ``saved`` recipe of a checkpoint) with the command line's overrides applied."""
-    preset = Preset(**saved) if saved and args.preset is None else PRESETS[args.preset or "cpu"]
-    overrides = {"epochs": args.epochs, "max_minutes": args.max_minutes, "beam_size": args.beam_size,
+    preset = Preset(**saved) if saved and args.preset is None else PRESETS[args.preset or "notebook"]
+    overrides = {"epochs": args.epochs, "max_minutes": args.max_minutes, "max_steps": args.max_steps,
+                 "beam_size": args.beam_size,
                  "max_tokens": args.max_tokens, "accum_steps": args.accum_steps, "warmup": args.warmup}
     return dataclasses.replace(preset, **{k: v for k, v in overrides.items() if v is not None})
 
@@ -143,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
 def run(args: argparse.Namespace, ctx: DistributedContext) -> int:
     checkpoint = load_checkpoint(args.resume) if args.resume else None
     preset = recipe(args, checkpoint["extra"].get("recipe") if checkpoint is not None else None)
-    out = Path(args.out or args.resume or f"checkpoints/{args.preset or 'cpu'}.pt")
+    out = Path(args.out or args.resume or f"checkpoints/{args.preset or 'notebook'}.pt")
     splits = {split: load_pairs(split, args.data_dir) for split in ("train", "val", "test_2016_flickr")}
     if args.limit:
         splits = {split: pairs[: args.limit] for split, pairs in splits.items()}
@@ -204,7 +211,7 @@ def run(args: argparse.Namespace, ctx: DistributedContext) -> int:
 
     loss_fn = LabelSmoothingLoss(len(en), en[PAD], preset.label_smoothing)
     history = fit(model, train, val, loss_fn, optimizer, scheduler, epochs=preset.epochs,
-                  max_minutes=preset.max_minutes, max_steps=args.max_steps, accum_steps=preset.accum_steps,
+                  max_minutes=preset.max_minutes, max_steps=preset.max_steps, accum_steps=preset.accum_steps,
                   clip=preset.clip, device=ctx.device, progress=ctx.is_main and not args.no_progress,
                   seed=args.seed, start_epoch=start_epoch, on_epoch_end=on_epoch_end,
                   token_divisor=token_divisor(ctx) if ctx.enabled else None,
