@@ -2,21 +2,31 @@
 
 The taught modules, in the order the notebooks build them:
 
-==========================  ============================================
-module                      notebook
-==========================  ============================================
-``annotated.softmax``       01 Softmax and the 1/sqrt(d_k) scaling
-``annotated.attention``     02 Scaled dot-product attention
-``annotated.masks``         03 Masking
-``annotated.multi_head``    04 Multi-head attention
-``annotated.positional``    05 Positional encoding
-``annotated.feed_forward``  06 Feed-forward, residuals and layer norm
-``annotated.layer_norm``    06
-``annotated.residual``      06
-``annotated.model``         07 The full model
-==========================  ============================================
+==============================  ========================================
+module                          notebook
+==============================  ========================================
+``annotated.softmax``           01 Softmax and the 1/sqrt(d_k) scaling
+``annotated.attention``         02 Scaled dot-product attention
+``annotated.masks``             03 Masking
+``annotated.multi_head``        04 Multi-head attention
+``annotated.positional``        05 Positional encoding
+``annotated.feed_forward``      06 Feed-forward, residuals and layer norm
+``annotated.layer_norm``        06
+``annotated.residual``          06
+``annotated.model``             07 The full model
+``annotated.batching``          08 Training
+``annotated.synthetic``         08
+``annotated.label_smoothing``   08
+``annotated.schedule``          08
+``annotated.training``          08
+``annotated.decoding``          08
+``annotated.data``              09 Translating German to English
+``annotated.vocab``             09
+``annotated.beam_search``       09
+``annotated.evaluation``        09
+==============================  ========================================
 
-``annotated.support`` holds what the course uses but does not teach line by line.
+``annotated.support``           holds what the course uses but does not teach line by line.
 """
 
 from annotated.model import TransformerConfig, count_parameters, make_model

@@ -22,4 +22,8 @@ TAUGHT_MODULES: dict[str, str] = {
     "annotated.schedule": "08_training.ipynb",
     "annotated.training": "08_training.ipynb",
     "annotated.decoding": "08_training.ipynb",
+    "annotated.data": "09_translating_german_to_english.ipynb",
+    "annotated.vocab": "09_translating_german_to_english.ipynb",
+    "annotated.beam_search": "09_translating_german_to_english.ipynb",
+    "annotated.evaluation": "09_translating_german_to_english.ipynb",
 }
