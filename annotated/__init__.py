@@ -26,7 +26,7 @@ module                          notebook
 ``annotated.evaluation``        09
 ==============================  ========================================
 
-``annotated.support``           holds what the course uses but does not teach line by line.
+``annotated.support`` holds what the course uses but does not teach line by line.
 """
 
 from annotated.model import TransformerConfig, count_parameters, make_model
