@@ -21,13 +21,7 @@ VOCAB, PAD = 12, 0
 CONFIG = TransformerConfig(VOCAB, VOCAB, N=1, d_model=16, d_ff=32, h=2, dropout=0.1)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models run faster on one thread, above all on a busy machine; restored afterwards."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # see conftest.py
 
 
 def new_model(config: TransformerConfig = CONFIG, seed: int = 0):

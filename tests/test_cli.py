@@ -17,13 +17,7 @@ needs_data = pytest.mark.skipif(not DATA_DIR, reason="set ANNOTATED_DATA_DIR to 
                                                       "files (e.g. ../shared/data/multi30k) to run the CLI")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models run faster on one thread, above all on a busy machine; restored afterwards."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # see conftest.py
 
 
 def test_base_preset_is_the_papers_base_model_with_about_25000_tokens_per_update():

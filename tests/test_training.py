@@ -15,13 +15,7 @@ from annotated.training import choose_device, evaluate_loss, fit, train_epoch
 PAD, BOS, EOS, VOCAB = 0, 1, 2, 13
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models run faster on one thread, above all on a busy machine; restored afterwards."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # see conftest.py
 
 
 def examples(n: int, seed: int) -> list[tuple[list[int], list[int]]]:
