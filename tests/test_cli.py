@@ -5,7 +5,6 @@ import subprocess
 import sys
 
 import pytest
-import torch
 
 from annotated.model import TransformerConfig, count_parameters, make_model
 from annotated.support.checkpoint import load_checkpoint, model_from_checkpoint, vocabs_from_checkpoint
