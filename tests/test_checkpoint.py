@@ -11,8 +11,8 @@ from annotated.batching import collate
 from annotated.label_smoothing import LabelSmoothingLoss
 from annotated.model import TransformerConfig, make_model
 from annotated.schedule import make_optimizer
-from annotated.support.checkpoint import (CheckpointMismatchError, load_checkpoint, model_from_checkpoint,
-                                          restore, save_checkpoint, vocabs_from_checkpoint)
+from annotated.support.checkpoint import (CheckpointMismatchError, average_checkpoints, load_checkpoint,
+                                          model_from_checkpoint, restore, save_checkpoint, vocabs_from_checkpoint)
 from annotated.synthetic import reverse_task
 from annotated.training import train_epoch
 from annotated.vocab import Vocab, build_vocab_from_iterator
@@ -152,3 +152,25 @@ def test_resuming_from_a_checkpoint_continues_exactly_like_an_uninterrupted_run(
     else:
         with pytest.raises(AssertionError):
             assert_close(resumed.state_dict(), straight, rtol=0, atol=0)
+
+
+def test_averaging_checkpoints_gives_the_mean_of_their_weights(tmp_path):
+    paths = []
+    for seed in range(3):
+        _ = torch.manual_seed(seed)
+        paths.append(save_checkpoint(tmp_path / f"{seed}.pt", make_model(CONFIG), CONFIG, step=seed))
+    averaged = average_checkpoints(paths)
+    weights = [load_checkpoint(p)["model"] for p in paths]
+    name = "encoder.layers.0.self_attn.W_Q.weight"
+    torch.testing.assert_close(averaged["model"][name], (weights[0][name] + weights[1][name] + weights[2][name]) / 3)
+    assert averaged["step"] == 2 and averaged["optimizer"] is None
+    model = model_from_checkpoint(averaged)  # the average loads into a model of the same config
+    assert model.generator.proj.weight is model.tgt_embed[0].lut.weight
+
+
+def test_averaging_checkpoints_of_different_models_is_refused(tmp_path):
+    other = TransformerConfig(VOCAB, VOCAB, N=2, d_model=16, d_ff=32, h=2)
+    first = save_checkpoint(tmp_path / "a.pt", make_model(CONFIG), CONFIG)
+    second = save_checkpoint(tmp_path / "b.pt", make_model(other), other)
+    with pytest.raises(CheckpointMismatchError, match="average only checkpoints of one training run"):
+        average_checkpoints([first, second])

@@ -83,3 +83,9 @@ def test_training_saves_a_checkpoint_reports_bleu_and_resumes(tmp_path, capsys):
     assert resumed["extra"]["recipe"] == {**checkpoint["extra"]["recipe"], "beam_size": 2, "warmup": 7, "max_steps": 5}
     assert len(resumed["extra"]["history"]["step_loss"]) == 5  # 3 before the resume, 2 after
     assert resumed["vocabs"] == checkpoint["vocabs"]  # the vocabularies travel with the checkpoint
+
+    averaged = tmp_path / "averaged.pt"
+    assert main([*common, "--average", str(first), str(second), "--out", str(averaged)]) == 0
+    out = capsys.readouterr().out
+    assert "averaged 2 checkpoints" in out and "BLEU on test_2016_flickr (120 sentences" in out
+    assert load_checkpoint(averaged)["extra"]["averaged"] == [str(first), str(second)]

@@ -172,6 +172,34 @@ def restore(checkpoint: dict, model: nn.Module, optimizer: torch.optim.Optimizer
     return checkpoint
 
 
+def average_checkpoints(paths: list[str | Path]) -> dict:
+    """The last of ``paths``, with its weights replaced by the mean of all their weights.
+
+    The paper's base models are "a single model obtained by averaging the last 5
+    checkpoints, which were written at 10-minute intervals" (§6.1). The checkpoints must hold
+    the same weights with the same shapes and configuration; integer buffers are taken from
+    the last one. Optimizer and scheduler states are dropped: they belong to no average.
+    """
+    if not paths:
+        raise ValueError("average_checkpoints needs at least one checkpoint path")
+    checkpoints = [load_checkpoint(path, map_location="cpu") for path in paths]
+    last = checkpoints[-1]
+    for path, checkpoint in zip(paths, checkpoints):
+        if checkpoint["config"] != last["config"] or checkpoint["model"].keys() != last["model"].keys():
+            raise CheckpointMismatchError(
+                f"{path} was saved from another model than {paths[-1]} (configs {checkpoint['config']} and "
+                f"{last['config']}); average only checkpoints of one training run"
+            )
+    averaged = {}
+    for name, weight in last["model"].items():
+        if weight.is_floating_point():
+            averaged[name] = torch.stack([c["model"][name].float() for c in checkpoints]).mean(0).to(weight.dtype)
+        else:
+            averaged[name] = weight
+    extra = {**last["extra"], "averaged": [str(path) for path in paths]}
+    return {**last, "model": averaged, "optimizer": None, "scheduler": None, "extra": extra}
+
+
 def vocabs_from_checkpoint(checkpoint: dict, vocab_class: type | None = None) -> dict:
     """The saved vocabularies, rebuilt with ``vocab_class.from_state_dict`` (``annotated.vocab.Vocab``
     by default); plain dicts when ``vocab_class`` is ``dict``."""

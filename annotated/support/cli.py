@@ -32,8 +32,8 @@ from annotated.evaluation import corpus_bleu, translate
 from annotated.label_smoothing import LabelSmoothingLoss
 from annotated.model import TransformerConfig, count_parameters, make_model
 from annotated.schedule import make_optimizer
-from annotated.support.checkpoint import (load_checkpoint, model_from_checkpoint, restore, save_checkpoint,
-                                          unwrap, vocabs_from_checkpoint)
+from annotated.support.checkpoint import (average_checkpoints, load_checkpoint, model_from_checkpoint, restore,
+                                          save_checkpoint, unwrap, vocabs_from_checkpoint)
 from annotated.support.distributed import (DistributedContext, any_process, cleanup, init_distributed, shard,
                                            token_divisor, wrap_model)
 from annotated.training import fit
@@ -100,6 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-tokens", type=int, help="override the preset's tokens per batch")
     p.add_argument("--accum-steps", type=int, help="override the preset's batches per update")
     p.add_argument("--warmup", type=int, help="override the preset's warm-up steps")
+    p.add_argument("--average", nargs="+", metavar="CHECKPOINT",
+                   help="average the weights of these checkpoints of one run (paper §6.1) and only "
+                        "evaluate; with --out, also save the averaged checkpoint")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     return p
@@ -148,6 +151,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(args: argparse.Namespace, ctx: DistributedContext) -> int:
+    if args.average:
+        return evaluate_average(args, ctx)
     checkpoint = load_checkpoint(args.resume) if args.resume else None
     preset = recipe(args, checkpoint["extra"].get("recipe") if checkpoint is not None else None)
     out = Path(args.out or args.resume or f"checkpoints/{args.preset or 'notebook'}.pt")
@@ -221,11 +226,37 @@ def run(args: argparse.Namespace, ctx: DistributedContext) -> int:
     save(history)
     log(ctx, f"saved {out} (step {scheduler.last_epoch})")
 
-    # BLEU on test_2016_flickr, as the paper reports BLEU on newstest2014 (§6.1).
-    sources = [src for src, _ in splits["test_2016_flickr"]]
-    references = [tgt for _, tgt in splits["test_2016_flickr"]]
+    report_bleu(unwrap(model), splits["test_2016_flickr"], de, en, tokenize_de, preset, ctx)
+    return 0
+
+
+def evaluate_average(args: argparse.Namespace, ctx: DistributedContext) -> int:
+    """``--average``: one model from the mean of several checkpoints' weights, then BLEU."""
+    checkpoint = average_checkpoints(args.average)
+    preset = recipe(args, checkpoint["extra"].get("recipe"))
+    vocabs = vocabs_from_checkpoint(checkpoint)
+    de, en = vocabs["src"], vocabs["tgt"]
+    for vocab in (de, en):
+        vocab.set_default_index(vocab[UNK])
+    model = model_from_checkpoint(checkpoint).to(ctx.device)
+    log(ctx, f"averaged {len(args.average)} checkpoints (steps {checkpoint['step']} and before)")
+    if args.out and ctx.is_main:
+        save_checkpoint(args.out, model, TransformerConfig(**checkpoint["config"]), vocabs=vocabs,
+                        step=checkpoint["step"], epoch=checkpoint["epoch"], extra=checkpoint["extra"])
+        log(ctx, f"saved {args.out}")
+    test = load_pairs("test_2016_flickr", args.data_dir)[: args.limit or None]
+    if ctx.is_main:
+        report_bleu(model, test, de, en, tokenizer("de"), preset, ctx)
+    return 0
+
+
+def report_bleu(model: torch.nn.Module, test: list[tuple[str, str]], de: Vocab, en: Vocab,
+                tokenize_de: Callable[[str], list[str]], preset: Preset, ctx: DistributedContext) -> None:
+    """BLEU on test_2016_flickr, as the paper reports BLEU on newstest2014 (§6.1)."""
+    sources = [src for src, _ in test]
+    references = [tgt for _, tgt in test]
     started = time.monotonic()
-    hypotheses = translate(unwrap(model), sources, de, en, tokenize_de,
+    hypotheses = translate(model, sources, de, en, tokenize_de,
                            beam_size=preset.beam_size or None, length_penalty=preset.length_penalty)
     bleu = corpus_bleu(hypotheses, references)
     decoding = f"beam {preset.beam_size}, alpha {preset.length_penalty}" if preset.beam_size else "greedy"
@@ -234,7 +265,6 @@ def run(args: argparse.Namespace, ctx: DistributedContext) -> int:
     log(ctx, f"sacrebleu signature: {bleu.signature}")
     for src, hyp, ref in list(zip(sources, hypotheses, references))[:3]:
         log(ctx, f"  de:  {src}\n  out: {hyp}\n  ref: {ref}")
-    return 0
 
 
 if __name__ == "__main__":
