@@ -1,0 +1,297 @@
+"""The exercises: generated from their solutions, their checks fail on blank and on typical
+wrong answers with a message that names the mistake, and pass on the solutions."""
+
+import contextlib
+import inspect
+import io
+import math
+
+import nbformat
+import pytest
+import torch
+
+from annotated.attention import scaled_dot_product_attention
+from annotated.multi_head import MultiHeadAttention
+from annotated.positional import sinusoidal_table
+from annotated.support import grading
+from annotated.support.exercises import EXERCISES, SOLUTIONS, make_exercise, replace_regions
+from annotated.support.grading import (
+    ExerciseFailed,
+    check_attention,
+    check_merge_heads,
+    check_sinusoidal_table,
+    check_split_heads,
+)
+from annotated.support.notebooks import code_cells
+
+SOLUTION_PATHS = sorted(SOLUTIONS.glob("*.ipynb"))
+CHECKS = {n for n, obj in vars(grading).items() if n.startswith("check_") and inspect.isfunction(obj)}
+
+
+def is_check_cell(source: str) -> bool:
+    return source.strip().startswith("check_")
+
+
+def run(sources: list[str], namespace: dict) -> str:
+    """exec the cells in ``namespace``, as a kernel would run them; return what they print."""
+    printed = io.StringIO()
+    # The cells seed torch and set its print options: keep both from leaking into other tests.
+    with torch.random.fork_rng(), contextlib.redirect_stdout(printed):
+        try:
+            for source in sources:
+                exec(compile(source, "<cell>", "exec"), namespace)
+        finally:
+            torch.set_printoptions(profile="default")
+    return printed.getvalue()
+
+
+# ---------------------------------------------------------------- the notebooks
+
+
+def test_every_solution_has_its_exercise_and_every_exercise_its_solution():
+    assert SOLUTION_PATHS, "solutions/ holds no notebook"
+    assert [p.name for p in SOLUTION_PATHS] == sorted(p.name for p in EXERCISES.glob("*.ipynb"))
+
+
+@pytest.mark.parametrize("solution", SOLUTION_PATHS, ids=lambda p: p.stem)
+def test_exercise_notebook_is_exactly_what_the_generator_makes_from_its_solution(solution):
+    expected = make_exercise(nbformat.read(solution, as_version=4), solution.name)
+    committed = nbformat.read(EXERCISES / solution.name, as_version=4)
+    assert [(c.cell_type, c.source) for c in committed.cells] == [
+        (c.cell_type, c.source) for c in expected.cells
+    ], f"exercises/{solution.name} differs from its solution: run python -m annotated.support.exercises"
+    for cell in committed.cells:
+        if cell.cell_type == "code":
+            assert cell.outputs == [] and cell.execution_count is None, "commit exercises unexecuted"
+            assert "### BEGIN SOLUTION" not in cell.source and "### END SOLUTION" not in cell.source
+
+
+@pytest.mark.parametrize("solution", SOLUTION_PATHS, ids=lambda p: p.stem)
+def test_every_check_cell_calls_a_grading_check(solution):
+    checks = [s for s in code_cells(solution) if is_check_cell(s)]
+    assert checks, f"{solution.name} has no cell calling a check"
+    for source in checks:
+        assert source.split("(")[0].strip() in CHECKS, f"unknown check in {solution.name}: {source!r}"
+
+
+def test_every_check_is_used_by_a_solution_notebook():
+    used = {s.split("(")[0].strip() for p in SOLUTION_PATHS for s in code_cells(p) if is_check_cell(s)}
+    assert used == CHECKS
+
+
+@pytest.mark.parametrize("solution", SOLUTION_PATHS, ids=lambda p: p.stem)
+def test_solution_notebook_passes_all_its_checks(solution):
+    sources = code_cells(solution)
+    printed = run(sources, {})
+    assert printed.count(" passed: ") == sum(map(is_check_cell, sources))
+
+
+@pytest.mark.parametrize("solution", SOLUTION_PATHS, ids=lambda p: p.stem)
+def test_every_check_fails_on_the_blank_exercise_and_says_it_is_not_done(solution):
+    sources = code_cells(EXERCISES / solution.name)
+    namespace: dict = {}
+    run([s for s in sources if not is_check_cell(s)], namespace)  # definitions run fine
+    for source in filter(is_check_cell, sources):
+        with pytest.raises(ExerciseFailed, match=r"raised NotImplementedError: the exercise is not done"):
+            run([source], namespace)
+
+
+# ---------------------------------------------------------------- the generator
+
+
+def test_solution_block_becomes_the_blank_at_its_indentation():
+    source = "def f(x):\n    ### BEGIN SOLUTION\n    y = x + 1\n    return y\n    ### END SOLUTION\nz = 1"
+    blank, count = replace_regions(source, "### BEGIN SOLUTION", "### END SOLUTION",
+                                   ["# YOUR CODE HERE", "raise NotImplementedError()"], "test")
+    assert count == 1
+    assert blank == "def f(x):\n    # YOUR CODE HERE\n    raise NotImplementedError()\nz = 1"
+
+
+def test_hidden_tests_are_removed_and_a_cell_of_hidden_tests_only_is_dropped():
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("def f():\n    ### BEGIN SOLUTION\n    return 1\n    ### END SOLUTION"),
+        nbformat.v4.new_code_cell(
+            "assert f() == 1\n### BEGIN HIDDEN TESTS\nassert f() + 1 == 2\n### END HIDDEN TESTS"
+        ),
+        nbformat.v4.new_code_cell("### BEGIN HIDDEN TESTS\nassert f() > 0\n### END HIDDEN TESTS"),
+    ])
+    exercise = make_exercise(nb)
+    assert [c.source for c in exercise.cells] == [
+        "def f():\n    # YOUR CODE HERE\n    raise NotImplementedError()",
+        "assert f() == 1",
+    ]
+    assert "return 1" in nb.cells[0].source, "the solution notebook must be left unchanged"
+
+
+@pytest.mark.parametrize("source, error", [
+    ("### BEGIN SOLUTION\nx = 1", "never closed"),
+    ("x = 1\n### END SOLUTION", "without"),
+    ("### BEGIN SOLUTION\n### BEGIN SOLUTION\n### END SOLUTION", "inside"),
+])
+def test_unbalanced_markers_are_errors(source, error):
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source)])
+    with pytest.raises(ValueError, match=error):
+        make_exercise(nb)
+
+
+def test_a_solution_without_markers_is_an_error():
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")])
+    with pytest.raises(ValueError, match="no '### BEGIN SOLUTION'"):
+        make_exercise(nb)
+
+
+# ---------------------------------------------------------------- the checks
+
+
+def reference_split(x, h):
+    return MultiHeadAttention(x.size(-1), h).split_heads(x)
+
+
+def reference_merge(x):
+    return MultiHeadAttention(x.size(1) * x.size(3), x.size(1)).merge_heads(x)
+
+
+@pytest.mark.parametrize("check, fn", [
+    (check_attention, scaled_dot_product_attention),
+    (check_split_heads, reference_split),
+    (check_merge_heads, reference_merge),
+    (check_sinusoidal_table, sinusoidal_table),
+])
+def test_check_passes_on_the_course_code(check, fn, capsys):
+    check(fn)
+    assert " passed: " in capsys.readouterr().out
+
+
+def _attention(scale=None, dim=-1, mask_mode="before", fill=float("-inf"), zero_full_rows=True,
+               transpose=(-2, -1), returns="pair"):
+    """A configurable attention, to write the usual wrong answers in one line each."""
+    def attention(query, key, value, mask=None):
+        d_k = query.size(-1)
+        scores = query @ key.transpose(*transpose)
+        scores = scores / math.sqrt(d_k) if scale is None else scores * scale(d_k)
+        if mask is not None and mask_mode == "before":
+            scores = scores.masked_fill(~mask, fill)
+        if mask is not None and mask_mode == "inverted":
+            scores = scores.masked_fill(mask, fill)
+        weights = scores.softmax(dim=dim)
+        if mask is not None and mask_mode == "after":
+            weights = weights.masked_fill(~mask, 0.0)
+        if mask is not None and mask_mode == "before" and zero_full_rows:
+            weights = weights.masked_fill(~mask, 0.0)
+        if returns == "output":
+            return weights @ value
+        if returns == "transposed":
+            return weights @ value, weights.transpose(-2, -1)
+        return weights @ value, weights
+    return attention
+
+
+def not_done(*args):
+    raise NotImplementedError()
+
+
+def split_view_without_transpose(x, h):
+    batch, length, d_model = x.shape
+    return x.view(batch, h, length, d_model // h)
+
+
+def split_without_transpose(x, h):
+    batch, length, d_model = x.shape
+    return x.view(batch, length, h, d_model // h)
+
+
+def split_interleaved(x, h):
+    batch, length, d_model = x.shape
+    return x.view(batch, length, d_model // h, h).permute(0, 3, 1, 2)
+
+
+def merge_with_view(x):
+    batch, h, length, d_k = x.shape
+    return x.transpose(1, 2).view(batch, length, h * d_k)
+
+
+def merge_without_transpose(x):
+    batch, h, length, d_k = x.shape
+    return x.reshape(batch, length, h * d_k)
+
+
+def _table(order="sin-cos", exponent=lambda two_i, d_model: two_i / d_model, layout="interleaved"):
+    def sinusoidal_table(max_len, d_model):
+        pos = torch.arange(max_len, dtype=torch.float32).unsqueeze(1)
+        two_i = torch.arange(0, d_model, 2, dtype=torch.float32)
+        angles = pos / 10000 ** exponent(two_i, d_model)
+        first, second = torch.sin(angles), torch.cos(angles)
+        if order == "cos-sin":
+            first, second = second, first
+        if layout == "halves":
+            return torch.cat([first, second], dim=1)
+        table = torch.zeros(max_len, d_model)
+        table[:, 0::2], table[:, 1::2] = first, second
+        return table
+    return sinusoidal_table
+
+
+def table_with_a_frequency_per_column(max_len, d_model):
+    pos = torch.arange(max_len, dtype=torch.float32).unsqueeze(1)
+    angles = pos / 10000 ** (torch.arange(d_model) / d_model)
+    table = torch.sin(angles)
+    table[:, 1::2] = torch.cos(angles[:, 1::2])
+    return table
+
+
+WRONG_ANSWERS = [
+    # (check, wrong answer, what the message must say)
+    (check_attention, not_done, r"raised NotImplementedError"),
+    (check_attention, _attention(scale=lambda d_k: 1.0), r"forgot the 1/sqrt\(d_k\) scaling"),
+    (check_attention, _attention(scale=lambda d_k: 1 / d_k),
+     r"divided the scores by d_k = 4 instead of sqrt\(d_k\)"),
+    (check_attention, _attention(dim=-2), r"softmax over the wrong dimension.*softmax\(dim=-1\)"),
+    (check_attention, _attention(mask_mode="after"), r"mask was applied after the softmax"),
+    (check_attention, _attention(mask_mode="inverted"), r"mask is inverted.*True means 'may attend'"),
+    (check_attention, _attention(mask_mode="ignored"), r"the mask was ignored"),
+    (check_attention, _attention(zero_full_rows=False), r"all masked gets NaN"),
+    (check_attention, _attention(fill=-1e9, zero_full_rows=False), r"all masked got uniform weights"),
+    (check_attention, _attention(transpose=(1, 2)),
+     r"key\.transpose\(-2, -1\), not key\.transpose\(1, 2\)"),
+    (check_attention, _attention(returns="output"), r"should return a pair \(output, weights\)"),
+    (check_attention, _attention(returns="transposed"),
+     r"wrong shape for the weights .*: expected \(2, 3, 5\), got \(2, 5, 3\).*transposed"),
+    (check_split_heads, not_done, r"raised NotImplementedError"),
+    (check_split_heads, split_view_without_transpose,
+     r"grouped wrongly: view\(batch, h, L, d_k\) without a transpose"),
+    (check_split_heads, split_without_transpose,
+     r"expected \(2, 2, 3, 4\), got \(2, 3, 2, 4\).*transpose\(1, 2\)"),
+    (check_split_heads, split_interleaved, r"every h-th column"),
+    (check_merge_heads, not_done, r"raised NotImplementedError"),
+    (check_merge_heads, merge_with_view, r"no longer contiguous.*\.reshape"),
+    (check_merge_heads, merge_without_transpose, r"merged without transposing back"),
+    (check_sinusoidal_table, not_done, r"raised NotImplementedError"),
+    (check_sinusoidal_table, lambda max_len, d_model: None, r"returned None: did you forget the `return`"),
+    (check_sinusoidal_table, _table(order="cos-sin"),
+     r"sin and cos are swapped.*yours reads \[1, 0, 1, 0"),
+    (check_sinusoidal_table, _table(layout="halves"), r"first half.*interleaves"),
+    (check_sinusoidal_table, _table(exponent=lambda two_i, d: two_i / 2 / d), r"exponent is i/d_model"),
+    (check_sinusoidal_table, table_with_a_frequency_per_column, r"share one frequency"),
+    (check_sinusoidal_table, _table(exponent=lambda two_i, d: -two_i / d),
+     r"multiplied pos .* instead of dividing"),
+]
+
+
+@pytest.mark.parametrize("check, wrong, message", WRONG_ANSWERS,
+                         ids=[f"{c.__name__}-{m[:30]}" for c, _, m in WRONG_ANSWERS])
+def test_check_names_the_mistake_of_a_typical_wrong_answer(check, wrong, message):
+    with pytest.raises(ExerciseFailed, match=message):
+        check(wrong)
+
+
+def test_every_check_has_typical_wrong_answers():
+    assert {check.__name__ for check, _, _ in WRONG_ANSWERS} == CHECKS
+
+
+def test_an_unknown_mistake_still_fails_with_the_differences():
+    def noisy(query, key, value, mask=None):
+        out, weights = scaled_dot_product_attention(query, key, value, mask)
+        return out + 0.1, weights
+    message = r"mismatch in the output weights @ value \(no mask\), compared with the reference"
+    with pytest.raises(ExerciseFailed, match=message):
+        check_attention(noisy)
