@@ -5,6 +5,7 @@ import contextlib
 import inspect
 import io
 import math
+import re
 
 import nbformat
 import pytest
@@ -72,6 +73,54 @@ def test_every_check_cell_calls_a_grading_check(solution):
     assert checks, f"{solution.name} has no cell calling a check"
     for source in checks:
         assert source.split("(")[0].strip() in CHECKS, f"unknown check in {solution.name}: {source!r}"
+
+
+PRACTISES = re.compile(r"\[[^\]]*\]\((\.\./notebooks/[^)]+\.ipynb)\)|\"([^\"]+)\"")
+
+
+def exercise_statements(solution):
+    """(markdown, code) for each cell with a solution block and the markdown cell before it."""
+    cells = nbformat.read(solution, as_version=4).cells
+    pairs = []
+    for index, cell in enumerate(cells):
+        if cell.cell_type == "code" and "### BEGIN SOLUTION" in cell.source:
+            before = [c for c in cells[:index] if c.cell_type == "markdown"]
+            pairs.append((before[-1].source if before else "", cell.source))
+    return pairs
+
+
+@pytest.mark.parametrize("solution", SOLUTION_PATHS, ids=lambda p: p.stem)
+def test_every_exercise_states_what_to_write_its_difficulty_time_and_the_sections_it_practises(
+    solution,
+):
+    for statement, _ in exercise_statements(solution):
+        for label in ("**Write**", "**Difficulty**", "**Time**", "**Practises**"):
+            assert label in statement, f"{solution.name}: an exercise without {label}:\n{statement}"
+        assert re.search(r"\*\*Difficulty\*\* [123] of 3", statement)
+        assert re.search(r"\*\*Time\*\* about \d+ minutes", statement)
+
+
+@pytest.mark.parametrize("solution", SOLUTION_PATHS, ids=lambda p: p.stem)
+def test_the_sections_an_exercise_names_are_headings_of_the_notebook_it_links(solution):
+    for statement, _ in exercise_statements(solution):
+        practises = statement.split("**Practises**", 1)[1].split("\n\n", 1)[0]
+        notebook, named = None, 0
+        for link, section in PRACTISES.findall(practises):
+            if link:
+                notebook = (solution.parent / link).resolve()
+                assert notebook.exists(), f"{solution.name} links {link}, which does not exist"
+                headings = {
+                    line.lstrip("#").strip()
+                    for cell in nbformat.read(notebook, as_version=4).cells
+                    if cell.cell_type == "markdown"
+                    for line in cell.source.splitlines()
+                    if line.startswith("#")
+                }
+            else:
+                assert notebook is not None, f"{solution.name}: section {section!r} before any link"
+                assert section in headings, f"{solution.name}: no section {section!r} in {notebook.name}"
+                named += 1
+        assert named, f"{solution.name}: an exercise names no section of a notebook"
 
 
 def test_every_check_is_used_by_a_solution_notebook():
@@ -163,21 +212,28 @@ def test_check_passes_on_the_course_code(check, fn, capsys):
 
 
 def _attention(scale=None, dim=-1, mask_mode="before", fill=float("-inf"), zero_full_rows=True,
-               transpose=(-2, -1), returns="pair"):
+               transpose=(-2, -1), returns="pair", d_k_dim=-1, dtype=None):
     """A configurable attention, to write the usual wrong answers in one line each."""
     def attention(query, key, value, mask=None):
-        d_k = query.size(-1)
-        scores = query @ key.transpose(*transpose)
+        d_k = query.size(d_k_dim)
+        key_t = key.T if transpose == "T" else key.transpose(*transpose)
+        scores = query @ key_t
         scores = scores / math.sqrt(d_k) if scale is None else scores * scale(d_k)
         if mask is not None and mask_mode == "before":
             scores = scores.masked_fill(~mask, fill)
         if mask is not None and mask_mode == "inverted":
             scores = scores.masked_fill(mask, fill)
-        weights = scores.softmax(dim=dim)
+        weights = scores.softmax(dim=dim, dtype=dtype)
         if mask is not None and mask_mode == "after":
             weights = weights.masked_fill(~mask, 0.0)
+        if mask is not None and mask_mode.startswith("renormalized"):
+            # Softmax over every key, then zero the masked weights and share out the rest.
+            weights = weights.masked_fill(~mask, 0.0)
+            total = weights.sum(-1, keepdim=True)
+            weights = weights / (total.clamp_min(1e-9) if mask_mode.endswith("eps") else total)
         if mask is not None and mask_mode == "before" and zero_full_rows:
             weights = weights.masked_fill(~mask, 0.0)
+        weights = weights.to(value.dtype)
         if returns == "output":
             return weights @ value
         if returns == "transposed":
@@ -203,6 +259,28 @@ def split_without_transpose(x, h):
 def split_interleaved(x, h):
     batch, length, d_model = x.shape
     return x.view(batch, length, d_model // h, h).permute(0, 3, 1, 2)
+
+
+def split_hard_coded(x, h):
+    return x.view(2, 3, 2, 4).transpose(1, 2)  # the sizes of a worked example
+
+
+def split_hard_coded_to_the_first_sizes(x, h):
+    return x.view(2, 3, 5, 6).transpose(1, 2)  # the first sizes the check runs
+
+
+def permute_3d(query, key, value, mask=None):
+    scores = query @ key.permute(0, 2, 1) / math.sqrt(query.size(-1))  # right for 3-D keys only
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = scores.softmax(dim=-1)
+    if mask is not None:
+        weights = weights.masked_fill(~mask, 0.0)
+    return weights @ value, weights
+
+
+def merge_hard_coded(x):
+    return x.transpose(1, 2).reshape(2, 3, 8)
 
 
 def merge_with_view(x):
@@ -231,6 +309,17 @@ def _table(order="sin-cos", exponent=lambda two_i, d_model: two_i / d_model, lay
     return sinusoidal_table
 
 
+def _table_hard_coded(d_model_in_exponent=None, shape=None, dtype=torch.float32):
+    def sinusoidal_table(max_len, d_model):
+        pos = torch.arange(max_len, dtype=dtype).unsqueeze(1)
+        two_i = torch.arange(0, d_model, 2, dtype=dtype)
+        angles = pos / 10000 ** (two_i / (d_model_in_exponent or d_model))
+        table = torch.zeros(*(shape or (max_len, d_model)), dtype=dtype)
+        table[:, 0::2], table[:, 1::2] = torch.sin(angles), torch.cos(angles)
+        return table
+    return sinusoidal_table
+
+
 def table_with_a_frequency_per_column(max_len, d_model):
     pos = torch.arange(max_len, dtype=torch.float32).unsqueeze(1)
     angles = pos / 10000 ** (torch.arange(d_model) / d_model)
@@ -244,7 +333,13 @@ WRONG_ANSWERS = [
     (check_attention, not_done, r"raised NotImplementedError"),
     (check_attention, _attention(scale=lambda d_k: 1.0), r"forgot the 1/sqrt\(d_k\) scaling"),
     (check_attention, _attention(scale=lambda d_k: 1 / d_k),
-     r"divided the scores by d_k = 4 instead of sqrt\(d_k\)"),
+     r"divided the scores by d_k = 6 instead of sqrt\(d_k\)"),
+    (check_attention, _attention(scale=lambda d_k: 1 / 2.0),
+     r"divided the scores by 2, but here d_k = 6.*written into your code.*query\.size\(-1\)"),
+    (check_attention, _attention(scale=lambda d_k: 1 / math.sqrt(6)),
+     r"divided the scores by 2\.449, but here d_k = 10.*written into your code"),
+    (check_attention, _attention(d_k_dim=2),
+     r"divided the scores by sqrt\(2\) = 1\.414, and 2 is L_q.*d_k = query\.size\(-1\)"),
     (check_attention, _attention(dim=-2), r"softmax over the wrong dimension.*softmax\(dim=-1\)"),
     (check_attention, _attention(mask_mode="after"), r"mask was applied after the softmax"),
     (check_attention, _attention(mask_mode="inverted"), r"mask is inverted.*True means 'may attend'"),
@@ -253,6 +348,15 @@ WRONG_ANSWERS = [
     (check_attention, _attention(fill=-1e9, zero_full_rows=False), r"all masked got uniform weights"),
     (check_attention, _attention(transpose=(1, 2)),
      r"key\.transpose\(-2, -1\), not key\.transpose\(1, 2\)"),
+    (check_attention, permute_3d, r"works for \(batch, L, d\) inputs but not for \(batch, h, L, d\)"),
+    (check_attention, _attention(transpose="T"),
+     r"\.T on a tensor with more than two dimensions.*key\.transpose\(-2, -1\)"),
+    (check_attention, _attention(mask_mode="renormalized"),
+     r"softmax taken over all the keys, the masked weights zeroed and the rest renormalized"),
+    (check_attention, _attention(mask_mode="renormalized-eps"),
+     r"kept keys vanish .*renormalized afterwards"),
+    (check_attention, _attention(mask_mode="renormalized", dtype=torch.float64),
+     r"kept keys vanish .*renormalized afterwards"),
     (check_attention, _attention(returns="output"), r"should return a pair \(output, weights\)"),
     (check_attention, _attention(returns="transposed"),
      r"wrong shape for the weights .*: expected \(2, 3, 5\), got \(2, 5, 3\).*transposed"),
@@ -260,11 +364,15 @@ WRONG_ANSWERS = [
     (check_split_heads, split_view_without_transpose,
      r"grouped wrongly: view\(batch, h, L, d_k\) without a transpose"),
     (check_split_heads, split_without_transpose,
-     r"expected \(2, 2, 3, 4\), got \(2, 3, 2, 4\).*transpose\(1, 2\)"),
+     r"expected \(2, 5, 3, 6\), got \(2, 3, 5, 6\).*transpose\(1, 2\)"),
+    (check_split_heads, split_hard_coded, r"fixed shape \[2, 3, 2, 4\].*size written into your code"),
+    (check_split_heads, split_hard_coded_to_the_first_sizes,
+     r"passed with \(batch=2, L=3, h=5, d_k=6\) but not with \(batch=4, L=7, h=2, d_k=3\)"),
     (check_split_heads, split_interleaved, r"every h-th column"),
     (check_merge_heads, not_done, r"raised NotImplementedError"),
     (check_merge_heads, merge_with_view, r"no longer contiguous.*\.reshape"),
     (check_merge_heads, merge_without_transpose, r"merged without transposing back"),
+    (check_merge_heads, merge_hard_coded, r"fixed shape \[2, 3, 8\].*size written into your code"),
     (check_sinusoidal_table, not_done, r"raised NotImplementedError"),
     (check_sinusoidal_table, lambda max_len, d_model: None, r"returned None: did you forget the `return`"),
     (check_sinusoidal_table, _table(order="cos-sin"),
@@ -274,6 +382,11 @@ WRONG_ANSWERS = [
     (check_sinusoidal_table, table_with_a_frequency_per_column, r"share one frequency"),
     (check_sinusoidal_table, _table(exponent=lambda two_i, d: -two_i / d),
      r"multiplied pos .* instead of dividing"),
+    (check_sinusoidal_table, _table_hard_coded(d_model_in_exponent=16),
+     r"frequencies are those of d_model = 16, but this table has d_model = 22"),
+    (check_sinusoidal_table, _table_hard_coded(shape=(50, 16)),
+     r"passed with \(max_len=50, d_model=16\) but not with \(max_len=9, d_model=22\)"),
+    (check_sinusoidal_table, _table_hard_coded(dtype=torch.float64), r"float64 table.*Build it in float32"),
 ]
 
 
@@ -295,3 +408,44 @@ def test_an_unknown_mistake_still_fails_with_the_differences():
     message = r"mismatch in the output weights @ value \(no mask\), compared with the reference"
     with pytest.raises(ExerciseFailed, match=message):
         check_attention(noisy)
+
+
+@pytest.mark.parametrize("size_sets", [
+    grading.ATTENTION_SIZES,
+    grading.HEAD_SIZES,
+    [dict(max_len=m, d_model=d) for m, d in grading.TABLE_SIZES],
+], ids=["attention", "heads", "table"])
+def test_the_sizes_of_a_check_all_differ_so_hard_coded_sizes_fail(size_sets):
+    def flat(sizes):  # lead=(batch, h) counts as two sizes
+        names = ["batch", "h"][: len(sizes.get("lead", ()))]
+        return {**dict(zip(names, sizes.get("lead", ()))), **{k: v for k, v in sizes.items() if k != "lead"}}
+    sets = [flat(s) for s in size_sets]
+    assert len(sets) >= 2
+    for sizes in sets:
+        assert sizes.get("d_k") != 4
+        assert len(set(sizes.values())) == len(sizes), f"two sizes are equal in {sizes}"
+    for name in {k for s in sets for k in s}:
+        values = [s[name] for s in sets if name in s]
+        assert len(set(values)) == len(values), f"{name} repeats across the sets: {values}"
+
+
+def test_check_attention_gives_masks_as_many_dimensions_as_the_scores_and_a_4d_case():
+    seen = []
+
+    def spy(query, key, value, mask=None):
+        seen.append((query.dim(), None if mask is None else mask.dim()))
+        return scaled_dot_product_attention(query, key, value, mask)
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        check_attention(spy)
+    assert {q for q, _ in seen} == {3, 4}
+    assert all(m is None or m == q for q, m in seen), seen
+    assert sum(m is not None for _, m in seen) >= 8
+
+
+def test_key_dot_T_is_named_even_when_its_shapes_happen_to_fit():
+    # batch == d_k: key.T, (d_k, L_k, batch), multiplies without an error and pairs wrong numbers.
+    q, k, v = torch.randn(3, 2, 3), torch.randn(3, 4, 3), torch.randn(3, 4, 5)
+    with pytest.raises(ExerciseFailed, match=r"\.T on a tensor with more than two dimensions"):
+        grading._call_attention(_attention(transpose="T"), q, k, v)
+    grading._call_attention(scaled_dot_product_attention, q, k, v)  # no .T, no complaint

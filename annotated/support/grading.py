@@ -10,9 +10,16 @@ The references: ``torch.nn.functional.scaled_dot_product_attention`` and
 merge of ``annotated.multi_head.MultiHeadAttention`` (notebook 04) and
 ``annotated.positional.sinusoidal_table`` (notebook 05). Each check first compares with a
 list of typical mistakes, so a wrong answer gets a diagnosis rather than a table of numbers.
+
+Every check runs on two or three sets of sizes. Within a set all sizes differ, so a
+transposed or swapped tensor shows in the shape; from one set to the next every size
+changes, so an answer with a size written into it (``d_k = 4``, ``view(2, 3, 2, 4)``)
+fails.
 """
 
 import math
+import re
+import warnings
 from collections.abc import Callable
 
 import torch
@@ -24,9 +31,28 @@ from annotated.positional import sinusoidal_table
 # Tolerances of the comparisons: float32 sums in a different order differ by about 1e-6.
 ATOL, RTOL = 1e-5, 1e-4
 
+# The sizes each check runs. Attention: two 3-D sets (batch, L, d) and one 4-D set
+# (batch, h, L, d), as multi-head attention calls it; no size is 4, the d_k of a
+# hand-worked example, and none repeats inside a set or across sets.
+ATTENTION_SIZES = [
+    dict(lead=(2,), L_q=3, L_k=5, d_k=6, d_v=7),
+    dict(lead=(3,), L_q=7, L_k=4, d_k=10, d_v=5),
+    dict(lead=(4, 5), L_q=2, L_k=6, d_k=9, d_v=3),  # lead = (batch, h)
+]
+HEAD_SIZES = [dict(batch=2, L=3, h=5, d_k=6), dict(batch=4, L=7, h=2, d_k=3)]
+TABLE_SIZES = [(50, 16), (9, 22), (120, 6)]  # (max_len, d_model)
+
 
 class ExerciseFailed(AssertionError):
     """A check found a mistake; the message says which one and how to fix it."""
+
+
+def _generic(message: str) -> ExerciseFailed:
+    """A failure no known mistake explains (an exception, a shape, a plain mismatch): when
+    it appears only with the later sizes, the check adds that the sizes are the suspect."""
+    err = ExerciseFailed(message)
+    err.generic = True
+    return err
 
 
 def _describe(args: tuple) -> str:
@@ -35,8 +61,11 @@ def _describe(args: tuple) -> str:
     )
 
 
-def _call(fn: Callable, *args):
-    """Call the learner's function; an exception becomes a message that says where to look."""
+def _call(fn: Callable, *args, hints: tuple = ()):
+    """Call the learner's function; an exception becomes a message that says where to look.
+
+    ``hints`` are extra (pattern, hint) pairs: a hint is added when its pattern is found in
+    the exception's message."""
     name = getattr(fn, "__name__", "your function")
     try:
         return fn(*args)
@@ -47,16 +76,27 @@ def _call(fn: Callable, *args):
             "run that cell, then run this check again."
         ) from None
     except Exception as err:
+        text = str(err)
         hint = ""
-        if "view size is not compatible" in str(err):
+        if "view size is not compatible" in text:
             # The classic merge mistake: transpose(1, 2) then view.
             hint = (
                 "\nHint: after transpose(1, 2) the tensor is no longer contiguous in memory, so "
                 ".view cannot merge its dimensions; use .reshape(...) (or .contiguous().view(...))."
             )
-        raise ExerciseFailed(
-            f"{name}({_describe(args)}) raised {type(err).__name__}: {err}{hint}"
-        ) from err
+        fixed = re.search(r"shape '(\[[-\d, ]*\])' is invalid for input of size (\d+)", text)
+        if fixed:
+            hint = (
+                f"\nHint: your function reshapes to the fixed shape {fixed.group(1)}, which does "
+                f"not fit the {fixed.group(2)} numbers of this input: is a size written into your "
+                "code? Read every size from the input's shape (batch, L, d_model = x.shape); the "
+                "check calls your function with several sizes."
+            )
+        for pattern, extra in hints:
+            if re.search(pattern, text):
+                hint += extra
+        message = f"{name}({_describe(args)}) raised {type(err).__name__}: {err}{hint}"
+        raise _generic(message) from err
 
 
 def _tensor(result, name: str, what: str) -> torch.Tensor:
@@ -69,7 +109,7 @@ def _tensor(result, name: str, what: str) -> torch.Tensor:
 
 def _shape(got: torch.Tensor, expected: tuple, what: str, hint: str = "") -> None:
     if tuple(got.shape) != tuple(expected):
-        raise ExerciseFailed(
+        raise _generic(
             f"wrong shape for {what}: expected {tuple(expected)}, got {tuple(got.shape)}.{hint}"
         )
 
@@ -78,25 +118,88 @@ def _same(got: torch.Tensor, candidate: torch.Tensor, atol: float = ATOL) -> boo
     """True when ``got`` equals ``candidate`` up to float32 rounding (NaN never equals)."""
     if got.shape != candidate.shape:
         return False
-    return torch.allclose(got.float(), candidate.float(), atol=atol, rtol=RTOL)
+    return torch.allclose(got.double(), candidate.double(), atol=atol, rtol=RTOL)
 
 
 def _assert_close(got: torch.Tensor, expected: torch.Tensor, what: str, atol: float = ATOL) -> None:
     """The last resort when no known mistake fits: torch's report of what differs where."""
     try:
-        torch.testing.assert_close(got.float(), expected.float(), atol=atol, rtol=RTOL)
+        torch.testing.assert_close(got.double(), expected.double(), atol=atol, rtol=RTOL)
     except AssertionError as err:
-        raise ExerciseFailed(f"mismatch in {what}, compared with the reference:\n{err}") from None
+        raise _generic(f"mismatch in {what}, compared with the reference:\n{err}") from None
 
 
 def _rows(weights: torch.Tensor) -> str:
     return "[" + ", ".join(f"{s:.4f}" for s in weights.sum(-1).flatten()[:6].tolist()) + ", ...]"
 
 
+def _sizes(sizes: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sizes.items())
+
+
+def _run_on_all_sizes(check_once: Callable, size_sets: list, describe: Callable) -> None:
+    """Run ``check_once(sizes)`` on each set; a failure no known mistake explains that shows
+    only after earlier sets passed gets a hint that a size is written into the code."""
+    passed = []
+    for sizes in size_sets:
+        try:
+            check_once(sizes)
+        except ExerciseFailed as err:
+            if passed and getattr(err, "generic", False):
+                raise ExerciseFailed(f"{err}{describe(passed, sizes, str(err))}") from None
+            raise
+        passed.append(sizes)
+
+
+def _hard_coded_hint(passed: list, sizes: dict, message: str, how: str) -> str:
+    before = "; ".join(f"({_sizes(p)})" for p in passed)
+    hint = f"\nHint: the same function passed with {before} but not with ({_sizes(sizes)})"
+    if "written into your code" in message:  # the message already says what to do
+        return hint + "."
+    return f"{hint}: is a size written into your code? {how}"
+
+
 # ---------------------------------------------------------------- exercise 02: attention
 
+# The errors of a matrix product whose shapes do not fit: what query @ key.T gives.
+_MATMUL_ERROR = (r"must match the size of tensor|cannot be multiplied|Expected size for first two"
+                 r"|size mismatch|mat1 and mat2|\bx\.T\b")
+_TRANSPOSE_HINT = (
+    "\nHint: the scores query @ key^T need the last two dimensions of the key swapped, "
+    "(..., L_k, d_k) -> (..., d_k, L_k): key.transpose(-2, -1), not key.transpose(1, 2) or "
+    "key.T. key.T reverses all the dimensions of a tensor with more than two ((batch, L_k, d_k) "
+    "becomes (d_k, L_k, batch)), and key.transpose(1, 2) is right for 3-D inputs only."
+)
 
-def _attention_pair(result, name: str, shapes: dict) -> tuple[torch.Tensor, torch.Tensor]:
+
+def _call_attention(attention: Callable, *args):
+    """Call the learner's attention; ``key.T`` on a 3-D or 4-D key is named, whether the
+    shapes then fail or happen to fit, from the warning torch gives for it."""
+    warn_always = torch.is_warn_always_enabled()
+    torch.set_warn_always(True)  # torch warns about x.T once per process otherwise
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                hints = ((_MATMUL_ERROR, _TRANSPOSE_HINT),)
+                result, error = _call(attention, *args, hints=hints), None
+            except ExerciseFailed as err:
+                result, error = None, err
+    finally:
+        torch.set_warn_always(warn_always)
+    if any("x.T" in str(w.message) for w in caught):
+        raise ExerciseFailed(
+            "you used .T on a tensor with more than two dimensions (key.T?): .T reverses all of "
+            "them, so a key (batch, L_k, d_k) becomes (d_k, L_k, batch), and the scores pair the "
+            "wrong numbers or fail (torch warns that this use of .T is deprecated). Swap the "
+            "last two dimensions only: key.transpose(-2, -1) (or key.mT)."
+        )
+    if error is not None:
+        raise error
+    return result
+
+
+def _attention_pair(result, name: str, sizes: dict) -> tuple[torch.Tensor, torch.Tensor]:
     """Unpack (output, weights) and check both shapes."""
     if not isinstance(result, (tuple, list)) or len(result) != 2:
         got = type(result).__name__
@@ -105,8 +208,7 @@ def _attention_pair(result, name: str, shapes: dict) -> tuple[torch.Tensor, torc
         raise ExerciseFailed(f"{name} should return a pair (output, weights), got {got}")
     output = _tensor(result[0], name, "the output")
     weights = _tensor(result[1], name, "the weights")
-    L_q, L_k, d_v = shapes["L_q"], shapes["L_k"], shapes["d_v"]
-    lead = tuple(shapes["lead"])
+    L_q, L_k, d_v, lead = sizes["L_q"], sizes["L_k"], sizes["d_v"], tuple(sizes["lead"])
     hint = ""
     if tuple(weights.shape) == (*lead, L_k, L_q):
         hint = (" Your weights are transposed: one row per query and one column per key comes "
@@ -116,32 +218,130 @@ def _attention_pair(result, name: str, shapes: dict) -> tuple[torch.Tensor, torc
     return output, weights
 
 
-def check_attention(attention: Callable) -> None:
-    """Check ``attention(query, key, value, mask=None) -> (output, weights)``.
+def _fitted_scale(weights: torch.Tensor, raw: torch.Tensor) -> float | None:
+    """The c for which weights == softmax(raw / c), or None when no such c fits.
 
-    Diagnoses: wrong shapes, softmax over the wrong dimension, a missing or wrong
-    1/sqrt(d_k) scaling, a mask that is ignored, inverted or applied after the softmax,
-    NaN or uniform weights for a query whose keys are all masked, and code that only works
-    for 3-dimensional inputs.
-    """
-    name = getattr(attention, "__name__", "attention")
-    g = torch.Generator().manual_seed(0)
-    # Every size different, so a transposed or swapped tensor shows in the shape.
-    batch, L_q, L_k, d_k, d_v = 2, 3, 5, 4, 6
-    shapes = dict(L_q=L_q, L_k=L_k, d_v=d_v, lead=(batch,))
-    q = torch.randn(batch, L_q, d_k, generator=g)
-    k = torch.randn(batch, L_k, d_k, generator=g)
-    v = torch.randn(batch, L_k, d_v, generator=g)
-    raw = q @ k.transpose(-2, -1)  # unscaled scores (batch, L_q, L_k)
-    expected_out, expected_w = scaled_dot_product_attention(q, k, v)
-    torch.testing.assert_close(expected_out, F.scaled_dot_product_attention(q, k, v))
+    log weights - their row mean == (raw - its row mean) / c: a least-squares fit of 1/c."""
+    weights, raw = weights.double(), raw.double()
+    if not (weights > 0).all():
+        return None
+    centred_log = weights.log() - weights.log().mean(-1, keepdim=True)
+    centred_raw = raw - raw.mean(-1, keepdim=True)
+    inverse = float((centred_log * centred_raw).sum() / (centred_raw**2).sum())
+    if inverse <= 0 or not _same(weights, (raw * inverse).softmax(-1), atol=1e-4):
+        return None
+    return 1 / inverse
+
+
+def _scale_mistake(weights: torch.Tensor, raw: torch.Tensor, sizes: dict) -> str | None:
+    """Name a wrong scaling of the scores, if the weights are softmax(raw / c) for a wrong c."""
+    d_k = sizes["d_k"]
+    mistakes = [
+        (1.0, "you forgot the 1/sqrt(d_k) scaling: your weights equal softmax(Q K^T) without the "
+              f"division by sqrt(d_k) = {math.sqrt(d_k):.4g}. Divide the scores by "
+              "math.sqrt(d_k) before the softmax (paper §3.2.1)."),
+        (d_k, f"you divided the scores by d_k = {d_k} instead of sqrt(d_k) = {math.sqrt(d_k):.4g}: "
+              "use math.sqrt(d_k)."),
+        (1 / math.sqrt(d_k), "you multiplied the scores by sqrt(d_k) instead of dividing by it."),
+    ]
+    for c, message in mistakes:
+        if _same(weights, (raw / c).softmax(-1)):
+            return message
+    c = _fitted_scale(weights, raw)
+    if c is None or math.isclose(c, math.sqrt(d_k), rel_tol=1e-3):
+        return None
+    # A square root of another size of the inputs: d_k read from the wrong dimension.
+    names = {f"dimension {i} of the query": n for i, n in enumerate(sizes["lead"])}
+    names.update({"L_q, dimension -2 of the query": sizes["L_q"], "L_k, the number of keys":
+                  sizes["L_k"], "d_v, the width of the values": sizes["d_v"]})
+    for what, n in names.items():
+        if math.isclose(c * c, n, rel_tol=1e-3):
+            return (
+                f"you divided the scores by sqrt({n}) = {c:.4g}, and {n} is {what} here, not "
+                f"d_k = {d_k}: read d_k from the last dimension, d_k = query.size(-1), which is "
+                "right whatever dimensions come in front."
+            )
+    return (
+        f"you divided the scores by {c:.4g}, but here d_k = {d_k}, so sqrt(d_k) = "
+        f"{math.sqrt(d_k):.4g}: is d_k (or its square root) written into your code? The check "
+        "runs several sizes: read it from the input, d_k = query.size(-1), and divide by "
+        "math.sqrt(d_k)."
+    )
+
+
+def _reference(q, k, v, mask=None, with_torch: bool = True):
+    """The course's attention; checked against PyTorch's where no query is fully masked
+    (PyTorch gives such a query NaN, the course zero)."""
+    out, weights = scaled_dot_product_attention(q, k, v, mask)
+    if with_torch:
+        torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=mask))
+    return out, weights
+
+
+def _padding_mask(sizes: dict) -> torch.Tensor:
+    """(batch, 1, L_k), or (batch, 1, 1, L_k) with heads: sequence b has L_k - 1 - b keys
+    (at least 1), so every sequence hides some keys and every query sees some."""
+    batch, L_k = sizes["lead"][0], sizes["L_k"]
+    lengths = torch.tensor([max(1, L_k - 1 - b) for b in range(batch)])
+    mask = torch.arange(L_k) < lengths.unsqueeze(1)  # (batch, L_k)
+    return mask.view(batch, *[1] * len(sizes["lead"]), L_k)
+
+
+def _check_masked(name: str, sizes: dict, mask, weights, output, expected, unmasked, what) -> None:
+    """Diagnose the weights of a mask under which every query sees at least one key."""
+    full = mask.expand(*sizes["lead"], sizes["L_q"], sizes["L_k"])
+    hidden = weights[~full]
+    if weights.isnan().any():
+        raise ExerciseFailed(
+            f"with {what} your weights contain NaN although every query may attend to some key; "
+            "fill the masked scores with float('-inf') (not the weights), before the softmax."
+        )
+    if not _same(hidden, torch.zeros_like(hidden)):
+        if _same(weights[full], torch.zeros_like(weights[full])):
+            raise ExerciseFailed(
+                "your mask is inverted: keys where the mask is True got zero weight. True means "
+                "'may attend', so hide the keys where it is False: scores.masked_fill(~mask, "
+                "float('-inf'))."
+            )
+        if _same(weights, unmasked):
+            raise ExerciseFailed(
+                f"the mask was ignored: with {what} your weights are the same as without one. "
+                "Fill the scores where the mask is False with float('-inf') before the softmax."
+            )
+        raise ExerciseFailed(
+            f"with {what}, keys where the mask is False still get weight (up to "
+            f"{hidden.abs().max():.4f}); fill their scores with float('-inf') before the softmax "
+            "so they get exactly 0."
+        )
+    expected_out, expected_w = expected
+    if not _same(weights, expected_w):
+        if _same(weights, unmasked * full):
+            raise ExerciseFailed(
+                "the mask was applied after the softmax: the masked keys got weight 0, but the "
+                f"rows no longer sum to 1 (sums {_rows(weights)}). Mask the scores with "
+                "float('-inf') before the softmax, so the softmax shares the weight among the "
+                "keys that remain."
+            )
+        _assert_close(weights, expected_w, f"the attention weights with {what}")
+    _assert_close(output, expected_out, f"the output with {what}")
+
+
+def _check_attention_once(attention: Callable, name: str, sizes: dict, g: torch.Generator) -> None:
+    lead, L_q, L_k, d_k, d_v = sizes["lead"], sizes["L_q"], sizes["L_k"], sizes["d_k"], sizes["d_v"]
+    q = torch.randn(*lead, L_q, d_k, generator=g)
+    k = torch.randn(*lead, L_k, d_k, generator=g)
+    v = torch.randn(*lead, L_k, d_v, generator=g)
+    raw = q @ k.transpose(-2, -1)  # unscaled scores (..., L_q, L_k)
+    unmasked = (raw / math.sqrt(d_k)).softmax(-1)
+    ones = (1,) * len(lead)
 
     # 1. No mask.
-    output, weights = _attention_pair(_call(attention, q, k, v), name, shapes)
+    expected_out, expected_w = _reference(q, k, v)
+    output, weights = _attention_pair(_call_attention(attention, q, k, v), name, sizes)
     if weights.isnan().any():
         raise ExerciseFailed("the weights contain NaN although no mask was given")
-    if not _same(weights.sum(-1), torch.ones(batch, L_q)):
-        if _same(weights.sum(-2), torch.ones(batch, L_k)):
+    if not _same(weights.sum(-1), torch.ones(*lead, L_q)):
+        if _same(weights.sum(-2), torch.ones(*lead, L_k)):
             raise ExerciseFailed(
                 "softmax over the wrong dimension: each column of your weights sums to 1 "
                 "(softmax(dim=-2), over the queries), but each query's weights over the keys, "
@@ -152,75 +352,65 @@ def check_attention(attention: Callable) -> None:
             f"their sums are {_rows(weights)}"
         )
     if not _same(weights, expected_w):
-        mistakes = [
-            (raw, "you forgot the 1/sqrt(d_k) scaling: your weights equal softmax(Q K^T) "
-                  f"without the division by sqrt(d_k) = {math.sqrt(d_k):g}. Divide the scores "
-                  "by math.sqrt(d_k) before the softmax (paper §3.2.1)."),
-            (raw / d_k, f"you divided the scores by d_k = {d_k} instead of sqrt(d_k) = "
-                        f"{math.sqrt(d_k):g}: use math.sqrt(d_k)."),
-            (raw * math.sqrt(d_k), "you multiplied the scores by sqrt(d_k) instead of dividing "
-                                   "by it."),
-        ]
-        for scores, message in mistakes:
-            if _same(weights, scores.softmax(-1)):
-                raise ExerciseFailed(message)
+        message = _scale_mistake(weights, raw, sizes)
+        if message:
+            raise ExerciseFailed(message)
         _assert_close(weights, expected_w, "the attention weights (no mask)")
-    if not _same(output, expected_out):
-        _assert_close(output, expected_out, "the output weights @ value (no mask)")
+    _assert_close(output, expected_out, "the output weights @ value (no mask)")
 
-    # 2. A padding mask (batch, 1, L_k): every query may attend to some key.
-    mask = torch.tensor([[True, True, True, True, False], [True, True, False, False, False]])
-    mask = mask.unsqueeze(1)  # (batch, 1, L_k): the same keys hidden for every query
-    full = mask.expand(batch, L_q, L_k)
-    expected_out, expected_w = scaled_dot_product_attention(q, k, v, mask)
-    output, weights = _attention_pair(_call(attention, q, k, v, mask), name, shapes)
-    hidden = weights[~full]
-    if weights.isnan().any():
-        raise ExerciseFailed(
-            "with a mask your weights contain NaN although every query may attend to some key; "
-            "fill the masked scores with float('-inf') (not the weights), before the softmax."
-        )
-    if not _same(hidden, torch.zeros_like(hidden)):
-        if _same(weights[full], torch.zeros_like(weights[full])):
-            raise ExerciseFailed(
-                "your mask is inverted: keys where the mask is True got zero weight. True means "
-                "'may attend', so hide the keys where it is False: scores.masked_fill(~mask, "
-                "float('-inf'))."
-            )
-        if _same(weights, (raw / math.sqrt(d_k)).softmax(-1)):
-            raise ExerciseFailed(
-                "the mask was ignored: with a mask your weights are the same as without one. "
-                "Fill the scores where the mask is False with float('-inf') before the softmax."
-            )
-        raise ExerciseFailed(
-            f"keys where the mask is False still get weight (up to {hidden.abs().max():.4f}); "
-            "fill their scores with float('-inf') before the softmax so they get exactly 0."
-        )
-    if not _same(weights, expected_w):
-        unmasked = (raw / math.sqrt(d_k)).softmax(-1)
-        if _same(weights, unmasked * full):
-            raise ExerciseFailed(
-                "the mask was applied after the softmax: the masked keys got weight 0, but the "
-                f"rows no longer sum to 1 (sums {_rows(weights)}). Mask the scores with "
-                "float('-inf') before the softmax, so the softmax shares the weight among the "
-                "keys that remain."
-            )
-        _assert_close(weights, expected_w, "the attention weights with a padding mask")
-    _assert_close(output, expected_out, "the output with a padding mask")
+    # 2. A padding mask, (batch, 1, L_k): the same keys hidden from every query.
+    mask = _padding_mask(sizes)
+    result = _call_attention(attention, q, k, v, mask)
+    output, weights = _attention_pair(result, name, sizes)
+    _check_masked(name, sizes, mask, weights, output, _reference(q, k, v, mask), unmasked,
+                  "a padding mask")
 
-    # 3. A query whose keys are all masked: zero weights and zero output, not NaN.
-    mask = torch.rand(batch, L_q, L_k, generator=g) > 0.4
+    # 3. The same mask, and each hidden key's score far above the kept ones (about 1e4 / sqrt(d_k)
+    # more). Masking after the softmax and renormalizing agrees with masking before until here:
+    # exp(kept - hidden) underflows to 0, even in float64, and 0 / 0 is NaN.
+    q_big = q.clone()
+    q_big[..., 0] = q[..., 0].abs() + 1  # every query positive along dimension 0
+    hidden_keys = (~mask).transpose(-2, -1) & (torch.arange(d_k) == 0)  # (..., L_k, d_k)
+    k_big = torch.where(hidden_keys, torch.tensor(1e4), k)
+    raw_big = q_big @ k_big.transpose(-2, -1) / math.sqrt(d_k)
+    expected = _reference(q_big, k_big, v, mask)
+    output, weights = _attention_pair(_call_attention(attention, q_big, k_big, v, mask), name, sizes)
+    kept_sums = weights.double().sum(-1)
+    if weights.isnan().any() or (kept_sums < 0.5).any():
+        full = mask.expand_as(raw_big)
+        raise ExerciseFailed(
+            "the weights of the kept keys vanish (NaN or 0, row sums "
+            f"{_rows(weights)}) when a masked key's score is far above theirs (scaled scores here: "
+            f"masked keys {raw_big[~full].min():.0f} or more, kept keys {raw_big[full].max():.1f} "
+            "or less): that is the "
+            "softmax taken over all the keys, the masked weights zeroed and the rest renormalized "
+            "afterwards. It agrees with masking first only while the kept weights stay above "
+            "zero; here exp(kept - max) underflows to 0 and renormalizing gives 0 / 0. Fill the "
+            "masked scores with float('-inf') before the softmax, so a masked key takes no part "
+            "in it."
+        )
+    _check_masked(name, sizes, mask, weights, output, expected, raw_big.softmax(-1),
+                  "a padding mask and a masked key of large score")
+
+    # 4. A causal mask, (1, L_q, L_k): query i sees keys 0 .. i, the same for every sequence.
+    mask = torch.ones(L_q, L_k, dtype=torch.bool).tril().view(*ones, L_q, L_k)
+    output, weights = _attention_pair(_call_attention(attention, q, k, v, mask), name, sizes)
+    _check_masked(name, sizes, mask, weights, output, _reference(q, k, v, mask), unmasked,
+                  "a causal mask (1, L_q, L_k)")
+
+    # 5. A query whose keys are all masked: zero weights and zero output, not NaN.
+    mask = torch.rand(*lead, L_q, L_k, generator=g) > 0.4
     mask[..., 0] = True
-    mask[0, 1] = False  # query 1 of the first sequence may attend to nothing
-    expected_out, expected_w = scaled_dot_product_attention(q, k, v, mask)
-    output, weights = _attention_pair(_call(attention, q, k, v, mask), name, shapes)
+    mask.view(-1, L_q, L_k)[0, 1] = False  # query 1 of the first sequence may attend to nothing
+    expected_out, expected_w = _reference(q, k, v, mask, with_torch=False)
+    output, weights = _attention_pair(_call_attention(attention, q, k, v, mask), name, sizes)
     if weights.isnan().any() or output.isnan().any():
         raise ExerciseFailed(
             "a query whose keys are all masked gets NaN: the softmax of a row of -inf is 0/0. "
             "Such a query sees nothing, so the course gives it zero weights: after the "
             "softmax, weights.masked_fill(~mask, 0.0)."
         )
-    if _same(weights[0, 1], torch.full((L_k,), 1 / L_k)):
+    if _same(weights.reshape(-1, L_q, L_k)[0, 1], torch.full((L_k,), 1 / L_k)):
         raise ExerciseFailed(
             f"a query whose keys are all masked got uniform weights 1/L_k = {1 / L_k:.4f}: the "
             "scores were filled with a finite number (such as -1e9), so the softmax spread evenly "
@@ -230,43 +420,54 @@ def check_attention(attention: Callable) -> None:
     _assert_close(weights, expected_w, "the attention weights with a fully masked row")
     _assert_close(output, expected_out, "the output with a fully masked row")
 
-    # 4. Heads in front: (batch, h, L, d_k) inputs, as multi-head attention calls it.
-    h = 3
-    q4 = torch.randn(batch, h, L_q, d_k, generator=g)
-    k4 = torch.randn(batch, h, L_k, d_k, generator=g)
-    v4 = torch.randn(batch, h, L_k, d_v, generator=g)
-    mask4 = torch.tensor([[True, True, True, False, False], [True] * L_k]).view(batch, 1, 1, L_k)
-    expected = F.scaled_dot_product_attention(q4, k4, v4, attn_mask=mask4)
-    hint = (
-        "\nHint: it works for (batch, L, d_k) inputs but not for (batch, h, L, d_k); transpose "
-        "the last two dimensions of the key, key.transpose(-2, -1), not key.transpose(1, 2) or key.T."
-    )
-    try:
-        result = _call(attention, q4, k4, v4, mask4)
-        shapes4 = dict(shapes, lead=(batch, h))
-        output, _ = _attention_pair(result, name, shapes4)
-        _assert_close(output, expected, "the output for (batch, h, L, d_k) inputs")
-    except ExerciseFailed as err:
-        raise ExerciseFailed(f"{err}{hint}") from None
 
+def _attention_hint(passed: list, sizes: dict, message: str) -> str:
+    if len(sizes["lead"]) > len(passed[-1]["lead"]):
+        hint = (
+            "\nHint: it works for (batch, L, d) inputs but not for (batch, h, L, d): every step "
+            "must act on the last dimensions, whatever comes in front (d_k = query.size(-1), "
+            "softmax(dim=-1)"
+        )
+        if _TRANSPOSE_HINT in message:
+            return hint + ")."
+        return hint + (", and transpose the last two dimensions of the key, "
+                       "key.transpose(-2, -1), not key.transpose(1, 2) or key.T).")
+    return _hard_coded_hint(passed, sizes, message,
+                            "Read every size from the inputs, d_k = query.size(-1).")
+
+
+def check_attention(attention: Callable) -> None:
+    """Check ``attention(query, key, value, mask=None) -> (output, weights)``.
+
+    Runs three sets of sizes (``ATTENTION_SIZES``), the last with heads in front, each
+    without a mask, with a padding mask (batch, 1, L_k), with a masked key whose score
+    dwarfs the kept ones, with a causal mask (1, L_q, L_k) and with a query whose keys are
+    all masked. Masks have as many dimensions as the scores.
+
+    Diagnoses: wrong shapes, softmax over the wrong dimension, a missing or wrong
+    1/sqrt(d_k) scaling (d_k hard-coded or read from the wrong dimension too), a mask that
+    is ignored, inverted, applied after the softmax, or applied after it with the rows
+    renormalized, NaN or uniform weights for a query whose keys are all masked, ``key.T``,
+    and code that only works for 3-dimensional inputs.
+    """
+    name = getattr(attention, "__name__", "attention")
+    g = torch.Generator().manual_seed(0)
+    _run_on_all_sizes(lambda sizes: _check_attention_once(attention, name, sizes, g),
+                      ATTENTION_SIZES, _attention_hint)
     print(
-        f"check_attention passed: {name} gives the right shapes, divides by sqrt(d_k), takes the "
-        "softmax over the keys, masks before the softmax, gives fully masked queries zero "
-        "weights, and matches F.scaled_dot_product_attention with heads in front."
+        f"check_attention passed: {name} matches the course's attention (and "
+        "F.scaled_dot_product_attention, except for fully masked queries) on 3-D (batch, L, d) "
+        "and 4-D (batch, h, L, d) inputs of three sets of sizes: without a mask, with padding "
+        "and causal masks, with a masked key whose score dwarfs the kept ones, and with a "
+        "query whose keys are all masked (zero weights, not NaN)."
     )
 
 
 # ---------------------------------------------------------------- exercise 04: heads
 
 
-def check_split_heads(split_heads: Callable) -> None:
-    """Check ``split_heads(x, h)``: (batch, L, d_model) -> (batch, h, L, d_k).
-
-    Diagnoses: the missing transpose, the view straight to (batch, h, L, d_k) (right shape,
-    wrong grouping) and heads that take every h-th column instead of a block.
-    """
-    name = getattr(split_heads, "__name__", "split_heads")
-    batch, L, h, d_k = 2, 3, 2, 4
+def _check_split_once(split_heads: Callable, name: str, sizes: dict) -> None:
+    batch, L, h, d_k = sizes["batch"], sizes["L"], sizes["h"], sizes["d_k"]
     d_model = h * d_k
     # Distinct numbers: every way of regrouping them gives a different tensor.
     x = torch.arange(batch * L * d_model, dtype=torch.float32).view(batch, L, d_model)
@@ -280,10 +481,6 @@ def check_split_heads(split_heads: Callable) -> None:
     call = f"{name}(x of shape (batch={batch}, L={L}, d_model={d_model}), h={h})"
     _shape(got, (batch, h, L, d_k), call, hint)
     if _same(got, expected):
-        print(
-            f"check_split_heads passed: head i of {name} holds columns i*d_k .. (i+1)*d_k - 1 of "
-            "every position, in shape (batch, h, L, d_k)."
-        )
         return
     if _same(got, x.view(batch, h, L, d_k)):
         raise ExerciseFailed(
@@ -302,14 +499,31 @@ def check_split_heads(split_heads: Callable) -> None:
     _assert_close(got, expected, f"{name}(x, h={h})")
 
 
-def check_merge_heads(merge_heads: Callable) -> None:
-    """Check ``merge_heads(x)``: (batch, h, L, d_k) -> (batch, L, h * d_k), the concatenation.
+def _heads_hint(passed: list, sizes: dict, message: str) -> str:
+    return _hard_coded_hint(
+        passed, sizes, message, "Read the sizes from the input (batch, L, d_model = x.shape, or "
+        "batch, h, L, d_k = x.shape) and use the h you are given.")
 
-    Diagnoses: ``.view`` after the transpose (the tensor is not contiguous), the reshape
-    without transposing back, and a round trip that does not give back the input.
+
+def check_split_heads(split_heads: Callable) -> None:
+    """Check ``split_heads(x, h)``: (batch, L, d_model) -> (batch, h, L, d_k), on the two
+    sets of sizes of ``HEAD_SIZES``.
+
+    Diagnoses: the missing transpose, the view straight to (batch, h, L, d_k) (right shape,
+    wrong grouping), heads that take every h-th column instead of a block, and sizes
+    written into the code.
     """
-    name = getattr(merge_heads, "__name__", "merge_heads")
-    batch, L, h, d_k = 2, 3, 2, 4
+    name = getattr(split_heads, "__name__", "split_heads")
+    _run_on_all_sizes(lambda sizes: _check_split_once(split_heads, name, sizes), HEAD_SIZES,
+                      _heads_hint)
+    print(
+        f"check_split_heads passed: head i of {name} holds columns i*d_k .. (i+1)*d_k - 1 of "
+        f"every position, in shape (batch, h, L, d_k), for {len(HEAD_SIZES)} sets of sizes."
+    )
+
+
+def _check_merge_once(merge_heads: Callable, name: str, sizes: dict) -> None:
+    batch, L, h, d_k = sizes["batch"], sizes["L"], sizes["h"], sizes["d_k"]
     d_model = h * d_k
     # Contiguous, like the output of attention: the state merge_heads receives in the model.
     x = torch.arange(batch * h * L * d_k, dtype=torch.float32).view(batch, h, L, d_k)
@@ -331,9 +545,22 @@ def check_merge_heads(merge_heads: Callable) -> None:
     split = y.view(batch, L, h, d_k).transpose(1, 2)  # (batch, h, L, d_k)
     _assert_close(_tensor(_call(merge_heads, split), name, "the merged tensor"), y,
                   f"the round trip {name}(split_heads(y)), which should give y back")
+
+
+def check_merge_heads(merge_heads: Callable) -> None:
+    """Check ``merge_heads(x)``: (batch, h, L, d_k) -> (batch, L, h * d_k), the
+    concatenation, on the two sets of sizes of ``HEAD_SIZES``.
+
+    Diagnoses: ``.view`` after the transpose (the tensor is not contiguous), the reshape
+    without transposing back, sizes written into the code, and a round trip that does not
+    give back the input.
+    """
+    name = getattr(merge_heads, "__name__", "merge_heads")
+    _run_on_all_sizes(lambda sizes: _check_merge_once(merge_heads, name, sizes), HEAD_SIZES,
+                      _heads_hint)
     print(
         f"check_merge_heads passed: {name} puts the h heads side by side, (batch, L, h * d_k), "
-        "and undoes the split."
+        f"and undoes the split, for {len(HEAD_SIZES)} sets of sizes."
     )
 
 
@@ -357,28 +584,41 @@ def _table(max_len: int, d_model: int, exponents: torch.Tensor, order: str = "si
     return table
 
 
-def check_sinusoidal_table(sinusoidal_table_fn: Callable) -> None:
-    """Check ``sinusoidal_table(max_len, d_model)`` against the paper's §3.5 formula.
+def _fitted_width(got: torch.Tensor, max_len: int, d_model: int) -> float | None:
+    """The D for which ``got`` is the table with exponents 2i/D, or None when none fits.
 
-    Diagnoses: wrong shape, sin and cos swapped, sines and cosines in two halves instead of
-    interleaved, the exponent i/d_model instead of 2i/d_model, a separate frequency for the
-    odd dimensions, a missing /d_model and pos multiplied instead of divided.
-    """
-    name = getattr(sinusoidal_table_fn, "__name__", "sinusoidal_table")
-    max_len, d_model = 50, 16
+    Row 1 holds sin(f_i) and cos(f_i) with f_i = 1 / 10000^(2i/D) <= 1, so asin gives f_i."""
+    if d_model < 4:
+        return None
+    two_i = torch.arange(2, d_model, 2, dtype=torch.float64)  # pairs 1 .. d_model/2 - 1
+    freq = torch.asin(got[1, 2::2].double().clamp(-1, 1))
+    if not (freq > 0).all() or not (freq < 1).all():
+        return None
+    widths = two_i * math.log(10000.0) / -freq.log()
+    width = float(widths.median())
+    exponents = torch.arange(0, d_model, 2, dtype=torch.float64) / width
+    if not _same(got, _table(max_len, d_model, exponents), atol=1e-3):
+        return None
+    return width
+
+
+def _check_table_once(fn: Callable, name: str, max_len: int, d_model: int) -> None:
     expected = sinusoidal_table(max_len, d_model)
-    got = _tensor(_call(sinusoidal_table_fn, max_len, d_model), name, "the table")
+    call = f"{name}(max_len={max_len}, d_model={d_model})"
+    got = _tensor(_call(fn, max_len, d_model), name, "the table")
     hint = " Rows are positions, columns dimensions." if tuple(got.shape) == (d_model, max_len) else ""
-    _shape(got, (max_len, d_model), f"{name}(max_len={max_len}, d_model={d_model})", hint)
+    _shape(got, (max_len, d_model), call, hint)
+    if got.dtype != torch.float32:
+        raise ExerciseFailed(
+            f"{call} is a {got.dtype} table; the embeddings it is added to are float32, and a "
+            f"{got.dtype} table would turn the sum into {got.dtype}. Build it in float32, "
+            "as the instructions say (torch.arange(..., dtype=torch.float32))."
+        )
     if got.isnan().any() or got.isinf().any():
         raise ExerciseFailed(
             f"{name}'s table contains NaN or inf; every entry is a sine or cosine, in [-1, 1]"
         )
     if _same(got, expected, atol=1e-4):
-        print(
-            f"check_sinusoidal_table passed: {name} puts sin(pos / 10000^(2i/d_model)) in "
-            "dimension 2i and the cosine of the same angle in dimension 2i + 1."
-        )
         return
     two_i = torch.arange(0, d_model, 2, dtype=torch.float64)  # 2i, per pair
     row0 = ", ".join(f"{x:.0f}" for x in got[0, :4].tolist())
@@ -410,4 +650,37 @@ def check_sinusoidal_table(sinusoidal_table_fn: Callable) -> None:
             "you multiplied pos by 10000^(2i/d_model) instead of dividing (a lost minus sign in "
             "exp(-2i * log(10000) / d_model)?): the angle is pos / 10000^(2i/d_model)."
         )
-    _assert_close(got, expected, f"{name}(max_len={max_len}, d_model={d_model})", atol=1e-4)
+    width = _fitted_width(got, max_len, d_model)
+    if width is not None:
+        raise ExerciseFailed(
+            f"your frequencies are those of d_model = {width:.0f}, but this table has d_model = "
+            f"{d_model}: is a width written into your code? The exponent is 2i/d_model with the "
+            "d_model argument."
+        )
+    _assert_close(got, expected, call, atol=1e-4)
+
+
+def _table_hint(passed: list, sizes: tuple, message: str) -> str:
+    return _hard_coded_hint(
+        [dict(max_len=m, d_model=d) for m, d in passed], dict(max_len=sizes[0], d_model=sizes[1]),
+        message, "Build the table from the max_len and d_model arguments.")
+
+
+def check_sinusoidal_table(sinusoidal_table_fn: Callable) -> None:
+    """Check ``sinusoidal_table(max_len, d_model)`` against the paper's §3.5 formula, on the
+    sizes of ``TABLE_SIZES``.
+
+    Diagnoses: wrong shape, a dtype other than float32, sin and cos swapped, sines and
+    cosines in two halves instead of interleaved, the exponent i/d_model instead of
+    2i/d_model, a separate frequency for the odd dimensions, a missing /d_model, pos
+    multiplied instead of divided, and a d_model (or another size) written into the code.
+    """
+    name = getattr(sinusoidal_table_fn, "__name__", "sinusoidal_table")
+    _run_on_all_sizes(lambda sizes: _check_table_once(sinusoidal_table_fn, name, *sizes),
+                      TABLE_SIZES, _table_hint)
+    shapes = ", ".join(f"({m}, {d})" for m, d in TABLE_SIZES)
+    print(
+        f"check_sinusoidal_table passed: {name} puts sin(pos / 10000^(2i/d_model)) in "
+        f"dimension 2i and the cosine of the same angle in dimension 2i + 1, for the "
+        f"(max_len, d_model) sizes {shapes}."
+    )
