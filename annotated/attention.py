@@ -2,7 +2,8 @@
 
     Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V
 
-Notebook: ``02_scaled_dot_product_attention.ipynb``.
+Notebook: ``02_scaled_dot_product_attention.ipynb``. The input checks live in
+``annotated.support.checks`` (``check_mask_shape`` is imported here too, for older imports).
 """
 
 import math
@@ -10,24 +11,7 @@ import math
 import torch
 import torch.nn as nn
 
-
-def check_mask_shape(mask: torch.Tensor, scores_shape: torch.Size) -> None:
-    """Raise a clear error when ``mask`` cannot broadcast to the attention scores."""
-    if mask.dtype != torch.bool:
-        raise TypeError(
-            f"mask must be a bool tensor (True = may attend), got dtype {mask.dtype}; "
-            "build it with annotated.masks or compare with a condition, e.g. tokens != pad_idx"
-        )
-    try:
-        broadcast = torch.broadcast_shapes(mask.shape, scores_shape)
-    except RuntimeError:
-        broadcast = None
-    if broadcast != scores_shape:
-        raise ValueError(
-            f"mask of shape {tuple(mask.shape)} cannot broadcast to the attention scores of "
-            f"shape {tuple(scores_shape)} (..., queries, keys); give it shape (batch, 1, keys) "
-            "for padding or (queries, keys) for a causal mask"
-        )
+from annotated.support.checks import check_attention_inputs, check_mask_shape  # noqa: F401
 
 
 def scaled_dot_product_attention(
@@ -40,18 +24,17 @@ def scaled_dot_product_attention(
     """Return the attention output and the attention weights.
 
     Shapes: ``query`` (..., L_q, d_k), ``key`` (..., L_k, d_k), ``value`` (..., L_k, d_v);
-    ``mask`` is a bool tensor broadcastable to (..., L_q, L_k), True where a query may
-    attend to a key. Output (..., L_q, d_v), weights (..., L_q, L_k).
+    ``mask`` a bool tensor (..., L_q or 1, L_k) with as many dimensions as the scores,
+    True where a query may attend to a key. Output (..., L_q, d_v), weights (..., L_q, L_k).
 
     A query whose keys are all masked gets all-zero weights (and a zero output), not NaN.
+    ``dropout`` on the weights is later practice, not the paper's (notebook 02); the model's
+    ``TransformerConfig.attention_dropout`` is 0 unless asked for.
     """
-    d_k = query.size(-1)
-    if key.size(-1) != d_k:
-        raise ValueError(f"query and key must share d_k, got {query.size(-1)} and {key.size(-1)}")
-    # Scale so the dot products keep unit variance whatever d_k is (notebook 01).
-    scores = query @ key.transpose(-2, -1) / math.sqrt(d_k)  # (..., L_q, L_k)
+    check_attention_inputs(query, key, value, mask)  # shapes that fit, or a clear error
+    # Scale: unit-variance scores for unit-variance queries and keys, whatever d_k (notebook 01).
+    scores = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))  # (..., L_q, L_k)
     if mask is not None:
-        check_mask_shape(mask, scores.shape)
         # -inf before the softmax gives masked keys exactly zero weight.
         scores = scores.masked_fill(~mask, float("-inf"))
     weights = scores.softmax(dim=-1)

@@ -87,7 +87,7 @@ def attention_contenders(device, repeats):
     causal = subsequent_mask(LENGTH, device)
 
     def ours(module):
-        return lambda: module(x, x, x, causal).sum().backward()
+        return lambda: module(x, x, x, causal.unsqueeze(0)).sum().backward()  # (1, L, L): as many dims as (batch, L, L)
 
     def torch_mha():
         theirs(x, x, x, attn_mask=~causal, need_weights=False)[0].sum().backward()

@@ -29,3 +29,12 @@ def test_target_mask_combines_padding_and_look_ahead():
     assert mask.shape == (1, 4, 4)
     expected = subsequent_mask(4) & torch.tensor([True, True, True, False])
     assert torch.equal(mask[0], expected)
+
+
+def test_mask_shapes_on_two_configurations_whose_sizes_all_differ():
+    for batch, length in [(2, 5), (3, 4)]:
+        tokens = torch.randint(1, 9, (batch, length))
+        assert padding_mask(tokens, pad_idx=0).shape == (batch, 1, length)
+        assert subsequent_mask(length).shape == (length, length)
+        assert target_mask(tokens, pad_idx=0).shape == (batch, length, length)
+

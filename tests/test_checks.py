@@ -1,0 +1,52 @@
+import pytest
+import torch
+
+from annotated.masks import padding_mask, subsequent_mask, target_mask
+from annotated.multi_head import MultiHeadAttention
+from annotated.support.checks import accepted_mask_shape, check_attention_inputs, check_mask_shape
+
+
+def test_accepted_shape_lists_every_leading_size_or_one():
+    assert accepted_mask_shape(torch.Size([2, 8, 5, 7])) == "(2 or 1, 8 or 1, 5 or 1, 7)"
+    assert accepted_mask_shape(torch.Size([3, 4, 6])) == "(3 or 1, 4 or 1, 6)"
+
+
+@pytest.mark.parametrize("shape", [(2, 5, 7), (1, 5, 7), (2, 1, 7), (1, 1, 7)])
+def test_masks_of_the_scores_rank_are_accepted(shape):
+    check_mask_shape(torch.ones(shape, dtype=torch.bool), torch.Size([2, 5, 7]))
+
+
+@pytest.mark.parametrize("shape", [(7,), (5, 7), (2, 7), (1, 2, 5, 7), (3, 5, 7), (2, 5, 1), (2, 5, 8)])
+def test_other_mask_shapes_are_refused(shape):
+    with pytest.raises(ValueError, match=r"\(2 or 1, 5 or 1, 7\).*unsqueeze\(1\) a \(batch, L_k\) padding mask"):
+        check_mask_shape(torch.ones(shape, dtype=torch.bool), torch.Size([2, 5, 7]))
+
+
+def test_attention_inputs_that_do_not_broadcast_are_refused():
+    with pytest.raises(ValueError, match="do not broadcast"):
+        check_attention_inputs(torch.randn(2, 3, 4), torch.randn(3, 5, 4), torch.randn(3, 5, 4))
+    with pytest.raises(ValueError, match="at least two dimensions"):
+        check_attention_inputs(torch.randn(4), torch.randn(5, 4), torch.randn(5, 4))
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_multi_head_refuses_a_padding_mask_without_query_axis_when_batch_equals_l_q(fast):
+    batch = L_q = 4
+    attn = MultiHeadAttention(d_model=12, h=3, fast=fast).eval()
+    tokens = torch.tensor([[5, 6, 7, 8, 9, 3], [5, 6, 7, 0, 0, 0], [5, 0, 0, 0, 0, 0], [5, 6, 0, 0, 0, 0]])
+    x, memory = torch.randn(batch, L_q, 12), torch.randn(batch, 6, 12)
+    keys = tokens != 0  # (batch, L_k): would broadcast against (batch, L_q, L_k) since batch == L_q
+    with pytest.raises(ValueError, match=r"mask of shape \(4, 6\) has 2 dimensions.*unsqueeze\(1\)"):
+        attn(x, memory, memory, keys)
+    out = attn(x, memory, memory, padding_mask(tokens, 0))  # (batch, 1, L_k): accepted
+    assert out.shape == (batch, L_q, 12)
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_multi_head_refuses_a_two_dimensional_causal_mask(fast):
+    attn = MultiHeadAttention(d_model=12, h=3, fast=fast).eval()
+    x = torch.randn(2, 5, 12)
+    with pytest.raises(ValueError, match=r"mask of shape \(5, 5\) has 2 dimensions.*unsqueeze\(0\)"):
+        attn(x, x, x, subsequent_mask(5))
+    torch.testing.assert_close(attn(x, x, x, subsequent_mask(5).unsqueeze(0)),
+                               attn(x, x, x, target_mask(torch.ones(2, 5, dtype=torch.long), 0)))
