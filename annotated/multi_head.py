@@ -22,7 +22,9 @@ class MultiHeadAttention(nn.Module):
     Args:
         d_model: width of the inputs and outputs.
         h: number of heads; must divide ``d_model``.
-        dropout: dropout on the attention weights.
+        dropout: dropout on the attention weights. Not in the paper, which drops out only
+            sub-layer outputs and embedding sums (§5.4); tensor2tensor and the Harvard
+            Annotated Transformer add it. Default 0.0, the paper's model.
         fast: use ``F.scaled_dot_product_attention`` (fused kernels) when the weights
             are not kept; the result is the same, only faster.
 
@@ -30,7 +32,7 @@ class MultiHeadAttention(nn.Module):
     ``self.attention`` for plotting; it is off by default so it costs nothing.
     """
 
-    def __init__(self, d_model: int, h: int, dropout: float = 0.1, fast: bool = True):
+    def __init__(self, d_model: int, h: int, dropout: float = 0.0, fast: bool = True):
         super().__init__()
         if d_model % h != 0:
             raise ValueError(
@@ -40,6 +42,8 @@ class MultiHeadAttention(nn.Module):
             )
         self.d_model, self.h, self.d_k = d_model, h, d_model // h
         # All h heads' W_i^Q side by side: (d_model, h * d_k); likewise K and V.
+        # nn.Linear adds a bias, which the paper's matrices do not have: the convention of
+        # nn.MultiheadAttention (bias=True) and the Harvard notebook; tensor2tensor has none.
         self.W_Q = nn.Linear(d_model, d_model)
         self.W_K = nn.Linear(d_model, d_model)
         self.W_V = nn.Linear(d_model, d_model)
@@ -67,25 +71,26 @@ class MultiHeadAttention(nn.Module):
         mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """query (batch, L_q, d_model), key and value (batch, L_k, d_model);
-        mask bool, broadcastable to (batch, L_q, L_k). Returns (batch, L_q, d_model)."""
+        mask bool, 3-D: (batch or 1, L_q or 1, L_k). Returns (batch, L_q, d_model)."""
         if query.size(-1) != self.d_model or key.size(-1) != self.d_model:
             raise ValueError(
                 f"expected inputs of width d_model={self.d_model}, got query {tuple(query.shape)} "
                 f"and key {tuple(key.shape)}"
             )
         if mask is not None:
+            check_mask_shape(mask, torch.Size([query.size(0), query.size(1), key.size(1)]))
             mask = mask.unsqueeze(-3)  # the same mask for every head: (batch, 1, L_q, L_k)
         q = self.split_heads(self.W_Q(query))  # (batch, h, L_q, d_k)
         k = self.split_heads(self.W_K(key))  # (batch, h, L_k, d_k)
         v = self.split_heads(self.W_V(value))  # (batch, h, L_k, d_k)
         if self.fast and not self.keep_attention:
-            if mask is not None:
-                check_mask_shape(mask, torch.Size([*q.shape[:-1], k.size(-2)]))
             p = self.dropout.p if self.training else 0.0
             x = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
             if mask is not None:
-                # Whatever the backend, a query that may attend to nothing outputs 0, as above.
+                # Whatever the backend, a query that may attend to nothing outputs 0, as in
+                # scaled_dot_product_attention.
                 x = x.masked_fill(~mask.any(-1, keepdim=True), 0.0)
+            self.attention = None  # no weights computed: drop those of an earlier call
         else:
             x, weights = scaled_dot_product_attention(q, k, v, mask, self.dropout)
             self.attention = weights.detach() if self.keep_attention else None

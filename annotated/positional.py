@@ -32,7 +32,8 @@ class PositionalEncoding(nn.Module):
         super().__init__()
         self.dropout = nn.Dropout(dropout)
         self.max_len = max_len
-        # A buffer: saved with the model and moved with .to(device), but never trained.
+        # A buffer: moved with .to(device), never trained, and (persistent=False) not in the
+        # state_dict: a checkpoint does not store it; it is rebuilt from the formula.
         self.register_buffer("pe", sinusoidal_table(max_len, d_model), persistent=False)
 
     def forward(self, x: torch.Tensor, start: int = 0) -> torch.Tensor:
@@ -48,8 +49,8 @@ class PositionalEncoding(nn.Module):
 
 
 class Embeddings(nn.Module):
-    """Token embeddings multiplied by sqrt(d_model), so they are not drowned by the
-    positional encoding, whose entries lie in [-1, 1] (paper §3.4)."""
+    """Token embeddings multiplied by sqrt(d_model) (paper §3.4, which gives no reason;
+    notebook 05 measures what the factor does under several initializations)."""
 
     def __init__(self, vocab_size: int, d_model: int):
         super().__init__()

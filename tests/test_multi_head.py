@@ -45,7 +45,7 @@ def test_equals_nn_multihead_attention_with_causal_mask_in_values_and_gradients(
     ours, theirs = pair(fast)
     x, _ = inputs(lq=6)
     x1, x2 = x.clone().requires_grad_(), x.clone().requires_grad_()
-    out = ours(x1, x1, x1, subsequent_mask(6))
+    out = ours(x1, x1, x1, subsequent_mask(6).unsqueeze(0))  # (1, L, L)
     expected, _ = theirs(x2, x2, x2, attn_mask=~subsequent_mask(6), need_weights=False)
     torch.testing.assert_close(out, expected)
     out.square().sum().backward()
@@ -88,10 +88,11 @@ def test_d_model_not_divisible_by_h_names_both_values():
         MultiHeadAttention(10, 4)
 
 
-def test_mask_that_cannot_broadcast_is_rejected_on_the_fast_path():
-    ours, _ = pair(fast=True)
-    x, memory = inputs()
-    with pytest.raises(ValueError, match="cannot broadcast"):
+@pytest.mark.parametrize("fast", [True, False])
+def test_mask_that_does_not_fit_is_rejected_with_the_module_shapes(fast):
+    ours, _ = pair(fast)
+    x, memory = inputs()  # batch 3, L_q 5, L_k 6
+    with pytest.raises(ValueError, match=r"does not fit the attention scores of shape \(3, 5, 6\)"):
         ours(x, memory, memory, torch.ones(3, 5, 5, dtype=torch.bool))
 
 
@@ -100,3 +101,32 @@ def test_wrong_input_width_is_rejected():
     x = torch.randn(2, 5, D_MODEL + 1)
     with pytest.raises(ValueError, match=f"expected inputs of width d_model={D_MODEL}"):
         ours(x, x, x)
+
+
+def test_attention_dropout_is_off_by_default_as_in_the_paper():
+    assert MultiHeadAttention(D_MODEL, H).dropout.p == 0.0
+
+
+@pytest.mark.parametrize("fast", [True, False])
+@pytest.mark.parametrize("batch, lq, lk, d_model, h", [(2, 3, 5, 12, 4), (3, 7, 4, 30, 5)])
+def test_output_and_kept_weights_have_the_documented_shapes(fast, batch, lq, lk, d_model, h):
+    mha = MultiHeadAttention(d_model, h, fast=fast)
+    x, memory = torch.randn(batch, lq, d_model), torch.randn(batch, lk, d_model)
+    assert mha.split_heads(x).shape == (batch, h, lq, d_model // h)
+    assert mha(x, memory, memory).shape == (batch, lq, d_model)
+    mha.keep_attention = True
+    mha(x, memory, memory)
+    assert mha.attention.shape == (batch, h, lq, lk)
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_switching_keep_attention_off_clears_the_previous_weights(fast):
+    ours, _ = pair(fast)
+    ours.keep_attention = True
+    x, memory = inputs()
+    ours(x, memory, memory)
+    assert ours.attention is not None
+    ours.keep_attention = False
+    other, _ = inputs(batch=2, lq=3, lk=3, seed=2)
+    ours(other, other, other)  # another input, of another shape
+    assert ours.attention is None, "weights of an earlier call were left in .attention"

@@ -44,3 +44,20 @@ def test_token_ids_outside_the_vocabulary_are_named(bad):
     emb = Embeddings(11, 16)
     with pytest.raises(ValueError, match=rf"token ids \[{bad}\] are outside the vocabulary of size 11"):
         emb(torch.tensor([[1, bad]]))
+
+
+def test_the_table_is_a_buffer_outside_the_state_dict_rebuilt_from_the_formula():
+    pe = PositionalEncoding(16, dropout=0.0, max_len=50)
+    assert "pe" in dict(pe.named_buffers()) and "pe" not in pe.state_dict()
+    fresh = PositionalEncoding(16, dropout=0.0, max_len=50)
+    fresh.load_state_dict(pe.state_dict())
+    torch.testing.assert_close(fresh.pe, sinusoidal_table(50, 16))
+
+
+@pytest.mark.parametrize("batch, length, d_model, start", [(2, 5, 16, 0), (3, 7, 10, 4)])
+def test_shapes_for_two_configurations(batch, length, d_model, start):
+    assert sinusoidal_table(length, d_model).shape == (length, d_model)
+    pe = PositionalEncoding(d_model, dropout=0.0, max_len=20)
+    assert pe(torch.zeros(batch, length, d_model), start=start).shape == (batch, length, d_model)
+    emb = Embeddings(11, d_model)
+    assert emb(torch.zeros(batch, length, dtype=torch.long)).shape == (batch, length, d_model)
