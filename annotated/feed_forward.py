@@ -4,6 +4,11 @@
 
 applied to every position separately and identically.
 
+The paper's formula has no dropout inside the network (§5.4 drops out only the sub-layer
+outputs and the embedding sums). ``dropout`` here acts on the ReLU's output, as tensor2tensor's
+later ``relu_dropout`` setting and the Harvard Annotated Transformer do; it defaults to 0.0,
+the paper's network.
+
 Notebook: ``06_feed_forward_residual_layer_norm.ipynb``.
 """
 
@@ -12,9 +17,10 @@ import torch.nn as nn
 
 
 class PositionwiseFeedForward(nn.Module):
-    """Two linear maps with a ReLU between: d_model -> d_ff -> d_model."""
+    """Two linear maps with a ReLU between: d_model -> d_ff -> d_model.
+    ``dropout`` on the hidden layer is not in the paper (0.0 by default)."""
 
-    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.1):
+    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0):
         super().__init__()
         self.W_1 = nn.Linear(d_model, d_ff)
         self.W_2 = nn.Linear(d_ff, d_model)

@@ -123,7 +123,8 @@ class EncoderDecoder(nn.Module):
 
 @dataclass
 class TransformerConfig:
-    """Hyperparameters; the defaults are the paper's base model (Table 3)."""
+    """Hyperparameters; the defaults are the paper's base model (Table 3), with dropout
+    only where §5.4 puts it. The two extra dropouts are later practice, off by default."""
 
     src_vocab_size: int
     tgt_vocab_size: int
@@ -131,8 +132,10 @@ class TransformerConfig:
     d_model: int = 512
     d_ff: int = 2048
     h: int = 8
-    dropout: float = 0.1
-    max_len: int = 5000
+    dropout: float = 0.1  # P_drop (§5.4): sub-layer outputs, and embeddings + positions
+    attention_dropout: float = 0.0  # not in the paper: on the attention weights (tensor2tensor v2, Harvard)
+    ff_dropout: float = 0.0  # not in the paper: on the feed-forward hidden layer (tensor2tensor v2, Harvard)
+    max_len: int = 5000  # rows of the positional table, not a paper setting
     norm_first: bool = False  # False: post-norm, as in the paper
     share_embeddings: bool = False  # one table for source, target and generator (§3.4)
     fast_attention: bool = True  # F.scaled_dot_product_attention when weights are not kept
@@ -148,8 +151,8 @@ def make_model(config: TransformerConfig) -> EncoderDecoder:
             f"share_embeddings needs one vocabulary, got src_vocab_size={c.src_vocab_size} and "
             f"tgt_vocab_size={c.tgt_vocab_size}; build a joint vocabulary or set share_embeddings=False"
         )
-    attn = MultiHeadAttention(c.d_model, c.h, c.dropout, fast=c.fast_attention)
-    ff = PositionwiseFeedForward(c.d_model, c.d_ff, c.dropout)
+    attn = MultiHeadAttention(c.d_model, c.h, c.attention_dropout, fast=c.fast_attention)
+    ff = PositionwiseFeedForward(c.d_model, c.d_ff, c.ff_dropout)
     model = EncoderDecoder(
         Encoder(EncoderLayer(c.d_model, copy.deepcopy(attn), copy.deepcopy(ff), c.dropout, c.norm_first),
                 c.N, final_norm=c.norm_first),
@@ -159,7 +162,9 @@ def make_model(config: TransformerConfig) -> EncoderDecoder:
         nn.Sequential(Embeddings(c.tgt_vocab_size, c.d_model), PositionalEncoding(c.d_model, c.dropout, c.max_len)),
         Generator(c.d_model, c.tgt_vocab_size),
     )
-    # Glorot initialization for every matrix, as in the reference implementations.
+    # Glorot (Xavier) uniform initialization for every matrix. The paper states none; this is the
+    # choice of the Harvard Annotated Transformer and of PyTorch's nn.Transformer (tensor2tensor,
+    # the paper's own code base, uses uniform unit scaling).
     for p in model.parameters():
         if p.dim() > 1:
             nn.init.xavier_uniform_(p)

@@ -1,8 +1,15 @@
+import math
+
 import pytest
 import torch
+import torch.nn as nn
 
+from annotated.feed_forward import PositionwiseFeedForward
 from annotated.masks import padding_mask, subsequent_mask, target_mask
 from annotated.model import TransformerConfig, count_parameters, make_model
+from annotated.multi_head import MultiHeadAttention
+from annotated.positional import PositionalEncoding
+from annotated.residual import SublayerConnection
 from annotated.support.reference import load_from_torch_transformer, torch_reference
 
 PAD = 0
@@ -60,6 +67,111 @@ def test_pre_norm_stacks_equal_nn_transformer_with_norm_first():
                    tgt_key_padding_mask=tgt == PAD, memory_key_padding_mask=src == PAD)
     real = tgt != PAD
     torch.testing.assert_close(out[real], expected[real])
+
+
+def test_eval_mode_equals_nn_transformer_with_the_same_dropout_at_all_three_sites():
+    torch.manual_seed(0)
+    config = small_config(dropout=0.1, attention_dropout=0.1, ff_dropout=0.1)
+    model, ref = make_model(config), torch_reference(config)
+    load_from_torch_transformer(model, ref)
+    src, tgt = batch()
+    src_mask, tgt_mask = padding_mask(src, PAD), target_mask(tgt, PAD)
+
+    def outputs():
+        with torch.no_grad():
+            x, y = model.src_embed(src), model.tgt_embed(tgt)
+            ours = model.decoder(y, model.encoder(x, src_mask), src_mask, tgt_mask)
+            theirs = ref(x, y, tgt_mask=~subsequent_mask(tgt.size(1)), src_key_padding_mask=src == PAD,
+                         tgt_key_padding_mask=tgt == PAD, memory_key_padding_mask=src == PAD)
+        real = tgt != PAD
+        return ours[real], theirs[real]
+
+    model.eval(), ref.eval()
+    torch.testing.assert_close(*outputs())
+    model.train(), ref.train()
+    ours, theirs = outputs()
+    assert (ours - theirs).abs().max() > 0.1  # different random masks: no entry-by-entry equality in training
+
+
+@pytest.mark.parametrize("rates", [dict(dropout=0.1), dict(dropout=0.0, attention_dropout=0.1),
+                                   dict(dropout=0.1, attention_dropout=0.1, ff_dropout=0.0)])
+def test_torch_reference_refuses_dropout_rates_it_cannot_reproduce(rates):
+    with pytest.raises(ValueError, match="nn.Transformer has one dropout rate .* set all three equal"):
+        torch_reference(small_config(**rates))
+
+
+def dropout_sites(model):
+    sites = {SublayerConnection: "sublayer", PositionalEncoding: "embedding", MultiHeadAttention: "attention",
+             PositionwiseFeedForward: "feed_forward"}
+    counts = dict.fromkeys(sites.values(), 0)
+    rates = {}
+    for module in model.modules():
+        for kind, site in sites.items():
+            if isinstance(module, kind) and module.dropout.p > 0:
+                counts[site] += 1
+                rates.setdefault(site, set()).add(module.dropout.p)
+    return counts, rates
+
+
+@pytest.mark.parametrize("N", [1, 3])
+def test_default_config_drops_out_exactly_at_the_papers_two_sites(N):
+    # §5.4: each sub-layer's output (2N encoder + 3N decoder) and the two embedding sums; nowhere else.
+    counts, rates = dropout_sites(make_model(TransformerConfig(13, 11, N=N, d_model=32, d_ff=64, h=4)))
+    assert counts == {"sublayer": 5 * N, "embedding": 2, "attention": 0, "feed_forward": 0}
+    assert rates == {"sublayer": {0.1}, "embedding": {0.1}}
+
+
+def test_attention_and_feed_forward_dropout_are_separate_options():
+    counts, rates = dropout_sites(make_model(small_config(dropout=0.1, attention_dropout=0.2)))
+    assert counts == {"sublayer": 10, "embedding": 2, "attention": 6, "feed_forward": 0}
+    assert rates["attention"] == {0.2}
+    counts, rates = dropout_sites(make_model(small_config(dropout=0.0, ff_dropout=0.3)))
+    assert counts == {"sublayer": 0, "embedding": 0, "attention": 0, "feed_forward": 4}
+    assert rates == {"feed_forward": {0.3}}
+
+
+def test_default_model_in_training_mode_leaves_attention_weights_undropped():
+    torch.manual_seed(0)
+    model = make_model(TransformerConfig(11, 11, N=1, d_model=16, d_ff=32, h=2)).train()
+    attn = model.encoder.layers[0].self_attn
+    attn.keep_attention, attn.fast = True, False
+    x = torch.randn(2, 5, 16)
+    attn(x, x, x, None)
+    first = attn.attention.clone()
+    attn(x, x, x, None)
+    assert torch.equal(first, attn.attention)
+
+
+def test_every_matrix_is_glorot_uniform_initialized():
+    torch.manual_seed(0)
+    model = make_model(small_config())
+    for name, p in model.named_parameters():
+        if p.dim() < 2:
+            continue
+        fan_out, fan_in = p.shape
+        bound = math.sqrt(6 / (fan_in + fan_out))  # PyTorch's nn.Linear default would be 1 / sqrt(fan_in)
+        assert 0.9 * bound < p.abs().max().item() <= bound, name
+
+
+def test_parameter_counts_do_not_depend_on_dropout():
+    plain = make_model(small_config())
+    dropped = make_model(small_config(dropout=0.3, attention_dropout=0.2, ff_dropout=0.1))
+    assert count_parameters(plain) == count_parameters(dropped)
+
+
+@pytest.mark.parametrize("sizes", [dict(batch=2, L_src=5, L_tgt=4, d_model=32, h=4, d_ff=64, V_src=13, V_tgt=11, N=2),
+                                   dict(batch=3, L_src=7, L_tgt=6, d_model=24, h=3, d_ff=40, V_src=17, V_tgt=19, N=1)])
+def test_shapes_through_the_model(sizes):
+    s = sizes
+    torch.manual_seed(0)
+    model = make_model(TransformerConfig(s["V_src"], s["V_tgt"], N=s["N"], d_model=s["d_model"], d_ff=s["d_ff"],
+                                         h=s["h"])).eval()
+    src = torch.randint(1, s["V_src"], (s["batch"], s["L_src"]))
+    tgt = torch.randint(1, s["V_tgt"], (s["batch"], s["L_tgt"]))
+    src_mask = padding_mask(src, PAD)
+    memory = model.encode(src, src_mask)
+    assert memory.shape == (s["batch"], s["L_src"], s["d_model"])
+    assert model(src, tgt, src_mask, target_mask(tgt, PAD)).shape == (s["batch"], s["L_tgt"], s["V_tgt"])
 
 
 def test_base_and_big_models_have_the_stated_parameter_counts():

@@ -1,7 +1,13 @@
 """PyTorch's own ``nn.Transformer`` as a reference for ``annotated.model``.
 
-The two implementations compute the same function; only the names of the weights
-differ. These helpers copy ``nn.Transformer``'s weights into the encoder and decoder
+With the same weights the two stacks compute the same function; only the names of the
+weights differ. Dropout is where they can differ: ``nn.Transformer`` has one ``dropout`` that
+acts at three sites (the attention weights, the feed-forward hidden layer and every sub-layer
+output), while ``make_model`` follows the paper (§5.4) and drops out only the sub-layer outputs
+unless ``attention_dropout`` and ``ff_dropout`` are set. ``torch_reference`` therefore refuses a
+config whose three rates differ. Even with equal rates, two models in training mode draw
+different dropout masks, so outputs compare equal only with every rate 0, or in ``eval()`` mode.
+These helpers copy ``nn.Transformer``'s weights into the encoder and decoder
 stacks of an :class:`~annotated.model.EncoderDecoder`, so that a notebook or a test
 can feed both the same embedded inputs and compare outputs and gradients.
 
@@ -33,7 +39,23 @@ def torch_reference(config: TransformerConfig) -> nn.Transformer:
     post-norm setting ``nn.Transformer`` still ends each stack with a LayerNorm, which the
     paper's stack does not have, so both final norms are removed; in the pre-norm setting
     they are kept, matching ``Encoder(..., final_norm=True)``.
+
+    ``nn.Transformer``'s single ``dropout`` rate applies to the attention weights, the
+    feed-forward hidden layer and the sub-layer outputs alike, so it stands for our model only
+    when ``config.dropout``, ``config.attention_dropout`` and ``config.ff_dropout`` are equal;
+    otherwise a ``ValueError`` says so. (The embedding dropout has no counterpart: ``nn.Transformer``
+    has no embeddings.)
     """
+    rates = {"dropout": config.dropout, "attention_dropout": config.attention_dropout,
+             "ff_dropout": config.ff_dropout}
+    if len(set(rates.values())) > 1:
+        given = ", ".join(f"{name}={rate}" for name, rate in rates.items())
+        raise ValueError(
+            f"nn.Transformer has one dropout rate for the attention weights, the feed-forward hidden layer "
+            f"and the sub-layer outputs, but the config has {given}; set all three equal (all 0.0 to compare "
+            f"outputs in training mode), e.g. dataclasses.replace(config, attention_dropout=config.dropout, "
+            f"ff_dropout=config.dropout)"
+        )
     with warnings.catch_warnings():
         # With norm_first, nn.TransformerEncoder warns that it cannot use nested tensors,
         # an inference speed-up that plays no part in a comparison.
@@ -51,6 +73,9 @@ def torch_reference(config: TransformerConfig) -> nn.Transformer:
     if not config.norm_first:
         ref.encoder.norm = None
         ref.decoder.norm = None
+    # In eval mode the encoder would pack padded batches into nested tensors, a prototype
+    # inference shortcut that warns on every call; the plain computation is what we compare.
+    ref.encoder.use_nested_tensor = False
     return ref
 
 
