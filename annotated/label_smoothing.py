@@ -2,9 +2,12 @@
 
 Instead of asking for all the probability on the reference token, the model is trained
 towards a target distribution q that keeps 1 - epsilon on the reference token and spreads
-epsilon evenly over the other real tokens; the padding token gets nothing, and positions
-whose target is padding contribute nothing to the loss. The paper notes that this "hurts
-perplexity, as the model learns to be more unsure, but improves accuracy and BLEU score".
+epsilon evenly over the V - 2 other tokens that are not padding; the padding token gets
+nothing, and positions whose target is padding contribute nothing to the loss. The paper notes
+that this "hurts perplexity, as the model learns to be more unsure, but improves accuracy and
+BLEU score", and does not say over which tokens epsilon is spread. This V - 2 convention is the
+Annotated Transformer's (Rush, 2018); the paper's reference, Szegedy et al. (2016), and
+PyTorch's ``F.cross_entropy(label_smoothing=...)`` spread epsilon uniformly over all V tokens.
 
     loss = - sum_over_positions sum_v q(v) log softmax(logits)_v
 

@@ -1,8 +1,12 @@
 """Synthetic tasks for a first training run: copy a random sequence, or reverse it.
 
-Before real translation, a task whose answer we know checks the whole pipeline (batches,
-masks, loss, schedule, decoding) in seconds: a Transformer that works learns to copy
-perfectly. Reversing is harder to fake; it needs attention to look at the mirrored position.
+Before real translation, a task whose answer we know checks the pipeline (batches, masks,
+loss, schedule, decoding) in a few hundred updates: a Transformer that works learns to copy
+perfectly. It catches some bugs, not all: notebook 08 (section 10) trains with one bug at a
+time; a missing look-ahead mask, unshifted labels or missing positions fail, while a missing
+label smoothing or dropout in another place do not show, and sequences of one length have no
+padding to get wrong. Reversing is harder to fake; it needs attention to look at the mirrored
+position.
 
 Ids 0-3 are kept for ``<pad>``, ``<s>``, ``</s>``, ``<unk>``, as in ``annotated.vocab``;
 the symbols are drawn from ids 4 .. vocab_size - 1.

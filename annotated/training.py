@@ -5,7 +5,8 @@ target tokens. With gradient accumulation, the k micro-batches of one update are
 the tokens of all k together, so the update is exactly the one a single batch holding all
 of them would give.
 
-Notebook: ``08_training.ipynb``.
+Notebook: ``08_training.ipynb``. Training on several GPUs wraps these functions:
+``annotated.support.distributed``.
 """
 
 import time
@@ -27,26 +28,42 @@ def choose_device() -> torch.device:
     return torch.device("cpu")
 
 
+def train_step(model: nn.Module, group: list[Batch], loss_fn: nn.Module, optimizer: torch.optim.Optimizer,
+               scheduler: torch.optim.lr_scheduler.LRScheduler, divisor: float, clip: float | None = None,
+               device: torch.device | str | None = None) -> float:
+    """One optimizer update on the micro-batches of ``group``; returns their summed loss.
+
+    ``loss_fn`` returns the loss *summed* over a batch's target tokens; every micro-batch's
+    sum is divided by ``divisor``, the tokens of the whole group, so that the accumulated
+    gradient is that of one batch holding the whole group. ``clip``, if set, rescales the
+    gradients so that their global norm is at most ``clip``.
+    """
+    device = device or next(model.parameters()).device
+    summed = 0.0
+    for batch in group:
+        batch = batch.to(device)
+        logits = model(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask)  # (batch, L_tgt, vocab)
+        loss = loss_fn(logits.flatten(0, 1), batch.tgt_y.flatten())  # over (batch * L_tgt) positions
+        (loss / divisor).backward()  # gradients add up over the micro-batches
+        summed += loss.item()
+    if clip is not None:
+        nn.utils.clip_grad_norm_(model.parameters(), clip)
+    optimizer.step()
+    scheduler.step()
+    optimizer.zero_grad(set_to_none=True)
+    return summed
+
+
 def train_epoch(model: nn.Module, batches: list[Batch], loss_fn: nn.Module, optimizer: torch.optim.Optimizer,
                 scheduler: torch.optim.lr_scheduler.LRScheduler, accum_steps: int = 1, clip: float | None = None,
                 device: torch.device | str | None = None, progress: bool = True,
-                stop: Callable[[], bool] | None = None, step_losses: list[float] | None = None,
-                token_divisor: Callable[[int], float] | None = None) -> float:
-    """One pass over ``batches``, one optimizer update per ``accum_steps`` batches.
+                stop: Callable[[], bool] | None = None, step_losses: list[float] | None = None) -> float:
+    """One pass over ``batches``, one ``train_step`` per ``accum_steps`` batches.
 
-    Args:
-        loss_fn: returns the loss *summed* over a batch's target tokens (``LabelSmoothingLoss``).
-        clip: if set, rescale the gradients so that their global norm is at most ``clip``.
-        stop: checked before every update; training ends early when it returns True
-            (a time budget or a step limit).
-        step_losses: if given, each update's loss per token is appended to it.
-        token_divisor: maps an update's token count to the divisor of its summed loss
-            (the count itself by default; ``annotated.support.distributed`` passes one
-            that counts the tokens of every process).
-
+    ``stop`` is checked before every update: the epoch ends early when it returns True (a
+    step limit). ``step_losses``, if given, gets each update's loss per token.
     Returns the mean loss per target token over the updates made.
     """
-    device = device or next(model.parameters()).device
     model.train()
     groups = [batches[i : i + accum_steps] for i in range(0, len(batches), accum_steps)]
     total_loss, total_tokens, start = 0.0, 0, time.perf_counter()
@@ -54,23 +71,9 @@ def train_epoch(model: nn.Module, batches: list[Batch], loss_fn: nn.Module, opti
     for group in bar:
         if stop is not None and stop():
             break
-        ntokens = sum(batch.ntokens for batch in group)
-        divisor = token_divisor(ntokens) if token_divisor else ntokens
-        group_loss = 0.0
-        for batch in group:
-            batch = batch.to(device)
-            logits = model(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask)  # (batch, L_tgt, vocab)
-            loss = loss_fn(logits.flatten(0, 1), batch.tgt_y.flatten())  # over (batch * L_tgt) positions
-            # Each micro-batch is divided by the tokens of the whole group, not its own:
-            # the accumulated gradient is then that of one batch holding the whole group.
-            (loss / divisor).backward()
-            group_loss += loss.item()
-        if clip is not None:
-            nn.utils.clip_grad_norm_(model.parameters(), clip)
+        ntokens = sum(batch.ntokens for batch in group)  # of the whole group, not of each micro-batch
         lr = optimizer.param_groups[0]["lr"]
-        optimizer.step()
-        scheduler.step()
-        optimizer.zero_grad(set_to_none=True)
+        group_loss = train_step(model, group, loss_fn, optimizer, scheduler, ntokens, clip, device)
         total_loss, total_tokens = total_loss + group_loss, total_tokens + ntokens
         if step_losses is not None:
             step_losses.append(group_loss / ntokens)
@@ -97,41 +100,32 @@ def evaluate_loss(model: nn.Module, batches: list[Batch], loss_fn: nn.Module,
 
 def fit(model: nn.Module, train_batches: list[Batch], val_batches: list[Batch], loss_fn: nn.Module,
         optimizer: torch.optim.Optimizer, scheduler: torch.optim.lr_scheduler.LRScheduler, epochs: int = 10,
-        max_minutes: float | None = None, max_steps: int | None = None, accum_steps: int = 1,
+        max_steps: int | None = None, max_minutes: float | None = None, accum_steps: int = 1,
         clip: float | None = None, device: torch.device | str | None = None, progress: bool = True,
-        seed: int = 0, start_epoch: int = 0, on_epoch_end: Callable[[int, dict], None] | None = None,
-        token_divisor: Callable[[int], float] | None = None,
-        stop_together: Callable[[bool], bool] | None = None) -> dict:
-    """Train for ``epochs`` epochs, or until ``max_minutes`` or ``max_steps`` run out.
+        seed: int = 0) -> dict:
+    """Train for ``epochs`` epochs, or until ``max_steps`` updates (or ``max_minutes``) are done.
 
-    The batches are visited in a new order each epoch (seeded by ``seed + epoch``); the
-    validation loss is measured after each epoch. ``max_steps`` counts all updates the
-    scheduler has seen, including those before a resumed checkpoint. ``on_epoch_end(epoch,
-    history)`` runs after each epoch (to save a checkpoint, for instance).
-
-    With several processes (``annotated.support.distributed``), ``token_divisor`` is passed
-    on to ``train_epoch``, and ``stop_together`` turns each process's decision to stop into
-    one shared by all, so that no process waits for an update the others never make.
+    The batches are visited in a new order each epoch, seeded by ``seed + epoch``; the
+    validation loss is measured after each epoch. A step budget gives the same run on any
+    machine; a time budget does not.
 
     Returns the history: per epoch ``epoch``, ``train_loss``, ``val_loss``, ``step`` and
-    ``minutes`` (since the start of ``fit``), and ``step_loss``, the loss of every update.
+    ``minutes`` (since the start), and ``step_loss``, the loss of every update.
     """
     history = {"epoch": [], "train_loss": [], "val_loss": [], "step": [], "minutes": [], "step_loss": []}
     start = time.monotonic()
 
     def out_of_budget() -> bool:
-        over_time = max_minutes is not None and time.monotonic() - start >= 60 * max_minutes
         # LambdaLR's last_epoch counts its step() calls, that is, the updates made so far.
         over_steps = max_steps is not None and scheduler.last_epoch >= max_steps
-        return stop_together(over_time or over_steps) if stop_together else over_time or over_steps
+        return over_steps or (max_minutes is not None and time.monotonic() - start >= 60 * max_minutes)
 
-    for epoch in range(start_epoch, epochs):
+    for epoch in range(epochs):
         if out_of_budget():
             break
         order = torch.randperm(len(train_batches), generator=torch.Generator().manual_seed(seed + epoch))
         train_loss = train_epoch(model, [train_batches[i] for i in order], loss_fn, optimizer, scheduler,
-                                 accum_steps, clip, device, progress, stop=out_of_budget,
-                                 step_losses=history["step_loss"], token_divisor=token_divisor)
+                                 accum_steps, clip, device, progress, out_of_budget, history["step_loss"])
         val_loss = evaluate_loss(model, val_batches, loss_fn, device)
         for key, value in [("epoch", epoch), ("train_loss", train_loss), ("val_loss", val_loss),
                            ("step", scheduler.last_epoch), ("minutes", (time.monotonic() - start) / 60)]:
@@ -139,6 +133,4 @@ def fit(model: nn.Module, train_batches: list[Batch], val_batches: list[Batch], 
         if progress:
             print(f"epoch {epoch + 1}: train loss {train_loss:.3f}, val loss {val_loss:.3f}, "
                   f"step {scheduler.last_epoch}")
-        if on_epoch_end is not None:
-            on_epoch_end(epoch, history)
     return history

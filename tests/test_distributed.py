@@ -25,9 +25,9 @@ from torch.testing import assert_close
 from annotated.batching import collate
 from annotated.label_smoothing import LabelSmoothingLoss
 from annotated.model import TransformerConfig, make_model
-from annotated.support.distributed import (DistributedContext, all_reduce_sum, any_process, init_distributed,
-                                           shard, token_divisor, wrap_model)
-from annotated.training import train_epoch
+from annotated.support.distributed import (DistributedContext, any_process, fit_distributed, global_divisor,
+                                           init_distributed, shard, train_epoch_distributed, wrap_model)
+from annotated.training import fit, train_epoch
 
 VOCAB, PAD, WORLD_SIZE, STEPS, PER_STEP = 12, 0, 2, 3, 8
 RTOL, ATOL = 1e-5, 1e-6
@@ -48,16 +48,16 @@ def global_batches() -> list[list[tuple[list[int], list[int]]]]:
     return steps
 
 
-def run(pairs_per_update: list[list[list]], accum_steps: int, divisor=None, ctx=None) -> dict:
+def run(pairs_per_update: list[list[list]], accum_steps: int, ctx=None) -> dict:
     """Train a tiny model, one update per entry; each entry is a list of micro-batches (lists of pairs).
 
+    With ``ctx``, the update is ``train_epoch_distributed``; without, the taught ``train_epoch``.
     Returns the weights after every update, the gradients of the first update and the loss of
-    every update (per token of the global batch, summed over processes when distributed)."""
+    every update as the training function reports it."""
     torch.set_num_threads(1)
     _ = torch.manual_seed(0)
     model = make_model(TransformerConfig(VOCAB, VOCAB, N=1, d_model=16, d_ff=32, h=2, dropout=0.0))
-    ctx = ctx or DistributedContext()
-    model = wrap_model(model, ctx)
+    model = wrap_model(model, ctx or DistributedContext())
     optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda k: 1.0)
     grads = []
@@ -67,11 +67,12 @@ def run(pairs_per_update: list[list[list]], accum_steps: int, divisor=None, ctx=
     out = {"losses": [], "weights": []}
     for micro in pairs_per_update:
         batches = [collate(pairs, PAD) for pairs in micro]
-        local_tokens = sum(b.ntokens for b in batches)
-        loss = train_epoch(model, batches, loss_fn, optimizer, scheduler, accum_steps=accum_steps,
-                           progress=False, token_divisor=divisor)
-        # Loss per token over the global batch: the processes' summed losses over all tokens.
-        out["losses"].append(all_reduce_sum(loss * local_tokens, ctx) / all_reduce_sum(local_tokens, ctx))
+        if ctx is None:
+            loss = train_epoch(model, batches, loss_fn, optimizer, scheduler, accum_steps=accum_steps, progress=False)
+        else:  # the loss it reports is that of the global batch, per global token
+            loss = train_epoch_distributed(model, batches, loss_fn, optimizer, scheduler, ctx,
+                                           accum_steps=accum_steps, progress=False)
+        out["losses"].append(loss)
         out["weights"].append([p.detach().clone() for p in model.parameters()])
     out["first_grads"] = grads[0]
     return out
@@ -88,8 +89,8 @@ def worker(rank: int, port: int, result_dir: str) -> None:
     # Process r takes pairs r, r + 2, ... of each step's global batch.
     mine = [shard(pairs, ctx) for pairs in steps]
     results = {
-        "plain": run([[pairs] for pairs in mine], 1, token_divisor(ctx), ctx),
-        "accumulated": run([[pairs[:2], pairs[2:]] for pairs in mine], 2, token_divisor(ctx), ctx),
+        "plain": run([[pairs] for pairs in mine], 1, ctx),
+        "accumulated": run([[pairs[:2], pairs[2:]] for pairs in mine], 2, ctx),
         # Rank 1 alone wants to stop, then nobody does.
         "any_process": [any_process(ctx.rank == 1, ctx), any_process(False, ctx)],
     }
@@ -158,4 +159,39 @@ def test_a_single_process_needs_no_process_group():
     ctx = init_distributed("cpu")
     assert (ctx.rank, ctx.world_size, ctx.enabled, ctx.is_main) == (0, 1, False, True)
     assert not dist.is_initialized()
-    assert token_divisor(ctx)(123) == 123
+    assert global_divisor(123, ctx) == 123
+
+
+def test_with_one_process_fit_distributed_trains_exactly_like_the_taught_fit():
+    batches = [collate(pairs, PAD) for pairs in global_batches()]
+    histories, weights = [], []
+    for distributed in (False, True):
+        _ = torch.manual_seed(0)
+        model = make_model(TransformerConfig(VOCAB, VOCAB, N=1, d_model=16, d_ff=32, h=2, dropout=0.1))
+        optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda k: 1.0)
+        loss_fn = LabelSmoothingLoss(VOCAB, PAD, 0.1)
+        args = (model, batches, batches[:1], loss_fn, optimizer, scheduler)
+        if distributed:
+            history = fit_distributed(*args, DistributedContext(), epochs=3, max_steps=7, progress=False, seed=5)
+        else:
+            history = fit(*args, epochs=3, max_steps=7, progress=False, seed=5)
+        histories.append(history)
+        weights.append([p.detach().clone() for p in model.parameters()])
+    taught, support = histories
+    assert taught["step"] == support["step"] == [3, 6, 7]
+    assert taught["step_loss"] == support["step_loss"] and taught["val_loss"] == support["val_loss"]
+    assert_close(weights[0], weights[1], rtol=0, atol=0)
+
+
+def test_fit_distributed_resumes_at_start_epoch_and_calls_on_epoch_end():
+    batches = [collate(pairs, PAD) for pairs in global_batches()]
+    _ = torch.manual_seed(0)
+    model = make_model(TransformerConfig(VOCAB, VOCAB, N=1, d_model=16, d_ff=32, h=2))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda k: 1.0)
+    seen = []
+    history = fit_distributed(model, batches, batches[:1], LabelSmoothingLoss(VOCAB, PAD), optimizer, scheduler,
+                              DistributedContext(), epochs=4, start_epoch=2, progress=False,
+                              on_epoch_end=lambda epoch, h: seen.append((epoch, list(h["step"]))))
+    assert history["epoch"] == [2, 3] and seen == [(2, [3]), (3, [3, 6])]

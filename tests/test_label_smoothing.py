@@ -106,3 +106,18 @@ def test_wrong_vocabulary_size_gets_a_clear_error():
     logits, target = logits_and_targets()
     with pytest.raises(ValueError, match="vocab_size=9"):
         LabelSmoothingLoss(9, PAD, EPS)(logits, target)
+
+
+def test_pytorch_builtin_is_szegedy_uniform_smoothing_over_all_classes_not_this_convention():
+    # Szegedy et al. (2016), the paper's reference [36]: q = (1 - eps) onehot(y) + eps / V, padding included.
+    V, eps = 9, 0.1
+    g = torch.Generator().manual_seed(4)
+    logits = torch.randn(7, V, generator=g, dtype=torch.float64)
+    target = torch.randint(1, V, (7,), generator=g)
+    uniform = (1 - eps) * F.one_hot(target, V).double() + eps / V
+    builtin = F.cross_entropy(logits, target, label_smoothing=eps, reduction="sum")
+    assert_close(builtin, F.cross_entropy(logits, uniform, reduction="sum"))
+    assert (builtin - LabelSmoothingLoss(V, 0, eps)(logits, target)).abs() > 1e-2
+    q = smoothed_targets(target, V, 0, eps, torch.float64)
+    assert_close(q[:, 0], torch.zeros(7, dtype=torch.float64))  # padding: 0 here, eps / V in Szegedy's
+    assert_close(q.gather(1, target[:, None]), torch.full((7, 1), 1 - eps, dtype=torch.float64))

@@ -10,7 +10,7 @@ from annotated.batching import Batch
 from annotated.label_smoothing import LabelSmoothingLoss
 from annotated.model import TransformerConfig, make_model
 from annotated.schedule import make_optimizer
-from annotated.training import choose_device, evaluate_loss, fit, train_epoch
+from annotated.training import choose_device, evaluate_loss, fit, train_epoch, train_step
 
 PAD, BOS, EOS, VOCAB = 0, 1, 2, 13
 
@@ -149,3 +149,18 @@ def test_evaluate_loss_turns_dropout_off_and_changes_nothing():
     first, second = evaluate_loss(model, batches, loss_fn), evaluate_loss(model, batches, loss_fn)
     assert first == second  # no dropout noise
     assert_close(list(model.parameters()), before, rtol=0, atol=0)
+
+
+def test_train_step_divides_the_summed_loss_by_the_divisor_it_is_given():
+    # Doubling the divisor halves the gradient the optimizer sees.
+    batches = [make_batch(examples(4, seed=5)), make_batch(examples(3, seed=6))]
+    seen = {}
+    for divisor in (10.0, 20.0):
+        model = tiny_model()
+        optimizer, scheduler = constant_sgd(model, lr=0.1)
+        grads = record_gradients(optimizer)
+        summed = train_step(model, batches, LabelSmoothingLoss(VOCAB, PAD, 0.1), optimizer, scheduler, divisor)
+        assert summed > 0 and scheduler.last_epoch == 1 and len(grads) == 1  # one update for both batches
+        seen[divisor] = grads[0]
+    assert_close([2 * g for g in seen[20.0]], seen[10.0], rtol=1e-5, atol=1e-7)
+    assert not torch.allclose(seen[20.0][0], seen[10.0][0])
