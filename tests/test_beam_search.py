@@ -6,7 +6,7 @@ import torch.nn as nn
 from torch.testing import assert_close
 
 import annotated.beam_search
-from annotated.beam_search import beam_search, lp, reorder_cache
+from annotated.beam_search import beam_search, lp, select_rows, simple_beam_search
 from annotated.decoding import greedy_decode, next_token_logits
 from annotated.masks import padding_mask
 from annotated.model import TransformerConfig, make_model
@@ -72,12 +72,26 @@ def test_length_penalty_is_the_gnmt_formula():
     assert float(lp(torch.tensor(30.0), 0.0)) == 1.0
 
 
-def test_beam_size_1_is_greedy_decoding():
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_beam_size_1_without_length_penalty_is_greedy_decoding(seed):
+    model = random_model(seed)
+    src, src_mask = padded_source()
+    greedy = greedy_decode(model, src, src_mask, max_len=12)
+    assert torch.equal(beam_search(model, src, src_mask, beam_size=1, max_len=12, length_penalty=0.0), greedy)
+    assert len(set(map(tuple, greedy.tolist()))) > 1, "every sentence got the same output: a weak test"
+
+
+@pytest.mark.parametrize("alpha", [0.6, 1.0])
+def test_beam_size_1_with_length_penalty_never_scores_below_greedy(alpha):
+    # Greedy's output is the first hypothesis a single beam finishes; it is replaced only by
+    # a longer one that scores higher under s(Y).
     model = random_model()
     src, src_mask = padded_source()
     greedy = greedy_decode(model, src, src_mask, max_len=12)
-    assert torch.equal(beam_search(model, src, src_mask, beam_size=1, max_len=12), greedy)
-    assert len(set(map(tuple, greedy.tolist()))) > 1, "every sentence got the same output: a weak test"
+    beam = beam_search(model, src, src_mask, beam_size=1, max_len=12, length_penalty=alpha)
+    for i in range(src.size(0)):
+        one = (src[i : i + 1], src_mask[i : i + 1])
+        assert score(model, *one, beam[i : i + 1], alpha) >= score(model, *one, greedy[i : i + 1], alpha) - 1e-5
 
 
 def test_beam_search_finds_a_likelier_output_than_greedy_where_greedy_is_trapped():
@@ -101,15 +115,40 @@ def test_the_length_penalty_changes_which_output_wins():
     assert beam_search(model, src, src_mask, beam_size=2, length_penalty=0.6).tolist() == [[BOS, A, C, EOS]]
 
 
-def test_finished_hypotheses_stop_and_the_search_ends_when_all_have_finished():
+def test_the_search_ends_when_no_live_hypothesis_can_beat_the_best_finished_one():
     model = bigram_model({BOS: {EOS: 0.9, A: 0.1}, A: {EOS: 1.0}})
     steps = []
     model.generator.register_forward_hook(lambda *_: steps.append(1))
     src, src_mask = one_source(batch=3)
     out = beam_search(model, src, src_mask, beam_size=2, max_len=50)
-    # Step 1 gives "</s>" (finished) and "A"; step 2 gives "A </s>": both finished.
-    assert len(steps) == 2
+    # Step 1 finishes "</s>" (s = log 0.9); the best live "A" has log P = log 0.1, and even
+    # at the longest length, log 0.1 / lp(49) < log 0.9: nothing can catch up, so one step.
+    assert math.log(0.1) / lp(49.0, 0.6) < math.log(0.9)
+    assert len(steps) == 1
     assert out.tolist() == [[BOS, EOS]] * 3
+
+
+def test_a_live_hypothesis_that_could_still_win_keeps_the_search_going():
+    # "</s>" finishes first (0.4), but "A" (0.35) could still score more once divided by a
+    # larger lp: with alpha 0.6 the search goes on and finds "A C </s>".
+    model = bigram_model({BOS: {EOS: 0.4, A: 0.35, B: 0.25}, A: {C: 1.0}, B: {EOS: 1.0}, C: {EOS: 1.0}})
+    steps = []
+    model.generator.register_forward_hook(lambda *_: steps.append(1))
+    src, src_mask = one_source()
+    assert beam_search(model, src, src_mask, beam_size=2, length_penalty=0.6).tolist() == [[BOS, A, C, EOS]]
+    assert len(steps) == 3
+
+
+def test_finished_hypotheses_give_their_slots_to_live_ones():
+    # Kept in the beam, the finished "</s>" would push out "B", whose "B D E </s>" is the best
+    # output under alpha = 1: finished hypotheses must be set aside, leaving k live ones.
+    model = bigram_model({BOS: {EOS: 0.35, A: 0.33, B: 0.32}, A: {EOS: 0.02, C: 0.98}, B: {D: 1.0},
+                          C: {EOS: 1.0}, D: {E: 1.0}, E: {EOS: 1.0}})
+    src, src_mask = one_source()
+    out = beam_search(model, src, src_mask, beam_size=2, length_penalty=1.0)
+    assert out.tolist() == [[BOS, B, D, E, EOS]]
+    for shorter in ([BOS, EOS], [BOS, A, C, EOS]):
+        assert score(model, src, src_mask, out, 1.0) > score(model, src, src_mask, torch.tensor([shorter]), 1.0)
 
 
 def test_tokens_after_eos_are_padding():
@@ -138,35 +177,34 @@ def test_a_batch_gives_the_same_outputs_as_each_sentence_alone():
         assert together[i, alone.size(1) :].eq(PAD).all()
 
 
-def plain_beam_search(model, src, src_mask, beam_size, max_len, alpha) -> list[int]:
-    """One sentence, no cache, no batching: every hypothesis rescored from scratch."""
-    memory = model.encode(src, src_mask)
-    beams = [([BOS], 0.0)]  # (tokens, log P)
-    for _ in range(max_len - 1):
-        candidates = []
-        for tokens, log_p in beams:
-            if tokens[-1] == EOS:  # finished: stays as it is
-                candidates.append((tokens, log_p))
-                continue
-            logits = next_token_logits(model, memory, src_mask, torch.tensor([tokens]))
-            for token, token_log_p in enumerate(logits.log_softmax(-1)[0].tolist()):
-                candidates.append((tokens + [token], log_p + token_log_p))
-        normalized = lambda c: c[1] / float(lp(torch.tensor(len(c[0]) - 1.0), alpha))  # noqa: E731
-        beams = sorted(candidates, key=normalized, reverse=True)[:beam_size]
-        if all(tokens[-1] == EOS for tokens, _ in beams):
-            break
-    return max(beams, key=normalized)[0]
-
-
-def test_beam_search_equals_a_plain_beam_search_without_cache_or_batching():
+@pytest.mark.parametrize("alpha", [0.0, 0.6, 1.0])
+@pytest.mark.parametrize("beam_size", [1, 2, 3, 5])
+def test_batched_beam_search_equals_the_plain_python_one_without_cache_or_batching(alpha, beam_size):
     model = random_model()
     src, src_mask = padded_source()
     with torch.no_grad():
-        out = beam_search(model, src, src_mask, beam_size=3, max_len=10)
+        out = beam_search(model, src, src_mask, beam_size=beam_size, max_len=10, length_penalty=alpha)
         for i in range(src.size(0)):
-            expected = plain_beam_search(model, src[i : i + 1], src_mask[i : i + 1], 3, 10, 0.6)
+            memory = model.encode(src[i : i + 1], src_mask[i : i + 1])
+
+            def next_log_probs(prefix: list[int]) -> dict[int, float]:
+                logits = next_token_logits(model, memory, src_mask[i : i + 1], torch.tensor([prefix]))
+                return dict(enumerate(logits.log_softmax(-1)[0].tolist()))
+
+            expected = simple_beam_search(next_log_probs, beam_size, 10, alpha, BOS, EOS)
             assert out[i, : len(expected)].tolist() == expected
             assert out[i, len(expected) :].eq(PAD).all()
+
+
+def test_the_plain_beam_search_on_a_table_of_probabilities():
+    table = {(BOS,): {A: 0.5, B: 0.4, EOS: 0.1}, (BOS, A): {C: 0.35, D: 0.35, E: 0.3},
+             (BOS, B): {EOS: 0.9, C: 0.1}}
+
+    def next_log_probs(prefix: list[int]) -> dict[int, float]:
+        return {t: math.log(p) for t, p in table.get(tuple(prefix), {EOS: 1.0}).items()}
+
+    assert simple_beam_search(next_log_probs, 2, 10, 0.6, BOS, EOS) == [BOS, B, EOS]
+    assert simple_beam_search(next_log_probs, 1, 10, 0.0, BOS, EOS) == [BOS, A, C, EOS]  # greedy
 
 
 def test_every_hypothesis_gets_the_logits_of_full_recomputation_after_the_cache_is_reordered(monkeypatch):
@@ -186,9 +224,9 @@ def test_every_hypothesis_gets_the_logits_of_full_recomputation_after_the_cache_
     assert max(steps) > src.size(0), "the hypotheses of a sentence never differed: a weak test"
 
 
-def test_reorder_cache_keeps_the_chosen_rows_in_order():
+def test_select_rows_keeps_the_chosen_rows_in_order():
     cache = [{"self_k": torch.arange(3.0).view(3, 1, 1, 1), "self_v": torch.arange(3.0).view(3, 1, 1, 1) + 10}]
-    reorder_cache(cache, torch.tensor([2, 2, 0]))
+    select_rows(cache, torch.tensor([2, 2, 0]), ("self_k", "self_v"))
     assert cache[0]["self_k"].flatten().tolist() == [2.0, 2.0, 0.0]
     assert cache[0]["self_v"].flatten().tolist() == [12.0, 12.0, 10.0]
 
@@ -199,3 +237,16 @@ def test_a_beam_smaller_than_1_is_a_clear_error(beam_size):
     src, src_mask = one_source()
     with pytest.raises(ValueError, match=f"beam_size must be at least 1, got {beam_size}"):
         beam_search(model, src, src_mask, beam_size=beam_size)
+
+
+def test_a_negative_length_penalty_is_a_clear_error():
+    model = bigram_model({BOS: {EOS: 1.0}})
+    src, src_mask = one_source()
+    with pytest.raises(ValueError, match="length_penalty .alpha. must be >= 0, got -0.5"):
+        beam_search(model, src, src_mask, length_penalty=-0.5)
+
+
+def test_a_sentence_that_never_ends_returns_its_best_live_hypothesis_at_max_len():
+    model = bigram_model({BOS: {A: 1.0}, A: {A: 1.0}})
+    src, src_mask = one_source(batch=2)
+    assert beam_search(model, src, src_mask, beam_size=3, max_len=6).tolist() == [[BOS, A, A, A, A, A]] * 2

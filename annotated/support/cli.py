@@ -1,7 +1,7 @@
 """``python -m annotated.train``: train a German -> English Transformer on Multi30k, then report BLEU.
 
     python -m annotated.train --preset notebook                  # notebook 09's run, minutes on a laptop
-    python -m annotated.train --preset cpu                       # a longer CPU run, an hour
+    python -m annotated.train --preset cpu --keep-last 5         # a longer CPU run, about an hour
     python -m annotated.train --preset base --out base.pt        # the paper's base model, a GPU
     torchrun --standalone --nproc_per_node=4 -m annotated.train --preset base   # 4 GPUs
     python -m annotated.train --resume base.pt --epochs 800      # carry on from a checkpoint
@@ -9,9 +9,13 @@
 It runs the course's pipeline end to end: tokenize (spaCy), build the vocabularies from
 the training split, batch by tokens, train with label smoothing, Adam and the warm-up
 schedule, save a checkpoint (weights, config, vocabularies, optimizer, schedule, recipe)
-every few minutes and at the end, and finally translate test_2016_flickr and print
-sacrebleu's BLEU with its signature. A resumed run takes its model, vocabularies and recipe
-from the checkpoint; options given on the command line still override the recipe.
+every few minutes and at the end, and finally translate the validation split (or, with
+``--split test``, test_2016_flickr) and print sacrebleu's BLEU with its signature. Checkpoints,
+beam size and length penalty are chosen on the validation split; the test set is scored once
+per reported model. A resumed run takes its model, vocabularies and recipe from the
+checkpoint; options given on the command line still override the recipe.
+
+    python -m annotated.train --average runs/cpu-step*.pt --split val     # the mean of the kept checkpoints
 """
 
 import argparse
@@ -34,9 +38,8 @@ from annotated.model import TransformerConfig, count_parameters, make_model
 from annotated.schedule import make_optimizer
 from annotated.support.checkpoint import (average_checkpoints, load_checkpoint, model_from_checkpoint, restore,
                                           save_checkpoint, unwrap, vocabs_from_checkpoint)
-from annotated.support.distributed import (DistributedContext, any_process, cleanup, init_distributed, shard,
-                                           token_divisor, wrap_model)
-from annotated.training import fit
+from annotated.support.distributed import (DistributedContext, cleanup, fit_distributed, init_distributed, shard,
+                                           wrap_model)
 from annotated.vocab import BOS, EOS, PAD, UNK, Vocab, build_vocab_from_iterator
 
 
@@ -48,7 +51,7 @@ class Preset:
     d_model: int
     h: int
     d_ff: int
-    dropout: float
+    dropout: float  # P_drop (§5.4): sub-layer outputs and embedding sums
     max_tokens: int  # padded tokens per batch (batch size x longest side), §5.1
     accum_steps: int  # batches per update: tokens per update = max_tokens x accum_steps
     warmup: int  # §5.3
@@ -60,16 +63,19 @@ class Preset:
     clip: float | None = None
     beam_size: int = 4  # §6.1: beam 4, length penalty 0.6; 0 decodes greedily
     length_penalty: float = 0.6
+    attention_dropout: float = 0.0  # not in the paper (see TransformerConfig)
+    ff_dropout: float = 0.0  # not in the paper (see TransformerConfig)
 
 
 PRESETS: dict[str, Preset] = {
     # Notebook 09's run: 2.7M parameters, 450 updates of ~2,700 target tokens, about 4 minutes
-    # on a 2-core laptop CPU.
+    # on a 2-core laptop CPU. A fixed number of updates, so every machine trains the same model.
     "notebook": Preset(N=2, d_model=128, h=4, d_ff=512, dropout=0.1, max_tokens=3000, accum_steps=1,
-                       warmup=400, epochs=100, max_steps=450, max_minutes=6),
-    # A longer CPU run: about 9M parameters, 153 updates per epoch, an hour at most.
+                       warmup=400, epochs=100, max_steps=450),
+    # A longer CPU run: about 9M parameters, 153 updates per epoch, 12 epochs (about an hour
+    # on a quiet 2-core CPU).
     "cpu": Preset(N=3, d_model=256, h=8, d_ff=1024, dropout=0.1, max_tokens=3000, accum_steps=1,
-                  warmup=1000, epochs=40, max_minutes=60),
+                  warmup=1000, epochs=40, max_steps=1836),
     # The paper's base model (Table 3), about 25,000 tokens per update (4 x 6,250) on a GPU.
     # Multi30k gives 19 such updates per epoch, so the 4,000 warm-up steps take ~210 epochs.
     "base": Preset(N=6, d_model=512, h=8, d_ff=2048, dropout=0.1, max_tokens=6250, accum_steps=4,
@@ -79,7 +85,8 @@ PRESETS: dict[str, Preset] = {
                    warmup=20, epochs=1, beam_size=2),
 }
 
-SAVE_EVERY_MINUTES = 5.0  # checkpoints also at the end; saving a large model every epoch would be slow
+SAVE_EVERY_MINUTES = 5.0
+SPLITS = {"val": "val", "test": "test_2016_flickr"}  # checkpoints also at the end; saving a large model every epoch would be slow
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -103,6 +110,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--average", nargs="+", metavar="CHECKPOINT",
                    help="average the weights of these checkpoints of one run (paper §6.1) and only "
                         "evaluate; with --out, also save the averaged checkpoint")
+    p.add_argument("--keep-last", type=int, default=0, metavar="N",
+                   help="also write a checkpoint <out>-stepNNNNNN.pt every --save-every epochs and keep the "
+                        "last N of them, to average with --average (paper §6.1: the last 5)")
+    p.add_argument("--save-every", type=int, default=1, metavar="EPOCHS",
+                   help="epochs between the checkpoints kept by --keep-last (default 1)")
+    p.add_argument("--split", choices=sorted(SPLITS), default="val",
+                   help="the split the final BLEU is measured on (default val: choose checkpoints, beam "
+                        "size and length penalty there; score test once per reported model)")
+    p.add_argument("--length-penalty", type=float, help="alpha of the length penalty for beam search")
+    p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice); results are "
+                                               "reproducible for a fixed seed, step count and thread count")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     return p
@@ -112,7 +130,7 @@ def recipe(args: argparse.Namespace, saved: dict | None = None) -> Preset:
     """The preset (or the ``saved`` recipe of a checkpoint) with the command line's overrides applied."""
     preset = Preset(**saved) if saved and args.preset is None else PRESETS[args.preset or "notebook"]
     overrides = {"epochs": args.epochs, "max_minutes": args.max_minutes, "max_steps": args.max_steps,
-                 "beam_size": args.beam_size,
+                 "beam_size": args.beam_size, "length_penalty": args.length_penalty,
                  "max_tokens": args.max_tokens, "accum_steps": args.accum_steps, "warmup": args.warmup}
     return dataclasses.replace(preset, **{k: v for k, v in overrides.items() if v is not None})
 
@@ -141,6 +159,8 @@ def log(ctx: DistributedContext, *message) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
     ctx = init_distributed(args.device)
     random.seed(args.seed)
     _ = torch.manual_seed(args.seed)
@@ -156,7 +176,7 @@ def run(args: argparse.Namespace, ctx: DistributedContext) -> int:
     checkpoint = load_checkpoint(args.resume) if args.resume else None
     preset = recipe(args, checkpoint["extra"].get("recipe") if checkpoint is not None else None)
     out = Path(args.out or args.resume or f"checkpoints/{args.preset or 'notebook'}.pt")
-    splits = {split: load_pairs(split, args.data_dir) for split in ("train", "val", "test_2016_flickr")}
+    splits = {split: load_pairs(split, args.data_dir) for split in ("train", "val", SPLITS[args.split])}
     if args.limit:
         splits = {split: pairs[: args.limit] for split, pairs in splits.items()}
     tokenize_de, tokenize_en = tokenizer("de"), tokenizer("en")
@@ -172,7 +192,8 @@ def run(args: argparse.Namespace, ctx: DistributedContext) -> int:
         de = build_vocab_from_iterator((tokenize_de(s) for s, _ in splits["train"]), min_freq=preset.min_freq)
         en = build_vocab_from_iterator((tokenize_en(t) for _, t in splits["train"]), min_freq=preset.min_freq)
         config = TransformerConfig(len(de), len(en), N=preset.N, d_model=preset.d_model, d_ff=preset.d_ff,
-                                   h=preset.h, dropout=preset.dropout)
+                                   h=preset.h, dropout=preset.dropout, attention_dropout=preset.attention_dropout,
+                                   ff_dropout=preset.ff_dropout)
         model = make_model(config)
     for vocab in (de, en):
         vocab.set_default_index(vocab[UNK])
@@ -198,13 +219,19 @@ def run(args: argparse.Namespace, ctx: DistributedContext) -> int:
     earlier = checkpoint["extra"].get("history", {}) if checkpoint is not None else {}
     progress = {"epochs_done": start_epoch, "epoch_start_step": scheduler.last_epoch, "last_save": time.monotonic()}
 
-    def save(history: dict) -> None:
+    def save(history: dict, path: Path = out) -> None:
         # The history of this run follows that of the runs before the resume.
         combined = {k: list(earlier.get(k, [])) + list(v) for k, v in history.items()}
-        save_checkpoint(out, model, config, vocabs={"src": de, "tgt": en}, optimizer=optimizer, scheduler=scheduler,
+        save_checkpoint(path, model, config, vocabs={"src": de, "tgt": en}, optimizer=optimizer, scheduler=scheduler,
                         step=scheduler.last_epoch, epoch=progress["epochs_done"],
                         extra={"recipe": dataclasses.asdict(preset), "history": combined})
         progress["last_save"] = time.monotonic()
+
+    def keep(history: dict) -> None:
+        # A numbered copy for averaging; only the newest ``--keep-last`` of this run stay.
+        save(history, out.with_name(f"{out.stem}-step{scheduler.last_epoch:06d}{out.suffix}"))
+        for old in kept_checkpoints(out)[: -args.keep_last]:
+            old.unlink()
 
     def on_epoch_end(epoch: int, history: dict) -> None:
         # An epoch cut short by the time or step budget is run again from its start on resume.
@@ -213,25 +240,34 @@ def run(args: argparse.Namespace, ctx: DistributedContext) -> int:
         progress["epoch_start_step"] = scheduler.last_epoch
         if ctx.is_main and time.monotonic() - progress["last_save"] >= 60 * SAVE_EVERY_MINUTES:
             save(history)
+        if ctx.is_main and args.keep_last and (epoch + 1) % args.save_every == 0:
+            keep(history)
 
     loss_fn = LabelSmoothingLoss(len(en), en[PAD], preset.label_smoothing)
-    history = fit(model, train, val, loss_fn, optimizer, scheduler, epochs=preset.epochs,
-                  max_minutes=preset.max_minutes, max_steps=preset.max_steps, accum_steps=preset.accum_steps,
-                  clip=preset.clip, device=ctx.device, progress=ctx.is_main and not args.no_progress,
-                  seed=args.seed, start_epoch=start_epoch, on_epoch_end=on_epoch_end,
-                  token_divisor=token_divisor(ctx) if ctx.enabled else None,
-                  stop_together=(lambda stop: any_process(stop, ctx)) if ctx.enabled else None)
+    history = fit_distributed(model, train, val, loss_fn, optimizer, scheduler, ctx, epochs=preset.epochs,
+                              max_steps=preset.max_steps, max_minutes=preset.max_minutes,
+                              accum_steps=preset.accum_steps, clip=preset.clip,
+                              progress=ctx.is_main and not args.no_progress, seed=args.seed,
+                              start_epoch=start_epoch, on_epoch_end=on_epoch_end)
     if not ctx.is_main:
         return 0
     save(history)
     log(ctx, f"saved {out} (step {scheduler.last_epoch})")
 
-    report_bleu(unwrap(model), splits["test_2016_flickr"], de, en, tokenize_de, preset, ctx)
+    report_bleu(unwrap(model), splits[SPLITS[args.split]], de, en, tokenize_de, preset, ctx, SPLITS[args.split])
     return 0
+
+
+def kept_checkpoints(out: Path) -> list[Path]:
+    """The numbered checkpoints ``--keep-last`` wrote beside ``out``, oldest first."""
+    return sorted(out.parent.glob(f"{out.stem}-step[0-9][0-9][0-9][0-9][0-9][0-9]{out.suffix}"))
 
 
 def evaluate_average(args: argparse.Namespace, ctx: DistributedContext) -> int:
     """``--average``: one model from the mean of several checkpoints' weights, then BLEU."""
+    if args.out and any(Path(args.out).resolve() == Path(path).resolve() for path in args.average):
+        raise SystemExit(f"--out {args.out} is one of the checkpoints being averaged; write the average to a "
+                         f"new file so that the input (and its optimizer state) is kept")
     checkpoint = average_checkpoints(args.average)
     preset = recipe(args, checkpoint["extra"].get("recipe"))
     vocabs = vocabs_from_checkpoint(checkpoint)
@@ -244,15 +280,17 @@ def evaluate_average(args: argparse.Namespace, ctx: DistributedContext) -> int:
         save_checkpoint(args.out, model, TransformerConfig(**checkpoint["config"]), vocabs=vocabs,
                         step=checkpoint["step"], epoch=checkpoint["epoch"], extra=checkpoint["extra"])
         log(ctx, f"saved {args.out}")
-    test = load_pairs("test_2016_flickr", args.data_dir)[: args.limit or None]
+    pairs = load_pairs(SPLITS[args.split], args.data_dir)[: args.limit or None]
     if ctx.is_main:
-        report_bleu(model, test, de, en, tokenizer("de"), preset, ctx)
+        report_bleu(model, pairs, de, en, tokenizer("de"), preset, ctx, SPLITS[args.split])
     return 0
 
 
 def report_bleu(model: torch.nn.Module, test: list[tuple[str, str]], de: Vocab, en: Vocab,
-                tokenize_de: Callable[[str], list[str]], preset: Preset, ctx: DistributedContext) -> None:
-    """BLEU on test_2016_flickr, as the paper reports BLEU on newstest2014 (§6.1)."""
+                tokenize_de: Callable[[str], list[str]], preset: Preset, ctx: DistributedContext,
+                split: str = "val") -> None:
+    """BLEU on ``split``: the validation split to choose settings, test_2016_flickr to report
+    (as the paper reports BLEU on newstest2014, §6.1)."""
     sources = [src for src, _ in test]
     references = [tgt for _, tgt in test]
     started = time.monotonic()
@@ -260,8 +298,10 @@ def report_bleu(model: torch.nn.Module, test: list[tuple[str, str]], de: Vocab, 
                            beam_size=preset.beam_size or None, length_penalty=preset.length_penalty)
     bleu = corpus_bleu(hypotheses, references)
     decoding = f"beam {preset.beam_size}, alpha {preset.length_penalty}" if preset.beam_size else "greedy"
-    log(ctx, f"BLEU on test_2016_flickr ({len(sources)} sentences, {decoding}, "
-             f"{time.monotonic() - started:.0f} s): {bleu.score:.2f}")
+    ratio = bleu.sys_len / bleu.ref_len if bleu.ref_len else float("nan")
+    log(ctx, f"BLEU on {split} ({len(sources)} sentences, {decoding}, "
+             f"{time.monotonic() - started:.0f} s): {bleu.score:.2f} (brevity penalty {bleu.bp:.3f}, "
+             f"length ratio {ratio:.3f})")
     log(ctx, f"sacrebleu signature: {bleu.signature}")
     for src, hyp, ref in list(zip(sources, hypotheses, references))[:3]:
         log(ctx, f"  de:  {src}\n  out: {hyp}\n  ref: {ref}")
