@@ -26,7 +26,8 @@ class MultiHeadAttention(nn.Module):
             sub-layer outputs and embedding sums (§5.4); tensor2tensor and the Harvard
             Annotated Transformer add it. Default 0.0, the paper's model.
         fast: use ``F.scaled_dot_product_attention`` (fused kernels) when the weights
-            are not kept; the result is the same, only faster.
+            are not kept: the same outputs as the explicit computation in eval mode (tested);
+            with attention dropout in training, the same only in distribution.
 
     Set ``keep_attention = True`` to store the last weights, (batch, h, L_q, L_k), in
     ``self.attention`` for plotting; it is off by default so it costs nothing.

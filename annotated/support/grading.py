@@ -32,8 +32,8 @@ from annotated.positional import sinusoidal_table
 ATOL, RTOL = 1e-5, 1e-4
 
 # The sizes each check runs. Attention: two 3-D sets (batch, L, d) and one 4-D set
-# (batch, h, L, d), as multi-head attention calls it; no size is 4, the d_k of a
-# hand-worked example, and none repeats inside a set or across sets.
+# (batch, h, L, d), as multi-head attention calls it; d_k is never 4, the d_k of a
+# hand-worked example, no size repeats inside a set, and d_k changes between sets.
 ATTENTION_SIZES = [
     dict(lead=(2,), L_q=3, L_k=5, d_k=6, d_v=7),
     dict(lead=(3,), L_q=7, L_k=4, d_k=10, d_v=5),
