@@ -174,3 +174,12 @@ def test_averaging_checkpoints_of_different_models_is_refused(tmp_path):
     second = save_checkpoint(tmp_path / "b.pt", make_model(other), other)
     with pytest.raises(CheckpointMismatchError, match="average only checkpoints of one training run"):
         average_checkpoints([first, second])
+
+
+def test_averaging_refuses_to_count_one_checkpoint_twice(tmp_path):
+    first = save_checkpoint(tmp_path / "a.pt", make_model(CONFIG), CONFIG, step=5)
+    copy = save_checkpoint(tmp_path / "copy.pt", make_model(CONFIG), CONFIG, step=5)  # the same step saved again
+    with pytest.raises(ValueError, match="appears twice"):
+        average_checkpoints([first, first])
+    with pytest.raises(ValueError, match=r"hold steps \[5, 5\]: two of them are copies of one state"):
+        average_checkpoints([first, copy])

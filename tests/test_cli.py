@@ -33,7 +33,7 @@ def test_cpu_preset_is_a_few_million_parameters_and_a_fixed_number_of_updates():
     model = make_model(TransformerConfig(7900, 5900, N=cpu.N, d_model=cpu.d_model, d_ff=cpu.d_ff, h=cpu.h))
     assert 3e6 < count_parameters(model) < 15e6
     # Updates, not minutes: a slower machine trains the same model, only later.
-    assert cpu.max_steps == 1836 and cpu.max_minutes is None
+    assert cpu.max_steps == 1530 and cpu.max_minutes is None
 
 
 def test_notebook_preset_is_notebook_09s_recipe_with_a_fixed_number_of_updates():

@@ -185,10 +185,6 @@ def average_checkpoints(paths: list[str | Path]) -> dict:
     if len({Path(path).resolve() for path in paths}) < len(paths):
         raise ValueError(f"the same checkpoint appears twice in {[str(p) for p in paths]}: each must count once")
     checkpoints = [load_checkpoint(path, map_location="cpu") for path in paths]
-    steps = [checkpoint["step"] for checkpoint in checkpoints]
-    if len(set(steps)) < len(steps):
-        raise ValueError(f"checkpoints {[str(p) for p in paths]} hold steps {steps}: two of them are copies of "
-                         f"one state, which would count it twice; average distinct checkpoints (--keep-last)")
     last = checkpoints[-1]
     for path, checkpoint in zip(paths, checkpoints):
         if checkpoint["config"] != last["config"] or checkpoint["model"].keys() != last["model"].keys():
@@ -196,6 +192,10 @@ def average_checkpoints(paths: list[str | Path]) -> dict:
                 f"{path} was saved from another model than {paths[-1]} (configs {checkpoint['config']} and "
                 f"{last['config']}); average only checkpoints of one training run"
             )
+    steps = [checkpoint["step"] for checkpoint in checkpoints]
+    if len(set(steps)) < len(steps):
+        raise ValueError(f"checkpoints {[str(p) for p in paths]} hold steps {steps}: two of them are copies of "
+                         f"one state, which would count it twice; average distinct checkpoints (--keep-last)")
     averaged = {}
     for name, weight in last["model"].items():
         if weight.is_floating_point():

@@ -72,10 +72,10 @@ PRESETS: dict[str, Preset] = {
     # on a 2-core laptop CPU. A fixed number of updates, so every machine trains the same model.
     "notebook": Preset(N=2, d_model=128, h=4, d_ff=512, dropout=0.1, max_tokens=3000, accum_steps=1,
                        warmup=400, epochs=100, max_steps=450),
-    # A longer CPU run: about 9M parameters, 153 updates per epoch, 12 epochs (about an hour
-    # on a quiet 2-core CPU).
+    # A longer CPU run: about 9M parameters, 153 updates per epoch, 10 epochs (about an hour
+    # on a quiet 2-core CPU; benchmarks/RESULTS.md).
     "cpu": Preset(N=3, d_model=256, h=8, d_ff=1024, dropout=0.1, max_tokens=3000, accum_steps=1,
-                  warmup=1000, epochs=40, max_steps=1836),
+                  warmup=1000, epochs=40, max_steps=1530),
     # The paper's base model (Table 3), about 25,000 tokens per update (4 x 6,250) on a GPU.
     # Multi30k gives 19 such updates per epoch, so the 4,000 warm-up steps take ~210 epochs.
     "base": Preset(N=6, d_model=512, h=8, d_ff=2048, dropout=0.1, max_tokens=6250, accum_steps=4,
@@ -275,7 +275,8 @@ def evaluate_average(args: argparse.Namespace, ctx: DistributedContext) -> int:
     for vocab in (de, en):
         vocab.set_default_index(vocab[UNK])
     model = model_from_checkpoint(checkpoint).to(ctx.device)
-    log(ctx, f"averaged {len(args.average)} checkpoints (steps {checkpoint['step']} and before)")
+    log(ctx, f"averaged {len(args.average)} checkpoints (steps {checkpoint['step']} and before)"
+        if len(args.average) > 1 else f"evaluating {args.average[0]} (step {checkpoint['step']})")
     if args.out and ctx.is_main:
         save_checkpoint(args.out, model, TransformerConfig(**checkpoint["config"]), vocabs=vocabs,
                         step=checkpoint["step"], epoch=checkpoint["epoch"], extra=checkpoint["extra"])
