@@ -28,6 +28,7 @@ import torch
 
 from annotated.decoding import init_cache, next_token_logits
 from annotated.model import EncoderDecoder
+from annotated.support.checks import check_beam_arguments, check_decoding_inputs
 
 
 def lp(length: torch.Tensor | float, alpha: float) -> torch.Tensor | float:
@@ -80,11 +81,11 @@ def beam_search(model: EncoderDecoder, src: torch.Tensor, src_mask: torch.Tensor
     ``beam_size=1`` and ``length_penalty=0`` it is greedy decoding. ``length_penalty`` is
     alpha (0: rank by log P alone). Call ``model.eval()`` first.
     """
-    if beam_size < 1:
-        raise ValueError(f"beam_size must be at least 1, got {beam_size}; beam_size=1 is greedy decoding")
-    if length_penalty < 0:
-        raise ValueError(f"length_penalty (alpha) must be >= 0, got {length_penalty}; 0 turns it off")
+    check_decoding_inputs(model, src, src_mask, max_len, bos_idx, eos_idx, pad_idx)  # or a clear error
+    check_beam_arguments(beam_size, length_penalty)
     batch, k, device = src.size(0), beam_size, src.device
+    if batch == 0 or max_len == 1:  # nothing to search: the output is <s> alone
+        return torch.full((batch, 1), bos_idx, dtype=torch.long, device=device)
     # Sentence i's k live hypotheses are rows i*k .. i*k + k - 1 of every (sentences * k, ...) tensor.
     memory = model.encode(src, src_mask).repeat_interleave(k, dim=0)  # (batch * k, L_src, d_model)
     if src_mask is not None:

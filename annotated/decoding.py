@@ -17,6 +17,7 @@ from annotated.attention import scaled_dot_product_attention
 from annotated.masks import subsequent_mask
 from annotated.model import DecoderLayer, EncoderDecoder
 from annotated.multi_head import MultiHeadAttention
+from annotated.support.checks import check_decoding_inputs
 
 
 def init_cache(model: EncoderDecoder, memory: torch.Tensor) -> list[dict[str, torch.Tensor]]:
@@ -98,6 +99,7 @@ def greedy_decode(model: EncoderDecoder, src: torch.Tensor, src_mask: torch.Tens
     starting with ``bos_idx``; after a sentence's ``eos_idx`` come ``pad_idx`` tokens.
     Call ``model.eval()`` first: dropout would make every run different.
     """
+    check_decoding_inputs(model, src, src_mask, max_len, bos_idx, eos_idx, pad_idx)  # or a clear error
     memory = model.encode(src, src_mask)  # (batch, L_src, d_model)
     ys = torch.full((src.size(0), 1), bos_idx, dtype=torch.long, device=src.device)
     done = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)

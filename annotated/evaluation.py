@@ -19,6 +19,7 @@ from annotated.beam_search import beam_search
 from annotated.decoding import greedy_decode
 from annotated.masks import padding_mask
 from annotated.model import EncoderDecoder
+from annotated.support.checks import check_not_text
 from annotated.vocab import BOS, EOS, PAD, Vocab
 
 NO_SPACE_BEFORE = {".", ",", "!", "?", ";", ":", ")", "]", "}", "%", "...", "n't", "-"}
@@ -29,6 +30,7 @@ def detokenize(tokens: list[str]) -> str:
     """Join tokens into text: no space before punctuation, closing brackets and clitics
     ("'s", "n't"), none after opening brackets, none around hyphens, and double quotes
     hug what they enclose."""
+    check_not_text(tokens, "tokens", "a list of tokens")
     text, glue_next, inside_quotes = "", True, False
     for token in tokens:
         glue = glue_next or token in NO_SPACE_BEFORE or token.startswith("'")
@@ -58,6 +60,7 @@ def translate(model: EncoderDecoder, sentences: list[str], src_vocab: Vocab, tgt
     ``src_tokenizer`` is e.g. ``annotated.data.tokenizer("de")``; ``src_vocab`` needs a
     default index for unknown words. The model runs in eval mode and is put back after.
     """
+    check_not_text(sentences, "sentences")  # a str would be translated character by character
     device = next(model.parameters()).device
     pad = src_vocab[PAD]
     ids = [[src_vocab[BOS], *src_vocab.lookup_indices(src_tokenizer(s)), src_vocab[EOS]] for s in sentences]
@@ -88,6 +91,10 @@ def corpus_bleu(hypotheses: list[str], references: list[str], lowercase: bool = 
     The score's ``signature`` attribute holds sacrebleu's signature string (settings and
     version), which only exists once a corpus has been scored; report it with the score.
     """
+    check_not_text(hypotheses, "hypotheses")
+    check_not_text(references, "references")
+    if not hypotheses:
+        raise ValueError("BLEU of an empty corpus is undefined: give at least one hypothesis and its reference")
     if len(hypotheses) != len(references):
         raise ValueError(
             f"got {len(hypotheses)} hypotheses but {len(references)} references; "

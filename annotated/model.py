@@ -14,6 +14,7 @@ from annotated.layer_norm import LayerNorm
 from annotated.multi_head import MultiHeadAttention
 from annotated.positional import Embeddings, PositionalEncoding
 from annotated.residual import SublayerConnection
+from annotated.support.checks import check_config
 
 
 class EncoderLayer(nn.Module):
@@ -139,6 +140,9 @@ class TransformerConfig:
     norm_first: bool = False  # False: post-norm, as in the paper
     share_embeddings: bool = False  # one table for source, target and generator (§3.4)
     fast_attention: bool = True  # F.scaled_dot_product_attention when weights are not kept
+
+    def __post_init__(self):
+        check_config(self)  # every field usable, or a ValueError that names it
 
 
 def make_model(config: TransformerConfig) -> EncoderDecoder:

@@ -11,6 +11,8 @@ Notebook: ``09_translating_german_to_english.ipynb``.
 from collections import Counter
 from collections.abc import Iterable
 
+from annotated.support.checks import check_not_text, check_tokens
+
 PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
 SPECIALS = [PAD, BOS, EOS, UNK]  # ids 0, 1, 2, 3
 
@@ -19,6 +21,7 @@ class Vocab:
     """Tokens <-> ids. ``vocab[token]`` gives the default index for an unknown token, once set."""
 
     def __init__(self, itos: list[str], default_index: int | None = None):
+        check_not_text(itos, "itos", "a list of tokens")
         if len(set(itos)) != len(itos):
             repeated = sorted(t for t, n in Counter(itos).items() if n > 1)[:5]
             raise ValueError(f"tokens must be unique, found {repeated} more than once")
@@ -52,6 +55,7 @@ class Vocab:
         return self.default_index
 
     def lookup_indices(self, tokens: Iterable[str]) -> list[int]:
+        check_not_text(tokens, "tokens", "a list of tokens")  # a str would be looked up letter by letter
         return [self[token] for token in tokens]
 
     def lookup_tokens(self, indices: Iterable[int]) -> list[str]:
@@ -87,7 +91,7 @@ def build_vocab_from_iterator(
     """
     if min_freq < 1:
         raise ValueError(f"min_freq must be at least 1, got {min_freq}")
-    counts = Counter(token for tokens in iterator for token in tokens)
+    counts = Counter(token for tokens in iterator for token in check_tokens(tokens))
     for special in specials:
         counts.pop(special, None)  # a special keeps its fixed place at the front
     by_frequency = sorted(counts.items(), key=lambda item: (-item[1], item[0]))

@@ -19,7 +19,8 @@ def bigram_model(probs: dict[int, dict[int, float]]) -> nn.Module:
     """A model with no layers whose next token depends only on the previous one, with the
     probabilities ``probs[previous][next]`` (every other next token gets about e^-30)."""
     V = 8
-    model = make_model(TransformerConfig(V, V, N=0, d_model=V, d_ff=8, h=2, dropout=0.0))
+    model = make_model(TransformerConfig(V, V, N=1, d_model=V, d_ff=8, h=2, dropout=0.0))
+    model.encoder.layers, model.decoder.layers = nn.ModuleList(), nn.ModuleList()  # no layers at all
     table = torch.full((V, V), -30.0)  # log P(next | previous), rows: previous
     for previous, row in probs.items():
         for following, p in row.items():
@@ -235,14 +236,14 @@ def test_select_rows_keeps_the_chosen_rows_in_order():
 def test_a_beam_smaller_than_1_is_a_clear_error(beam_size):
     model = bigram_model({BOS: {EOS: 1.0}})
     src, src_mask = one_source()
-    with pytest.raises(ValueError, match=f"beam_size must be at least 1, got {beam_size}"):
+    with pytest.raises(ValueError, match=f"beam_size must be a positive integer, got {beam_size}"):
         beam_search(model, src, src_mask, beam_size=beam_size)
 
 
 def test_a_negative_length_penalty_is_a_clear_error():
     model = bigram_model({BOS: {EOS: 1.0}})
     src, src_mask = one_source()
-    with pytest.raises(ValueError, match="length_penalty .alpha. must be >= 0, got -0.5"):
+    with pytest.raises(ValueError, match="length_penalty .alpha. must be a finite number >= 0, got -0.5"):
         beam_search(model, src, src_mask, length_penalty=-0.5)
 
 

@@ -8,6 +8,7 @@ from annotated.masks import padding_mask
 from annotated.model import TransformerConfig, make_model
 
 SRC_VOCAB, TGT_VOCAB, D_MODEL = 13, 11, 32
+NEVER = TGT_VOCAB - 1  # a token the test models never produce: as eos_idx, decoding runs to max_len
 NORMS = pytest.mark.parametrize("norm_first", [False, True], ids=["post-norm", "pre-norm"])
 
 
@@ -18,6 +19,8 @@ def tiny_model(norm_first: bool = False, seed: int = 0) -> nn.Module:
     # An untrained tied generator predicts nearly the same token everywhere; a random
     # untied one makes the outputs depend on the source and the step.
     model.generator.proj.weight = nn.Parameter(torch.randn(TGT_VOCAB, D_MODEL))
+    with torch.no_grad():
+        model.generator.proj.bias[NEVER] = -1e4
     return model.eval()
 
 
@@ -49,8 +52,8 @@ def test_cached_logits_equal_full_recomputation_at_every_step(norm_first):
 def test_cached_greedy_decoding_gives_the_same_tokens_as_full_recomputation(norm_first):
     model = tiny_model(norm_first)
     src, src_mask = padded_source()
-    cached = greedy_decode(model, src, src_mask, max_len=15, eos_idx=-1, use_cache=True)
-    full = greedy_decode(model, src, src_mask, max_len=15, eos_idx=-1, use_cache=False)
+    cached = greedy_decode(model, src, src_mask, max_len=15, eos_idx=NEVER, use_cache=True)
+    full = greedy_decode(model, src, src_mask, max_len=15, eos_idx=NEVER, use_cache=False)
     assert cached.shape == (5, 15)
     assert torch.equal(cached, full)
     assert len(set(map(tuple, cached.tolist()))) > 1, "every sentence got the same output: a weak test"
@@ -59,7 +62,7 @@ def test_cached_greedy_decoding_gives_the_same_tokens_as_full_recomputation(norm
 def test_greedy_tokens_are_the_argmax_of_the_models_own_forward_pass():
     model = tiny_model()
     src, src_mask = padded_source()
-    ys = greedy_decode(model, src, src_mask, max_len=10, eos_idx=-1)
+    ys = greedy_decode(model, src, src_mask, max_len=10, eos_idx=NEVER)
     tgt_mask = torch.ones(9, 9, dtype=torch.bool).tril().unsqueeze(0)  # (1, 9, 9)
     with torch.no_grad():
         logits = model(src, ys[:, :-1], src_mask, tgt_mask)  # (batch, 9, vocab)
@@ -67,19 +70,24 @@ def test_greedy_tokens_are_the_argmax_of_the_models_own_forward_pass():
     assert torch.equal(logits.argmax(-1), ys[:, 1:])
 
 
-def test_greedy_output_is_the_unstopped_output_cut_at_each_sentences_first_eos():
-    model = tiny_model()
-    src, src_mask = padded_source()
-    unstopped = greedy_decode(model, src, src_mask, max_len=15, eos_idx=-1)
-    eos = int(unstopped[0, 3])  # call a token that sentence 0 produces at step 3 "</s>"
-    expected = unstopped.clone()
-    ends = []
+def first_eos_cut(unstopped: torch.Tensor, eos: int) -> tuple[torch.Tensor, list[int]]:
+    """The unstopped outputs cut after each row's first ``eos`` and padded; and where each ends."""
+    expected, ends = unstopped.clone(), []
     for row in expected:
         hits = (row[1:] == eos).nonzero()
         end = int(hits[0]) + 1 if len(hits) else row.numel() - 1  # index of the first </s>
         row[end + 1 :] = 0
         ends.append(end)
-    expected = expected[:, : max(ends) + 1]
+    return expected[:, : max(ends) + 1], ends
+
+
+def test_greedy_output_is_the_unstopped_output_cut_at_each_sentences_first_eos():
+    model = tiny_model()
+    src, src_mask = padded_source()
+    unstopped = greedy_decode(model, src, src_mask, max_len=15, eos_idx=NEVER)
+    # Call "</s>" the first token that sentence 0 produces after which sentences stop at different steps.
+    eos = next(int(t) for t in unstopped[0, 1:] if int(t) > 1 and len(set(first_eos_cut(unstopped, int(t))[1])) > 1)
+    expected, ends = first_eos_cut(unstopped, eos)
     out = greedy_decode(model, src, src_mask, max_len=15, eos_idx=eos)
     assert len(set(ends)) > 1, "sentences should stop at different steps for this test to mean something"
     assert torch.equal(out, expected)

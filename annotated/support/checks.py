@@ -11,6 +11,8 @@ leaves no such case: a mask has exactly one dimension per dimension of the score
 calls :func:`check_mask_shape` on its (batch or 1, L_q or 1, L_k) mask.
 """
 
+import math
+
 import torch
 
 # How the two usual masks are brought to the rank of the scores.
@@ -81,3 +83,92 @@ def check_attention_inputs(
         ) from None
     if mask is not None:
         check_mask_shape(mask, torch.Size([*leading, query.size(-2), key.size(-2)]))
+
+
+# ---------------------------------------------------------------------------------------------
+# Configuration, decoding arguments and list-like inputs: checked where they enter, so that a
+# wrong value fails at once with its name, instead of building an empty model or decoding nonsense.
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def check_config(config) -> None:
+    """Raise a ValueError naming the field unless every field of a ``TransformerConfig`` is usable.
+
+    Sizes are positive integers, ``d_model`` is even (sine/cosine pairs, §3.5) and divisible by
+    ``h`` (§3.2.2), every dropout probability lies in [0, 1) (1 would zero every activation), and
+    the switches are booleans.
+    """
+    for name in ("src_vocab_size", "tgt_vocab_size", "N", "d_model", "d_ff", "h", "max_len"):
+        value = getattr(config, name)
+        if not _is_int(value) or value < 1:
+            raise ValueError(f"TransformerConfig.{name} must be a positive integer, got {value!r}")
+    if config.d_model % 2:
+        raise ValueError(f"TransformerConfig.d_model={config.d_model} must be even: the positional encoding "
+                         f"pairs a sine and a cosine per frequency (§3.5)")
+    if config.d_model % config.h:
+        raise ValueError(f"TransformerConfig: d_model={config.d_model} is not divisible by h={config.h}: each "
+                         f"head needs d_k = d_model / h columns; pick h among the divisors of d_model")
+    for name in ("dropout", "attention_dropout", "ff_dropout"):
+        value = getattr(config, name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+            raise ValueError(f"TransformerConfig.{name} must be a probability in [0, 1), got {value!r} "
+                             f"(1 would zero every activation; the paper's P_drop is 0.1)")
+    for name in ("norm_first", "share_embeddings", "fast_attention"):
+        if not isinstance(getattr(config, name), bool):
+            raise ValueError(f"TransformerConfig.{name} must be True or False, got {getattr(config, name)!r}")
+
+
+def check_not_text(value, name: str, expected: str = "a list of sentences") -> None:
+    """Raise a TypeError when a single string (or bytes) is given where a list of them is expected:
+    Python would iterate over its characters and return one result per character."""
+    if isinstance(value, (str, bytes)):
+        raise TypeError(f"{name} must be {expected}, got a single string {value[:40]!r}: wrap it in a "
+                        f"list, [{value[:20]!r}]")
+
+
+def check_decoding_inputs(model, src: torch.Tensor, src_mask: torch.Tensor | None, max_len: int,
+                          bos_idx: int, eos_idx: int, pad_idx: int) -> None:
+    """Raise a clear error unless the arguments of greedy decoding or beam search make sense;
+    warn when the model is in training mode (dropout makes every decoding different)."""
+    import warnings
+
+    if not isinstance(src, torch.Tensor) or src.dim() != 2 or src.dtype != torch.long:
+        shape = tuple(src.shape) if isinstance(src, torch.Tensor) else type(src).__name__
+        raise ValueError(f"src must be a (batch, L_src) tensor of token ids (int64), got {shape}; "
+                         f"a single sentence needs unsqueeze(0)")
+    if src_mask is not None:
+        check_mask_shape(src_mask, torch.Size([src.size(0), 1, src.size(1)]))
+    if not _is_int(max_len) or max_len < 1:
+        raise ValueError(f"max_len must be a positive integer (the output length, <s> included), got {max_len!r}")
+    vocab = model.generator.proj.out_features
+    for name, index in (("bos_idx", bos_idx), ("eos_idx", eos_idx), ("pad_idx", pad_idx)):
+        if not _is_int(index) or not 0 <= index < vocab:
+            token = {"bos_idx": "<s>", "eos_idx": "</s>", "pad_idx": "<pad>"}[name]
+            raise ValueError(f"{name}={index!r} is not a token id of the target vocabulary (0..{vocab - 1}); "
+                             f"pass the vocabulary's own, e.g. {name}=tgt_vocab[{token!r}]")
+    if len({bos_idx, eos_idx, pad_idx}) < 3:
+        raise ValueError(f"bos_idx={bos_idx}, eos_idx={eos_idx} and pad_idx={pad_idx} must be three different ids")
+    if model.training:
+        warnings.warn("decoding a model in training mode: dropout makes every run different; call model.eval() "
+                      "first", stacklevel=4)
+
+
+def check_beam_arguments(beam_size: int, length_penalty: float) -> None:
+    """Raise a ValueError unless ``beam_size`` is a positive integer and ``length_penalty`` (alpha)
+    a finite number >= 0 (a NaN alpha would make every comparison of scores false)."""
+    if not _is_int(beam_size) or beam_size < 1:
+        raise ValueError(f"beam_size must be a positive integer, got {beam_size!r}; beam_size=1 is greedy decoding")
+    if isinstance(length_penalty, bool) or not isinstance(length_penalty, (int, float)) \
+            or not math.isfinite(length_penalty) or length_penalty < 0:
+        raise ValueError(f"length_penalty (alpha) must be a finite number >= 0, got {length_penalty!r}; "
+                         f"0 turns it off, the paper uses 0.6")
+
+
+def check_tokens(tokens):
+    """``tokens`` itself, once checked to be a list of tokens and not one string (whose
+    characters would be counted as tokens)."""
+    check_not_text(tokens, "each item of the iterator", "a list of tokens (one tokenized sentence)")
+    return tokens
