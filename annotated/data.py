@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from annotated.support.download import resolve_data_dir
+from annotated.support.download import check_aligned, explain_read_errors, resolve_data_dir
 
 if TYPE_CHECKING:
     from spacy.tokenizer import Tokenizer
@@ -45,9 +45,17 @@ def tokenizer(lang: str) -> Callable[[str], list[str]]:
 
 
 def read_lines(path: str | Path) -> list[str]:
-    """The lines of a gzip-compressed UTF-8 text file, stripped of surrounding whitespace."""
-    with gzip.open(path, "rt", encoding="utf-8") as f:
-        return [line.strip() for line in f]
+    """The lines of a gzip-compressed UTF-8 text file, stripped of surrounding whitespace.
+
+    A byte-order mark before the first line is dropped ("utf-8-sig"), and so are blank lines
+    at the very end. A file that is not gzip, is cut short or is not UTF-8 raises
+    ``DataError`` naming it and the fix.
+    """
+    with explain_read_errors(path), gzip.open(path, "rt", encoding="utf-8-sig") as f:
+        lines = [line.strip() for line in f]
+    while lines and not lines[-1]:  # blank lines after the last sentence
+        lines.pop()
+    return lines
 
 
 def load_pairs(split: str, data_dir: str | Path | None = None) -> list[tuple[str, str]]:
@@ -55,18 +63,16 @@ def load_pairs(split: str, data_dir: str | Path | None = None) -> list[tuple[str
 
     ``data_dir`` is a directory holding the raw ``<split>.<lang>.gz`` files; without it,
     the environment variable ``ANNOTATED_DATA_DIR``, else a download cache
-    (see ``annotated.support.download``).
+    (see ``annotated.support.download``). Line i of the German file translates line i of
+    the English file: both must have the same number of lines and no empty one, else a
+    ``DataError`` names the file and the line.
     """
     if split not in SPLITS:
         raise ValueError(f"unknown split {split!r}; choose one of {SPLITS}")
     directory = resolve_data_dir(data_dir)
-    german = read_lines(directory / f"{split}.de.gz")
-    english = read_lines(directory / f"{split}.en.gz")
-    if len(german) != len(english):
-        raise ValueError(
-            f"{split}: {len(german)} German lines but {len(english)} English lines; line i of "
-            f"one file must translate line i of the other"
-        )
+    german_path, english_path = directory / f"{split}.de.gz", directory / f"{split}.en.gz"
+    german, english = read_lines(german_path), read_lines(english_path)
+    check_aligned(german_path, german, english_path, english)
     return list(zip(german, english))
 
 

@@ -1,18 +1,23 @@
 """annotated.support.download against a real HTTP server on 127.0.0.1 serving fixture files."""
 
+import errno
 import gzip
 import hashlib
 import os
 import runpy
 import socket
+import stat
+import subprocess
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
+import annotated.support.download
 from annotated.support.course import ROOT
 from annotated.support.download import (
     DOWNLOAD_COMMAND,
@@ -20,12 +25,17 @@ from annotated.support.download import (
     MULTI30K_FILES,
     ChecksumError,
     DownloadError,
+    WriteError,
+    check_local_dir,
     default_cache_dir,
     download,
+    fetch,
     main,
     resolve_data_dir,
     sha256_file,
 )
+from annotated.support.errors import CourseError, DataError
+from annotated.support.files import atomic_write, open_temp_beside, pid_is_alive, remove_stale_temp_files
 
 REAL_DATA = os.environ.get(ENV_VAR)
 needs_real_data = pytest.mark.skipif(
@@ -57,6 +67,9 @@ class FixtureServer:
     files: dict[str, bytes] = field(default_factory=dict)
     # name -> number of bytes actually sent before the connection is closed
     cut_short: dict[str, int] = field(default_factory=dict)
+    # name -> number of bytes sent before the server waits, connection open, until the test ends
+    stall_after: dict[str, int] = field(default_factory=dict)
+    release: threading.Event = field(default_factory=threading.Event)
     announce_length: bool = True
     requests: list[str] = field(default_factory=list)
     url: str = ""
@@ -78,7 +91,15 @@ def server():
             if state.announce_length:
                 self.send_header("Content-Length", str(len(body)))
             self.end_headers()
-            self.wfile.write(body[: state.cut_short.get(name, len(body))])
+            start, end = state.stall_after.get(name, 0), state.cut_short.get(name, len(body))
+            try:
+                if start:
+                    self.wfile.write(body[:start])
+                    self.wfile.flush()
+                    state.release.wait(30)
+                self.wfile.write(body[start:end])
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client is gone (a download killed on purpose)
             self.close_connection = True
 
         def log_message(self, *args):
@@ -89,6 +110,7 @@ def server():
     thread.start()
     state.url = f"http://127.0.0.1:{httpd.server_address[1]}/"
     yield state
+    state.release.set()
     httpd.shutdown()
     httpd.server_close()
     thread.join()
@@ -281,3 +303,284 @@ def test_the_recorded_hashes_match_the_shared_sha256sums_file():
     recorded = dict(reversed(line.split()) for line in sums.read_text().splitlines() if line.strip())
     assert recorded == MULTI30K_FILES
 
+
+
+# Permissions: files the course writes get the umask's permissions, as any file the user writes.
+
+
+@pytest.fixture
+def umask():
+    """Set the umask for one test: ``umask(0o022)``; the old one comes back afterwards."""
+    old = os.umask(0o022)
+    yield os.umask
+    os.umask(old)
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_a_downloaded_file_is_readable_by_others_under_the_usual_umask(server, tmp_path, umask):
+    umask(0o022)
+    fetch(server.url + "train.de.gz", tmp_path / "train.de.gz", GOOD_HASHES["train.de.gz"])
+    assert mode(tmp_path / "train.de.gz") == 0o644  # "fetch once and share the folder" works
+
+
+def test_a_private_umask_keeps_downloads_private(server, tmp_path, umask):
+    umask(0o077)
+    download(tmp_path, server.url, GOOD_HASHES, quiet=True)
+    assert {mode(tmp_path / name) for name in GOOD} == {0o600}
+
+
+# Temporary files: named .NAME.<pid>.part, and removed by the next download once their writer is gone.
+
+KILLED_DOWNLOAD = """
+import sys
+from annotated.support.download import fetch
+fetch(sys.argv[1], sys.argv[2], "0" * 64, timeout=60)
+"""
+
+
+def a_long_time_ago(path: Path) -> None:
+    """Make ``path`` look untouched for an hour (stale files are removed after a minute)."""
+    then = time.time() - 3600
+    os.utime(path, (then, then))
+
+
+def dead_pid() -> int:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def test_a_download_killed_midway_leaves_a_temp_file_that_the_next_download_removes(server, tmp_path):
+    server.stall_after["train.de.gz"] = 20  # send 20 bytes, then hold the connection open
+    dest = tmp_path / "data"
+    dest.mkdir()
+    args = [sys.executable, "-c", KILLED_DOWNLOAD, server.url + "train.de.gz", str(dest / "train.de.gz")]
+    child = subprocess.Popen(args, cwd=ROOT)
+    try:
+        deadline = time.monotonic() + 30
+        # The child has its temporary file open and waits for the rest of the body.
+        while not (list(dest.glob(".train.de.gz.*.part")) and "train.de.gz" in server.requests):
+            assert child.poll() is None and time.monotonic() < deadline, "the download never started"
+            time.sleep(0.05)
+    finally:
+        child.kill()  # SIGKILL: no cleanup runs
+        child.wait()
+    [leftover] = dest.glob(".train.de.gz.*.part")
+    assert leftover.name == f".train.de.gz.{child.pid}.part"
+    a_long_time_ago(leftover)
+    server.stall_after.clear()
+    download(dest, server.url, GOOD_HASHES, quiet=True)
+    assert sorted(p.name for p in dest.iterdir()) == sorted(GOOD)
+
+
+def test_only_temp_files_whose_writer_is_gone_are_removed(tmp_path):
+    names = {
+        "dead": f".train.de.gz.{dead_pid()}.part",
+        "dead, second file of its process": f".train.de.gz.{dead_pid()}-1.part",
+        "alive": f".train.de.gz.{os.getppid()}.part",
+        "another file's": f".val.de.gz.{dead_pid()}.part",
+        "not a pid": ".train.de.gz.k3j_x9a2.part",
+        "another suffix": f".train.de.gz.{dead_pid()}.tmp",
+        "the file itself": "train.de.gz",
+    }
+    for name in names.values():
+        (tmp_path / name).write_bytes(b"x")
+        a_long_time_ago(tmp_path / name)
+    removed = remove_stale_temp_files(tmp_path, ".train.de.gz.", ".part")
+    stale = ["dead", "dead, second file of its process"]
+    assert sorted(removed) == sorted(tmp_path / names[key] for key in stale)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(v for k, v in names.items() if k not in stale)
+
+
+def test_a_fresh_temp_file_of_an_unknown_pid_is_kept_for_a_minute(tmp_path):
+    # In a folder shared between machines, a pid from another machine means nothing here.
+    leftover = tmp_path / f".train.de.gz.{dead_pid()}.part"
+    leftover.write_bytes(b"x")
+    assert remove_stale_temp_files(tmp_path, ".train.de.gz.", ".part") == []
+    assert remove_stale_temp_files(tmp_path, ".train.de.gz.", ".part", stale_after_s=0) == [leftover]
+
+
+def test_a_leftover_with_this_process_pid_is_removed_but_not_the_file_it_is_writing(tmp_path):
+    # In a container a program often gets the same pid on every run.
+    path = tmp_path / "model.pt"
+    leftover = tmp_path / f".model.pt.{os.getpid()}.tmp"
+    leftover.write_bytes(b"from an earlier run")
+    out, tmp = open_temp_beside(path, ".tmp")
+    with out:
+        assert tmp == tmp_path / f".model.pt.{os.getpid()}-1.tmp"  # the name was taken
+        assert remove_stale_temp_files(tmp_path, ".model.pt.", ".tmp", stale_after_s=0) == [leftover]
+        assert tmp.exists()
+    tmp.unlink()
+
+
+def test_a_pid_of_another_user_counts_as_alive(monkeypatch):
+    def kill(pid, signal):
+        raise PermissionError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(os, "kill", kill)
+    assert pid_is_alive(12345)
+
+
+def test_a_missing_folder_has_no_stale_files():
+    assert remove_stale_temp_files(Path("/nonexistent/folder"), ".x.", ".part") == []
+
+
+def test_atomic_write_replaces_the_file_whole_or_leaves_it(tmp_path, umask):
+    umask(0o022)
+    path = tmp_path / "notes.txt"
+    path.write_text("old")
+    with pytest.raises(ZeroDivisionError):
+        with atomic_write(path, mode="w") as f:
+            f.write("half")
+            1 / 0
+    assert path.read_text() == "old" and sorted(tmp_path.iterdir()) == [path]
+    with atomic_write(path, mode="w") as f:
+        f.write("new")
+    assert path.read_text() == "new" and sorted(tmp_path.iterdir()) == [path]
+    assert mode(path) == 0o644
+
+
+# The command line: bad arguments exit 2 with argparse's usage line; failures exit 1 with one or
+# two lines naming the problem and the fix, never a traceback.
+
+
+def run_main(argv, capsys) -> tuple[int, str]:
+    try:
+        code = main(argv)
+    except SystemExit as exit_:
+        code = exit_.code
+    return code, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("timeout", ["0", "-5", "nan", "inf", "soon"])
+def test_a_timeout_that_is_not_a_positive_number_is_a_usage_error(timeout, closed_port_url, tmp_path, capsys):
+    code, err = run_main(["download", "--dest", str(tmp_path), "--base-url", closed_port_url,
+                          "--timeout", timeout], capsys)
+    assert code == 2
+    assert "--timeout" in err and "Traceback" not in err
+
+
+def test_a_dest_that_is_a_file_is_a_usage_error(closed_port_url, tmp_path, capsys):
+    (tmp_path / "notes.txt").write_text("mine")
+    code, err = run_main(["download", "--dest", str(tmp_path / "notes.txt"), "--base-url", closed_port_url], capsys)
+    assert code == 2
+    assert "notes.txt is a file, not a folder" in err
+    assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
+def test_a_base_url_without_a_scheme_is_a_usage_error(tmp_path, capsys):
+    code, err = run_main(["download", "--dest", str(tmp_path), "--base-url", "example.com/data/"], capsys)
+    assert code == 2 and "https://" in err
+
+
+def test_a_dest_under_a_file_exits_1_with_one_line(closed_port_url, tmp_path, capsys):
+    (tmp_path / "notes.txt").write_text("mine")
+    dest = tmp_path / "notes.txt" / "multi30k"
+    code, err = run_main(["download", "--dest", str(dest), "--base-url", closed_port_url], capsys)
+    assert code == 1
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert f"lies under {tmp_path / 'notes.txt'}, which is a file" in err and "--dest DIR" in err
+
+
+def test_a_wrong_checksum_exits_1_without_a_traceback(server, tmp_path, capsys):
+    # The fixture's train.de.gz is not the real one: its hash differs from MULTI30K_FILES.
+    code, err = run_main(["download", "--dest", str(tmp_path), "--base-url", server.url], capsys)
+    assert code == 1
+    assert "train.de.gz has SHA-256" in err and "Traceback" not in err
+
+
+def test_a_folder_that_cannot_be_written_exits_1_naming_it_and_the_fix(tmp_path, capsys, monkeypatch):
+    # The tests may run as root, whom permissions do not stop: the refusal is simulated.
+    def refused(url, dest, *args, **kwargs):
+        raise PermissionError(errno.EACCES, "Permission denied", str(Path(dest).parent / ".x.1.part"))
+
+    monkeypatch.setattr(annotated.support.download, "fetch", refused)
+    code, err = run_main(["download", "--dest", str(tmp_path)], capsys)
+    assert code == 1 and "Traceback" not in err
+    assert "Permission denied" in err and "choose a folder you can write to" in err
+
+
+def test_a_full_disk_exits_1_naming_the_folder(tmp_path, capsys, monkeypatch):
+    def full(url, dest, *args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(annotated.support.download, "fetch", full)
+    code, err = run_main(["download", "--dest", str(tmp_path)], capsys)
+    assert code == 1 and "Traceback" not in err
+    assert str(tmp_path) in err and "No space left on device" in err and "free some space" in err
+    with pytest.raises(OSError):  # `except OSError` still catches it
+        download(tmp_path, quiet=True)
+
+
+def test_main_refuses_a_string_of_arguments():
+    with pytest.raises(TypeError, match="shlex.split"):
+        main("download --dest /tmp/x")
+
+
+def test_download_and_checksum_errors_are_course_errors_of_their_old_classes():
+    for cls in (DownloadError, ChecksumError, WriteError):
+        assert issubclass(cls, CourseError)
+    assert issubclass(DownloadError, RuntimeError) and issubclass(ChecksumError, RuntimeError)
+    assert issubclass(WriteError, OSError)
+
+
+# The library: the same mistakes, named with their fix.
+
+
+def test_a_base_url_without_a_scheme_is_a_download_error(tmp_path):
+    with pytest.raises(DownloadError, match="must start with https://"):
+        download(tmp_path, "example.com/data/", GOOD_HASHES, quiet=True)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_downloading_into_a_file_names_it(tmp_path):
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(NotADirectoryError, match="notes.txt is a file, not a folder"):
+        download(tmp_path / "notes.txt", files=GOOD_HASHES, quiet=True)
+
+
+def test_a_data_dir_that_is_one_of_the_files_names_the_folder_holding_it(tmp_path, no_env):
+    local = local_copy(tmp_path / "local")
+    with pytest.raises(NotADirectoryError) as caught:
+        resolve_data_dir(local / "train.de.gz", files=GOOD_HASHES)
+    assert "is a file, not a folder" in str(caught.value)
+    assert f"the folder holding it is {local}" in str(caught.value)
+
+
+def test_a_missing_folder_from_the_environment_variable_names_the_variable(tmp_path, monkeypatch):
+    monkeypatch.setenv(ENV_VAR, str(tmp_path / "nowhere"))
+    with pytest.raises(FileNotFoundError) as caught:
+        resolve_data_dir(files=GOOD_HASHES)
+    assert f"from the environment variable {ENV_VAR}) does not exist" in str(caught.value)
+    assert f"{DOWNLOAD_COMMAND} --dest {tmp_path / 'nowhere'}" in str(caught.value)
+
+
+def test_an_empty_data_dir_is_refused_rather_than_read_as_the_download_cache(closed_port_url, tmp_path, no_env):
+    with pytest.raises(DataError, match="empty string"):
+        resolve_data_dir("", closed_port_url, GOOD_HASHES, cache_dir=tmp_path / "cache")
+
+
+def test_a_file_others_cannot_read_names_the_owner_fix(tmp_path, no_env, monkeypatch):
+    local = local_copy(tmp_path / "local")
+
+    def unreadable(path):
+        raise PermissionError(errno.EACCES, "Permission denied", str(path))
+
+    monkeypatch.setattr(annotated.support.download, "sha256_file", unreadable)
+    with pytest.raises(PermissionError, match=r"Permission denied; ask the owner .*chmod -R a\+rX"):
+        check_local_dir(local, GOOD_HASHES)
+
+
+def test_a_list_of_names_instead_of_names_and_hashes_is_refused(tmp_path):
+    with pytest.raises(TypeError, match="SHA-256"):
+        download(tmp_path, files=list(GOOD), quiet=True)
+
+
+@pytest.mark.parametrize("timeout", [0, -1, float("nan")])
+def test_a_timeout_of_zero_seconds_is_refused_not_reported_as_no_network(timeout, server, tmp_path):
+    with pytest.raises(ValueError, match="a number > 0"):
+        download(tmp_path, server.url, GOOD_HASHES, timeout=timeout, quiet=True)
+    assert server.requests == []
