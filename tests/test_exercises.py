@@ -15,6 +15,7 @@ from annotated.attention import scaled_dot_product_attention
 from annotated.multi_head import MultiHeadAttention
 from annotated.positional import sinusoidal_table
 from annotated.support import grading
+from annotated.support.errors import CourseError
 from annotated.support.exercises import EXERCISES, SOLUTIONS, make_exercise, replace_regions
 from annotated.support.grading import (
     ExerciseFailed,
@@ -328,6 +329,81 @@ def table_with_a_frequency_per_column(max_len, d_model):
     return table
 
 
+def _changed_result(fn, change):
+    """``fn`` with its result (each tensor of a pair) passed through ``change``."""
+    def wrong(*args):
+        result = fn(*args)
+        return tuple(change(r) for r in result) if isinstance(result, tuple) else change(result)
+    return wrong
+
+
+def _finish(scores, value, mask):
+    """The course's attention from the scaled scores on: mask, softmax, zero fully masked rows."""
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = scores.softmax(dim=-1)
+    if mask is not None:
+        weights = weights.masked_fill(~mask, 0.0)
+    return weights @ value, weights
+
+
+def attention_scaling_the_query_in_place(query, key, value, mask=None):
+    query /= math.sqrt(query.size(-1))  # changes the caller's query
+    return _finish(query @ key.transpose(-2, -1), value, mask)
+
+
+def attention_transposing_the_key_in_place(query, key, value, mask=None):
+    key.transpose_(-2, -1)  # the caller's key is now (..., d_k, L_k)
+    return _finish(query @ key / math.sqrt(query.size(-1)), value, mask)
+
+
+def attention_inverting_the_mask_in_place(query, key, value, mask=None):
+    scores = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))
+    if mask is None:
+        return _finish(scores, value, None)
+    hidden = mask.logical_not_()  # the caller's mask now says True where hidden
+    weights = scores.masked_fill(hidden, float("-inf")).softmax(dim=-1).masked_fill(hidden, 0.0)
+    return weights @ value, weights
+
+
+def split_resizing_in_place(x, h):
+    batch, length, d_model = x.shape
+    return x.resize_(batch, length, h, d_model // h).transpose(1, 2)  # x itself is now 4-D
+
+
+def merge_transposing_in_place(x):
+    batch, h, length, d_k = x.shape
+    return x.transpose_(1, 2).reshape(batch, length, h * d_k)  # x itself is now transposed
+
+
+def attention_of_three_results(query, key, value, mask=None):
+    return *scaled_dot_product_attention(query, key, value, mask), None
+
+
+def attention_on_another_device(query, key, value, mask=None):
+    output, weights = scaled_dot_product_attention(query, key, value, mask)
+    return output.to("meta"), weights.to("meta")  # "meta": a device every machine has
+
+
+def attention_with_a_nan(query, key, value, mask=None):
+    output, weights = scaled_dot_product_attention(query, key, value, mask)
+    output[(0,) * output.dim()] = float("nan")
+    return output, weights
+
+
+def attention_without_a_mask_parameter(query, key, value):
+    return scaled_dot_product_attention(query, key, value)
+
+
+def split_reading_a_missing_key(x, h):
+    sizes = {"batch": x.size(0)}
+    return x.view(sizes["batch"], sizes["length"], h, -1).transpose(1, 2)
+
+
+def split_that_exits(x, h):
+    raise SystemExit(1)
+
+
 WRONG_ANSWERS = [
     # (check, wrong answer, what the message must say)
     (check_attention, not_done, r"raised NotImplementedError"),
@@ -387,6 +463,63 @@ WRONG_ANSWERS = [
     (check_sinusoidal_table, _table_hard_coded(shape=(50, 16)),
      r"passed with \(max_len=50, d_model=16\) but not with \(max_len=9, d_model=22\)"),
     (check_sinusoidal_table, _table_hard_coded(dtype=torch.float64), r"float64 table.*Build it in float32"),
+    # Results of the wrong kind of tensor: complex (the right real part and a garbage
+    # imaginary one), integer, bool, another floating dtype or another device.
+    (check_attention, _changed_result(scaled_dot_product_attention, lambda t: t + 1j),
+     r"the output as a torch\.complex64 tensor, a complex one; expected a real floating tensor, "
+     r"torch\.float32, the dtype of the inputs"),
+    (check_split_heads, _changed_result(reference_split, lambda t: t + 1j),
+     r"the split tensor as a torch\.complex64 tensor, a complex one; expected a real floating"),
+    (check_merge_heads, _changed_result(reference_merge, lambda t: t + 1j),
+     r"the merged tensor as a torch\.complex64 tensor, a complex one; expected a real floating"),
+    (check_sinusoidal_table, _changed_result(sinusoidal_table, lambda t: t + 1j),
+     r"the table as a torch\.complex64 tensor, a complex one; expected a real floating tensor, "
+     r"torch\.float32\. .*keep every step real"),
+    (check_attention, _changed_result(scaled_dot_product_attention, torch.Tensor.long),
+     r"the output as a torch\.int64 tensor, an integer one; expected a real floating tensor"),
+    (check_split_heads, _changed_result(reference_split, torch.Tensor.long),
+     r"the split tensor as a torch\.int64 tensor, an integer one"),
+    (check_merge_heads, _changed_result(reference_merge, lambda t: t > 0),
+     r"the merged tensor as a torch\.bool tensor, a bool one.*not numbers"),
+    (check_attention, _changed_result(scaled_dot_product_attention, torch.Tensor.double),
+     r"the output as torch\.float64 for torch\.float32 inputs; it must keep the dtype"),
+    (check_split_heads, _changed_result(reference_split, torch.Tensor.double),
+     r"the split tensor as torch\.float64 for torch\.float32 inputs"),
+    (check_attention, attention_on_another_device,
+     r"the output on the device meta, but the inputs are on cpu"),
+    (check_sinusoidal_table, lambda max_len, d_model: sinusoidal_table(max_len, d_model).to("meta"),
+     r"the table on the device meta, but the check expects it on the cpu"),
+    (check_merge_heads, _changed_result(reference_merge, torch.Tensor.to_sparse),
+     r"the merged tensor as a torch\.sparse_coo tensor; return an ordinary \(dense\) tensor"),
+    # Inputs changed in place: named, before any comparison runs on the changed tensors.
+    (check_attention, attention_scaling_the_query_in_place,
+     r"changed its first argument `query` in place: 36 of its 36 numbers changed\. A function "
+     r"must not change its inputs.*`x /= 2`"),
+    (check_attention, attention_transposing_the_key_in_place,
+     r"changed its second argument `key` in place: its shape went from \(2, 5, 6\) to \(2, 6, 5\)"),
+    (check_attention, attention_inverting_the_mask_in_place,
+     r"changed its fourth argument `mask` in place: 10 of its 10 numbers changed.*`~mask` rather "
+     r"than `mask\.logical_not_\(\)`"),
+    (check_split_heads, split_resizing_in_place,
+     r"changed its first argument `x` in place: its shape went from \(2, 3, 30\) to \(2, 3, 5, 6\)"),
+    (check_merge_heads, merge_transposing_in_place,
+     r"changed its first argument `x` in place: its shape went from \(2, 5, 3, 6\) to \(2, 3, 5, 6\)"),
+    # Other results that are not what they should be, and exceptions.
+    (check_attention, attention_of_three_results,
+     r"should return a pair \(output, weights\), got a tuple of 3 items \(Tensor, Tensor, NoneType\)"),
+    (check_attention, attention_with_a_nan,
+     r"the output .* contains NaN or inf in 1 of its 42 numbers, where the reference has finite "
+     r"numbers \(the first at index \(0, 0, 0\): nan instead of"),
+    (check_merge_heads, lambda x: reference_merge(x).numpy(), r"got ndarray: keep to torch operations"),
+    (check_sinusoidal_table, lambda max_len, d_model: (sinusoidal_table(max_len, d_model),),
+     r"got tuple of length 1: return the tensor itself, not a tuple"),
+    (check_attention, attention_without_a_mask_parameter,
+     r"takes 3 positional arguments but 4 were given\nHint: the check calls "
+     r"attention_without_a_mask_parameter\(query, key, value, mask\) here"),
+    (check_split_heads, split_reading_a_missing_key,
+     r"^split_reading_a_missing_key\(tensor of shape \(2, 3, 30\), 5\) raised KeyError: 'length'\n"
+     r"  in split_reading_a_missing_key, line \d+: return x\.view\(sizes\[\"batch\"\]"),
+    (check_split_heads, split_that_exits, r"(?s)raised SystemExit: 1.*exit\(\) and sys\.exit\(\) stop"),
 ]
 
 
@@ -449,3 +582,44 @@ def test_key_dot_T_is_named_even_when_its_shapes_happen_to_fit():
     with pytest.raises(ExerciseFailed, match=r"\.T on a tensor with more than two dimensions"):
         grading._call_attention(_attention(transpose="T"), q, k, v)
     grading._call_attention(scaled_dot_product_attention, q, k, v)  # no .T, no complaint
+
+
+@pytest.mark.parametrize("check, given, named", [
+    (check_attention, None, r"None \(the result of calling a function that returns nothing\?\)"),
+    (check_attention, torch.zeros(2, 3), r"a Tensor of shape \(2, 3\) \(the result of calling"),
+    (check_split_heads, "split_heads", r"the string 'split_heads'"),
+    (check_merge_heads, (torch.zeros(1),), r"a tuple of 1 items"),
+    (check_sinusoidal_table, 16, r"an int"),
+], ids=["None", "tensor", "string", "tuple", "int"])
+def test_a_check_given_something_else_than_a_function_says_to_pass_the_function(check, given, named):
+    expected = f"{check.__name__} takes your function itself.*got {named}.*{check.__name__}\\("
+    with pytest.raises(ExerciseFailed, match=expected):
+        check(given)
+
+
+def test_a_change_of_layout_only_is_named_as_an_in_place_change():
+    def transpose_in_place(x):
+        return x.t_()  # same shape (square), other strides
+    x = torch.arange(9.0).view(3, 3)
+    with pytest.raises(ExerciseFailed, match=r"`x` in place: its layout in memory changed"):
+        grading._call(transpose_in_place, x)
+
+
+def test_an_exception_after_an_in_place_change_names_both():
+    def scale_then_fail(x, h):
+        x.mul_(2)
+        raise ValueError("not yet")
+    with pytest.raises(ExerciseFailed, match=r"(?s)raised ValueError: not yet.*\nBefore that, "
+                       r"scale_then_fail changed its first argument `x` in place"):
+        check_split_heads(scale_then_fail)
+
+
+def test_a_failed_check_is_a_course_error_shown_in_a_notebook_as_its_message_only():
+    assert issubclass(ExerciseFailed, CourseError) and issubclass(ExerciseFailed, AssertionError)
+    with pytest.raises(ExerciseFailed) as caught:
+        check_split_heads(split_reading_a_missing_key)
+    # IPython shows the lines of _render_traceback_ instead of the traceback (the check's frames).
+    lines = caught.value._render_traceback_()
+    assert lines[0].startswith("ExerciseFailed: split_reading_a_missing_key(")
+    assert "\n".join(lines) == f"ExerciseFailed: {caught.value}"
+    assert caught.value.__cause__.__class__ is KeyError  # kept, for a debugger

@@ -11,14 +11,23 @@ merge of ``annotated.multi_head.MultiHeadAttention`` (notebook 04) and
 ``annotated.positional.sinusoidal_table`` (notebook 05). Each check first compares with a
 list of typical mistakes, so a wrong answer gets a diagnosis rather than a table of numbers.
 
+Before any comparison, every call of the learner's function is checked the same way: its
+tensor arguments must come back unchanged (a copy of each is kept), and each result must be
+a tensor, real and floating (a complex, integer or bool result is named, never cast), of the
+inputs' dtype and on their device. An exception of the function is reported with its type,
+its message, the line of the function it came from and the shapes of the inputs.
+
 Every check runs on two or three sets of sizes. Within a set all sizes differ, so a
 transposed or swapped tensor shows in the shape; from one set to the next every size
 changes, so an answer with a size written into it (``d_k = 4``, ``view(2, 3, 2, 4)``)
 fails.
 """
 
+import inspect
 import math
+import os
 import re
+import traceback
 import warnings
 from collections.abc import Callable
 
@@ -27,6 +36,7 @@ import torch.nn.functional as F
 
 from annotated.attention import scaled_dot_product_attention
 from annotated.positional import sinusoidal_table
+from annotated.support.errors import CourseError
 
 # Tolerances of the comparisons: float32 sums in a different order differ by about 1e-6.
 ATOL, RTOL = 1e-5, 1e-4
@@ -43,8 +53,15 @@ HEAD_SIZES = [dict(batch=2, L=3, h=5, d_k=6), dict(batch=4, L=7, h=2, d_k=3)]
 TABLE_SIZES = [(50, 16), (9, 22), (120, 6)]  # (max_len, d_model)
 
 
-class ExerciseFailed(AssertionError):
-    """A check found a mistake; the message says which one and how to fix it."""
+class ExerciseFailed(CourseError, AssertionError):
+    """A check found a mistake; the message says which one and how to fix it.
+
+    In a notebook it shows as its message only: the frames of the check itself say
+    nothing about the learner's code (an exception of the learner's function is named,
+    with its line, in the message)."""
+
+    def _render_traceback_(self) -> list[str]:  # IPython's hook for how an error is shown
+        return f"{type(self).__name__}: {self}".splitlines()
 
 
 def _generic(message: str) -> ExerciseFailed:
@@ -61,21 +78,123 @@ def _describe(args: tuple) -> str:
     )
 
 
-def _call(fn: Callable, *args, hints: tuple = ()):
-    """Call the learner's function; an exception becomes a message that says where to look.
+def _a(word: str) -> str:
+    return f"{'an' if word[:1].lower() in 'aeiou' else 'a'} {word}"
+
+
+def _function(fn, check: str, what: str) -> str:
+    """The name of the learner's function ``fn``; anything that cannot be called is refused."""
+    if callable(fn):
+        return getattr(fn, "__name__", what)
+    if fn is None:
+        got = "None (the result of calling a function that returns nothing?)"
+    elif isinstance(fn, str):
+        got = f"the string {fn!r}"
+    elif torch.is_tensor(fn) or isinstance(fn, (tuple, list)):
+        size = f"shape {tuple(fn.shape)}" if torch.is_tensor(fn) else f"{len(fn)} items"
+        got = f"a {type(fn).__name__} of {size} (the result of calling your function?)"
+    else:
+        got = _a(type(fn).__name__)
+    raise ExerciseFailed(
+        f"{check} takes your function itself and calls it on inputs of its own, but it got {got}. "
+        f"Pass the function's name, without parentheses or arguments: {check}({what})."
+    )
+
+
+_ORDINALS = ("first", "second", "third", "fourth", "fifth")
+_TORCH_DIR = os.path.dirname(torch.__file__)
+_IN_PLACE = (
+    "A function must not change its inputs: whoever calls it uses them again (the model "
+    "reuses its tensors after the call, and this check compares your result with results "
+    "computed from them). Use operations that return a new tensor: `x = x / 2` rather than "
+    "`x /= 2` or `x.div_(2)`, `x.transpose(1, 2)` rather than `x.transpose_(1, 2)`, `~mask` "
+    "rather than `mask.logical_not_()`, `x.masked_fill(...)` rather than `x.masked_fill_(...)`: "
+    "a method whose name ends in `_`, and `+=`, `-=`, `*=`, `/=` on a tensor, change it in place."
+)
+
+
+def _snapshot(args: tuple) -> list:
+    """A copy of each tensor argument, with its shape and layout, to see afterwards whether the
+    call changed it."""
+    return [
+        (a.detach().clone(), a.shape, a.stride(), a.storage_offset(), a.dtype)
+        if torch.is_tensor(a) else None
+        for a in args
+    ]
+
+
+def _change(arg: torch.Tensor, before: tuple) -> str | None:
+    """How ``arg`` differs from its snapshot ``before``; None when it does not."""
+    copy, shape, stride, offset, dtype = before
+    if arg.shape != shape:
+        return f"its shape went from {tuple(shape)} to {tuple(arg.shape)}"
+    if arg.dtype != dtype:
+        return f"its dtype went from {dtype} to {arg.dtype}"
+    if arg.stride() != stride or arg.storage_offset() != offset:
+        return "its layout in memory changed (a transpose_ of two dimensions of the same size?)"
+    now = arg.detach()
+    same = now == copy
+    if now.is_floating_point():
+        same |= now.isnan() & copy.isnan()
+    if not same.all():
+        return f"{int((~same).sum())} of its {same.numel()} numbers changed"
+    return None
+
+
+def _argument(fn: Callable, i: int, roles: tuple) -> str:
+    """'its second argument `k` (the key)': the i-th argument, by position, name and role."""
+    ordinal = _ORDINALS[i] if i < len(_ORDINALS) else f"argument number {i + 1}"
+    try:
+        params = [p.name for p in inspect.signature(fn).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):  # a builtin or an object without a signature
+        params = []
+    text = f"its {ordinal} argument"
+    if i < len(params):
+        text += f" `{params[i]}`"
+    if i < len(roles) and (i >= len(params) or params[i] != roles[i]):
+        text += f" (the {roles[i]})"
+    return text
+
+
+def _modified(fn: Callable, args: tuple, before: list, roles: tuple) -> str | None:
+    """Which argument the call changed in place, and how; None when all are as they were."""
+    for i, (arg, snapshot) in enumerate(zip(args, before)):
+        how = _change(arg, snapshot) if snapshot is not None else None
+        if how:
+            return f"{_argument(fn, i, roles)} in place: {how}"
+    return None
+
+
+def _where(err: BaseException) -> str:
+    """The line of the learner's code an exception came from: its last frame outside torch
+    and this file (the first frame is the call in ``_call``)."""
+    frames = [f for f in traceback.extract_tb(err.__traceback__)[1:]
+              if not f.filename.startswith(_TORCH_DIR) and f.filename != __file__]
+    if not frames:
+        return ""
+    frame = frames[-1]
+    line = f": {frame.line.strip()}" if frame.line else ""
+    return f"\n  in {frame.name}, line {frame.lineno}{line}"
+
+
+def _call(fn: Callable, *args, hints: tuple = (), roles: tuple = ()):
+    """Call the learner's function; an exception becomes a message that says where to look,
+    and a function that changes one of its inputs is named.
 
     ``hints`` are extra (pattern, hint) pairs: a hint is added when its pattern is found in
-    the exception's message."""
+    the exception's message. ``roles`` name the arguments (query, key, ...)."""
     name = getattr(fn, "__name__", "your function")
+    before = _snapshot(args)
     try:
-        return fn(*args)
+        result = fn(*args)
     except NotImplementedError:
         raise ExerciseFailed(
             f"{name} raised NotImplementedError: the exercise is not done yet. Replace "
             "`# YOUR CODE HERE` and `raise NotImplementedError()` in its cell with your code, "
             "run that cell, then run this check again."
         ) from None
-    except Exception as err:
+    except (Exception, SystemExit) as err:  # SystemExit: exit() or sys.exit() in the function
         text = str(err)
         hint = ""
         if "view size is not compatible" in text:
@@ -92,18 +211,88 @@ def _call(fn: Callable, *args, hints: tuple = ()):
                 "code? Read every size from the input's shape (batch, L, d_model = x.shape); the "
                 "check calls your function with several sizes."
             )
+        if isinstance(err, SystemExit):
+            hint = "\nHint: exit() and sys.exit() stop the program; return the result instead."
+        if isinstance(err, TypeError) and len(traceback.extract_tb(err.__traceback__)) == 1:
+            # The call itself failed, before any line of the function ran: its parameters.
+            passed = ", ".join(roles[: len(args)]) or f"{len(args)} arguments"
+            hint = (f"\nHint: the check calls {name}({passed}) here: give your function the "
+                    "parameters of the exercise's `def` line.")
         for pattern, extra in hints:
             if re.search(pattern, text):
                 hint += extra
-        message = f"{name}({_describe(args)}) raised {type(err).__name__}: {err}{hint}"
+        message = f"{name}({_describe(args)}) raised {type(err).__name__}: {err}{_where(err)}{hint}"
+        changed = _modified(fn, args, before, roles)
+        if changed:
+            message += (f"\nBefore that, {name} changed {changed}; a function must not change "
+                        "its inputs: use operations that return a new tensor.")
         raise _generic(message) from err
+    changed = _modified(fn, args, before, roles)
+    if changed:
+        raise ExerciseFailed(f"{name} changed {changed}. {_IN_PLACE}")
+    return result
 
 
-def _tensor(result, name: str, what: str) -> torch.Tensor:
+_DTYPE_HINTS = {
+    "complex": (
+        "A complex result carries an imaginary part that a real model cannot use (casting it "
+        "to a real dtype would silently drop it): keep every step real, with no 1j, no "
+        "torch.complex or torch.fft, and no Python number such as (-2) ** 0.5, which is complex."
+    ),
+    "bool": "A bool tensor is a comparison or a mask, not numbers: return the computed values.",
+    "integer": (
+        "An integer tensor has lost the fractions: compute in floating point (torch.arange(n) "
+        "is int64 unless given dtype=torch.float32) and do not convert with .long() or .int()."
+    ),
+}
+
+
+def _tensor(result, name: str, what: str, like: torch.Tensor | None = None) -> torch.Tensor:
+    """``result`` as the tensor it must be, checked before any comparison converts it: a dense,
+    real floating tensor on the device of ``like`` (an input) and of its dtype; without
+    ``like``, on the CPU and of any real floating dtype (the caller checks which)."""
     if result is None:
         raise ExerciseFailed(f"{name} returned None: did you forget the `return` of {what}?")
     if not torch.is_tensor(result):
-        raise ExerciseFailed(f"{name} should return {what} as a tensor, got {type(result).__name__}")
+        hint = ""
+        if isinstance(result, tuple):
+            hint = f" of length {len(result)}: return the tensor itself, not a tuple"
+        elif type(result).__module__ == "numpy" or isinstance(result, (list, int, float)):
+            hint = (": keep to torch operations, which return tensors (no .numpy(), .tolist() "
+                    "or .item())")
+        raise ExerciseFailed(
+            f"{name} should return {what} as a tensor, got {type(result).__name__}{hint}"
+        )
+    device = like.device if like is not None else torch.device("cpu")
+    if result.device != device:
+        where = (f"the inputs are on {device}: build every tensor where the inputs are, with no "
+                 ".cuda() or .to(...), and device=x.device (an input's) for a tensor you create."
+                 if like is not None else
+                 "the check expects it on the cpu, where torch creates tensors unless told "
+                 "otherwise: leave out .cuda(), .to(...) and device=... (a model moves its "
+                 "tensors with model.to(device)).")
+        raise ExerciseFailed(f"{name} returned {what} on the device {result.device}, but {where}")
+    if result.layout != torch.strided:
+        raise ExerciseFailed(
+            f"{name} returned {what} as a {result.layout} tensor; return an ordinary (dense) "
+            "tensor, without .to_sparse()."
+        )
+    expected = like.dtype if like is not None else torch.float32
+    if not result.dtype.is_floating_point:
+        same = ", the dtype of the inputs" if like is not None else ""
+        kind = ("complex" if result.is_complex() else "bool" if result.dtype == torch.bool
+                else "integer")
+        raise ExerciseFailed(
+            f"{name} returned {what} as a {result.dtype} tensor, {_a(kind)} one; expected a real "
+            f"floating tensor, {expected}{same}. {_DTYPE_HINTS[kind]}"
+        )
+    if like is not None and result.dtype != expected:
+        raise ExerciseFailed(
+            f"{name} returned {what} as {result.dtype} for {expected} inputs; it must keep the "
+            f"dtype of its inputs, {expected} (in a model, another dtype changes the precision, "
+            "or the dtype, of every later step). Remove the conversion (.double(), .half(), "
+            ".to(...)) or the dtype=... of a tensor you create."
+        )
     return result
 
 
@@ -122,7 +311,19 @@ def _same(got: torch.Tensor, candidate: torch.Tensor, atol: float = ATOL) -> boo
 
 
 def _assert_close(got: torch.Tensor, expected: torch.Tensor, what: str, atol: float = ATOL) -> None:
-    """The last resort when no known mistake fits: torch's report of what differs where."""
+    """The last resort when no known mistake fits: NaN or inf named as such, otherwise
+    torch's report of what differs where."""
+    if got.shape == expected.shape:
+        bad = ~got.isfinite() & expected.isfinite()
+        if bad.any():
+            first = tuple(bad.nonzero()[0].tolist())
+            raise _generic(
+                f"{what} contains NaN or inf in {int(bad.sum())} of its {bad.numel()} numbers, "
+                f"where the reference has finite numbers (the first at index {first}: "
+                f"{got[first].item()} instead of {expected[first].item():.4g}). Look for a "
+                "division by zero, a log or sqrt of a number <= 0, or a tensor left uninitialized "
+                "(torch.empty)."
+            )
     try:
         torch.testing.assert_close(got.double(), expected.double(), atol=atol, rtol=RTOL)
     except AssertionError as err:
@@ -172,6 +373,9 @@ _TRANSPOSE_HINT = (
 )
 
 
+_ROLES = ("query", "key", "value", "mask")
+
+
 def _call_attention(attention: Callable, *args):
     """Call the learner's attention; ``key.T`` on a 3-D or 4-D key is named, whether the
     shapes then fail or happen to fit, from the warning torch gives for it."""
@@ -182,7 +386,7 @@ def _call_attention(attention: Callable, *args):
             warnings.simplefilter("always")
             try:
                 hints = ((_MATMUL_ERROR, _TRANSPOSE_HINT),)
-                result, error = _call(attention, *args, hints=hints), None
+                result, error = _call(attention, *args, hints=hints, roles=_ROLES), None
             except ExerciseFailed as err:
                 result, error = None, err
     finally:
@@ -199,15 +403,20 @@ def _call_attention(attention: Callable, *args):
     return result
 
 
-def _attention_pair(result, name: str, sizes: dict) -> tuple[torch.Tensor, torch.Tensor]:
-    """Unpack (output, weights) and check both shapes."""
+def _attention_pair(result, name: str, sizes: dict,
+                    query: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Unpack (output, weights) and check both: tensors of the query's dtype and device, and
+    their shapes."""
     if not isinstance(result, (tuple, list)) or len(result) != 2:
         got = type(result).__name__
         if torch.is_tensor(result):
             got = f"one tensor of shape {tuple(result.shape)}"
+        elif isinstance(result, (tuple, list)):
+            kinds = ", ".join(type(r).__name__ for r in result)
+            got = f"a {got} of {len(result)} items ({kinds})"
         raise ExerciseFailed(f"{name} should return a pair (output, weights), got {got}")
-    output = _tensor(result[0], name, "the output")
-    weights = _tensor(result[1], name, "the weights")
+    output = _tensor(result[0], name, "the output", like=query)
+    weights = _tensor(result[1], name, "the weights", like=query)
     L_q, L_k, d_v, lead = sizes["L_q"], sizes["L_k"], sizes["d_v"], tuple(sizes["lead"])
     hint = ""
     if tuple(weights.shape) == (*lead, L_k, L_q):
@@ -337,7 +546,7 @@ def _check_attention_once(attention: Callable, name: str, sizes: dict, g: torch.
 
     # 1. No mask.
     expected_out, expected_w = _reference(q, k, v)
-    output, weights = _attention_pair(_call_attention(attention, q, k, v), name, sizes)
+    output, weights = _attention_pair(_call_attention(attention, q, k, v), name, sizes, q)
     if weights.isnan().any():
         raise ExerciseFailed("the weights contain NaN although no mask was given")
     if not _same(weights.sum(-1), torch.ones(*lead, L_q)):
@@ -361,7 +570,7 @@ def _check_attention_once(attention: Callable, name: str, sizes: dict, g: torch.
     # 2. A padding mask, (batch, 1, L_k): the same keys hidden from every query.
     mask = _padding_mask(sizes)
     result = _call_attention(attention, q, k, v, mask)
-    output, weights = _attention_pair(result, name, sizes)
+    output, weights = _attention_pair(result, name, sizes, q)
     _check_masked(name, sizes, mask, weights, output, _reference(q, k, v, mask), unmasked,
                   "a padding mask")
 
@@ -374,7 +583,8 @@ def _check_attention_once(attention: Callable, name: str, sizes: dict, g: torch.
     k_big = torch.where(hidden_keys, torch.tensor(1e4), k)
     raw_big = q_big @ k_big.transpose(-2, -1) / math.sqrt(d_k)
     expected = _reference(q_big, k_big, v, mask)
-    output, weights = _attention_pair(_call_attention(attention, q_big, k_big, v, mask), name, sizes)
+    output, weights = _attention_pair(_call_attention(attention, q_big, k_big, v, mask), name,
+                                      sizes, q_big)
     kept_sums = weights.double().sum(-1)
     if weights.isnan().any() or (kept_sums < 0.5).any():
         full = mask.expand_as(raw_big)
@@ -394,7 +604,7 @@ def _check_attention_once(attention: Callable, name: str, sizes: dict, g: torch.
 
     # 4. A causal mask, (1, L_q, L_k): query i sees keys 0 .. i, the same for every sequence.
     mask = torch.ones(L_q, L_k, dtype=torch.bool).tril().view(*ones, L_q, L_k)
-    output, weights = _attention_pair(_call_attention(attention, q, k, v, mask), name, sizes)
+    output, weights = _attention_pair(_call_attention(attention, q, k, v, mask), name, sizes, q)
     _check_masked(name, sizes, mask, weights, output, _reference(q, k, v, mask), unmasked,
                   "a causal mask (1, L_q, L_k)")
 
@@ -403,7 +613,7 @@ def _check_attention_once(attention: Callable, name: str, sizes: dict, g: torch.
     mask[..., 0] = True
     mask.view(-1, L_q, L_k)[0, 1] = False  # query 1 of the first sequence may attend to nothing
     expected_out, expected_w = _reference(q, k, v, mask, with_torch=False)
-    output, weights = _attention_pair(_call_attention(attention, q, k, v, mask), name, sizes)
+    output, weights = _attention_pair(_call_attention(attention, q, k, v, mask), name, sizes, q)
     if weights.isnan().any() or output.isnan().any():
         raise ExerciseFailed(
             "a query whose keys are all masked gets NaN: the softmax of a row of -inf is 0/0. "
@@ -444,13 +654,14 @@ def check_attention(attention: Callable) -> None:
     dwarfs the kept ones, with a causal mask (1, L_q, L_k) and with a query whose keys are
     all masked. Masks have as many dimensions as the scores.
 
-    Diagnoses: wrong shapes, softmax over the wrong dimension, a missing or wrong
-    1/sqrt(d_k) scaling (d_k hard-coded or read from the wrong dimension too), a mask that
-    is ignored, inverted, applied after the softmax, or applied after it with the rows
-    renormalized, NaN or uniform weights for a query whose keys are all masked, ``key.T``,
-    and code that only works for 3-dimensional inputs.
+    Diagnoses: an input changed in place, a result of another kind (not a pair of real
+    floating tensors of the inputs' dtype and device), wrong shapes, softmax over the wrong
+    dimension, a missing or wrong 1/sqrt(d_k) scaling (d_k hard-coded or read from the
+    wrong dimension too), a mask that is ignored, inverted, applied after the softmax, or
+    applied after it with the rows renormalized, NaN or uniform weights for a query whose
+    keys are all masked, ``key.T``, and code that only works for 3-dimensional inputs.
     """
-    name = getattr(attention, "__name__", "attention")
+    name = _function(attention, "check_attention", "attention")
     g = torch.Generator().manual_seed(0)
     _run_on_all_sizes(lambda sizes: _check_attention_once(attention, name, sizes, g),
                       ATTENTION_SIZES, _attention_hint)
@@ -473,7 +684,7 @@ def _check_split_once(split_heads: Callable, name: str, sizes: dict) -> None:
     x = torch.arange(batch * L * d_model, dtype=torch.float32).view(batch, L, d_model)
     expected = x.view(batch, L, h, d_k).transpose(1, 2)  # (batch, h, L, d_k)
 
-    got = _tensor(_call(split_heads, x, h), name, "the split tensor")
+    got = _tensor(_call(split_heads, x, h, roles=("x", "h")), name, "the split tensor", like=x)
     hint = ""
     if tuple(got.shape) == (batch, L, h, d_k):
         hint = (" You have (batch, L, h, d_k): the heads must come before the positions, so "
@@ -509,11 +720,11 @@ def check_split_heads(split_heads: Callable) -> None:
     """Check ``split_heads(x, h)``: (batch, L, d_model) -> (batch, h, L, d_k), on the two
     sets of sizes of ``HEAD_SIZES``.
 
-    Diagnoses: the missing transpose, the view straight to (batch, h, L, d_k) (right shape,
-    wrong grouping), heads that take every h-th column instead of a block, and sizes
-    written into the code.
+    Diagnoses: an input changed in place, a result of another dtype or device, the missing
+    transpose, the view straight to (batch, h, L, d_k) (right shape, wrong grouping), heads
+    that take every h-th column instead of a block, and sizes written into the code.
     """
-    name = getattr(split_heads, "__name__", "split_heads")
+    name = _function(split_heads, "check_split_heads", "split_heads")
     _run_on_all_sizes(lambda sizes: _check_split_once(split_heads, name, sizes), HEAD_SIZES,
                       _heads_hint)
     print(
@@ -529,7 +740,7 @@ def _check_merge_once(merge_heads: Callable, name: str, sizes: dict) -> None:
     x = torch.arange(batch * h * L * d_k, dtype=torch.float32).view(batch, h, L, d_k)
     expected = x.transpose(1, 2).reshape(batch, L, d_model)  # (batch, L, d_model)
 
-    got = _tensor(_call(merge_heads, x), name, "the merged tensor")
+    got = _tensor(_call(merge_heads, x, roles=("x",)), name, "the merged tensor", like=x)
     _shape(got, (batch, L, d_model), f"{name}(x of shape (batch={batch}, h={h}, L={L}, d_k={d_k}))")
     if not _same(got, expected):
         if _same(got, x.reshape(batch, L, d_model)):
@@ -543,7 +754,8 @@ def _check_merge_once(merge_heads: Callable, name: str, sizes: dict) -> None:
     # The round trip: merging the split of y gives y back.
     y = torch.arange(batch * L * d_model, dtype=torch.float32).view(batch, L, d_model)
     split = y.view(batch, L, h, d_k).transpose(1, 2)  # (batch, h, L, d_k)
-    _assert_close(_tensor(_call(merge_heads, split), name, "the merged tensor"), y,
+    merged = _tensor(_call(merge_heads, split, roles=("x",)), name, "the merged tensor", like=split)
+    _assert_close(merged, y,
                   f"the round trip {name}(split_heads(y)), which should give y back")
 
 
@@ -551,11 +763,11 @@ def check_merge_heads(merge_heads: Callable) -> None:
     """Check ``merge_heads(x)``: (batch, h, L, d_k) -> (batch, L, h * d_k), the
     concatenation, on the two sets of sizes of ``HEAD_SIZES``.
 
-    Diagnoses: ``.view`` after the transpose (the tensor is not contiguous), the reshape
-    without transposing back, sizes written into the code, and a round trip that does not
-    give back the input.
+    Diagnoses: an input changed in place, a result of another dtype or device, ``.view``
+    after the transpose (the tensor is not contiguous), the reshape without transposing
+    back, sizes written into the code, and a round trip that does not give back the input.
     """
-    name = getattr(merge_heads, "__name__", "merge_heads")
+    name = _function(merge_heads, "check_merge_heads", "merge_heads")
     _run_on_all_sizes(lambda sizes: _check_merge_once(merge_heads, name, sizes), HEAD_SIZES,
                       _heads_hint)
     print(
@@ -605,7 +817,7 @@ def _fitted_width(got: torch.Tensor, max_len: int, d_model: int) -> float | None
 def _check_table_once(fn: Callable, name: str, max_len: int, d_model: int) -> None:
     expected = sinusoidal_table(max_len, d_model)
     call = f"{name}(max_len={max_len}, d_model={d_model})"
-    got = _tensor(_call(fn, max_len, d_model), name, "the table")
+    got = _tensor(_call(fn, max_len, d_model, roles=("max_len", "d_model")), name, "the table")
     hint = " Rows are positions, columns dimensions." if tuple(got.shape) == (d_model, max_len) else ""
     _shape(got, (max_len, d_model), call, hint)
     if got.dtype != torch.float32:
@@ -670,12 +882,13 @@ def check_sinusoidal_table(sinusoidal_table_fn: Callable) -> None:
     """Check ``sinusoidal_table(max_len, d_model)`` against the paper's §3.5 formula, on the
     sizes of ``TABLE_SIZES``.
 
-    Diagnoses: wrong shape, a dtype other than float32, sin and cos swapped, sines and
-    cosines in two halves instead of interleaved, the exponent i/d_model instead of
-    2i/d_model, a separate frequency for the odd dimensions, a missing /d_model, pos
-    multiplied instead of divided, and a d_model (or another size) written into the code.
+    Diagnoses: wrong shape, a dtype other than float32 (complex, integer and bool named as
+    such), a table off the cpu, sin and cos swapped, sines and cosines in two halves instead
+    of interleaved, the exponent i/d_model instead of 2i/d_model, a separate frequency for
+    the odd dimensions, a missing /d_model, pos multiplied instead of divided, and a d_model
+    (or another size) written into the code.
     """
-    name = getattr(sinusoidal_table_fn, "__name__", "sinusoidal_table")
+    name = _function(sinusoidal_table_fn, "check_sinusoidal_table", "sinusoidal_table")
     _run_on_all_sizes(lambda sizes: _check_table_once(sinusoidal_table_fn, name, *sizes),
                       TABLE_SIZES, _table_hint)
     shapes = ", ".join(f"({m}, {d})" for m, d in TABLE_SIZES)
