@@ -92,14 +92,15 @@ def next_token_logits(model: EncoderDecoder, memory: torch.Tensor, src_mask: tor
 
 @torch.no_grad()
 def greedy_decode(model: EncoderDecoder, src: torch.Tensor, src_mask: torch.Tensor | None, max_len: int,
-                  bos_idx: int = 1, eos_idx: int = 2, use_cache: bool = True, pad_idx: int = 0) -> torch.Tensor:
+                  bos_idx: int = 1, eos_idx: int | None = 2, use_cache: bool = True, pad_idx: int = 0) -> torch.Tensor:
     """Pick the most likely next token until every sentence has produced ``eos_idx``.
 
     src (batch, L_src), src_mask (batch, 1, L_src). Returns (batch, <= max_len) token ids
-    starting with ``bos_idx``; after a sentence's ``eos_idx`` come ``pad_idx`` tokens.
+    starting with ``bos_idx``; after a sentence's ``eos_idx`` come ``pad_idx`` tokens
+    (``eos_idx=None``: no sentence ends, every output runs to ``max_len``).
     Call ``model.eval()`` first: dropout would make every run different.
     """
-    check_decoding_inputs(model, src, src_mask, max_len, bos_idx, eos_idx, pad_idx)  # or a clear error
+    check_decoding_inputs(model, src, src_mask, max_len, bos_idx, eos_idx, pad_idx, endless=True)  # or a clear error
     memory = model.encode(src, src_mask)  # (batch, L_src, d_model)
     ys = torch.full((src.size(0), 1), bos_idx, dtype=torch.long, device=src.device)
     done = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
@@ -108,7 +109,8 @@ def greedy_decode(model: EncoderDecoder, src: torch.Tensor, src_mask: torch.Tens
         next_token = next_token_logits(model, memory, src_mask, ys, cache).argmax(dim=-1)  # (batch,)
         next_token = next_token.masked_fill(done, pad_idx)  # finished sentences only pad
         ys = torch.cat([ys, next_token.unsqueeze(1)], dim=1)  # (batch, t + 1)
-        done |= next_token == eos_idx
+        if eos_idx is not None:
+            done |= next_token == eos_idx
         if done.all():
             break
     return ys

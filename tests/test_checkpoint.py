@@ -1,8 +1,12 @@
 """Checkpoints: atomic writes, weights_only loading, clear mismatch errors, exact resumption."""
 
+import argparse
 import dataclasses
 import io
+import os
+from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from torch.testing import assert_close
@@ -11,11 +15,12 @@ from annotated.batching import collate
 from annotated.label_smoothing import LabelSmoothingLoss
 from annotated.model import TransformerConfig, make_model
 from annotated.schedule import make_optimizer
-from annotated.support.checkpoint import (CheckpointMismatchError, average_checkpoints, load_checkpoint,
-                                          model_from_checkpoint, restore, save_checkpoint, vocabs_from_checkpoint)
+from annotated.support.checkpoint import (CheckpointError, CheckpointMismatchError, average_checkpoints,
+                                          check_output_path, load_checkpoint, model_from_checkpoint, restore,
+                                          save_checkpoint, vocabs_from_checkpoint)
 from annotated.synthetic import reverse_task
 from annotated.training import train_epoch
-from annotated.vocab import Vocab, build_vocab_from_iterator
+from annotated.vocab import SPECIALS, Vocab, build_vocab_from_iterator
 
 VOCAB, PAD = 12, 0
 CONFIG = TransformerConfig(VOCAB, VOCAB, N=1, d_model=16, d_ff=32, h=2, dropout=0.1)
@@ -79,8 +84,8 @@ def test_a_crash_in_the_middle_of_a_save_leaves_the_previous_checkpoint_intact(t
     with pytest.raises(OSError, match="No space left"):
         save_checkpoint(path, new_model(seed=1), CONFIG, step=2)
     monkeypatch.undo()
-    # An object that cannot be pickled fails inside torch.save itself, after the file was opened.
-    with pytest.raises(Exception, match="pickle"):
+    # A value that could not be loaded back is refused before the file is touched.
+    with pytest.raises(CheckpointError, match=r"checkpoint\['extra'\]\['callback'\] is a builtins.function"):
         save_checkpoint(path, new_model(seed=1), CONFIG, step=3, extra={"callback": lambda: None})
     assert [p.name for p in tmp_path.iterdir()] == ["model.pt"]
     checkpoint = load_checkpoint(path)
@@ -114,8 +119,75 @@ def test_missing_damaged_or_unsafe_files_get_clear_errors(tmp_path):
         load_checkpoint(tmp_path / "damaged.pt")
     # A pickle that would construct an arbitrary object is refused by weights_only=True.
     torch.save({"format_version": 1, "model": {}, "payload": io.StringIO("code")}, tmp_path / "unsafe.pt")
-    with pytest.raises(ValueError, match="could not read"):
+    with pytest.raises(ValueError, match="holds Python objects other than tensors") as error:
         load_checkpoint(tmp_path / "unsafe.pt")
+    assert "weights_only=False" not in str(error.value)  # PyTorch's advice would run the file's code
+
+
+@pytest.mark.parametrize("value, named", [
+    (Path("runs/x.pt"), "pathlib"), (np.float64(0.5), "numpy.float64"), (np.int64(3), "numpy.int64"),
+    (argparse.Namespace(lr=1.0), "argparse.Namespace"), ({"a": [1, {2}]}, "builtins.set"),
+])
+def test_a_value_that_could_not_be_loaded_back_is_refused_before_the_good_checkpoint_is_replaced(tmp_path, value,
+                                                                                                  named):
+    path = save_checkpoint(tmp_path / "model.pt", new_model(), CONFIG, step=1)
+    with pytest.raises(CheckpointError, match=rf"checkpoint\['extra'\]\['bad'\].* is a {named}"):
+        save_checkpoint(path, new_model(seed=1), CONFIG, step=2, extra={"bad": value})
+    assert load_checkpoint(path)["step"] == 1  # the good checkpoint is still there, readable
+    assert [p.name for p in tmp_path.iterdir()] == ["model.pt"]
+
+
+def test_every_value_the_check_lets_through_loads_back(tmp_path):
+    extra = {"s": "x", "i": 1, "f": 0.5, "b": True, "n": None, "l": [1, 2.0], "t": (1, "a"), 0: {"d": {}},
+             "tensor": torch.arange(3)}
+    path = save_checkpoint(tmp_path / "model.pt", new_model(), CONFIG, extra=extra)
+    loaded = load_checkpoint(path)["extra"]
+    assert loaded.keys() == extra.keys() and loaded["t"] == (1, "a") and torch.equal(loaded["tensor"], torch.arange(3))
+
+
+def test_a_flipped_byte_in_a_weight_is_caught_on_load(tmp_path):
+    model = new_model()
+    path = save_checkpoint(tmp_path / "model.pt", model, CONFIG)
+    data = bytearray(path.read_bytes())
+    # A weight's bytes: find the float32 bytes of one embedding value in the file and change one of them.
+    needle = model.state_dict()["src_embed.0.lut.weight"][3].numpy().tobytes()
+    at = bytes(data).index(needle)
+    data[at + 1] ^= 0x10
+    path.write_bytes(bytes(data))
+    with pytest.raises(CheckpointError, match="damaged: its contents no longer match the checksum"):
+        load_checkpoint(path)
+
+
+def test_a_temporary_file_left_by_a_killed_save_is_removed_by_the_next_save(tmp_path):
+    dead = 2**22 + 12345  # above the largest pid Linux hands out (pid_max <= 2**22)
+    stale = tmp_path / f".model.pt.{dead}.tmp"
+    stale.write_bytes(b"half a checkpoint")
+    os.utime(stale, (0, 0))  # written long ago
+    other = tmp_path / ".other.pt.123.tmp"  # another file's temporary: not ours to remove
+    other.write_bytes(b"x")
+    save_checkpoint(tmp_path / "model.pt", new_model(), CONFIG)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".other.pt.123.tmp", "model.pt"]
+
+
+def test_a_path_that_cannot_be_written_is_refused_before_anything_is_saved(tmp_path):
+    with pytest.raises(CheckpointError, match="is a folder; name a file"):
+        save_checkpoint(tmp_path, new_model(), CONFIG)
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(CheckpointError, match="afile is a file, not a folder"):
+        save_checkpoint(tmp_path / "afile" / "sub" / "model.pt", new_model(), CONFIG)
+    assert check_output_path(tmp_path / "new" / "deeper" / "model.pt") == tmp_path / "new" / "deeper" / "model.pt"
+
+
+def test_averaging_refuses_checkpoints_of_different_runs_or_vocabularies(tmp_path):
+    model = new_model()
+    a = save_checkpoint(tmp_path / "a.pt", model, CONFIG, vocabs={"tgt": vocab()}, step=1, extra={"run_id": "r1"})
+    b = save_checkpoint(tmp_path / "b.pt", model, CONFIG, vocabs={"tgt": vocab()}, step=2, extra={"run_id": "r2"})
+    with pytest.raises(CheckpointError, match="comes from run r1 and .*b.pt from run r2"):
+        average_checkpoints([a, b])
+    reordered = Vocab([*SPECIALS, *reversed(vocab().get_itos()[len(SPECIALS):])])
+    c = save_checkpoint(tmp_path / "c.pt", model, CONFIG, vocabs={"tgt": reordered}, step=3, extra={"run_id": "r1"})
+    with pytest.raises(CheckpointError, match="hold different vocabularies"):
+        average_checkpoints([a, c])
 
 
 def train_steps(model, optimizer, scheduler, steps):

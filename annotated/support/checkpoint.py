@@ -3,9 +3,14 @@
 A checkpoint is a dict of tensors and plain Python values (lists, dicts, numbers, strings),
 so it loads with ``torch.load(weights_only=True)``, which refuses to run code from the file.
 Vocabularies are stored through their ``state_dict()`` (plain lists), the config through
-``dataclasses.asdict``. Writing goes to a temporary file in the same folder, which then
-replaces the old checkpoint in one ``os.replace``: a crash or a full disk in the middle of a
-save leaves the previous checkpoint as it was.
+``dataclasses.asdict``. What is saved is checked by those same rules before anything is
+written, so a value that could not be loaded back (a ``Path``, a numpy number) is an error
+naming it, not an unreadable file. Writing goes to a temporary file in the same folder, which
+then replaces the old checkpoint in one ``os.replace``: a crash or a full disk in the middle of
+a save leaves the previous checkpoint as it was, and the next save to that path removes the
+temporary file a killed process left behind. A SHA-256 of every stored value (tensors
+included) is saved with them and checked on load: a flipped bit on a disk or in a copy is
+an error, not a model with changed weights.
 
     save_checkpoint("model.pt", model, config, vocabs={"src": de, "tgt": en},
                     optimizer=optimizer, scheduler=scheduler, step=1200, epoch=3)
@@ -14,8 +19,11 @@ save leaves the previous checkpoint as it was.
     restore(checkpoint, model, optimizer, scheduler)   # resume training where it stopped
 """
 
+import collections
 import dataclasses
+import hashlib
 import os
+import pickle
 import random
 from pathlib import Path
 from typing import Any
@@ -24,11 +32,18 @@ import torch
 import torch.nn as nn
 
 from annotated.model import EncoderDecoder, TransformerConfig, make_model
+from annotated.support.errors import CourseError
+from annotated.support.files import atomic_write, remove_stale_temp_files
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: with a checksum
+PLAIN_TYPES = (str, int, float, bool, type(None))  # exactly these: a numpy float is a float subclass
 
 
-class CheckpointMismatchError(ValueError):
+class CheckpointError(CourseError, ValueError):
+    """A checkpoint that cannot be written or read as asked (damaged, from another run, ...)."""
+
+
+class CheckpointMismatchError(CheckpointError):
     """The checkpoint's weights do not fit the model they are loaded into."""
 
 
@@ -67,6 +82,74 @@ def set_rng_state(state: dict) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
+def check_storable(value: Any, where: str = "checkpoint") -> None:
+    """Raise a CheckpointError naming the first value under ``where`` that
+    ``torch.load(weights_only=True)`` would refuse: only tensors, str, int, float, bool, None,
+    and lists, tuples and dicts of them can be stored."""
+    if isinstance(value, torch.Tensor) or type(value) in PLAIN_TYPES:
+        return
+    if type(value) in (list, tuple):
+        for i, item in enumerate(value):
+            check_storable(item, f"{where}[{i}]")
+        return
+    if type(value) in (dict, collections.OrderedDict):
+        for key, item in value.items():
+            if type(key) not in PLAIN_TYPES:
+                raise CheckpointError(f"{where} has a key {key!r} of type {type(key).__name__}; keys must be "
+                                      f"str, int, float, bool or None")
+            check_storable(item, f"{where}[{key!r}]")
+        return
+    raise CheckpointError(
+        f"{where} is a {type(value).__module__}.{type(value).__qualname__} ({value!r:.60}), which a checkpoint "
+        f"loaded with weights_only=True cannot hold; convert it to plain data first (str(path), float(x), "
+        f"vars(namespace), x.tolist())"
+    )
+
+
+def checksum(payload: dict) -> str:
+    """SHA-256 over every value of ``payload`` but its "checksum": keys, types, tensor dtypes,
+    shapes and bytes, and the text of the plain values, in a fixed order."""
+    digest = hashlib.sha256()
+
+    def feed(value: Any) -> None:
+        if isinstance(value, torch.Tensor):
+            value = value.detach().cpu().contiguous()
+            digest.update(f"T{value.dtype}{tuple(value.shape)}".encode())
+            digest.update(value.reshape(-1).view(torch.uint8).numpy().tobytes())
+        elif isinstance(value, dict):
+            digest.update(f"D{len(value)}".encode())
+            for key in sorted(value, key=repr):
+                digest.update(repr(key).encode())
+                feed(value[key])
+        elif isinstance(value, (list, tuple)):
+            digest.update(f"L{len(value)}".encode())
+            for item in value:
+                feed(item)
+        else:
+            digest.update(f"{type(value).__name__}:{value!r};".encode())
+
+    feed({key: value for key, value in payload.items() if key != "checksum"})
+    return digest.hexdigest()
+
+
+def check_output_path(path: str | Path, what: str = "checkpoint") -> Path:
+    """``path`` as a Path, once checked to be writable as a file: not a folder, not below a file,
+    in a folder this user may write to. Call it before the work whose result goes there."""
+    path = Path(path)
+    if path.is_dir():
+        raise CheckpointError(f"{path} is a folder; name a file for the {what}, e.g. {path / 'model.pt'}")
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise CheckpointError(f"cannot write the {what} {path}: {folder} is a file, not a folder; choose "
+                              f"another path")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise CheckpointError(f"cannot write the {what} {path}: no permission to write in {folder}; choose "
+                              f"a folder of your own")
+    return path
+
+
 def save_checkpoint(path: str | Path, model: nn.Module, config: Any = None, vocabs: dict[str, Any] | None = None,
                     optimizer: torch.optim.Optimizer | None = None,
                     scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
@@ -74,9 +157,10 @@ def save_checkpoint(path: str | Path, model: nn.Module, config: Any = None, voca
     """Write a checkpoint atomically (temporary file + ``os.replace``); returns its path.
 
     ``vocabs`` maps a name ("src", "tgt") to a vocabulary with ``state_dict()`` or a plain dict;
-    ``extra`` holds any further plain values (history, arguments).
+    ``extra`` holds any further plain values (history, arguments). Everything is checked to be
+    loadable (``check_storable``) before the file is touched.
     """
-    path = Path(path)
+    path = check_output_path(path)
     payload = {
         "format_version": FORMAT_VERSION,
         "model": unwrap(model).state_dict(),
@@ -89,35 +173,39 @@ def save_checkpoint(path: str | Path, model: nn.Module, config: Any = None, voca
         "rng": rng_state(),
         "extra": extra or {},
     }
+    check_storable(payload)
+    payload["checksum"] = checksum(payload)
     path.parent.mkdir(parents=True, exist_ok=True)
-    # Same folder as the target, so os.replace is a rename within one file system (atomic).
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "wb") as f:
-            torch.save(payload, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    remove_stale_temp_files(path.parent, f".{path.name}.", ".tmp")  # left by a save that was killed
+    with atomic_write(path, ".tmp") as f:  # a temporary file beside it, then os.replace
+        torch.save(payload, f)
     return path
 
 
 def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict:
-    """Read a checkpoint with ``weights_only=True`` (tensors and plain data only)."""
+    """Read a checkpoint with ``weights_only=True`` (tensors and plain data only) and verify its checksum."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no checkpoint at {path}; check the path, or train without --resume "
                                 f"to start from scratch")
     try:
         checkpoint = torch.load(path, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError:
+        # PyTorch's own message suggests weights_only=False, which would run the file's code: not shown.
+        raise CheckpointError(f"{path} holds Python objects other than tensors and plain data, so it is not "
+                              f"loaded (that could run code from the file); use a checkpoint written by "
+                              f"annotated's save_checkpoint") from None
     except Exception as error:
-        raise ValueError(f"could not read the checkpoint {path} ({type(error).__name__}: {error}); it is "
-                         f"damaged or not written by annotated.support.checkpoint.save_checkpoint") from error
+        first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        raise CheckpointError(f"{path} is damaged or not a checkpoint ({type(error).__name__}: {first_line}); "
+                              f"use another copy, or train again") from None
     if not isinstance(checkpoint, dict) or checkpoint.get("format_version") != FORMAT_VERSION:
-        raise ValueError(f"{path} is not a checkpoint of format version {FORMAT_VERSION}; save it again "
-                         f"with annotated.support.checkpoint.save_checkpoint")
+        found = checkpoint.get("format_version") if isinstance(checkpoint, dict) else type(checkpoint).__name__
+        raise CheckpointError(f"{path} is not a checkpoint of format version {FORMAT_VERSION} (found {found}); "
+                              f"save it again with annotated.support.checkpoint.save_checkpoint")
+    if checkpoint.get("checksum") != checksum(checkpoint):
+        raise CheckpointError(f"{path} is damaged: its contents no longer match the checksum written with them "
+                              f"(a changed byte on the disk or in a copy); use another copy, or train again")
     return checkpoint
 
 
@@ -148,7 +236,7 @@ def check_compatible(model: nn.Module, checkpoint: dict) -> None:
 def model_from_checkpoint(checkpoint: dict) -> EncoderDecoder:
     """A model built with the checkpoint's ``TransformerConfig``, holding its weights."""
     if not checkpoint.get("config"):
-        raise ValueError("the checkpoint has no config; build the model yourself and call restore()")
+        raise CheckpointError("the checkpoint has no config; build the model yourself and call restore()")
     model = make_model(TransformerConfig(**checkpoint["config"]))
     restore(checkpoint, model, restore_rng=False)
     return model
@@ -164,7 +252,7 @@ def restore(checkpoint: dict, model: nn.Module, optimizer: torch.optim.Optimizer
         if part is None:
             continue
         if checkpoint.get(name) is None:
-            raise ValueError(f"the checkpoint holds no {name} state; it was saved for inference only, so "
+            raise CheckpointError(f"the checkpoint holds no {name} state; it was saved for inference only, so "
                              f"start a new {name} instead of resuming")
         part.load_state_dict(checkpoint[name])
     if restore_rng:
@@ -177,13 +265,14 @@ def average_checkpoints(paths: list[str | Path]) -> dict:
 
     The paper's base models are "a single model obtained by averaging the last 5
     checkpoints, which were written at 10-minute intervals" (§6.1). The checkpoints must hold
-    the same weights with the same shapes and configuration; integer buffers are taken from
-    the last one. Optimizer and scheduler states are dropped: they belong to no average.
+    the same weights with the same shapes and configuration, the same vocabularies and the
+    same run id (``extra["run_id"]``, written by the command line); integer buffers are taken
+    from the last one. Optimizer and scheduler states are dropped: they belong to no average.
     """
     if not paths:
-        raise ValueError("average_checkpoints needs at least one checkpoint path")
+        raise CheckpointError("average_checkpoints needs at least one checkpoint path")
     if len({Path(path).resolve() for path in paths}) < len(paths):
-        raise ValueError(f"the same checkpoint appears twice in {[str(p) for p in paths]}: each must count once")
+        raise CheckpointError(f"the same checkpoint appears twice in {[str(p) for p in paths]}: each must count once")
     checkpoints = [load_checkpoint(path, map_location="cpu") for path in paths]
     last = checkpoints[-1]
     for path, checkpoint in zip(paths, checkpoints):
@@ -192,9 +281,17 @@ def average_checkpoints(paths: list[str | Path]) -> dict:
                 f"{path} was saved from another model than {paths[-1]} (configs {checkpoint['config']} and "
                 f"{last['config']}); average only checkpoints of one training run"
             )
+    for path, checkpoint in zip(paths, checkpoints):
+        run, last_run = checkpoint["extra"].get("run_id"), last["extra"].get("run_id")
+        if run != last_run:
+            raise CheckpointError(f"{path} comes from run {run} and {paths[-1]} from run {last_run}: the weights "
+                                  f"of two training runs do not average into a model; average checkpoints of one run")
+        if checkpoint["vocabs"] != last["vocabs"]:
+            raise CheckpointError(f"{path} and {paths[-1]} hold different vocabularies, so the same row of their "
+                                  f"embeddings means different words; average checkpoints of one run")
     steps = [checkpoint["step"] for checkpoint in checkpoints]
     if len(set(steps)) < len(steps):
-        raise ValueError(f"checkpoints {[str(p) for p in paths]} hold steps {steps}: two of them are copies of "
+        raise CheckpointError(f"checkpoints {[str(p) for p in paths]} hold steps {steps}: two of them are copies of "
                          f"one state, which would count it twice; average distinct checkpoints (--keep-last)")
     averaged = {}
     for name, weight in last["model"].items():
@@ -203,7 +300,9 @@ def average_checkpoints(paths: list[str | Path]) -> dict:
         else:
             averaged[name] = weight
     extra = {**last["extra"], "averaged": [str(path) for path in paths]}
-    return {**last, "model": averaged, "optimizer": None, "scheduler": None, "extra": extra}
+    averaged_checkpoint = {**last, "model": averaged, "optimizer": None, "scheduler": None, "extra": extra}
+    averaged_checkpoint["checksum"] = checksum(averaged_checkpoint)
+    return averaged_checkpoint
 
 
 def vocabs_from_checkpoint(checkpoint: dict, vocab_class: type | None = None) -> dict:

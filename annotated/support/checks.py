@@ -130,9 +130,10 @@ def check_not_text(value, name: str, expected: str = "a list of sentences") -> N
 
 
 def check_decoding_inputs(model, src: torch.Tensor, src_mask: torch.Tensor | None, max_len: int,
-                          bos_idx: int, eos_idx: int, pad_idx: int) -> None:
+                          bos_idx: int, eos_idx: int | None, pad_idx: int, endless: bool = False) -> None:
     """Raise a clear error unless the arguments of greedy decoding or beam search make sense;
-    warn when the model is in training mode (dropout makes every decoding different)."""
+    warn when the model is in training mode (dropout makes every decoding different).
+    ``endless``: ``eos_idx=None`` is allowed (decode to ``max_len``)."""
     import warnings
 
     if not isinstance(src, torch.Tensor) or src.dim() != 2 or src.dtype != torch.long:
@@ -144,12 +145,16 @@ def check_decoding_inputs(model, src: torch.Tensor, src_mask: torch.Tensor | Non
     if not _is_int(max_len) or max_len < 1:
         raise ValueError(f"max_len must be a positive integer (the output length, <s> included), got {max_len!r}")
     vocab = model.generator.proj.out_features
+    if eos_idx is None and not endless:
+        raise ValueError("eos_idx=None (never stop) is for greedy_decode; beam search needs the id of </s>")
     for name, index in (("bos_idx", bos_idx), ("eos_idx", eos_idx), ("pad_idx", pad_idx)):
+        if index is None and name == "eos_idx":
+            continue
         if not _is_int(index) or not 0 <= index < vocab:
             token = {"bos_idx": "<s>", "eos_idx": "</s>", "pad_idx": "<pad>"}[name]
             raise ValueError(f"{name}={index!r} is not a token id of the target vocabulary (0..{vocab - 1}); "
                              f"pass the vocabulary's own, e.g. {name}=tgt_vocab[{token!r}]")
-    if len({bos_idx, eos_idx, pad_idx}) < 3:
+    if len({bos_idx, eos_idx, pad_idx} - {None}) < 3 - (eos_idx is None):
         raise ValueError(f"bos_idx={bos_idx}, eos_idx={eos_idx} and pad_idx={pad_idx} must be three different ids")
     if model.training:
         warnings.warn("decoding a model in training mode: dropout makes every run different; call model.eval() "

@@ -13,7 +13,13 @@ every few minutes and at the end, and finally translate the validation split (or
 ``--split test``, test_2016_flickr) and print sacrebleu's BLEU with its signature. Checkpoints,
 beam size and length penalty are chosen on the validation split; the test set is scored once
 per reported model. A resumed run takes its model, vocabularies and recipe from the
-checkpoint; options given on the command line still override the recipe.
+checkpoint: options that would change them (another preset, --max-tokens, --accum-steps,
+--warmup, --limit, --seed) are an error naming both values; the budgets (--epochs, --max-steps,
+--max-minutes) and the evaluation (--beam-size, --length-penalty, --split) may change.
+
+Nothing is lost: the output path is checked before any work starts, an existing checkpoint is
+never replaced without --overwrite (and an input of --average never), and Ctrl-C finishes the
+update under way, saves the checkpoint and exits (a second Ctrl-C quits at once).
 
     python -m annotated.train --average runs/cpu-step*.pt --split val     # the mean of the kept checkpoints
 """
@@ -22,8 +28,10 @@ import argparse
 import dataclasses
 import math
 import random
+import signal
 import sys
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,10 +44,12 @@ from annotated.evaluation import corpus_bleu, translate
 from annotated.label_smoothing import LabelSmoothingLoss
 from annotated.model import TransformerConfig, count_parameters, make_model
 from annotated.schedule import make_optimizer
-from annotated.support.checkpoint import (average_checkpoints, load_checkpoint, model_from_checkpoint, restore,
-                                          save_checkpoint, unwrap, vocabs_from_checkpoint)
+from annotated.support.checkpoint import (CheckpointError, average_checkpoints, check_output_path, load_checkpoint,
+                                          model_from_checkpoint, restore, save_checkpoint, unwrap,
+                                          vocabs_from_checkpoint)
 from annotated.support.distributed import (DistributedContext, cleanup, fit_distributed, init_distributed, shard,
                                            wrap_model)
+from annotated.support.errors import CourseError, UsageError, run_command
 from annotated.vocab import BOS, EOS, PAD, UNK, Vocab, build_vocab_from_iterator
 
 
@@ -89,6 +99,43 @@ SAVE_EVERY_MINUTES = 5.0
 SPLITS = {"val": "val", "test": "test_2016_flickr"}  # checkpoints also at the end; saving a large model every epoch would be slow
 
 
+def _number(kind: type, minimum: float, strict: bool, what: str) -> "Callable[[str], int | float]":
+    """An argparse type: ``kind`` (int or float) that is finite and > (or >=) ``minimum``."""
+
+    def parse(text: str) -> int | float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+        if not math.isfinite(value) or value < minimum or (strict and value == minimum):
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}")
+        return value
+
+    parse.__name__ = what  # argparse names the type in its messages
+    return parse
+
+
+positive_int = _number(int, 0, True, "a positive integer")
+natural_int = _number(int, 0, False, "an integer >= 0")
+positive_float = _number(float, 0.0, True, "a positive number")
+natural_float = _number(float, 0.0, False, "a number >= 0")
+
+
+def device_name(text: str) -> str:
+    """An argparse type: a device torch knows and this machine has."""
+    try:
+        device = torch.device(text)
+    except RuntimeError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a device; use cuda, cuda:1, mps or cpu") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise argparse.ArgumentTypeError(f"{text!r}: no CUDA GPU is visible to PyTorch here; use --device cpu")
+    if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
+        raise argparse.ArgumentTypeError(f"{text!r}: this machine has {torch.cuda.device_count()} CUDA GPU(s)")
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise argparse.ArgumentTypeError(f"{text!r}: MPS (Apple GPU) is not available here; use --device cpu")
+    return text
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m annotated.train", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -97,33 +144,100 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data-dir", help="folder with the Multi30k .gz files (default: $ANNOTATED_DATA_DIR, "
                                       "else a download cache)")
     p.add_argument("--out", help="checkpoint to write (default: the --resume file, else checkpoints/<preset>.pt)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an existing --out (and the numbered checkpoints --keep-last wrote beside it)")
     p.add_argument("--resume", help="checkpoint to continue from (its config and vocabularies are used)")
-    p.add_argument("--epochs", type=int, help="total epochs, counting those before --resume")
-    p.add_argument("--max-minutes", type=float, help="training time budget for this run")
-    p.add_argument("--max-steps", type=int, help="total optimizer updates, counting those before --resume")
-    p.add_argument("--device", help="cuda, mps or cpu (default: the fastest available)")
-    p.add_argument("--beam-size", type=int, help="beam size for the BLEU evaluation; 0 decodes greedily")
-    p.add_argument("--limit", type=int, help="use only the first N pairs of each split (quick checks)")
-    p.add_argument("--max-tokens", type=int, help="override the preset's tokens per batch")
-    p.add_argument("--accum-steps", type=int, help="override the preset's batches per update")
-    p.add_argument("--warmup", type=int, help="override the preset's warm-up steps")
+    p.add_argument("--epochs", type=positive_int, help="total epochs, counting those before --resume")
+    p.add_argument("--max-minutes", type=positive_float, help="training time budget for this run")
+    p.add_argument("--max-steps", type=positive_int, help="total optimizer updates, counting those before --resume")
+    p.add_argument("--device", type=device_name, help="cuda, mps or cpu (default: the fastest available)")
+    p.add_argument("--beam-size", type=natural_int, help="beam size for the BLEU evaluation; 0 decodes greedily")
+    p.add_argument("--limit", type=positive_int, help="use only the first N pairs of each split (quick checks)")
+    p.add_argument("--max-tokens", type=positive_int, help="override the preset's tokens per batch")
+    p.add_argument("--accum-steps", type=positive_int, help="override the preset's batches per update")
+    p.add_argument("--warmup", type=positive_int, help="override the preset's warm-up steps")
     p.add_argument("--average", nargs="+", metavar="CHECKPOINT",
                    help="average the weights of these checkpoints of one run (paper §6.1) and only "
                         "evaluate; with --out, also save the averaged checkpoint")
-    p.add_argument("--keep-last", type=int, default=0, metavar="N",
+    p.add_argument("--keep-last", type=natural_int, default=0, metavar="N",
                    help="also write a checkpoint <out>-stepNNNNNN.pt every --save-every epochs and keep the "
                         "last N of them, to average with --average (paper §6.1: the last 5)")
-    p.add_argument("--save-every", type=int, default=1, metavar="EPOCHS",
+    p.add_argument("--save-every", type=positive_int, default=1, metavar="EPOCHS",
                    help="epochs between the checkpoints kept by --keep-last (default 1)")
     p.add_argument("--split", choices=sorted(SPLITS), default="val",
                    help="the split the final BLEU is measured on (default val: choose checkpoints, beam "
                         "size and length penalty there; score test once per reported model)")
-    p.add_argument("--length-penalty", type=float, help="alpha of the length penalty for beam search")
-    p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice); results are "
+    p.add_argument("--length-penalty", type=natural_float, help="alpha of the length penalty for beam search")
+    p.add_argument("--threads", type=positive_int, help="torch CPU threads (default: torch's choice); results are "
                                                "reproducible for a fixed seed, step count and thread count")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=natural_int, help="seed of the initialization, dropout and batch order "
+                                                    "(default 0, or the checkpoint's with --resume)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     return p
+
+
+TRAINING_ONLY = ("resume", "epochs", "max_minutes", "max_steps", "max_tokens", "accum_steps", "warmup", "preset",
+                 "keep_last", "seed")
+# Recipe fields that make the model and its training: a resumed run keeps the saved ones.
+FIXED_ON_RESUME = ("N", "d_model", "h", "d_ff", "dropout", "attention_dropout", "ff_dropout", "max_tokens",
+                   "accum_steps", "warmup", "label_smoothing", "min_freq", "clip")
+
+
+def check_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Combinations that make no sense end with argparse's usage error (exit code 2)."""
+    if args.average:
+        given = [f"--{name.replace('_', '-')}" for name in TRAINING_ONLY if getattr(args, name) not in (None, 0)]
+        if given:
+            parser.error(f"--average only averages and evaluates; {', '.join(given)} belong(s) to training: "
+                         f"run them separately")
+    if args.save_every != 1 and not args.keep_last:
+        parser.error("--save-every sets how often --keep-last writes its checkpoints: give --keep-last N too")
+
+
+def check_resume_options(args: argparse.Namespace, extra: dict) -> None:
+    """A resumed run trains as it was saved: an option that would change its model, recipe, data or
+    batch order is a UsageError naming the option's value and the checkpoint's."""
+    saved = extra.get("recipe") or {}
+    conflicts = []
+    if args.preset is not None:
+        if extra.get("preset") not in (None, args.preset):
+            conflicts.append(f"--preset {args.preset}, but it was trained with --preset {extra['preset']}")
+        else:
+            chosen = dataclasses.asdict(PRESETS[args.preset])
+            differ = [f"{k}={chosen[k]} vs {saved[k]}" for k in FIXED_ON_RESUME if k in saved and chosen[k] != saved[k]]
+            if differ:
+                conflicts.append(f"--preset {args.preset} differs from its recipe ({', '.join(differ)})")
+    for option in ("max_tokens", "accum_steps", "warmup"):
+        given = getattr(args, option)
+        if given is not None and option in saved and given != saved[option]:
+            conflicts.append(f"--{option.replace('_', '-')} {given}, but it was trained with {saved[option]}")
+    for option, default in (("limit", None), ("seed", 0)):
+        given, was = getattr(args, option), extra.get(option, default)
+        if given is not None and given != was:
+            conflicts.append(f"--{option} {given}, but it was trained with "
+                             f"{'no --' + option if was is None else f'--{option} {was}'}")
+    if conflicts:
+        raise UsageError(f"--resume {args.resume} continues a run as it was saved: " + "; ".join(conflicts) +
+                         ". Drop the option(s), or start a new run without --resume")
+
+
+def check_new_output(out: Path, args: argparse.Namespace, inputs: list[str] = ()) -> None:
+    """Before any work: ``out`` can be written, is none of ``inputs``, and replaces no earlier run's
+    checkpoint (``out`` itself or its numbered ``--keep-last`` copies) unless --overwrite says so.
+    Continuing a run into its own --resume file is not a replacement."""
+    check_output_path(out)
+    if any(out.resolve() == Path(path).resolve() for path in inputs):
+        raise UsageError(f"--out {out} is one of the checkpoints being read; write to a new file so that the "
+                         f"input (and its optimizer state) is kept")
+    if args.resume and out.resolve() == Path(args.resume).resolve():
+        return
+    earlier = [path for path in [out, *kept_checkpoints(out)] if path.exists()]
+    if earlier and not args.overwrite:
+        more = f" and {len(earlier) - 1} numbered checkpoint(s) beside it" if len(earlier) > 1 else ""
+        raise UsageError(f"{earlier[0]} already exists{more}; choose another --out, continue that run with "
+                         f"--resume {out}, or pass --overwrite to replace it")
+    for path in earlier[1:]:
+        path.unlink()  # --overwrite: no numbered checkpoint of the earlier run stays to be averaged with ours
 
 
 def recipe(args: argparse.Namespace, saved: dict | None = None) -> Preset:
@@ -158,27 +272,62 @@ def log(ctx: DistributedContext, *message) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    if args.threads is not None:
-        torch.set_num_threads(args.threads)
-    ctx = init_distributed(args.device)
-    random.seed(args.seed)
-    _ = torch.manual_seed(args.seed)
-    try:
-        return run(args, ctx)
-    finally:
-        cleanup(ctx)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    check_options(parser, args)
+
+    def body() -> int:
+        if args.threads is not None:
+            torch.set_num_threads(args.threads)
+        ctx = init_distributed(args.device)
+        try:
+            return run(args, ctx)
+        finally:
+            cleanup(ctx)
+
+    return run_command(body, parser.prog)
+
+
+class StopOnInterrupt:
+    """While active, the first Ctrl-C (SIGINT) only asks training to stop after the update under way,
+    so that a consistent checkpoint can be saved; a second one interrupts at once."""
+
+    def __init__(self, ctx: DistributedContext):
+        self.ctx, self.requested, self.previous = ctx, False, None
+
+    def handle(self, signum, frame) -> None:
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+        log(self.ctx, "\nCtrl-C: stopping after this update to save the checkpoint (Ctrl-C again quits "
+                      "without saving)")
+
+    def __enter__(self) -> "StopOnInterrupt":
+        self.previous = signal.signal(signal.SIGINT, self.handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        signal.signal(signal.SIGINT, self.previous)
 
 
 def run(args: argparse.Namespace, ctx: DistributedContext) -> int:
     if args.average:
         return evaluate_average(args, ctx)
     checkpoint = load_checkpoint(args.resume) if args.resume else None
-    preset = recipe(args, checkpoint["extra"].get("recipe") if checkpoint is not None else None)
+    saved = checkpoint["extra"] if checkpoint is not None else {}
+    if checkpoint is not None:
+        check_resume_options(args, saved)
+    preset = recipe(args, saved.get("recipe"))
+    seed = args.seed if args.seed is not None else saved.get("seed", 0)
+    limit = args.limit if args.limit is not None else saved.get("limit")
+    run_id = saved.get("run_id") or uuid.uuid4().hex[:12]  # averaging refuses to mix runs
     out = Path(args.out or args.resume or f"checkpoints/{args.preset or 'notebook'}.pt")
+    check_new_output(out, args)  # before hours of training are spent on a file that cannot be written
+    random.seed(seed)
+    _ = torch.manual_seed(seed)
     splits = {split: load_pairs(split, args.data_dir) for split in ("train", "val", SPLITS[args.split])}
-    if args.limit:
-        splits = {split: pairs[: args.limit] for split, pairs in splits.items()}
+    if limit:
+        splits = {split: pairs[:limit] for split, pairs in splits.items()}
     tokenize_de, tokenize_en = tokenizer("de"), tokenizer("en")
 
     if checkpoint is not None:
@@ -198,12 +347,12 @@ def run(args: argparse.Namespace, ctx: DistributedContext) -> int:
     for vocab in (de, en):
         vocab.set_default_index(vocab[UNK])
     if de[PAD] != 0 or en[PAD] != 0:
-        raise ValueError(f"{PAD} must have id 0 in both vocabularies (got {de[PAD]} and {en[PAD]})")
+        raise CheckpointError(f"{PAD} must have id 0 in both vocabularies (got {de[PAD]} and {en[PAD]})")
 
     train = make_batches(encode(splits["train"], tokenize_de, tokenize_en, de, en), preset.max_tokens,
-                         shuffle=True, seed=args.seed)
+                         shuffle=True, seed=seed)
     val = make_batches(encode(splits["val"], tokenize_de, tokenize_en, de, en), preset.max_tokens,
-                       shuffle=False, seed=args.seed)
+                       shuffle=False, seed=seed)
     train = shard(train, ctx)  # each process trains on its own share; val is evaluated whole by all
     model = wrap_model(model, ctx)
     optimizer, scheduler = make_optimizer(model, config.d_model, preset.warmup)
@@ -224,7 +373,9 @@ def run(args: argparse.Namespace, ctx: DistributedContext) -> int:
         combined = {k: list(earlier.get(k, [])) + list(v) for k, v in history.items()}
         save_checkpoint(path, model, config, vocabs={"src": de, "tgt": en}, optimizer=optimizer, scheduler=scheduler,
                         step=scheduler.last_epoch, epoch=progress["epochs_done"],
-                        extra={"recipe": dataclasses.asdict(preset), "history": combined})
+                        extra={"recipe": dataclasses.asdict(preset), "history": combined, "run_id": run_id,
+                               "preset": args.preset or saved.get("preset", "notebook"), "seed": seed,
+                               "limit": limit})
         progress["last_save"] = time.monotonic()
 
     def keep(history: dict) -> None:
@@ -244,15 +395,20 @@ def run(args: argparse.Namespace, ctx: DistributedContext) -> int:
             keep(history)
 
     loss_fn = LabelSmoothingLoss(len(en), en[PAD], preset.label_smoothing)
-    history = fit_distributed(model, train, val, loss_fn, optimizer, scheduler, ctx, epochs=preset.epochs,
-                              max_steps=preset.max_steps, max_minutes=preset.max_minutes,
-                              accum_steps=preset.accum_steps, clip=preset.clip,
-                              progress=ctx.is_main and not args.no_progress, seed=args.seed,
-                              start_epoch=start_epoch, on_epoch_end=on_epoch_end)
+    with StopOnInterrupt(ctx) as interrupt:
+        history = fit_distributed(model, train, val, loss_fn, optimizer, scheduler, ctx, epochs=preset.epochs,
+                                  max_steps=preset.max_steps, max_minutes=preset.max_minutes,
+                                  accum_steps=preset.accum_steps, clip=preset.clip,
+                                  progress=ctx.is_main and not args.no_progress, seed=seed,
+                                  start_epoch=start_epoch, on_epoch_end=on_epoch_end,
+                                  stop=lambda: interrupt.requested)
     if not ctx.is_main:
-        return 0
+        return 130 if interrupt.requested else 0
     save(history)
     log(ctx, f"saved {out} (step {scheduler.last_epoch})")
+    if interrupt.requested:
+        log(ctx, f"interrupted: continue with --resume {out}")
+        return 130
 
     report_bleu(unwrap(model), splits[SPLITS[args.split]], de, en, tokenize_de, preset, ctx, SPLITS[args.split])
     return 0
@@ -265,9 +421,8 @@ def kept_checkpoints(out: Path) -> list[Path]:
 
 def evaluate_average(args: argparse.Namespace, ctx: DistributedContext) -> int:
     """``--average``: one model from the mean of several checkpoints' weights, then BLEU."""
-    if args.out and any(Path(args.out).resolve() == Path(path).resolve() for path in args.average):
-        raise SystemExit(f"--out {args.out} is one of the checkpoints being averaged; write the average to a "
-                         f"new file so that the input (and its optimizer state) is kept")
+    if args.out:
+        check_new_output(Path(args.out), args, inputs=args.average)
     checkpoint = average_checkpoints(args.average)
     preset = recipe(args, checkpoint["extra"].get("recipe"))
     vocabs = vocabs_from_checkpoint(checkpoint)

@@ -191,14 +191,16 @@ def fit_distributed(model: nn.Module, train_batches: list[Batch], val_batches: l
                     ctx: DistributedContext, epochs: int = 10, max_steps: int | None = None,
                     max_minutes: float | None = None, accum_steps: int = 1, clip: float | None = None,
                     progress: bool = True, seed: int = 0, start_epoch: int = 0,
-                    on_epoch_end: Callable[[int, dict], None] | None = None) -> dict:
+                    on_epoch_end: Callable[[int, dict], None] | None = None,
+                    stop: Callable[[], bool] | None = None) -> dict:
     """``annotated.training.fit`` for one of ``ctx.world_size`` processes, able to resume.
 
     As the taught ``fit`` (same batch order per epoch, same history), plus: a process stops
     when any process reaches the step or time budget (``any_process``); training starts at
     epoch ``start_epoch`` (``max_steps`` counts the updates the scheduler has seen, including
     those before a resumed checkpoint); ``on_epoch_end(epoch, history)`` runs after each epoch
-    (to save a checkpoint, for instance). Every process evaluates the whole ``val_batches``.
+    (to save a checkpoint, for instance); ``stop()`` returning True (Ctrl-C, say) ends training
+    before the next update as a budget would. Every process evaluates the whole ``val_batches``.
     """
     history = {"epoch": [], "train_loss": [], "val_loss": [], "step": [], "minutes": [], "step_loss": []}
     start = time.monotonic()
@@ -206,7 +208,7 @@ def fit_distributed(model: nn.Module, train_batches: list[Batch], val_batches: l
     def out_of_budget() -> bool:
         over_steps = max_steps is not None and scheduler.last_epoch >= max_steps
         over_time = max_minutes is not None and time.monotonic() - start >= 60 * max_minutes
-        return any_process(over_steps or over_time, ctx)
+        return any_process(over_steps or over_time or (stop is not None and stop()), ctx)
 
     for epoch in range(start_epoch, epochs):
         if out_of_budget():

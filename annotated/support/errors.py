@@ -16,6 +16,10 @@ class CourseError(Exception):
     """An error whose message names the problem and the fix: shown to the user without a traceback."""
 
 
+class UsageError(CourseError, ValueError):
+    """Options that contradict each other or the checkpoint they act on: exit code 2, like argparse's errors."""
+
+
 class DataError(CourseError, ValueError):
     """A data file that cannot be read as the course expects (encoding, compression, empty lines)."""
 
@@ -25,7 +29,8 @@ FILE_ERRORS = (FileNotFoundError, IsADirectoryError, NotADirectoryError, Permiss
 
 
 def run_command(body: Callable[[], int], prog: str) -> int:
-    """Run a command line's ``body``; expected errors become ``prog: error: ...`` and exit code 1.
+    """Run a command line's ``body``; expected errors become ``prog: error: ...`` and exit code 1
+    (2 for a :class:`UsageError`, as argparse exits on bad options).
 
     KeyboardInterrupt (Ctrl-C) exits with 130, the shell's code for it, without a traceback.
     """
@@ -33,10 +38,11 @@ def run_command(body: Callable[[], int], prog: str) -> int:
         return body()
     except CourseError as error:
         print(f"{prog}: error: {error}", file=sys.stderr)
-        return 1
+        return 2 if isinstance(error, UsageError) else 1
     except FILE_ERRORS as error:
-        where = f" {error.filename}" if error.filename else ""
-        print(f"{prog}: error:{where}: {error.strerror or error}", file=sys.stderr)
+        # An OSError raised by the system has strerror and filename; one raised by the course, its message.
+        message = f"{error.filename}: {error.strerror}" if error.filename and error.strerror else str(error)
+        print(f"{prog}: error: {message}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)

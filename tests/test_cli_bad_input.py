@@ -1,0 +1,198 @@
+"""``python -m annotated.train`` under bad or hurried input: usage errors at parse time, no run
+lost, no run mixed with another, and one or two lines that name the problem and the fix."""
+
+import os
+import signal
+
+import pytest
+import torch
+
+import annotated.support.cli as cli
+import annotated.support.distributed as distributed
+from annotated.support.checkpoint import load_checkpoint, save_checkpoint
+from annotated.support.cli import main
+
+DATA_DIR = os.environ.get("ANNOTATED_DATA_DIR")
+needs_data = pytest.mark.skipif(not DATA_DIR, reason="set ANNOTATED_DATA_DIR to a folder with the Multi30k "
+                                                      "files (e.g. ../shared/data/multi30k) to run the CLI")
+pytestmark = pytest.mark.usefixtures("one_thread")  # see conftest.py
+
+
+def quick(tmp_path, *more: str) -> list[str]:
+    """Options of a run of a few seconds: 40 pairs (2 updates an epoch with the tiny preset), greedy evaluation."""
+    return ["--data-dir", DATA_DIR or "unused", "--limit", "40", "--device", "cpu", "--no-progress",
+            "--beam-size", "0", *more]
+
+
+@pytest.fixture
+def no_data(monkeypatch):
+    """Fail the test if the command gets as far as reading the data: the error had to come first."""
+    def refuse(*args, **kwargs):
+        raise AssertionError("the command loaded the data before refusing its options")
+    monkeypatch.setattr(cli, "load_pairs", refuse)
+
+
+@pytest.mark.parametrize("option, value", [
+    ("--max-steps", "0"), ("--max-steps", "-5"), ("--epochs", "-1"), ("--epochs", "0"), ("--max-minutes", "0"),
+    ("--max-minutes", "nan"), ("--accum-steps", "-1"), ("--accum-steps", "0"), ("--warmup", "0"),
+    ("--warmup", "-5"), ("--limit", "0"), ("--limit", "-1"), ("--beam-size", "-1"), ("--length-penalty", "nan"),
+    ("--length-penalty", "-0.5"), ("--length-penalty", "inf"), ("--threads", "0"), ("--keep-last", "-1"),
+    ("--save-every", "0"), ("--max-tokens", "0"), ("--seed", "-1"), ("--epochs", "2.5"), ("--device", "gpu"),
+])
+def test_a_bad_value_is_a_usage_error_before_any_work(option, value, capsys, no_data):
+    with pytest.raises(SystemExit) as exit_:
+        main([option, value])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument {option}" in err and repr(value) in err, err
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
+def test_asking_for_a_gpu_that_is_not_there_is_a_usage_error(capsys, no_data):
+    with pytest.raises(SystemExit) as exit_:
+        main(["--device", "cuda"])
+    assert exit_.value.code == 2 and "no CUDA GPU is visible" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("extra", [["--resume", "x.pt"], ["--epochs", "3"], ["--preset", "cpu"], ["--keep-last", "2"]])
+def test_average_with_training_options_is_a_usage_error(extra, capsys, no_data):
+    with pytest.raises(SystemExit) as exit_:
+        main(["--average", "a.pt", "b.pt", *extra])
+    assert exit_.value.code == 2 and "--average only averages and evaluates" in capsys.readouterr().err
+
+
+def test_save_every_without_keep_last_is_a_usage_error(capsys, no_data):
+    with pytest.raises(SystemExit) as exit_:
+        main(["--save-every", "3"])
+    assert exit_.value.code == 2 and "give --keep-last N too" in capsys.readouterr().err
+
+
+def test_an_output_path_that_cannot_be_written_is_refused_before_training(tmp_path, capsys, no_data):
+    assert main(["--out", str(tmp_path)]) == 1  # a folder
+    assert "is a folder; name a file" in capsys.readouterr().err
+    (tmp_path / "file").write_text("x")
+    assert main(["--out", str(tmp_path / "file" / "run.pt")]) == 1  # below a file
+    assert "is a file, not a folder" in capsys.readouterr().err
+
+
+def test_an_existing_checkpoint_is_not_replaced_without_overwrite(tmp_path, capsys, no_data, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "checkpoints").mkdir()
+    (tmp_path / "checkpoints" / "notebook.pt").write_bytes(b"an earlier run")
+    assert main([]) == 2  # the default --out of the notebook preset
+    err = capsys.readouterr().err
+    assert "checkpoints/notebook.pt already exists" in err and "--overwrite" in err and "--resume" in err
+    assert (tmp_path / "checkpoints" / "notebook.pt").read_bytes() == b"an earlier run"
+    # The numbered copies of --keep-last count too.
+    (tmp_path / "checkpoints" / "notebook.pt").unlink()
+    (tmp_path / "checkpoints" / "notebook-step000100.pt").write_bytes(b"kept")
+    assert main([]) == 2
+    assert "checkpoints/notebook-step000100.pt already exists" in capsys.readouterr().err
+    assert (tmp_path / "checkpoints" / "notebook-step000100.pt").exists()
+
+
+def test_an_unreadable_resume_file_is_one_line_without_pytorchs_unsafe_advice(tmp_path, capsys, no_data):
+    assert main(["--resume", str(tmp_path / "missing.pt")]) == 1
+    assert "no checkpoint at" in capsys.readouterr().err
+    (tmp_path / "bad.pt").write_bytes(b"PK\x03\x04 not really a zip")
+    assert main(["--resume", str(tmp_path / "bad.pt")]) == 1
+    err = capsys.readouterr().err
+    assert "is damaged or not a checkpoint" in err and "weights_only" not in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) <= 2
+    torch.save({"format_version": 2, "payload": argparse_like()}, tmp_path / "unsafe.pt")
+    assert main(["--resume", str(tmp_path / "unsafe.pt")]) == 1
+    err = capsys.readouterr().err
+    assert "other than tensors and plain data" in err and "weights_only=False" not in err
+
+
+def argparse_like():
+    import argparse
+    return argparse.Namespace(x=1)
+
+
+@needs_data
+def test_resuming_keeps_the_saved_recipe_and_refuses_options_that_contradict_it(tmp_path, capsys):
+    first = tmp_path / "first.pt"
+    assert main(quick(tmp_path, "--preset", "tiny", "--max-steps", "2", "--seed", "3", "--out", str(first))) == 0
+    saved = load_checkpoint(first)
+    assert saved["extra"]["limit"] == 40 and saved["extra"]["seed"] == 3 and saved["extra"]["preset"] == "tiny"
+    capsys.readouterr()
+    for extra, named in [(["--preset", "notebook"], "--preset notebook, but it was trained with --preset tiny"),
+                         (["--limit", "30"], "--limit 30, but it was trained with --limit 40"),
+                         (["--seed", "0"], "--seed 0, but it was trained with --seed 3"),
+                         (["--warmup", "7"], "--warmup 7, but it was trained with 20"),
+                         (["--max-tokens", "500"], "--max-tokens 500, but it was trained with 400")]:
+        args = [a for a in quick(tmp_path) if a not in ("--limit", "40")] + ["--resume", str(first), *extra]
+        assert main(args) == 2, extra
+        assert named in capsys.readouterr().err
+    assert load_checkpoint(first)["step"] == 2  # nothing was trained or written
+    # Without --limit the saved one is used: the same 40 pairs, the same vocabulary.
+    args = [a for a in quick(tmp_path) if a not in ("--limit", "40")]
+    assert main([*args, "--resume", str(first), "--max-steps", "3", "--epochs", "10"]) == 0
+    assert "40 training pairs" in capsys.readouterr().out
+    resumed = load_checkpoint(first)
+    assert resumed["step"] == 3 and resumed["vocabs"] == saved["vocabs"] and resumed["extra"]["limit"] == 40
+
+
+@needs_data
+def test_averaging_two_runs_or_overwriting_a_run_needs_an_explicit_choice(tmp_path, capsys):
+    a, b = tmp_path / "a.pt", tmp_path / "b.pt"
+    assert main(quick(tmp_path, "--preset", "tiny", "--max-steps", "2", "--out", str(a))) == 0
+    assert main(quick(tmp_path, "--preset", "tiny", "--max-steps", "3", "--epochs", "5", "--out", str(b))) == 0
+    capsys.readouterr()
+    assert main(quick(tmp_path, "--average", str(a), str(b))) == 1  # same recipe and data, two runs
+    assert "from run" in capsys.readouterr().err
+    # A second run into b.pt: refused, then done with --overwrite.
+    assert main(quick(tmp_path, "--preset", "tiny", "--max-steps", "2", "--out", str(b))) == 2
+    assert load_checkpoint(b)["step"] == 3
+    assert main(quick(tmp_path, "--preset", "tiny", "--max-steps", "2", "--out", str(b), "--overwrite")) == 0
+    assert load_checkpoint(b)["step"] == 2
+
+
+@needs_data
+def test_overwrite_removes_the_earlier_runs_numbered_checkpoints_so_that_runs_never_mix(tmp_path, capsys):
+    out = tmp_path / "run.pt"
+    args = quick(tmp_path, "--preset", "tiny", "--epochs", "2", "--keep-last", "2", "--out", str(out))
+    assert main(args) == 0
+    earlier = sorted(tmp_path.glob("run-step*.pt"))
+    assert len(earlier) == 2
+    assert main(args) == 2
+    assert "run.pt already exists and 2 numbered checkpoint(s) beside it" in capsys.readouterr().err
+    assert main([*args, "--overwrite", "--epochs", "1"]) == 0
+    kept = sorted(tmp_path.glob("run-step*.pt"))
+    runs = {load_checkpoint(path)["extra"]["run_id"] for path in kept}
+    assert len(kept) == 1 and runs == {load_checkpoint(out)["extra"]["run_id"]}
+
+
+@needs_data
+def test_ctrl_c_during_training_saves_the_checkpoint_and_exits_130(tmp_path, capsys, monkeypatch):
+    real_step, calls = distributed.train_step, []
+
+    def step_then_ctrl_c(*args, **kwargs):
+        loss = real_step(*args, **kwargs)
+        calls.append(1)
+        if len(calls) == 2:
+            os.kill(os.getpid(), signal.SIGINT)  # as a Ctrl-C in the terminal would
+        return loss
+
+    monkeypatch.setattr(distributed, "train_step", step_then_ctrl_c)
+    out = tmp_path / "run.pt"
+    assert main(quick(tmp_path, "--preset", "tiny", "--epochs", "20", "--out", str(out))) == 130
+    captured = capsys.readouterr()
+    assert "Ctrl-C: stopping after this update" in captured.out and f"--resume {out}" in captured.out
+    assert "BLEU" not in captured.out  # no evaluation after an interrupt
+    assert load_checkpoint(out)["step"] == 2  # the updates done are kept
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handler is put back
+
+
+def test_save_checkpoint_refuses_an_unloadable_extra_before_replacing_the_good_file(tmp_path):
+    from pathlib import Path
+
+    from annotated.model import TransformerConfig, make_model
+    from annotated.support.checkpoint import CheckpointError
+
+    model = make_model(TransformerConfig(8, 8, N=1, d_model=8, d_ff=8, h=2))
+    path = save_checkpoint(tmp_path / "m.pt", model, step=1)
+    with pytest.raises(CheckpointError):
+        save_checkpoint(path, model, step=2, extra={"out": Path("x")})
+    assert load_checkpoint(path)["step"] == 1
