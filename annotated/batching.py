@@ -9,6 +9,7 @@ import torch
 from torch.nn.utils.rnn import pad_sequence
 
 from annotated.masks import padding_mask, target_mask
+from annotated.support.checks import check_lengths
 
 
 class Batch:
@@ -52,6 +53,7 @@ def batch_by_tokens(
     its own. With ``shuffle``, ties in length are broken at random and the batch order is
     shuffled (both by ``seed``), so training does not see the lengths in order.
     """
+    check_lengths(lengths)  # a list of integers >= 0, or a clear error
     if max_tokens < 1:
         raise ValueError(f"max_tokens must be positive, got {max_tokens}")
     order = list(range(len(lengths)))

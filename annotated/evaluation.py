@@ -19,7 +19,7 @@ from annotated.beam_search import beam_search
 from annotated.decoding import greedy_decode
 from annotated.masks import padding_mask
 from annotated.model import EncoderDecoder
-from annotated.support.checks import check_not_text
+from annotated.support.checks import check_not_text, check_sizes
 from annotated.vocab import BOS, EOS, PAD, Vocab
 
 NO_SPACE_BEFORE = {".", ",", "!", "?", ";", ":", ")", "]", "}", "%", "...", "n't", "-"}
@@ -61,6 +61,7 @@ def translate(model: EncoderDecoder, sentences: list[str], src_vocab: Vocab, tgt
     default index for unknown words. The model runs in eval mode and is put back after.
     """
     check_not_text(sentences, "sentences")  # a str would be translated character by character
+    check_sizes(max_len=max_len, batch_size=batch_size)
     device = next(model.parameters()).device
     pad = src_vocab[PAD]
     ids = [[src_vocab[BOS], *src_vocab.lookup_indices(src_tokenizer(s)), src_vocab[EOS]] for s in sentences]

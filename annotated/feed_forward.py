@@ -15,6 +15,8 @@ Notebook: ``06_feed_forward_residual_layer_norm.ipynb``.
 import torch
 import torch.nn as nn
 
+from annotated.support.checks import check_probability, check_sizes
+
 
 class PositionwiseFeedForward(nn.Module):
     """Two linear maps with a ReLU between: d_model -> d_ff -> d_model.
@@ -22,6 +24,8 @@ class PositionwiseFeedForward(nn.Module):
 
     def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0):
         super().__init__()
+        check_sizes(d_model=d_model, d_ff=d_ff)  # positive integers, or a ValueError naming them
+        check_probability("dropout", dropout)
         self.W_1 = nn.Linear(d_model, d_ff)
         self.W_2 = nn.Linear(d_ff, d_model)
         self.dropout = nn.Dropout(dropout)

@@ -18,6 +18,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from annotated.support.checks import check_label_smoothing, check_targets
+
 
 def smoothed_targets(target: torch.Tensor, vocab_size: int, pad_idx: int, smoothing: float = 0.1,
                      dtype: torch.dtype = torch.float32) -> torch.Tensor:
@@ -59,12 +61,14 @@ class LabelSmoothingLoss(nn.Module):
 
     def __init__(self, vocab_size: int, pad_idx: int, smoothing: float = 0.1):
         super().__init__()
+        check_label_smoothing(vocab_size, pad_idx, smoothing)  # or a ValueError naming the value
         self.vocab_size, self.pad_idx, self.smoothing = vocab_size, pad_idx, smoothing
 
     def forward(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         if logits.size(-1) != self.vocab_size:
             raise ValueError(f"logits have {logits.size(-1)} columns but vocab_size={self.vocab_size}; "
                              f"build the loss with the target vocabulary's size")
+        check_targets(logits, target)  # one id in the vocabulary per position
         logits = logits.reshape(-1, self.vocab_size)  # (N, vocab_size)
         target = target.reshape(-1)  # (N,)
         # log_softmax subtracts the log of the normalizer stably: no exp() of large logits.

@@ -9,9 +9,12 @@ Notebook: ``03_masking.ipynb``.
 
 import torch
 
+from annotated.support.checks import check_sizes
+
 
 def subsequent_mask(size: int, device: torch.device | str | None = None) -> torch.Tensor:
     """(size, size) mask where query position i may attend to key positions j <= i."""
+    check_sizes(allow_zero=True, size=size)
     return torch.ones(size, size, dtype=torch.bool, device=device).tril()
 
 

@@ -14,6 +14,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from annotated.attention import check_mask_shape, scaled_dot_product_attention
+from annotated.support.checks import check_probability, check_sizes
 
 
 class MultiHeadAttention(nn.Module):
@@ -35,6 +36,8 @@ class MultiHeadAttention(nn.Module):
 
     def __init__(self, d_model: int, h: int, dropout: float = 0.0, fast: bool = True):
         super().__init__()
+        check_sizes(d_model=d_model, h=h)  # positive integers, or a ValueError naming them
+        check_probability("dropout", dropout)
         if d_model % h != 0:
             raise ValueError(
                 f"d_model={d_model} is not divisible by h={h}: each head needs "

@@ -11,9 +11,13 @@ import math
 import torch
 import torch.nn as nn
 
+from annotated.support.checks import check_features, check_sizes
+
 
 def sinusoidal_table(max_len: int, d_model: int) -> torch.Tensor:
     """(max_len, d_model) table whose row ``pos`` is the encoding of position ``pos``."""
+    check_sizes(allow_zero=True, max_len=max_len)
+    check_sizes(d_model=d_model)
     if d_model % 2 != 0:
         raise ValueError(f"d_model={d_model} must be even: dimensions come in sin/cos pairs")
     pos = torch.arange(max_len, dtype=torch.float32).unsqueeze(1)  # (max_len, 1)
@@ -38,6 +42,8 @@ class PositionalEncoding(nn.Module):
 
     def forward(self, x: torch.Tensor, start: int = 0) -> torch.Tensor:
         """x (batch, L, d_model), the embeddings of positions start .. start + L - 1."""
+        check_features(x, self.pe.size(1), "PositionalEncoding")
+        check_sizes(allow_zero=True, start=start)
         length = x.size(1)
         if start + length > self.max_len:
             raise ValueError(

@@ -13,10 +13,13 @@ import torch
 import torch.nn as nn
 from torch.optim.lr_scheduler import LambdaLR
 
+from annotated.support.checks import check_sizes
+
 
 def rate(step: int, d_model: int, warmup: int = 4000, factor: float = 1.0) -> float:
     """The learning rate of update number ``step`` (counted from 1; step 0 is treated as 1,
     where the formula would divide by zero). ``factor`` scales the whole curve."""
+    check_sizes(d_model=d_model, warmup=warmup)
     step = max(step, 1)
     return factor * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
 

@@ -16,6 +16,8 @@ Notebook: ``08_training.ipynb``.
 
 import random
 
+from annotated.support.checks import check_sizes
+
 BOS_IDX, EOS_IDX = 1, 2
 FIRST_SYMBOL = 4
 Pairs = list[tuple[list[int], list[int]]]  # (source ids, target ids)
@@ -29,6 +31,7 @@ def random_sequences(
         raise ValueError(
             f"vocab_size={vocab_size} leaves no symbols: ids 0-3 are the specials, use at least 5"
         )
+    check_sizes(allow_zero=True, num_examples=num_examples)
     if length < 1:
         raise ValueError(f"length must be at least 1, got {length}")
     rng = random.Random(seed)

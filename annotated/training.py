@@ -17,6 +17,7 @@ import torch.nn as nn
 from tqdm import tqdm
 
 from annotated.batching import Batch
+from annotated.support.checks import check_budget, check_sizes
 
 
 def choose_device() -> torch.device:
@@ -64,6 +65,7 @@ def train_epoch(model: nn.Module, batches: list[Batch], loss_fn: nn.Module, opti
     step limit). ``step_losses``, if given, gets each update's loss per token.
     Returns the mean loss per target token over the updates made.
     """
+    check_sizes(accum_steps=accum_steps)
     model.train()
     groups = [batches[i : i + accum_steps] for i in range(0, len(batches), accum_steps)]
     total_loss, total_tokens, start = 0.0, 0, time.perf_counter()
@@ -112,6 +114,7 @@ def fit(model: nn.Module, train_batches: list[Batch], val_batches: list[Batch], 
     Returns the history: per epoch ``epoch``, ``train_loss``, ``val_loss``, ``step`` and
     ``minutes`` (since the start), and ``step_loss``, the loss of every update.
     """
+    check_budget(epochs, max_steps, max_minutes, accum_steps)  # at least one update, or a ValueError
     history = {"epoch": [], "train_loss": [], "val_loss": [], "step": [], "minutes": [], "step_loss": []}
     start = time.monotonic()
 

@@ -251,3 +251,25 @@ def test_a_sentence_that_never_ends_returns_its_best_live_hypothesis_at_max_len(
     model = bigram_model({BOS: {A: 1.0}, A: {A: 1.0}})
     src, src_mask = one_source(batch=2)
     assert beam_search(model, src, src_mask, beam_size=3, max_len=6).tolist() == [[BOS, A, A, A, A, A]] * 2
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"max_len": 0}, "max_len must be a positive integer"), ({"eos_idx": 99}, "eos_idx=99 is not a token id"),
+    ({"pad_idx": -1}, "pad_idx=-1 is not a token id"), ({"length_penalty": float("nan")}, "finite number >= 0, got nan"),
+    ({"length_penalty": float("inf")}, "finite number >= 0, got inf"), ({"beam_size": 2.5}, "positive integer, got 2.5"),
+    ({"eos_idx": None}, "beam search needs the id of </s>"),
+])
+def test_beam_search_arguments_that_make_no_sense_are_clear_errors(kwargs, message):
+    model = random_model()
+    src, src_mask = one_source(2)
+    with pytest.raises(ValueError, match=message):
+        beam_search(model, src, src_mask, **{"beam_size": 2, "max_len": 6, **kwargs})
+
+
+def test_beam_search_handles_an_empty_batch_and_max_len_1_like_greedy():
+    model = random_model()
+    src, src_mask = one_source(2)
+    empty = beam_search(model, src[:0], src_mask[:0], beam_size=3, max_len=6)
+    assert empty.shape == (0, 1)
+    assert torch.equal(beam_search(model, src, src_mask, beam_size=3, max_len=1),
+                       greedy_decode(model, src, src_mask, max_len=1))

@@ -128,3 +128,36 @@ def test_a_cache_out_of_step_with_the_tokens_is_a_clear_error():
         cache = init_cache(model, memory)
         with pytest.raises(ValueError, match="the cache holds 0 positions but ys has 3 tokens"):
             next_token_logits(model, memory, src_mask, torch.ones(5, 3, dtype=torch.long), cache)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"max_len": 0}, "max_len must be a positive integer"), ({"max_len": -3}, "max_len must be a positive integer"),
+    ({"pad_idx": -1}, r"pad_idx=-1 is not a token id of the target vocabulary \(0..10\)"),
+    ({"eos_idx": TGT_VOCAB}, "eos_idx=11 is not a token id"), ({"bos_idx": 2.0}, "bos_idx=2.0 is not a token id"),
+    ({"eos_idx": 1}, "must be three different ids"),
+])
+def test_decoding_arguments_outside_the_vocabulary_or_lengths_below_1_are_clear_errors(kwargs, message):
+    model = tiny_model()
+    src, src_mask = padded_source()
+    with pytest.raises(ValueError, match=message):
+        greedy_decode(model, src, src_mask, **{"max_len": 5, **kwargs})
+
+
+def test_a_source_of_the_wrong_shape_or_type_is_a_clear_error():
+    model = tiny_model()
+    src, src_mask = padded_source()
+    with pytest.raises(ValueError, match=r"src must be a \(batch, L_src\) tensor of token ids"):
+        greedy_decode(model, src[0], src_mask[0], max_len=5)
+    with pytest.raises(ValueError, match="src must be"):
+        greedy_decode(model, src.float(), src_mask, max_len=5)
+    with pytest.raises(ValueError, match="mask of shape"):
+        greedy_decode(model, src, src_mask.squeeze(1), max_len=5)
+
+
+def test_max_len_1_gives_bos_alone_and_a_model_in_training_mode_gets_a_warning():
+    model = tiny_model()
+    src, src_mask = padded_source()
+    assert greedy_decode(model, src, src_mask, max_len=1).tolist() == [[1]] * 5
+    model.train()
+    with pytest.warns(UserWarning, match=r"training mode.*model.eval\(\)"):
+        greedy_decode(model, src, src_mask, max_len=3)

@@ -104,3 +104,22 @@ def test_translate_returns_detokenized_text_in_the_order_of_the_input(beam_size)
     for text in together:
         assert "<" not in text and "  " not in text
         assert set(text.replace(".", " ").split()) <= set(english.get_itos())
+
+
+def test_a_single_string_where_a_list_is_expected_is_an_error_not_one_result_per_character():
+    with pytest.raises(TypeError, match=r"hypotheses must be a list of sentences, got a single string 'a cat'"):
+        corpus_bleu("a cat", "a cat")
+    with pytest.raises(TypeError, match="references must be a list"):
+        corpus_bleu(["a cat"], "a cat")
+    with pytest.raises(TypeError, match="tokens must be a list of tokens"):
+        detokenize("a cat .")
+    vocab = build_vocab_from_iterator([["ein", "mann"]])
+    vocab.set_default_index(vocab[UNK])
+    model = make_model(TransformerConfig(len(vocab), len(vocab), N=1, d_model=8, d_ff=8, h=2))
+    with pytest.raises(TypeError, match=r"sentences must be a list of sentences.*\['Ein Mann'\]"):
+        translate(model, "Ein Mann", vocab, vocab, str.split)
+
+
+def test_bleu_of_an_empty_corpus_is_a_clear_error():
+    with pytest.raises(ValueError, match="BLEU of an empty corpus is undefined"):
+        corpus_bleu([], [])

@@ -247,3 +247,24 @@ def test_target_ids_outside_the_vocabulary_are_rejected_clearly():
     src, tgt = torch.tensor([[3, 4]]), torch.tensor([[1, 11]])
     with pytest.raises(ValueError, match="token ids \\[11\\] are outside the vocabulary of size 11"):
         model(src, tgt, None, None)
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("N", 0, "N must be a positive integer, got 0"), ("N", -1, "N must be a positive integer"),
+    ("d_ff", 0, "d_ff must be a positive integer"), ("h", 0, "h must be a positive integer"),
+    ("d_model", 0, "d_model must be a positive integer"), ("max_len", -1, "max_len must be a positive integer"),
+    ("max_len", 0, "max_len must be a positive integer"), ("src_vocab_size", 0, "src_vocab_size must be"),
+    ("N", 2.0, "N must be a positive integer, got 2.0"), ("d_model", 30, "d_model=30 is not divisible by h=8"),
+    ("d_model", 15, "d_model=15 must be even"), ("dropout", 1.0, "dropout must be a probability in \\[0, 1\\)"),
+    ("dropout", -0.1, "dropout must be a probability"), ("attention_dropout", float("nan"), "attention_dropout must"),
+    ("ff_dropout", 1.5, "ff_dropout must"), ("norm_first", "yes", "norm_first must be True or False"),
+])
+def test_every_config_field_is_validated_when_the_config_is_made(field, value, message):
+    with pytest.raises(ValueError, match=message):
+        TransformerConfig(**{"src_vocab_size": 100, "tgt_vocab_size": 100, field: value})
+
+
+def test_a_valid_config_of_unusual_sizes_builds_a_model():
+    model = make_model(TransformerConfig(5, 7, N=1, d_model=6, d_ff=1, h=3, max_len=1, dropout=0.0))
+    out = model(torch.tensor([[1]]), torch.tensor([[2]]), None, None)
+    assert out.shape == (1, 1, 7)

@@ -131,13 +131,19 @@ def test_fit_stops_at_max_steps_and_records_the_history():
     assert history["val_loss"][1] < history["val_loss"][0]  # it learns something
 
 
-def test_fit_with_an_exhausted_time_budget_makes_no_update():
+@pytest.mark.parametrize("budget, message", [
+    ({"max_minutes": 0}, "max_minutes must be a finite number > 0"), ({"max_steps": 0}, "max_steps must be a positive"),
+    ({"max_steps": -5}, "max_steps must be a positive"), ({"epochs": -1}, "epochs must be a positive"),
+    ({"accum_steps": 0}, "accum_steps must be a positive"), ({"accum_steps": -1}, "accum_steps must be a positive"),
+])
+def test_a_budget_that_allows_no_update_is_an_error_before_any_update(budget, message):
     model = tiny_model()
     optimizer, scheduler = make_optimizer(model, d_model=16, warmup=10)
     before = [p.detach().clone() for p in model.parameters()]
-    history = fit(model, [make_batch(examples(4, 0))], [make_batch(examples(4, 1))], LabelSmoothingLoss(VOCAB, PAD),
-                  optimizer, scheduler, epochs=3, max_minutes=0, progress=False)
-    assert history["epoch"] == [] and scheduler.last_epoch == 0
+    with pytest.raises(ValueError, match=message):
+        fit(model, [make_batch(examples(4, 0))], [make_batch(examples(4, 1))], LabelSmoothingLoss(VOCAB, PAD),
+            optimizer, scheduler, **{"epochs": 3, **budget}, progress=False)
+    assert scheduler.last_epoch == 0
     assert_close(list(model.parameters()), before, rtol=0, atol=0)
 
 

@@ -126,3 +126,13 @@ def test_train_vocabularies_with_min_freq_2_have_thousands_of_words_and_cover_th
         test_ids = [i for pair in test for i in v.lookup_indices(tokenize(pair[side]))]
         unknown = test_ids.count(v[UNK]) / len(test_ids)
         assert 0 < unknown < 0.05, (lang, unknown)
+
+
+def test_a_string_where_a_list_of_tokens_is_expected_is_an_error_not_its_letters():
+    with pytest.raises(TypeError, match="each item of the iterator must be a list of tokens"):
+        build_vocab_from_iterator(["ein mann", "eine frau"])
+    with pytest.raises(TypeError, match="itos must be a list of tokens"):
+        Vocab("abc")
+    vocab = build_vocab_from_iterator([["mann"]])
+    with pytest.raises(TypeError, match=r"tokens must be a list of tokens, got a single string 'mann'"):
+        vocab.lookup_indices("mann")

@@ -177,3 +177,76 @@ def check_tokens(tokens):
     characters would be counted as tokens)."""
     check_not_text(tokens, "each item of the iterator", "a list of tokens (one tokenized sentence)")
     return tokens
+
+
+# ---------------------------------------------------------------------------------------------
+# Sizes, probabilities and budgets of the building blocks: a zero, negative or fractional size
+# would build an empty layer or fail deep inside PyTorch; a probability of 1 drops everything.
+
+
+def check_sizes(allow_zero: bool = False, **sizes) -> None:
+    """Raise a ValueError naming the first of ``sizes`` that is not a positive integer (or, with
+    ``allow_zero``, a non-negative one)."""
+    for name, value in sizes.items():
+        if not _is_int(value) or value < (0 if allow_zero else 1):
+            kind = "an integer >= 0" if allow_zero else "a positive integer"
+            raise ValueError(f"{name} must be {kind}, got {value!r}")
+
+
+def check_probability(name: str, value: float) -> None:
+    """Raise a ValueError unless ``value`` is a probability in [0, 1) (1 would drop every value)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+        raise ValueError(f"{name} must be a probability in [0, 1), got {value!r}")
+
+
+def check_positive(name: str, value: float) -> None:
+    """Raise a ValueError unless ``value`` is a finite number > 0."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+
+
+def check_features(x: torch.Tensor, d_model: int, where: str) -> None:
+    """Raise a ValueError unless the last dimension of ``x`` is ``d_model``."""
+    if x.dim() == 0 or x.size(-1) != d_model:
+        raise ValueError(f"{where} was built for d_model={d_model} features, got an input of shape "
+                         f"{tuple(x.shape)}; its last dimension must be {d_model}")
+
+
+def check_label_smoothing(vocab_size: int, pad_idx: int, smoothing: float) -> None:
+    """A usable label-smoothing setup: at least 3 tokens (the padding, the true one and one to
+    share the smoothing mass with), a padding id in the vocabulary, 0 <= smoothing < 1."""
+    check_sizes(vocab_size=vocab_size)
+    if vocab_size < 3:
+        raise ValueError(f"vocab_size={vocab_size}: label smoothing needs at least 3 tokens (padding, the "
+                         f"true token and one other to receive the smoothing mass)")
+    if not _is_int(pad_idx) or not 0 <= pad_idx < vocab_size:
+        raise ValueError(f"pad_idx={pad_idx!r} is not a token id of a vocabulary of {vocab_size} (0..{vocab_size - 1})")
+    check_probability("smoothing", smoothing)
+
+
+def check_targets(logits: torch.Tensor, target: torch.Tensor) -> None:
+    """Raise a ValueError unless ``target`` holds one id in 0..vocab-1 per row of ``logits`` (..., vocab)."""
+    if tuple(target.shape) != tuple(logits.shape[:-1]):
+        raise ValueError(f"target of shape {tuple(target.shape)} does not fit logits of shape {tuple(logits.shape)}: "
+                         f"one target id per position, shape {tuple(logits.shape[:-1])}")
+    if target.numel() and (target.min() < 0 or target.max() >= logits.size(-1)):
+        bad = target[(target < 0) | (target >= logits.size(-1))].unique()[:5].tolist()
+        raise ValueError(f"target ids {bad} are outside the vocabulary of {logits.size(-1)} (0..{logits.size(-1) - 1})")
+
+
+def check_lengths(lengths) -> None:
+    """Raise an error unless ``lengths`` is a list of non-negative integers."""
+    check_not_text(lengths, "lengths", "a list of sequence lengths")
+    for i, n in enumerate(lengths):
+        if not _is_int(n) or n < 0:
+            raise ValueError(f"lengths[{i}] = {n!r}: every length must be an integer >= 0")
+
+
+def check_budget(epochs: int, max_steps: int | None, max_minutes: float | None, accum_steps: int) -> None:
+    """A training budget that allows at least one update: epochs and accum_steps >= 1, max_steps
+    None or >= 1, max_minutes None or > 0."""
+    check_sizes(epochs=epochs, accum_steps=accum_steps)
+    if max_steps is not None:
+        check_sizes(max_steps=max_steps)
+    if max_minutes is not None:
+        check_positive("max_minutes", max_minutes)

@@ -42,6 +42,7 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
 from annotated.batching import Batch
+from annotated.support.checks import check_budget
 from annotated.training import choose_device, evaluate_loss, train_step
 
 T = TypeVar("T")
@@ -202,6 +203,7 @@ def fit_distributed(model: nn.Module, train_batches: list[Batch], val_batches: l
     (to save a checkpoint, for instance); ``stop()`` returning True (Ctrl-C, say) ends training
     before the next update as a budget would. Every process evaluates the whole ``val_batches``.
     """
+    check_budget(epochs, max_steps, max_minutes, accum_steps)
     history = {"epoch": [], "train_loss": [], "val_loss": [], "step": [], "minutes": [], "step_loss": []}
     start = time.monotonic()
 
