@@ -196,3 +196,24 @@ def test_save_checkpoint_refuses_an_unloadable_extra_before_replacing_the_good_f
     with pytest.raises(CheckpointError):
         save_checkpoint(path, model, step=2, extra={"out": Path("x")})
     assert load_checkpoint(path)["step"] == 1
+
+
+def test_an_unexpected_error_keeps_its_traceback(monkeypatch, no_data):
+    def bug(args, ctx):
+        raise RuntimeError("a bug, not bad input")
+
+    monkeypatch.setattr(cli, "run", bug)
+    with pytest.raises(RuntimeError, match="a bug, not bad input"):
+        main([])
+
+
+def test_a_checkpoint_gets_the_permissions_of_the_umask(tmp_path):
+    from annotated.model import TransformerConfig, make_model
+
+    model = make_model(TransformerConfig(8, 8, N=1, d_model=8, d_ff=8, h=2))
+    old = os.umask(0o022)
+    try:
+        path = save_checkpoint(tmp_path / "m.pt", model)
+    finally:
+        os.umask(old)
+    assert path.stat().st_mode & 0o777 == 0o644  # readable by the others who share the folder

@@ -623,3 +623,34 @@ def test_a_failed_check_is_a_course_error_shown_in_a_notebook_as_its_message_onl
     assert lines[0].startswith("ExerciseFailed: split_reading_a_missing_key(")
     assert "\n".join(lines) == f"ExerciseFailed: {caught.value}"
     assert caught.value.__cause__.__class__ is KeyError  # kept, for a debugger
+
+
+def test_regenerating_the_exercises_keeps_one_a_student_has_written_in(tmp_path, monkeypatch, capsys):
+    import shutil
+
+    import annotated.support.exercises as exercises
+
+    solution = sorted(SOLUTIONS.glob("*.ipynb"))[0]
+    (tmp_path / "solutions").mkdir()
+    shutil.copy(solution, tmp_path / "solutions" / solution.name)
+    monkeypatch.setattr(exercises, "ROOT", tmp_path)
+    monkeypatch.setattr(exercises, "SOLUTIONS", tmp_path / "solutions")
+    monkeypatch.setattr(exercises, "EXERCISES", tmp_path / "exercises")
+    assert exercises.main([]) == 0  # a new exercise notebook is written
+    target = tmp_path / "exercises" / solution.name
+    answered = nbformat.read(target, as_version=4)
+    answered.cells[-1].source += "\n# my answer"
+    nbformat.write(answered, target)
+    assert exercises.main([]) == 1
+    assert "was kept" in capsys.readouterr().err
+    assert "# my answer" in target.read_text()
+    assert exercises.main(["--overwrite"]) == 0
+    assert "# my answer" not in target.read_text()
+
+
+def test_running_a_notebook_that_is_not_there_is_a_usage_error(capsys):
+    from annotated.support.notebooks import main as run_notebooks
+
+    with pytest.raises(SystemExit) as exit_:
+        run_notebooks(["no/such/notebook.ipynb"])
+    assert exit_.value.code == 2 and "is not a notebook file" in capsys.readouterr().err

@@ -94,18 +94,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--check", action="store_true", help="write nothing; exit 1 if an exercise is out of date"
     )
+    parser.add_argument(
+        "--overwrite", action="store_true",
+        help="replace exercise notebooks whose cells differ from the generated ones (a student's answers "
+             "are lost); without it they are listed and kept",
+    )
     args = parser.parse_args(argv)
-    stale = []
+    stale, kept = [], []
     for path in sorted(SOLUTIONS.glob("*.ipynb")):
         exercise = make_exercise(nbformat.read(path, as_version=4), path.name)
         target = exercise_path(path)
+        current = nbformat.read(target, as_version=4) if target.exists() else None
+        differs = current is None or [(c.cell_type, c.source) for c in current.cells] != [
+            (c.cell_type, c.source) for c in exercise.cells
+        ]
         if args.check:
-            current = nbformat.read(target, as_version=4) if target.exists() else None
-            if current is None or [(c.cell_type, c.source) for c in current.cells] != [
-                (c.cell_type, c.source) for c in exercise.cells
-            ]:
+            if differs:
                 stale.append(target)
-        else:
+        elif current is not None and differs and not args.overwrite:
+            kept.append(target)  # maybe a student's answers: never replaced without --overwrite
+        elif differs:
             target.parent.mkdir(exist_ok=True)
             nbformat.write(exercise, target)
             print(f"{path.relative_to(ROOT)} -> {target.relative_to(ROOT)}")
@@ -113,10 +121,13 @@ def main(argv: list[str] | None = None) -> int:
     for path in orphans:
         print(f"{path.relative_to(ROOT)} has no solution in solutions/: delete it or add one",
               file=sys.stderr)
+    for path in kept:
+        print(f"{path.relative_to(ROOT)} differs from the generated exercise (answers written in it?) and was "
+              f"kept: copy it elsewhere, then run again with --overwrite", file=sys.stderr)
     for path in stale:
         print(f"{path.relative_to(ROOT)} is out of date: run python -m annotated.support.exercises",
               file=sys.stderr)
-    return 1 if stale or orphans else 0
+    return 1 if stale or orphans or kept else 0
 
 
 if __name__ == "__main__":

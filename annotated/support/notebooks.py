@@ -7,11 +7,13 @@ its outputs, which is the state ``pytest --nbval`` compares against.
 """
 
 import argparse
+import sys
 import time
 from pathlib import Path
 
 import nbformat
 from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
 
 RAISES = "# NBVAL_RAISES_EXCEPTION"
 NBCLIENT_RAISES_TAG = "raises-exception"
@@ -64,13 +66,30 @@ def execute(path: str | Path, timeout: int = 600) -> float:
     return seconds
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("notebooks", nargs="+", type=Path)
-    args = parser.parse_args()
+def notebook_path(text: str) -> Path:
+    """An argparse type: an existing ``.ipynb`` file."""
+    path = Path(text)
+    if path.suffix != ".ipynb" or not path.is_file():
+        raise argparse.ArgumentTypeError(f"{text} is not a notebook file (an existing .ipynb)")
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m annotated.support.notebooks",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("notebooks", nargs="+", type=notebook_path)
+    args = parser.parse_args(argv)
     for path in args.notebooks:
-        print(f"{path}: {execute(path):.1f} s")
+        try:
+            seconds = execute(path)
+        except CellExecutionError as error:
+            # The notebook on disk is left as it was; nbclient's message ends with the cell's error.
+            last = str(error).strip().splitlines()[-1] if str(error).strip() else type(error).__name__
+            print(f"{path}: a cell failed, the notebook was not saved: {last}", file=sys.stderr)
+            return 1
+        print(f"{path}: {seconds:.1f} s")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
