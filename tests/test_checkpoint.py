@@ -255,3 +255,17 @@ def test_averaging_refuses_to_count_one_checkpoint_twice(tmp_path):
         average_checkpoints([first, first])
     with pytest.raises(ValueError, match=r"hold steps \[5, 5\]: two of them are copies of one state"):
         average_checkpoints([first, copy])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_a_checkpoint_loaded_onto_a_gpu_restores_the_random_state_and_verifies_its_checksum(tmp_path):
+    # map_location moves every tensor, the random generators' byte states included; restoring
+    # brings those back to the CPU (with map_location="cuda" it used to fail with a TypeError).
+    model = new_model().cuda()
+    optimizer, scheduler = make_optimizer(model, 16, 10)
+    path = save_checkpoint(tmp_path / "m.pt", model, CONFIG, optimizer=optimizer, scheduler=scheduler)
+    checkpoint = load_checkpoint(path, map_location="cuda")  # the checksum is computed on the GPU tensors
+    resumed = new_model(seed=1).cuda()
+    optimizer2, scheduler2 = make_optimizer(resumed, 16, 10)
+    restore(checkpoint, resumed, optimizer2, scheduler2)
+    assert_close(resumed.state_dict(), model.state_dict(), rtol=0, atol=0)
