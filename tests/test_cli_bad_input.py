@@ -177,12 +177,18 @@ def test_ctrl_c_during_training_saves_the_checkpoint_and_exits_130(tmp_path, cap
 
     monkeypatch.setattr(distributed, "train_step", step_then_ctrl_c)
     out = tmp_path / "run.pt"
-    assert main(quick(tmp_path, "--preset", "tiny", "--epochs", "20", "--out", str(out))) == 130
+    # As in a terminal: Ctrl-C raises KeyboardInterrupt (a process started in the background,
+    # as pytest may be, ignores SIGINT, and the command leaves that alone).
+    outer = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        assert main(quick(tmp_path, "--preset", "tiny", "--epochs", "20", "--out", str(out))) == 130
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handler is put back
+    finally:
+        signal.signal(signal.SIGINT, outer)
     captured = capsys.readouterr()
     assert "Ctrl-C: stopping after this update" in captured.out and f"--resume {out}" in captured.out
     assert "BLEU" not in captured.out  # no evaluation after an interrupt
     assert load_checkpoint(out)["step"] == 2  # the updates done are kept
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handler is put back
 
 
 def test_save_checkpoint_refuses_an_unloadable_extra_before_replacing_the_good_file(tmp_path):

@@ -303,11 +303,14 @@ class StopOnInterrupt:
                       "without saving)")
 
     def __enter__(self) -> "StopOnInterrupt":
-        self.previous = signal.signal(signal.SIGINT, self.handle)
+        # A process started in the background ignores SIGINT (the shell's rule): leave it so.
+        if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+            self.previous = signal.signal(signal.SIGINT, self.handle)
         return self
 
     def __exit__(self, *exc) -> None:
-        signal.signal(signal.SIGINT, self.previous)
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
 
 
 def run(args: argparse.Namespace, ctx: DistributedContext) -> int:
