@@ -223,3 +223,22 @@ def test_a_checkpoint_gets_the_permissions_of_the_umask(tmp_path):
     finally:
         os.umask(old)
     assert path.stat().st_mode & 0o777 == 0o644  # readable by the others who share the folder
+
+
+def test_the_real_command_exits_2_for_a_bad_option_and_1_with_one_line_for_a_missing_file(tmp_path):
+    import subprocess
+    import sys
+
+    from annotated.support.course import ROOT
+
+    bad = subprocess.run([sys.executable, "-m", "annotated.train", "--max-steps", "0"], capture_output=True,
+                         text=True, cwd=tmp_path, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert bad.returncode == 2 and "argument --max-steps: '0' is not a positive integer" in bad.stderr
+    missing = subprocess.run([sys.executable, "-m", "annotated.train", "--resume", "nothing.pt"],
+                             capture_output=True, text=True, cwd=tmp_path, timeout=120,
+                             env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert missing.returncode == 1 and "Traceback" not in missing.stderr
+    assert missing.stderr.strip().splitlines() == [
+        "python -m annotated.train: error: no checkpoint at nothing.pt; check the path, or train without "
+        "--resume to start from scratch"]
+    assert list(tmp_path.iterdir()) == []  # nothing written
