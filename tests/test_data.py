@@ -150,10 +150,17 @@ def test_an_empty_line_on_one_side_names_the_file_the_line_and_its_partner(tmp_p
     assert "'Zwei Katzen.'" in message  # what the empty line should have translated
 
 
-def test_a_pair_empty_on_both_sides_in_the_middle_is_refused_too(tmp_path, unchecked_folder):
-    write_gz(tmp_path / "val.de.gz", "Ein Hund.\n\nDrei Vögel.\n\n")
-    write_gz(tmp_path / "val.en.gz", "A dog.\n\nThree birds.\n")
-    with pytest.raises(DataError, match=r"val\.de\.gz, line 2: empty sentence.*empty too"):
+@pytest.mark.parametrize("german, english, message", [
+    # A pair empty on both sides in the middle is refused too.
+    ("Ein Hund.\n\nDrei Vögel.\n\n", "A dog.\n\nThree birds.\n", r"val\.de\.gz, line 2: empty sentence.*empty too"),
+    ("Ein Hund.\nZwei Katzen.\n", "A dog.\n", r"val\.de\.gz has 2 lines but .*val\.en\.gz has 1"),
+    ("", "", r"val\.de\.gz holds no sentences"),
+], ids=["empty-on-both-sides", "different-lengths", "empty-files"])
+def test_files_that_do_not_pair_up_name_the_file_and_the_problem(tmp_path, unchecked_folder, german, english,
+                                                                 message):
+    write_gz(tmp_path / "val.de.gz", german)
+    write_gz(tmp_path / "val.en.gz", english)
+    with pytest.raises(DataError, match=message):
         load_pairs("val", data_dir=tmp_path)
 
 
@@ -161,20 +168,6 @@ def test_blank_lines_after_the_last_sentence_are_not_sentences(tmp_path, uncheck
     write_gz(tmp_path / "val.de.gz", "Ein Hund.\nZwei Katzen.\n\n  \n")
     write_gz(tmp_path / "val.en.gz", "A dog.\r\nTwo cats.\r\n")
     assert load_pairs("val", data_dir=tmp_path) == [("Ein Hund.", "A dog."), ("Zwei Katzen.", "Two cats.")]
-
-
-def test_files_of_different_lengths_name_both_files(tmp_path, unchecked_folder):
-    write_gz(tmp_path / "val.de.gz", "Ein Hund.\nZwei Katzen.\n")
-    write_gz(tmp_path / "val.en.gz", "A dog.\n")
-    with pytest.raises(DataError, match=r"val\.de\.gz has 2 lines but .*val\.en\.gz has 1"):
-        load_pairs("val", data_dir=tmp_path)
-
-
-def test_an_empty_file_is_refused(tmp_path, unchecked_folder):
-    write_gz(tmp_path / "val.de.gz", "")
-    write_gz(tmp_path / "val.en.gz", "")
-    with pytest.raises(DataError, match=r"val\.de\.gz holds no sentences"):
-        load_pairs("val", data_dir=tmp_path)
 
 
 def test_two_splits_at_once_say_that_data_dir_is_not_a_split(tmp_path, monkeypatch):

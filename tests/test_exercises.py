@@ -270,14 +270,18 @@ def split_hard_coded_to_the_first_sizes(x, h):
     return x.view(2, 3, 5, 6).transpose(1, 2)  # the first sizes the check runs
 
 
-def permute_3d(query, key, value, mask=None):
-    scores = query @ key.permute(0, 2, 1) / math.sqrt(query.size(-1))  # right for 3-D keys only
+def _finish(scores, value, mask):
+    """The course's attention from the scaled scores on: mask, softmax, zero fully masked rows."""
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
     weights = scores.softmax(dim=-1)
     if mask is not None:
         weights = weights.masked_fill(~mask, 0.0)
     return weights @ value, weights
+
+
+def permute_3d(query, key, value, mask=None):
+    return _finish(query @ key.permute(0, 2, 1) / math.sqrt(query.size(-1)), value, mask)  # 3-D keys only
 
 
 def merge_hard_coded(x):
@@ -335,16 +339,6 @@ def _changed_result(fn, change):
         result = fn(*args)
         return tuple(change(r) for r in result) if isinstance(result, tuple) else change(result)
     return wrong
-
-
-def _finish(scores, value, mask):
-    """The course's attention from the scaled scores on: mask, softmax, zero fully masked rows."""
-    if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))
-    weights = scores.softmax(dim=-1)
-    if mask is not None:
-        weights = weights.masked_fill(~mask, 0.0)
-    return weights @ value, weights
 
 
 def attention_scaling_the_query_in_place(query, key, value, mask=None):

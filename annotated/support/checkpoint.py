@@ -33,7 +33,7 @@ import torch.nn as nn
 
 from annotated.model import EncoderDecoder, TransformerConfig, make_model
 from annotated.support.errors import CourseError
-from annotated.support.files import atomic_write, remove_stale_temp_files
+from annotated.support.files import atomic_write, nearest_existing, remove_stale_temp_files
 
 FORMAT_VERSION = 2  # 2: with a checksum
 PLAIN_TYPES = (str, int, float, bool, type(None))  # exactly these: a numpy float is a float subclass
@@ -139,9 +139,7 @@ def check_output_path(path: str | Path, what: str = "checkpoint") -> Path:
     path = Path(path)
     if path.is_dir():
         raise CheckpointError(f"{path} is a folder; name a file for the {what}, e.g. {path / 'model.pt'}")
-    folder = path.parent
-    while not folder.exists() and folder != folder.parent:
-        folder = folder.parent
+    folder = nearest_existing(path.parent)
     if not folder.is_dir():
         raise CheckpointError(f"cannot write the {what} {path}: {folder} is a file, not a folder; choose "
                               f"another path")
@@ -301,9 +299,9 @@ def average_checkpoints(paths: list[str | Path]) -> dict:
         else:
             averaged[name] = weight
     extra = {**last["extra"], "averaged": [str(path) for path in paths]}
-    averaged_checkpoint = {**last, "model": averaged, "optimizer": None, "scheduler": None, "extra": extra}
-    averaged_checkpoint["checksum"] = checksum(averaged_checkpoint)
-    return averaged_checkpoint
+    # No "checksum": it belongs to a file, and save_checkpoint writes the average's own.
+    kept = {key: value for key, value in last.items() if key != "checksum"}
+    return {**kept, "model": averaged, "optimizer": None, "scheduler": None, "extra": extra}
 
 
 def vocabs_from_checkpoint(checkpoint: dict, vocab_class: type | None = None) -> dict:

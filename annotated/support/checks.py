@@ -12,6 +12,7 @@ calls :func:`check_mask_shape` on its (batch or 1, L_q or 1, L_k) mask.
 """
 
 import math
+import warnings
 
 import torch
 
@@ -101,10 +102,8 @@ def check_config(config) -> None:
     ``h`` (§3.2.2), every dropout probability lies in [0, 1) (1 would zero every activation), and
     the switches are booleans.
     """
-    for name in ("src_vocab_size", "tgt_vocab_size", "N", "d_model", "d_ff", "h", "max_len"):
-        value = getattr(config, name)
-        if not _is_int(value) or value < 1:
-            raise ValueError(f"TransformerConfig.{name} must be a positive integer, got {value!r}")
+    check_sizes(**{f"TransformerConfig.{name}": getattr(config, name)
+                   for name in ("src_vocab_size", "tgt_vocab_size", "N", "d_model", "d_ff", "h", "max_len")})
     if config.d_model % 2:
         raise ValueError(f"TransformerConfig.d_model={config.d_model} must be even: the positional encoding "
                          f"pairs a sine and a cosine per frequency (§3.5)")
@@ -112,10 +111,7 @@ def check_config(config) -> None:
         raise ValueError(f"TransformerConfig: d_model={config.d_model} is not divisible by h={config.h}: each "
                          f"head needs d_k = d_model / h columns; pick h among the divisors of d_model")
     for name in ("dropout", "attention_dropout", "ff_dropout"):
-        value = getattr(config, name)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
-            raise ValueError(f"TransformerConfig.{name} must be a probability in [0, 1), got {value!r} "
-                             f"(1 would zero every activation; the paper's P_drop is 0.1)")
+        check_probability(f"TransformerConfig.{name}", getattr(config, name))
     for name in ("norm_first", "share_embeddings", "fast_attention"):
         if not isinstance(getattr(config, name), bool):
             raise ValueError(f"TransformerConfig.{name} must be True or False, got {getattr(config, name)!r}")
@@ -134,8 +130,6 @@ def check_decoding_inputs(model, src: torch.Tensor, src_mask: torch.Tensor | Non
     """Raise a clear error unless the arguments of greedy decoding or beam search make sense;
     warn when the model is in training mode (dropout makes every decoding different).
     ``endless``: ``eos_idx=None`` is allowed (decode to ``max_len``)."""
-    import warnings
-
     if not isinstance(src, torch.Tensor) or src.dim() != 2 or src.dtype != torch.long:
         shape = tuple(src.shape) if isinstance(src, torch.Tensor) else type(src).__name__
         raise ValueError(f"src must be a (batch, L_src) tensor of token ids (int64), got {shape}; "

@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from annotated.support.errors import CourseError, DataError, run_command
-from annotated.support.files import atomic_write, remove_stale_temp_files
+from annotated.support.files import atomic_write, nearest_existing, remove_stale_temp_files
 
 BASE_URL = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw/"
 ENV_VAR = "ANNOTATED_DATA_DIR"
@@ -245,15 +245,13 @@ def _check_files(files: Mapping[str, str]) -> Mapping[str, str]:
 
 def _check_dest(dest: Path) -> Path:
     """``dest`` itself, or raise NotADirectoryError if it or a folder above it is a file."""
-    for folder in (dest, *dest.parents):
-        if folder.exists() and not folder.is_dir():
-            where = "is a file" if folder == dest else f"lies under {folder}, which is a file"
-            raise NotADirectoryError(
-                f"{dest} {where}, not a folder; choose a folder for the Multi30k files "
-                f"(`{DOWNLOAD_COMMAND} --dest DIR`; the folder is created if missing)"
-            )
-        if folder.exists():
-            break
+    folder = nearest_existing(dest)
+    if not folder.is_dir():
+        where = "is a file" if folder == dest else f"lies under {folder}, which is a file"
+        raise NotADirectoryError(
+            f"{dest} {where}, not a folder; choose a folder for the Multi30k files "
+            f"(`{DOWNLOAD_COMMAND} --dest DIR`; the folder is created if missing)"
+        )
     return dest
 
 

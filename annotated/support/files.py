@@ -90,6 +90,15 @@ def atomic_write(path: str | Path, suffix: str = ".tmp", mode: str = "wb") -> It
                 del _ours[inode]
 
 
+def nearest_existing(path: str | Path) -> Path:
+    """``path`` itself if it exists, else its nearest ancestor that does: the place that decides
+    whether ``path`` can be created (a file there means it cannot)."""
+    path = Path(path)
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
 def pid_is_alive(pid: int) -> bool:
     """Whether a process with this id runs on this machine (one of another user counts)."""
     try:
