@@ -23,6 +23,7 @@ module                          notebook
 ``annotated.data``              09 Translating German to English
 ``annotated.vocab``             09
 ``annotated.beam_search``       09
+``annotated.bpe``               09
 ``annotated.evaluation``        09
 ==============================  ========================================
 
@@ -31,5 +32,14 @@ module                          notebook
 
 from annotated.model import TransformerConfig, count_parameters, make_model
 
-__all__ = ["TransformerConfig", "count_parameters", "make_model"]
+
+def load_pretrained(path=None, device="cpu"):
+    """The German -> English model that ships with the course, and its tokenizer:
+    ``model, tokenizer = annotated.load_pretrained()`` (see ``annotated.support.pretrained``)."""
+    from annotated.support.pretrained import load_pretrained as load  # spaCy loads only when asked
+
+    return load(path, device)
+
+
+__all__ = ["TransformerConfig", "count_parameters", "load_pretrained", "make_model"]
 __version__ = "0.1.0"

@@ -44,6 +44,22 @@ def tokenizer(lang: str) -> Callable[[str], list[str]]:
     return tokenize
 
 
+def word_splitter(lang: str) -> Callable[[str], tuple[list[str], list[bool]]]:
+    """A function from a sentence to its lowercased words and, for each, whether a space
+    follows it: what byte-pair encoding needs to give the text back (``annotated.bpe``).
+
+    ``word_splitter("en")("Two dogs.")`` gives ``(["two", "dogs", "."], [True, False, False])``.
+    Runs of spaces count as one space.
+    """
+    split = spacy_tokenizer(lang)
+
+    def words_and_spaces(text: str) -> tuple[list[str], list[bool]]:
+        tokens = [token for token in split(text) if not token.is_space]
+        return [token.lower_ for token in tokens], [bool(token.whitespace_) for token in tokens]
+
+    return words_and_spaces
+
+
 def read_lines(path: str | Path) -> list[str]:
     """The lines of a gzip-compressed UTF-8 text file, stripped of surrounding whitespace.
 

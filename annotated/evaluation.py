@@ -53,12 +53,15 @@ def ids_to_tokens(ids: list[int], vocab: Vocab) -> list[str]:
 @torch.no_grad()
 def translate(model: EncoderDecoder, sentences: list[str], src_vocab: Vocab, tgt_vocab: Vocab,
               src_tokenizer: Callable[[str], list[str]], beam_size: int | None = None, max_len: int = 100,
-              length_penalty: float = 0.6, batch_size: int = 64) -> list[str]:
+              length_penalty: float = 0.6, batch_size: int = 64,
+              detokenizer: Callable[[list[str]], str] = detokenize) -> list[str]:
     """Translate raw sentences: tokenize, look up ids (wrapped in <s> ... </s>, as in
     training), decode greedily (``beam_size=None``) or with beam search, and detokenize.
 
-    ``src_tokenizer`` is e.g. ``annotated.data.tokenizer("de")``; ``src_vocab`` needs a
-    default index for unknown words. The model runs in eval mode and is put back after.
+    ``src_tokenizer`` is e.g. ``annotated.data.tokenizer("de")`` with ``detokenizer``
+    ``detokenize`` (whole words), or ``annotated.bpe.bpe_tokenizer(...)`` with
+    ``annotated.bpe.detokenize`` (byte-pair pieces); ``src_vocab`` needs a default index
+    for unknown words. The model runs in eval mode and is put back after.
     """
     check_not_text(sentences, "sentences")  # a str would be translated character by character
     check_sizes(max_len=max_len, batch_size=batch_size)
@@ -81,7 +84,7 @@ def translate(model: EncoderDecoder, sentences: list[str], src_vocab: Vocab, tgt
         else:
             out = beam_search(model, src, src_mask, beam_size, max_len, length_penalty, **specials)
         for i, row in zip(chunk, out.tolist()):
-            translations[i] = detokenize(ids_to_tokens(row, tgt_vocab))
+            translations[i] = detokenizer(ids_to_tokens(row, tgt_vocab))
     model.train(was_training)
     return translations
 

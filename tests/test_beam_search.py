@@ -273,3 +273,32 @@ def test_beam_search_handles_an_empty_batch_and_max_len_1_like_greedy():
     assert empty.shape == (0, 1)
     assert torch.equal(beam_search(model, src, src_mask, beam_size=3, max_len=1),
                        greedy_decode(model, src, src_mask, max_len=1))
+
+
+@pytest.mark.parametrize("decode", ["greedy", "beam"])
+@pytest.mark.parametrize("batch", [1, 3])
+def test_decoding_encodes_the_source_once_and_projects_each_key_and_value_once(decode, batch):
+    """Every step runs the decoder on the newest token only: the encoder and the cross-attention
+    key/value projections run once per call, self-attention's on one position per step."""
+    model = random_model()
+    src = torch.randint(4, 13, (batch, 6))
+    src_mask = padding_mask(src, 0)
+    calls = {"encoder": [], "memory_kv": [], "self_kv": []}
+    hooks = [model.encoder.register_forward_hook(lambda m, i, o: calls["encoder"].append(o.shape))]
+    for layer in model.decoder.layers:
+        for linear in (layer.src_attn.W_K, layer.src_attn.W_V):
+            hooks.append(linear.register_forward_hook(lambda m, i, o: calls["memory_kv"].append(o.shape)))
+        for linear in (layer.self_attn.W_K, layer.self_attn.W_V):
+            hooks.append(linear.register_forward_hook(lambda m, i, o: calls["self_kv"].append(o.shape)))
+    k = 3 if decode == "beam" else 1
+    if decode == "beam":
+        out = beam_search(model, src, src_mask, beam_size=k, max_len=12, length_penalty=0.6)
+    else:
+        out = greedy_decode(model, src, src_mask, max_len=12)
+    for hook in hooks:
+        hook.remove()
+    assert len(calls["encoder"]) == 1
+    assert len(calls["memory_kv"]) == 2 * len(model.decoder.layers)  # W_K and W_V of each layer, once
+    steps = len(calls["self_kv"]) // (2 * len(model.decoder.layers))
+    assert 1 <= steps <= 12 - 1 and out.size(0) == batch  # at most max_len - 1 steps
+    assert all(shape[1] == 1 for shape in calls["self_kv"])  # one new position per step, never the prefix

@@ -39,7 +39,7 @@ from pathlib import Path
 import torch
 
 from annotated.batching import Batch, batch_by_tokens, collate
-from annotated.data import load_pairs, tokenizer
+from annotated.data import load_pairs
 from annotated.evaluation import corpus_bleu, translate
 from annotated.label_smoothing import LabelSmoothingLoss
 from annotated.model import TransformerConfig, count_parameters, make_model
@@ -50,6 +50,7 @@ from annotated.support.checkpoint import (CheckpointError, average_checkpoints, 
 from annotated.support.distributed import (DistributedContext, cleanup, fit_distributed, init_distributed, shard,
                                            wrap_model)
 from annotated.support.errors import CourseError, UsageError, run_command
+from annotated.support.tokenizer import Text, build_vocabs, make_text
 from annotated.vocab import BOS, EOS, PAD, UNK, Vocab, build_vocab_from_iterator
 
 
@@ -69,12 +70,15 @@ class Preset:
     max_minutes: float | None = None  # training time budget
     max_steps: int | None = None  # optimizer updates budget, counting those before a resume
     label_smoothing: float = 0.1  # §5.4
-    min_freq: int = 2  # rarer words become <unk>
+    min_freq: int = 2  # rarer words become <unk> (whole words only: every byte-pair piece is kept)
     clip: float | None = None
     beam_size: int = 4  # §6.1: beam 4, length penalty 0.6; 0 decodes greedily
     length_penalty: float = 0.6
     attention_dropout: float = 0.0  # not in the paper (see TransformerConfig)
     ff_dropout: float = 0.0  # not in the paper (see TransformerConfig)
+    # Byte-pair merges learned on both languages (§5.1): one shared vocabulary and one embedding
+    # matrix for source, target and output (§3.4). 0: whole words, a vocabulary per language.
+    bpe_merges: int = 8000
 
 
 PRESETS: dict[str, Preset] = {
@@ -156,6 +160,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-tokens", type=positive_int, help="override the preset's tokens per batch")
     p.add_argument("--accum-steps", type=positive_int, help="override the preset's batches per update")
     p.add_argument("--warmup", type=positive_int, help="override the preset's warm-up steps")
+    p.add_argument("--bpe-merges", type=natural_int, metavar="N",
+                   help="override the preset's byte-pair merges, learned on both languages into one shared "
+                        "vocabulary and embedding matrix (§5.1, §3.4); 0: whole words, a vocabulary per language")
     p.add_argument("--average", nargs="+", metavar="CHECKPOINT",
                    help="average the weights of these checkpoints of one run (paper §6.1) and only "
                         "evaluate; with --out, also save the averaged checkpoint")
@@ -177,10 +184,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 TRAINING_ONLY = ("resume", "epochs", "max_minutes", "max_steps", "max_tokens", "accum_steps", "warmup", "preset",
-                 "keep_last", "seed")
+                 "keep_last", "seed", "bpe_merges")
 # Recipe fields that make the model and its training: a resumed run keeps the saved ones.
 FIXED_ON_RESUME = ("N", "d_model", "h", "d_ff", "dropout", "attention_dropout", "ff_dropout", "max_tokens",
-                   "accum_steps", "warmup", "label_smoothing", "min_freq", "clip")
+                   "accum_steps", "warmup", "label_smoothing", "min_freq", "clip", "bpe_merges")
 
 
 def check_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
@@ -207,7 +214,7 @@ def check_resume_options(args: argparse.Namespace, extra: dict) -> None:
             differ = [f"{k}={chosen[k]} vs {saved[k]}" for k in FIXED_ON_RESUME if k in saved and chosen[k] != saved[k]]
             if differ:
                 conflicts.append(f"--preset {args.preset} differs from its recipe ({', '.join(differ)})")
-    for option in ("max_tokens", "accum_steps", "warmup"):
+    for option in ("max_tokens", "accum_steps", "warmup", "bpe_merges"):
         given = getattr(args, option)
         if given is not None and option in saved and given != saved[option]:
             conflicts.append(f"--{option.replace('_', '-')} {given}, but it was trained with {saved[option]}")
@@ -245,7 +252,8 @@ def recipe(args: argparse.Namespace, saved: dict | None = None) -> Preset:
     preset = Preset(**saved) if saved and args.preset is None else PRESETS[args.preset or "notebook"]
     overrides = {"epochs": args.epochs, "max_minutes": args.max_minutes, "max_steps": args.max_steps,
                  "beam_size": args.beam_size, "length_penalty": args.length_penalty,
-                 "max_tokens": args.max_tokens, "accum_steps": args.accum_steps, "warmup": args.warmup}
+                 "max_tokens": args.max_tokens, "accum_steps": args.accum_steps, "warmup": args.warmup,
+                 "bpe_merges": args.bpe_merges}
     return dataclasses.replace(preset, **{k: v for k, v in overrides.items() if v is not None})
 
 
@@ -331,7 +339,8 @@ def run(args: argparse.Namespace, ctx: DistributedContext) -> int:
     splits = {split: load_pairs(split, args.data_dir) for split in ("train", "val", SPLITS[args.split])}
     if limit:
         splits = {split: pairs[:limit] for split, pairs in splits.items()}
-    tokenize_de, tokenize_en = tokenizer("de"), tokenizer("en")
+    text = make_text(preset.bpe_merges, splits["train"], saved.get("bpe_merges"))
+    tokenize_de, tokenize_en = text.tokenize_de, text.tokenize_en
 
     if checkpoint is not None:
         vocabs = vocabs_from_checkpoint(checkpoint)
@@ -340,12 +349,10 @@ def run(args: argparse.Namespace, ctx: DistributedContext) -> int:
         config = TransformerConfig(**checkpoint["config"])
         log(ctx, f"resuming from {args.resume} at step {checkpoint['step']}, epoch {checkpoint['epoch']}")
     else:
-        # The vocabularies come from the training split only (§5.1: nothing of the test set leaks in).
-        de = build_vocab_from_iterator((tokenize_de(s) for s, _ in splits["train"]), min_freq=preset.min_freq)
-        en = build_vocab_from_iterator((tokenize_en(t) for _, t in splits["train"]), min_freq=preset.min_freq)
+        de, en = build_vocabs(preset.min_freq, splits["train"], text)
         config = TransformerConfig(len(de), len(en), N=preset.N, d_model=preset.d_model, d_ff=preset.d_ff,
                                    h=preset.h, dropout=preset.dropout, attention_dropout=preset.attention_dropout,
-                                   ff_dropout=preset.ff_dropout)
+                                   ff_dropout=preset.ff_dropout, share_embeddings=text.merges is not None)
         model = make_model(config)
     for vocab in (de, en):
         vocab.set_default_index(vocab[UNK])
@@ -364,7 +371,9 @@ def run(args: argparse.Namespace, ctx: DistributedContext) -> int:
         restore(checkpoint, model, optimizer, scheduler)
         start_epoch = checkpoint["epoch"]
     steps_per_epoch = math.ceil(len(train) / preset.accum_steps)
-    log(ctx, f"device {ctx.device} x {ctx.world_size} process(es); vocabularies: de {len(de)}, en {len(en)}; "
+    vocabularies = (f"{len(de)} byte-pair pieces shared by both languages" if text.merges is not None
+                    else f"de {len(de)}, en {len(en)} words")
+    log(ctx, f"device {ctx.device} x {ctx.world_size} process(es); vocabularies: {vocabularies}; "
              f"{count_parameters(unwrap(model)):,} parameters; {len(splits['train'])} training pairs in "
              f"{len(train)} batches per process, {steps_per_epoch} updates per epoch")
 
@@ -378,7 +387,7 @@ def run(args: argparse.Namespace, ctx: DistributedContext) -> int:
                         step=scheduler.last_epoch, epoch=progress["epochs_done"],
                         extra={"recipe": dataclasses.asdict(preset), "history": combined, "run_id": run_id,
                                "preset": args.preset or saved.get("preset", "notebook"), "seed": seed,
-                               "limit": limit})
+                               "limit": limit, "bpe_merges": text.merges})
         progress["last_save"] = time.monotonic()
 
     def keep(history: dict) -> None:
@@ -413,7 +422,7 @@ def run(args: argparse.Namespace, ctx: DistributedContext) -> int:
         log(ctx, f"interrupted: continue with --resume {out}")
         return 130
 
-    report_bleu(unwrap(model), splits[SPLITS[args.split]], de, en, tokenize_de, preset, ctx, SPLITS[args.split])
+    report_bleu(unwrap(model), splits[SPLITS[args.split]], de, en, text, preset, ctx, SPLITS[args.split])
     return 0
 
 
@@ -440,21 +449,21 @@ def evaluate_average(args: argparse.Namespace, ctx: DistributedContext) -> int:
                         step=checkpoint["step"], epoch=checkpoint["epoch"], extra=checkpoint["extra"])
         log(ctx, f"saved {args.out}")
     pairs = load_pairs(SPLITS[args.split], args.data_dir)[: args.limit or None]
+    text = make_text(preset.bpe_merges, [], checkpoint["extra"].get("bpe_merges"))
     if ctx.is_main:
-        report_bleu(model, pairs, de, en, tokenizer("de"), preset, ctx, SPLITS[args.split])
+        report_bleu(model, pairs, de, en, text, preset, ctx, SPLITS[args.split])
     return 0
 
 
-def report_bleu(model: torch.nn.Module, test: list[tuple[str, str]], de: Vocab, en: Vocab,
-                tokenize_de: Callable[[str], list[str]], preset: Preset, ctx: DistributedContext,
-                split: str = "val") -> None:
+def report_bleu(model: torch.nn.Module, test: list[tuple[str, str]], de: Vocab, en: Vocab, text: Text,
+                preset: Preset, ctx: DistributedContext, split: str = "val") -> None:
     """BLEU on ``split``: the validation split to choose settings, test_2016_flickr to report
     (as the paper reports BLEU on newstest2014, §6.1)."""
     sources = [src for src, _ in test]
     references = [tgt for _, tgt in test]
     started = time.monotonic()
-    hypotheses = translate(model, sources, de, en, tokenize_de,
-                           beam_size=preset.beam_size or None, length_penalty=preset.length_penalty)
+    hypotheses = translate(model, sources, de, en, text.tokenize_de, beam_size=preset.beam_size or None,
+                           length_penalty=preset.length_penalty, detokenizer=text.detokenize)
     bleu = corpus_bleu(hypotheses, references)
     decoding = f"beam {preset.beam_size}, alpha {preset.length_penalty}" if preset.beam_size else "greedy"
     ratio = bleu.sys_len / bleu.ref_len if bleu.ref_len else float("nan")

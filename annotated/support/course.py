@@ -23,6 +23,7 @@ TAUGHT_MODULES: dict[str, str] = {
     "annotated.training": "08_training.ipynb",
     "annotated.decoding": "08_training.ipynb",
     "annotated.data": "09_translating_german_to_english.ipynb",
+    "annotated.bpe": "09_translating_german_to_english.ipynb",
     "annotated.vocab": "09_translating_german_to_english.ipynb",
     "annotated.beam_search": "09_translating_german_to_english.ipynb",
     "annotated.evaluation": "09_translating_german_to_english.ipynb",
