@@ -85,7 +85,7 @@ PRESETS: dict[str, Preset] = {
     # Notebook 09's run: 2.7M parameters, 450 updates of ~2,700 target tokens, about 4 minutes
     # on a 2-core laptop CPU. A fixed number of updates, so every machine trains the same model.
     "notebook": Preset(N=2, d_model=128, h=4, d_ff=512, dropout=0.1, max_tokens=3000, accum_steps=1,
-                       warmup=400, epochs=100, max_steps=450),
+                       warmup=400, epochs=100, max_steps=450, bpe_merges=0),
     # A longer CPU run: about 9M parameters, 153 updates per epoch, 10 epochs (about an hour
     # on a quiet 2-core CPU; benchmarks/RESULTS.md).
     "cpu": Preset(N=3, d_model=256, h=8, d_ff=1024, dropout=0.1, max_tokens=3000, accum_steps=1,
