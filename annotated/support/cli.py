@@ -79,6 +79,7 @@ class Preset:
     # Byte-pair merges learned on both languages (§5.1): one shared vocabulary and one embedding
     # matrix for source, target and output (§3.4). 0: whole words, a vocabulary per language.
     bpe_merges: int = 8000
+    lr_factor: float = 1.0  # scales the whole schedule of §5.3 (1: the paper's formula as written)
 
 
 PRESETS: dict[str, Preset] = {
@@ -160,6 +161,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-tokens", type=positive_int, help="override the preset's tokens per batch")
     p.add_argument("--accum-steps", type=positive_int, help="override the preset's batches per update")
     p.add_argument("--warmup", type=positive_int, help="override the preset's warm-up steps")
+    p.add_argument("--lr-factor", type=positive_float,
+                   help="override the preset's factor on the learning-rate schedule (1: the paper's formula)")
     p.add_argument("--bpe-merges", type=natural_int, metavar="N",
                    help="override the preset's byte-pair merges, learned on both languages into one shared "
                         "vocabulary and embedding matrix (§5.1, §3.4); 0: whole words, a vocabulary per language")
@@ -184,10 +187,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 TRAINING_ONLY = ("resume", "epochs", "max_minutes", "max_steps", "max_tokens", "accum_steps", "warmup", "preset",
-                 "keep_last", "seed", "bpe_merges")
+                 "keep_last", "seed", "bpe_merges", "lr_factor")
 # Recipe fields that make the model and its training: a resumed run keeps the saved ones.
 FIXED_ON_RESUME = ("N", "d_model", "h", "d_ff", "dropout", "attention_dropout", "ff_dropout", "max_tokens",
-                   "accum_steps", "warmup", "label_smoothing", "min_freq", "clip", "bpe_merges")
+                   "accum_steps", "warmup", "label_smoothing", "min_freq", "clip", "bpe_merges",
+                   "lr_factor")
 
 
 def check_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
@@ -214,7 +218,7 @@ def check_resume_options(args: argparse.Namespace, extra: dict) -> None:
             differ = [f"{k}={chosen[k]} vs {saved[k]}" for k in FIXED_ON_RESUME if k in saved and chosen[k] != saved[k]]
             if differ:
                 conflicts.append(f"--preset {args.preset} differs from its recipe ({', '.join(differ)})")
-    for option in ("max_tokens", "accum_steps", "warmup", "bpe_merges"):
+    for option in ("max_tokens", "accum_steps", "warmup", "bpe_merges", "lr_factor"):
         given = getattr(args, option)
         if given is not None and option in saved and given != saved[option]:
             conflicts.append(f"--{option.replace('_', '-')} {given}, but it was trained with {saved[option]}")
@@ -253,7 +257,7 @@ def recipe(args: argparse.Namespace, saved: dict | None = None) -> Preset:
     overrides = {"epochs": args.epochs, "max_minutes": args.max_minutes, "max_steps": args.max_steps,
                  "beam_size": args.beam_size, "length_penalty": args.length_penalty,
                  "max_tokens": args.max_tokens, "accum_steps": args.accum_steps, "warmup": args.warmup,
-                 "bpe_merges": args.bpe_merges}
+                 "bpe_merges": args.bpe_merges, "lr_factor": args.lr_factor}
     return dataclasses.replace(preset, **{k: v for k, v in overrides.items() if v is not None})
 
 
@@ -365,7 +369,7 @@ def run(args: argparse.Namespace, ctx: DistributedContext) -> int:
                        shuffle=False, seed=seed)
     train = shard(train, ctx)  # each process trains on its own share; val is evaluated whole by all
     model = wrap_model(model, ctx)
-    optimizer, scheduler = make_optimizer(model, config.d_model, preset.warmup)
+    optimizer, scheduler = make_optimizer(model, config.d_model, preset.warmup, preset.lr_factor)
     start_epoch = 0
     if checkpoint is not None:
         restore(checkpoint, model, optimizer, scheduler)

@@ -1,0 +1,77 @@
+"""Warm-up and scale of the learning-rate schedule for notebook 09's budget, chosen on validation loss.
+
+    python benchmarks/sweep_schedule.py --preset notebook --threads 2 \
+        --warmups 200 400 800 --factors 0.5 1 2 --out benchmarks/results/schedule_sweep.json
+
+The schedule is the paper's formula (§5.3), scaled by a factor:
+
+    lrate = factor * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)
+
+Notebook 09 trains for a fixed number of updates, a few minutes on a laptop CPU. With the paper's
+4,000 warm-up steps such a run would never leave the warm-up; this sweep trains the notebook's
+recipe once per (warm-up, factor) pair, for the preset's number of updates and seed, and records
+the validation loss after each epoch and at the end, with greedy BLEU on the validation split. The
+test split is not touched. Notebook 09 plots the file this writes; it does not re-run the sweep.
+"""
+
+import argparse
+import contextlib
+import dataclasses
+import io
+import json
+import platform
+import re
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from annotated.support.checkpoint import load_checkpoint
+from annotated.support.cli import PRESETS, main as train
+
+
+def run_one(preset: str, warmup: int, factor: float, threads: int, folder: Path, limit: int | None) -> dict:
+    out = folder / f"w{warmup}-f{factor}.pt"
+    started, printed = time.perf_counter(), io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        code = train(["--preset", preset, "--warmup", str(warmup), "--lr-factor", str(factor), "--threads", str(threads),
+                      "--seed", "0", "--beam-size", "0", "--split", "val", "--no-progress", "--out", str(out),
+                      *(["--limit", str(limit)] if limit else [])])
+    if code != 0:
+        raise SystemExit(f"training with warm-up {warmup} and factor {factor} failed with exit code {code}")
+    history = load_checkpoint(out)["extra"]["history"]
+    bleu = float(re.search(r"BLEU on val \(.*?\): ([0-9.]+)", printed.getvalue()).group(1))
+    return {"warmup": warmup, "factor": factor, "val_loss": history["val_loss"][-1], "val_bleu_greedy": bleu,
+            "val_loss_per_epoch": history["val_loss"], "steps": history["step"][-1],
+            "minutes": round((time.perf_counter() - started) / 60, 2)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--preset", default="notebook", choices=sorted(PRESETS))
+    parser.add_argument("--warmups", type=int, nargs="+", required=True)
+    parser.add_argument("--factors", type=float, nargs="+", required=True)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--out", type=Path, required=True, help="the JSON file to write")
+    parser.add_argument("--limit", type=int, help="the first N pairs of each split only (a quick check of the script)")
+    args = parser.parse_args()
+    runs = []
+    with tempfile.TemporaryDirectory() as folder:
+        for warmup in args.warmups:
+            for factor in args.factors:
+                runs.append(run_one(args.preset, warmup, factor, args.threads, Path(folder), args.limit))
+                print(runs[-1], flush=True)
+    record = {"preset": args.preset, "limit": args.limit, "recipe": dataclasses.asdict(PRESETS[args.preset]), "seed": 0,
+              "threads": args.threads, "torch": torch.__version__, "machine": platform.processor() or platform.machine(),
+              "command": "python benchmarks/sweep_schedule.py " + " ".join(
+                  [f"--preset {args.preset}", "--warmups", *map(str, args.warmups), "--factors",
+                   *map(str, args.factors), f"--threads {args.threads}", f"--out {args.out}"]),
+              "runs": runs}
+    args.out.write_text(json.dumps(record, indent=1) + "\n")
+    best = min(runs, key=lambda r: r["val_loss"])
+    print(f"lowest validation loss {best['val_loss']:.3f}: warm-up {best['warmup']}, factor {best['factor']}")
+
+
+if __name__ == "__main__":
+    main()
