@@ -29,11 +29,12 @@ def test_base_preset_is_the_papers_base_model_with_about_25000_tokens_per_update
 
 def test_cpu_preset_is_a_few_million_parameters_and_a_fixed_number_of_updates():
     cpu = PRESETS["cpu"]
-    # Multi30k's vocabularies with min_freq=2 hold about 7,900 German and 5,900 English tokens.
-    model = make_model(TransformerConfig(7900, 5900, N=cpu.N, d_model=cpu.d_model, d_ff=cpu.d_ff, h=cpu.h))
-    assert 3e6 < count_parameters(model) < 15e6
-    # Updates, not minutes: a slower machine trains the same model, only later.
-    assert cpu.max_steps == 1530 and cpu.max_minutes is None
+    # 8,000 byte-pair merges give Multi30k a shared vocabulary of about 8,400 pieces, one matrix for three uses.
+    model = make_model(TransformerConfig(8400, 8400, N=cpu.N, d_model=cpu.d_model, d_ff=cpu.d_ff, h=cpu.h,
+                                         share_embeddings=True))
+    assert 3e6 < count_parameters(model) < 8e6  # float16 weights under the shipped model's 16 MB
+    # Updates, not minutes: a slower machine trains the same model, only later. 12 epochs of 166 updates.
+    assert cpu.max_steps == 1992 and cpu.max_minutes is None and cpu.bpe_merges == 8000
 
 
 def test_notebook_preset_is_notebook_09s_recipe_with_a_fixed_number_of_updates():

@@ -1,7 +1,7 @@
 """``python -m annotated.train``: train a German -> English Transformer on Multi30k, then report BLEU.
 
     python -m annotated.train --preset notebook                  # notebook 09's run, minutes on a laptop
-    python -m annotated.train --preset cpu --keep-last 5         # a longer CPU run, about an hour
+    python -m annotated.train --preset cpu --keep-last 5         # the shipped model's recipe, over an hour
     python -m annotated.train --preset base --out base.pt        # the paper's base model, a GPU
     torchrun --standalone --nproc_per_node=4 -m annotated.train --preset base   # 4 GPUs
     python -m annotated.train --resume base.pt --epochs 800      # carry on from a checkpoint
@@ -87,10 +87,10 @@ PRESETS: dict[str, Preset] = {
     # on a 2-core laptop CPU. A fixed number of updates, so every machine trains the same model.
     "notebook": Preset(N=2, d_model=128, h=4, d_ff=512, dropout=0.1, max_tokens=3000, accum_steps=1,
                        warmup=400, epochs=100, max_steps=450, bpe_merges=0),
-    # A longer CPU run: about 9M parameters, 153 updates per epoch, 10 epochs (about an hour
-    # on a quiet 2-core CPU; benchmarks/RESULTS.md).
+    # A longer CPU run, the shipped model's recipe: 7.7M parameters with 8,000 byte-pair merges,
+    # 166 updates per epoch, 12 epochs (about 80 minutes on a quiet 2-core CPU; benchmarks/RESULTS.md).
     "cpu": Preset(N=3, d_model=256, h=8, d_ff=1024, dropout=0.1, max_tokens=3000, accum_steps=1,
-                  warmup=1000, epochs=40, max_steps=1530),
+                  warmup=1000, epochs=40, max_steps=1992),
     # The paper's base model (Table 3), about 25,000 tokens per update (4 x 6,250) on a GPU.
     # Multi30k gives 19 such updates per epoch, so the 4,000 warm-up steps take ~210 epochs.
     "base": Preset(N=6, d_model=512, h=8, d_ff=2048, dropout=0.1, max_tokens=6250, accum_steps=4,
