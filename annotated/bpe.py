@@ -157,9 +157,11 @@ class BytePairEncoder:
 
 def detokenize(pieces: list[str]) -> str:
     """Pieces back to text: a ``JOIN`` that meets a space removes it, the pieces are otherwise
-    separated by one space. ``detokenize(encode(words, spaces))`` is the original text."""
+    separated by one space. ``detokenize(encode(words, spaces))`` is the original text; a model's
+    output may also mark one join from both sides ("a@@ @@b"), or start or end with a mark."""
     check_not_text(pieces, "pieces", "a list of pieces")
-    return " ".join(pieces).replace(JOIN + " ", "").replace(" " + JOIN, "").removeprefix(JOIN).removesuffix(JOIN)
+    text = " ".join(pieces).replace(f"{JOIN} {JOIN}", "").replace(JOIN + " ", "").replace(" " + JOIN, "")
+    return text.removeprefix(JOIN).removesuffix(JOIN)
 
 
 def bpe_tokenizer(bpe: BytePairEncoder, split_words: Callable[[str], tuple[list[str], list[bool]]]

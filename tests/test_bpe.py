@@ -70,6 +70,13 @@ def test_a_word_glued_to_the_one_before_starts_with_the_marker_and_detokenizes_b
     assert detokenize(pieces) == "ab. c"
 
 
+def test_detokenizing_a_models_output_leaves_no_mark():
+    # A model may write pieces the encoder never would: a join marked from both sides, a mark first or last.
+    assert detokenize(["a" + JOIN, JOIN + "b", "c"]) == "ab c"
+    assert detokenize([JOIN + ".", "a" + JOIN]) == ". a"
+    assert detokenize([]) == ""
+
+
 def test_bad_input_is_named():
     bpe = BytePairEncoder([])
     with pytest.raises(ValueError, match="one flag per word"):
