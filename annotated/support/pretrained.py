@@ -3,13 +3,13 @@
     from annotated import load_pretrained
     from annotated.translate import translate
     model, tokenizer = load_pretrained()
-    translate(["Zwei Hunde spielen im Schnee."], model, tokenizer)   # ['two dogs are playing in the snow.']
+    translate(["Zwei Hunde spielen im Schnee."], model, tokenizer)   # ['two dogs play in the snow.']
 
 The model lives in ``annotated/pretrained/`` and comes with ``pip install``, in the formats the
 field ships models in, none of them pickle:
 
 * ``model.safetensors``: the weights (float16, to keep the package small; they are
-  loaded as float32), with the training command and step in the file's metadata;
+  loaded as float32), with the preset, seed and step of its training run in the file's metadata;
 * ``config.json``: the ``TransformerConfig``;
 * ``bpe_codes.txt``: the byte-pair merges, one ``left right`` pair per line after a
   ``#version: 0.2`` header, the format of ``subword-nmt``, which can apply them too;
