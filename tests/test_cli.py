@@ -40,7 +40,8 @@ def test_cpu_preset_is_a_few_million_parameters_and_a_fixed_number_of_updates():
 def test_notebook_preset_is_notebook_09s_recipe_with_a_fixed_number_of_updates():
     notebook = PRESETS["notebook"]
     assert (notebook.N, notebook.d_model, notebook.h, notebook.d_ff) == (2, 128, 4, 512)
-    assert (notebook.max_tokens, notebook.warmup, notebook.max_steps) == (3000, 400, 450)
+    assert (notebook.max_tokens, notebook.warmup, notebook.lr_factor, notebook.max_steps) == (1500, 400, 0.5, 1100)
+    assert notebook.bpe_merges == 4000  # byte-pair pieces and three-way tying, as notebook 09 trains
     assert notebook.max_minutes is None
 
 
@@ -53,9 +54,10 @@ def test_presets_use_the_papers_dropout_sites_only(name):
 
 def test_command_line_options_override_the_preset():
     args = build_parser().parse_args(["--preset", "base", "--epochs", "3", "--max-tokens", "1000",
-                                      "--beam-size", "0", "--warmup", "10"])
+                                      "--beam-size", "0", "--warmup", "10", "--dropout", "0.25", "--lr-factor", "2"])
     preset = recipe(args)
     assert (preset.epochs, preset.max_tokens, preset.beam_size, preset.warmup) == (3, 1000, 0, 10)
+    assert (preset.dropout, preset.lr_factor) == (0.25, 2.0)
     assert preset.d_model == 512 and preset.accum_steps == PRESETS["base"].accum_steps  # the rest stays
 
 

@@ -38,6 +38,7 @@ def no_data(monkeypatch):
     ("--warmup", "-5"), ("--limit", "0"), ("--limit", "-1"), ("--beam-size", "-1"), ("--length-penalty", "nan"),
     ("--length-penalty", "-0.5"), ("--length-penalty", "inf"), ("--threads", "0"), ("--keep-last", "-1"),
     ("--save-every", "0"), ("--max-tokens", "0"), ("--seed", "-1"), ("--epochs", "2.5"), ("--device", "gpu"),
+    ("--dropout", "1"), ("--dropout", "-0.1"), ("--dropout", "nan"), ("--lr-factor", "0"), ("--bpe-merges", "-1"),
 ])
 def test_a_bad_value_is_a_usage_error_before_any_work(option, value, capsys, no_data):
     with pytest.raises(SystemExit) as exit_:
@@ -121,7 +122,8 @@ def test_resuming_keeps_the_saved_recipe_and_refuses_options_that_contradict_it(
                          (["--limit", "30"], "--limit 30, but it was trained with --limit 40"),
                          (["--seed", "0"], "--seed 0, but it was trained with --seed 3"),
                          (["--warmup", "7"], "--warmup 7, but it was trained with 20"),
-                         (["--max-tokens", "500"], "--max-tokens 500, but it was trained with 400")]:
+                         (["--max-tokens", "500"], "--max-tokens 500, but it was trained with 400"),
+                         (["--dropout", "0.3"], "--dropout 0.3, but it was trained with 0.1")]:
         args = [a for a in quick(tmp_path) if a not in ("--limit", "40")] + ["--resume", str(first), *extra]
         assert main(args) == 2, extra
         assert named in capsys.readouterr().err

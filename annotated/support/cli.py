@@ -83,10 +83,11 @@ class Preset:
 
 
 PRESETS: dict[str, Preset] = {
-    # Notebook 09's run: 2.7M parameters, 450 updates of ~2,700 target tokens, about 4 minutes
-    # on a 2-core laptop CPU. A fixed number of updates, so every machine trains the same model.
-    "notebook": Preset(N=2, d_model=128, h=4, d_ff=512, dropout=0.1, max_tokens=3000, accum_steps=1,
-                       warmup=400, epochs=100, max_steps=450, bpe_merges=0),
+    # Notebook 09's run: 1.5M parameters with 4,000 byte-pair merges, 1,100 updates of at most 1,500
+    # padded tokens, about 5.5 minutes on a quiet 2-core CPU; warm-up and factor chosen on validation
+    # loss by benchmarks/sweep_schedule.py. A fixed number of updates: every machine trains the same model.
+    "notebook": Preset(N=2, d_model=128, h=4, d_ff=512, dropout=0.1, max_tokens=1500, accum_steps=1,
+                       warmup=400, lr_factor=0.5, epochs=100, max_steps=1100, bpe_merges=4000),
     # A longer CPU run, the shipped model's recipe: 7.7M parameters with 8,000 byte-pair merges,
     # 166 updates per epoch, 12 epochs (about 80 minutes on a quiet 2-core CPU; benchmarks/RESULTS.md).
     "cpu": Preset(N=3, d_model=256, h=8, d_ff=1024, dropout=0.1, max_tokens=3000, accum_steps=1,
@@ -126,6 +127,14 @@ positive_float = _number(float, 0.0, True, "a positive number")
 natural_float = _number(float, 0.0, False, "a number >= 0")
 
 
+def probability(text: str) -> float:
+    """An argparse type for a dropout probability: a number in [0, 1)."""
+    value = natural_float(text)
+    if value >= 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a probability below 1 (1 would zero every activation)")
+    return value
+
+
 def device_name(text: str) -> str:
     """An argparse type: a device torch knows and this machine has."""
     try:
@@ -163,6 +172,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--warmup", type=positive_int, help="override the preset's warm-up steps")
     p.add_argument("--lr-factor", type=positive_float,
                    help="override the preset's factor on the learning-rate schedule (1: the paper's formula)")
+    p.add_argument("--dropout", type=probability, metavar="P",
+                   help="override the preset's P_drop, on sub-layer outputs and embedding sums (§5.4)")
     p.add_argument("--bpe-merges", type=natural_int, metavar="N",
                    help="override the preset's byte-pair merges, learned on both languages into one shared "
                         "vocabulary and embedding matrix (§5.1, §3.4); 0: whole words, a vocabulary per language")
@@ -187,7 +198,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 TRAINING_ONLY = ("resume", "epochs", "max_minutes", "max_steps", "max_tokens", "accum_steps", "warmup", "preset",
-                 "keep_last", "seed", "bpe_merges", "lr_factor")
+                 "keep_last", "seed", "bpe_merges", "lr_factor", "dropout")
 # Recipe fields that make the model and its training: a resumed run keeps the saved ones.
 FIXED_ON_RESUME = ("N", "d_model", "h", "d_ff", "dropout", "attention_dropout", "ff_dropout", "max_tokens",
                    "accum_steps", "warmup", "label_smoothing", "min_freq", "clip", "bpe_merges",
@@ -218,7 +229,7 @@ def check_resume_options(args: argparse.Namespace, extra: dict) -> None:
             differ = [f"{k}={chosen[k]} vs {saved[k]}" for k in FIXED_ON_RESUME if k in saved and chosen[k] != saved[k]]
             if differ:
                 conflicts.append(f"--preset {args.preset} differs from its recipe ({', '.join(differ)})")
-    for option in ("max_tokens", "accum_steps", "warmup", "bpe_merges", "lr_factor"):
+    for option in ("max_tokens", "accum_steps", "warmup", "bpe_merges", "lr_factor", "dropout"):
         given = getattr(args, option)
         if given is not None and option in saved and given != saved[option]:
             conflicts.append(f"--{option.replace('_', '-')} {given}, but it was trained with {saved[option]}")
@@ -257,7 +268,7 @@ def recipe(args: argparse.Namespace, saved: dict | None = None) -> Preset:
     overrides = {"epochs": args.epochs, "max_minutes": args.max_minutes, "max_steps": args.max_steps,
                  "beam_size": args.beam_size, "length_penalty": args.length_penalty,
                  "max_tokens": args.max_tokens, "accum_steps": args.accum_steps, "warmup": args.warmup,
-                 "bpe_merges": args.bpe_merges, "lr_factor": args.lr_factor}
+                 "bpe_merges": args.bpe_merges, "lr_factor": args.lr_factor, "dropout": args.dropout}
     return dataclasses.replace(preset, **{k: v for k, v in overrides.items() if v is not None})
 
 
