@@ -12,7 +12,8 @@ Notebook 09 trains for a fixed number of updates, a few minutes on a laptop CPU.
 recipe once per (warm-up, factor) pair, for the preset's number of updates and seed, and records
 the validation loss after each epoch and at the end, with greedy BLEU on the validation split.
 With --compare-words it also trains the best pair on whole words (--bpe-merges 0): pieces against
-words at the same budget, on validation BLEU. The test split is not touched. Notebook 09 plots the file this writes; it does not re-run the sweep.
+words at the same budget, on validation BLEU. The test split is not touched. Notebook 09 plots the
+file this writes; it does not re-run the sweep.
 """
 
 import argparse
@@ -43,12 +44,12 @@ def run_one(preset: str, warmup: int, factor: float, threads: int, folder: Path,
                       *(["--bpe-merges", str(bpe_merges)] if bpe_merges is not None else [])])
     if code != 0:
         raise SystemExit(f"training with warm-up {warmup} and factor {factor} failed with exit code {code}")
-    history = load_checkpoint(out)["extra"]["history"]
+    extra = load_checkpoint(out)["extra"]
+    history = extra["history"]
     bleu = float(re.search(r"BLEU on val \(.*?\): ([0-9.]+)", printed.getvalue()).group(1))
-    merges = PRESETS[preset].bpe_merges if bpe_merges is None else bpe_merges
-    return {"warmup": warmup, "factor": factor, "bpe_merges": merges, "val_loss": history["val_loss"][-1],
-            "val_bleu_greedy": bleu, "val_loss_per_epoch": history["val_loss"], "steps": history["step"][-1],
-            "minutes": round((time.perf_counter() - started) / 60, 2)}
+    return {"warmup": warmup, "factor": factor, "bpe_merges": extra["recipe"]["bpe_merges"],
+            "val_loss": history["val_loss"][-1], "val_bleu_greedy": bleu, "val_loss_per_epoch": history["val_loss"],
+            "steps": history["step"][-1], "minutes": round((time.perf_counter() - started) / 60, 2)}
 
 
 def main() -> None:

@@ -24,13 +24,19 @@ def stated_bleu(path) -> float:
     return float(found[0])
 
 
+@pytest.fixture(scope="module")
+def shipped():
+    """The shipped model and its tokenizer, loaded once for the tests below."""
+    return load_pretrained()
+
+
 def test_the_shipped_files_are_all_there_and_small_enough_for_the_package():
     sizes = {name: (PRETRAINED_DIR / name).stat().st_size for name in (*FILES, "SHA256SUMS")}
     assert sum(sizes.values()) <= MAX_BYTES, sizes
 
 
-def test_the_shipped_model_is_a_byte_pair_model_with_three_way_tying():
-    model, tokenizer = load_pretrained()
+def test_the_shipped_model_is_a_byte_pair_model_with_three_way_tying(shipped):
+    model, tokenizer = shipped
     config = json.loads((PRETRAINED_DIR / "config.json").read_text())
     assert config["share_embeddings"] and tokenizer.shared
     assert model.src_embed[0].lut.weight is model.tgt_embed[0].lut.weight is model.generator.proj.weight
@@ -43,8 +49,8 @@ def test_the_readme_and_the_results_state_the_same_bleu():
 
 
 @needs_real_data
-def test_the_shipped_model_translates_the_test_set_at_the_stated_bleu_with_no_unk():
-    model, tokenizer = load_pretrained()
+def test_the_shipped_model_translates_the_test_set_at_the_stated_bleu_with_no_unk(shipped):
+    model, tokenizer = shipped
     pairs = load_pairs("test_2016_flickr")
     translations = translate([de for de, _ in pairs], model, tokenizer, beam=4, alpha=0.6)
     assert not [t for t in translations if "<unk>" in t]
@@ -53,12 +59,12 @@ def test_the_shipped_model_translates_the_test_set_at_the_stated_bleu_with_no_un
     assert abs(bleu.score - stated_bleu(ROOT / "README.md")) <= 0.3, bleu.score
 
 
-def test_the_readmes_examples_are_what_the_shipped_model_writes():
+def test_the_readmes_examples_are_what_the_shipped_model_writes(shipped):
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     examples = {"Zwei Hunde spielen im Schnee.": "two dogs play in the snow.",
                 "Ein Mann fährt Fahrrad.": "a man rides a bicycle.",
                 "The cat is on the mat.": "a crowd of people at a meeting."}
     for german, english in examples.items():
         assert german in readme and english in readme, (german, english)
-    model, tokenizer = load_pretrained()
+    model, tokenizer = shipped
     assert translate(list(examples), model, tokenizer) == list(examples.values())

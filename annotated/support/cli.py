@@ -49,6 +49,7 @@ from annotated.support.checkpoint import (CheckpointError, average_checkpoints, 
                                           vocabs_from_checkpoint)
 from annotated.support.distributed import (DistributedContext, cleanup, fit_distributed, init_distributed, shard,
                                            wrap_model)
+from annotated.support.checks import check_probability
 from annotated.support.errors import CourseError, UsageError, run_command
 from annotated.support.tokenizer import Text, build_vocabs, make_text
 from annotated.vocab import BOS, EOS, PAD, UNK, Vocab, build_vocab_from_iterator
@@ -89,7 +90,7 @@ PRESETS: dict[str, Preset] = {
     "notebook": Preset(N=2, d_model=128, h=4, d_ff=512, dropout=0.1, max_tokens=1500, accum_steps=1,
                        warmup=400, lr_factor=0.5, epochs=100, max_steps=1100, bpe_merges=4000),
     # A longer CPU run, the shipped model's recipe: 7.7M parameters with 8,000 byte-pair merges,
-    # 166 updates per epoch, 12 epochs (about 80 minutes on a quiet 2-core CPU; benchmarks/RESULTS.md).
+    # 166 updates per epoch, 12 epochs (about 75 minutes on a quiet 2-core CPU; benchmarks/RESULTS.md).
     "cpu": Preset(N=3, d_model=256, h=8, d_ff=1024, dropout=0.1, max_tokens=3000, accum_steps=1,
                   warmup=1000, epochs=40, max_steps=1992),
     # The paper's base model (Table 3), about 25,000 tokens per update (4 x 6,250) on a GPU.
@@ -128,10 +129,12 @@ natural_float = _number(float, 0.0, False, "a number >= 0")
 
 
 def probability(text: str) -> float:
-    """An argparse type for a dropout probability: a number in [0, 1)."""
+    """An argparse type for a dropout probability: the model's own rule, ``check_probability``."""
     value = natural_float(text)
-    if value >= 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a probability below 1 (1 would zero every activation)")
+    try:
+        check_probability("P_drop", value)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"{text!r}: {error}") from None
     return value
 
 
@@ -197,8 +200,9 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-TRAINING_ONLY = ("resume", "epochs", "max_minutes", "max_steps", "max_tokens", "accum_steps", "warmup", "preset",
-                 "keep_last", "seed", "bpe_merges", "lr_factor", "dropout")
+# Options that override a field of the recipe, which a resumed run keeps as it was saved.
+RECIPE_OPTIONS = ("max_tokens", "accum_steps", "warmup", "bpe_merges", "lr_factor", "dropout")
+TRAINING_ONLY = ("resume", "epochs", "max_minutes", "max_steps", "preset", "keep_last", "seed", *RECIPE_OPTIONS)
 # Recipe fields that make the model and its training: a resumed run keeps the saved ones.
 FIXED_ON_RESUME = ("N", "d_model", "h", "d_ff", "dropout", "attention_dropout", "ff_dropout", "max_tokens",
                    "accum_steps", "warmup", "label_smoothing", "min_freq", "clip", "bpe_merges",
@@ -229,7 +233,7 @@ def check_resume_options(args: argparse.Namespace, extra: dict) -> None:
             differ = [f"{k}={chosen[k]} vs {saved[k]}" for k in FIXED_ON_RESUME if k in saved and chosen[k] != saved[k]]
             if differ:
                 conflicts.append(f"--preset {args.preset} differs from its recipe ({', '.join(differ)})")
-    for option in ("max_tokens", "accum_steps", "warmup", "bpe_merges", "lr_factor", "dropout"):
+    for option in RECIPE_OPTIONS:
         given = getattr(args, option)
         if given is not None and option in saved and given != saved[option]:
             conflicts.append(f"--{option.replace('_', '-')} {given}, but it was trained with {saved[option]}")
@@ -265,10 +269,8 @@ def check_new_output(out: Path, args: argparse.Namespace, inputs: list[str] = ()
 def recipe(args: argparse.Namespace, saved: dict | None = None) -> Preset:
     """The preset (or the ``saved`` recipe of a checkpoint) with the command line's overrides applied."""
     preset = Preset(**saved) if saved and args.preset is None else PRESETS[args.preset or "notebook"]
-    overrides = {"epochs": args.epochs, "max_minutes": args.max_minutes, "max_steps": args.max_steps,
-                 "beam_size": args.beam_size, "length_penalty": args.length_penalty,
-                 "max_tokens": args.max_tokens, "accum_steps": args.accum_steps, "warmup": args.warmup,
-                 "bpe_merges": args.bpe_merges, "lr_factor": args.lr_factor, "dropout": args.dropout}
+    overrides = {name: getattr(args, name)
+                 for name in ("epochs", "max_minutes", "max_steps", "beam_size", "length_penalty", *RECIPE_OPTIONS)}
     return dataclasses.replace(preset, **{k: v for k, v in overrides.items() if v is not None})
 
 
