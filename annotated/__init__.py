@@ -25,6 +25,8 @@ module                          notebook
 ``annotated.beam_search``       09
 ``annotated.bpe``               09
 ``annotated.evaluation``        09
+``annotated.heads``             10 What the heads learned
+``annotated.alignment``         10
 ==============================  ========================================
 
 ``annotated.support`` holds what the course uses but does not teach line by line.

@@ -244,3 +244,16 @@ def check_budget(epochs: int, max_steps: int | None, max_minutes: float | None, 
         check_sizes(max_steps=max_steps)
     if max_minutes is not None:
         check_positive("max_minutes", max_minutes)
+
+
+def check_head(blocks: dict, kind: str, layer: int, head: int) -> None:
+    """``(kind, layer, head)`` names a head of the model whose attention blocks are ``blocks``
+    (``annotated.heads.attention_modules``); counting starts at 0."""
+    if kind not in blocks:
+        raise ValueError(f"unknown kind of attention {kind!r}; choose one of {tuple(blocks)}")
+    layers = len(blocks[kind])
+    if not (_is_int(layer) and 0 <= layer < layers):
+        raise ValueError(f"layer {layer!r} does not exist: the model's {kind} attention has layers 0..{layers - 1}")
+    h = blocks[kind][layer].h
+    if not (_is_int(head) and 0 <= head < h):
+        raise ValueError(f"head {head!r} does not exist: each {kind} block has heads 0..{h - 1}")

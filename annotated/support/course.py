@@ -27,4 +27,6 @@ TAUGHT_MODULES: dict[str, str] = {
     "annotated.vocab": "09_translating_german_to_english.ipynb",
     "annotated.beam_search": "09_translating_german_to_english.ipynb",
     "annotated.evaluation": "09_translating_german_to_english.ipynb",
+    "annotated.heads": "10_what_the_heads_learned.ipynb",
+    "annotated.alignment": "10_what_the_heads_learned.ipynb",
 }
