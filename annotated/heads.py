@@ -170,8 +170,8 @@ def head_statistics(weights: torch.Tensor, mask: torch.Tensor, query_valid: torc
 
 
 def attention_statistics(model: EncoderDecoder, batches: Iterable[Batch],
-                         key_is: dict[str, Callable[[torch.Tensor], torch.Tensor]], max_offset: int = 10
-                         ) -> dict[str, dict[str, torch.Tensor]]:
+                         key_is: dict[str, Callable[[torch.Tensor], torch.Tensor]], pad_idx: int = 0,
+                         max_offset: int = 10) -> dict[str, dict[str, torch.Tensor]]:
     """``head_statistics`` of every block over teacher-forced batches, as means over query rows:
     kind -> name -> (layers, h), and ``offset`` (layers, h, 2 max_offset + 1), the share of rows
     whose largest weight sits at each offset. ``key_is[name](ids)`` marks keys among token ids."""
@@ -179,7 +179,9 @@ def attention_statistics(model: EncoderDecoder, batches: Iterable[Batch],
     for batch in batches:
         weights = collect_attention(model, batch)
         src_valid = batch.src_mask[:, 0]  # (batch, L_src): False at padding
-        tgt_valid = batch.tgt_mask.diagonal(dim1=1, dim2=2)  # (batch, L_tgt): a real token may see itself
+        # A decoder row counts if it predicts a real token: in a padded sentence, the row that
+        # reads </s> predicts padding, and no loss is taken there.
+        tgt_valid = batch.tgt_y != pad_idx  # (batch, L_tgt)
         sides = {"encoder": (batch.src_mask, src_valid, batch.src),  # mask, valid queries, key ids
                  "decoder": (batch.tgt_mask, tgt_valid, batch.tgt_in),
                  "cross": (batch.src_mask, tgt_valid, batch.src)}

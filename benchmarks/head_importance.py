@@ -1,6 +1,6 @@
 """Which heads of the shipped model matter: each head masked alone, then heads pruned in order.
 
-    python benchmarks/head_importance.py [--threads 2] [--step 4] [--top 5] [--out benchmarks/results/head_importance.json]
+    python benchmarks/head_importance.py [--threads 2] [--fine 12] [--step 4] [--top 5] [--out benchmarks/results/head_importance.json]
 
 1. Every head of every kind (encoder self-attention, decoder self-attention, encoder-decoder
    attention: 3 x 3 x 8 = 72) is masked alone (its output zeroed before W^O,
@@ -10,8 +10,8 @@
 2. The ``--top`` heads whose loss rises most are masked alone again and scored with BLEU
    on the validation set (beam 4, alpha 0.6, the shipped model's decoder).
 3. Heads are pruned in order of least importance (the ranking of step 1, fixed in advance,
-   as Michel et al. 2019 prune by importance scores), ``--step`` at a time, and validation
-   BLEU is measured at each count of heads kept.
+   as Michel et al. 2019 prune by importance scores): validation BLEU is measured after each of
+   the first ``--fine`` heads removed, then every ``--step`` heads.
 4. The most heads that can go, every count on the way costing less than 0.5 validation BLEU,
    is read off the curve; that pruned model, and only it, is scored once on the test set.
 
@@ -48,7 +48,8 @@ def bleu(model, tokenizer, pairs) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--step", type=int, default=4, help="heads pruned between two BLEU measurements")
+    parser.add_argument("--fine", type=int, default=12, help="BLEU after each of the first FINE heads pruned")
+    parser.add_argument("--step", type=int, default=4, help="then every STEP heads")
     parser.add_argument("--top", type=int, default=5, help="most important heads scored with BLEU alone")
     parser.add_argument("--out", default="benchmarks/results/head_importance.json")
     args = parser.parse_args()
@@ -75,7 +76,8 @@ def main() -> None:
             top.append({"head": list(head), "val_bleu": bleu(model, tokenizer, val)})
         print("alone", top[-1], flush=True)
     curve = []
-    for removed in list(range(0, len(heads), args.step)) + [len(heads)]:
+    counts = sorted(set(range(args.fine + 1)) | set(range(0, len(heads), args.step)) | {len(heads)})
+    for removed in counts:
         with heads_masked(model, ranking[len(heads) - removed :]):
             curve.append({"heads_kept": len(heads) - removed, "val_bleu": bleu(model, tokenizer, val)})
         print("pruned", curve[-1], flush=True)
@@ -88,7 +90,7 @@ def main() -> None:
         pruned_test = bleu(model, tokenizer, test)
     record = {
         "model_sha256": sha256(PRETRAINED_DIR / "model.safetensors"),
-        "command": "python benchmarks/head_importance.py " + f"--threads {args.threads} --step {args.step} --top {args.top}",
+        "command": "python benchmarks/head_importance.py " + f"--threads {args.threads} --fine {args.fine} --step {args.step} --top {args.top}",
         "validation_pairs": len(val),
         "base_val_loss": round(base_loss, 5),
         "base_val_bleu": base_bleu,
