@@ -18,6 +18,8 @@ Notebook: ``10_what_the_heads_learned.ipynb``.
 
 import numpy as np
 
+from annotated.support.checks import check_sizes, check_word_pairs
+
 NULL = "<null>"  # the empty German word: English words that translate nothing
 
 
@@ -50,6 +52,8 @@ class IBMModel1:
 
 def train_ibm_model1(pairs: list[tuple[list[str], list[str]]], iterations: int = 5) -> IBMModel1:
     """IBM Model 1 trained by EM on (German words, English words) pairs, from uniform t(e | f)."""
+    check_sizes(iterations=iterations)  # a positive integer, or a ValueError naming it
+    check_word_pairs(pairs)  # a non-empty list of (list of words, list of words), or a clear error
     german = [NULL, *sorted({f for de, _ in pairs for f in de} - {NULL})]
     english = sorted({e for _, en in pairs for e in en})
     f_id = {w: i for i, w in enumerate(german)}

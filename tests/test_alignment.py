@@ -45,3 +45,14 @@ def test_learns_the_toy_dictionary_and_aligns_with_it():
     for f in model.german:  # each column is a distribution over English words
         assert sum(model.prob(e, f) for e in model.english) == pytest.approx(1.0)
     assert model.prob("house", "unknown") == 0.0 and model.prob("unknown", "haus") == 0.0
+
+
+@pytest.mark.parametrize("pairs, iterations, message", [
+    ([], 5, "at least one"),
+    ([("das haus", "the house")], 5, "list of German words"),
+    ([(["das"], ["the"], ["x"])], 5, "pair 0"),
+    (TOY, 0, "iterations"),
+])
+def test_bad_input_is_a_clear_error(pairs, iterations, message):
+    with pytest.raises(ValueError, match=message):
+        train_ibm_model1(pairs, iterations)

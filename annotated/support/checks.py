@@ -257,3 +257,15 @@ def check_head(blocks: dict, kind: str, layer: int, head: int) -> None:
     h = blocks[kind][layer].h
     if not (_is_int(head) and 0 <= head < h):
         raise ValueError(f"head {head!r} does not exist: each {kind} block has heads 0..{h - 1}")
+
+
+def check_word_pairs(pairs) -> None:
+    """Sentence pairs for a word aligner: a non-empty list of (German words, English words), each a list."""
+    if isinstance(pairs, (str, bytes)) or not hasattr(pairs, "__len__") or len(pairs) == 0:
+        raise ValueError("give at least one (German words, English words) pair, e.g. "
+                         "[(['zwei', 'hunde'], ['two', 'dogs'])]")
+    for i, pair in enumerate(pairs):
+        if not (isinstance(pair, (tuple, list)) and len(pair) == 2
+                and all(isinstance(side, list) and all(isinstance(w, str) for w in side) for side in pair)):
+            raise ValueError(f"pair {i} is {str(pair)[:60]!r}: each pair must be (list of German words, "
+                             f"list of English words); split sentences into words first")
