@@ -226,3 +226,21 @@ def test_figures_are_labelled_with_the_tokens(shipped):
     assert [t.get_text() for t in fig.axes[-1].get_xticklabels()] == found.source
     with pytest.raises(ValueError, match="row labels"):
         plot_attention(first, found.weights["cross"][0, 0], found.read[:-1], found.source)
+
+
+def test_the_interactive_view_redraws_for_every_control(shipped):
+    from annotated.support.attention_figures import attention_explorer
+
+    model, tokenizer = shipped
+    view = attention_explorer(model, tokenizer, ["Zwei Hunde spielen im Schnee."])
+    controls = view.controls
+    for kind in ("encoder", "decoder", "cross"):
+        controls["kind"].value = kind
+        for head in (0, 8):
+            controls["head"].value = head
+    controls["layer"].value = 1
+    controls["sentence"].value = "Ein Mann fährt Fahrrad."  # a sentence the reader types
+    controls["sentence"].value = "   "  # nothing to draw: no error
+    assert set(view.found) == {"Zwei Hunde spielen im Schnee.", "Ein Mann fährt Fahrrad."}
+    found = view.found["Ein Mann fährt Fahrrad."]
+    assert tokenizer.detokenize(found.produced[:-1]) == "a man rides a bicycle."

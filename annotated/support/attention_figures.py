@@ -75,9 +75,9 @@ def plot_grid(ax: plt.Axes, values: torch.Tensor, title: str, fmt: str = ".2f", 
 
 def attention_explorer(model, tokenizer, sentences: list[str]):
     """An interactive view for Jupyter, offline (ipywidgets, no JavaScript from a CDN): pick a
-    sentence or type one, the kind of attention, the layer and the head (or the mean of the heads)."""
+    sentence or type one, the kind of attention, the layer and the head (or the mean of the heads).
+    Returns the widget; as a cell's last value, Jupyter shows it."""
     import ipywidgets as widgets
-    from IPython.display import display
 
     from annotated.heads import sentence_attention
 
@@ -108,9 +108,12 @@ def attention_explorer(model, tokenizer, sentences: list[str]):
                            f"{'mean of the heads' if head.value == 0 else f'head {head.value}'}",
                            produced=found.produced if kind.value != "encoder" else None)
             plt.show()
+            plt.close(fig)
             print("translation:", tokenizer.detokenize(found.produced[:-1]))
 
     for control in (sentence, kind, layer, head):
         control.observe(draw, names="value")
     draw()
-    display(widgets.VBox([sentence, widgets.HBox([kind, layer, head]), out]))
+    view = widgets.VBox([sentence, widgets.HBox([kind, layer, head]), out])
+    view.controls, view.found = {"sentence": sentence, "kind": kind, "layer": layer, "head": head}, cache
+    return view
