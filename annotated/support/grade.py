@@ -1,0 +1,141 @@
+"""Grade exercise notebooks: run each in a fresh kernel and report every check.
+
+    python -m annotated.support.grade exercises/                       # every notebook of a folder
+    python -m annotated.support.grade submissions/ana/04_multi_head_exercise.ipynb
+    python -m annotated.support.grade exercises/ --timeout 300         # seconds per cell
+
+An exercise is the part of a notebook under a heading ``## Exercise N.M: ...``; its checks
+are the code cells that start with a call ``check_...(...)``. Every notebook runs top to
+bottom in a fresh kernel, in its own folder, and goes on after a failing cell, so that one
+mistake does not hide the other exercises. The table printed says, for each check, whether it
+passed and, when not, the check's diagnosis (the first line of its message; ``--full`` prints
+all of it). A notebook is never changed on disk.
+
+Exit code: 0 when every check passed, 1 when one failed or a notebook had no check to run,
+2 for a usage error (a path that is not a notebook or a folder of notebooks).
+"""
+
+import argparse
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+
+from annotated.support.errors import UsageError, run_command
+
+EXERCISE_HEADING = re.compile(r"^##\s+(Exercise\s+[\w.]+)\s*:?\s*(.*)$")
+CHECK_CALL = re.compile(r"^\s*(check_\w+)\s*\(")
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+@dataclass
+class Result:
+    """One check of one notebook: passed, or failed with the diagnosis."""
+
+    notebook: str
+    exercise: str
+    check: str
+    passed: bool
+    diagnosis: str = ""
+
+
+def notebooks_in(path: Path) -> list[Path]:
+    """The notebooks that ``path`` names: itself, or those of the folder, in name order."""
+    if path.is_dir():
+        found = sorted(p for p in path.glob("*.ipynb") if not p.name.startswith("."))
+        if not found:
+            raise UsageError(f"{path} holds no .ipynb notebook; give a folder of exercise notebooks or one notebook")
+        return found
+    if not path.exists():
+        raise UsageError(f"no such file or folder: {path}")
+    if path.suffix != ".ipynb":
+        raise UsageError(f"{path} is not a notebook (.ipynb); give a notebook or a folder of them")
+    return [path]
+
+
+def error_text(cell) -> str | None:
+    """The error a cell raised when it ran (name and message, without colour codes), or None."""
+    for output in cell.get("outputs", []):
+        if output.get("output_type") == "error":
+            message = ANSI.sub("", output.get("evalue", "")).strip()
+            return f"{output.get('ename', 'Error')}: {message}" if message else output.get("ename", "Error")
+    return None
+
+
+def results_of(nb, name: str) -> list[Result]:
+    """The checks of an executed notebook, each under the exercise heading above it."""
+    exercise, results = "(before any exercise)", []
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            heading = EXERCISE_HEADING.match(cell.source.strip().split("\n", 1)[0])
+            if heading:
+                exercise = f"{heading.group(1)}: {heading.group(2)}".rstrip(": ")
+        elif cell.cell_type == "code":
+            call = CHECK_CALL.match(cell.source)
+            if call:
+                error = error_text(cell)
+                results.append(Result(name, exercise, call.group(1), error is None, error or ""))
+    return results
+
+
+def grade_notebook(path: Path, timeout: int = 600) -> list[Result]:
+    """Run one notebook in a fresh kernel (cells after a failure still run) and read its checks."""
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellTimeoutError, DeadKernelError
+
+    try:
+        nb = nbformat.read(path, as_version=4)
+    except Exception as err:  # not JSON, not a notebook
+        return [Result(path.name, "(the notebook)", "(read)", False, f"cannot read the notebook: {err}")]
+    client = NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=True,
+                            resources={"metadata": {"path": str(path.resolve().parent)}})
+    try:
+        client.execute()
+    except (CellTimeoutError, DeadKernelError) as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        return [Result(path.name, "(the notebook)", "(run)", False, f"the notebook stopped: {first}")]
+    results = results_of(nb, path.name)
+    if not results:
+        return [Result(path.name, "(the notebook)", "(none)", False,
+                       "no check_...() cell found: is this an exercise notebook of the course?")]
+    return results
+
+
+def table(results: list[Result], full: bool = False) -> str:
+    """The results as a plain-text table, one line per check (and the whole diagnosis with ``full``)."""
+    rows = [("notebook", "exercise", "check", "result", "diagnosis")]
+    for r in results:
+        diagnosis = r.diagnosis if full else r.diagnosis.split("\n", 1)[0]
+        rows.append((r.notebook, r.exercise, r.check, "passed" if r.passed else "FAILED", diagnosis))
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row[:4], widths)) + "  " + row[4] for row in rows]
+    passed = sum(r.passed for r in results)
+    return "\n".join([*(line.rstrip() for line in lines), "", f"{passed} of {len(results)} checks passed"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m annotated.support.grade",
+                                     description="Run exercise notebooks in a fresh kernel and report every check.")
+    parser.add_argument("paths", nargs="+", help="exercise notebooks, or folders of them")
+    parser.add_argument("--timeout", type=int, default=600, help="seconds a cell may run (default 600)")
+    parser.add_argument("--full", action="store_true", help="print each diagnosis whole, not its first line")
+    args = parser.parse_args(argv)
+    if args.timeout < 1:
+        parser.error(f"--timeout must be a positive number of seconds, got {args.timeout}")
+
+    def body() -> int:
+        paths = [nb for p in args.paths for nb in notebooks_in(Path(p))]
+        results = []
+        for path in paths:
+            print(f"running {path} ...", file=sys.stderr, flush=True)
+            results += grade_notebook(path, args.timeout)
+        print(table(results, args.full))
+        return 0 if all(r.passed for r in results) else 1
+
+    return run_command(body, parser.prog)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

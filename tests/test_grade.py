@@ -1,0 +1,118 @@
+"""python -m annotated.support.grade: every check of a folder of notebooks, passed or with its diagnosis."""
+
+import shutil
+
+import nbformat
+import pytest
+
+from annotated.support.exercises import EXERCISES, SOLUTIONS
+from annotated.support.grade import main
+
+SOLUTION_NAMES = sorted(p.name for p in SOLUTIONS.glob("*.ipynb"))
+
+
+def grade(capsys, *argv):
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def rows(out: str) -> list[str]:
+    """The table's lines, one per check: between the header and the blank line before the total."""
+    return out.split("\n\n")[0].splitlines()[1:]
+
+
+def edited_copy(folder, name: str, old: str, new: str):
+    """A copy of a solution notebook with one mistake written into it (as a student might)."""
+    nb = nbformat.read(SOLUTIONS / name, as_version=4)
+    hits = [cell for cell in nb.cells if old in cell.source]
+    assert len(hits) == 1, f"{old!r} is in {len(hits)} cells of {name}"
+    hits[0].source = hits[0].source.replace(old, new)
+    path = folder / name
+    nbformat.write(nb, path)
+    return path
+
+
+def test_the_solutions_pass_every_check(capsys):
+    code, out, _ = grade(capsys, SOLUTIONS)
+    assert code == 0
+    found = rows(out)
+    assert len(found) == 4 and all(" passed" in line for line in found)
+    for exercise in ("Exercise 2.1", "Exercise 4.1", "Exercise 4.2", "Exercise 5.1"):
+        assert exercise in out
+    assert "4 of 4 checks passed" in out
+
+
+def test_the_blank_exercises_fail_every_check_and_say_why(capsys):
+    code, out, _ = grade(capsys, EXERCISES)
+    assert code == 1
+    found = rows(out)
+    assert len(found) == 4 and all("FAILED" in line and "not done yet" in line for line in found)
+    assert "0 of 4 checks passed" in out
+
+
+def test_a_typical_mistake_is_diagnosed_and_the_other_exercises_still_graded(capsys, tmp_path):
+    # No 1/sqrt(d_k) in the attention; split_heads cut in the wrong order; merge_heads left right.
+    edited_copy(tmp_path, "02_attention_exercise.ipynb", "/ math.sqrt(d_k)", "")
+    edited_copy(tmp_path, "04_multi_head_exercise.ipynb", "x.view(batch, length, h, d_model // h).transpose(1, 2)",
+                "x.view(batch, h, length, d_model // h)")
+    code, out, _ = grade(capsys, tmp_path)
+    assert code == 1
+    attention, split, merge = rows(out)
+    assert "FAILED" in attention and "sqrt" in attention
+    assert "FAILED" in split and "split_heads" in split
+    assert " passed" in merge  # a mistake in one exercise does not hide the next
+    assert "1 of 3 checks passed" in out
+
+
+def test_a_cell_that_fails_before_the_check_is_reported_and_the_notebook_goes_on(capsys, tmp_path):
+    edited_copy(tmp_path, "04_multi_head_exercise.ipynb", "def split_heads(", "def split_heads(:")  # a syntax error
+    code, out, _ = grade(capsys, tmp_path / "04_multi_head_exercise.ipynb")
+    split, merge = rows(out)
+    assert code == 1 and "FAILED" in split and "NameError" in split and " passed" in merge
+
+
+def test_full_prints_the_whole_diagnosis(capsys, tmp_path):
+    edited_copy(tmp_path, "02_attention_exercise.ipynb", "/ math.sqrt(d_k)", "")
+    _, short, _ = grade(capsys, tmp_path)
+    _, full, _ = grade(capsys, tmp_path, "--full")
+    assert len(full.splitlines()) >= len(short.splitlines())
+    assert rows(short)[0] in full.splitlines()[1] or rows(short)[0].split("FAILED")[0] in full
+
+
+def test_notebooks_that_cannot_be_graded_are_failures_with_a_reason(capsys, tmp_path):
+    (tmp_path / "broken.ipynb").write_text("{ not json")
+    plain = nbformat.v4.new_notebook()
+    plain.cells = [nbformat.v4.new_code_cell("x = 1")]
+    nbformat.write(plain, tmp_path / "plain.ipynb")
+    code, out, _ = grade(capsys, tmp_path)
+    assert code == 1
+    broken, no_checks = rows(out)
+    assert "cannot read the notebook" in broken
+    assert "no check_...() cell found" in no_checks
+
+
+@pytest.mark.parametrize("where, message", [
+    ("missing", "no such file or folder"),
+    ("not a notebook", "is not a notebook"),
+    ("empty folder", "holds no .ipynb notebook"),
+])
+def test_a_bad_path_exits_2_with_a_clear_message(capsys, tmp_path, where, message):
+    path = {"missing": tmp_path / "no" / "such", "not a notebook": SOLUTIONS.parent / "README.md",
+            "empty folder": tmp_path}[where]
+    code, _, err = grade(capsys, path)
+    assert code == 2 and message in err
+
+
+def test_a_bad_timeout_exits_2(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main([str(EXERCISES), "--timeout", "0"])
+    assert exit_info.value.code == 2 and "--timeout must be a positive" in capsys.readouterr().err
+
+
+def test_the_grader_never_changes_a_notebook(capsys, tmp_path):
+    path = tmp_path / "02_attention_exercise.ipynb"
+    shutil.copy(EXERCISES / "02_attention_exercise.ipynb", path)
+    before = path.read_bytes()
+    grade(capsys, path)
+    assert path.read_bytes() == before
