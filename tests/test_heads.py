@@ -244,3 +244,28 @@ def test_the_interactive_view_redraws_for_every_control(shipped):
     assert set(view.found) == {"Zwei Hunde spielen im Schnee.", "Ein Mann fährt Fahrrad."}
     found = view.found["Ein Mann fährt Fahrrad."]
     assert tokenizer.detokenize(found.produced[:-1]) == "a man rides a bicycle."
+
+
+def test_the_head_importance_record_is_the_shipped_models_and_follows_its_own_rules():
+    """benchmarks/results/head_importance.json, which notebook 10 plots: recorded for the shipped
+    weights, heads ranked by their loss increase, and the 0.5-BLEU answer read off its own curve."""
+    import json
+
+    from annotated.support.course import ROOT
+    from annotated.support.pretrained import PRETRAINED_DIR, sha256
+
+    record = json.loads((ROOT / "benchmarks/results/head_importance.json").read_text())
+    assert record["model_sha256"] == sha256(PRETRAINED_DIR / "model.safetensors")
+    delta = {tuple(d["head"]): d["delta"] for d in record["delta_val_loss"]}
+    assert len(delta) == 72 and sorted(delta) == sorted(tuple(hd) for hd in record["ranking"])
+    ranked = [delta[tuple(hd)] for hd in record["ranking"]]
+    assert ranked == sorted(ranked, reverse=True)
+    curve = sorted(record["pruning"], key=lambda p: -p["heads_kept"])
+    assert curve[0] == {"heads_kept": 72, "val_bleu": record["base_val_bleu"]} and curve[-1]["heads_kept"] == 0
+    kept = 72
+    for point in curve:
+        if point["val_bleu"] <= record["base_val_bleu"] - 0.5:
+            break
+        kept = point["heads_kept"]
+    assert kept == record["fewest_heads_within_0.5_bleu"]
+    assert [t["head"] for t in record["top_heads_alone"]] == record["ranking"][: len(record["top_heads_alone"])]
