@@ -57,11 +57,9 @@ def collect_attention(model: EncoderDecoder, batch: Batch) -> dict[str, torch.Te
 def teacher_forced_batches(tokenizer: Tokenizer, pairs: list[tuple[str, str]], batch_size: int = 100) -> list[Batch]:
     """(German, English) sentence pairs as batches for teacher forcing, sorted by length so that
     little is padding; the order of the pairs is not kept."""
-    vocab_src, vocab_tgt = tokenizer.src_vocab, tokenizer.tgt_vocab
-    examples = [(tokenizer.encode(de), [vocab_tgt[BOS], *vocab_tgt.lookup_indices(tokenizer.text.tokenize_en(en)),
-                                        vocab_tgt[EOS]]) for de, en in pairs]
-    examples.sort(key=lambda ex: (len(ex[1]), len(ex[0])))
-    return [collate(examples[i : i + batch_size], vocab_src[PAD]) for i in range(0, len(examples), batch_size)]
+    examples = sorted((tokenizer.encode_pair(de, en) for de, en in pairs), key=lambda ex: (len(ex[1]), len(ex[0])))
+    pad = tokenizer.src_vocab[PAD]
+    return [collate(examples[i : i + batch_size], pad) for i in range(0, len(examples), batch_size)]
 
 
 @dataclass
@@ -82,18 +80,24 @@ class SentenceAttention:
                 "cross": (self.read, self.source)}[kind]
 
 
+def until_eos(ids: list[int], eos: int) -> list[int]:
+    """A decoded row up to and with its first ``eos`` (padding after it dropped); one is added if
+    the row never ended."""
+    return ids[: ids.index(eos) + 1] if eos in ids else [*ids, eos]
+
+
 def sentence_attention(model: EncoderDecoder, tokenizer: Tokenizer, german: str,
                        english: str | None = None) -> SentenceAttention:
     """Every head's weights on one German sentence, teacher-forced on ``english``'s pieces, or,
     without it, on the model's own greedy translation (what it attended to while writing it)."""
     vocab_src, vocab_tgt = tokenizer.src_vocab, tokenizer.tgt_vocab
-    src = tokenizer.encode(german)
     if english is None:
+        src = tokenizer.encode(german)
         out = greedy_decode(model.eval(), torch.tensor([src]), None, 2 * len(src) + 10, vocab_tgt[BOS],
                             vocab_tgt[EOS], pad_idx=vocab_tgt[PAD])[0].tolist()
-        tgt = out[: out.index(vocab_tgt[EOS]) + 1] if vocab_tgt[EOS] in out else out + [vocab_tgt[EOS]]
+        tgt = until_eos(out, vocab_tgt[EOS])
     else:
-        tgt = [vocab_tgt[BOS], *vocab_tgt.lookup_indices(tokenizer.text.tokenize_en(english)), vocab_tgt[EOS]]
+        src, tgt = tokenizer.encode_pair(german, english)
     weights = collect_attention(model.eval(), collate([(src, tgt)], vocab_src[PAD]))
     tokens = vocab_tgt.lookup_tokens(tgt)
     return SentenceAttention(vocab_src.lookup_tokens(src), tokens[:-1], tokens[1:],

@@ -12,7 +12,7 @@ import torch
 
 def plot_attention(ax: plt.Axes, weights: torch.Tensor, rows: list[str], cols: list[str], title: str = "",
                    row_title: str = "query", col_title: str = "key", produced: list[str] | None = None,
-                   vmax: float | None = 1.0, tick_labels: bool = True) -> None:
+                   vmax: float | None = 1.0) -> None:
     """One (L_q, L_k) map of attention weights on ``ax``: row i is the query labelled ``rows[i]``,
     column j the key ``cols[j]``. ``produced``, for a decoder's rows, labels the right-hand side
     with the token each row predicts (the left says which token it reads)."""
@@ -22,12 +22,11 @@ def plot_attention(ax: plt.Axes, weights: torch.Tensor, rows: list[str], cols: l
                          f"{weights.shape[1]} column labels, got {len(rows)} and {len(cols)}")
     ax.imshow(weights.numpy(), cmap="viridis", vmin=0, vmax=vmax, aspect="auto", interpolation="nearest")
     ax.set_title(title, fontsize=9)
-    ax.set_xticks(range(len(cols)), cols if tick_labels else [], rotation=90, fontsize=7)
-    ax.set_yticks(range(len(rows)), rows if tick_labels else [], fontsize=7)
-    if tick_labels:
-        ax.set_xlabel(col_title, fontsize=8)
-        ax.set_ylabel(row_title, fontsize=8)
-    if produced is not None and tick_labels:
+    ax.set_xticks(range(len(cols)), cols, rotation=90, fontsize=7)
+    ax.set_yticks(range(len(rows)), rows, fontsize=7)
+    ax.set_xlabel(col_title, fontsize=8)
+    ax.set_ylabel(row_title, fontsize=8)
+    if produced is not None:
         if len(produced) != len(rows):
             raise ValueError(f"{len(produced)} produced tokens for {len(rows)} rows")
         right = ax.secondary_yaxis("right")

@@ -82,6 +82,11 @@ class Tokenizer:
         """German text -> source ids, wrapped in <s> ... </s> as in training."""
         return [self.src_vocab[BOS], *self.src_vocab.lookup_indices(self.tokenize(text)), self.src_vocab[EOS]]
 
+    def encode_pair(self, german: str, english: str) -> tuple[list[int], list[int]]:
+        """A sentence pair -> (source ids, target ids), each wrapped in <s> ... </s> as in training."""
+        target = self.tgt_vocab.lookup_indices(self.text.tokenize_en(english))
+        return self.encode(german), [self.tgt_vocab[BOS], *target, self.tgt_vocab[EOS]]
+
     def detokenize(self, tokens: list[str]) -> str:
         """English tokens -> text."""
         return self.text.detokenize(tokens)
