@@ -2,10 +2,11 @@
 wrong answers with a message that names the mistake, and pass on the solutions."""
 
 import contextlib
-import inspect
+import importlib
 import io
 import math
 import re
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -24,10 +25,12 @@ from annotated.support.grading import (
     check_sinusoidal_table,
     check_split_heads,
 )
+from annotated.support.grading.attention import _call_attention
+from annotated.support.grading.core import _call
 from annotated.support.notebooks import code_cells
 
 SOLUTION_PATHS = sorted(SOLUTIONS.glob("*.ipynb"))
-CHECKS = {n for n, obj in vars(grading).items() if n.startswith("check_") and inspect.isfunction(obj)}
+CHECKS = set(grading.CHECKS)
 
 
 def is_check_cell(source: str) -> bool:
@@ -524,8 +527,16 @@ def test_check_names_the_mistake_of_a_typical_wrong_answer(check, wrong, message
         check(wrong)
 
 
+def all_wrong_answers():
+    """WRONG_ANSWERS of this file and of every tests/test_exercises_NN_<name>.py."""
+    found = list(WRONG_ANSWERS)
+    for path in sorted(Path(__file__).parent.glob("test_exercises_*.py")):
+        found += importlib.import_module(path.stem).WRONG_ANSWERS
+    return found
+
+
 def test_every_check_has_typical_wrong_answers():
-    assert {check.__name__ for check, _, _ in WRONG_ANSWERS} == CHECKS
+    assert {check.__name__ for check, _, _ in all_wrong_answers()} == CHECKS
 
 
 def test_an_unknown_mistake_still_fails_with_the_differences():
@@ -537,16 +548,12 @@ def test_an_unknown_mistake_still_fails_with_the_differences():
         check_attention(noisy)
 
 
-@pytest.mark.parametrize("size_sets", [
-    grading.ATTENTION_SIZES,
-    grading.HEAD_SIZES,
-    [dict(max_len=m, d_model=d) for m, d in grading.TABLE_SIZES],
-], ids=["attention", "heads", "table"])
-def test_the_sizes_of_a_check_all_differ_so_hard_coded_sizes_fail(size_sets):
+@pytest.mark.parametrize("check", sorted(grading.SIZE_SETS))
+def test_the_sizes_of_a_check_all_differ_so_hard_coded_sizes_fail(check):
     def flat(sizes):  # lead=(batch, h) counts as two sizes
         names = ["batch", "h"][: len(sizes.get("lead", ()))]
         return {**dict(zip(names, sizes.get("lead", ()))), **{k: v for k, v in sizes.items() if k != "lead"}}
-    sets = [flat(s) for s in size_sets]
+    sets = [flat(s) for s in grading.SIZE_SETS[check]]
     assert len(sets) >= 2
     for sizes in sets:
         assert sizes.get("d_k") != 4
@@ -554,6 +561,15 @@ def test_the_sizes_of_a_check_all_differ_so_hard_coded_sizes_fail(size_sets):
     for name in {k for s in sets for k in s}:
         values = [s[name] for s in sets if name in s]
         assert len(set(values)) == len(values), f"{name} repeats across the sets: {values}"
+
+
+def test_every_check_runs_several_sizes_or_says_why_its_inputs_are_fixed():
+    fixed = {}
+    for name in grading.MODULES:
+        fixed.update(getattr(importlib.import_module(f"annotated.support.grading.{name}"), "FIXED_INPUTS", {}))
+    assert not set(fixed) & set(grading.SIZE_SETS), "a check is both fixed and sized"
+    assert set(fixed) | set(grading.SIZE_SETS) == CHECKS
+    assert all(len(why) > 20 for why in fixed.values()), fixed
 
 
 def test_check_attention_gives_masks_as_many_dimensions_as_the_scores_and_a_4d_case():
@@ -574,8 +590,8 @@ def test_key_dot_T_is_named_even_when_its_shapes_happen_to_fit():
     # batch == d_k: key.T, (d_k, L_k, batch), multiplies without an error and pairs wrong numbers.
     q, k, v = torch.randn(3, 2, 3), torch.randn(3, 4, 3), torch.randn(3, 4, 5)
     with pytest.raises(ExerciseFailed, match=r"\.T on a tensor with more than two dimensions"):
-        grading._call_attention(_attention(transpose="T"), q, k, v)
-    grading._call_attention(scaled_dot_product_attention, q, k, v)  # no .T, no complaint
+        _call_attention(_attention(transpose="T"), q, k, v)
+    _call_attention(scaled_dot_product_attention, q, k, v)  # no .T, no complaint
 
 
 @pytest.mark.parametrize("check, given, named", [
@@ -596,7 +612,7 @@ def test_a_change_of_layout_only_is_named_as_an_in_place_change():
         return x.t_()  # same shape (square), other strides
     x = torch.arange(9.0).view(3, 3)
     with pytest.raises(ExerciseFailed, match=r"`x` in place: its layout in memory changed"):
-        grading._call(transpose_in_place, x)
+        _call(transpose_in_place, x)
 
 
 def test_an_exception_after_an_in_place_change_names_both():

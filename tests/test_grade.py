@@ -62,8 +62,8 @@ def test_the_blank_exercises_fail_every_check_and_say_why(capsys):
 
 def test_a_typical_mistake_is_diagnosed_and_the_other_exercises_still_graded(capsys, tmp_path):
     # No 1/sqrt(d_k) in the attention; split_heads cut in the wrong order; merge_heads left right.
-    edited_copy(tmp_path, "02_attention_exercise.ipynb", "/ math.sqrt(d_k)", "")
-    edited_copy(tmp_path, "04_multi_head_exercise.ipynb", "x.view(batch, length, h, d_model // h).transpose(1, 2)",
+    edited_copy(tmp_path, "02_scaled_dot_product_attention.ipynb", "/ math.sqrt(d_k)", "")
+    edited_copy(tmp_path, "04_multi_head_attention.ipynb", "x.view(batch, length, h, d_model // h).transpose(1, 2)",
                 "x.view(batch, h, length, d_model // h)")
     code, out, _ = grade(capsys, tmp_path)
     assert code == 1
@@ -75,14 +75,14 @@ def test_a_typical_mistake_is_diagnosed_and_the_other_exercises_still_graded(cap
 
 
 def test_a_cell_that_fails_before_the_check_is_reported_and_the_notebook_goes_on(capsys, tmp_path):
-    edited_copy(tmp_path, "04_multi_head_exercise.ipynb", "def split_heads(", "def split_heads(:")  # a syntax error
-    code, out, _ = grade(capsys, tmp_path / "04_multi_head_exercise.ipynb")
+    edited_copy(tmp_path, "04_multi_head_attention.ipynb", "def split_heads(", "def split_heads(:")  # a syntax error
+    code, out, _ = grade(capsys, tmp_path / "04_multi_head_attention.ipynb")
     split, merge = rows(out)
     assert code == 1 and "FAILED" in split and "NameError" in split and " passed" in merge
 
 
 def test_full_prints_the_whole_diagnosis(capsys, tmp_path):
-    edited_copy(tmp_path, "02_attention_exercise.ipynb", "/ math.sqrt(d_k)", "")
+    edited_copy(tmp_path, "02_scaled_dot_product_attention.ipynb", "/ math.sqrt(d_k)", "")
     _, short, _ = grade(capsys, tmp_path)
     _, full, _ = grade(capsys, tmp_path, "--full")
     assert len(full.splitlines()) >= len(short.splitlines())
@@ -120,8 +120,8 @@ def test_a_bad_timeout_exits_2(capsys):
 
 
 def test_the_grader_never_changes_a_notebook(capsys, tmp_path):
-    path = tmp_path / "02_attention_exercise.ipynb"
-    shutil.copy(EXERCISES / "02_attention_exercise.ipynb", path)
+    path = tmp_path / "02_scaled_dot_product_attention.ipynb"
+    shutil.copy(EXERCISES / "02_scaled_dot_product_attention.ipynb", path)
     before = path.read_bytes()
     grade(capsys, path)
     assert path.read_bytes() == before

@@ -1,7 +1,7 @@
 """Grade exercise notebooks: run each in a fresh kernel and report every check.
 
     python -m annotated.support.grade exercises/                       # every notebook of a folder
-    python -m annotated.support.grade submissions/ana/04_multi_head_exercise.ipynb
+    python -m annotated.support.grade submissions/ana/04_multi_head_attention.ipynb
     python -m annotated.support.grade exercises/ --timeout 300         # seconds per cell
 
 An exercise is the part of a notebook under a heading ``## Exercise N.M: ...``; its checks

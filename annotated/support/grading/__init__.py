@@ -1,0 +1,34 @@
+"""Checks for the exercises in ``exercises/``: each runs a learner's function on small
+inputs, compares the result with the course's own code, and names the mistake when there
+is one.
+
+    from annotated.support.grading import check_attention
+    check_attention(attention)   # prints one line when it passes, raises ExerciseFailed if not
+
+One module per notebook holds the checks of its exercises (``softmax`` for notebook 01,
+``attention`` for 02, ... ``heads`` for 10, in ``MODULES``); ``core`` holds what they share.
+Every ``check_...`` function of those modules is importable from here. Each check first
+compares with a list of typical mistakes, so a wrong answer gets a diagnosis rather than a
+table of numbers, and runs on several sets of sizes (each module's ``SIZE_SETS``), so an
+answer with a size written into it fails.
+"""
+
+import importlib
+
+from annotated.support.grading.core import ExerciseFailed
+
+# The notebook each module checks: 01 softmax ... 10 heads.
+MODULES = ("softmax", "attention", "masking", "multi_head", "positional", "sublayers", "model",
+           "training", "translation", "heads")
+
+CHECKS: dict = {}      # name -> check function, of every module
+SIZE_SETS: dict = {}   # check name -> the sets of sizes it runs (a list of dicts)
+for _module_name in MODULES:
+    _module = importlib.import_module(f"{__name__}.{_module_name}")
+    for _name, _value in vars(_module).items():
+        if _name.startswith("check_") and callable(_value) and _value.__module__ == _module.__name__:
+            CHECKS[_name] = _value
+    SIZE_SETS.update(getattr(_module, "SIZE_SETS", {}))
+globals().update(CHECKS)
+
+__all__ = ["ExerciseFailed", "CHECKS", "SIZE_SETS", "MODULES", *CHECKS]

@@ -1,0 +1,3 @@
+"""Checks of notebook 10's exercises."""
+
+SIZE_SETS: dict = {}

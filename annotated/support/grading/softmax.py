@@ -1,0 +1,3 @@
+"""Checks of notebook 01's exercises."""
+
+SIZE_SETS: dict = {}

@@ -1,0 +1,3 @@
+"""Checks of notebook 06's exercises."""
+
+SIZE_SETS: dict = {}

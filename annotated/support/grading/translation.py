@@ -1,0 +1,3 @@
+"""Checks of notebook 09's exercises."""
+
+SIZE_SETS: dict = {}
