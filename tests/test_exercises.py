@@ -58,6 +58,23 @@ def test_every_solution_has_its_exercise_and_every_exercise_its_solution():
     assert [p.name for p in SOLUTION_PATHS] == sorted(p.name for p in EXERCISES.glob("*.ipynb"))
 
 
+NOTEBOOKS = Path(__file__).parent.parent / "notebooks"
+TAUGHT = sorted(p for p in NOTEBOOKS.glob("[0-9][0-9]_*.ipynb") if not p.name.startswith("00_"))
+
+
+@pytest.mark.parametrize("notebook", TAUGHT, ids=lambda p: p.stem)
+def test_every_notebook_after_the_introduction_has_three_exercises_or_more_under_its_own_name(notebook):
+    solution = SOLUTIONS / notebook.name
+    assert solution.exists(), f"no solutions/{notebook.name}: its exercises are missing"
+    statements = exercise_statements(solution)
+    assert len(statements) >= 3, f"{notebook.name} has {len(statements)} exercises"
+    number = int(notebook.name[:2])
+    headings = [c.source.split("\n", 1)[0] for c in nbformat.read(solution, as_version=4).cells
+                if c.cell_type == "markdown" and c.source.startswith("## Exercise ")]
+    assert headings == [h for h in headings if h.startswith(f"## Exercise {number}.")]
+    assert len(headings) == len(statements), "each exercise under its own '## Exercise N.M' heading"
+
+
 @pytest.mark.parametrize("solution", SOLUTION_PATHS, ids=lambda p: p.stem)
 def test_exercise_notebook_is_exactly_what_the_generator_makes_from_its_solution(solution):
     expected = make_exercise(nbformat.read(solution, as_version=4), solution.name)

@@ -3,21 +3,26 @@
     python -m annotated.support.grade exercises/                       # every notebook of a folder
     python -m annotated.support.grade submissions/ana/04_multi_head_attention.ipynb
     python -m annotated.support.grade exercises/ --timeout 300         # seconds per cell
+    python -m annotated.support.grade exercises/ --jobs 1              # one notebook at a time
 
 An exercise is the part of a notebook under a heading ``## Exercise N.M: ...``; its checks
 are the code cells that start with a call ``check_...(...)``. Every notebook runs top to
 bottom in a fresh kernel, in its own folder, and goes on after a failing cell, so that one
 mistake does not hide the other exercises. The table printed says, for each check, whether it
 passed and, when not, the check's diagnosis (the first line of its message; ``--full`` prints
-all of it). A notebook is never changed on disk.
+all of it). A notebook is never changed on disk. Several notebooks run side by side, each in
+its own kernel (``--jobs``, by default as many as the machine has cores, at most 4); the table
+keeps the order of the paths.
 
 Exit code: 0 when every check passed, 1 when one failed or a notebook had no check to run,
 2 for a usage error (a path that is not a notebook or a folder of notebooks).
 """
 
 import argparse
+import os
 import re
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -121,16 +126,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("paths", nargs="+", help="exercise notebooks, or folders of them")
     parser.add_argument("--timeout", type=int, default=600, help="seconds a cell may run (default 600)")
     parser.add_argument("--full", action="store_true", help="print each diagnosis whole, not its first line")
+    parser.add_argument("--jobs", type=int, default=min(4, os.cpu_count() or 1),
+                        help="notebooks run at once, each in its own kernel (default: the cores, at most 4)")
     args = parser.parse_args(argv)
     if args.timeout < 1:
         parser.error(f"--timeout must be a positive number of seconds, got {args.timeout}")
+    if args.jobs < 1:
+        parser.error(f"--jobs must be a positive number of notebooks, got {args.jobs}")
 
     def body() -> int:
         paths = [nb for p in args.paths for nb in notebooks_in(Path(p))]
-        results = []
-        for path in paths:
+
+        def run(path: Path) -> list[Result]:
             print(f"running {path} ...", file=sys.stderr, flush=True)
-            results += grade_notebook(path, args.timeout)
+            return grade_notebook(path, args.timeout)
+
+        # Each notebook runs in a kernel of its own (a separate process): threads only wait on them.
+        with ThreadPoolExecutor(max_workers=min(args.jobs, len(paths))) as pool:
+            results = [r for found in pool.map(run, paths) for r in found]
         print(table(results, args.full))
         return 0 if all(r.passed for r in results) else 1
 
