@@ -48,9 +48,14 @@ def _generic(message: str) -> ExerciseFailed:
 
 
 def _describe(args: tuple) -> str:
-    return ", ".join(
-        f"tensor of shape {tuple(a.shape)}" if torch.is_tensor(a) else repr(a) for a in args
-    )
+    """The arguments of a call, short: a tensor by its shape, a module by its class."""
+    def short(a) -> str:
+        if torch.is_tensor(a):
+            return f"tensor of shape {tuple(a.shape)}"
+        if isinstance(a, torch.nn.Module):
+            return f"a {type(a).__name__} model"
+        return repr(a)
+    return ", ".join(short(a) for a in args)
 
 
 def _a(word: str) -> str:
