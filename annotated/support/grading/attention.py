@@ -1,5 +1,6 @@
-"""Checks of notebook 02's exercises: scaled dot-product attention, compared with
-``torch.nn.functional.scaled_dot_product_attention`` and ``annotated.attention``."""
+"""Checks of notebook 02's exercises: scaled dot-product attention (2.1), the same with loops
+over the queries and keys (2.2), and the hard lookup it becomes when one score dominates (2.3),
+compared with ``torch.nn.functional.scaled_dot_product_attention`` and ``annotated.attention``."""
 
 import math
 import warnings
@@ -10,8 +11,8 @@ import torch.nn.functional as F
 
 from annotated.attention import scaled_dot_product_attention
 from annotated.support.grading.core import (
-    ExerciseFailed, _assert_close, _call, _function, _hard_coded_hint, _rows, _run_on_all_sizes,
-    _same, _shape, _tensor,
+    ExerciseFailed, _assert_close, _call, _function, _generic, _hard_coded_hint, _rows,
+    _run_on_all_sizes, _same, _shape, _tensor,
 )
 
 # Two 3-D sets (batch, L, d) and one 4-D set (batch, h, L, d), as multi-head attention
@@ -22,7 +23,13 @@ ATTENTION_SIZES = [
     dict(lead=(3,), L_q=7, L_k=4, d_k=10, d_v=5),
     dict(lead=(4, 5), L_q=2, L_k=6, d_k=9, d_v=3),  # lead = (batch, h)
 ]
-SIZE_SETS = {"check_attention": ATTENTION_SIZES}
+# One sequence, (L, d), for the attention written with loops over its queries and keys.
+LOOP_SIZES = [dict(L_q=3, L_k=5, d_k=6, d_v=2), dict(L_q=5, L_k=2, d_k=7, d_v=3)]
+SIZE_SETS = {
+    "check_attention": ATTENTION_SIZES,
+    "check_attention_loops": LOOP_SIZES,
+    "check_hard_lookup": ATTENTION_SIZES,
+}
 
 # The errors of a matrix product whose shapes do not fit: what query @ key.T gives.
 _MATMUL_ERROR = (r"must match the size of tensor|cannot be multiplied|Expected size for first two"
@@ -38,16 +45,17 @@ _TRANSPOSE_HINT = (
 _ROLES = ("query", "key", "value", "mask")
 
 
-def _call_attention(attention: Callable, *args):
+def _call_attention(attention: Callable, *args, extra_hints: tuple = ()):
     """Call the learner's attention; ``key.T`` on a 3-D or 4-D key is named, whether the
-    shapes then fail or happen to fit, from the warning torch gives for it."""
+    shapes then fail or happen to fit, from the warning torch gives for it. ``extra_hints``
+    are more (pattern, hint) pairs for ``_call``."""
     warn_always = torch.is_warn_always_enabled()
     torch.set_warn_always(True)  # torch warns about x.T once per process otherwise
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:
-                hints = ((_MATMUL_ERROR, _TRANSPOSE_HINT),)
+                hints = ((_MATMUL_ERROR, _TRANSPOSE_HINT), *extra_hints)
                 result, error = _call(attention, *args, hints=hints, roles=_ROLES), None
             except ExerciseFailed as err:
                 result, error = None, err
@@ -145,7 +153,8 @@ def _reference(q, k, v, mask=None, with_torch: bool = True):
     (PyTorch gives such a query NaN, the course zero)."""
     out, weights = scaled_dot_product_attention(q, k, v, mask)
     if with_torch:
-        torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=mask))
+        if not _same(out, F.scaled_dot_product_attention(q, k, v, attn_mask=mask)):
+            raise AssertionError("the course's attention differs from PyTorch's: a bug of the course")
     return out, weights
 
 
@@ -335,3 +344,253 @@ def check_attention(attention: Callable) -> None:
         "query whose keys are all masked (zero weights, not NaN)."
     )
 
+
+# ---------------------------------------------------------------- exercise 2.2: attention_loops
+
+
+def _check_loops_once(attention_loops: Callable, name: str, sizes: dict) -> None:
+    L_q, L_k, d_k, d_v = sizes["L_q"], sizes["L_k"], sizes["d_k"], sizes["d_v"]
+    one = dict(lead=(), **sizes)  # one sequence: no leading dimensions
+    g = torch.Generator().manual_seed(L_q * 100 + L_k)
+    q = torch.randn(L_q, d_k, generator=g)
+    k = torch.randn(L_k, d_k, generator=g)
+    v = torch.randn(L_k, d_v, generator=g)
+    raw = q @ k.T  # (L_q, L_k), unscaled
+
+    # 1. Ordinary scores.
+    expected_out, expected_w = _reference(q, k, v)
+    result = _call_attention(attention_loops, q, k, v)
+    if (isinstance(result, (tuple, list)) and len(result) == 2 and torch.is_tensor(result[0])
+            and tuple(result[0].shape) == (L_q, d_k)):
+        raise ExerciseFailed(
+            f"your output has shape {(L_q, d_k)}, (L_q, d_k): you averaged the keys. The keys "
+            "only decide the weights; the output of query i averages the values, "
+            "sum over j of weights[i, j] * value[j], shape (L_q, d_v)."
+        )
+    output, weights = _attention_pair(result, name, one, q)
+    if not _same(weights.sum(-1), torch.ones(L_q)):
+        if _same(weights.sum(-2), torch.ones(L_k)):
+            raise ExerciseFailed(
+                "each column of your weights sums to 1: you normalized each key's scores over "
+                "the queries. The softmax runs over the keys of one query: for query i, divide "
+                "exp(s_ij - max_j s_ij) by its sum over j."
+            )
+        if (weights > 0).all() and _same(weights / weights.sum(-1, keepdim=True), expected_w):
+            raise ExerciseFailed(
+                "your weights are exponentials of the scaled scores not divided by their sum: "
+                f"each row should sum to 1, yours sum to {_rows(weights)}. Divide query i's "
+                "exponentials by their sum over the keys."
+            )
+        raise ExerciseFailed(
+            f"each query's weights over the keys should sum to 1; yours sum to {_rows(weights)}"
+        )
+    if not _same(weights, expected_w):
+        message = _scale_mistake(weights, raw, one)
+        if message:
+            raise ExerciseFailed(message)
+        _assert_close(weights, expected_w, "the weights (L_q, L_k)")
+    if not _same(output, expected_out):
+        if _same(output, v.sum(0).expand(L_q, d_v)):
+            raise ExerciseFailed(
+                "every row of your output is the plain sum of the values: weight value j by "
+                "query i's weight for key j, output[i] = sum over j of weights[i, j] * value[j]."
+            )
+        if _same(output, v.mean(0).expand(L_q, d_v)):
+            raise ExerciseFailed(
+                "every row of your output is the plain mean of the values: the average is "
+                "weighted, output[i] = sum over j of weights[i, j] * value[j]."
+            )
+        _assert_close(output, expected_out, "the output (L_q, d_v)")
+
+    # 2. Large scores: the largest scaled score is +300, and exp(300) is inf in float32.
+    scaled = raw / math.sqrt(d_k)
+    sign = 1.0 if scaled.max() >= -scaled.min() else -1.0
+    q_big = q * (sign * 300 / scaled.abs().max())
+    expected_out, expected_w = _reference(q_big, k, v)
+    output, weights = _attention_pair(_call_attention(attention_loops, q_big, k, v), name, one,
+                                      q_big)
+    if not (weights.isfinite().all() and output.isfinite().all()):
+        raise ExerciseFailed(
+            "NaN or inf when a scaled score reaches 300: exp(300) overflows float32 and "
+            "inf / inf is NaN. Write the softmax of notebook 01: for query i, subtract the "
+            "largest of its scores before the exponential, exp(s_ij - max_j s_ij)."
+        )
+    # _same first: torch's assert_close imports seconds of modules on its first call.
+    if not _same(weights, expected_w):
+        _assert_close(weights, expected_w, "the weights with large scores")
+    if not _same(output, expected_out):
+        _assert_close(output, expected_out, "the output with large scores")
+
+
+def _loops_hint(passed: list, sizes: dict, message: str) -> str:
+    return _hard_coded_hint(
+        passed, sizes, message,
+        "Loop over range(L_q) and range(L_k), with L_q, L_k = query.size(0), key.size(0), and "
+        "read d_k from query.size(-1).")
+
+
+def check_attention_loops(attention_loops: Callable) -> None:
+    """Check ``attention_loops(query, key, value) -> (output, weights)`` for one sequence,
+    query (L_q, d_k), key (L_k, d_k), value (L_k, d_v), against the course's vectorized
+    attention and F.scaled_dot_product_attention, on the sizes of ``LOOP_SIZES``: ordinary
+    scores, then scores up to 300 (scaled), where a softmax without the max subtracted
+    overflows.
+
+    Diagnoses: an input changed in place, a result of another kind or shape (the weights
+    transposed, the keys averaged instead of the values), weights normalized over the
+    queries or not at all, a missing or wrong 1/sqrt(d_k), the values summed or averaged
+    without the weights, overflow on large scores, ``key.T`` on more than two dimensions, and
+    sizes written into the code (a loop over a fixed range).
+    """
+    name = _function(attention_loops, "check_attention_loops", "attention_loops")
+    _run_on_all_sizes(lambda sizes: _check_loops_once(attention_loops, name, sizes), LOOP_SIZES,
+                      _loops_hint)
+    shapes = " and ".join(f"(L_q={s['L_q']}, L_k={s['L_k']}, d_k={s['d_k']}, d_v={s['d_v']})"
+                          for s in LOOP_SIZES)
+    print(
+        f"check_attention_loops passed: {name} gives the weights and output of the vectorized "
+        f"attention (and F.scaled_dot_product_attention) for {shapes}, and stays finite when a "
+        "scaled score reaches 300."
+    )
+
+
+# ---------------------------------------------------------------- exercise 2.3: hard_lookup
+
+_INDEX_HINT = (
+    "\nHint: value[index] indexes the first dimension of value, the batch, not the keys. Pick "
+    "along the keys' dimension, -2, with the leading dimensions kept: torch.gather(value, -2, "
+    "index.unsqueeze(-1).expand(*index.shape, d_v)), or F.one_hot(index, L_k).to(value.dtype) "
+    "@ value."
+)
+
+
+def _pick(value: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """Row index[..., i] of value (..., L_k, d_v) for every query i: (..., L_q, d_v)."""
+    return torch.gather(value, -2, index.unsqueeze(-1).expand(*index.shape, value.size(-1)))
+
+
+def _picked(output: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
+    """For each output row, the index of the value row it equals, or -1 when it equals none."""
+    gaps = (output.unsqueeze(-2) - value.unsqueeze(-3)).abs().amax(-1)  # (..., L_q, L_k)
+    match = gaps < 1e-5
+    return torch.where(match.any(-1), match.float().argmax(-1), -1)
+
+
+def _check_hard_lookup_once(hard_lookup: Callable, name: str, sizes: dict,
+                            g: torch.Generator) -> None:
+    lead, L_q, L_k, d_k, d_v = sizes["lead"], sizes["L_q"], sizes["L_k"], sizes["d_k"], sizes["d_v"]
+    q = torch.randn(*lead, L_q, d_k, generator=g)
+    k = torch.randn(*lead, L_k, d_k, generator=g)
+    v = torch.randn(*lead, L_k, d_v, generator=g)
+    # A near tie for query 0 of every sequence: key 0 = 3 q_0 and key 1 = 3.006 q_0, the best
+    # by a hair (0.2 %). A softmax shares the weight between them even with the query
+    # multiplied by 20; the argmax picks key 1.
+    k[..., 0, :] = 3 * q[..., 0, :]
+    k[..., 1, :] = 3.006 * q[..., 0, :]
+    scores = q @ k.transpose(-2, -1)  # (..., L_q, L_k)
+    best = scores.argmax(-1)  # (..., L_q)
+    assert (best[..., 0] == 1).all()
+    expected = _pick(v, best)
+
+    hints = ((r"out of bounds for dimension 0", _INDEX_HINT),)
+    result = _call_attention(hard_lookup, q, k, v, extra_hints=hints)
+    got = _tensor(result, name, "the output", like=q)
+    shape = tuple(got.shape)
+    hint = ""
+    if shape == (*lead, L_q, d_k):
+        hint = (" That is (..., L_q, d_k): you returned keys. The key decides which row is "
+                "picked; the row returned is the value's.")
+    elif shape == (*lead, L_q, 1):
+        hint = (" torch.gather returns one number per index: expand the index over the d_v "
+                "columns, index.unsqueeze(-1).expand(*index.shape, d_v).")
+    elif shape == (*lead, L_k, d_v):
+        hint = (" One row per key: the argmax ran over the queries (dim=-2). For each query, "
+                "take it over the keys: scores.argmax(dim=-1).")
+    _shape(got, (*lead, L_q, d_v), "the output (..., L_q, d_v)", hint)
+    if _same(got, expected):
+        return
+
+    if _same(got, scaled_dot_product_attention(q, k, v)[0]):
+        raise ExerciseFailed(
+            "your output is the soft average, softmax(Q K^T / sqrt(d_k)) V: the weights spread "
+            "over every key. The hard lookup returns the value of the single best key: "
+            "index = scores.argmax(dim=-1), then that row of value."
+        )
+    picks = _picked(got, v)
+    first = (0,) * len(lead)
+    if not (picks >= 0).all():
+        where = tuple((picks < 0).nonzero()[0].tolist())
+        s0 = scores[first][0, :2].tolist()
+        raise _generic(
+            f"your output for query {where[-1]} of sequence {where[:-1]} is none of the values but "
+            f"a mix of them. A softmax is never exactly one-hot: query 0 scores keys 0 and 1 at "
+            f"{s0[0]:.3f} and {s0[1]:.3f} (first sequence), a near tie that shares the weight "
+            "even with the query multiplied by 20 (the notebook's largest factor). Pick the one "
+            "best key: index = scores.argmax(dim=-1), then that row of value (torch.gather, or "
+            "F.one_hot(index, L_k).to(value.dtype) @ value)."
+        )
+    unit_q = q / q.norm(dim=-1, keepdim=True)
+    unit_k = k / k.norm(dim=-1, keepdim=True)
+    distance = (q.unsqueeze(-2) - k.unsqueeze(-3)).norm(dim=-1)  # (..., L_q, L_k)
+    mistakes = [
+        (scores.argmin(-1), "you picked the value of the key with the lowest score: the lookup "
+                            "takes the highest, scores.argmax(dim=-1)."),
+        (distance.argmin(-1),
+         "you picked the key nearest to the query (the smallest distance |q - k|). Attention "
+         "scores by the dot product q.k, which also grows with the key's length: query 0's "
+         "nearest key is key 0 (3 q_0), but key 1 (3.006 q_0) scores higher. Take "
+         "(query @ key.transpose(-2, -1)).argmax(dim=-1)."),
+        ((unit_q @ unit_k.transpose(-2, -1)).argmax(-1),
+         "you picked the key of the highest cosine similarity, the dot product of unit vectors. "
+         "Attention's score q.k keeps the lengths: a longer key in the same direction scores "
+         "higher (the notebook's 'on' attends most to the long 'sat'). Take "
+         "(query @ key.transpose(-2, -1)).argmax(dim=-1)."),
+    ]
+    for index, message in mistakes:
+        if _same(got, _pick(v, index)):
+            raise ExerciseFailed(message)
+    wrong = tuple((picks != best).nonzero()[0].tolist())
+    raise _generic(
+        f"each row of your output is one of the values, but not always the value of the "
+        f"best-scoring key: for query {wrong[-1]} of sequence {wrong[:-1]} the highest score "
+        f"q.k is key {int(best[wrong])}'s, and your row is the value of key {int(picks[wrong])}. "
+        "Take index = (query @ key.transpose(-2, -1)).argmax(dim=-1) and pick value's row "
+        "index[..., i] for query i, in the query's own sequence."
+    )
+
+
+def _hard_lookup_hint(passed: list, sizes: dict, message: str) -> str:
+    if len(sizes["lead"]) > len(passed[-1]["lead"]):
+        return (
+            "\nHint: it works for (batch, L, d) inputs but not for (batch, h, L, d): every step "
+            "must act on the last dimensions, whatever comes in front: the scores with "
+            "key.transpose(-2, -1), the argmax over dim=-1, and the pick along dim=-2 with every "
+            "leading dimension kept (torch.gather(value, -2, index.unsqueeze(-1).expand("
+            "*index.shape, d_v)), or F.one_hot(index, L_k).to(value.dtype) @ value)."
+        )
+    return _hard_coded_hint(passed, sizes, message, "Read every size from the inputs' shapes.")
+
+
+def check_hard_lookup(hard_lookup: Callable) -> None:
+    """Check ``hard_lookup(query, key, value)``: for every query, the value of the key with
+    the highest score q.k, shape (..., L_q, d_v); the limit of attention when one score
+    dominates. Runs the sizes of ``ATTENTION_SIZES`` (3-D, then 4-D with heads), each with a
+    near tie for query 0 (key 1 = 1.002 key 0, both along the query), which a softmax shares
+    and an argmax does not.
+
+    Diagnoses: an input changed in place, a result of another kind, dtype, device or shape
+    (keys returned, a gather without the index expanded, the argmax over the queries,
+    ``value[index]`` indexing the batch), the soft average returned, a mix of values (a
+    softmax of multiplied scores), the lowest score, the nearest key by distance, the highest
+    cosine similarity, ``key.T``, code that only works for 3-dimensional inputs, and sizes
+    written into the code.
+    """
+    name = _function(hard_lookup, "check_hard_lookup", "hard_lookup")
+    g = torch.Generator().manual_seed(3)
+    _run_on_all_sizes(lambda sizes: _check_hard_lookup_once(hard_lookup, name, sizes, g),
+                      ATTENTION_SIZES, _hard_lookup_hint)
+    print(
+        f"check_hard_lookup passed: {name} returns the value of the best-scoring key for every "
+        "query, on 3-D (batch, L, d) and 4-D (batch, h, L, d) inputs of three sets of sizes, "
+        "including a near tie (scores 0.2 % apart) that a softmax would share."
+    )
