@@ -1,0 +1,345 @@
+"""The checks of notebook 09's exercises pass on the course's code and name the mistake of
+each typical wrong answer: the key/value cache, greedy decoding with it, one byte-pair merge
+and corpus BLEU."""
+
+import math
+from collections import Counter
+
+import pytest
+import torch
+from sacrebleu.metrics import BLEU
+
+from annotated.bpe import merge
+from annotated.decoding import attend, decoder_layer_step, greedy_decode, init_cache
+from annotated.evaluation import corpus_bleu
+from annotated.support.grading import (
+    ExerciseFailed,
+    check_bleu,
+    check_bpe_merge_step,
+    check_cached_greedy_decode,
+    check_self_attention_step,
+)
+from annotated.support.grading.translation import _bleu
+
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models, a busy machine
+
+
+def not_done(*args):
+    raise NotImplementedError()
+
+
+# ---------------------------------------------------------------- 9.1 the cache of one attention
+
+
+def _step(dim=2, store=True, newest_first=False, replace=False, attend_to="cache", swap=False,
+          unsplit=False, empty_cache=None):
+    """A configurable self_attention_step, to write each wrong answer in one line."""
+    def self_attention_step(attn, y, cache):
+        k, v = attn.split_heads(attn.W_K(y)), attn.split_heads(attn.W_V(y))  # (batch, h, 1, d_k)
+        new_k, new_v = k, v
+        if unsplit:  # the cache keeps (batch, t, d_model)
+            flat_k, flat_v = attn.W_K(y), attn.W_V(y)
+            if "self_k" in cache:
+                flat_k = torch.cat([cache["self_k"], flat_k], dim=1)
+                flat_v = torch.cat([cache["self_v"], flat_v], dim=1)
+            cache["self_k"], cache["self_v"] = flat_k, flat_v
+            return attend(attn, y, attn.split_heads(flat_k), attn.split_heads(flat_v), None)
+        if empty_cache is not None and "self_k" not in cache:
+            cache["self_k"], cache["self_v"] = torch.empty(*empty_cache), torch.empty(*empty_cache)
+        if "self_k" in cache and not replace:
+            parts = ([k, cache["self_k"]], [v, cache["self_v"]]) if newest_first else \
+                ([cache["self_k"], k], [cache["self_v"], v])
+            k, v = torch.cat(parts[0], dim=dim), torch.cat(parts[1], dim=dim)
+        if store:
+            cache["self_k"], cache["self_v"] = (v, k) if swap else (k, v)
+        if attend_to == "newest":
+            return attend(attn, y, new_k, new_v, None)
+        return attend(attn, y, k, v, None)
+    return self_attention_step
+
+
+def step_attending_before_storing_along_the_heads(attn, y, cache):
+    k, v = attn.split_heads(attn.W_K(y)), attn.split_heads(attn.W_V(y))
+    if "self_k" in cache:
+        k, v = torch.cat([cache["self_k"], k], dim=1), torch.cat([cache["self_v"], v], dim=1)
+    out = attend(attn, y, k, v, None)  # fails before the cache is stored
+    cache["self_k"], cache["self_v"] = k, v
+    return out
+
+
+def step_shifting_y_in_place(attn, y, cache):
+    y += 1.0  # changes the caller's tensor
+    return _step()(attn, y, cache)
+
+
+# ---------------------------------------------------------------- 9.2 greedy decoding with the cache
+
+
+def _greedy(feed="newest", start="t-1", final_norm=True, mask_source=True, pad_after_eos=True, stop="all",
+            remember_done=True, keep_bos=True, dtype=torch.long, steps="max_len - 1", batch=None, bos=None):
+    """A configurable cached greedy decoding, to write each wrong answer in one line."""
+    @torch.no_grad()
+    def cached_greedy_decode(model, src, src_mask, max_len, bos_idx, eos_idx, pad_idx):
+        memory = model.encode(src, src_mask)
+        cache = init_cache(model, memory)
+        embed, position = model.tgt_embed
+        rows = batch or src.size(0)
+        ys = torch.full((rows, 1), bos_idx if bos is None else bos, dtype=torch.long)
+        done = torch.zeros(rows, dtype=torch.bool)
+        for _ in range(max_len - 1 if steps == "max_len - 1" else max_len):
+            t = ys.size(1)
+            tokens = ys if feed == "prefix" else ys[:, -1:]
+            first = {"t-1": t - tokens.size(1), "0": 0, "t": t}[start]
+            x = position(embed(tokens), start=first)
+            for layer, layer_cache in zip(model.decoder.layers, cache):
+                x = decoder_layer_step(layer, x, src_mask if mask_source else None, layer_cache)
+            if final_norm:
+                x = model.decoder.norm(x)
+            next_token = model.generator(x[:, -1]).argmax(dim=-1)
+            if pad_after_eos:
+                next_token = next_token.masked_fill(done, pad_idx)
+            ys = torch.cat([ys, next_token.unsqueeze(1)], dim=1)
+            done = (done | (next_token == eos_idx)) if remember_done else next_token == eos_idx
+            if (stop == "all" and done.all()) or (stop == "any" and done.any()):
+                break
+        ys = ys if keep_bos else ys[:, 1:]
+        return ys.to(dtype)
+    return cached_greedy_decode
+
+
+def course_greedy(model, src, src_mask, max_len, bos_idx, eos_idx, pad_idx):
+    return greedy_decode(model, src, src_mask, max_len, bos_idx, eos_idx, use_cache=True, pad_idx=pad_idx)
+
+
+def greedy_without_cache(model, src, src_mask, max_len, bos_idx, eos_idx, pad_idx):
+    return greedy_decode(model, src, src_mask, max_len, bos_idx, eos_idx, use_cache=False, pad_idx=pad_idx)
+
+
+# ---------------------------------------------------------------- 9.3 one byte-pair merge
+
+
+def _merge_step(count="weighted", tie="larger", merge_word=merge, words=None, counts="kept", only_merged=False,
+                in_place=False, joined_pair=False):
+    """A configurable bpe_merge_step, to write each wrong answer in one line."""
+    def bpe_merge_step(corpus):
+        pairs = Counter()
+        counted = list(corpus.items())[:words] if words else list(corpus.items())
+        if count == "across words":  # every symbol of the corpus in one row, weighted by its word
+            row = [(symbol, n) for symbols, n in counted for symbol in symbols]
+            for (a, n), (b, _) in zip(row, row[1:]):
+                pairs[a, b] += n
+        else:
+            for symbols, n in counted:
+                found = zip(symbols, symbols[1:])
+                for pair in (set(found) if count == "once per word" else found):
+                    pairs[pair] += 1 if count == "once per word type" else n
+        best = {"larger": max(pairs, key=lambda p: (pairs[p], p)), "first": max(pairs, key=pairs.get),
+                "smaller": min(pairs, key=lambda p: (-pairs[p], p))}[tie]
+        merged = {merge_word(symbols, best): (1 if counts == "ones" else n) for symbols, n in corpus.items()
+                  if not only_merged or best in zip(symbols, symbols[1:])}
+        if in_place:
+            corpus.clear()
+            corpus.update(merged)
+            merged = corpus
+        return ("".join(best) if joined_pair else best), merged
+    return bpe_merge_step
+
+
+def merge_without_skip(symbols, pair):
+    out = []
+    for i in range(len(symbols)):
+        if i + 1 < len(symbols) and (symbols[i], symbols[i + 1]) == pair:
+            out.append(symbols[i] + symbols[i + 1])
+        elif not (i > 0 and (symbols[i - 1], symbols[i]) == pair):
+            out.append(symbols[i])
+    return tuple(out)
+
+
+def merge_from_the_right(symbols, pair):
+    out, i = [], len(symbols) - 1
+    while i >= 0:
+        if i > 0 and (symbols[i - 1], symbols[i]) == pair:
+            out.insert(0, symbols[i - 1] + symbols[i])
+            i -= 2
+        else:
+            out.insert(0, symbols[i])
+            i -= 1
+    return tuple(out)
+
+
+def merge_as_text(symbols, pair):
+    return tuple(" ".join(symbols).replace(" ".join(pair), "".join(pair)).split(" "))
+
+
+def course_merge_step(corpus):
+    """One merge with the course's own pieces: the count of annotated.bpe.learn_bpe, its tie rule, and merge."""
+    pairs = Counter()
+    for symbols, n in corpus.items():
+        for pair in zip(symbols, symbols[1:]):
+            pairs[pair] += n
+    best = max(pairs, key=lambda pair: (pairs[pair], pair))
+    return best, {merge(symbols, best): n for symbols, n in corpus.items()}
+
+
+# ---------------------------------------------------------------- 9.4 BLEU
+
+
+def _bleu_answer(sentences=None, **mistake):
+    """The check's own BLEU with one mistake, as a learner's function; ``sentences``: only the first few."""
+    def bleu(hypotheses, references):
+        if sentences:
+            hypotheses, references = hypotheses[:sentences], references[:sentences]
+        return _bleu(hypotheses, references, **mistake)
+    return bleu
+
+
+def bleu_taking_log_of_zero(hypotheses, references):
+    matches, totals, c, r = [0] * 4, [0] * 4, 0, 0
+    for hyp, ref in zip(hypotheses, references):
+        hyp, ref = hyp.split(), ref.split()
+        c, r = c + len(hyp), r + len(ref)
+        for n in range(1, 5):
+            h = Counter(tuple(hyp[i : i + n]) for i in range(len(hyp) - n + 1))
+            g = Counter(tuple(ref[i : i + n]) for i in range(len(ref) - n + 1))
+            matches[n - 1] += sum(min(k, g[x]) for x, k in h.items())
+            totals[n - 1] += sum(h.values())
+    bp = 1.0 if c > r else math.exp(1 - r / c)
+    return 100 * bp * math.exp(sum(math.log(m / t) for m, t in zip(matches, totals)) / 4)  # log(0) fails
+
+
+def course_bleu(hypotheses, references):
+    return corpus_bleu(hypotheses, references).score  # sacrebleu, as notebook 09 scores the test set
+
+
+def sacrebleu_unsmoothed(hypotheses, references):
+    return BLEU(tokenize="none", smooth_method="none").corpus_score(hypotheses, [references]).score
+
+
+WRONG_ANSWERS = [
+    # 9.1
+    (check_self_attention_step, not_done, r"raised NotImplementedError: the exercise is not done"),
+    (check_self_attention_step, _step(dim=1), r"appended the new position along dim=1, the heads"),
+    (check_self_attention_step, _step(dim=0), r"along dim=0, the batch"),
+    (check_self_attention_step, _step(dim=-1), r"along dim=3 \(-1\), the width d_k"),
+    (check_self_attention_step, step_attending_before_storing_along_the_heads,
+     r"(?s)raised ValueError: .* do not broadcast.*\nHint: the cache holds \(batch, h, t, d_k\): append .* "
+     r"along dim=2"),
+    (check_self_attention_step, _step(replace=True), r"still holds one position.*replaced it instead of appending"),
+    (check_self_attention_step, _step(store=False), r"the cache has no 'self_k' and no 'self_v' \(it is empty\)"),
+    (check_self_attention_step, _step(newest_first=True), r"newest first"),
+    (check_self_attention_step, _step(attend_to="newest"), r"attending to itself only"),
+    (check_self_attention_step, _step(swap=True), r"cache\['self_k'\] holds the values"),
+    (check_self_attention_step, _step(unsplit=True), r"\(batch, t, d_model\): keep it split into heads"),
+    (check_self_attention_step, _step(empty_cache=(2, 3, 0, 5)),
+     r"passed with \(batch=2, h=3, d_k=5, steps=6\) but not with \(batch=3, h=2, d_k=7, steps=4\)"),
+    (check_self_attention_step, step_shifting_y_in_place, r"changed its second argument `y` in place"),
+    # 9.2
+    (check_cached_greedy_decode, not_done, r"raised NotImplementedError: the exercise is not done"),
+    (check_cached_greedy_decode, greedy_without_cache, r"the output is right, but without the cache"),
+    (check_cached_greedy_decode, _greedy(feed="prefix"), r"fed the whole prefix ys through the cached layers"),
+    (check_cached_greedy_decode, _greedy(start="0"), r"every token went in at position 0"),
+    (check_cached_greedy_decode, _greedy(start="t"), r"one position too far"),
+    (check_cached_greedy_decode, _greedy(final_norm=False), r"the decoder's final norm is missing"),
+    (check_cached_greedy_decode, _greedy(mask_source=False), r"looked at the source's padding"),
+    (check_cached_greedy_decode, _greedy(pad_after_eos=False), r"went on producing tokens"),
+    (check_cached_greedy_decode, _greedy(stop="never"), r"does not stop when every sentence has produced"),
+    (check_cached_greedy_decode, _greedy(stop="never", pad_after_eos=False), r"does not stop at </s>"),
+    (check_cached_greedy_decode, _greedy(stop="any"), r"stopped as soon as one sentence produced"),
+    (check_cached_greedy_decode, _greedy(remember_done=False), r"started again a step later"),
+    (check_cached_greedy_decode, _greedy(keep_bos=False), r"lack the <s> they start from"),
+    (check_cached_greedy_decode, _greedy(bos=1), r"must be <s>, bos_idx = 3; yours are \[1, 1, 1, 1\]"),
+    (check_cached_greedy_decode, _greedy(dtype=torch.float32), r"as torch\.float32; token ids are int64"),
+    (check_cached_greedy_decode, _greedy(steps="max_len", stop="never"), r"max_len counts every token"),
+    (check_cached_greedy_decode, _greedy(batch=3),
+     r"passed with \(batch=3, L_src=5, N=1, h=2, d_k=7, vocab=11, max_len=9\) but not with \(batch=4, "),
+    # 9.3
+    (check_bpe_merge_step, not_done, r"raised NotImplementedError: the exercise is not done"),
+    (check_bpe_merge_step, _merge_step(count="once per word type"), r"you counted each word once"),
+    (check_bpe_merge_step, _merge_step(tie="first"),
+     r"all occur 9 times, and you took \('e', 's'\), the first one counted .*the largest pair"),
+    (check_bpe_merge_step, _merge_step(tie="smaller"),
+     r"and the smallest as Python compares tuples of strings\. .*the largest pair.*\('s', 't</w>'\)"),
+    (check_bpe_merge_step, _merge_step(count="across words"), r"joins the end of one word .* to the start of another"),
+    (check_bpe_merge_step, _merge_step(count="once per word"), r"counted a pair once per word"),
+    (check_bpe_merge_step, _merge_step(merge_word=merge_without_skip), r"joined overlapping occurrences twice"),
+    (check_bpe_merge_step, _merge_step(merge_word=merge_from_the_right), r"merged from the right"),
+    (check_bpe_merge_step, _merge_step(merge_word=merge_as_text), r"str\.replace does not see where a symbol ends"),
+    (check_bpe_merge_step, _merge_step(in_place=True), r"changed the corpus it was given"),
+    (check_bpe_merge_step, _merge_step(only_merged=True), r"words are missing from the merged corpus"),
+    (check_bpe_merge_step, _merge_step(counts="ones"), r"has the count 1 instead of"),
+    (check_bpe_merge_step, _merge_step(joined_pair=True), r"a tuple of two symbols.*not joined.*'st</w>'"),
+    (check_bpe_merge_step, _merge_step(words=4),
+     r"passed with \(word_types=4, merges=13\) but not with \(word_types=9, merges=15\)"),
+    # 9.4
+    (check_bleu, not_done, r"raised NotImplementedError: the exercise is not done"),
+    (check_bleu, _bleu_answer(percent=False), r"your score is a fraction; BLEU is reported in percent"),
+    (check_bleu, _bleu_answer(bp="inverted"), r"brevity penalty is inverted: .*c = 14 .* r = 15"),
+    (check_bleu, _bleu_answer(bp="inverted min"), r"brevity penalty is missing, or inverted and capped at 1"),
+    (check_bleu, _bleu_answer(bp="no min"), r"rewards long outputs: with c = 26 > r = 22"),
+    (check_bleu, _bleu_answer(bp="none"), r"brevity penalty is missing"),
+    (check_bleu, _bleu_answer(clip=False), r"matches are not clipped"),
+    (check_bleu, _bleu_answer(mean="arithmetic"), r"arithmetic mean of the four precisions"),
+    (check_bleu, _bleu_answer(level="sentence"), r"averaged the BLEU of each sentence"),
+    (check_bleu, _bleu_answer(level="macro"), r"averaged the precisions of the sentences"),
+    (check_bleu, _bleu_answer(max_n=3), r"1- to 3-gram precisions"),
+    (check_bleu, _bleu_answer(denominator="reference"), r"divided the matches by the reference's n-grams"),
+    (check_bleu, bleu_taking_log_of_zero, r"(?s)math domain error.*\nHint: a precision p_n is 0 here[^\n]*$"),
+    (check_bleu, _bleu_answer(sentences=2),
+     r"passed with \(sentences=2, hyp_words=14, ref_words=15\) but not with \(sentences=3, "),
+    (check_bleu, lambda h, r: BLEU().corpus_score(h, [r]), r"returned a BLEUScore; return the score itself"),
+    (check_bleu, lambda h, r: f"{_bleu(h, r):.2f}", r"should return BLEU as a number \(a float\), got str"),
+]
+
+
+@pytest.mark.parametrize("check, wrong, message", WRONG_ANSWERS,
+                         ids=[f"{c.__name__}-{m[:30]}" for c, _, m in WRONG_ANSWERS])
+def test_check_names_the_mistake_of_a_typical_wrong_answer(check, wrong, message):
+    with pytest.raises(ExerciseFailed, match=message):
+        check(wrong)
+
+
+@pytest.mark.parametrize("check, fn", [
+    (check_self_attention_step, _step()),  # decoder_layer_step's self-attention, as a function
+    (check_cached_greedy_decode, course_greedy),
+    (check_bpe_merge_step, course_merge_step),
+    (check_bleu, course_bleu),
+    (check_bleu, sacrebleu_unsmoothed),
+], ids=["self_attention_step", "greedy_decode", "merge_step", "corpus_bleu", "sacrebleu-unsmoothed"])
+def test_check_passes_on_the_course_code(check, fn, capsys):
+    check(fn)
+    assert f"{check.__name__} passed: " in capsys.readouterr().out
+
+
+def test_the_decoding_check_gives_every_mistake_an_output_of_its_own():
+    # Each diagnosis is found by comparing with one mistake's output: two mistakes with the
+    # same output on a model would get the first one's message.
+    from annotated.support.grading.translation import (
+        _DECODE_SETTINGS, DECODE_SIZES, _choose_eos, _decode, _decoding_model, _decoding_source,
+    )
+    variants = [dict(start="0"), dict(start="t"), dict(mask_source=False), dict(pad_after_eos=False),
+                dict(stop="never"), dict(stop="never", pad_after_eos=False), dict(stop="any"),
+                dict(remember_done=False), dict(feed="prefix")]
+    for sizes, settings in zip(DECODE_SIZES, _DECODE_SETTINGS):
+        model, (src, src_mask) = _decoding_model(sizes, settings), _decoding_source(sizes, seed=sizes["vocab"] + 1)
+        bos, pad, max_len = settings["bos"], settings["pad"], sizes["max_len"]
+        eos = _choose_eos(greedy_decode(model, src, src_mask, max_len, bos, None, pad_idx=pad), bos, pad, sizes["vocab"])
+        outputs = [_decode(model, src, src_mask, max_len, bos, eos, pad)]
+        outputs += [_decode(model, src, src_mask, max_len, bos, eos, pad, **v) for v in variants]
+        if settings["norm_first"]:
+            outputs.append(_decode(model, src, src_mask, max_len, bos, eos, pad, final_norm=False))
+        keys = [tuple(map(tuple, out.tolist())) for out in outputs]
+        assert len(set(keys)) == len(keys), sizes
+        assert outputs[0].size(1) < max_len  # every sentence ends before the limit, ...
+        ends = [int((row == eos).nonzero()[0]) for row in outputs[0]]
+        assert len(set(ends)) >= 3  # ... at different steps
+
+
+def test_the_toy_corpora_are_what_their_comments_say():
+    from annotated.support.grading.translation import BLEU_CORPORA, _bleu_sizes
+
+    sizes = [_bleu_sizes(*corpus) for corpus in BLEU_CORPORA]
+    assert sizes[0]["hyp_words"] < sizes[0]["ref_words"] and sizes[1]["hyp_words"] > sizes[1]["ref_words"]
+    scores = [BLEU(tokenize="none", smooth_method="none").corpus_score(h, [r]) for h, r in BLEU_CORPORA]
+    assert all(min(s.counts) > 0 for s in scores[:2]) and scores[2].counts[3] == 0 and scores[2].score == 0
+    assert corpus_bleu(*BLEU_CORPORA[2]).score > 0  # the course's corpus_bleu smooths
