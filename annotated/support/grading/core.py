@@ -53,7 +53,7 @@ def _describe(args: tuple) -> str:
         if torch.is_tensor(a):
             return f"tensor of shape {tuple(a.shape)}"
         if isinstance(a, torch.nn.Module):
-            return f"a {type(a).__name__} model"
+            return f"a {type(a).__name__} module"
         return repr(a)
     return ", ".join(short(a) for a in args)
 
