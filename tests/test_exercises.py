@@ -681,3 +681,17 @@ def test_running_a_notebook_that_is_not_there_is_a_usage_error(capsys):
     with pytest.raises(SystemExit) as exit_:
         run_notebooks(["no/such/notebook.ipynb"])
     assert exit_.value.code == 2 and "is not a notebook file" in capsys.readouterr().err
+
+
+def test_an_earlier_exercise_left_undone_is_named_when_a_later_one_calls_it():
+    def earlier(x, h):
+        raise NotImplementedError()
+
+    def later(x, h):
+        return earlier(x, h)
+
+    with pytest.raises(ExerciseFailed, match=r"^later calls earlier, which raised NotImplementedError: "
+                                              r"that earlier exercise is not done yet"):
+        check_split_heads(later)
+    with pytest.raises(ExerciseFailed, match=r"^earlier raised NotImplementedError: the exercise is not done"):
+        check_split_heads(earlier)

@@ -168,7 +168,16 @@ def _call(fn: Callable, *args, hints: tuple = (), roles: tuple = ()):
     before = _snapshot(args)
     try:
         result = fn(*args)
-    except NotImplementedError:
+    except NotImplementedError as err:
+        frames = [f for f in traceback.extract_tb(err.__traceback__)[1:]
+                  if not f.filename.startswith(_TORCH_DIR) and f.filename != __file__]
+        inner = frames[-1].name if frames else name
+        if inner not in (name, "<module>"):  # an earlier exercise that this one calls
+            raise ExerciseFailed(
+                f"{name} calls {inner}, which raised NotImplementedError: that earlier exercise is "
+                f"not done yet. Write {inner} first (its cell says `# YOUR CODE HERE`), run its "
+                "cell, then run this cell and this check again."
+            ) from None
         raise ExerciseFailed(
             f"{name} raised NotImplementedError: the exercise is not done yet. Replace "
             "`# YOUR CODE HERE` and `raise NotImplementedError()` in its cell with your code, "

@@ -1,17 +1,29 @@
 """Checks of notebook 04's exercises: the head split and merge of
-``annotated.multi_head.MultiHeadAttention``."""
+``annotated.multi_head.MultiHeadAttention``, its whole forward pass (compared with the
+course's module and ``torch.nn.MultiheadAttention``), and each head's share of the output
+through its rows of W^O."""
 
+import math
 from collections.abc import Callable
 
 import torch
+import torch.nn as nn
 
+from annotated.multi_head import MultiHeadAttention
 from annotated.support.grading.core import (
     ExerciseFailed, _assert_close, _call, _function, _hard_coded_hint, _run_on_all_sizes, _same,
     _shape, _tensor,
 )
 
 HEAD_SIZES = [dict(batch=2, L=3, h=5, d_k=6), dict(batch=4, L=7, h=2, d_k=3)]
-SIZE_SETS = {"check_split_heads": HEAD_SIZES, "check_merge_heads": HEAD_SIZES}
+# Cross-attention sizes: L_q != L_k, and batch != h, so that a mask not given its head axis
+# fails to broadcast instead of meeting the heads' axis by chance.
+MULTI_HEAD_SIZES = [dict(batch=2, L_q=3, L_k=5, h=4, d_k=6),
+                    dict(batch=4, L_q=6, L_k=2, h=3, d_k=5)]
+CONTRIBUTION_SIZES = [dict(batch=3, L=4, h=2, d_k=5), dict(batch=2, L=6, h=3, d_k=7)]
+SIZE_SETS = {"check_split_heads": HEAD_SIZES, "check_merge_heads": HEAD_SIZES,
+             "check_multi_head_attention": MULTI_HEAD_SIZES,
+             "check_head_contributions": CONTRIBUTION_SIZES}
 
 
 def _check_split_once(split_heads: Callable, name: str, sizes: dict) -> None:
@@ -92,8 +104,10 @@ def _check_merge_once(merge_heads: Callable, name: str, sizes: dict) -> None:
     y = torch.arange(batch * L * d_model, dtype=torch.float32).view(batch, L, d_model)
     split = y.view(batch, L, h, d_k).transpose(1, 2)  # (batch, h, L, d_k)
     merged = _tensor(_call(merge_heads, split, roles=("x",)), name, "the merged tensor", like=split)
-    _assert_close(merged, y,
-                  f"the round trip {name}(split_heads(y)), which should give y back")
+    # torch's assert_close costs seconds at its first call: only on a failure.
+    if not _same(merged, y):
+        _assert_close(merged, y,
+                      f"the round trip {name}(split_heads(y)), which should give y back")
 
 
 def check_merge_heads(merge_heads: Callable) -> None:
@@ -112,3 +126,337 @@ def check_merge_heads(merge_heads: Callable) -> None:
         f"and undoes the split, for {len(HEAD_SIZES)} sets of sizes."
     )
 
+
+
+# ---------------------------------------------------------------- 4.3 the whole forward pass
+
+_MHA_ROLES = ("query", "key", "value", "W_Q", "W_K", "W_V", "W_O", "h", "mask")
+# The errors of a 3-D mask broadcast against 4-D scores (batch, h, L_q, L_k) without its head
+# axis: its batch axis meets the heads' axis.
+_BROADCAST_ERROR = (r"must match the size of tensor|must match the existing size"
+                    r"|doesn't match the broadcast shape|not broadcastable")
+_MASK_HEADS_HINT = (
+    "\nHint: the mask is 3-D, (batch or 1, L_q or 1, L_k), and the heads' scores are 4-D, "
+    "(batch, h, L_q, L_k). Broadcasting lines shapes up from the right, so the mask's batch "
+    "axis meets the heads' axis. Give the mask an axis for the heads, mask.unsqueeze(1): "
+    "(batch, 1, L_q, L_k), the same mask for every head, as MultiHeadAttention.forward does."
+)
+
+
+def _agree(reference: torch.Tensor, other: torch.Tensor, what: str) -> None:
+    """The check's own references must agree (torch.testing.assert_close would cost seconds at
+    its first call, in every notebook)."""
+    if not _same(reference, other):
+        raise AssertionError(f"the check's reference disagrees with {what}: a bug of the check")
+
+
+def _course_module(weights: tuple, h: int) -> MultiHeadAttention:
+    """The course's module holding the paper's matrices W (x @ W) and zero biases; it runs
+    the explicit attention, so a query that sees nothing gets a zero output, as in notebook 02."""
+    module = MultiHeadAttention(weights[0].size(0), h, fast=False).eval()
+    with torch.no_grad():
+        for linear, W in zip((module.W_Q, module.W_K, module.W_V, module.W_O), weights):
+            linear.weight.copy_(W.T)  # nn.Linear computes x @ weight.T + bias
+            linear.bias.zero_()
+    return module
+
+
+def _torch_output(query, key, value, weights: tuple, h: int, mask, kind: str) -> torch.Tensor:
+    """nn.MultiheadAttention (no biases) with the same matrices, its masks inverted (True =
+    masked out there)."""
+    W_Q, W_K, W_V, W_O = weights
+    theirs = nn.MultiheadAttention(W_Q.size(0), h, bias=False, batch_first=True).eval()
+    with torch.no_grad():
+        theirs.in_proj_weight.copy_(torch.cat([W_Q.T, W_K.T, W_V.T]))
+        theirs.out_proj.weight.copy_(W_O.T)
+        options = {}
+        if kind == "padding":  # (batch, 1, L_k) -> key_padding_mask (batch, L_k)
+            options["key_padding_mask"] = ~mask.squeeze(1)
+        elif kind == "causal":  # (1, L, L) -> (L, L)
+            options["attn_mask"] = ~mask[0]
+        elif kind == "full":  # (batch, L_q, L_k) -> one per sequence and head, (batch * h, ...)
+            options["attn_mask"] = ~mask.repeat_interleave(h, dim=0)
+        return theirs(query, key, value, need_weights=False, **options)[0]
+
+
+def _multi_head_variant(query, key, value, weights: tuple, h: int, mask, scale: str = "sqrt_d_k",
+                        split: str = "transpose", merge: str = "transpose", with_W_O: bool = True,
+                        transposed: bool = False, inputs: str = "given",
+                        mask_mode: str = "heads") -> torch.Tensor:
+    """Multi-head attention with one thing changed: the usual wrong answers, one per option."""
+    W_Q, W_K, W_V, W_O = (W.T if transposed else W for W in weights)
+    if inputs == "query":  # key and value ignored: self-attention of the query
+        key = value = query
+    elif inputs == "key as value":
+        value = key
+    d_model = query.size(-1)
+    d_k = d_model // h
+
+    def split_heads(x):
+        batch, length, _ = x.shape
+        if split == "view":  # straight to (batch, h, L, d_k), no transpose
+            return x.reshape(batch, h, length, d_k)
+        return x.reshape(batch, length, h, d_k).transpose(1, 2)
+
+    def merge_heads(x):
+        batch, _, length, _ = x.shape
+        if merge == "view":  # straight back to (batch, L, d_model), no transpose
+            return x.reshape(batch, length, d_model)
+        return x.transpose(1, 2).reshape(batch, length, d_model)
+
+    q, k, v = split_heads(query @ W_Q), split_heads(key @ W_K), split_heads(value @ W_V)
+    divisor = {"sqrt_d_k": math.sqrt(d_k), "sqrt_d_model": math.sqrt(d_model), "none": 1.0,
+               "d_k": float(d_k)}[scale]
+    scores = q @ k.transpose(-2, -1) / divisor  # (batch, h, L_q, L_k)
+    if mask is not None and mask_mode != "ignored":
+        allowed = mask.unsqueeze(1)  # (batch or 1, 1, L_q or 1, L_k)
+        if mask_mode == "inverted":
+            allowed = ~allowed
+        scores = scores.masked_fill(~allowed, float("-inf"))
+        attention = scores.softmax(dim=-1).masked_fill(~allowed, 0.0)
+    else:
+        attention = scores.softmax(dim=-1)
+    concat = merge_heads(attention @ v)  # (batch, L_q, d_model)
+    return concat @ W_O if with_W_O else concat
+
+
+def _multi_head_mistake(got, args: tuple, sizes: dict, masked: bool) -> str | None:
+    """Name the mistake behind a wrong output, if one of the usual ones gives it."""
+    query, key, value, weights, h, mask = args
+    d_k, d_model = sizes["d_k"], sizes["h"] * sizes["d_k"]
+    mistakes = [
+        (dict(with_W_O=False),
+         "you left out W^O: your output is Concat(head_1, ..., head_h) itself. The paper "
+         "projects the concatenation once more, MultiHead(Q, K, V) = Concat(head_1, ..., "
+         "head_h) W^O: multiply the merged heads by W_O (notebook 04, 'Why $W^O$?')."),
+        (dict(scale="sqrt_d_model"),
+         f"you divided the scores by sqrt(d_model) = {math.sqrt(d_model):.4g} instead of "
+         f"sqrt(d_k) = {math.sqrt(d_k):.4g}: each head's queries and keys have d_k = d_model / h "
+         f"= {d_k} dimensions, and it is their dot products that the scaling tames (notebook 01). "
+         "scaled_dot_product_attention of notebook 02, called on the split heads, reads d_k "
+         "from them."),
+        (dict(scale="none"),
+         f"you forgot the 1/sqrt(d_k) scaling of the scores (sqrt(d_k) = {math.sqrt(d_k):.4g} "
+         "here): each head runs the scaled attention of §3.2.1. Call scaled_dot_product_attention "
+         "(notebook 02) on the split heads, or divide by math.sqrt(d_k)."),
+        (dict(scale="d_k"),
+         f"you divided the scores by d_k = {d_k} instead of sqrt(d_k) = {math.sqrt(d_k):.4g}."),
+        (dict(split="view", merge="view"),
+         "the heads are split without a transpose: view(batch, h, L, d_k) straight from "
+         "(batch, L, d_model) gives a head whole positions' vectors instead of its own d_k "
+         "columns of every position (and the merge by view back undoes it, so the shapes all "
+         "fit). Split as in exercise 4.1: view(batch, L, h, d_k), then transpose(1, 2); merge "
+         "as in 4.2."),
+        (dict(split="view"),
+         "the heads are split without a transpose: view(batch, h, L, d_k) straight from "
+         "(batch, L, d_model) has the right shape but groups the wrong numbers. Use the "
+         "split_heads of exercise 4.1: view(batch, L, h, d_k), then transpose(1, 2)."),
+        (dict(merge="view"),
+         "the heads are merged without transposing back: reshape(batch, L, d_model) straight "
+         "from (batch, h, L, d_k) mixes the positions. Use the merge_heads of exercise 4.2: "
+         "transpose(1, 2), then reshape."),
+        (dict(transposed=True),
+         "you multiplied by the transposes of the matrices, x @ W.T: here W_Q, W_K, W_V and W_O "
+         "are the paper's matrices, (d_model, d_model), used as x @ W_Q. (nn.Linear stores the "
+         "transpose and computes x @ weight.T; notebook 04's loop over heads slices its rows for "
+         "that reason.)"),
+        (dict(inputs="query"),
+         "your output ignores the key and value arguments: the keys and values are projected "
+         "from the query too. In cross-attention they come from elsewhere (the encoder's "
+         "output): key @ W_K and value @ W_V."),
+        (dict(inputs="key as value"),
+         "your values are projected from the key: use value @ W_V (in the check the key and "
+         "the value are different tensors)."),
+    ]
+    if masked:
+        mistakes = [
+            (dict(mask_mode="ignored"),
+             "the mask was ignored: with a mask your output is the same as without one. Pass it "
+             "to the attention, with an axis for the heads: mask.unsqueeze(1)."),
+            (dict(mask_mode="inverted"),
+             "your mask is inverted: keys where the mask is True were hidden. True means 'may "
+             "attend' (notebook 03): hide the keys where it is False."),
+        ] + mistakes
+    for options, message in mistakes:
+        try:
+            candidate = _multi_head_variant(query, key, value, weights, h, mask, **options)
+        except RuntimeError:  # shapes that do not fit (the query as key, with L_q != L_k)
+            continue
+        if _same(got, candidate):
+            return message
+    return None
+
+
+def _check_multi_head_once(fn: Callable, name: str, sizes: dict, g: torch.Generator) -> None:
+    batch, L_q, L_k, h, d_k = (sizes[k] for k in ("batch", "L_q", "L_k", "h", "d_k"))
+    d_model = h * d_k
+    # The paper's matrices, (d_model, d_model), scaled so that the scores stay moderate.
+    weights = tuple(torch.randn(d_model, d_model, generator=g) / math.sqrt(d_model)
+                    for _ in range(4))
+    query = torch.randn(batch, L_q, d_model, generator=g)
+    key = torch.randn(batch, L_k, d_model, generator=g)
+    value = torch.randn(batch, L_k, d_model, generator=g)
+    x = torch.randn(batch, L_q, d_model, generator=g)  # for self-attention
+    module = _course_module(weights, h)
+    lengths = torch.tensor([max(1, L_k - 1 - b) for b in range(batch)])
+    padding = (torch.arange(L_k) < lengths.unsqueeze(1)).unsqueeze(1)  # (batch, 1, L_k)
+    causal = torch.ones(L_q, L_q, dtype=torch.bool).tril().unsqueeze(0)  # (1, L_q, L_q)
+    full = torch.rand(batch, L_q, L_k, generator=g) > 0.5  # (batch, L_q, L_k)
+    full[..., 0] = True  # every query sees at least one key
+    blind = full.clone()
+    blind[0, 1] = False  # query 1 of sentence 0 may attend to nothing
+    cases = [  # (what, query, key, value, mask, kind for nn.MultiheadAttention)
+        ("cross-attention without a mask", query, key, value, None, "none"),
+        ("a padding mask (batch, 1, L_k)", query, key, value, padding, "padding"),
+        ("self-attention with a causal mask (1, L, L)", x, x, x, causal, "causal"),
+        ("a full mask (batch, L_q, L_k)", query, key, value, full, "full"),
+        ("a query whose keys are all masked", query, key, value, blind, None),
+    ]
+    for what, q, k, v, mask, kind in cases:
+        with torch.no_grad():
+            expected = module(q, k, v, mask)
+            if kind is not None:  # nn.MultiheadAttention gives NaN to a query that sees nothing
+                theirs = _torch_output(q, k, v, weights, h, mask, kind)
+                _agree(expected, theirs, "nn.MultiheadAttention")
+        hints = ((_BROADCAST_ERROR, _MASK_HEADS_HINT),) if mask is not None else ()
+        got = _call(fn, q, k, v, *weights, h, mask, hints=hints, roles=_MHA_ROLES)
+        got = _tensor(got, name, "the output", like=q)
+        hint = ""
+        if tuple(got.shape) == (batch, h, q.size(1), d_k):
+            hint = (" You returned the heads: merge them back to (batch, L_q, d_model) "
+                    "(exercise 4.2) and multiply by W_O.")
+        _shape(got, (batch, q.size(1), d_model), f"the output with {what} (batch, L_q, d_model)",
+               hint)
+        if _same(got, expected):
+            continue
+        if got.isnan().any() and mask is blind:
+            raise ExerciseFailed(
+                "a query whose keys are all masked gets NaN: the softmax of a row of -inf is "
+                "0/0. The course gives it zero weights, so a zero output: call "
+                "scaled_dot_product_attention of notebook 02 (or your attention of exercise "
+                "2.1) on the heads, which does."
+            )
+        message = _multi_head_mistake(got, (q, k, v, weights, h, mask), sizes, mask is not None)
+        if message:
+            raise ExerciseFailed(message)
+        _assert_close(got, expected, f"the output with {what}")
+
+
+def _multi_head_hint(passed: list, sizes: dict, message: str) -> str:
+    return _hard_coded_hint(
+        passed, sizes, message, "Read batch, L_q, L_k and d_model from the inputs' shapes, "
+        "and d_k = d_model // h from the h you are given.")
+
+
+def check_multi_head_attention(multi_head_attention: Callable) -> None:
+    """Check ``multi_head_attention(query, key, value, W_Q, W_K, W_V, W_O, h, mask=None)``:
+    the paper's multi-head attention with its matrices given (x @ W, no biases), against the
+    course's ``MultiHeadAttention`` holding the same matrices and ``nn.MultiheadAttention``.
+
+    On the sizes of ``MULTI_HEAD_SIZES`` it runs cross-attention (L_q != L_k) without a mask,
+    with a padding mask (batch, 1, L_k) and a full mask (batch, L_q, L_k), self-attention with
+    a causal mask (1, L, L), and a query whose keys are all masked.
+
+    Diagnoses: an input changed in place, a result of another kind, dtype or device, wrong
+    shapes (the heads left unmerged), no W^O, the scores divided by sqrt(d_model), by d_k or
+    not at all instead of by sqrt(d_k), heads split or merged without the transpose, the
+    matrices transposed (x @ W.T), the key and value ignored or the key used as the value, a
+    mask ignored, inverted or not given its head axis, NaN for a query that sees nothing, and
+    sizes written into the code.
+    """
+    name = _function(multi_head_attention, "check_multi_head_attention", "multi_head_attention")
+    g = torch.Generator().manual_seed(0)
+    _run_on_all_sizes(lambda sizes: _check_multi_head_once(multi_head_attention, name, sizes, g),
+                      MULTI_HEAD_SIZES, _multi_head_hint)
+    print(
+        f"check_multi_head_attention passed: {name} equals the course's MultiHeadAttention and "
+        f"nn.MultiheadAttention holding the same matrices, for {len(MULTI_HEAD_SIZES)} sets of "
+        "sizes: cross-attention without a mask, with padding and full masks, self-attention "
+        "with a causal mask, and a query that may attend to nothing."
+    )
+
+
+# ---------------------------------------------------------------- 4.4 each head's share
+
+
+def _per_head(heads: torch.Tensor, W_O: torch.Tensor, rows: Callable) -> torch.Tensor:
+    """(batch, h, L, d_model): term i is head i times the rows of W_O that ``rows(i)`` picks."""
+    return torch.stack([heads[:, i] @ rows(i) for i in range(heads.size(1))], dim=1)
+
+
+def _check_contributions_once(fn: Callable, name: str, sizes: dict, g: torch.Generator) -> None:
+    batch, L, h, d_k = sizes["batch"], sizes["L"], sizes["h"], sizes["d_k"]
+    d_model = h * d_k
+    heads = torch.randn(batch, h, L, d_k, generator=g)  # the heads' outputs, before the merge
+    W_O = torch.randn(d_model, d_model, generator=g) / math.sqrt(d_model)  # x @ W_O
+    expected = _per_head(heads, W_O, lambda i: W_O[i * d_k : (i + 1) * d_k])
+    # Their sum is the course's W_O applied to the merged heads (its bias set to zero).
+    module = _course_module((W_O,) * 4, h)
+    with torch.no_grad():
+        _agree(expected.sum(1), module.W_O(module.merge_heads(heads)), "the course's W_O layer")
+
+    got = _tensor(_call(fn, heads, W_O, roles=("heads", "W_O")), name, "the contributions",
+                  like=heads)
+    hint = {
+        (batch, L, d_model): (" That is the sum over the heads, Concat(head_1, ..., head_h) W^O, "
+                              "the layer's output: keep the heads apart, one term per head."),
+        (h, batch, L, d_model): " The head axis comes second, as in heads: (batch, h, L, d_model).",
+        (batch, L, h, d_model): " The head axis comes second, as in heads: (batch, h, L, d_model).",
+    }.get(tuple(got.shape), "")
+    _shape(got, (batch, h, L, d_model),
+           f"{name}(heads of shape (batch={batch}, h={h}, L={L}, d_k={d_k}), W_O of shape "
+           f"({d_model}, {d_model}))", hint)
+    if _same(got, expected):
+        return
+    in_slot = torch.zeros(batch, h, L, d_model)
+    for i in range(h):
+        in_slot[:, i, :, i * d_k : (i + 1) * d_k] = heads[:, i]
+    mistakes = [
+        (_per_head(heads, W_O, lambda i: W_O[:, i * d_k : (i + 1) * d_k].T),
+         "you took head i's block of columns of W_O (transposed), W_O[:, i*d_k:(i+1)*d_k].T: "
+         "that is how nn.Linear stores it (weight = W_O^T). Here W_O is the paper's matrix, "
+         "used as Concat(...) @ W_O, so head i, columns i*d_k .. (i+1)*d_k - 1 of the "
+         "concatenation, meets rows i*d_k .. (i+1)*d_k - 1 of W_O."),
+        (_per_head(heads, W_O, lambda i: W_O[i::h]),
+         "head i took every h-th row of W_O (i, i + h, ...): its rows are the block "
+         "i*d_k .. (i+1)*d_k - 1, the same block its output occupies in the concatenation."),
+        (expected / h,
+         f"your contributions are 1/h = 1/{h} of the right ones: the heads' terms add up to "
+         "the output, Concat(...) W^O = sum over i of head_i W_i^O, with no average."),
+        (in_slot,
+         "your contributions are the heads placed in their own slots of d_k features, with no "
+         "W^O: that is Concat without the projection. Multiply each head by its rows of W_O: "
+         "head_i @ W_O[i*d_k:(i+1)*d_k]."),
+    ]
+    for candidate, message in mistakes:
+        if _same(got, candidate):
+            raise ExerciseFailed(message)
+    if _same(got.sum(1), expected.sum(1)):
+        raise ExerciseFailed(
+            "your terms add up to the output, Concat(...) W^O, but they are not each head's "
+            "own: term i must depend on head i alone, head_i @ W_O[i*d_k:(i+1)*d_k]."
+        )
+    _assert_close(got, expected, f"{name}(heads, W_O)")
+
+
+def check_head_contributions(head_contributions: Callable) -> None:
+    """Check ``head_contributions(heads, W_O)``: (batch, h, L, d_k) heads and the paper's
+    W_O (h * d_k, d_model) -> (batch, h, L, d_model), term i = head_i @ W_O's rows
+    i*d_k .. (i+1)*d_k - 1, whose sum over the heads is the course's output projection of the
+    merged heads, on the sizes of ``CONTRIBUTION_SIZES``.
+
+    Diagnoses: an input changed in place, a result of another kind, dtype or device, the sum
+    returned instead of the terms, the head axis misplaced, columns of W_O instead of rows
+    (nn.Linear's orientation), every h-th row, an average instead of a sum, heads placed in
+    their slots without W_O, terms that add up right but mix the heads, and sizes written
+    into the code.
+    """
+    name = _function(head_contributions, "check_head_contributions", "head_contributions")
+    g = torch.Generator().manual_seed(0)
+    _run_on_all_sizes(lambda sizes: _check_contributions_once(head_contributions, name, sizes, g),
+                      CONTRIBUTION_SIZES, _heads_hint)
+    print(
+        f"check_head_contributions passed: term i of {name} is head i times rows "
+        "i*d_k .. (i+1)*d_k - 1 of W_O, and the h terms add up to Concat(heads) W^O, the "
+        f"course's output projection, for {len(CONTRIBUTION_SIZES)} sets of sizes."
+    )
