@@ -695,3 +695,15 @@ def test_an_earlier_exercise_left_undone_is_named_when_a_later_one_calls_it():
         check_split_heads(later)
     with pytest.raises(ExerciseFailed, match=r"^earlier raised NotImplementedError: the exercise is not done"):
         check_split_heads(earlier)
+
+
+@pytest.mark.parametrize("notebook", TAUGHT, ids=lambda p: p.stem)
+def test_every_notebook_ends_by_linking_its_exercises_and_lists_each_of_them(notebook):
+    last = nbformat.read(notebook, as_version=4).cells[-1]
+    assert last.cell_type == "markdown" and last.source.startswith("## Exercises"), notebook.name
+    assert f"(../exercises/{notebook.name})" in last.source and f"(../solutions/{notebook.name})" in last.source
+    headings = [c.source.split("\n", 1)[0][3:].split(":")[0]
+                for c in nbformat.read(SOLUTIONS / notebook.name, as_version=4).cells
+                if c.cell_type == "markdown" and c.source.startswith("## Exercise ")]
+    listed = re.findall(r"^- (Exercise \d+\.\d+):", last.source, flags=re.M)
+    assert listed == headings
