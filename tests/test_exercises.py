@@ -707,3 +707,8 @@ def test_every_notebook_ends_by_linking_its_exercises_and_lists_each_of_them(not
                 if c.cell_type == "markdown" and c.source.startswith("## Exercise ")]
     listed = re.findall(r"^- (Exercise \d+\.\d+):", last.source, flags=re.M)
     assert listed == headings
+
+
+def test_the_readme_names_every_check():
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    assert [c for c in sorted(CHECKS) if f"`{c}`" not in readme] == []
