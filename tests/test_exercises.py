@@ -712,3 +712,11 @@ def test_every_notebook_ends_by_linking_its_exercises_and_lists_each_of_them(not
 def test_the_readme_names_every_check():
     readme = (Path(__file__).parent.parent / "README.md").read_text()
     assert [c for c in sorted(CHECKS) if f"`{c}`" not in readme] == []
+
+
+def test_every_check_rejects_an_unfinished_answer_and_one_with_a_size_written_into_it():
+    answers = all_wrong_answers()
+    for check in sorted(CHECKS):
+        messages = [m for c, _, m in answers if c.__name__ == check]
+        assert any("NotImplementedError" in m or "not done" in m for m in messages), check
+        assert any(re.search(r"written|passed with", m) for m in messages), check
