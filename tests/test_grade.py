@@ -9,10 +9,11 @@ from annotated.support.exercises import EXERCISES, SOLUTIONS
 from annotated.support.grade import main
 
 
-def count_checks(folder) -> int:
-    """How many check cells the notebooks of a folder hold: the rows the grader must print."""
+def count_checks(where) -> int:
+    """How many check cells a notebook, or the notebooks of a folder, hold: the rows the grader must print."""
+    paths = sorted(where.glob("*.ipynb")) if where.is_dir() else [where]
     return sum(cell.cell_type == "code" and cell.source.lstrip().startswith("check_")
-               for path in folder.glob("*.ipynb") for cell in nbformat.read(path, as_version=4).cells)
+               for path in paths for cell in nbformat.read(path, as_version=4).cells)
 
 
 CHECKS_IN_SOLUTIONS = count_checks(SOLUTIONS)
@@ -153,3 +154,22 @@ def test_the_grader_never_changes_a_notebook(capsys, tmp_path):
     before = path.read_bytes()
     grade(capsys, path)
     assert path.read_bytes() == before
+
+
+def test_a_folder_of_submissions_is_graded_student_by_student(capsys, tmp_path):
+    (tmp_path / "ana").mkdir()
+    (tmp_path / "ben").mkdir()
+    (tmp_path / "ben" / ".ipynb_checkpoints").mkdir()
+    shutil.copy(SOLUTIONS / "05_positional_encoding.ipynb", tmp_path / "ana")
+    edited_copy(tmp_path / "ben", "05_positional_encoding.ipynb", "def sinusoidal_table(", "def sinusoidal_table(:")
+    shutil.copy(EXERCISES / "05_positional_encoding.ipynb", tmp_path / "ben" / ".ipynb_checkpoints")  # never graded
+    code, out, _ = grade(capsys, tmp_path)
+    assert code == 1
+    checks = count_checks(SOLUTIONS / "05_positional_encoding.ipynb")
+    names = [line.split()[0] for line in rows(out)]
+    assert names == ["ana/05_positional_encoding.ipynb"] * checks + ["ben/05_positional_encoding.ipynb"] * checks
+    assert f"ana/05_positional_encoding.ipynb  {checks} of {checks} passed" in out
+    ben = sum(" passed" in line for line in rows(out) if line.startswith("ben/"))
+    assert ben < checks and any("NameError" in line for line in rows(out) if line.startswith("ben/"))
+    assert f"ben/05_positional_encoding.ipynb  {ben} of {checks} passed" in out
+    assert f"{checks + ben} of {2 * checks} checks passed" in out

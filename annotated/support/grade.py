@@ -1,6 +1,7 @@
 """Grade exercise notebooks: run each in a fresh kernel and report every check.
 
     python -m annotated.support.grade exercises/                       # every notebook of a folder
+    python -m annotated.support.grade submissions/                     # and of its subfolders, one per student
     python -m annotated.support.grade submissions/ana/04_multi_head_attention.ipynb
     python -m annotated.support.grade exercises/ --timeout 300         # seconds per cell
     python -m annotated.support.grade exercises/ --jobs 1              # one notebook at a time
@@ -12,7 +13,8 @@ mistake does not hide the other exercises. The table printed says, for each chec
 passed and, when not, the check's diagnosis (the first line of its message; ``--full`` prints
 all of it). A notebook is never changed on disk. Several notebooks run side by side, each in
 its own kernel (``--jobs``, by default as many as the machine has cores, at most 4); the table
-keeps the order of the paths.
+keeps the order of the paths. With several notebooks, each one's count of passed checks
+follows the table.
 
 Exit code: 0 when every check passed, 1 when one failed or a notebook had no check to run,
 2 for a usage error (a path that is not a notebook or a folder of notebooks).
@@ -46,18 +48,21 @@ class Result:
     diagnosis: str = ""
 
 
-def notebooks_in(path: Path) -> list[Path]:
-    """The notebooks that ``path`` names: itself, or those of the folder, in name order."""
+def notebooks_in(path: Path) -> list[tuple[Path, str]]:
+    """The notebooks that ``path`` names, each with the name the table shows: itself, or those
+    of the folder and its subfolders (one per student: ``ana/04_....ipynb``), in path order;
+    hidden files and folders (Jupyter's ``.ipynb_checkpoints``) are skipped."""
     if path.is_dir():
-        found = sorted(p for p in path.glob("*.ipynb") if not p.name.startswith("."))
+        found = sorted(p for p in path.rglob("*.ipynb")
+                       if not any(part.startswith(".") for part in p.relative_to(path).parts))
         if not found:
             raise UsageError(f"{path} holds no .ipynb notebook; give a folder of exercise notebooks or one notebook")
-        return found
+        return [(p, p.relative_to(path).as_posix()) for p in found]
     if not path.exists():
         raise UsageError(f"no such file or folder: {path}")
     if path.suffix != ".ipynb":
         raise UsageError(f"{path} is not a notebook (.ipynb); give a notebook or a folder of them")
-    return [path]
+    return [(path, path.name)]
 
 
 def error_text(cell) -> str | None:
@@ -85,25 +90,27 @@ def results_of(nb, name: str) -> list[Result]:
     return results
 
 
-def grade_notebook(path: Path, timeout: int = 600) -> list[Result]:
-    """Run one notebook in a fresh kernel (cells after a failure still run) and read its checks."""
+def grade_notebook(path: Path, timeout: int = 600, name: str | None = None) -> list[Result]:
+    """Run one notebook in a fresh kernel (cells after a failure still run) and read its checks;
+    ``name`` is what the table calls it (by default the file's name)."""
+    name = name or path.name
     from nbclient import NotebookClient
     from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
     try:
         nb = nbformat.read(path, as_version=4)
     except Exception as err:  # not JSON, not a notebook
-        return [Result(path.name, "(the notebook)", "(read)", False, f"cannot read the notebook: {err}")]
+        return [Result(name, "(the notebook)", "(read)", False, f"cannot read the notebook: {err}")]
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=True,
                             resources={"metadata": {"path": str(path.resolve().parent)}})
     try:
         client.execute()
     except (CellTimeoutError, DeadKernelError) as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        return [Result(path.name, "(the notebook)", "(run)", False, f"the notebook stopped: {first}")]
-    results = results_of(nb, path.name)
+        return [Result(name, "(the notebook)", "(run)", False, f"the notebook stopped: {first}")]
+    results = results_of(nb, name)
     if not results:
-        return [Result(path.name, "(the notebook)", "(none)", False,
+        return [Result(name, "(the notebook)", "(none)", False,
                        "no check_...() cell found: is this an exercise notebook of the course?")]
     return results
 
@@ -117,7 +124,14 @@ def table(results: list[Result], full: bool = False) -> str:
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row[:4], widths)) + "  " + row[4] for row in rows]
     passed = sum(r.passed for r in results)
-    return "\n".join([*(line.rstrip() for line in lines), "", f"{passed} of {len(results)} checks passed"])
+    notebooks = list(dict.fromkeys(r.notebook for r in results))
+    totals = []
+    if len(notebooks) > 1:  # a folder of submissions: each notebook's count, then the whole
+        width = max(map(len, notebooks))
+        totals = [f"{n.ljust(width)}  {sum(r.passed for r in results if r.notebook == n)} of "
+                  f"{sum(r.notebook == n for r in results)} passed" for n in notebooks] + [""]
+    return "\n".join([*(line.rstrip() for line in lines), "", *totals,
+                      f"{passed} of {len(results)} checks passed"])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -137,9 +151,10 @@ def main(argv: list[str] | None = None) -> int:
     def body() -> int:
         paths = [nb for p in args.paths for nb in notebooks_in(Path(p))]
 
-        def run(path: Path) -> list[Result]:
+        def run(found: tuple[Path, str]) -> list[Result]:
+            path, name = found
             print(f"running {path} ...", file=sys.stderr, flush=True)
-            return grade_notebook(path, args.timeout)
+            return grade_notebook(path, args.timeout, name)
 
         # Each notebook runs in a kernel of its own (a separate process): threads only wait on them.
         with ThreadPoolExecutor(max_workers=min(args.jobs, len(paths))) as pool:
