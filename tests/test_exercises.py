@@ -720,3 +720,11 @@ def test_every_check_rejects_an_unfinished_answer_and_one_with_a_size_written_in
         messages = [m for c, _, m in answers if c.__name__ == check]
         assert any("NotImplementedError" in m or "not done" in m for m in messages), check
         assert any(re.search(r"written|passed with", m) for m in messages), check
+
+
+def test_a_module_argument_is_named_by_its_class_when_its_repr_is_long():
+    from annotated.support.grading.core import _describe
+
+    big = torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.ReLU())
+    assert _describe((big, torch.zeros(2, 5), torch.nn.ReLU(), 3)) == (
+        "a Sequential module, tensor of shape (2, 5), ReLU(), 3")

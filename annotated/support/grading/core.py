@@ -48,13 +48,14 @@ def _generic(message: str) -> ExerciseFailed:
 
 
 def _describe(args: tuple) -> str:
-    """The arguments of a call, short: a tensor by its shape, a module by its class."""
+    """The arguments of a call, short: a tensor by its shape, a module of several lines by its class."""
     def short(a) -> str:
         if torch.is_tensor(a):
             return f"tensor of shape {tuple(a.shape)}"
-        if isinstance(a, torch.nn.Module):
-            return f"a {type(a).__name__} module"
-        return repr(a)
+        text = repr(a)
+        if isinstance(a, torch.nn.Module) and ("\n" in text or len(text) > 40):
+            return f"a {type(a).__name__} module"  # not its whole structure
+        return text
     return ", ".join(short(a) for a in args)
 
 
