@@ -29,4 +29,7 @@ TAUGHT_MODULES: dict[str, str] = {
     "annotated.evaluation": "09_translating_german_to_english.ipynb",
     "annotated.heads": "10_what_the_heads_learned.ipynb",
     "annotated.alignment": "10_what_the_heads_learned.ipynb",
+    "annotated.learned_positions": "12_positions.ipynb",
+    "annotated.relative_positions": "12_positions.ipynb",
+    "annotated.rotary": "12_positions.ipynb",
 }
