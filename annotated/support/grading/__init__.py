@@ -17,9 +17,9 @@ import importlib
 
 from annotated.support.grading.core import ExerciseFailed
 
-# The notebook each module checks: 01 softmax ... 10 heads, 12 positions.
+# The notebook each module checks: 01 softmax ... 10 heads, 11 cost, 12 positions.
 MODULES = ("softmax", "attention", "masking", "multi_head", "positional", "sublayers", "model",
-           "training", "translation", "heads", "positions")
+           "training", "translation", "heads", "cost", "positions")
 
 CHECKS: dict = {}      # name -> check function, of every module
 SIZE_SETS: dict = {}   # check name -> the sets of sizes it runs (a list of dicts)
