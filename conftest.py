@@ -14,7 +14,8 @@ def pytest_configure(config):
 
 # Tests write only below their temporary directories: a file left in the checkout or in the
 # download cache after the session is an error of the session, named.
-SKIPPED = {".git", ".venv", ".pytest_cache", "__pycache__", ".ipynb_checkpoints", "annotated.egg-info"}
+# build/ is the folder for what is built on purpose (the browser test's screenshots, for a person to look at).
+SKIPPED = {".git", ".venv", ".pytest_cache", "__pycache__", ".ipynb_checkpoints", "annotated.egg-info", "build"}
 
 
 def _files_outside_tmp() -> set[Path]:

@@ -2,37 +2,52 @@
 
 The taught modules, in the order the notebooks build them:
 
-==============================  ========================================
-module                          notebook
-==============================  ========================================
-``annotated.softmax``           01 Softmax and the 1/sqrt(d_k) scaling
-``annotated.attention``         02 Scaled dot-product attention
-``annotated.masks``             03 Masking
-``annotated.multi_head``        04 Multi-head attention
-``annotated.positional``        05 Positional encoding
-``annotated.feed_forward``      06 Feed-forward, residuals and layer norm
-``annotated.layer_norm``        06
-``annotated.residual``          06
-``annotated.model``             07 The full model
-``annotated.batching``          08 Training
-``annotated.synthetic``         08
-``annotated.label_smoothing``   08
-``annotated.schedule``          08
-``annotated.training``          08
-``annotated.decoding``          08
-``annotated.data``              09 Translating German to English
-``annotated.vocab``             09
-``annotated.beam_search``       09
-``annotated.bpe``               09
-``annotated.evaluation``        09
-``annotated.heads``             10 What the heads learned
-``annotated.alignment``         10
-==============================  ========================================
+==================================  ========================================
+module                              notebook
+==================================  ========================================
+``annotated.softmax``               01 Softmax and the 1/sqrt(d_k) scaling
+``annotated.attention``             02 Scaled dot-product attention
+``annotated.masks``                 03 Masking
+``annotated.multi_head``            04 Multi-head attention
+``annotated.positional``            05 Positional encoding
+``annotated.feed_forward``          06 Feed-forward, residuals and layer norm
+``annotated.layer_norm``            06
+``annotated.residual``              06
+``annotated.model``                 07 The full model
+``annotated.batching``              08 Training
+``annotated.synthetic``             08
+``annotated.label_smoothing``       08
+``annotated.schedule``              08
+``annotated.training``              08
+``annotated.decoding``              08
+``annotated.data``                  09 Translating German to English
+``annotated.vocab``                 09
+``annotated.beam_search``           09
+``annotated.bpe``                   09
+``annotated.evaluation``            09
+``annotated.heads``                 10 What the heads learned
+``annotated.alignment``             10
+``annotated.local_attention``       11 The cost of attention
+``annotated.linformer``             11
+``annotated.bigbird``               11
+``annotated.learned_positions``     12 Positions beyond the sinusoids
+``annotated.relative_positions``    12
+``annotated.rotary``                12
+==================================  ========================================
 
 ``annotated.support`` holds what the course uses but does not teach line by line.
 """
 
-from annotated.model import TransformerConfig, count_parameters, make_model
+
+
+def __getattr__(name):
+    # The model, and with it torch, is imported on first use: a command such as
+    # `python -m annotated.doctor` then starts, and reports, even when torch is broken.
+    if name in ("TransformerConfig", "count_parameters", "make_model"):
+        from annotated import model
+
+        return getattr(model, name)
+    raise AttributeError(f"module 'annotated' has no attribute {name!r}")
 
 
 def load_pretrained(path=None, device="cpu"):

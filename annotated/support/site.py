@@ -1,0 +1,270 @@
+"""The course as a static site that opens from disk: ``python -m annotated.support.site``.
+
+    python -m annotated.support.site                  # -> build/site/index.html
+    python -m annotated.support.site --out /tmp/site
+
+The site mirrors the repository, so a link that works between the files works between the
+pages: ``notebooks/*.ipynb``, ``solutions/*.ipynb`` and ``exercises/*.ipynb`` become ``.html``
+pages with their outputs (nbconvert, with the course's template: no script from a CDN),
+``README.md`` becomes ``index.html`` under a course map, ``guide/*.md`` and
+``benchmarks/RESULTS.md`` become pages, every other file of the repository a page links to
+becomes a page of its source, and every notebook's slide deck is built into ``slides/``.
+MathJax and reveal.js are served from ``assets/`` (:mod:`annotated.support.web_assets`).
+``python -m annotated.support.site_check`` opens every page in headless Chromium.
+"""
+
+import argparse
+import html
+import os
+import re
+import shutil
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+import nbformat
+
+from annotated.support.course import ROOT
+from annotated.support.errors import run_command
+from annotated.support.slides import HREF, TEMPLATES, build as build_decks, deck_name, install_assets
+from annotated.support.web_assets import mathjax_html
+
+DEFAULT_OUT = ROOT / "build" / "site"
+NOTEBOOK_FOLDERS = ("notebooks", "solutions", "exercises")
+# Markdown files of the repository that are pages of the site, and where they go.
+MARKDOWN_PAGES = {"README.md": "index.html", "guide/README.md": "guide/index.html"}
+CODE_SPAN = re.compile(r"<code>([\w./-]+)</code>")
+
+
+@dataclass(frozen=True)
+class Notebook:
+    folder: str  # notebooks, solutions or exercises
+    path: Path
+    title: str
+
+
+def title_of(path: Path) -> str:
+    """The notebook's title: the text of its first heading ("03 · Masking")."""
+    nb = nbformat.read(path, as_version=4)
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            for line in cell.source.splitlines():
+                if line.startswith("#"):
+                    return line.lstrip("#").strip()
+    return path.stem
+
+
+def notebooks() -> list[Notebook]:
+    return [Notebook(folder, path, title_of(path)) for folder in NOTEBOOK_FOLDERS
+            for path in sorted((ROOT / folder).glob("*.ipynb"))]
+
+
+def site_path(repo_path: PurePosixPath) -> PurePosixPath:
+    """Where the page of a repository file lies in the site."""
+    text = repo_path.as_posix()
+    if text in MARKDOWN_PAGES:
+        return PurePosixPath(MARKDOWN_PAGES[text])
+    if repo_path.suffix in (".ipynb", ".md"):
+        return repo_path.with_suffix(".html")
+    return PurePosixPath(text + ".html")  # a source file, shown as a page
+
+
+class Site:
+    """Builds the pages; remembers the source files that pages link to, to write them last."""
+
+    def __init__(self, out: Path):
+        self.out = out
+        self.sources: set[PurePosixPath] = set()
+        self.course = [nb for nb in notebooks() if nb.folder == "notebooks"]
+
+    # ------------------------------------------------------------ links
+
+    def rewrite_links(self, text: str, repo_file: PurePosixPath, page: PurePosixPath | None = None) -> str:
+        """Point every relative link of a page made from ``repo_file`` (at ``page``, by default
+        the file's own page) at the page of its target."""
+        here = (page or site_path(repo_file)).parent.as_posix()
+
+        def one(match: re.Match) -> str:
+            attribute, target = match.groups()
+            if re.match(r"[a-z][a-z0-9+.-]*:", target) or target.startswith(("#", "/")) or not target:
+                return match.group(0)
+            path_part, _, fragment = target.partition("#")
+            repo_target = PurePosixPath(os.path.normpath((repo_file.parent / path_part).as_posix()))
+            if not (ROOT / repo_target).is_file():
+                return match.group(0)  # a link within the site (the bar, the decks), or broken: the check tells
+            if repo_target.suffix not in (".ipynb", ".md"):
+                self.sources.add(repo_target)
+            url = os.path.relpath(site_path(repo_target).as_posix(), here)
+            return f'{attribute}="{url}{"#" + fragment if fragment else ""}"'
+        return HREF.sub(one, text)
+
+    def link_code_spans(self, text: str, repo_file: PurePosixPath) -> str:
+        """``<code>notebooks/03_masking.ipynb</code>`` -> a link to that file's page, for every code
+        span that names a file of the repository by its path from the top (as the README does)."""
+        def one(match: re.Match) -> str:
+            name = match.group(1)
+            if "/" not in name or not (ROOT / name).is_file():
+                return match.group(0)
+            return f'<a href="{os.path.relpath(name, repo_file.parent.as_posix())}">{match.group(0)}</a>'
+        # Not inside a link already: split the text at <a ...>...</a> and link the rest.
+        parts = re.split(r"(<a\b.*?</a>|<pre\b.*?</pre>)", text, flags=re.S)
+        return "".join(part if i % 2 else CODE_SPAN.sub(one, part) for i, part in enumerate(parts))
+
+    def relative(self, page: PurePosixPath, target: str) -> str:
+        return os.path.relpath(target, page.parent.as_posix())
+
+    def nav(self, page: PurePosixPath, notebook: Notebook | None = None) -> str:
+        """The bar above every page: the course, and around a notebook its neighbours and its
+        exercises, solutions, guide and deck."""
+        links = [("Course", "index.html"), ("Instructor guide", "guide/index.html"),
+                 ("Results", "benchmarks/RESULTS.html")]
+        if notebook is not None:
+            stem = notebook.path.stem
+            names = [nb.path.stem for nb in self.course]
+            if stem in names:
+                i = names.index(stem)
+                if i > 0:
+                    links.append((f"← {self.course[i - 1].title}", f"notebooks/{names[i - 1]}.html"))
+                if i + 1 < len(names):
+                    links.append((f"{self.course[i + 1].title} →", f"notebooks/{names[i + 1]}.html"))
+            for label, folder in (("Notebook", "notebooks"), ("Exercises", "exercises"), ("Solutions", "solutions")):
+                if folder != notebook.folder and (ROOT / folder / notebook.path.name).is_file():
+                    links.append((label, f"{folder}/{stem}.html"))
+            if (ROOT / "guide" / f"{stem}.md").is_file():
+                links.append(("Guide", f"guide/{stem}.html"))
+            links.append(("Slides", f"slides/{deck_name(notebook.path)}"))
+        items = "".join(f'<a href="{html.escape(self.relative(page, target))}">{html.escape(label)}</a>'
+                        for label, target in links)
+        return f'<nav class="course-nav">{items}</nav>'
+
+    # ------------------------------------------------------------ pages
+
+    def write(self, page: PurePosixPath, text: str) -> None:
+        path = self.out / page
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+
+    def notebook_page(self, notebook: Notebook) -> None:
+        from nbconvert import HTMLExporter
+
+        repo_file = PurePosixPath(notebook.folder, notebook.path.name)
+        page = site_path(repo_file)
+        assets = self.relative(page, "assets")
+        exporter = HTMLExporter(template_name="course_page", extra_template_basedirs=[str(TEMPLATES)])
+        resources = {"metadata": {"name": notebook.title}, "course_css": f"{assets}/course.css",
+                     "course_mathjax": mathjax_html(assets), "course_nav": self.nav(page, notebook)}
+        body, _ = exporter.from_notebook_node(nbformat.read(notebook.path, as_version=4), resources=resources)
+        self.write(page, self.rewrite_links(body, repo_file))
+
+    def text_page(self, page: PurePosixPath, title: str, body_html: str) -> None:
+        """A page of prose (Markdown rendered, or source code) in the site's frame."""
+        assets = self.relative(page, "assets")
+        self.write(page, f"""<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1.0">
+<title>{html.escape(title)}</title>
+<link rel="stylesheet" href="{assets}/course.css">
+<link rel="stylesheet" href="{assets}/pygments.css">
+{mathjax_html(assets)}
+</head>
+<body class="course-text">
+{self.nav(page)}
+<main>
+{body_html}
+</main>
+</body>
+</html>
+""")
+
+    def markdown_page(self, repo_file: PurePosixPath, before: str = "") -> None:
+        from nbconvert.filters.markdown_mistune import markdown2html_mistune
+        from nbconvert.filters.strings import add_anchor
+
+        text = (ROOT / repo_file).read_text(encoding="utf-8")
+        body = markdown2html_mistune(text)
+        body = re.sub(r"<h([1-6])>(.*?)</h\1>", lambda m: add_anchor(m.group(0)), body)
+        if before:  # after the title and the opening paragraphs, before the first section
+            at = body.find("<h2")
+            body = body[:at] + before + body[at:] if at >= 0 else before + body
+        body = self.rewrite_links(self.link_code_spans(body, repo_file), repo_file)
+        title = next((line.lstrip("# ").strip() for line in text.splitlines() if line.startswith("#")), repo_file.name)
+        self.text_page(site_path(repo_file), title, body)
+
+    def source_page(self, repo_file: PurePosixPath) -> None:
+        from pygments import highlight
+        from pygments.formatters import HtmlFormatter
+        from pygments.lexers import TextLexer, get_lexer_for_filename
+        from pygments.util import ClassNotFound
+
+        text = (ROOT / repo_file).read_text(encoding="utf-8", errors="replace")
+        try:
+            lexer = get_lexer_for_filename(repo_file.name)
+        except ClassNotFound:
+            lexer = TextLexer()
+        code = highlight(text, lexer, HtmlFormatter(linenos="table", cssclass="highlight"))
+        self.text_page(site_path(repo_file), repo_file.as_posix(),
+                       f"<h1><code>{html.escape(repo_file.as_posix())}</code></h1>\n{code}")
+
+    def course_map(self) -> str:
+        """The index's table: every notebook with its page, deck, exercises, solutions and guide."""
+        rows = []
+        for nb in self.course:
+            stem = nb.path.stem
+            cells = [f'<a href="notebooks/{stem}.html">{html.escape(nb.title)}</a>',
+                     f'<a href="slides/{deck_name(nb.path)}">slides</a>']
+            for folder in ("exercises", "solutions"):
+                cells.append(f'<a href="{folder}/{stem}.html">{folder}</a>'
+                             if (ROOT / folder / nb.path.name).is_file() else "")
+            cells.append(f'<a href="guide/{stem}.html">guide</a>' if (ROOT / "guide" / f"{stem}.md").is_file() else "")
+            rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+        return ('<h2 id="Course-map">Course map</h2>\n<table>\n<thead><tr><th>notebook</th><th>deck</th>'
+                '<th>exercises</th><th>solutions</th><th>instructor guide</th></tr></thead>\n<tbody>\n'
+                + "\n".join(rows) + "\n</tbody>\n</table>\n")
+
+    def build(self, with_slides: bool = True) -> list[Path]:
+        from pygments.formatters import HtmlFormatter
+
+        if self.out.exists():
+            shutil.rmtree(self.out)
+        install_assets(self.out / "assets")
+        (self.out / "assets" / "pygments.css").write_text(HtmlFormatter().get_style_defs(".highlight"),
+                                                          encoding="utf-8")
+        for notebook in notebooks():
+            self.notebook_page(notebook)
+        self.markdown_page(PurePosixPath("README.md"), before=self.course_map())
+        for md in sorted((ROOT / "guide").glob("*.md")):
+            self.markdown_page(PurePosixPath("guide", md.name))
+        self.markdown_page(PurePosixPath("benchmarks", "RESULTS.md"))
+        done: set[PurePosixPath] = set()
+        while self.sources - done:  # a source page links nowhere, but keep going if one ever does
+            for repo_file in sorted(self.sources - done):
+                self.source_page(repo_file)
+                done.add(repo_file)
+        if with_slides:
+            build_decks([nb.path for nb in self.course], self.out / "slides", self.out / "assets",
+                        links=lambda text, notebook, _: self.rewrite_links(
+                            text, PurePosixPath("notebooks", notebook.name), PurePosixPath("slides", deck_name(notebook))))
+        return sorted(self.out.rglob("*.html"))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m annotated.support.site",
+                                     description="Build the course site (notebooks, solutions, exercises, guide, "
+                                                 "decks) as static pages that open from disk.")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"folder of the site (default: {DEFAULT_OUT})")
+    parser.add_argument("--no-slides", action="store_true", help="skip the slide decks")
+    args = parser.parse_args(argv)
+
+    def body() -> int:
+        pages = Site(args.out).build(with_slides=not args.no_slides)
+        print(f"{len(pages)} pages in {args.out}; open {args.out / 'index.html'} in a browser (no network needed)")
+        return 0
+
+    return run_command(body, parser.prog)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,167 @@
+"""Slide decks from the notebooks, for lecturing: ``python -m annotated.support.slides``.
+
+Every notebook's cells carry Jupyter's slide metadata (``cell.metadata.slideshow.slide_type``:
+``slide``, ``subslide``, ``fragment``, ``-``, ``notes`` or ``skip``), the same that RISE uses to
+present live from JupyterLab. This command turns each notebook into a reveal.js deck with
+nbconvert's ``--to slides`` exporter and the course's template, which loads reveal.js and
+MathJax from the build folder, so the decks open from disk with the network off::
+
+    python -m annotated.support.slides                 # every notebook -> build/slides/
+    python -m annotated.support.slides notebooks/03_masking.ipynb --out /tmp/decks
+
+The slide size is 1280 x 720; ``python -m annotated.support.slide_layout`` chose the metadata so
+that every slide fits it (``tests/test_browser.py`` measures each slide in Chromium).
+"""
+
+import argparse
+import copy
+import os
+import re
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import nbformat
+from nbconvert.preprocessors import Preprocessor
+
+from annotated.support.course import NOTEBOOKS, ROOT
+from annotated.support.errors import CourseError, run_command
+from annotated.support.web_assets import install, mathjax_html
+
+SLIDE_WIDTH, SLIDE_HEIGHT = 1280, 720
+HREF = re.compile(r'(href|src)="([^"]*)"')
+SLIDE_TYPES = ("slide", "subslide", "fragment", "-", "notes", "skip")
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+DEFAULT_OUT = ROOT / "build" / "slides"
+
+
+def slide_type(cell) -> str | None:
+    """The cell's slide type as Jupyter stores it, or None if it has none."""
+    return cell.get("metadata", {}).get("slideshow", {}).get("slide_type")
+
+
+def deck_name(notebook: Path) -> str:
+    return f"{notebook.stem}.slides.html"
+
+
+CODE_IN_NOTES = "code-in-notes"  # the cell tag: on the slide the cell's outputs, its code in the speaker notes
+
+
+class CodeInNotes(Preprocessor):
+    """A cell tagged ``code-in-notes`` (long code whose figure or printout is the point) shows
+    only its outputs on the slide; its code goes to the speaker notes just before it."""
+
+    def preprocess(self, nb, resources):
+        cells = []
+        for cell in nb.cells:
+            if cell.cell_type == "code" and CODE_IN_NOTES in cell.metadata.get("tags", []):
+                notes = nbformat.v4.new_code_cell(cell.source, metadata={"slideshow": {"slide_type": "notes"}})
+                cells.append(notes)
+                cell = copy.deepcopy(cell)
+                cell.metadata["transient"] = {"remove_source": True}
+            cells.append(cell)
+        nb.cells = cells
+        return nb, resources
+
+
+class ShortTracebacks(Preprocessor):
+    """On a slide an error is shown by its last line, the message the course wrote for it
+    (``ValueError: ...``); the full traceback stays in the notebook and on the site."""
+
+    def preprocess_cell(self, cell, resources, index):
+        for output in cell.get("outputs", []):
+            if output.get("output_type") == "error":
+                output["traceback"] = [f"{output['ename']}: {output['evalue']}"]
+        return cell, resources
+
+
+def export_deck(notebook: Path, assets: str) -> str:
+    """The deck of ``notebook`` as one HTML text; ``assets`` is the relative URL of the folder
+    that :func:`annotated.support.web_assets.install` filled."""
+    from nbconvert import SlidesExporter
+
+    nb = nbformat.read(notebook, as_version=4)
+    missing = [i for i, cell in enumerate(nb.cells) if slide_type(cell) not in SLIDE_TYPES]
+    if missing:
+        raise CourseError(f"{notebook}: cells {missing[:10]} have no slide type (metadata.slideshow.slide_type); "
+                          f"run `python -m annotated.support.slide_layout {notebook}` to set them")
+    exporter = SlidesExporter(
+        template_name="course_slides",
+        extra_template_basedirs=[str(TEMPLATES)],
+        reveal_url_prefix=f"{assets}/reveal.js",
+        reveal_width=str(SLIDE_WIDTH),
+        reveal_height=str(SLIDE_HEIGHT),
+        reveal_theme="white",
+    )
+    resources = {"course_css": f"{assets}/course.css", "course_mathjax": mathjax_html(assets),
+                 "metadata": {"name": notebook.stem}}
+    body, _ = exporter.from_notebook_node(nb, resources=resources)
+    return body
+
+
+def links_to_files(text: str, notebook: Path, out: Path) -> str:
+    """Point the deck's relative links (``../exercises/03_masking.ipynb``) at the repository's
+    files from the deck's folder ``out``."""
+    def one(match: re.Match) -> str:
+        attribute, target = match.groups()
+        path_part, hash_, fragment = target.partition("#")
+        if not path_part or re.match(r"[a-z][a-z0-9+.-]*:", target) or target.startswith("/"):
+            return match.group(0)
+        file = (notebook.parent / path_part).resolve()
+        if not file.exists():
+            return match.group(0)
+        return f'{attribute}="{Path(os.path.relpath(file, out.resolve())).as_posix()}{hash_}{fragment}"'
+    return HREF.sub(one, text)
+
+
+def build(notebooks: Sequence[Path], out: Path, assets_dir: Path | None = None,
+          links: Callable[[str, Path, Path], str] = links_to_files) -> list[Path]:
+    """Write one deck per notebook into ``out``, with the assets in ``assets_dir`` (default
+    ``out/assets``), its links rewritten by ``links(html, notebook, out)``; return the decks' paths."""
+    assets_dir = install_assets(assets_dir or out / "assets")
+    out.mkdir(parents=True, exist_ok=True)
+    relative = Path(os.path.relpath(assets_dir, out)).as_posix()
+    decks = []
+    for notebook in notebooks:
+        deck = out / deck_name(notebook)
+        deck.write_text(links(export_deck(notebook, relative), notebook, out), encoding="utf-8")
+        decks.append(deck)
+    return decks
+
+
+def install_assets(dest: Path) -> Path:
+    """reveal.js, MathJax and the course's style sheet, into ``dest``."""
+    install(dest)
+    (dest / "course.css").write_text((TEMPLATES / "course.css").read_text(encoding="utf-8"), encoding="utf-8")
+    return dest
+
+
+def _notebook(text: str) -> Path:
+    path = Path(text)
+    if path.suffix != ".ipynb" or not path.is_file():
+        raise argparse.ArgumentTypeError(f"{text} is not a notebook file (.ipynb); give one of {NOTEBOOKS}/*.ipynb")
+    return path
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m annotated.support.slides",
+                                     description="Build a reveal.js deck per notebook, offline (no CDN).")
+    parser.add_argument("notebooks", nargs="*", type=_notebook,
+                        help="notebooks to turn into decks (default: every notebook in notebooks/)")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"folder for the decks (default: {DEFAULT_OUT})")
+    args = parser.parse_args(argv)
+    notebooks = args.notebooks or sorted(NOTEBOOKS.glob("*.ipynb"))
+
+    def body() -> int:
+        decks = build(notebooks, args.out)
+        for deck in decks:
+            print(deck)
+        print(f"{len(decks)} decks in {args.out}; open one in a browser (no network needed), "
+              f"press S for the speaker notes")
+        return 0
+
+    return run_command(body, parser.prog)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

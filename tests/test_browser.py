@@ -1,0 +1,131 @@
+"""The site and the decks in a real browser: headless Chromium, network off.
+
+Runs where Debian's Chromium is installed (``.ci/run`` installs it and sets
+``ANNOTATED_REQUIRE_BROWSER=1``, so that there a missing browser fails instead of skipping).
+The screenshots go to ``build/screenshots/`` for a person to look at.
+"""
+
+import os
+import struct
+
+import nbformat
+import pytest
+
+from annotated.support.browser import BrowserError, find_chromium
+from annotated.support.course import ROOT
+from annotated.support.site_check import (
+    OVERFLOW_ALLOWED, SCREENSHOT_PAGES, SCREENSHOTS, check_site,
+)
+from annotated.support.slides import SLIDE_HEIGHT, build as build_decks, install_assets
+
+try:
+    find_chromium()
+    NO_BROWSER = ""
+except BrowserError as err:
+    NO_BROWSER = str(err)
+if NO_BROWSER and os.environ.get("ANNOTATED_REQUIRE_BROWSER") == "1":
+    raise RuntimeError(f"ANNOTATED_REQUIRE_BROWSER=1 but {NO_BROWSER}")
+pytestmark = pytest.mark.skipif(bool(NO_BROWSER), reason=NO_BROWSER)
+
+
+@pytest.fixture(scope="module")
+def report(built_site):
+    return check_site(built_site.out, SCREENSHOTS)
+
+
+def test_every_page_and_deck_loads_offline_with_no_failed_request_console_error_or_broken_link(report):
+    assert not report.problems, "\n".join(report.problems[:20])
+
+
+def test_every_page_of_the_site_was_opened(report, built_site):
+    pages = [p for p in built_site.out.rglob("*.html") if "assets" not in p.relative_to(built_site.out).parts]
+    assert len(report.pages) == len(pages) > 60
+
+
+def test_math_is_typeset_on_every_page_that_has_math(report, built_site):
+    by_page = {p.page: p for p in report.pages}
+    for folder in ("notebooks", "solutions"):
+        for notebook in sorted((ROOT / folder).glob("*.ipynb")):
+            text = "".join(c.source for c in nbformat.read(notebook, as_version=4).cells if c.cell_type == "markdown")
+            if "$" in text:
+                assert by_page[f"{folder}/{notebook.stem}.html"].math > 0, notebook
+    assert by_page["notebooks/01_softmax_and_scaling.html"].math >= 50
+    assert by_page["slides/01_softmax_and_scaling.slides.html"].math >= 50
+
+
+def test_the_figures_are_on_the_pages(report):
+    by_page = {p.page: p for p in report.pages}
+    for notebook in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        cells = nbformat.read(notebook, as_version=4).cells
+        figures = sum("image/png" in out.get("data", {}) for c in cells for out in c.get("outputs", []))
+        assert by_page[f"notebooks/{notebook.stem}.html"].images >= figures, notebook
+
+
+def test_every_slide_of_every_deck_fits_the_1280_by_720_screen(report):
+    decks = [p for p in report.pages if p.page.startswith("slides/")]
+    assert len(decks) == len(list((ROOT / "notebooks").glob("*.ipynb")))
+    for deck in decks:
+        assert deck.slides >= 10, deck.page
+        assert deck.tallest_slide <= SLIDE_HEIGHT + OVERFLOW_ALLOWED, (deck.page, deck.tallest_slide)
+
+
+def test_the_screenshots_are_written_for_a_person_to_look_at(report):
+    shots = sorted(SCREENSHOTS.glob("*.png"))
+    expected = {name.replace("/", "_").removesuffix(".html") + ".png" for name in SCREENSHOT_PAGES}
+    assert expected <= {p.name for p in shots}
+    for shot in shots:
+        data = shot.read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n"
+        assert struct.unpack(">II", data[16:24]) == (1280, 720), shot
+        assert len(data) > 20_000, f"{shot} is nearly empty"
+
+
+# ---------------------------------------------------------------- the check catches each fault
+
+
+def _page(body: str, assets: str = "assets") -> str:
+    return (f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>t</title>'
+            f'<script>window.MathJax = {{tex: {{inlineMath: [["$", "$"]]}}}};</script>'
+            f'<script src="{assets}/mathjax/es5/tex-svg-full.js"></script></head><body>{body}</body></html>')
+
+
+@pytest.fixture(scope="module")
+def broken_site(tmp_path_factory):
+    """A small site with one fault per page, next to a good page, using the real assets."""
+    root = tmp_path_factory.mktemp("broken")
+    install_assets(root / "assets")
+    pages = {
+        "good.html": '<p>Fine: $x^2$ and <a href="cdn.html">a page</a> and <a href="good.html#here">here</a>'
+                     '<span id="here"></span></p>',
+        "cdn.html": '<script src="https://cdn.example.org/lib.js"></script>',
+        "console.html": '<script>console.error("boom")</script>',
+        "image.html": '<img src="missing.png" alt="">',
+        "link.html": '<a href="nowhere.html">x</a> <a href="good.html#absent">y</a>',
+        "tex.html": "<p>$$\\frac{a}{b$$</p>",
+    }
+    for name, body in pages.items():
+        (root / name).write_text(_page(body), encoding="utf-8")
+    # A deck with a slide far taller than the screen: forty printed lines forced onto one slide.
+    tall = nbformat.v4.new_code_cell("print('\\n'.join(map(str, range(40))))",
+                                     metadata={"slideshow": {"slide_type": "slide"}})
+    tall.outputs = [nbformat.v4.new_output("stream", text="\n".join(map(str, range(40))) + "\n")]
+    words = [nbformat.v4.new_markdown_cell(f"Line {i} of words.", metadata={"slideshow": {"slide_type": "-"}})
+             for i in range(30)]
+    notebook = root / "tall.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[tall, *words]), notebook)
+    build_decks([notebook], root / "slides", root / "assets")
+    return check_site(root, screenshots=None)
+
+
+def test_the_check_reports_each_fault_on_its_own_page(broken_site):
+    problems = {p.page: p.problems for p in broken_site.pages}
+    assert problems["good.html"] == [] and problems["cdn.html"]
+    assert any("https://cdn.example.org/lib.js" in p and "refused" in p for p in problems["cdn.html"])
+    assert any("console error: boom" in p for p in problems["console.html"])
+    assert any("images that did not load" in p for p in problems["image.html"])
+    assert any("TeX left untypeset" in p for p in problems["tex.html"])
+    assert any("slide 0/0 is" in p and "slide_layout" in p for p in problems["slides/tall.slides.html"])
+    broken = "\n".join(broken_site.broken_links)
+    assert "link.html: link to nowhere.html, which does not exist" in broken
+    assert "link.html: link to good.html#absent, which has no such anchor" in broken
+    assert "good.html" not in broken.replace("link.html: link to good.html#absent", "")

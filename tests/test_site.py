@@ -1,0 +1,84 @@
+"""The static course site: what ``python -m annotated.support.site`` writes, read as files
+(``tests/test_browser.py`` opens it in Chromium)."""
+
+import re
+from pathlib import Path, PurePosixPath
+
+import pytest
+
+from annotated.support.course import ROOT
+from annotated.support.site import Site, notebooks, site_path
+
+CDN = re.compile(r'<(?:script|link|img)\b[^>]*\b(?:src|href)="(?:https?:)?//', re.I)
+
+
+def test_repository_files_map_to_pages_that_mirror_the_repository():
+    assert site_path(PurePosixPath("README.md")) == PurePosixPath("index.html")
+    assert site_path(PurePosixPath("guide/README.md")) == PurePosixPath("guide/index.html")
+    assert site_path(PurePosixPath("guide/03_masking.md")) == PurePosixPath("guide/03_masking.html")
+    assert site_path(PurePosixPath("notebooks/03_masking.ipynb")) == PurePosixPath("notebooks/03_masking.html")
+    assert site_path(PurePosixPath("annotated/masks.py")) == PurePosixPath("annotated/masks.py.html")
+
+
+def test_links_between_files_become_links_between_pages(tmp_path):
+    site = Site(tmp_path)
+    html = ('<a href="../exercises/03_masking.ipynb#Exercise-3.1">e</a> <a href="../annotated/masks.py">m</a> '
+            '<a href="../README.md">r</a> <a href="https://arxiv.org/abs/1706.03762">p</a> <a href="#top">t</a> '
+            '<a href="../no/such/file.ipynb">x</a>')
+    out = site.rewrite_links(html, PurePosixPath("notebooks/03_masking.ipynb"))
+    assert 'href="../exercises/03_masking.html#Exercise-3.1"' in out
+    assert 'href="../annotated/masks.py.html"' in out and PurePosixPath("annotated/masks.py") in site.sources
+    assert 'href="../index.html"' in out
+    assert 'href="https://arxiv.org/abs/1706.03762"' in out and 'href="#top"' in out
+    assert 'href="../no/such/file.ipynb"' in out  # left as it is, for the browser test to report
+    # The same file seen from a deck in slides/:
+    deck = site.rewrite_links(html, PurePosixPath("notebooks/03_masking.ipynb"), PurePosixPath("slides/x.html"))
+    assert 'href="../exercises/03_masking.html#Exercise-3.1"' in deck
+
+
+def test_code_spans_naming_a_file_of_the_repository_become_links(tmp_path):
+    site = Site(tmp_path)
+    html = "<td><code>notebooks/03_masking.ipynb</code></td> <code>no/such.py</code> <code>x</code>"
+    linked = site.link_code_spans(html, PurePosixPath("guide/03_masking.md"))
+    assert '<a href="../notebooks/03_masking.ipynb"><code>notebooks/03_masking.ipynb</code></a>' in linked
+    assert "<code>no/such.py</code> <code>x</code>" in linked
+    assert site.link_code_spans(linked, PurePosixPath("guide/x.md")) == linked  # not linked twice
+
+
+def test_every_notebook_solution_exercise_and_guide_has_its_page_and_every_deck_is_built(built_site):
+    out = built_site.out
+    for nb in notebooks():
+        assert (out / nb.folder / f"{nb.path.stem}.html").is_file(), nb.path
+    for md in (ROOT / "guide").glob("*.md"):
+        assert (out / site_path(PurePosixPath("guide", md.name))).is_file(), md
+    course = sorted((ROOT / "notebooks").glob("*.ipynb"))
+    assert sorted(p.name for p in (out / "slides").glob("*.slides.html")) == [f"{p.stem}.slides.html" for p in course]
+    assert (out / "index.html").is_file() and (out / "benchmarks" / "RESULTS.html").is_file()
+
+
+def test_no_page_loads_anything_from_another_site(built_site):
+    pages = [p for p in built_site.out.rglob("*.html") if "assets" not in p.parts]
+    assert len(pages) > 60
+    offenders = {p.relative_to(built_site.out).as_posix(): CDN.findall(p.read_text(encoding="utf-8"))[:2]
+                 for p in pages if CDN.search(p.read_text(encoding="utf-8"))}
+    assert not offenders, offenders
+
+
+def test_the_index_has_the_course_map_and_the_readmes_tables(built_site):
+    index = (built_site.out / "index.html").read_text(encoding="utf-8")
+    for nb in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        assert f'href="notebooks/{nb.stem}.html"' in index and f'href="slides/{nb.stem}.slides.html"' in index
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    headers = re.findall(r"^\| *(.+?) *\|.*\n\|[-| :]+\|$", readme, flags=re.M)
+    assert len(headers) >= 2, "the README's tables"
+    for first_header in headers:
+        assert f"<th>{first_header}</th>" in index.replace("<th style=\"text-align:left\">", "<th>"), first_header
+    assert index.count("<table>") == len(headers) + 1  # the README's tables and the course map
+
+
+def test_a_notebook_page_keeps_its_outputs_figures_and_the_course_bar(built_site):
+    page = (built_site.out / "notebooks" / "02_scaled_dot_product_attention.html").read_text(encoding="utf-8")
+    assert page.count('src="data:image/png;base64,') >= 2
+    assert '<nav class="course-nav">' in page and 'href="03_masking.html"' in page
+    assert 'href="../guide/02_scaled_dot_product_attention.html"' in page
+    assert '<script src="../assets/mathjax/es5/tex-svg-full.js"></script>' in page
