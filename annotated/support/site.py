@@ -55,6 +55,20 @@ def title_of(path: Path) -> str:
     return path.stem
 
 
+def github_slug(heading_html: str) -> str:
+    """The anchor GitHub gives a Markdown heading (lower case, punctuation dropped, spaces to
+    hyphens), so that ``README.md#in-the-classroom-...`` works on GitHub and on the site alike."""
+    text = html.unescape(re.sub(r"<[^>]+>", "", heading_html)).strip().lower()
+    return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
+
+
+def _heading_with_anchor(match: re.Match) -> str:
+    level, inner = match.groups()
+    inner = re.sub(r'<a class="anchor-link".*?</a>', "", inner, flags=re.S)  # nbconvert's own, with its id
+    slug = github_slug(inner)
+    return f'<h{level} id="{slug}">{inner}<a class="anchor-link" href="#{slug}">¶</a></h{level}>'
+
+
 def notebooks() -> list[Notebook]:
     return [Notebook(folder, path, title_of(path)) for folder in NOTEBOOK_FOLDERS
             for path in sorted((ROOT / folder).glob("*.ipynb"))]
@@ -181,11 +195,10 @@ class Site:
 
     def markdown_page(self, repo_file: PurePosixPath, before: str = "") -> None:
         from nbconvert.filters.markdown_mistune import markdown2html_mistune
-        from nbconvert.filters.strings import add_anchor
 
         text = (ROOT / repo_file).read_text(encoding="utf-8")
         body = markdown2html_mistune(text)
-        body = re.sub(r"<h([1-6])>(.*?)</h\1>", lambda m: add_anchor(m.group(0)), body)
+        body = re.sub(r"<h([1-6])\b[^>]*>(.*?)</h\1>", _heading_with_anchor, body, flags=re.S)
         if before:  # after the title and the opening paragraphs, before the first section
             at = body.find("<h2")
             body = body[:at] + before + body[at:] if at >= 0 else before + body
@@ -220,7 +233,7 @@ class Site:
                              if (ROOT / folder / nb.path.name).is_file() else "")
             cells.append(f'<a href="guide/{stem}.html">guide</a>' if (ROOT / "guide" / f"{stem}.md").is_file() else "")
             rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
-        return ('<h2 id="Course-map">Course map</h2>\n<table>\n<thead><tr><th>notebook</th><th>deck</th>'
+        return ('<h2 id="course-map">Course map</h2>\n<table>\n<thead><tr><th>notebook</th><th>deck</th>'
                 '<th>exercises</th><th>solutions</th><th>instructor guide</th></tr></thead>\n<tbody>\n'
                 + "\n".join(rows) + "\n</tbody>\n</table>\n")
 
