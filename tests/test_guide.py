@@ -4,7 +4,6 @@
 exercise checks' docstrings."""
 
 import re
-from pathlib import Path
 
 import nbformat
 import pytest

@@ -2,9 +2,8 @@
 (``tests/test_browser.py`` opens it in Chromium)."""
 
 import re
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 
-import pytest
 
 from annotated.support.course import ROOT
 from annotated.support.site import Site, notebooks, site_path

@@ -27,7 +27,7 @@ import nbformat
 
 from annotated.support.course import ROOT
 from annotated.support.errors import run_command
-from annotated.support.slides import HREF, TEMPLATES, build as build_decks, deck_name, install_assets
+from annotated.support.slides import TEMPLATES, build as build_decks, deck_name, install_assets, map_links
 from annotated.support.web_assets import mathjax_html
 
 DEFAULT_OUT = ROOT / "build" / "site"
@@ -96,22 +96,19 @@ class Site:
 
     def rewrite_links(self, text: str, repo_file: PurePosixPath, page: PurePosixPath | None = None) -> str:
         """Point every relative link of a page made from ``repo_file`` (at ``page``, by default
-        the file's own page) at the page of its target."""
+        the file's own page) at the page of its target. A link to no file of the repository (the
+        bar, the decks) is left as it is; if it is broken, the site check tells."""
         here = (page or site_path(repo_file)).parent.as_posix()
 
-        def one(match: re.Match) -> str:
-            attribute, target = match.groups()
-            if re.match(r"[a-z][a-z0-9+.-]*:", target) or target.startswith(("#", "/")) or not target:
-                return match.group(0)
-            path_part, _, fragment = target.partition("#")
-            repo_target = PurePosixPath(os.path.normpath((repo_file.parent / path_part).as_posix()))
-            if not (ROOT / repo_target).is_file():
-                return match.group(0)  # a link within the site (the bar, the decks), or broken: the check tells
+        def url_for(file: Path) -> str | None:
+            if not file.is_relative_to(ROOT):
+                return None
+            repo_target = PurePosixPath(file.relative_to(ROOT).as_posix())
             if repo_target.suffix not in (".ipynb", ".md"):
                 self.sources.add(repo_target)
-            url = os.path.relpath(site_path(repo_target).as_posix(), here)
-            return f'{attribute}="{url}{"#" + fragment if fragment else ""}"'
-        return HREF.sub(one, text)
+            return os.path.relpath(site_path(repo_target).as_posix(), here)
+
+        return map_links(text, ROOT / repo_file.parent, url_for)
 
     def link_code_spans(self, text: str, repo_file: PurePosixPath) -> str:
         """``<code>notebooks/03_masking.ipynb</code>`` -> a link to that file's page, for every code
@@ -251,11 +248,8 @@ class Site:
         for md in sorted((ROOT / "guide").glob("*.md")):
             self.markdown_page(PurePosixPath("guide", md.name))
         self.markdown_page(PurePosixPath("benchmarks", "RESULTS.md"))
-        done: set[PurePosixPath] = set()
-        while self.sources - done:  # a source page links nowhere, but keep going if one ever does
-            for repo_file in sorted(self.sources - done):
-                self.source_page(repo_file)
-                done.add(repo_file)
+        for repo_file in sorted(self.sources):  # the files the pages above link to
+            self.source_page(repo_file)
         if with_slides:
             build_decks([nb.path for nb in self.course], self.out / "slides", self.out / "assets",
                         links=lambda text, notebook, _: self.rewrite_links(

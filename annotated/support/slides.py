@@ -99,19 +99,26 @@ def export_deck(notebook: Path, assets: str) -> str:
     return body
 
 
-def links_to_files(text: str, notebook: Path, out: Path) -> str:
-    """Point the deck's relative links (``../exercises/03_masking.ipynb``) at the repository's
-    files from the deck's folder ``out``."""
+def map_links(text: str, folder: Path, url_for: Callable[[Path], str | None]) -> str:
+    """Rewrite the relative links (``href``, ``src``) of ``text``, written from ``folder``:
+    ``url_for(file)`` gives the new URL of the file a link names (its ``#fragment`` is kept), or
+    None to leave the link as it is. Links with a scheme, absolute paths, bare ``#fragments``
+    and links to no file are left alone."""
     def one(match: re.Match) -> str:
         attribute, target = match.groups()
         path_part, hash_, fragment = target.partition("#")
         if not path_part or re.match(r"[a-z][a-z0-9+.-]*:", target) or target.startswith("/"):
             return match.group(0)
-        file = (notebook.parent / path_part).resolve()
-        if not file.exists():
-            return match.group(0)
-        return f'{attribute}="{Path(os.path.relpath(file, out.resolve())).as_posix()}{hash_}{fragment}"'
+        file = (folder / path_part).resolve()
+        url = url_for(file) if file.is_file() else None
+        return match.group(0) if url is None else f'{attribute}="{url}{hash_}{fragment}"'
     return HREF.sub(one, text)
+
+
+def links_to_files(text: str, notebook: Path, out: Path) -> str:
+    """Point the deck's relative links (``../exercises/03_masking.ipynb``) at the repository's
+    files from the deck's folder ``out``."""
+    return map_links(text, notebook.parent, lambda file: Path(os.path.relpath(file, out.resolve())).as_posix())
 
 
 def build(notebooks: Sequence[Path], out: Path, assets_dir: Path | None = None,

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from annotated.support.download import ChecksumError, DownloadError, fetch, sha256_file
+from annotated.support.download import ChecksumError, DownloadError, default_cache_dir, fetch, sha256_file
 from annotated.support.errors import CourseError, run_command
 
 ENV_VAR = "ANNOTATED_WEB_ASSETS"
@@ -55,8 +55,9 @@ class AssetError(CourseError, RuntimeError):
 
 
 def cache_dir() -> Path:
-    """``$XDG_CACHE_HOME/annotated``, by default ``~/.cache/annotated``."""
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "annotated"
+    """The course's cache, ``$XDG_CACHE_HOME/annotated`` (by default ``~/.cache/annotated``), where
+    the Multi30k download goes too."""
+    return default_cache_dir().parent
 
 
 def tarball(package: Package, timeout: float = 60.0) -> Path:
