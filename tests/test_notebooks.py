@@ -61,3 +61,59 @@ def test_every_taught_module_is_mapped_to_a_notebook():
     command_lines = {"annotated.doctor", "annotated.train", "annotated.translate"}
     unmapped = modules - set(TAUGHT_MODULES) - command_lines
     assert not unmapped, f"modules with no notebook in annotated.support.course.TAUGHT_MODULES: {sorted(unmapped)}"
+
+
+def _notebook(tmp_path: Path, *sources: str) -> Path:
+    """A small notebook of code cells, saved in tmp_path."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in sources])
+    nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
+    path = tmp_path / "small.ipynb"
+    nbformat.write(nb, path)
+    return path
+
+
+def test_a_setting_replaces_the_first_assignment_of_its_name_only():
+    import nbformat
+
+    from annotated.support.notebooks import apply_settings
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("SEED = 0"),
+                                         nbformat.v4.new_code_cell("x = 1\nSEED = 0  # the run's seed\ny = SEED\nSEED = 2"),
+                                         nbformat.v4.new_code_cell("SEED = 5")])
+    apply_settings(nb, {"SEED": "1"})
+    assert [c.source for c in nb.cells] == ["SEED = 0", "x = 1\nSEED = 1\ny = SEED\nSEED = 2", "SEED = 5"]
+    with pytest.raises(ValueError, match="no code cell has a line 'RATE = ...'"):
+        apply_settings(nb, {"RATE": "2"})
+
+
+def test_executing_with_a_setting_writes_a_copy_and_leaves_the_notebook_alone(tmp_path):
+    import nbformat
+
+    from annotated.support.notebooks import main
+
+    path = _notebook(tmp_path, "SEED = 0\nprint(SEED * 10)", "assert SEED == 0, 'seed changed'", "print('after')")
+    before = path.read_bytes()
+    assert main(["--out-dir", str(tmp_path / "out"), "--allow-errors", "--set", "SEED=3", str(path)]) == 0
+    assert path.read_bytes() == before
+    cells = nbformat.read(tmp_path / "out" / "small.ipynb", as_version=4).cells
+    assert cells[0].outputs[0].text == "30\n"
+    assert cells[1].outputs[0].output_type == "error" and cells[1].outputs[0].evalue == "seed changed"
+    assert cells[2].outputs[0].text == "after\n"  # run on after the failed cell
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--set", "SEED=1"], "need --out-dir"),
+    (["--allow-errors"], "need --out-dir"),
+    (["--set", "SEED", "--out-dir", "OUT"], "'SEED' is not NAME=VALUE"),
+    (["--set", "NOPE=1", "--out-dir", "OUT"], "no code cell has a line 'NOPE = ...'"),
+])
+def test_settings_and_errors_allowed_only_in_a_copy(tmp_path, capsys, args, message):
+    from annotated.support.notebooks import main
+
+    path = _notebook(tmp_path, "SEED = 0")
+    args = [str(tmp_path / "out") if a == "OUT" else a for a in args]
+    with pytest.raises(SystemExit) as exit_:
+        main([*args, str(path)])
+    assert exit_.value.code == 2 and message in capsys.readouterr().err

@@ -7,6 +7,7 @@ its outputs, which is the state ``pytest --nbval`` compares against.
 """
 
 import argparse
+import re
 import sys
 import time
 from pathlib import Path
@@ -44,10 +45,26 @@ def collapse_streams(nb: nbformat.NotebookNode) -> None:
         cell.outputs = merged
 
 
-def execute(path: str | Path, timeout: int = 600) -> float:
-    """Run a notebook in a fresh ``python3`` kernel, save it in place; return seconds taken."""
+def apply_settings(nb: nbformat.NotebookNode, settings: dict[str, str]) -> None:
+    """Replace, for each ``name: value``, the first line ``name = ...`` of a code cell by
+    ``name = value`` (another seed, say); a name no cell assigns is a ValueError."""
+    for name, value in settings.items():
+        line = re.compile(rf"^{re.escape(name)} = .*$", re.MULTILINE)
+        cell = next((c for c in nb.cells if c.cell_type == "code" and line.search(c.source)), None)
+        if cell is None:
+            raise ValueError(f"no code cell has a line '{name} = ...' to set")
+        cell.source = line.sub(lambda _: f"{name} = {value}", cell.source, count=1)
+
+
+def execute(path: str | Path, timeout: int = 600, out: str | Path | None = None,
+            allow_errors: bool = False, settings: dict[str, str] | None = None) -> float:
+    """Run a notebook in a fresh ``python3`` kernel, save it in place (or as ``out``); return
+    seconds taken. With ``allow_errors`` every cell runs and a failed one keeps its error as
+    its output, instead of stopping the run; ``settings`` change assignments first
+    (``apply_settings``)."""
     path = Path(path)
     nb = nbformat.read(path, as_version=4)
+    apply_settings(nb, settings or {})
     nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
     # Cells that show an error on purpose carry nbval's marker comment; let them raise
     # here too, through nbclient's tag, which is removed again so nbval sees one marker.
@@ -55,14 +72,15 @@ def execute(path: str | Path, timeout: int = 600) -> float:
     for cell in expected_errors:
         cell.metadata.setdefault("tags", []).append(NBCLIENT_RAISES_TAG)
     start = time.perf_counter()
-    NotebookClient(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
+    NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=allow_errors,
+                   resources={"metadata": {"path": str(path.parent)}}).execute()
     seconds = time.perf_counter() - start
     for cell in expected_errors:
         cell.metadata["tags"] = [t for t in cell.metadata["tags"] if t != NBCLIENT_RAISES_TAG]
         if not cell.metadata["tags"]:
             del cell.metadata["tags"]
     collapse_streams(nb)
-    nbformat.write(nb, path)
+    nbformat.write(nb, out or path)
     return seconds
 
 
@@ -74,14 +92,39 @@ def notebook_path(text: str) -> Path:
     return path
 
 
+def setting(text: str) -> tuple[str, str]:
+    """An argparse type: ``NAME=VALUE`` with NAME a Python name."""
+    name, sep, value = text.partition("=")
+    if not sep or not name.isidentifier() or not value:
+        raise argparse.ArgumentTypeError(f"{text!r} is not NAME=VALUE (for example SEED=1)")
+    return name, value
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m annotated.support.notebooks",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("notebooks", nargs="+", type=notebook_path)
+    parser.add_argument("--out-dir", type=Path,
+                        help="save the executed notebooks here, each under its own name, leaving the originals alone")
+    parser.add_argument("--timeout", type=int, default=600, help="seconds one cell may take (default 600)")
+    parser.add_argument("--allow-errors", action="store_true",
+                        help="run every cell even after one fails, keeping its error (only with --out-dir)")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", type=setting,
+                        help="run with the line 'NAME = ...' replaced by 'NAME = VALUE' (only with --out-dir)")
     args = parser.parse_args(argv)
+    if args.out_dir is not None:
+        if args.out_dir.exists() and not args.out_dir.is_dir():
+            parser.error(f"--out-dir {args.out_dir} is a file, not a folder")
+        args.out_dir.mkdir(parents=True, exist_ok=True)
+    elif args.allow_errors or args.set:
+        parser.error("--allow-errors and --set need --out-dir: the notebook saved in place must be the one committed, "
+                     "run as it is")
     for path in args.notebooks:
         try:
-            seconds = execute(path)
+            seconds = execute(path, args.timeout, args.out_dir / path.name if args.out_dir else None,
+                              args.allow_errors, dict(args.set))
+        except ValueError as error:
+            parser.error(f"{path}: {error}")
         except CellExecutionError as error:
             # The notebook on disk is left as it was; nbclient's message ends with the cell's error.
             last = str(error).strip().splitlines()[-1] if str(error).strip() else type(error).__name__
