@@ -11,7 +11,7 @@ from annotated.support.length_generalization import (KINDS, LengthExperiment, No
                                                      position_model, run, training_pairs)
 
 TINY = LengthExperiment(d_model=16, N=1, h=2, d_ff=32, steps=3, batch_tokens=64, test_lengths=(3, 5),
-                        test_examples=4, max_train_length=4)
+                        test_examples=4, max_train_length=4, fit_lengths=(2, 4), check_every=1)
 
 
 def test_each_kind_swaps_only_the_positions():
@@ -42,6 +42,44 @@ def test_run_reports_an_accuracy_per_kind_and_length():
     assert set(results) == {"sinusoidal", "rotary"}
     for r in results.values():
         assert set(r["accuracy"]) == {3, 5} and all(0 <= a <= 1 for a in r["accuracy"].values())
+        assert set(r["validation"]) == {2, 4} and 1 <= r["steps"] <= 3
+
+
+def test_training_stops_at_the_first_check_where_every_fit_length_fits(monkeypatch):
+    import annotated.support.length_generalization as lg
+    scores = {2: [0.5, 0.95, 1.0], 4: [0.95, 0.85, 0.9]}  # both at 0.9 or more only at the third check
+    calls = []
+
+    def fake_exact_match(model, exp, length, device="cpu", validation=False):
+        assert validation  # stopping is decided on validation sequences, never on the test ones
+        calls.append(length)
+        return scores[length][calls.count(length) - 1]
+
+    monkeypatch.setattr(lg, "exact_match", fake_exact_match)
+    _, history = lg.train("sinusoidal", dataclasses.replace(TINY, steps=5, fit_threshold=0.9))
+    assert history["fitted_at"] == 3 and [steps for steps, _ in history["checks"]] == [1, 2, 3]
+    assert len(history["step_loss"]) == 3  # no update after the fit
+
+
+def test_a_kind_that_never_fits_trains_its_whole_budget_and_says_so(monkeypatch):
+    import annotated.support.length_generalization as lg
+    monkeypatch.setattr(lg, "exact_match", lambda *args, **kwargs: 0.5)
+    _, history = lg.train("learned", dataclasses.replace(TINY, steps=4, check_every=2))
+    assert history["fitted_at"] is None and [steps for steps, _ in history["checks"]] == [2, 4]
+
+
+def test_validation_and_test_sequences_are_drawn_apart():
+    import annotated.support.length_generalization as lg
+    model = position_model("sinusoidal", TINY).eval()
+    seen = []
+    original = lg.TASKS["copy"]
+    lg.TASKS["copy"] = lambda n, length, vocab, seed: seen.append(seed) or original(n, length, vocab, seed)
+    try:
+        exact_match(model, TINY, 3)
+        exact_match(model, TINY, 3, validation=True)
+    finally:
+        lg.TASKS["copy"] = original
+    assert len(set(seen)) == 2
 
 
 def test_exact_match_counts_whole_sequences(monkeypatch):
@@ -60,3 +98,5 @@ def test_bad_settings_are_clear_errors():
         LengthExperiment(task="sort")
     with pytest.raises(ValueError, match="kind='alibi'"):
         position_model("alibi", TINY)
+    with pytest.raises(ValueError, match="fit_lengths must lie in the training lengths 1 .. 4"):
+        dataclasses.replace(TINY, fit_lengths=(2, 5))

@@ -2,9 +2,11 @@
 model trained on short sequences handle longer ones?
 
 Train the copy (or reverse) task on sequences of 1 .. ``max_train_length`` symbols with each
-kind of position, then measure exact-match accuracy (greedy decoding) on longer ones. The
+kind of position until it fits them (exact match on held-out sequences of the training
+lengths), then measure exact-match accuracy (greedy decoding) on longer ones. A kind that
+does not fit within its budget of updates is reported as such: its extrapolation says nothing. The
 machinery of notebook 12: the course's model (``annotated.model.make_model``), batches,
-loss, schedule, ``fit`` and ``greedy_decode``, with the positions swapped:
+loss, schedule, ``train_epoch`` and ``greedy_decode``, with the positions swapped:
 
 - ``sinusoidal``: the paper's ``PositionalEncoding`` (notebook 05), unchanged;
 - ``learned``: ``annotated.learned_positions.LearnedPositionalEncoding`` in its place;
@@ -47,7 +49,7 @@ from annotated.relative_positions import RelativeMultiHeadAttention
 from annotated.rotary import RotaryMultiHeadAttention
 from annotated.schedule import make_optimizer
 from annotated.synthetic import copy_task, reverse_task
-from annotated.training import choose_device, fit
+from annotated.training import choose_device, train_epoch
 
 KINDS = ("sinusoidal", "learned", "relative", "rotary")
 TASKS = {"copy": copy_task, "reverse": reverse_task}
@@ -60,18 +62,23 @@ class LengthExperiment:
 
     task: str = "copy"
     vocab_size: int = 24  # 20 symbols (ids 4 .. 23)
-    max_train_length: int = 20
-    test_lengths: tuple[int, ...] = (10, 20, 30, 40, 50, 60)
+    max_train_length: int = 10
+    test_lengths: tuple[int, ...] = (5, 10, 15, 20, 30, 40)
     d_model: int = 64
     N: int = 2
     h: int = 4
     d_ff: int = 128
-    max_distance: int = 16  # clipping distance k of the relative kind (Shaw et al. use 16)
-    steps: int = 500
-    batch_tokens: int = 1024  # tokens per batch (about 90 sequences of mean length 11)
+    # The relative kind's clipping distance k: below the longest offset in training (11), so that
+    # the clipped offsets' vectors are trained (Shaw et al. use 16 on sentences far longer).
+    max_distance: int = 8
+    steps: int = 2000  # the most updates: training stops earlier once the model fits
+    batch_tokens: int = 1024  # tokens per batch (about 140 sequences of mean length 7.5)
     warmup: int = 100
     factor: float = 0.5
-    test_examples: int = 50  # per test length
+    fit_lengths: tuple[int, ...] = (4, 7, 10)  # validation lengths, all inside the training lengths
+    fit_threshold: float = 0.9  # exact match at every fit length that counts as "fits"
+    check_every: int = 100  # updates between two validations
+    test_examples: int = 50  # per test length (and per validation length)
     seed: int = 0
 
     def __post_init__(self):
@@ -79,10 +86,14 @@ class LengthExperiment:
             raise ValueError(f"task={self.task!r}: choose one of {sorted(TASKS)}")
         if not self.test_lengths or min(self.test_lengths) < 1:
             raise ValueError(f"test_lengths must be positive lengths, got {self.test_lengths}")
+        if not self.fit_lengths or min(self.fit_lengths) < 1 or max(self.fit_lengths) > self.max_train_length:
+            raise ValueError(f"fit_lengths must lie in the training lengths 1 .. {self.max_train_length}, "
+                             f"got {self.fit_lengths}")
 
 
-FULL = LengthExperiment(d_model=256, N=3, h=8, d_ff=1024, steps=5000, batch_tokens=4096,
-                        warmup=400, factor=1.0, test_examples=500,
+FULL = LengthExperiment(d_model=256, N=3, h=8, d_ff=1024, steps=5000, batch_tokens=4096, check_every=250,
+                        warmup=400, factor=1.0, test_examples=500, max_train_length=20, fit_lengths=(5, 10, 15, 20),
+                        max_distance=16,
                         test_lengths=(10, 15, 20, 25, 30, 35, 40, 45, 50, 55, 60))
 
 
@@ -143,24 +154,40 @@ def training_pairs(exp: LengthExperiment) -> list:
 
 
 def train(kind: str, exp: LengthExperiment, device: torch.device | str = "cpu") -> tuple[EncoderDecoder, dict]:
-    """Train a ``kind`` model on ``exp``; returns it (in eval mode) and ``fit``'s history."""
+    """Train a ``kind`` model on ``exp`` until it fits the training lengths, or for ``exp.steps`` updates.
+
+    Every ``exp.check_every`` updates the model decodes fresh validation sequences of each of
+    ``exp.fit_lengths`` (drawn apart from the test sequences); once every length reaches
+    ``exp.fit_threshold`` exact match, training stops. Returns the model (in eval mode) and a
+    history: ``step_loss`` (every update), ``checks`` [(updates, {length: exact match})] and
+    ``fitted_at`` (the updates after which it fitted, or None).
+    """
     model = position_model(kind, exp).to(device)
     pairs = training_pairs(exp)
     lengths = [len(src) for src, _ in pairs]
     batches = [collate([pairs[i] for i in ids], PAD)
-               for ids in batch_by_tokens(lengths, exp.batch_tokens, shuffle=True, seed=exp.seed)]
+               for ids in batch_by_tokens(lengths, exp.batch_tokens, shuffle=True, seed=exp.seed)][: exp.steps]
     optimizer, scheduler = make_optimizer(model, exp.d_model, warmup=exp.warmup, factor=exp.factor)
     loss_fn = LabelSmoothingLoss(exp.vocab_size, PAD, smoothing=0.0)
-    history = fit(model, batches, batches[:4], loss_fn, optimizer, scheduler, epochs=10, max_steps=exp.steps,
-                  device=device, progress=False, seed=exp.seed)
+    history = {"step_loss": [], "checks": [], "fitted_at": None}
+    for start in range(0, len(batches), exp.check_every):
+        train_epoch(model, batches[start : start + exp.check_every], loss_fn, optimizer, scheduler,
+                    device=device, progress=False, step_losses=history["step_loss"])
+        scores = {n: exact_match(model, exp, n, device, validation=True) for n in exp.fit_lengths}
+        history["checks"].append((scheduler.last_epoch, scores))
+        if min(scores.values()) >= exp.fit_threshold:
+            history["fitted_at"] = scheduler.last_epoch
+            break
     return model.eval(), history
 
 
 @torch.no_grad()
 def exact_match(model: EncoderDecoder, exp: LengthExperiment, length: int,
-                device: torch.device | str = "cpu") -> float:
-    """Share of ``exp.test_examples`` fresh sequences of ``length`` symbols decoded exactly."""
-    pairs = TASKS[exp.task](exp.test_examples, length, exp.vocab_size, seed=10_000 + length)
+                device: torch.device | str = "cpu", validation: bool = False) -> float:
+    """Share of ``exp.test_examples`` fresh sequences of ``length`` symbols decoded exactly: the
+    test sequences, or with ``validation`` others drawn apart, on which training is stopped."""
+    pairs = TASKS[exp.task](exp.test_examples, length, exp.vocab_size, seed=(20_000 if validation else 10_000) + length)
+    model.eval()
     src = torch.tensor([s for s, _ in pairs], device=device)  # one length: no padding
     tgt = torch.tensor([t for _, t in pairs], device=device)
     out = greedy_decode(model, src, padding_mask(src, PAD), max_len=tgt.size(1), use_cache=False)
@@ -170,18 +197,23 @@ def exact_match(model: EncoderDecoder, exp: LengthExperiment, length: int,
 
 def run(exp: LengthExperiment, kinds: tuple[str, ...] = KINDS, device: torch.device | str = "cpu",
         verbose: bool = False) -> dict:
-    """{kind: {"accuracy": {length: exact match}, "loss": final training loss, "seconds": ...}}."""
+    """{kind: {"accuracy": {length: exact match on the test sequences}, "fitted_at": updates or None,
+    "steps": updates made, "validation": the last check's {length: exact match}, "loss": the mean
+    training loss of the last 20 updates, "seconds": ...}}."""
     results = {}
     for kind in kinds:
         start = time.perf_counter()
         model, history = train(kind, exp, device)
         accuracy = {n: exact_match(model, exp, n, device) for n in exp.test_lengths}
-        results[kind] = {"accuracy": accuracy, "loss": history["step_loss"][-1],
+        steps, validation = history["checks"][-1]
+        results[kind] = {"accuracy": accuracy, "fitted_at": history["fitted_at"], "steps": steps,
+                         "validation": validation, "loss": sum(history["step_loss"][-20:]) / len(history["step_loss"][-20:]),
                          "seconds": time.perf_counter() - start}
         if verbose:
             row = "  ".join(f"{n}:{a:4.0%}" for n, a in accuracy.items())
-            print(f"{kind:>10}  {row}  (loss {results[kind]['loss']:.3f}, {results[kind]['seconds']:.0f} s)",
-                  flush=True)
+            fitted = f"fitted after {steps}" if history["fitted_at"] else f"NOT fitted in {steps}"
+            print(f"{kind:>10}  {row}  ({fitted} updates, loss {results[kind]['loss']:.3f}, "
+                  f"{results[kind]['seconds']:.0f} s)", flush=True)
     return results
 
 
