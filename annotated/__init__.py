@@ -38,6 +38,12 @@ module                              notebook
 ``annotated.support`` holds what the course uses but does not teach line by line.
 """
 
+import sys as _sys
+
+if _sys.argv[:1] == ["-m"]:  # Python's argv[0] while it imports the package of `python -m annotated.<command>`
+    from annotated.support.errors import quiet_interrupt_while_starting
+
+    quiet_interrupt_while_starting()  # a Ctrl-C while torch loads: one line, not a traceback
 
 
 def __getattr__(name):

@@ -7,21 +7,31 @@
 
 Sentences are read from the command line, else from stdin, one per line; they are translated
 in batches, and each translation is printed on its own line, in order. An empty line gives an
-empty line; a line too long for the model gives an empty line and a message on stderr.
+empty line; a line too long for the model, or with no letter to translate, gives an empty line
+and a message on stderr. Input is checked before the model sees it
+(``annotated.support.input_text``): stdin must be UTF-8 (UTF-16 and UTF-32 with a byte-order
+mark are converted, with a note; ``--encoding`` reads another), and control or invisible
+characters (NUL, ESC, zero-width spaces) are removed with a note.
 
 In Python, ``translate(sentences, model, tokenizer)`` does the same with a model from
 ``annotated.load_pretrained()``.
 """
 
 import argparse
+import codecs
 import sys
+import warnings
+from pathlib import Path
 
 import torch
 
 from annotated.evaluation import translate as translate_batch
 from annotated.model import EncoderDecoder
-from annotated.support.cli import natural_float, positive_int
+from annotated.support.checks import check_beam_arguments, check_not_text
+from annotated.support.cli import check_beam_fits
 from annotated.support.errors import UsageError, run_command
+from annotated.support.input_text import check_no_undecodable, clean_sentence, decode_input, has_latin_letters
+from annotated.support.options import MAX_BEAM, beam_width, length_penalty, positive_int, thread_count
 from annotated.support.pretrained import load_pretrained
 from annotated.support.tokenizer import Tokenizer
 
@@ -32,9 +42,22 @@ MAX_OUTPUT_TOKENS = 250  # the same for every sentence, so that batching cannot 
 def translate(sentences: list[str], model: EncoderDecoder | None = None, tokenizer: Tokenizer | None = None,
               beam: int = 4, alpha: float = 0.6, batch_size: int = 64) -> list[str]:
     """English translations of German ``sentences`` (the shipped model unless one is given):
-    beam search with the paper's beam 4 and length penalty 0.6 (§6.1); ``beam=1`` is greedy."""
+    beam search with the paper's beam 4 and length penalty 0.6 (§6.1); ``beam=1`` is greedy.
+
+    Control and invisible characters are removed first, and a sentence with no letter gets ""
+    (each with a warning)."""
+    check_not_text(sentences, "sentences", "a list of German sentences")  # a str would be 1 sentence per character
+    sentences = list(sentences)
+    for i, s in enumerate(sentences):
+        if not isinstance(s, str):
+            raise TypeError(f"sentence {i + 1} is a {type(s).__name__}, not a str; decode bytes first "
+                            f"(s.decode('utf-8'))")
+    check_beam_arguments(beam, alpha)  # a positive integer and 0 <= alpha <= 10, or a ValueError naming them
     if model is None or tokenizer is None:
         model, tokenizer = load_pretrained()
+    if beam > len(tokenizer.tgt_vocab):
+        raise ValueError(f"beam={beam} is wider than the target vocabulary of {len(tokenizer.tgt_vocab)} tokens")
+    sentences = [prepared(s, f"sentence {i + 1}") for i, s in enumerate(sentences)]
     lengths = [len(tokenizer.tokenize(s)) for s in sentences]
     too_long = [i for i, n in enumerate(lengths) if n > MAX_SOURCE_TOKENS]
     if too_long:
@@ -52,27 +75,71 @@ def translate(sentences: list[str], model: EncoderDecoder | None = None, tokeniz
     return out
 
 
-def read_stdin() -> list[str]:
-    """The lines of stdin; bytes that are not UTF-8 become U+FFFD instead of stopping the command."""
+def prepared(sentence: str, where: str, report=None) -> str:
+    """``sentence`` without control or invisible characters, or "" when it has no letter to translate;
+    what was changed goes to ``report(message)`` (default: a warning)."""
+    report = report or (lambda message: warnings.warn(message, stacklevel=3))
+    cleaned, notes = clean_sentence(sentence)
+    for note in notes:
+        report(f"{where}: {note}")
+    if cleaned.strip() and not has_latin_letters(cleaned):
+        report(f"{where} has no letter to translate ({cleaned.strip()[:30]!r}); the model translates German "
+               f"sentences, so an empty line stands for it")
+        return ""
+    return cleaned
+
+
+def read_stdin(encoding: str | None = None) -> list[str]:
+    """The lines of stdin, decoded by ``annotated.support.input_text.decode_input``: UTF-8 (or the
+    encoding its byte-order mark names, with a note on stderr, or ``encoding``); anything else stops
+    the command with the line and the fix."""
     if sys.stdin.isatty():
         print("Type German sentences, one per line; end with Ctrl-D (Ctrl-Z then Enter on Windows).", file=sys.stderr)
-    lines = sys.stdin.buffer.read().decode("utf-8", errors="replace").split("\n")
+    text, notes = decode_input(sys.stdin.buffer.read(), "stdin", encoding)
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
+    lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()  # the newline that ends the last line
     return [line.rstrip("\r") for line in lines]
+
+
+def encoding_name(text: str) -> str:
+    """An argparse type: a text encoding Python knows (latin-1, cp1252, utf-16, ...)."""
+    try:
+        info = codecs.lookup(text)
+    except LookupError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an encoding Python knows; e.g. latin-1, cp1252, "
+                                         f"utf-16") from None
+    if not getattr(info, "_is_text_encoding", True):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a text encoding")
+    return info.name
+
+
+def model_path(text: str) -> str:
+    """An argparse type: a path that exists (what it holds is checked when the model loads)."""
+    if not Path(text).exists():
+        raise argparse.ArgumentTypeError(f"no model at {text}; give a .pt checkpoint of python -m annotated.train, "
+                                         f"or a folder written by python -m annotated.support.pretrained export")
+    return text
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m annotated.translate", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("sentences", nargs="*", help="German sentences (default: read stdin, one per line)")
-    p.add_argument("--beam", type=positive_int, default=4, help="beam size (default 4, the paper's); 1 is greedy")
-    p.add_argument("--alpha", type=natural_float, default=0.6,
-                   help="length penalty of beam search (default 0.6, the paper's)")
-    p.add_argument("--checkpoint", help="a model of one's own: a .pt checkpoint of python -m annotated.train, "
-                                        "or a folder in the shipped format (default: the shipped model)")
+    p.add_argument("--beam", type=beam_width, default=4,
+                   help=f"beam size (default 4, the paper's; at most {MAX_BEAM}); 1 is greedy")
+    p.add_argument("--alpha", type=length_penalty, default=0.6,
+                   help="length penalty of beam search, 0 to 10 (default 0.6, the paper's)")
+    p.add_argument("--checkpoint", type=model_path,
+                   help="a model of one's own: a .pt checkpoint of python -m annotated.train, "
+                        "or a folder in the shipped format (default: the shipped model)")
     p.add_argument("--batch-size", type=positive_int, default=64, help="sentences translated together")
-    p.add_argument("--threads", type=positive_int, help="torch CPU threads (default: torch's choice)")
+    p.add_argument("--threads", type=thread_count, help="torch CPU threads, at most the machine's cores "
+                                                        "(default: torch's choice)")
+    p.add_argument("--encoding", type=encoding_name, help="the encoding of stdin (default: UTF-8, or UTF-16/32 "
+                                                          "with a byte-order mark), e.g. latin-1")
     return p
 
 
@@ -83,8 +150,18 @@ def main(argv: list[str] | None = None) -> int:
     def body() -> int:
         if args.threads is not None:
             torch.set_num_threads(args.threads)
-        sentences = args.sentences or read_stdin()
+        if args.sentences:
+            for i, sentence in enumerate(args.sentences):
+                check_no_undecodable(sentence, f"argument {i + 1}")
+        sentences = args.sentences or read_stdin(args.encoding)
+        what = "argument" if args.sentences else "line"
+
+        def report(message: str) -> None:
+            print(message, file=sys.stderr)
+
+        sentences = [prepared(s, f"{what} {i + 1}", report) for i, s in enumerate(sentences)]
         model, tokenizer = load_pretrained(args.checkpoint)
+        check_beam_fits(args.beam, len(tokenizer.tgt_vocab), "--beam")
         lengths = [len(tokenizer.tokenize(s)) for s in sentences]
         for i, n in enumerate(lengths):
             if n > MAX_SOURCE_TOKENS:

@@ -23,3 +23,21 @@ def built_site(tmp_path_factory):
     site = Site(out)
     site.build()
     return site
+
+
+@pytest.fixture(scope="session")
+def tiny_bpe_checkpoint(tmp_path_factory):
+    """A byte-pair checkpoint of an untrained model of a few hundred weights, made by hand in a
+    fraction of a second: what python -m annotated.train writes, for the commands that read one."""
+    from annotated.model import TransformerConfig, make_model
+    from annotated.support.checkpoint import save_checkpoint
+    from annotated.vocab import build_vocab_from_iterator
+
+    merges = [["e", "i"], ["ei", "n"], ["m", "a"]]
+    vocab = build_vocab_from_iterator([["ein", "ma@@", "nn", ".", "z@@", "wei", "a", "man", "two", "dogs"]])
+    config = TransformerConfig(len(vocab), len(vocab), N=1, d_model=8, d_ff=16, h=2, share_embeddings=True)
+    torch.manual_seed(0)
+    path = tmp_path_factory.mktemp("tiny") / "tiny.pt"
+    save_checkpoint(path, make_model(config), config, vocabs={"src": vocab, "tgt": vocab},
+                    extra={"bpe_merges": merges, "preset": "tiny", "seed": 0})
+    return path

@@ -56,3 +56,11 @@ def test_learns_the_toy_dictionary_and_aligns_with_it():
 def test_bad_input_is_a_clear_error(pairs, iterations, message):
     with pytest.raises(ValueError, match=message):
         train_ibm_model1(pairs, iterations)
+
+
+def test_pairs_without_a_single_english_word_are_a_clear_error_not_a_division_by_zero():
+    for pairs in ([([], [])], [(["ein", "hund"], [])], [([], []), (["das"], [])]):
+        with pytest.raises(ValueError, match="has an English word, so there is nothing to align"):
+            train_ibm_model1(pairs)
+    model = train_ibm_model1([(["das", "haus"], ["the", "house"]), (["leer"], [])])  # one empty side is fine
+    assert model.prob("house", "haus") > 0

@@ -302,3 +302,20 @@ def test_decoding_encodes_the_source_once_and_projects_each_key_and_value_once(d
     steps = len(calls["self_kv"]) // (2 * len(model.decoder.layers))
     assert 1 <= steps <= 12 - 1 and out.size(0) == batch  # at most max_len - 1 steps
     assert all(shape[1] == 1 for shape in calls["self_kv"])  # one new position per step, never the prefix
+
+
+def test_a_double_precision_model_is_a_clear_error_in_beam_search():
+    torch.manual_seed(0)
+    model = make_model(TransformerConfig(6, 6, N=1, d_model=8, d_ff=8, h=2)).double().eval()
+    src = torch.tensor([[1, 4, 5, 2], [1, 3, 3, 2]])
+    with pytest.raises(ValueError, match=r"weights are torch.float64; beam search keeps its scores in float32.*"
+                                         r"model.float\(\)"):
+        beam_search(model, src, None, 3, 30, 0.6, 1, 2, 0)
+    assert beam_search(model.float(), src, None, 3, 30, 0.6, 1, 2, 0).dtype == torch.long
+
+
+def test_a_length_penalty_that_would_overflow_is_refused_at_once():
+    model = make_model(TransformerConfig(6, 6, N=1, d_model=8, d_ff=8, h=2)).eval()
+    for alpha in (200, 1e308):
+        with pytest.raises(ValueError, match=r"length_penalty \(alpha\) must be at most 10"):
+            beam_search(model, torch.tensor([[1, 4, 2]]), None, 2, 250, alpha, 1, 2, 0)

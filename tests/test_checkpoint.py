@@ -4,6 +4,7 @@ import argparse
 import dataclasses
 import io
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -269,3 +270,35 @@ def test_a_checkpoint_loaded_onto_a_gpu_restores_the_random_state_and_verifies_i
     optimizer2, scheduler2 = make_optimizer(resumed, 16, 10)
     restore(checkpoint, resumed, optimizer2, scheduler2)
     assert_close(resumed.state_dict(), model.state_dict(), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"", "is empty, not a checkpoint"),
+    (b"epochs: 3\nloss: 1.5\n", "is a text file ('epochs: 3\\nloss: 1.5'...), not a checkpoint"),
+    (b"\x01\x02\x03 binary", "is not a checkpoint: its first bytes are not those of a file written by torch.save"),
+])
+def test_a_file_that_is_not_a_checkpoint_is_named_for_what_it_is_not_as_code(tmp_path, content, message):
+    (tmp_path / "x.pt").write_bytes(content)
+    with pytest.raises(CheckpointError, match=re.escape(message)) as error:
+        load_checkpoint(tmp_path / "x.pt")
+    assert "could run code" not in str(error.value)
+
+
+def test_a_safetensors_file_given_as_a_checkpoint_points_at_its_folder(tmp_path):
+    from safetensors.torch import save_file
+
+    save_file({"w": torch.zeros(2)}, tmp_path / "model.safetensors")
+    with pytest.raises(CheckpointError, match="is a safetensors file .* give the folder that holds it"):
+        load_checkpoint(tmp_path / "model.safetensors")
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"heads": 2}, r"unknown configuration field\(s\) 'heads'"),
+    ({"h": 7}, r"d_model=16 is not divisible by h=7"),
+    ({"src_vocab_size": None}, r"src_vocab_size must be a positive integer, got None"),
+])
+def test_a_checkpoint_whose_config_cannot_build_a_model_is_a_checkpoint_error(tmp_path, change, message):
+    checkpoint = load_checkpoint(save_checkpoint(tmp_path / "m.pt", new_model(), CONFIG))
+    checkpoint["config"] = {**checkpoint["config"], **change}
+    with pytest.raises(CheckpointError, match=message):
+        model_from_checkpoint(checkpoint)

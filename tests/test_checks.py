@@ -50,3 +50,31 @@ def test_multi_head_refuses_a_two_dimensional_causal_mask(fast):
         attn(x, x, x, subsequent_mask(5))
     torch.testing.assert_close(attn(x, x, x, subsequent_mask(5).unsqueeze(0)),
                                attn(x, x, x, target_mask(torch.ones(2, 5, dtype=torch.long), 0)))
+
+
+# The checks written for the taught code that does not call them yet (MultiHeadAttention.forward and
+# heads.to_words: the proposed one-line changes are in their notebooks' hands).
+
+
+def test_check_multi_head_inputs_names_a_missing_batch_axis():
+    from annotated.support.checks import check_multi_head_inputs
+
+    x = torch.randn(5, 8)  # (L, d_model): MultiHeadAttention ends in "not enough values to unpack"
+    with pytest.raises(ValueError, match=r"query of shape \(5, 8\) is not \(batch, L, d_model=8\); one sequence "
+                                         r"needs unsqueeze\(0\)"):
+        check_multi_head_inputs(x, x, x, 8)
+    with pytest.raises(ValueError, match="must share the batch size"):
+        check_multi_head_inputs(torch.randn(2, 5, 8), torch.randn(3, 5, 8), torch.randn(3, 5, 8), 8)
+    check_multi_head_inputs(x[None], x[None], x[None], 8)
+
+
+def test_check_pieces_names_shapes_that_do_not_fit_and_empty_pieces():
+    from annotated.support.checks import check_pieces
+
+    with pytest.raises(ValueError, match=r"weights of shape \(3, 4\) do not fit 2 query pieces and 4 key pieces"):
+        check_pieces(torch.rand(3, 4), ["a", "b"], ["c", "d", "e", "f"])
+    with pytest.raises(ValueError, match="query_pieces is empty"):
+        check_pieces(torch.rand(0, 0), [], [])
+    with pytest.raises(TypeError, match="key_pieces must be a list of byte-pair pieces, got a single string"):
+        check_pieces(torch.rand(2, 3), ["a", "b"], "abc")
+    check_pieces(torch.rand(2, 2, 3), ["a", "b"], ["c@@", "d", "e"])

@@ -39,6 +39,9 @@ def no_data(monkeypatch):
     ("--length-penalty", "-0.5"), ("--length-penalty", "inf"), ("--threads", "0"), ("--keep-last", "-1"),
     ("--save-every", "0"), ("--max-tokens", "0"), ("--seed", "-1"), ("--epochs", "2.5"), ("--device", "gpu"),
     ("--dropout", "1"), ("--dropout", "-0.1"), ("--dropout", "nan"), ("--lr-factor", "0"), ("--bpe-merges", "-1"),
+    # Bounded by what is sensible: an overflow at the end of training, a hang or a crash before.
+    ("--length-penalty", "500"), ("--length-penalty", "1e308"), ("--beam-size", "101"), ("--beam-size", "100000"),
+    ("--threads", "10000"), ("--threads", "100000"), ("--seed", str(2**64)),
 ])
 def test_a_bad_value_is_a_usage_error_before_any_work(option, value, capsys, no_data):
     with pytest.raises(SystemExit) as exit_:
@@ -244,3 +247,56 @@ def test_the_real_command_exits_2_for_a_bad_option_and_1_with_one_line_for_a_mis
         "python -m annotated.train: error: no checkpoint at nothing.pt; check the path, or train without "
         "--resume to start from scratch"]
     assert list(tmp_path.iterdir()) == []  # nothing written
+
+
+@needs_data
+def test_a_beam_wider_than_the_vocabulary_is_refused_before_training(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(cli, "fit_distributed", lambda *a, **k: pytest.fail("training started"))
+    args = [a for a in quick(tmp_path) if a not in ("--beam-size", "0")]
+    assert main([*args, "--preset", "tiny", "--bpe-merges", "0", "--limit", "5", "--beam-size", "100",
+                 "--out", str(tmp_path / "run.pt")]) == 2
+    assert "--beam-size 100 is wider than the model's target vocabulary of" in capsys.readouterr().err
+
+
+@needs_data
+def test_overwrite_keeps_the_earlier_runs_checkpoints_until_the_new_run_has_saved(tmp_path, capsys, monkeypatch):
+    out = tmp_path / "run.pt"
+    earlier = [tmp_path / "run.pt", tmp_path / "run-step000001.pt", tmp_path / "run-step000002.pt"]
+    for path in earlier:
+        path.write_bytes(b"the earlier run")
+
+    def interrupted_before_any_save(*args, **kwargs):
+        raise KeyboardInterrupt  # a second Ctrl-C, or a crash, before the first checkpoint of the new run
+
+    monkeypatch.setattr(cli, "fit_distributed", interrupted_before_any_save)
+    assert main(quick(tmp_path, "--preset", "tiny", "--keep-last", "2", "--overwrite", "--out", str(out))) == 130
+    assert all(path.read_bytes() == b"the earlier run" for path in earlier)
+
+
+@needs_data
+def test_a_full_disk_at_the_checkpoint_saves_it_elsewhere_and_says_where(tmp_path, capsys, monkeypatch):
+    import errno
+
+    real_save, elsewhere = cli.save_checkpoint, tmp_path / "elsewhere"
+    elsewhere.mkdir()
+
+    def full_disk_in_runs(path, *args, **kwargs):
+        if tmp_path / "runs" in path.parents:
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        return real_save(path, *args, **kwargs)
+
+    monkeypatch.setattr(cli, "save_checkpoint", full_disk_in_runs)
+    monkeypatch.setattr(cli, "rescue_folders", lambda path: [elsewhere])
+    out = tmp_path / "runs" / "run.pt"
+    assert main(quick(tmp_path, "--preset", "tiny", "--max-steps", "2", "--out", str(out))) == 0
+    captured = capsys.readouterr()
+    rescued = elsewhere / "run-rescued.pt"
+    assert f"could not write {out} ({out}: No space left on device; free space on that disk" in captured.out
+    assert f"saved in {rescued} instead" in captured.out and f"--resume {rescued}" in captured.out
+    assert load_checkpoint(rescued)["step"] == 2  # the weights are kept
+    # Nowhere to go: one line that says where to free how much, not a traceback.
+    monkeypatch.setattr(cli, "rescue_folders", lambda path: [])
+    assert main(quick(tmp_path, "--preset", "tiny", "--max-steps", "2", "--out", str(tmp_path / "runs" / "b.pt"))) == 1
+    err = capsys.readouterr().err
+    assert "could not write the checkpoint" in err and "the weights of this run are lost. Free less than 1 MB" in err
+    assert f"MB in {(tmp_path / 'runs').resolve()}" in err and "Traceback" not in err

@@ -161,3 +161,12 @@ def test_max_len_1_gives_bos_alone_and_a_model_in_training_mode_gets_a_warning()
     model.train()
     with pytest.warns(UserWarning, match=r"training mode.*model.eval\(\)"):
         greedy_decode(model, src, src_mask, max_len=3)
+
+
+def test_a_model_with_nan_weights_is_an_error_not_a_row_of_padding():
+    torch.manual_seed(0)
+    model = make_model(TransformerConfig(6, 6, N=1, d_model=8, d_ff=8, h=2)).eval()
+    with torch.no_grad():
+        model.generator.proj.bias[0] = float("nan")
+    with pytest.raises(ValueError, match=r"the model's weights generator.proj.bias hold NaN or infinite values"):
+        greedy_decode(model, torch.tensor([[1, 4, 2]]), None, 5, 1, 2, 0)

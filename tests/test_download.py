@@ -584,3 +584,10 @@ def test_a_timeout_of_zero_seconds_is_refused_not_reported_as_no_network(timeout
     with pytest.raises(ValueError, match="a number > 0"):
         download(tmp_path, server.url, GOOD_HASHES, timeout=timeout, quiet=True)
     assert server.requests == []
+
+
+@pytest.mark.parametrize("timeout", ["1e12", "1e308"])
+def test_a_timeout_beyond_a_day_is_a_usage_error_not_an_overflow(timeout, closed_port_url, tmp_path, capsys):
+    code, err = run_main(["download", "--dest", str(tmp_path), "--base-url", closed_port_url,
+                          "--timeout", timeout], capsys)
+    assert code == 2 and "at most 86400 (a day)" in err and "Traceback" not in err

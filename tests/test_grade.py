@@ -133,10 +133,11 @@ def test_a_bad_path_exits_2_with_a_clear_message(capsys, tmp_path, where, messag
     assert code == 2 and message in err
 
 
-@pytest.mark.parametrize("option", ["--timeout", "--jobs"])
-def test_a_bad_timeout_or_number_of_jobs_exits_2(capsys, option):
+@pytest.mark.parametrize("option, value", [("--timeout", "0"), ("--jobs", "0"), ("--timeout", str(10**12)),
+                                           ("--jobs", "10000")])
+def test_a_bad_timeout_or_number_of_jobs_exits_2(capsys, option, value):
     with pytest.raises(SystemExit) as exit_info:
-        main([str(EXERCISES), option, "0"])
+        main([str(EXERCISES), option, value])
     assert exit_info.value.code == 2 and f"{option} must be a positive" in capsys.readouterr().err
 
 

@@ -268,3 +268,14 @@ def test_a_valid_config_of_unusual_sizes_builds_a_model():
     model = make_model(TransformerConfig(5, 7, N=1, d_model=6, d_ff=1, h=3, max_len=1, dropout=0.0))
     out = model(torch.tensor([[1]]), torch.tensor([[2]]), None, None)
     assert out.shape == (1, 1, 7)
+
+
+def test_a_single_sentence_without_its_batch_axis_is_a_clear_error():
+    model = make_model(TransformerConfig(11, 11, N=1, d_model=8, d_ff=16, h=2)).eval()
+    src = torch.tensor([1, 4, 5, 2])  # (L_src,): one sentence, no batch axis
+    with pytest.raises(ValueError, match=r"PositionalEncoding takes a batch of sequences, \(batch, L, d_model=8\), "
+                                         r"got an input of shape \(4, 8\); one sentence needs unsqueeze\(0\)"):
+        model.encode(src, None)
+    with pytest.raises(ValueError, match="one sentence needs unsqueeze"):
+        PositionalEncoding(8, 0.0)(torch.zeros(8, 8))  # (L, d_model) with L == d_model ran silently before
+    assert model.encode(src.unsqueeze(0), None).shape == (1, 4, 8)

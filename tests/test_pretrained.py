@@ -68,3 +68,156 @@ def test_the_readmes_examples_are_what_the_shipped_model_writes(shipped):
         assert german in readme and english in readme, (german, english)
     model, tokenizer = shipped
     assert translate(list(examples), model, tokenizer) == list(examples.values())
+
+
+# ---------------------------------------------------------------- export: nothing replaced by mistake
+
+
+def export_main(*argv):
+    from annotated.support.pretrained import main
+
+    try:
+        return main(["export", *map(str, argv)])
+    except SystemExit as exit_:
+        return exit_.code
+
+
+def shipped_state():
+    return {name: (PRETRAINED_DIR / name).stat().st_mtime_ns for name in (*FILES, "SHA256SUMS")}
+
+
+def test_export_without_out_or_onto_the_shipped_model_without_force_is_refused(tiny_bpe_checkpoint, capsys):
+    before = shipped_state()
+    assert export_main(tiny_bpe_checkpoint) == 2
+    assert "give --out FOLDER" in capsys.readouterr().err
+    assert export_main(tiny_bpe_checkpoint, "--out", PRETRAINED_DIR) == 2
+    err = capsys.readouterr().err
+    assert "holds the model shipped with the course" in err and "--force" in err
+    assert shipped_state() == before and not (PRETRAINED_DIR / ".built-by-annotated").exists()
+
+
+def test_export_onto_the_shipped_folder_happens_only_with_force(tiny_bpe_checkpoint, tmp_path, monkeypatch):
+    import shutil
+
+    import annotated.support.pretrained as pretrained
+
+    fake = tmp_path / "pretrained"  # stands for annotated/pretrained: the real one is never touched by a test
+    shutil.copytree(PRETRAINED_DIR, fake)
+    monkeypatch.setattr(pretrained, "PRETRAINED_DIR", fake.resolve())
+    (fake / ".built-by-annotated").write_text("even with a builder's marker, the shipped folder needs --force")
+    assert export_main(tiny_bpe_checkpoint, "--out", fake) == 2
+    assert (fake / "model.safetensors").read_bytes() == (PRETRAINED_DIR / "model.safetensors").read_bytes()
+    assert export_main(tiny_bpe_checkpoint, "--out", fake, "--force") == 0
+    assert sorted(p.name for p in fake.iterdir()) == sorted([*FILES, "SHA256SUMS"])  # no marker written there
+    model, _ = load_pretrained(fake)
+    assert model.src_embed[0].lut.weight.shape[1] == 8
+
+
+def test_export_refuses_a_users_folder_and_one_holding_the_checkpoint(tiny_bpe_checkpoint, tmp_path, capsys):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine")
+    assert export_main(tiny_bpe_checkpoint, "--out", mine) == 2
+    assert "was not written by this command" in capsys.readouterr().err and (mine / "notes.txt").exists()
+    assert export_main(tiny_bpe_checkpoint, "--out", tiny_bpe_checkpoint.parent, "--force") == 2
+    assert "(the input)" in capsys.readouterr().err and tiny_bpe_checkpoint.is_file()
+    assert export_main(tiny_bpe_checkpoint, "--out", tmp_path / "new") == 0
+    assert export_main(tiny_bpe_checkpoint, "--out", tmp_path / "new") == 0  # its own folder: replaced
+
+
+def test_an_interrupted_export_keeps_the_earlier_one(tiny_bpe_checkpoint, tmp_path, monkeypatch):
+    import annotated.support.pretrained as pretrained
+
+    out = tmp_path / "model"
+    pretrained.export(tiny_bpe_checkpoint, out)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+
+    def ctrl_c(path):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pretrained, "sha256", ctrl_c)
+    with pytest.raises(KeyboardInterrupt):
+        pretrained.export(tiny_bpe_checkpoint, out)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]
+
+
+# ---------------------------------------------------------------- a folder whose parts disagree
+
+
+@pytest.fixture
+def exported(tiny_bpe_checkpoint, tmp_path):
+    from annotated.support.pretrained import export
+
+    return export(tiny_bpe_checkpoint, tmp_path / "model")
+
+
+def resum(folder):
+    """SHA256SUMS written again, as someone who edited a file would: the checksums then hold."""
+    from annotated.support.pretrained import sha256
+
+    (folder / "SHA256SUMS").write_text("".join(f"{sha256(folder / name)}  {name}\n" for name in FILES))
+
+
+def edit_config(folder, **changes):
+    config = json.loads((folder / "config.json").read_text())
+    config.update(changes)
+    (folder / "config.json").write_text(json.dumps(config))
+    resum(folder)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"d_model": 16}, r"model.safetensors does not fit config.json; shapes that differ: .*\(the configuration needs"),
+    ({"h": 7}, r"config.json: TransformerConfig: d_model=8 is not divisible by h=7"),
+    ({"heads": 2}, r"config.json: unknown configuration field\(s\) 'heads'; TransformerConfig has"),
+    ({"src_vocab_size": 7, "tgt_vocab_size": 7}, r"vocab.txt: the src vocabulary has \d+ entries but the "
+                                                 r"configuration and the weights are for 7"),
+    ({"dropout": "0.1"}, r"config.json: TransformerConfig.dropout must be a probability"),
+])
+def test_a_config_that_disagrees_with_the_other_files_is_named_even_with_recomputed_checksums(exported, change,
+                                                                                            message):
+    from annotated.support.checkpoint import CheckpointError
+
+    edit_config(exported, **change)
+    with pytest.raises(CheckpointError, match=message):
+        load_pretrained(exported)
+
+
+def test_a_config_that_is_not_json_is_named_with_its_line(exported):
+    from annotated.support.checkpoint import CheckpointError
+
+    (exported / "config.json").write_text('{"src_vocab_size": 14,\n "N": }')
+    resum(exported)
+    with pytest.raises(CheckpointError, match=r"config.json is not valid JSON \(line 2, column 7: Expecting value\)"):
+        load_pretrained(exported)
+
+
+def test_a_vocabulary_cut_short_is_named_not_an_index_error_on_rare_words(exported):
+    from annotated.support.checkpoint import CheckpointError
+
+    lines = (exported / "vocab.txt").read_text().splitlines()
+    (exported / "vocab.txt").write_text("\n".join(lines[:-3]) + "\n")
+    resum(exported)
+    with pytest.raises(CheckpointError, match=r"the src vocabulary has \d+ entries but .* cut short"):
+        load_pretrained(exported)
+    (exported / "vocab.txt").write_text("\n".join(lines[4:]) + "\n")  # without the special tokens
+    resum(exported)
+    with pytest.raises(CheckpointError, match=r"lacks the special token\(s\) <pad>"):
+        load_pretrained(exported)
+
+
+def test_weights_with_nan_are_refused_on_loading(exported):
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    from annotated.support.checkpoint import CheckpointError
+
+    weights = load_file(exported / "model.safetensors")
+    name = sorted(weights)[0]
+    weights[name] = weights[name].clone()
+    weights[name].view(-1)[0] = float("nan")
+    save_file(weights, exported / "model.safetensors")
+    resum(exported)
+    with pytest.raises(CheckpointError, match=f"the weights {name} hold NaN or infinite values"):
+        load_pretrained(exported)
+    assert torch.isnan(weights[name]).any()

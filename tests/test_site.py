@@ -4,6 +4,7 @@
 import re
 from pathlib import PurePosixPath
 
+import pytest
 
 from annotated.support.course import ROOT
 from annotated.support.site import Site, notebooks, site_path
@@ -81,3 +82,70 @@ def test_a_notebook_page_keeps_its_outputs_figures_and_the_course_bar(built_site
     assert '<nav class="course-nav">' in page and 'href="03_masking.html"' in page
     assert 'href="../guide/02_scaled_dot_product_attention.html"' in page
     assert '<script src="../assets/mathjax/es5/tex-svg-full.js"></script>' in page
+
+
+# ---------------------------------------------------------------- nothing of the user's is lost or published
+
+
+def test_a_link_to_a_file_git_does_not_own_is_not_published(tmp_path):
+    site = Site(tmp_path)
+    html = '<a href="../.git/config">c</a> <a href="../annotated/masks.py">m</a>'
+    out = site.rewrite_links(html, PurePosixPath("guide/03_masking.md"))
+    assert 'href="../.git/config"' in out and not any(".git" in p.parts for p in site.sources)
+    assert 'href="../annotated/masks.py.html"' in out
+
+
+def test_without_git_hidden_and_built_files_are_not_the_courses(tmp_path):
+    from annotated.support.course import is_course_file
+
+    assert not is_course_file(PurePosixPath(".git/config"), tmp_path)  # tmp_path: no .git, the fallback rule
+    assert not is_course_file(PurePosixPath(".env"), tmp_path)
+    assert not is_course_file(PurePosixPath("build/site/index.html"), tmp_path)
+    assert is_course_file(PurePosixPath("annotated/masks.py"), tmp_path)
+    assert not is_course_file(PurePosixPath(".git/config")) and is_course_file(PurePosixPath("annotated/masks.py"))
+
+
+def site_main(*argv):
+    from annotated.support.site import main
+
+    try:
+        return main(list(argv))
+    except SystemExit as exit_:
+        return exit_.code
+
+
+def test_the_site_refuses_a_folder_it_did_not_build_before_reading_anything(tmp_path, capsys, monkeypatch):
+    import annotated.support.site as site_module
+
+    mine = tmp_path / "mine"
+    (mine / "photos").mkdir(parents=True)
+    (mine / "thesis.txt").write_text("mine")
+    monkeypatch.setattr(site_module, "notebooks", lambda: pytest.fail("the notebooks were read"))
+    assert site_main("--out", str(mine)) == 2
+    err = capsys.readouterr().err
+    assert "was not written by this command" in err and "--force" in err and err.count("\n") == 1
+    assert (mine / "thesis.txt").read_text() == "mine" and (mine / "photos").is_dir()
+    monkeypatch.chdir(mine)
+    assert site_main("--out", ".", "--force") == 2  # the folder one stands in: never, even with --force
+    assert "the folder this command runs in" in capsys.readouterr().err and (mine / "thesis.txt").exists()
+    assert site_main("--out", str(ROOT), "--force") == 2
+    assert (ROOT / "README.md").is_file()
+
+
+def test_a_ctrl_c_during_a_rebuild_keeps_the_earlier_site(tmp_path, capsys, monkeypatch):
+    out = tmp_path / "site"
+
+    def first(self, with_slides):
+        (self.out / "index.html").write_text("the complete site")
+
+    def interrupted(self, with_slides):
+        (self.out / "index.html").write_text("half")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Site, "_build", first)
+    assert site_main("--out", str(out), "--no-slides") == 0
+    monkeypatch.setattr(Site, "_build", interrupted)
+    assert site_main("--out", str(out), "--no-slides") == 130
+    assert f"interrupted; {out} is as it was before" in capsys.readouterr().err
+    assert (out / "index.html").read_text() == "the complete site"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["site"]

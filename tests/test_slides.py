@@ -180,3 +180,81 @@ def test_the_command_lines_refuse_bad_arguments_with_exit_code_2(tmp_path):
         run = subprocess.run([sys.executable, *argv], capture_output=True, text=True)
         assert run.returncode == 2, (argv, run.stderr)
         assert "error:" in run.stderr and "Traceback" not in run.stderr, run.stderr
+
+
+# ---------------------------------------------------------------- the command line: nothing of the user's lost
+
+
+def slides_main(*argv):
+    from annotated.support.slides import main
+
+    try:
+        return main(list(argv))
+    except SystemExit as exit_:
+        return exit_.code
+
+
+def small_notebook(path, text="# A slide"):
+    cell = _cell("markdown", text)
+    cell.metadata["slideshow"] = {"slide_type": "slide"}
+    nbformat.write(nbformat.v4.new_notebook(cells=[cell]), path)
+    return path
+
+
+def test_a_notebook_that_is_not_json_is_one_line_with_exit_code_2(tmp_path, capsys):
+    (tmp_path / "broken.ipynb").write_text('{"cells": [', encoding="utf-8")
+    assert slides_main(str(tmp_path / "broken.ipynb"), "--out", str(tmp_path / "decks")) == 2
+    err = capsys.readouterr().err
+    assert "broken.ipynb is not a valid notebook (NotJSONError" in err and "Traceback" not in err
+    assert not (tmp_path / "decks").exists()
+
+
+def test_decks_are_added_to_the_commands_own_folder_and_a_users_folder_is_refused(tmp_path, capsys):
+    one, two = small_notebook(tmp_path / "one.ipynb"), small_notebook(tmp_path / "two.ipynb", "# Two")
+    out = tmp_path / "decks"
+    assert slides_main(str(one), "--out", str(out)) == 0
+    assert slides_main(str(two), "--out", str(out)) == 0
+    assert {p.name for p in out.glob("*.slides.html")} == {"one.slides.html", "two.slides.html"}
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "thesis.txt").write_text("mine")
+    capsys.readouterr()
+    assert slides_main(str(one), "--out", str(mine)) == 2
+    assert "was not written by this command" in capsys.readouterr().err
+    assert sorted(p.name for p in mine.iterdir()) == ["thesis.txt"]
+    assert slides_main(str(one), "--out", str(tmp_path), "--force") == 2  # it holds the notebook it reads
+    assert "(the input)" in capsys.readouterr().err and one.is_file()
+
+
+def test_a_ctrl_c_during_a_build_keeps_the_earlier_decks(tmp_path, capsys, monkeypatch):
+    import annotated.support.slides as slides
+
+    one = small_notebook(tmp_path / "one.ipynb")
+    out = tmp_path / "decks"
+    assert slides_main(str(one), "--out", str(out)) == 0
+    before = (out / "one.slides.html").read_text(encoding="utf-8")
+
+    def interrupted(notebook, assets):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(slides, "export_deck", interrupted)
+    assert slides_main(str(one), "--out", str(out)) == 130
+    assert "is as it was before" in capsys.readouterr().err
+    assert (out / "one.slides.html").read_text(encoding="utf-8") == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["decks", "one.ipynb"]
+
+
+def test_a_read_only_output_is_one_line_before_any_deck_is_built(tmp_path, capsys, monkeypatch):
+    import errno
+
+    import annotated.support.files as files
+    import annotated.support.slides as slides
+
+    def read_only(path, *args, **kwargs):
+        raise OSError(errno.EROFS, "Read-only file system", str(path))
+
+    monkeypatch.setattr(files.os, "mkdir", read_only)
+    monkeypatch.setattr(slides, "export_deck", lambda *a: pytest.fail("a deck was built"))
+    assert slides_main(str(small_notebook(tmp_path / "one.ipynb")), "--out", str(tmp_path / "decks")) == 1
+    err = capsys.readouterr().err
+    assert "Read-only file system; that file system is read-only" in err and err.count("\n") == 1

@@ -123,3 +123,141 @@ def test_bad_arguments_get_one_line_and_no_traceback(args, message):
     result = run(*args)
     assert result.returncode in (1, 2) and message in result.stderr and "Traceback" not in result.stderr
 
+
+
+# ---------------------------------------------------------------- input checked before it reaches the model
+
+
+class FakeStdin:
+    """stdin as a pipe gives it: bytes under .buffer, no terminal."""
+
+    def __init__(self, data: bytes):
+        import io
+
+        self.buffer = io.BytesIO(data)
+
+    def isatty(self) -> bool:
+        return False
+
+
+@pytest.fixture
+def command(monkeypatch, capsys, tiny_bpe_checkpoint):
+    """``command(*argv, stdin=b"...")`` runs the translate command in this process on the tiny model;
+    returns (exit code, stdout lines, stderr)."""
+    def run_here(*argv, stdin: bytes = b""):
+        monkeypatch.setattr(sys, "stdin", FakeStdin(stdin))
+        try:
+            code = main(["--checkpoint", str(tiny_bpe_checkpoint), "--beam", "2", *argv])
+        except SystemExit as exit_:
+            code = exit_.code
+        out, err = capsys.readouterr()
+        return code, out.split("\n")[:-1], err
+    return run_here
+
+
+@pytest.fixture(scope="module")
+def tiny(tiny_bpe_checkpoint):
+    return load_pretrained(tiny_bpe_checkpoint)
+
+
+def test_utf16_from_powershell_is_converted_with_a_note(command):
+    code, expected, _ = command(stdin="Ein Mann.\nZwei Hunde.\n".encode("utf-8"))
+    for encoding in ("utf-16", "utf-32", "utf-8-sig"):  # each with its byte-order mark
+        code, lines, err = command(stdin="Ein Mann.\r\nZwei Hunde.\r\n".encode(encoding))
+        assert code == 0 and lines == expected, encoding  # two lines in, the same two out
+        assert ("is UTF-" in err) == (encoding != "utf-8-sig"), err
+
+
+@pytest.mark.parametrize("data, message", [
+    ("Für dich.\n".encode("latin-1"), "stdin is not UTF-8: line 1, byte 2 is the byte 0xFC"),
+    ("Ein Mann.\n".encode("utf-16-le"), "stdin holds NUL bytes (line 1, byte 2): it is not UTF-8 text, probably "
+                                        "UTF-16LE without a byte-order mark"),
+])
+def test_text_that_is_not_utf8_is_refused_with_the_fix_before_the_model_loads(command, data, message, monkeypatch):
+    import annotated.translate as translate_module
+
+    monkeypatch.setattr(translate_module, "load_pretrained", lambda *a: pytest.fail("the model was loaded"))
+    code, lines, err = command(stdin=data)
+    assert code == 1 and lines == [] and message in err and "--encoding" in err and err.count("\n") == 1
+
+
+def test_encoding_reads_latin1_as_it_should(command):
+    assert command("--encoding", "latin-1", stdin="Für dich.\n".encode("latin-1"))[1] == \
+        command(stdin="Für dich.\n".encode("utf-8"))[1]
+
+
+def test_an_argument_in_latin1_is_refused(command):
+    # Python hands an argument's bytes that are not UTF-8 over as lone surrogates (surrogateescape).
+    code, lines, err = command(b"F\xfcr dich.".decode("utf-8", "surrogateescape"))
+    assert code == 1 and lines == [] and "argument 1 is not UTF-8: character 2 was the byte 0xFC" in err
+
+
+def test_control_and_invisible_characters_are_removed_and_a_line_without_letters_gives_a_warning(command):
+    code, clean, _ = command(stdin="Ein Mann läuft.\n".encode())
+    stdin = "Ein \0Mann\a läuft\x1b.\n\u200b\n123 --- !\nEin\u00a0Mann la\u0308uft.\n"
+    code, lines, err = command(stdin=stdin.encode())
+    assert code == 0 and len(lines) == 4
+    assert lines[0] == lines[3] == clean[0]  # the same sentence once cleaned (and its umlaut composed)
+    assert lines[1] == lines[2] == ""
+    assert "line 1: removed 3 control or invisible character(s) (U+0000 NUL, U+0007 BEL, U+001B ESC)" in err
+    assert "line 2: removed 1 control or invisible character(s) (U+200B ZERO WIDTH SPACE)" in err
+    assert "line 3 has no letter to translate ('123 --- !')" in err
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--beam", "101"], "argument --beam: '101' is more than 100"),
+    (["--beam", "100000"], "argument --beam: '100000' is more than 100"),
+    (["--alpha", "200"], "argument --alpha: '200' is more than 10"),
+    (["--alpha", "1e308"], "argument --alpha: '1e308' is more than 10"),
+    (["--threads", "100000"], "argument --threads: '100000' is more than"),
+    (["--encoding", "klingon"], "argument --encoding: 'klingon' is not an encoding"),
+])
+def test_options_out_of_range_are_usage_errors_before_any_work(command, args, message, monkeypatch):
+    import annotated.translate as translate_module
+
+    monkeypatch.setattr(translate_module, "load_pretrained", lambda *a: pytest.fail("the model was loaded"))
+    code, lines, err = command(*args, "Ein Mann.")
+    assert code == 2 and message in err and lines == []
+
+
+def test_a_beam_wider_than_the_vocabulary_is_a_usage_error(command, tiny):
+    _, tokenizer = tiny
+    code, lines, err = command("--beam", str(len(tokenizer.tgt_vocab) + 1), "Ein Mann.")
+    assert code == 2 and f"wider than the model's target vocabulary of {len(tokenizer.tgt_vocab)} tokens" in err
+
+
+def test_a_text_file_given_as_the_checkpoint_is_called_a_text_file(command, tmp_path):
+    (tmp_path / "notes.pt").write_text("these are my notes\n")
+    code, _, err = command("--checkpoint", str(tmp_path / "notes.pt"), "Ein Mann.")
+    assert code == 1 and "notes.pt is a text file ('these are my notes'...), not a checkpoint" in err
+    assert "could run code" not in err
+
+
+def test_translate_refuses_a_single_string_and_bytes(tiny):
+    model, tokenizer = tiny
+    with pytest.raises(TypeError, match=r"sentences must be a list of German sentences, got a single string"):
+        translate("Ein Mann.", model, tokenizer)
+    with pytest.raises(TypeError, match="sentence 1 is a bytes, not a str"):
+        translate([b"Ein Mann."], model, tokenizer)
+
+
+def test_translate_warns_about_what_it_removes_and_gives_no_caption_for_no_letters(tiny):
+    model, tokenizer = tiny
+    with pytest.warns(UserWarning) as caught:
+        assert translate(["\u200b", "123 ---", "Ein Mann."], model, tokenizer, beam=2)[:2] == ["", ""]
+    assert [str(w.message) for w in caught] == [
+        "sentence 1: removed 1 control or invisible character(s) (U+200B ZERO WIDTH SPACE)",
+        "sentence 2 has no letter to translate ('123 ---'); the model translates German sentences, so an empty "
+        "line stands for it"]
+
+
+def test_a_model_with_nan_weights_is_an_error_not_padding(tiny):
+    import copy
+
+    model, tokenizer = tiny
+    broken = copy.deepcopy(model)
+    name, weight = list(broken.named_parameters())[5]
+    with torch.no_grad():
+        weight.view(-1)[0] = float("nan")
+    with pytest.raises(ValueError, match=f"the model's weights {name} hold NaN or infinite values"):
+        translate(["Ein Mann."], broken, tokenizer, beam=2)

@@ -25,6 +25,7 @@ import hashlib
 import os
 import pickle
 import random
+import struct
 from pathlib import Path
 from typing import Any
 
@@ -187,6 +188,7 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
     if not path.is_file():
         raise FileNotFoundError(f"no checkpoint at {path}; check the path, or train without --resume "
                                 f"to start from scratch")
+    check_looks_like_torch_save(path)
     try:
         checkpoint = torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError:
@@ -206,6 +208,71 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
         raise CheckpointError(f"{path} is damaged: its contents no longer match the checksum written with them "
                               f"(a changed byte on the disk or in a copy); use another copy, or train again")
     return checkpoint
+
+
+def check_looks_like_torch_save(path: Path) -> None:
+    """Raise a CheckpointError naming what ``path`` is when its first bytes are not those of a file
+    of ``torch.save`` (a zip archive, or a pickle of the old format): an empty file, a text file, a
+    safetensors file of an exported model."""
+    with path.open("rb") as f:
+        head = f.read(64)
+    if head.startswith(b"PK\x03\x04") or head[:1] == b"\x80":
+        return
+    fix = "give a .pt file written by python -m annotated.train"
+    if not head:
+        raise CheckpointError(f"{path} is empty, not a checkpoint (a save that never finished?); {fix}")
+    if len(head) >= 10 and head[8:10] == b'{"' and struct.unpack("<Q", head[:8])[0] < 100_000_000:
+        raise CheckpointError(f"{path} is a safetensors file (the weights of a model folder in the shipped "
+                              f"format), not a checkpoint; give the folder that holds it, with its config.json, "
+                              f"vocab.txt, bpe_codes.txt and SHA256SUMS")
+    text = head.decode("utf-8", errors="replace").rstrip("\ufffd")  # a character cut at byte 64 is no proof
+    if all(c.isprintable() or c.isspace() for c in text):
+        raise CheckpointError(f"{path} is a text file ({text.strip()[:40]!r}...), not a checkpoint; {fix}")
+    raise CheckpointError(f"{path} is not a checkpoint: its first bytes are not those of a file written by "
+                          f"torch.save; {fix}")
+
+
+def config_from(saved: Any, where: str) -> TransformerConfig:
+    """The ``TransformerConfig`` stored as ``saved`` (a dict of its fields), or a CheckpointError
+    that names ``where`` and the field that is unknown, missing or unusable."""
+    fields = {f.name: f for f in dataclasses.fields(TransformerConfig)}
+    if not isinstance(saved, dict):
+        raise CheckpointError(f"{where}: the configuration is a {type(saved).__name__}, not a mapping of "
+                              f"TransformerConfig's fields ({', '.join(fields)})")
+    unknown = sorted(set(saved) - set(fields))
+    if unknown:
+        raise CheckpointError(f"{where}: unknown configuration field(s) {', '.join(map(repr, unknown))}; "
+                              f"TransformerConfig has {', '.join(fields)}")
+    missing = [name for name, f in fields.items() if name not in saved
+               and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+    if missing:
+        raise CheckpointError(f"{where}: the configuration lacks {', '.join(missing)}")
+    try:
+        return TransformerConfig(**saved)
+    except (TypeError, ValueError) as error:
+        raise CheckpointError(f"{where}: {error}") from None
+
+
+def check_vocab_sizes(config: TransformerConfig, sizes: dict[str, int], where: str) -> None:
+    """The vocabularies have the sizes the configuration (and so the embeddings) was built for:
+    ``sizes`` maps "src" and "tgt" to their lengths."""
+    for side, size in sizes.items():
+        expected = getattr(config, f"{side}_vocab_size")
+        if size != expected:
+            raise CheckpointError(f"{where}: the {side} vocabulary has {size} entries but the configuration and "
+                                  f"the weights are for {expected} ({side}_vocab_size); the vocabulary belongs "
+                                  f"to another model, or was cut short: use the files of one export or checkpoint")
+
+
+def check_finite(weights: dict[str, torch.Tensor], where: str) -> None:
+    """Raise a CheckpointError naming the weights that hold NaN or infinity: such a model decodes
+    nothing but padding."""
+    bad = [name for name, w in weights.items() if w.is_floating_point() and not torch.isfinite(w).all()]
+    if bad:
+        more = f" (and {len(bad) - 3} more)" if len(bad) > 3 else ""
+        raise CheckpointError(f"{where}: the weights {', '.join(bad[:3])}{more} hold NaN or infinite values, "
+                              f"so the model can only produce nonsense; training diverged (lower the learning "
+                              f"rate, or clip gradients) or the file was damaged: use an earlier checkpoint")
 
 
 def check_compatible(model: nn.Module, checkpoint: dict) -> None:
@@ -236,7 +303,7 @@ def model_from_checkpoint(checkpoint: dict) -> EncoderDecoder:
     """A model built with the checkpoint's ``TransformerConfig``, holding its weights."""
     if not checkpoint.get("config"):
         raise CheckpointError("the checkpoint has no config; build the model yourself and call restore()")
-    model = make_model(TransformerConfig(**checkpoint["config"]))
+    model = make_model(config_from(checkpoint["config"], "the checkpoint"))
     restore(checkpoint, model, restore_rng=False)
     return model
 

@@ -9,12 +9,17 @@ leaves no such case: a mask has exactly one dimension per dimension of the score
 ``annotated.attention.scaled_dot_product_attention`` (notebook 02) calls
 :func:`check_attention_inputs`; ``annotated.multi_head.MultiHeadAttention`` (notebook 04)
 calls :func:`check_mask_shape` on its (batch or 1, L_q or 1, L_k) mask.
+:func:`check_multi_head_inputs` (a missing batch axis) and :func:`check_pieces` (weights and
+byte-pair pieces that do not fit) are written for ``MultiHeadAttention.forward`` and
+``annotated.heads.to_words``, whose notebooks do not call them yet.
 """
 
 import math
 import warnings
 
 import torch
+
+from annotated.support.options import MAX_LENGTH_PENALTY
 
 # How the two usual masks are brought to the rank of the scores.
 MASK_FIXES = (
@@ -150,6 +155,11 @@ def check_decoding_inputs(model, src: torch.Tensor, src_mask: torch.Tensor | Non
                              f"pass the vocabulary's own, e.g. {name}=tgt_vocab[{token!r}]")
     if len({bos_idx, eos_idx, pad_idx} - {None}) < 3 - (eos_idx is None):
         raise ValueError(f"bos_idx={bos_idx}, eos_idx={eos_idx} and pad_idx={pad_idx} must be three different ids")
+    check_finite_weights(model)
+    dtype = model.generator.proj.weight.dtype
+    if not endless and torch.promote_types(dtype, torch.float32) != torch.float32:
+        raise ValueError(f"the model's weights are {dtype}; beam search keeps its scores in float32, which cannot "
+                         f"hold {dtype} log-probabilities: call model.float() first (or decode greedily)")
     if model.training:
         warnings.warn("decoding a model in training mode: dropout makes every run different; call model.eval() "
                       "first", stacklevel=4)
@@ -157,13 +167,31 @@ def check_decoding_inputs(model, src: torch.Tensor, src_mask: torch.Tensor | Non
 
 def check_beam_arguments(beam_size: int, length_penalty: float) -> None:
     """Raise a ValueError unless ``beam_size`` is a positive integer and ``length_penalty`` (alpha)
-    a finite number >= 0 (a NaN alpha would make every comparison of scores false)."""
+    a number in [0, MAX_LENGTH_PENALTY] (a NaN alpha would make every comparison of scores false,
+    a huge one overflows lp(Y))."""
     if not _is_int(beam_size) or beam_size < 1:
         raise ValueError(f"beam_size must be a positive integer, got {beam_size!r}; beam_size=1 is greedy decoding")
     if isinstance(length_penalty, bool) or not isinstance(length_penalty, (int, float)) \
             or not math.isfinite(length_penalty) or length_penalty < 0:
         raise ValueError(f"length_penalty (alpha) must be a finite number >= 0, got {length_penalty!r}; "
                          f"0 turns it off, the paper uses 0.6")
+    if length_penalty > MAX_LENGTH_PENALTY:
+        raise ValueError(f"length_penalty (alpha) must be at most {MAX_LENGTH_PENALTY:g}, got {length_penalty!r}: "
+                         f"((5 + |Y|) / 6)^alpha overflows for long outputs; the paper uses 0.6, and values "
+                         f"between 0 and 1 are the usual range")
+
+
+def check_finite_weights(model) -> None:
+    """Raise a ValueError naming the first weights of ``model`` that hold NaN or infinity: such a
+    model's logits are NaN, and decoding returns <s> and padding as if nothing were wrong."""
+    named = [(name, w) for name, w in model.named_parameters() if w.is_floating_point()]
+    finite = torch.stack([torch.isfinite(w).all() for _, w in named]).tolist() if named else []  # one sync on a GPU
+    bad = [name for (name, _), ok in zip(named, finite) if not ok]
+    if bad:
+        more = f" (and {len(bad) - 3} more)" if len(bad) > 3 else ""
+        raise ValueError(f"the model's weights {', '.join(bad[:3])}{more} hold NaN or infinite values, so every "
+                         f"output would be nonsense; training diverged (lower the learning rate, clip gradients) "
+                         f"or the weights were damaged: load an earlier checkpoint")
 
 
 def check_tokens(tokens):
@@ -199,11 +227,49 @@ def check_positive(name: str, value: float) -> None:
         raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
 
 
+# Modules whose input is a batch of sequences, (batch, L, d_model): given (L, d_model), they would add
+# the positions of d_model rows, not L (or fail with a size mismatch).
+SEQUENCE_INPUTS = {"PositionalEncoding", "LearnedPositionalEncoding"}
+
+
 def check_features(x: torch.Tensor, d_model: int, where: str) -> None:
-    """Raise a ValueError unless the last dimension of ``x`` is ``d_model``."""
+    """Raise a ValueError unless the last dimension of ``x`` is ``d_model`` (and, for the modules of
+    ``SEQUENCE_INPUTS``, ``x`` is (batch, L, d_model))."""
     if x.dim() == 0 or x.size(-1) != d_model:
         raise ValueError(f"{where} was built for d_model={d_model} features, got an input of shape "
                          f"{tuple(x.shape)}; its last dimension must be {d_model}")
+    if where in SEQUENCE_INPUTS and x.dim() != 3:
+        raise ValueError(f"{where} takes a batch of sequences, (batch, L, d_model={d_model}), got an input of shape "
+                         f"{tuple(x.shape)}; one sentence needs unsqueeze(0): its token ids (1, L), its "
+                         f"embeddings (1, L, {d_model})")
+
+
+def check_multi_head_inputs(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, d_model: int) -> None:
+    """Raise a ValueError unless query (batch, L_q, d_model), key and value (batch, L_k, d_model) fit
+    multi-head attention: three dimensions each, the width d_model, one batch, one value per key."""
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        if t.dim() != 3 or t.size(-1) != d_model:
+            fix = f"; one sequence needs unsqueeze(0), (1, L, {d_model})" if t.dim() == 2 else ""
+            raise ValueError(f"{name} of shape {tuple(t.shape)} is not (batch, L, d_model={d_model}){fix}")
+    if not query.size(0) == key.size(0) == value.size(0) or key.size(1) != value.size(1):
+        raise ValueError(f"query {tuple(query.shape)}, key {tuple(key.shape)} and value {tuple(value.shape)} must "
+                         f"share the batch size, and key and value the length L_k (one value per key)")
+
+
+def check_pieces(weights: torch.Tensor, query_pieces: list[str], key_pieces: list[str]) -> None:
+    """Raise an error unless ``weights`` (..., L_q, L_k) has one row per query piece and one column
+    per key piece, both lists of strings, non-empty."""
+    for name, pieces in (("query_pieces", query_pieces), ("key_pieces", key_pieces)):
+        check_not_text(pieces, name, "a list of byte-pair pieces")
+        if len(pieces) == 0:
+            raise ValueError(f"{name} is empty: give the pieces of a sentence, one per row or column of the weights")
+        if not all(isinstance(p, str) for p in pieces):
+            raise TypeError(f"{name} must hold strings (byte-pair pieces such as 'feuer@@'), got "
+                            f"{type(next(p for p in pieces if not isinstance(p, str))).__name__}")
+    if weights.dim() < 2 or tuple(weights.shape[-2:]) != (len(query_pieces), len(key_pieces)):
+        raise ValueError(f"weights of shape {tuple(weights.shape)} do not fit {len(query_pieces)} query pieces and "
+                         f"{len(key_pieces)} key pieces: the last two dimensions must be ({len(query_pieces)}, "
+                         f"{len(key_pieces)}); cut the padding off the weights first")
 
 
 def check_label_smoothing(vocab_size: int, pad_idx: int, smoothing: float) -> None:
@@ -269,3 +335,6 @@ def check_word_pairs(pairs) -> None:
                 and all(isinstance(side, list) and all(isinstance(w, str) for w in side) for side in pair)):
             raise ValueError(f"pair {i} is {str(pair)[:60]!r}: each pair must be (list of German words, "
                              f"list of English words); split sentences into words first")
+    if not any(english for _, english in pairs):
+        raise ValueError(f"none of the {len(pairs)} pair(s) has an English word, so there is nothing to align: "
+                         f"give pairs of non-empty sentences, e.g. [(['zwei', 'hunde'], ['two', 'dogs'])]")

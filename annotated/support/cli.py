@@ -44,13 +44,16 @@ from annotated.evaluation import corpus_bleu, translate
 from annotated.label_smoothing import LabelSmoothingLoss
 from annotated.model import TransformerConfig, count_parameters, make_model
 from annotated.schedule import make_optimizer
-from annotated.support.checkpoint import (CheckpointError, average_checkpoints, check_output_path, load_checkpoint,
-                                          model_from_checkpoint, restore, save_checkpoint, unwrap,
-                                          vocabs_from_checkpoint)
+from annotated.support.checkpoint import (CheckpointError, average_checkpoints, check_output_path, check_vocab_sizes,
+                                          config_from, load_checkpoint, model_from_checkpoint, restore,
+                                          save_checkpoint, unwrap, vocabs_from_checkpoint)
 from annotated.support.distributed import (DistributedContext, cleanup, fit_distributed, init_distributed, shard,
                                            wrap_model)
-from annotated.support.checks import check_probability
-from annotated.support.errors import CourseError, UsageError, run_command
+from annotated.support.checks import check_beam_arguments, check_probability
+from annotated.support.errors import CourseError, UsageError, os_error_message, run_command
+from annotated.support.options import (MAX_BEAM, MAX_LENGTH_PENALTY, beam_width_or_greedy, length_penalty,  # noqa: F401
+                                       machine_cores, natural_float, natural_int, positive_float, positive_int,
+                                       seed_value, thread_count)
 from annotated.support.tokenizer import Text, build_vocabs, make_text
 from annotated.vocab import BOS, EOS, PAD, UNK, Vocab, build_vocab_from_iterator
 
@@ -106,26 +109,11 @@ SAVE_EVERY_MINUTES = 5.0
 SPLITS = {"val": "val", "test": "test_2016_flickr"}  # checkpoints also at the end; saving a large model every epoch would be slow
 
 
-def _number(kind: type, minimum: float, strict: bool, what: str) -> "Callable[[str], int | float]":
-    """An argparse type: ``kind`` (int or float) that is finite and > (or >=) ``minimum``."""
-
-    def parse(text: str) -> int | float:
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
-        if not math.isfinite(value) or value < minimum or (strict and value == minimum):
-            raise argparse.ArgumentTypeError(f"{text!r} is not {what}")
-        return value
-
-    parse.__name__ = what  # argparse names the type in its messages
-    return parse
-
-
-positive_int = _number(int, 0, True, "a positive integer")
-natural_int = _number(int, 0, False, "an integer >= 0")
-positive_float = _number(float, 0.0, True, "a positive number")
-natural_float = _number(float, 0.0, False, "a number >= 0")
+def check_beam_fits(beam: int, vocab_size: int, option: str) -> None:
+    """A beam no wider than the target vocabulary (each hypothesis extends by one of its tokens)."""
+    if beam > vocab_size:
+        raise UsageError(f"{option} {beam} is wider than the model's target vocabulary of {vocab_size} tokens: at "
+                         f"most {vocab_size} hypotheses differ; give {option} {min(4, vocab_size)}")
 
 
 def probability(text: str) -> float:
@@ -168,7 +156,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-minutes", type=positive_float, help="training time budget for this run")
     p.add_argument("--max-steps", type=positive_int, help="total optimizer updates, counting those before --resume")
     p.add_argument("--device", type=device_name, help="cuda, mps or cpu (default: the fastest available)")
-    p.add_argument("--beam-size", type=natural_int, help="beam size for the BLEU evaluation; 0 decodes greedily")
+    p.add_argument("--beam-size", type=beam_width_or_greedy,
+                   help=f"beam size for the BLEU evaluation, at most {MAX_BEAM}; 0 decodes greedily")
     p.add_argument("--limit", type=positive_int, help="use only the first N pairs of each split (quick checks)")
     p.add_argument("--max-tokens", type=positive_int, help="override the preset's tokens per batch")
     p.add_argument("--accum-steps", type=positive_int, help="override the preset's batches per update")
@@ -191,11 +180,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--split", choices=sorted(SPLITS), default="val",
                    help="the split the final BLEU is measured on (default val: choose checkpoints, beam "
                         "size and length penalty there; score test once per reported model)")
-    p.add_argument("--length-penalty", type=natural_float, help="alpha of the length penalty for beam search")
-    p.add_argument("--threads", type=positive_int, help="torch CPU threads (default: torch's choice); results are "
-                                               "reproducible for a fixed seed, step count and thread count")
-    p.add_argument("--seed", type=natural_int, help="seed of the initialization, dropout and batch order "
-                                                    "(default 0, or the checkpoint's with --resume)")
+    p.add_argument("--length-penalty", type=length_penalty,
+                   help=f"alpha of the length penalty for beam search, 0 to {MAX_LENGTH_PENALTY:g}")
+    p.add_argument("--threads", type=thread_count, help="torch CPU threads, at most the machine's cores (default: "
+                                                        "torch's choice); results are reproducible for a fixed "
+                                                        "seed, step count and thread count")
+    p.add_argument("--seed", type=seed_value, help="seed of the initialization, dropout and batch order "
+                                                   "(default 0, or the checkpoint's with --resume)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     return p
 
@@ -247,31 +238,113 @@ def check_resume_options(args: argparse.Namespace, extra: dict) -> None:
                          ". Drop the option(s), or start a new run without --resume")
 
 
-def check_new_output(out: Path, args: argparse.Namespace, inputs: list[str] = ()) -> None:
+def check_new_output(out: Path, args: argparse.Namespace, inputs: list[str] = ()) -> "list[tuple[Path, tuple]]":
     """Before any work: ``out`` can be written, is none of ``inputs``, and replaces no earlier run's
     checkpoint (``out`` itself or its numbered ``--keep-last`` copies) unless --overwrite says so.
-    Continuing a run into its own --resume file is not a replacement."""
+    Continuing a run into its own --resume file is not a replacement.
+
+    Returns the earlier run's numbered checkpoints that --overwrite will remove, with their
+    identities: :func:`remove_earlier` removes them once this run has saved a checkpoint of its
+    own, so that a run stopped before its first save has destroyed nothing."""
     check_output_path(out)
     if any(out.resolve() == Path(path).resolve() for path in inputs):
         raise UsageError(f"--out {out} is one of the checkpoints being read; write to a new file so that the "
                          f"input (and its optimizer state) is kept")
     if args.resume and out.resolve() == Path(args.resume).resolve():
-        return
+        return []
     earlier = [path for path in [out, *kept_checkpoints(out)] if path.exists()]
     if earlier and not args.overwrite:
         more = f" and {len(earlier) - 1} numbered checkpoint(s) beside it" if len(earlier) > 1 else ""
         raise UsageError(f"{earlier[0]} already exists{more}; choose another --out, continue that run with "
                          f"--resume {out}, or pass --overwrite to replace it")
-    for path in earlier[1:]:
-        path.unlink()  # --overwrite: no numbered checkpoint of the earlier run stays to be averaged with ours
+    # --overwrite: no numbered checkpoint of the earlier run may stay to be averaged with ours, but
+    # they go only after this run has saved (out itself is replaced by the save, atomically).
+    return [(path, _identity(path)) for path in earlier if path != out]
+
+
+def _identity(path: Path) -> tuple[int, int]:
+    info = path.stat()
+    return info.st_dev, info.st_ino
+
+
+def remove_earlier(earlier: "list[tuple[Path, tuple]]") -> None:
+    """Remove the earlier run's checkpoints listed by :func:`check_new_output`, except a file that
+    this run has written under the same name meanwhile (another identity); empties the list."""
+    for path, identity in earlier:
+        try:
+            if _identity(path) == identity:
+                path.unlink()
+        except FileNotFoundError:
+            pass
+    earlier.clear()
+
+
+def rescue_folders(path: Path) -> list[Path]:
+    """Where a checkpoint goes when its own folder cannot take it: the temporary folder and the
+    home folder, if they are other folders."""
+    import tempfile
+
+    folders = []
+    for folder in (Path(tempfile.gettempdir()), Path.home()):
+        if folder.resolve() != path.parent.resolve() and folder.resolve() not in folders and folder.is_dir():
+            folders.append(folder.resolve())
+    return folders
+
+
+def save_or_rescue(path: Path, write: "Callable[[Path], None]", ctx: DistributedContext, size_mb: float,
+                   final: bool) -> Path | None:
+    """``write(path)``; if the system refuses (a full disk, a quota, a read-only file system), the
+    checkpoint is written into one of :func:`rescue_folders` instead and the log says where. Returns
+    the path written. When nowhere takes it: a checkpoint during training is skipped with a warning
+    (returns None: training goes on, and the next save tries again); the final one asks, in a
+    terminal, for space to be freed and tries again, else ends with an error saying where to free
+    how much."""
+    try:
+        write(path)
+        return path
+    except (OSError, CheckpointError) as error:  # CheckpointError: the folder's permission changed meanwhile
+        failure = os_error_message(error) if isinstance(error, OSError) else str(error)
+    for folder in rescue_folders(path):
+        rescued = folder / f"{path.stem}-rescued{path.suffix}"
+        try:
+            write(rescued)
+        except (OSError, CourseError):
+            continue
+        log(ctx, f"could not write {path} ({failure}); the checkpoint is saved in {rescued} instead: move it "
+                 f"back once there is space (mv {rescued} {path}), or continue from it with --resume {rescued}")
+        return rescued
+    need = f"about {size_mb:.0f} MB" if size_mb >= 1 else "less than 1 MB"
+    where = f"{path.parent.resolve()}"
+    if not final:
+        log(ctx, f"warning: could not write the checkpoint {path} ({failure}), nor in "
+                 f"{', '.join(map(str, rescue_folders(path))) or 'another folder'}; training goes on, and the "
+                 f"next save tries again: free {need} in {where}")
+        return None
+    while sys.stdin is not None and sys.stdin.isatty():
+        input(f"could not write the checkpoint {path} ({failure}); free {need} in {where}, then press Enter "
+              f"to try again (Ctrl-C gives up, and the weights of this run are lost) ")
+        try:
+            write(path)
+            return path
+        except OSError as error:
+            failure = os_error_message(error)
+    raise CourseError(f"could not write the checkpoint {path} ({failure}), nor in "
+                      f"{', '.join(map(str, rescue_folders(path))) or 'another folder'}: the weights of this run "
+                      f"are lost. Free {need} in {where} (or give --out on another disk) and train again")
 
 
 def recipe(args: argparse.Namespace, saved: dict | None = None) -> Preset:
-    """The preset (or the ``saved`` recipe of a checkpoint) with the command line's overrides applied."""
+    """The preset (or the ``saved`` recipe of a checkpoint) with the command line's overrides applied;
+    its beam and length penalty checked now, not after the training they would end."""
     preset = Preset(**saved) if saved and args.preset is None else PRESETS[args.preset or "notebook"]
     overrides = {name: getattr(args, name)
                  for name in ("epochs", "max_minutes", "max_steps", "beam_size", "length_penalty", *RECIPE_OPTIONS)}
-    return dataclasses.replace(preset, **{k: v for k, v in overrides.items() if v is not None})
+    preset = dataclasses.replace(preset, **{k: v for k, v in overrides.items() if v is not None})
+    try:
+        check_beam_arguments(max(preset.beam_size, 1), preset.length_penalty)
+    except ValueError as error:
+        raise UsageError(f"{error}; give --beam-size and --length-penalty") from None
+    return preset
 
 
 Examples = list[tuple[list[int], list[int]]]  # (source ids, target ids)
@@ -350,7 +423,7 @@ def run(args: argparse.Namespace, ctx: DistributedContext) -> int:
     limit = args.limit if args.limit is not None else saved.get("limit")
     run_id = saved.get("run_id") or uuid.uuid4().hex[:12]  # averaging refuses to mix runs
     out = Path(args.out or args.resume or f"checkpoints/{args.preset or 'notebook'}.pt")
-    check_new_output(out, args)  # before hours of training are spent on a file that cannot be written
+    earlier = check_new_output(out, args)  # before hours of training are spent on a file that cannot be written
     random.seed(seed)
     _ = torch.manual_seed(seed)
     splits = {split: load_pairs(split, args.data_dir) for split in ("train", "val", SPLITS[args.split])}
@@ -363,7 +436,8 @@ def run(args: argparse.Namespace, ctx: DistributedContext) -> int:
         vocabs = vocabs_from_checkpoint(checkpoint)
         de, en = vocabs["src"], vocabs["tgt"]
         model = model_from_checkpoint(checkpoint)
-        config = TransformerConfig(**checkpoint["config"])
+        config = config_from(checkpoint["config"], str(args.resume))
+        check_vocab_sizes(config, {"src": len(de), "tgt": len(en)}, str(args.resume))
         log(ctx, f"resuming from {args.resume} at step {checkpoint['step']}, epoch {checkpoint['epoch']}")
     else:
         de, en = build_vocabs(preset.min_freq, splits["train"], text)
@@ -375,6 +449,8 @@ def run(args: argparse.Namespace, ctx: DistributedContext) -> int:
         vocab.set_default_index(vocab[UNK])
     if de[PAD] != 0 or en[PAD] != 0:
         raise CheckpointError(f"{PAD} must have id 0 in both vocabularies (got {de[PAD]} and {en[PAD]})")
+    if preset.beam_size:  # before training, not at its end
+        check_beam_fits(preset.beam_size, len(en), "--beam-size")
 
     train = make_batches(encode(splits["train"], tokenize_de, tokenize_en, de, en), preset.max_tokens,
                          shuffle=True, seed=seed)
@@ -394,24 +470,34 @@ def run(args: argparse.Namespace, ctx: DistributedContext) -> int:
              f"{count_parameters(unwrap(model)):,} parameters; {len(splits['train'])} training pairs in "
              f"{len(train)} batches per process, {steps_per_epoch} updates per epoch")
 
-    earlier = checkpoint["extra"].get("history", {}) if checkpoint is not None else {}
+    before = checkpoint["extra"].get("history", {}) if checkpoint is not None else {}
     progress = {"epochs_done": start_epoch, "epoch_start_step": scheduler.last_epoch, "last_save": time.monotonic()}
 
-    def save(history: dict, path: Path = out) -> None:
+    # Weights, Adam's two moments and the rest: what a checkpoint needs on the disk, for the message of a full one.
+    size_mb = 3 * sum(p.numel() * p.element_size() for p in model.parameters()) / 1e6
+
+    def save(history: dict, path: Path = out, final: bool = False) -> Path | None:
         # The history of this run follows that of the runs before the resume.
-        combined = {k: list(earlier.get(k, [])) + list(v) for k, v in history.items()}
-        save_checkpoint(path, model, config, vocabs={"src": de, "tgt": en}, optimizer=optimizer, scheduler=scheduler,
-                        step=scheduler.last_epoch, epoch=progress["epochs_done"],
-                        extra={"recipe": dataclasses.asdict(preset), "history": combined, "run_id": run_id,
-                               "preset": args.preset or saved.get("preset", "notebook"), "seed": seed,
-                               "limit": limit, "bpe_merges": text.merges})
-        progress["last_save"] = time.monotonic()
+        combined = {k: list(before.get(k, [])) + list(v) for k, v in history.items()}
+
+        def write(target: Path) -> None:
+            save_checkpoint(target, model, config, vocabs={"src": de, "tgt": en}, optimizer=optimizer,
+                            scheduler=scheduler, step=scheduler.last_epoch, epoch=progress["epochs_done"],
+                            extra={"recipe": dataclasses.asdict(preset), "history": combined, "run_id": run_id,
+                                   "preset": args.preset or saved.get("preset", "notebook"), "seed": seed,
+                                   "limit": limit, "bpe_merges": text.merges})
+
+        written = save_or_rescue(path, write, ctx, size_mb, final)
+        if written is not None:
+            remove_earlier(earlier)  # --overwrite: the earlier run's numbered checkpoints, now that ours is saved
+            progress["last_save"] = time.monotonic()
+        return written
 
     def keep(history: dict) -> None:
         # A numbered copy for averaging; only the newest ``--keep-last`` of this run stay.
-        save(history, out.with_name(f"{out.stem}-step{scheduler.last_epoch:06d}{out.suffix}"))
-        for old in kept_checkpoints(out)[: -args.keep_last]:
-            old.unlink()
+        if save(history, out.with_name(f"{out.stem}-step{scheduler.last_epoch:06d}{out.suffix}")) is not None:
+            for old in kept_checkpoints(out)[: -args.keep_last]:
+                old.unlink()
 
     def on_epoch_end(epoch: int, history: dict) -> None:
         # An epoch cut short by the time or step budget is run again from its start on resume.
@@ -433,10 +519,10 @@ def run(args: argparse.Namespace, ctx: DistributedContext) -> int:
                                   stop=lambda: interrupt.requested)
     if not ctx.is_main:
         return 130 if interrupt.requested else 0
-    save(history)
-    log(ctx, f"saved {out} (step {scheduler.last_epoch})")
+    written = save(history, final=True)
+    log(ctx, f"saved {written} (step {scheduler.last_epoch})")
     if interrupt.requested:
-        log(ctx, f"interrupted: continue with --resume {out}")
+        log(ctx, f"interrupted: continue with --resume {written}")
         return 130
 
     report_bleu(unwrap(model), splits[SPLITS[args.split]], de, en, text, preset, ctx, SPLITS[args.split])
@@ -450,20 +536,24 @@ def kept_checkpoints(out: Path) -> list[Path]:
 
 def evaluate_average(args: argparse.Namespace, ctx: DistributedContext) -> int:
     """``--average``: one model from the mean of several checkpoints' weights, then BLEU."""
-    if args.out:
-        check_new_output(Path(args.out), args, inputs=args.average)
+    earlier = check_new_output(Path(args.out), args, inputs=args.average) if args.out else []
     checkpoint = average_checkpoints(args.average)
     preset = recipe(args, checkpoint["extra"].get("recipe"))
     vocabs = vocabs_from_checkpoint(checkpoint)
     de, en = vocabs["src"], vocabs["tgt"]
     for vocab in (de, en):
         vocab.set_default_index(vocab[UNK])
+    if preset.beam_size:
+        check_beam_fits(preset.beam_size, len(en), "--beam-size")
+    check_vocab_sizes(config_from(checkpoint["config"], str(args.average[-1])), {"src": len(de), "tgt": len(en)},
+                      str(args.average[-1]))
     model = model_from_checkpoint(checkpoint).to(ctx.device)
     log(ctx, f"averaged {len(args.average)} checkpoints (steps {checkpoint['step']} and before)"
         if len(args.average) > 1 else f"evaluating {args.average[0]} (step {checkpoint['step']})")
     if args.out and ctx.is_main:
         save_checkpoint(args.out, model, TransformerConfig(**checkpoint["config"]), vocabs=vocabs,
                         step=checkpoint["step"], epoch=checkpoint["epoch"], extra=checkpoint["extra"])
+        remove_earlier(earlier)  # --overwrite: the earlier run's numbered checkpoints, now that ours is saved
         log(ctx, f"saved {args.out}")
     pairs = load_pairs(SPLITS[args.split], args.data_dir)[: args.limit or None]
     text = make_text(preset.bpe_merges, [], checkpoint["extra"].get("bpe_merges"))

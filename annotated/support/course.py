@@ -1,6 +1,9 @@
-"""Which notebook teaches which module: the map that the verbatim test checks."""
+"""Which notebook teaches which module: the map that the verbatim test checks; and which files are
+the course's own (what the site may publish, what no build may replace)."""
 
-from pathlib import Path
+import functools
+import subprocess
+from pathlib import Path, PurePosixPath
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
@@ -36,3 +39,40 @@ TAUGHT_MODULES: dict[str, str] = {
     "annotated.relative_positions": "12_positions.ipynb",
     "annotated.rotary": "12_positions.ipynb",
 }
+
+
+HIDDEN_OR_BUILT = {"build", "dist", "__pycache__", "node_modules"}  # without git: never the course's files
+
+
+@functools.lru_cache(maxsize=4)
+def _git_files(root: Path) -> frozenset[str] | None:
+    """The files of the repository at ``root`` that git tracks or would track (untracked but not
+    ignored), as paths from the top; None when ``root`` is no git checkout or git is missing."""
+    if not (root / ".git").exists():
+        return None
+    try:
+        listed = subprocess.run(["git", "-C", str(root), "ls-files", "-z", "--cached", "--others",
+                                 "--exclude-standard"], capture_output=True, timeout=60, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return frozenset(name for name in listed.decode("utf-8", "replace").split("\0") if name)
+
+
+def is_course_file(repo_path: PurePosixPath, root: Path = ROOT) -> bool:
+    """Whether a file of the repository (a path from its top) is one of the course's own files:
+    one git tracks or would track; without git, one with no hidden part in its path (``.git/``,
+    ``.env``) outside ``build/`` and the caches."""
+    known = _git_files(root)
+    if known is not None:
+        return repo_path.as_posix() in known
+    return not any(part.startswith(".") or part in HIDDEN_OR_BUILT or part.endswith(".egg-info")
+                   for part in repo_path.parts)
+
+
+def course_paths(root: Path = ROOT) -> list[Path]:
+    """The course's files and its git folder: what a build's output folder must never hold,
+    since replacing the folder would delete them."""
+    known = _git_files(root)
+    if known is None:
+        return [entry for entry in root.iterdir() if entry.name not in HIDDEN_OR_BUILT]
+    return [root / ".git", *(root / name for name in sorted(known))]

@@ -49,6 +49,7 @@ from typing import BinaryIO
 
 from annotated.support.errors import CourseError, DataError, run_command
 from annotated.support.files import atomic_write, nearest_existing, remove_stale_temp_files
+from annotated.support.options import MAX_SECONDS
 
 BASE_URL = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw/"
 ENV_VAR = "ANNOTATED_DATA_DIR"
@@ -130,8 +131,9 @@ def fetch(url: str, dest: str | Path, expected_sha256: str, timeout: float = 30.
     reached, answers with an HTTP error or cuts the connection short, and
     :class:`ChecksumError` for a wrong hash.
     """
-    if not (isinstance(timeout, (int, float)) and 0 < timeout < float("inf")):
-        raise ValueError(f"timeout={timeout!r}: give the seconds to wait for the server, a number > 0 such as 30")
+    if not (isinstance(timeout, (int, float)) and 0 < timeout <= MAX_SECONDS):
+        raise ValueError(f"timeout={timeout!r}: give the seconds to wait for the server, a number > 0 such as 30 "
+                         f"(at most {MAX_SECONDS:g}, a day: longer ones overflow the socket's timer)")
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     # .NAME.<pid>.part, created with the umask's permissions, moved onto dest only if verified.
@@ -471,9 +473,9 @@ def _positive_seconds(text: str) -> float:
         seconds = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not seconds > 0 or seconds == float("inf"):  # also refuses nan
+    if not 0 < seconds <= MAX_SECONDS:  # also refuses nan and inf; a socket's timer overflows past ~1e9 s
         raise argparse.ArgumentTypeError(
-            f"{text!r}: give a number of seconds greater than 0, such as 30"
+            f"{text!r}: give a number of seconds greater than 0 and at most {MAX_SECONDS:g} (a day), such as 30"
         )
     return seconds
 

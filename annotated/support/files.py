@@ -8,17 +8,30 @@ folder filled once can be shared with other users.
 A process killed outright (SIGKILL, the out-of-memory killer, a power cut) runs no cleanup and
 leaves its temporary file behind. The process id in the name tells whether its writer still
 runs: :func:`remove_stale_temp_files` removes those whose writer is gone.
+
+A folder that a command builds whole (the site, the decks, an exported model) is built the same
+way: into a hidden temporary folder beside it, swapped in only once complete
+(:func:`build_folder`), so that a Ctrl-C or a crash midway leaves the earlier build as it was.
+A build writes a marker file into its folder, and replaces only a folder holding that marker
+(or an empty one) unless told to with ``force``: a folder of the user's is never replaced by
+mistake.
 """
 
 import contextlib
+import datetime
 import itertools
 import os
 import re
+import shutil
+import signal
+import stat
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO
+
+from annotated.support.errors import CourseError, UsageError
 
 # Seconds a temporary file of a dead process must have gone unmodified before it is removed:
 # a folder shared over the network (a home directory on a cluster) sees writers on other
@@ -151,8 +164,133 @@ def remove_stale_temp_files(
                 writer_gone = not pid_is_alive(pid)
             if writer_gone and now - info.st_mtime >= stale_after_s:
                 try:
-                    path.unlink()
+                    if stat.S_ISDIR(info.st_mode):
+                        shutil.rmtree(path)
+                    else:
+                        path.unlink()
                 except (FileNotFoundError, PermissionError):
                     continue  # gone meanwhile, or another user's in a folder we may not clean
                 removed.append(path)
     return removed
+
+
+# ---------------------------------------------------------------------------------------------
+# Folders built whole: into a temporary folder beside the target, swapped in at the end.
+
+MARKER = ".built-by-annotated"  # written into every folder a build makes; only such a folder is replaced
+
+
+def check_output_folder(target: str | Path, force: bool = False, inputs: Iterable[str | Path] = (),
+                        protected: Iterable[str | Path] = (), option: str = "--out") -> Path:
+    """``target`` resolved, once checked to be a folder a build may replace as a whole; call it
+    before any work. Refused always: a file, the file system's root, the home folder, the folder
+    the command runs in or one holding it, a folder holding one of ``protected`` (the course's own
+    files) or of ``inputs`` (what the build reads). Refused unless ``force``: a folder that is not
+    empty and has no :data:`MARKER`, so was not made by a build (its files could be the user's)."""
+    shown = Path(target)
+    target = shown.expanduser().resolve()
+    if target.exists() and not target.is_dir():
+        raise UsageError(f"{option} {shown} is a file; name a folder for the output (it is created, or replaced "
+                         f"as a whole), e.g. {option} {shown.parent / (shown.stem + '-build')}")
+    home = Path.home().resolve()
+    if target == Path(target.anchor) or target == home or Path.cwd().resolve().is_relative_to(target):
+        where = "the folder this command runs in, or holds it" if target not in (Path(target.anchor), home) \
+            else "the root of the file system" if target != home else "your home folder"
+        raise UsageError(f"{option} {shown} is {where}: a build replaces its whole output folder, so it must "
+                         f"be a folder of its own; name a new one, e.g. {option} {shown / 'site'}")
+    for kind, paths in (("the course's files", protected), ("the input", inputs)):
+        for path in paths:
+            if Path(path).expanduser().resolve().is_relative_to(target):
+                raise UsageError(f"{option} {shown} holds {path} ({kind}), which the build would remove when it "
+                                 f"replaces the folder; name a folder of its own for the output")
+    if target.is_dir() and not force and not (target / MARKER).is_file() and any(target.iterdir()):
+        raise UsageError(f"{shown} already exists and was not written by this command (it has no {MARKER} "
+                         f"file), so it is not replaced: its files could be yours. Name a new {option} folder, "
+                         f"or pass --force to replace {shown} and everything in it")
+    parent = nearest_existing(target.parent)
+    if not parent.is_dir():
+        raise CourseError(f"cannot write {shown}: {parent} is a file, not a folder; choose another {option}")
+    return target
+
+
+def _unique_beside(path: Path, suffix: str) -> Path:
+    """A name ``.NAME.<pid>[-n]<suffix>`` beside ``path`` that nothing has yet."""
+    for n in itertools.count():
+        candidate = temp_path(path, suffix, os.getpid(), n)
+        if not os.path.lexists(candidate):
+            return candidate
+    raise AssertionError("unreachable")
+
+
+@contextlib.contextmanager
+def _sigint_deferred() -> Iterator[None]:
+    """A Ctrl-C during the block takes effect at its end (the block's steps must not be split)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if caught and callable(previous):
+        previous(signal.SIGINT, None)  # as if it came now (the default handler raises KeyboardInterrupt)
+
+
+def swap_in(new: Path, target: Path) -> None:
+    """Put the folder ``new`` in place of ``target`` (which may not exist); the old one is then removed.
+    The two renames are not split by a Ctrl-C."""
+    old = None
+    try:
+        with _sigint_deferred():
+            if target.exists():
+                old = _unique_beside(target, ".old")
+                os.rename(target, old)
+            os.rename(new, target)
+    finally:
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def build_folder(target: str | Path, command: str, force: bool = False, keep: bool = False,
+                 inputs: Iterable[str | Path] = (), protected: Iterable[str | Path] = (),
+                 option: str = "--out", marker: bool = True) -> Iterator[Path]:
+    """``with build_folder(out, "python -m ...") as tmp:`` write the whole output into ``tmp``;
+    when the block ends without an exception, ``tmp`` gets the :data:`MARKER` and replaces ``out``.
+
+    ``out`` is checked first (:func:`check_output_folder`, with ``force``, ``inputs`` and
+    ``protected``), and ``tmp``, ``.NAME.<pid>.tmp`` beside it, is created before the block runs,
+    so a folder that cannot be written fails before any work. With ``keep``, ``tmp`` starts as a
+    copy of ``out`` (a build that adds to its output). On an exception, Ctrl-C included, ``tmp``
+    is removed and ``out`` keeps what it had; a temporary folder of a killed build is removed by
+    the next build beside it. ``marker=False`` writes no marker (for a folder of the repository
+    that a build must never replace without ``force``).
+    """
+    target = check_output_folder(target, force, inputs, protected, option)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    for suffix in (".tmp", ".old"):
+        remove_stale_temp_files(target.parent, f".{target.name}.", suffix)
+    with _lock:
+        tmp = _unique_beside(target, ".tmp")
+        os.mkdir(tmp)  # 0o777 & ~umask, like any folder the user creates
+        info = os.stat(tmp)
+        inode, call = (info.st_dev, info.st_ino), next(_calls)
+        _ours[inode] = call
+    try:
+        if keep and target.is_dir():
+            shutil.copytree(target, tmp, symlinks=True, dirs_exist_ok=True)
+        yield tmp
+        stamp = datetime.datetime.now().isoformat(timespec="seconds")
+        if marker:
+            (tmp / MARKER).write_text(f"Written by {command} on {stamp}. The next build replaces this folder "
+                                      f"as a whole: keep nothing of your own in it.\n", encoding="utf-8")
+        swap_in(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    finally:
+        with _lock:
+            if _ours.get(inode) == call:
+                del _ours[inode]

@@ -31,6 +31,7 @@ from pathlib import Path
 import nbformat
 
 from annotated.support.errors import UsageError, run_command
+from annotated.support.options import MAX_SECONDS, machine_cores
 
 EXERCISE_HEADING = re.compile(r"^##\s+(Exercise\s+[\w.]+)\s*:?\s*(.*)$")
 CHECK_CALL = re.compile(r"^\s*(check_\w+)\s*\(")
@@ -143,10 +144,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=min(4, os.cpu_count() or 1),
                         help="notebooks run at once, each in its own kernel (default: the cores, at most 4)")
     args = parser.parse_args(argv)
-    if args.timeout < 1:
-        parser.error(f"--timeout must be a positive number of seconds, got {args.timeout}")
-    if args.jobs < 1:
-        parser.error(f"--jobs must be a positive number of notebooks, got {args.jobs}")
+    if not 1 <= args.timeout <= MAX_SECONDS:
+        parser.error(f"--timeout must be a positive number of seconds, at most {MAX_SECONDS:g} (a day: longer "
+                     f"ones overflow the kernel's timers), got {args.timeout}")
+    most_jobs = max(4, machine_cores())  # each job is a kernel of its own, a process with its memory
+    if not 1 <= args.jobs <= most_jobs:
+        parser.error(f"--jobs must be a positive number of notebooks, at most {most_jobs} (this machine's CPU cores, "
+                     f"or 4: each job is a kernel of its own, more only wait on each other), got {args.jobs}")
 
     def body() -> int:
         paths = [nb for p in args.paths for nb in notebooks_in(Path(p))]

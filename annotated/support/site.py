@@ -11,23 +11,29 @@ pages with their outputs (nbconvert, with the course's template: no script from 
 becomes a page of its source, and every notebook's slide deck is built into ``slides/``.
 MathJax and reveal.js are served from ``assets/`` (:mod:`annotated.support.web_assets`).
 ``python -m annotated.support.site_check`` opens every page in headless Chromium.
+
+Only the course's own files are published: those git tracks or would track (not ``.git/``, not
+what ``.gitignore`` leaves out), so a link to ``../.git/config`` or to a local secret stays a
+plain link. The site is built into a temporary folder beside ``--out`` and swapped in at the
+end: a Ctrl-C midway leaves the earlier site whole. A folder the command did not build is not
+replaced without ``--force`` (see :func:`annotated.support.files.build_folder`).
 """
 
 import argparse
 import html
 import os
 import re
-import shutil
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-import nbformat
 
-from annotated.support.course import ROOT
+from annotated.support.course import ROOT, course_paths, is_course_file
 from annotated.support.errors import run_command
-from annotated.support.slides import TEMPLATES, build as build_decks, deck_name, install_assets, map_links
+from annotated.support.files import build_folder, check_output_folder
+from annotated.support.slides import (TEMPLATES, build as build_decks, deck_name, install_assets, map_links,
+                                      read_notebook)
 from annotated.support.web_assets import mathjax_html
 
 DEFAULT_OUT = ROOT / "build" / "site"
@@ -46,7 +52,7 @@ class Notebook:
 
 def title_of(path: Path) -> str:
     """The notebook's title: the text of its first heading ("03 · Masking")."""
-    nb = nbformat.read(path, as_version=4)
+    nb = read_notebook(path)
     for cell in nb.cells:
         if cell.cell_type == "markdown":
             for line in cell.source.splitlines():
@@ -104,6 +110,8 @@ class Site:
             if not file.is_relative_to(ROOT):
                 return None
             repo_target = PurePosixPath(file.relative_to(ROOT).as_posix())
+            if not is_course_file(repo_target):
+                return None  # not the course's (.git/config, a local secret): never published
             if repo_target.suffix not in (".ipynb", ".md"):
                 self.sources.add(repo_target)
             return os.path.relpath(site_path(repo_target).as_posix(), here)
@@ -165,7 +173,7 @@ class Site:
         exporter = HTMLExporter(template_name="course_page", extra_template_basedirs=[str(TEMPLATES)])
         resources = {"metadata": {"name": notebook.title}, "course_css": f"{assets}/course.css",
                      "course_mathjax": mathjax_html(assets), "course_nav": self.nav(page, notebook)}
-        body, _ = exporter.from_notebook_node(nbformat.read(notebook.path, as_version=4), resources=resources)
+        body, _ = exporter.from_notebook_node(read_notebook(notebook.path), resources=resources)
         self.write(page, self.rewrite_links(body, repo_file))
 
     def text_page(self, page: PurePosixPath, title: str, body_html: str) -> None:
@@ -234,11 +242,21 @@ class Site:
                 '<th>exercises</th><th>solutions</th><th>instructor guide</th></tr></thead>\n<tbody>\n'
                 + "\n".join(rows) + "\n</tbody>\n</table>\n")
 
-    def build(self, with_slides: bool = True) -> list[Path]:
+    def build(self, with_slides: bool = True, force: bool = False) -> list[Path]:
+        """Write the site into a temporary folder beside ``self.out`` and swap it in at the end; a
+        folder this command did not build is replaced only with ``force``. Returns the pages."""
+        final = self.out
+        with build_folder(final, "python -m annotated.support.site", force=force, protected=course_paths()) as tmp:
+            self.out = tmp
+            try:
+                self._build(with_slides)
+            finally:
+                self.out = final
+        return sorted(self.out.rglob("*.html"))
+
+    def _build(self, with_slides: bool) -> None:
         from pygments.formatters import HtmlFormatter
 
-        if self.out.exists():
-            shutil.rmtree(self.out)
         install_assets(self.out / "assets")
         (self.out / "assets" / "pygments.css").write_text(HtmlFormatter().get_style_defs(".highlight"),
                                                           encoding="utf-8")
@@ -254,7 +272,6 @@ class Site:
             build_decks([nb.path for nb in self.course], self.out / "slides", self.out / "assets",
                         links=lambda text, notebook, _: self.rewrite_links(
                             text, PurePosixPath("notebooks", notebook.name), PurePosixPath("slides", deck_name(notebook))))
-        return sorted(self.out.rglob("*.html"))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -263,10 +280,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                                                  "decks) as static pages that open from disk.")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"folder of the site (default: {DEFAULT_OUT})")
     parser.add_argument("--no-slides", action="store_true", help="skip the slide decks")
+    parser.add_argument("--force", action="store_true",
+                        help="replace --out even if this command did not build it (everything in it is lost)")
     args = parser.parse_args(argv)
 
     def body() -> int:
-        pages = Site(args.out).build(with_slides=not args.no_slides)
+        check_output_folder(args.out, args.force, protected=course_paths())  # before the notebooks are read
+        try:
+            pages = Site(args.out).build(with_slides=not args.no_slides, force=args.force)
+        except KeyboardInterrupt:
+            print(f"{parser.prog}: interrupted; {args.out} is as it was before", file=sys.stderr)
+            return 130
         print(f"{len(pages)} pages in {args.out}; open {args.out / 'index.html'} in a browser (no network needed)")
         return 0
 

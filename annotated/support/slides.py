@@ -11,6 +11,10 @@ MathJax from the build folder, so the decks open from disk with the network off:
 
 The slide size is 1280 x 720; ``python -m annotated.support.slide_layout`` chose the metadata so
 that every slide fits it (``tests/test_browser.py`` measures each slide in Chromium).
+
+The decks are written into a temporary copy of ``--out`` and swapped in at the end (a Ctrl-C
+midway leaves the earlier decks whole); a folder this command did not write is not replaced
+without ``--force`` (see :func:`annotated.support.files.build_folder`).
 """
 
 import argparse
@@ -24,8 +28,9 @@ from pathlib import Path
 import nbformat
 from nbconvert.preprocessors import Preprocessor
 
-from annotated.support.course import NOTEBOOKS, ROOT
+from annotated.support.course import NOTEBOOKS, ROOT, course_paths
 from annotated.support.errors import CourseError, run_command
+from annotated.support.files import build_folder, check_output_folder
 from annotated.support.web_assets import install, mathjax_html
 
 SLIDE_WIDTH, SLIDE_HEIGHT = 1280, 720
@@ -33,6 +38,19 @@ HREF = re.compile(r'(href|src)="([^"]*)"')
 SLIDE_TYPES = ("slide", "subslide", "fragment", "-", "notes", "skip")
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 DEFAULT_OUT = ROOT / "build" / "slides"
+
+
+def read_notebook(path: Path) -> nbformat.NotebookNode:
+    """The notebook at ``path``, or a CourseError in one line naming the file and what is wrong
+    (not JSON, not a notebook, not UTF-8)."""
+    try:
+        return nbformat.read(path, as_version=4)
+    except OSError:
+        raise  # a missing file, a permission: the command lines name it in one line
+    except Exception as error:  # nbformat's NotJSONError, a validation error, bytes that are not UTF-8
+        first = str(error).strip().splitlines()[0][:160] if str(error).strip() else type(error).__name__
+        raise CourseError(f"{path} is not a valid notebook ({type(error).__name__}: {first}); open it in "
+                          f"Jupyter to repair it, or restore it with git checkout") from None
 
 
 def slide_type(cell) -> str | None:
@@ -80,7 +98,7 @@ def export_deck(notebook: Path, assets: str) -> str:
     that :func:`annotated.support.web_assets.install` filled."""
     from nbconvert import SlidesExporter
 
-    nb = nbformat.read(notebook, as_version=4)
+    nb = read_notebook(notebook)
     missing = [i for i, cell in enumerate(nb.cells) if slide_type(cell) not in SLIDE_TYPES]
     if missing:
         raise CourseError(f"{notebook}: cells {missing[:10]} have no slide type (metadata.slideshow.slide_type); "
@@ -147,6 +165,10 @@ def _notebook(text: str) -> Path:
     path = Path(text)
     if path.suffix != ".ipynb" or not path.is_file():
         raise argparse.ArgumentTypeError(f"{text} is not a notebook file (.ipynb); give one of {NOTEBOOKS}/*.ipynb")
+    try:
+        read_notebook(path)  # not JSON or not a notebook: a usage error now, before any deck is built
+    except CourseError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
     return path
 
 
@@ -156,11 +178,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("notebooks", nargs="*", type=_notebook,
                         help="notebooks to turn into decks (default: every notebook in notebooks/)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"folder for the decks (default: {DEFAULT_OUT})")
+    parser.add_argument("--force", action="store_true",
+                        help="write into --out even if this command did not make it (what it holds is replaced)")
     args = parser.parse_args(argv)
     notebooks = args.notebooks or sorted(NOTEBOOKS.glob("*.ipynb"))
 
     def body() -> int:
-        decks = build(notebooks, args.out)
+        check_output_folder(args.out, args.force, inputs=notebooks, protected=course_paths())  # before any work
+        try:
+            # Decks already in --out stay (a copy of it is the starting point); the new ones are added.
+            with build_folder(args.out, "python -m annotated.support.slides", force=args.force, keep=True,
+                              inputs=notebooks, protected=course_paths()) as tmp:
+                names = [deck.name for deck in build(notebooks, tmp)]
+        except KeyboardInterrupt:
+            print(f"{parser.prog}: interrupted; {args.out} is as it was before", file=sys.stderr)
+            return 130
+        decks = [args.out / name for name in names]
         for deck in decks:
             print(deck)
         print(f"{len(decks)} decks in {args.out}; open one in a browser (no network needed), "
