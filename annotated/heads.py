@@ -24,7 +24,7 @@ from annotated.decoding import greedy_decode
 from annotated.bpe import JOIN
 from annotated.model import EncoderDecoder
 from annotated.multi_head import MultiHeadAttention
-from annotated.support.checks import check_head
+from annotated.support.checks import check_head, check_pieces
 from annotated.support.tokenizer import Tokenizer
 from annotated.vocab import BOS, EOS, PAD
 
@@ -126,6 +126,7 @@ def to_words(weights: torch.Tensor, query_pieces: list[str], key_pieces: list[st
     """Piece-level attention (..., L_q, L_k) -> word-level (..., W_q, W_k), the convention of
     Clark et al. (2019): attention *to* a word is the sum over its pieces, attention *from* a
     word the mean over its pieces. Rows still sum to 1."""
+    check_pieces(weights, query_pieces, key_pieces)  # shapes that fit, or a clear error
     to_word = torch.nn.functional.one_hot(torch.tensor(word_ids(key_pieces))).to(weights.dtype)  # (L_k, W_k)
     from_word = torch.nn.functional.one_hot(torch.tensor(word_ids(query_pieces))).to(weights.dtype).T  # (W_q, L_q)
     from_word = from_word / from_word.sum(dim=1, keepdim=True)  # mean over each word's pieces

@@ -14,7 +14,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from annotated.attention import check_mask_shape, scaled_dot_product_attention
-from annotated.support.checks import check_probability, check_sizes
+from annotated.support.checks import check_multi_head_inputs, check_probability, check_sizes
 
 
 class MultiHeadAttention(nn.Module):
@@ -81,6 +81,7 @@ class MultiHeadAttention(nn.Module):
                 f"expected inputs of width d_model={self.d_model}, got query {tuple(query.shape)} "
                 f"and key {tuple(key.shape)}"
             )
+        check_multi_head_inputs(query, key, value, self.d_model)  # (batch, L, d_model) each, or a clear error
         if mask is not None:
             check_mask_shape(mask, torch.Size([query.size(0), query.size(1), key.size(1)]))
             mask = mask.unsqueeze(-3)  # the same mask for every head: (batch, 1, L_q, L_k)

@@ -269,3 +269,11 @@ def test_the_head_importance_record_is_the_shipped_models_and_follows_its_own_ru
         kept = point["heads_kept"]
     assert kept == record["fewest_heads_within_0.5_bleu"]
     assert [t["head"] for t in record["top_heads_alone"]] == record["ranking"][: len(record["top_heads_alone"])]
+
+
+def test_to_words_names_pieces_that_do_not_fit_the_weights():
+    weights = torch.full((1, 3, 3), 1 / 3)
+    with pytest.raises(ValueError, match=r"weights of shape \(1, 3, 3\) do not fit 2 query pieces and 3 key pieces"):
+        to_words(weights, ["ein@@", "mann"], ["ein@@", "mann", "."])
+    with pytest.raises(ValueError, match="query_pieces is empty"):
+        to_words(weights, [], ["a", "b", "c"])

@@ -130,3 +130,11 @@ def test_switching_keep_attention_off_clears_the_previous_weights(fast):
     other, _ = inputs(batch=2, lq=3, lk=3, seed=2)
     ours(other, other, other)  # another input, of another shape
     assert ours.attention is None, "weights of an earlier call were left in .attention"
+
+
+def test_a_sequence_without_its_batch_axis_is_a_clear_error():
+    attn = MultiHeadAttention(D_MODEL, H)
+    x = torch.randn(5, D_MODEL)  # one sentence, the batch axis forgotten
+    with pytest.raises(ValueError, match=r"query of shape \(5, 32\) is not \(batch, L, d_model=32\); one sequence "
+                                         r"needs unsqueeze\(0\)"):
+        attn(x, x, x)
