@@ -37,6 +37,7 @@ PATHS = {  # name -> the environment that selects it; "stored" is the committed 
     "avx2": {"MKL_ENABLE_INSTRUCTIONS": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"},
 }
 IGNORE, RAISES = "NBVAL_IGNORE_OUTPUT", "NBVAL_RAISES_EXCEPTION"
+MAX_LINES = 12  # of one cell's differences per path
 
 
 def sanitizers(path: Path = ROOT / ".nbval-sanitize.cfg") -> list[tuple[re.Pattern, str]]:
@@ -106,9 +107,12 @@ def report(paths: list[str], notebooks: list[Path], out: Path, settings: list[st
             failures += kind == "compared" or bool(errors)
             print(f"\n{nb.parent.name}/{nb.name} cell {index} ({kind}){': error on ' + ', '.join(errors) if errors else ''}")
             for name, other in others.items():
-                for line in difflib.unified_diff(text.splitlines(), other.splitlines(), first, name, lineterm="", n=0):
-                    if not line.startswith(("---", "+++", "@@")):
-                        print(f"    {line}")
+                lines = [line for line in difflib.unified_diff(text.splitlines(), other.splitlines(), lineterm="", n=0)
+                         if not line.startswith(("---", "+++", "@@"))]
+                for line in lines[:MAX_LINES]:
+                    print(f"    {name}: {line}")
+                if len(lines) > MAX_LINES:
+                    print(f"    {name}: ... {len(lines) - MAX_LINES} more lines differ")
     return failures
 
 
