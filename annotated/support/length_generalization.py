@@ -27,7 +27,6 @@ terms.
 """
 
 import argparse
-import copy
 import dataclasses
 import random
 import time
@@ -43,8 +42,6 @@ from annotated.label_smoothing import LabelSmoothingLoss
 from annotated.learned_positions import LearnedPositionalEncoding
 from annotated.masks import padding_mask
 from annotated.model import EncoderDecoder, TransformerConfig, make_model
-from annotated.multi_head import MultiHeadAttention
-from annotated.positional import PositionalEncoding
 from annotated.relative_positions import RelativeMultiHeadAttention
 from annotated.rotary import RotaryMultiHeadAttention
 from annotated.schedule import make_optimizer
