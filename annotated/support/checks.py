@@ -256,6 +256,33 @@ def check_multi_head_inputs(query: torch.Tensor, key: torch.Tensor, value: torch
                          f"share the batch size, and key and value the length L_k (one value per key)")
 
 
+def check_multi_head_arguments(d_model: int, h: int, dropout: float = 0.0, fast: bool = True) -> None:
+    """Raise a ValueError unless MultiHeadAttention(d_model, h, dropout) can be built: positive
+    sizes, a dropout probability, and h dividing d_model (each head gets d_k = d_model / h columns)."""
+    check_sizes(d_model=d_model, h=h)
+    check_probability("dropout", dropout)
+    if d_model % h != 0:
+        raise ValueError(
+            f"d_model={d_model} is not divisible by h={h}: each head needs "
+            f"d_k = d_model / h columns; pick h among the divisors of d_model "
+            f"(e.g. h=8 for d_model=512)"
+        )
+
+
+def check_multi_head_call(module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                          mask: torch.Tensor | None = None) -> None:
+    """Raise a ValueError unless a MultiHeadAttention call fits the module: query, key and value
+    (batch, L, d_model) of its width, and a mask (batch or 1, L_q or 1, L_k), if any."""
+    if query.size(-1) != module.d_model or key.size(-1) != module.d_model:
+        raise ValueError(
+            f"expected inputs of width d_model={module.d_model}, got query {tuple(query.shape)} "
+            f"and key {tuple(key.shape)}"
+        )
+    check_multi_head_inputs(query, key, value, module.d_model)  # (batch, L, d_model) each, or a clear error
+    if mask is not None:
+        check_mask_shape(mask, torch.Size([query.size(0), query.size(1), key.size(1)]))
+
+
 def check_pieces(weights: torch.Tensor, query_pieces: list[str], key_pieces: list[str]) -> None:
     """Raise an error unless ``weights`` (..., L_q, L_k) has one row per query piece and one column
     per key piece, both lists of strings, non-empty."""

@@ -1,0 +1,74 @@
+"""Input guards attached to taught classes from outside, so that a class's cell in its notebook
+shows the idea alone: ``MultiHeadAttention`` (notebook 04, paper §3.2.2) and ``TransformerConfig``
+(notebook 07, Table 3).
+
+``check_arguments(cls, check)`` runs ``check`` on the arguments of ``cls(...)`` before the class's
+own ``__init__``; ``check_instance(cls, check)`` runs ``check`` on the finished instance (what a
+dataclass's ``__post_init__`` would do); ``check_call(cls, check)`` runs ``check`` on the arguments
+of every call of ``forward``. Each replaces the method by a wrapper that checks, then calls the
+original, so the class computes exactly what its notebook shows, and bad input gets the check's
+ValueError, naming the argument, before any work. A subclass that calls ``super().__init__`` is
+checked too; one that overrides ``forward`` is not (its own forward decides).
+"""
+
+import functools
+import inspect
+from collections.abc import Callable
+
+
+def _arguments(signature: inspect.Signature, args: tuple, kwargs: dict) -> dict | None:
+    """The call's arguments by name, defaults filled in, ``self`` left out; None when the call does
+    not fit the signature (then the original method raises its own TypeError)."""
+    try:
+        bound = signature.bind(*args, **kwargs)
+    except TypeError:
+        return None
+    bound.apply_defaults()
+    arguments = dict(bound.arguments)
+    arguments.pop("self", None)
+    return arguments
+
+
+def check_arguments(cls: type, check: Callable[..., None]) -> type:
+    """Make ``cls(...)`` call ``check(**arguments)`` before ``cls.__init__`` runs; returns ``cls``."""
+    init = cls.__init__
+    signature = inspect.signature(init)
+
+    @functools.wraps(init)
+    def checked_init(*args, **kwargs):
+        arguments = _arguments(signature, args, kwargs)
+        if arguments is not None:
+            check(**arguments)
+        init(*args, **kwargs)
+
+    cls.__init__ = checked_init
+    return cls
+
+
+def check_instance(cls: type, check: Callable[[object], None]) -> type:
+    """Make ``cls(...)`` call ``check(instance)`` once ``cls.__init__`` has run; returns ``cls``."""
+    init = cls.__init__
+
+    @functools.wraps(init)
+    def checked_init(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        check(self)
+
+    cls.__init__ = checked_init
+    return cls
+
+
+def check_call(cls: type, check: Callable[..., None]) -> type:
+    """Make every call of ``cls.forward`` call ``check(module, **arguments)`` first; returns ``cls``."""
+    forward = cls.forward
+    signature = inspect.signature(forward)
+
+    @functools.wraps(forward)
+    def checked_forward(self, *args, **kwargs):
+        arguments = _arguments(signature, (self, *args), kwargs)
+        if arguments is not None:
+            check(self, **arguments)
+        return forward(self, *args, **kwargs)
+
+    cls.forward = checked_forward
+    return cls
