@@ -1,0 +1,151 @@
+"""Notebook 08's functions behind their input checks: the same names, arguments and results.
+
+The taught modules (``annotated.synthetic``, ``annotated.batching``, ``annotated.label_smoothing``,
+``annotated.schedule``, ``annotated.training``, ``annotated.decoding``) hold the code of the
+notebook's cells and nothing else, so they trust their arguments: a size of 0, a padding id
+outside the vocabulary or a source without its batch axis fails somewhere inside PyTorch, or
+quietly gives nonsense. The command lines and anyone calling the package with values of their own
+use the functions below instead. Each checks its arguments first, raising an error of one line
+that names the bad value (``annotated.support.checks``), and then calls the taught function.
+
+    from annotated.support.guarded_training import greedy_decode   # instead of annotated.decoding
+"""
+
+import torch
+
+from annotated import batching, decoding, label_smoothing, schedule, synthetic, training
+from annotated.batching import Batch  # noqa: F401  (re-exported: the one batch type)
+from annotated.support.checks import (check_budget, check_decoding_inputs, check_label_smoothing, check_lengths,
+                                      check_sizes, check_targets)
+from annotated.synthetic import BOS_IDX, EOS_IDX, FIRST_SYMBOL, Pairs  # noqa: F401  (re-exported)
+from annotated.training import choose_device, evaluate_loss, train_step  # noqa: F401  (nothing to check)
+
+
+# ---------------------------------------------------------------------------------------------
+# The synthetic tasks
+
+
+def _check_task(num_examples: int, length: int, vocab_size: int) -> None:
+    if vocab_size <= FIRST_SYMBOL:
+        raise ValueError(f"vocab_size={vocab_size} leaves no symbols: ids 0-3 are the specials, use at least 5")
+    check_sizes(allow_zero=True, num_examples=num_examples)
+    if length < 1:
+        raise ValueError(f"length must be at least 1, got {length}")
+
+
+def random_sequences(num_examples: int, length: int, vocab_size: int, seed: int = 0) -> list[list[int]]:
+    """``annotated.synthetic.random_sequences``, after checking the sizes."""
+    _check_task(num_examples, length, vocab_size)
+    return synthetic.random_sequences(num_examples, length, vocab_size, seed)
+
+
+def copy_task(num_examples: int, length: int, vocab_size: int, seed: int = 0) -> Pairs:
+    """``annotated.synthetic.copy_task``, after checking the sizes."""
+    _check_task(num_examples, length, vocab_size)
+    return synthetic.copy_task(num_examples, length, vocab_size, seed)
+
+
+def reverse_task(num_examples: int, length: int, vocab_size: int, seed: int = 0) -> Pairs:
+    """``annotated.synthetic.reverse_task``, after checking the sizes."""
+    _check_task(num_examples, length, vocab_size)
+    return synthetic.reverse_task(num_examples, length, vocab_size, seed)
+
+
+# ---------------------------------------------------------------------------------------------
+# Batches
+
+
+def batch_by_tokens(lengths: list[int], max_tokens: int, shuffle: bool = True, seed: int = 0) -> list[list[int]]:
+    """``annotated.batching.batch_by_tokens``, after checking that ``lengths`` is a list of
+    integers >= 0 and ``max_tokens`` is positive."""
+    check_lengths(lengths)  # a list of integers >= 0, or a clear error
+    if max_tokens < 1:
+        raise ValueError(f"max_tokens must be positive, got {max_tokens}")
+    return batching.batch_by_tokens(lengths, max_tokens, shuffle, seed)
+
+
+def collate(examples: list[tuple[list[int], list[int]]], pad_idx: int) -> Batch:
+    """``annotated.batching.collate``, after checking that there is an example and that every
+    target holds at least ``<s>`` and ``</s>``."""
+    if not examples:
+        raise ValueError("collate needs at least one (source, target) example")
+    if any(len(tgt) < 2 for _, tgt in examples):
+        raise ValueError("every target needs at least <s> and </s> (two ids) for teacher forcing")
+    return batching.collate(examples, pad_idx)
+
+
+# ---------------------------------------------------------------------------------------------
+# Label smoothing
+
+
+def smoothed_targets(target: torch.Tensor, vocab_size: int, pad_idx: int, smoothing: float = 0.1,
+                     dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """``annotated.label_smoothing.smoothed_targets``, after checking the vocabulary, the padding
+    id and the smoothing."""
+    check_label_smoothing(vocab_size, pad_idx, smoothing)
+    return label_smoothing.smoothed_targets(target, vocab_size, pad_idx, smoothing, dtype)
+
+
+class LabelSmoothingLoss(label_smoothing.LabelSmoothingLoss):
+    """``annotated.label_smoothing.LabelSmoothingLoss`` that checks its settings when built and,
+    at every call, that the logits are as wide as the vocabulary and hold one target id each."""
+
+    def __init__(self, vocab_size: int, pad_idx: int, smoothing: float = 0.1):
+        check_label_smoothing(vocab_size, pad_idx, smoothing)  # or a ValueError naming the value
+        super().__init__(vocab_size, pad_idx, smoothing)
+
+    def forward(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        if logits.size(-1) != self.vocab_size:
+            raise ValueError(f"logits have {logits.size(-1)} columns but vocab_size={self.vocab_size}; "
+                             f"build the loss with the target vocabulary's size")
+        check_targets(logits, target)  # one id in the vocabulary per position
+        return super().forward(logits, target)
+
+
+# ---------------------------------------------------------------------------------------------
+# The schedule and the training loop
+
+
+def rate(step: int, d_model: int, warmup: int = 4000, factor: float = 1.0) -> float:
+    """``annotated.schedule.rate``, after checking that ``d_model`` and ``warmup`` are positive integers."""
+    check_sizes(d_model=d_model, warmup=warmup)
+    return schedule.rate(step, d_model, warmup, factor)
+
+
+def make_optimizer(model: torch.nn.Module, d_model: int, warmup: int = 4000,
+                   factor: float = 1.0) -> tuple[torch.optim.Adam, torch.optim.lr_scheduler.LambdaLR]:
+    """``annotated.schedule.make_optimizer``, after checking ``d_model`` and ``warmup`` (before the
+    schedule's first call, which would otherwise divide by zero)."""
+    check_sizes(d_model=d_model, warmup=warmup)
+    return schedule.make_optimizer(model, d_model, warmup, factor)
+
+
+def train_epoch(model, batches, loss_fn, optimizer, scheduler, accum_steps: int = 1, clip: float | None = None,
+                device=None, progress: bool = True, stop=None, step_losses: list[float] | None = None) -> float:
+    """``annotated.training.train_epoch``, after checking that ``accum_steps`` is a positive integer."""
+    check_sizes(accum_steps=accum_steps)
+    return training.train_epoch(model, batches, loss_fn, optimizer, scheduler, accum_steps, clip, device, progress,
+                                stop, step_losses)
+
+
+def fit(model, train_batches, val_batches, loss_fn, optimizer, scheduler, epochs: int = 10,
+        max_steps: int | None = None, max_minutes: float | None = None, accum_steps: int = 1,
+        clip: float | None = None, device=None, progress: bool = True, seed: int = 0) -> dict:
+    """``annotated.training.fit``, after checking that the budget allows at least one update."""
+    check_budget(epochs, max_steps, max_minutes, accum_steps)  # at least one update, or a ValueError
+    return training.fit(model, train_batches, val_batches, loss_fn, optimizer, scheduler, epochs, max_steps,
+                        max_minutes, accum_steps, clip, device, progress, seed)
+
+
+# ---------------------------------------------------------------------------------------------
+# Decoding
+
+
+@torch.no_grad()
+def greedy_decode(model, src: torch.Tensor, src_mask: torch.Tensor | None, max_len: int, bos_idx: int = 1,
+                  eos_idx: int | None = 2, use_cache: bool = True, pad_idx: int = 0) -> torch.Tensor:
+    """``annotated.decoding.greedy_decode``, after checking the source and its mask, ``max_len``, the
+    special ids and the weights (finite), and warning about a model left in training mode."""
+    # Under no_grad, as the taught function: the warning's stack level points at the caller either way.
+    check_decoding_inputs(model, src, src_mask, max_len, bos_idx, eos_idx, pad_idx, endless=True)
+    return decoding.greedy_decode(model, src, src_mask, max_len, bos_idx, eos_idx, use_cache, pad_idx)
