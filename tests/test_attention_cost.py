@@ -9,7 +9,8 @@ import torch.nn as nn
 from annotated.attention import scaled_dot_product_attention
 from annotated.model import TransformerConfig, make_model
 from annotated.support.attention_cost import (
-    crossover, encoder_mask, fit_power_law, flops, layers_to_connect, longest_chain, peak_memory, time_call,
+    crossover, encoder_mask, fit_power_law, flops, keys_by_kind, layers_to_connect, longest_chain, peak_memory,
+    time_call,
 )
 
 
@@ -73,9 +74,42 @@ def test_encoder_mask_applies_inside_the_block_only():
     model = make_model(TransformerConfig(9, 9, N=1, d_model=8, d_ff=16, h=2, dropout=0.0)).eval()
     src = torch.randint(1, 9, (2, 6))
     full = model.encode(src, None)
-    eye = torch.eye(10, dtype=torch.bool)
-    with encoder_mask(model, eye):
+    with encoder_mask(model, lambda n: torch.eye(n, dtype=torch.bool)):
         local = model.encode(src, torch.ones(2, 1, 6, dtype=torch.bool))
     assert not torch.allclose(full, local)
     torch.testing.assert_close(model.encode(src, None), full)
-    assert "encode" not in vars(model)
+
+
+def test_encoder_mask_draws_each_sentence_at_its_own_length():
+    model = make_model(TransformerConfig(9, 9, N=1, d_model=8, d_ff=16, h=2, dropout=0.0)).eval()
+    src = torch.tensor([[1, 2, 3, 4, 5, 6], [1, 2, 3, 0, 0, 0]])  # 6 tokens, then 3 and padding
+    src_mask = (src != 0).unsqueeze(1)  # (batch, 1, L)
+    asked, drawn = [], []
+
+    def band(n):  # each token sees itself and its neighbours
+        asked.append(n)
+        position = torch.arange(n)
+        return (position[:, None] - position[None, :]).abs() <= 1
+
+    with encoder_mask(model, band, drawn):
+        masked = model.encode(src, src_mask)
+    assert asked[:2] == [6, 3] and [tuple(m.shape) for m in drawn] == [(6, 6), (3, 3)]
+    # The padded sentence alone, with its own 3 x 3 mask, gives the same states as in the batch.
+    with encoder_mask(model, band):
+        alone = model.encode(src[1:, :3], None)
+    torch.testing.assert_close(masked[1, :3], alone[0])
+    with pytest.raises(ValueError, match="must be"):
+        with encoder_mask(model, lambda n: torch.ones(8, 8, dtype=torch.bool)):
+            model.encode(src, src_mask)
+
+
+def test_keys_by_kind_counts_window_global_and_random_apart():
+    mask = torch.zeros(5, 5, dtype=torch.bool)
+    position = torch.arange(5)
+    mask[(position[:, None] - position[None, :]).abs() <= 1] = True  # window 3
+    mask[0, :] = mask[:, 0] = True  # one global token
+    mask[4, 2] = True  # one random key, for query 4
+    mask[3, 1] = True  # another, for query 3
+    kinds = keys_by_kind([mask], window=3, n_global=1)
+    # Ordinary queries 1-4: window keys 3, 3, 3, 2; global (key 0 outside the window) 0, 1, 1, 1; random 0, 0, 1, 1.
+    assert kinds == {"window": 11 / 4, "global": 3 / 4, "random": 2 / 4, "all": 16 / 4}

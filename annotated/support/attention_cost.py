@@ -144,18 +144,60 @@ def crossover(x: list[float], below: list[float], above: list[float]) -> float |
 
 
 @contextmanager
-def encoder_mask(model: nn.Module, extra: torch.Tensor) -> Iterator[None]:
-    """Within the block, ``model.encode`` ands its source mask with ``extra`` (L, L) for the
-    encoder's self-attention only; the decoder's cross-attention keeps the padding mask."""
+def encoder_mask(model: nn.Module, mask_for_length: Callable[[int], torch.Tensor],
+                 drawn: list[torch.Tensor] | None = None) -> Iterator[None]:
+    """Within the block, ``model.encode`` ands each sentence's padding mask with a mask drawn at
+    that sentence's own length: ``mask_for_length(n)``, (n, n), for a sentence of n tokens
+    (padding, which comes last, not counted), for the encoder's self-attention only; the
+    decoder's cross-attention keeps the padding mask. A mask made once for a longer n and cut to
+    each sentence would not do for random keys: most of them would fall beyond the sentence.
+
+    ``mask_for_length`` is called once per sentence, in the order ``encode`` sees them (batches
+    sorted by length, as ``annotated.evaluation.translate`` makes them): with a seeded generator
+    inside it, the same sentences get the same masks on every run. Each mask is appended to
+    ``drawn`` when given, to count afterwards what the queries saw."""
     encode = model.encode
 
     def masked_encode(src: torch.Tensor, src_mask: torch.Tensor | None) -> torch.Tensor:
-        L = src.size(1)
-        full = extra[:L, :L].unsqueeze(0)  # (1, L, L)
-        return encode(src, full if src_mask is None else src_mask & full)
+        batch, L = src.shape
+        lengths = [L] * batch if src_mask is None else src_mask[:, 0, :].sum(-1).tolist()
+        extra = torch.ones(batch, L, L, dtype=torch.bool, device=src.device)  # padding: src_mask's job
+        for b, n in enumerate(lengths):
+            mask = mask_for_length(n)
+            if mask.shape != (n, n):
+                raise ValueError(f"mask_for_length({n}) gave a mask of shape {tuple(mask.shape)}: "
+                                 f"it must be ({n}, {n}), one row and column per token of the sentence")
+            extra[b, :n, :n] = mask.to(src.device)
+            if drawn is not None:
+                drawn.append(mask)
+        return encode(src, extra if src_mask is None else src_mask & extra)
 
     model.encode = masked_encode
     try:
         yield
     finally:
         del model.encode  # back to the class's method
+
+
+def keys_by_kind(masks: list[torch.Tensor], window: int, n_global: int) -> dict[str, float]:
+    """Mean keys per ordinary query (not one of the ``n_global`` global tokens) over the rows of
+    every (n, n) BigBird mask in ``masks``, split by why the key is there: ``window`` (within
+    window // 2 of the query), ``global`` (one of the first ``n_global`` positions, outside the
+    window) and ``random`` (every other key the mask allows: what the random draws added), with
+    their sum under ``all``. A random draw that lands in the window or on a global token adds no key."""
+    total = {"window": 0, "global": 0, "random": 0, "all": 0}
+    queries = 0
+    for mask in masks:
+        n = mask.size(0)
+        position = torch.arange(n)
+        in_window = (position.unsqueeze(1) - position.unsqueeze(0)).abs() <= window // 2  # (n, n)
+        is_global = (position < n_global).unsqueeze(0).expand(n, n) & ~in_window
+        rows = mask[n_global:]  # the ordinary queries
+        total["window"] += int((rows & in_window[n_global:]).sum())
+        total["global"] += int((rows & is_global[n_global:]).sum())
+        total["random"] += int((rows & ~in_window[n_global:] & ~is_global[n_global:]).sum())
+        total["all"] += int(rows.sum())
+        queries += rows.size(0)
+    if queries == 0:
+        raise ValueError("no ordinary query in the masks: give masks longer than n_global")
+    return {kind: count / queries for kind, count in total.items()}
