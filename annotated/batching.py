@@ -1,6 +1,6 @@
 """Batches with their masks, and batching by token count with length buckets (paper §5.1).
 
-Notebook: ``08_training.ipynb``.
+Notebook: ``08_training.ipynb``. With its arguments checked first: ``annotated.support.guarded_training``.
 """
 
 import random
@@ -9,7 +9,6 @@ import torch
 from torch.nn.utils.rnn import pad_sequence
 
 from annotated.masks import padding_mask, target_mask
-from annotated.support.checks import check_lengths
 
 
 class Batch:
@@ -53,9 +52,6 @@ def batch_by_tokens(
     its own. With ``shuffle``, ties in length are broken at random and the batch order is
     shuffled (both by ``seed``), so training does not see the lengths in order.
     """
-    check_lengths(lengths)  # a list of integers >= 0, or a clear error
-    if max_tokens < 1:
-        raise ValueError(f"max_tokens must be positive, got {max_tokens}")
     order = list(range(len(lengths)))
     rng = random.Random(seed)
     if shuffle:
@@ -80,10 +76,6 @@ def collate(examples: list[tuple[list[int], list[int]]], pad_idx: int) -> Batch:
 
     Each target already holds ``<s> ... </s>``, so it has at least two ids.
     """
-    if not examples:
-        raise ValueError("collate needs at least one (source, target) example")
-    if any(len(tgt) < 2 for _, tgt in examples):
-        raise ValueError("every target needs at least <s> and </s> (two ids) for teacher forcing")
     sources = [torch.tensor(src, dtype=torch.long) for src, _ in examples]
     targets = [torch.tensor(tgt, dtype=torch.long) for _, tgt in examples]
     src = pad_sequence(sources, batch_first=True, padding_value=pad_idx)  # (batch, L_src)

@@ -8,7 +8,7 @@ decoder layer, the self-attention keys and values of the positions decoded so fa
 and the encoder memory's keys and values for cross-attention, computed once. Each
 step then runs the decoder on the newest position only, with exactly the same result.
 
-Notebook: ``08_training.ipynb``.
+Notebook: ``08_training.ipynb``. With its arguments checked first: ``annotated.support.guarded_training``.
 """
 
 import torch
@@ -17,7 +17,6 @@ from annotated.attention import scaled_dot_product_attention
 from annotated.masks import subsequent_mask
 from annotated.model import DecoderLayer, EncoderDecoder
 from annotated.multi_head import MultiHeadAttention
-from annotated.support.checks import check_decoding_inputs
 
 
 def init_cache(model: EncoderDecoder, memory: torch.Tensor) -> list[dict[str, torch.Tensor]]:
@@ -100,7 +99,6 @@ def greedy_decode(model: EncoderDecoder, src: torch.Tensor, src_mask: torch.Tens
     (``eos_idx=None``: no sentence ends, every output runs to ``max_len``).
     Call ``model.eval()`` first: dropout would make every run different.
     """
-    check_decoding_inputs(model, src, src_mask, max_len, bos_idx, eos_idx, pad_idx, endless=True)  # or a clear error
     memory = model.encode(src, src_mask)  # (batch, L_src, d_model)
     ys = torch.full((src.size(0), 1), bos_idx, dtype=torch.long, device=src.device)
     done = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)

@@ -6,20 +6,17 @@ The rate grows linearly for the first ``warmup`` steps and then decays as the in
 square root of the step; the two branches meet at step = warmup, the peak. The paper uses
 Adam with beta_1 = 0.9, beta_2 = 0.98, epsilon = 1e-9 and warmup_steps = 4000.
 
-Notebook: ``08_training.ipynb``.
+Notebook: ``08_training.ipynb``. With its arguments checked first: ``annotated.support.guarded_training``.
 """
 
 import torch
 import torch.nn as nn
 from torch.optim.lr_scheduler import LambdaLR
 
-from annotated.support.checks import check_sizes
-
 
 def rate(step: int, d_model: int, warmup: int = 4000, factor: float = 1.0) -> float:
     """The learning rate of update number ``step`` (counted from 1; step 0 is treated as 1,
     where the formula would divide by zero). ``factor`` scales the whole curve."""
-    check_sizes(d_model=d_model, warmup=warmup)
     step = max(step, 1)
     return factor * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
 

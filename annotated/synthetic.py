@@ -4,19 +4,17 @@ Before real translation, a task whose answer we know checks the pipeline (batche
 loss, schedule, decoding) in a few hundred updates: a Transformer that works learns to copy
 perfectly. It catches some bugs, not all: notebook 08 (section 10) trains with one bug at a
 time; a missing look-ahead mask, unshifted labels or missing positions fail, while a missing
-label smoothing or dropout in another place do not show, and sequences of one length have no
-padding to get wrong. Reversing is harder to fake; it needs attention to look at the mirrored
+1/sqrt(d_k), a missing label smoothing or dropout in another place do not show, and sequences
+of one length have no padding to get wrong. Reversing is harder to fake; it needs attention to look at the mirrored
 position.
 
 Ids 0-3 are kept for ``<pad>``, ``<s>``, ``</s>``, ``<unk>``, as in ``annotated.vocab``;
 the symbols are drawn from ids 4 .. vocab_size - 1.
 
-Notebook: ``08_training.ipynb``.
+Notebook: ``08_training.ipynb``. With its arguments checked first: ``annotated.support.guarded_training``.
 """
 
 import random
-
-from annotated.support.checks import check_sizes
 
 BOS_IDX, EOS_IDX = 1, 2
 FIRST_SYMBOL = 4
@@ -27,13 +25,6 @@ def random_sequences(
     num_examples: int, length: int, vocab_size: int, seed: int = 0
 ) -> list[list[int]]:
     """``num_examples`` lists of ``length`` symbols drawn uniformly from ids 4 .. vocab_size - 1."""
-    if vocab_size <= FIRST_SYMBOL:
-        raise ValueError(
-            f"vocab_size={vocab_size} leaves no symbols: ids 0-3 are the specials, use at least 5"
-        )
-    check_sizes(allow_zero=True, num_examples=num_examples)
-    if length < 1:
-        raise ValueError(f"length must be at least 1, got {length}")
     rng = random.Random(seed)
     symbols = range(FIRST_SYMBOL, vocab_size)
     return [rng.choices(symbols, k=length) for _ in range(num_examples)]

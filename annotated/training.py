@@ -6,7 +6,7 @@ the tokens of all k together, so the update is exactly the one a single batch ho
 of them would give.
 
 Notebook: ``08_training.ipynb``. Training on several GPUs wraps these functions:
-``annotated.support.distributed``.
+``annotated.support.distributed``; with the arguments checked first: ``annotated.support.guarded_training``.
 """
 
 import time
@@ -17,7 +17,6 @@ import torch.nn as nn
 from tqdm import tqdm
 
 from annotated.batching import Batch
-from annotated.support.checks import check_budget, check_sizes
 
 
 def choose_device() -> torch.device:
@@ -65,7 +64,6 @@ def train_epoch(model: nn.Module, batches: list[Batch], loss_fn: nn.Module, opti
     step limit). ``step_losses``, if given, gets each update's loss per token.
     Returns the mean loss per target token over the updates made.
     """
-    check_sizes(accum_steps=accum_steps)
     model.train()
     groups = [batches[i : i + accum_steps] for i in range(0, len(batches), accum_steps)]
     total_loss, total_tokens, start = 0.0, 0, time.perf_counter()
@@ -108,13 +106,13 @@ def fit(model: nn.Module, train_batches: list[Batch], val_batches: list[Batch], 
     """Train for ``epochs`` epochs, or until ``max_steps`` updates (or ``max_minutes``) are done.
 
     The batches are visited in a new order each epoch, seeded by ``seed + epoch``; the
-    validation loss is measured after each epoch. A step budget gives the same run on any
-    machine; a time budget does not.
+    validation loss is measured after each epoch. A step budget makes the same updates on any
+    machine (their last bits still depend on the processor's float arithmetic); a time budget
+    does not.
 
     Returns the history: per epoch ``epoch``, ``train_loss``, ``val_loss``, ``step`` and
     ``minutes`` (since the start), and ``step_loss``, the loss of every update.
     """
-    check_budget(epochs, max_steps, max_minutes, accum_steps)  # at least one update, or a ValueError
     history = {"epoch": [], "train_loss": [], "val_loss": [], "step": [], "minutes": [], "step_loss": []}
     start = time.monotonic()
 

@@ -1,20 +1,18 @@
 """The building blocks refuse sizes, probabilities and inputs that would build an empty layer,
-divide by zero, return NaN or fail deep inside PyTorch, with a message naming the value."""
+divide by zero, return NaN or fail deep inside PyTorch, with a message naming the value. Notebook
+08's functions do so through ``annotated.support.guarded_training``, which checks and then calls them."""
 
 import pytest
 import torch
 
-from annotated.batching import batch_by_tokens
 from annotated.evaluation import translate
 from annotated.feed_forward import PositionwiseFeedForward
-from annotated.label_smoothing import LabelSmoothingLoss
 from annotated.layer_norm import LayerNorm
 from annotated.masks import subsequent_mask
 from annotated.model import TransformerConfig, make_model
 from annotated.multi_head import MultiHeadAttention
 from annotated.positional import PositionalEncoding, sinusoidal_table
-from annotated.schedule import make_optimizer, rate
-from annotated.synthetic import copy_task
+from annotated.support.guarded_training import LabelSmoothingLoss, batch_by_tokens, copy_task, make_optimizer, rate
 from annotated.vocab import UNK, build_vocab_from_iterator
 
 CASES = [

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from annotated.batching import Batch, batch_by_tokens, collate
+from annotated.support import guarded_training as guarded
 from annotated.support.download import ENV_VAR
 
 REAL_DATA = os.environ.get(ENV_VAR)
@@ -83,7 +84,8 @@ def test_the_same_seed_gives_the_same_batches_and_another_seed_other_ones():
 
 def test_a_non_positive_budget_is_refused():
     with pytest.raises(ValueError, match="max_tokens"):
-        batch_by_tokens([3, 4], 0)
+        guarded.batch_by_tokens([3, 4], 0)  # batch_by_tokens behind its checks
+    assert guarded.batch_by_tokens([5, 3, 9, 3], 12, seed=1) == batch_by_tokens([5, 3, 9, 3], 12, seed=1)
 
 
 def test_length_buckets_pad_far_less_than_random_batches():
@@ -136,6 +138,8 @@ def test_collate_uses_the_given_pad_index():
 
 def test_collate_refuses_no_examples_and_targets_without_bos_and_eos():
     with pytest.raises(ValueError, match="at least one"):
-        collate([], pad_idx=0)
+        guarded.collate([], pad_idx=0)  # collate behind its checks
     with pytest.raises(ValueError, match="<s> and </s>"):
-        collate([([1, 2], [1])], pad_idx=0)
+        guarded.collate([([1, 2], [1])], pad_idx=0)
+    checked, taught = guarded.collate([([1, 2], [1, 2])], pad_idx=0), collate([([1, 2], [1, 2])], pad_idx=0)
+    assert torch.equal(checked.tgt_mask, taught.tgt_mask) and checked.ntokens == taught.ntokens

@@ -4,6 +4,7 @@ import torch.nn as nn
 from torch.testing import assert_close
 
 from annotated.decoding import greedy_decode, init_cache, next_token_logits
+from annotated.support.guarded_training import greedy_decode as checked_greedy_decode
 from annotated.masks import padding_mask
 from annotated.model import TransformerConfig, make_model
 
@@ -140,18 +141,18 @@ def test_decoding_arguments_outside_the_vocabulary_or_lengths_below_1_are_clear_
     model = tiny_model()
     src, src_mask = padded_source()
     with pytest.raises(ValueError, match=message):
-        greedy_decode(model, src, src_mask, **{"max_len": 5, **kwargs})
+        checked_greedy_decode(model, src, src_mask, **{"max_len": 5, **kwargs})
 
 
 def test_a_source_of_the_wrong_shape_or_type_is_a_clear_error():
     model = tiny_model()
     src, src_mask = padded_source()
     with pytest.raises(ValueError, match=r"src must be a \(batch, L_src\) tensor of token ids"):
-        greedy_decode(model, src[0], src_mask[0], max_len=5)
+        checked_greedy_decode(model, src[0], src_mask[0], max_len=5)
     with pytest.raises(ValueError, match="src must be"):
-        greedy_decode(model, src.float(), src_mask, max_len=5)
+        checked_greedy_decode(model, src.float(), src_mask, max_len=5)
     with pytest.raises(ValueError, match="mask of shape"):
-        greedy_decode(model, src, src_mask.squeeze(1), max_len=5)
+        checked_greedy_decode(model, src, src_mask.squeeze(1), max_len=5)
 
 
 def test_max_len_1_gives_bos_alone_and_a_model_in_training_mode_gets_a_warning():
@@ -159,8 +160,9 @@ def test_max_len_1_gives_bos_alone_and_a_model_in_training_mode_gets_a_warning()
     src, src_mask = padded_source()
     assert greedy_decode(model, src, src_mask, max_len=1).tolist() == [[1]] * 5
     model.train()
-    with pytest.warns(UserWarning, match=r"training mode.*model.eval\(\)"):
-        greedy_decode(model, src, src_mask, max_len=3)
+    with pytest.warns(UserWarning, match=r"training mode.*model.eval\(\)") as caught:
+        checked_greedy_decode(model, src, src_mask, max_len=3)
+    assert caught[0].filename == __file__  # the warning points at the caller's line
 
 
 def test_a_model_with_nan_weights_is_an_error_not_a_row_of_padding():
@@ -169,4 +171,12 @@ def test_a_model_with_nan_weights_is_an_error_not_a_row_of_padding():
     with torch.no_grad():
         model.generator.proj.bias[0] = float("nan")
     with pytest.raises(ValueError, match=r"the model's weights generator.proj.bias hold NaN or infinite values"):
-        greedy_decode(model, torch.tensor([[1, 4, 2]]), None, 5, 1, 2, 0)
+        checked_greedy_decode(model, torch.tensor([[1, 4, 2]]), None, 5, 1, 2, 0)
+
+
+def test_the_guarded_greedy_decode_gives_the_taught_tokens():
+    model = tiny_model()
+    src, src_mask = padded_source()
+    for use_cache in (True, False):
+        assert torch.equal(checked_greedy_decode(model, src, src_mask, 12, use_cache=use_cache),
+                           greedy_decode(model, src, src_mask, 12, use_cache=use_cache))

@@ -27,6 +27,7 @@ import torch.nn.functional as F
 from torch.testing import assert_close
 
 from annotated.label_smoothing import LabelSmoothingLoss, smoothed_targets
+from annotated.support import guarded_training as guarded
 
 V, PAD, EPS = 7, 0, 0.1
 
@@ -105,7 +106,11 @@ def test_batched_logits_give_the_same_loss_as_flattened_ones():
 def test_wrong_vocabulary_size_gets_a_clear_error():
     logits, target = logits_and_targets()
     with pytest.raises(ValueError, match="vocab_size=9"):
-        LabelSmoothingLoss(9, PAD, EPS)(logits, target)
+        guarded.LabelSmoothingLoss(9, PAD, EPS)(logits, target)  # the loss behind its checks
+    with pytest.raises(ValueError, match="needs at least 3 tokens"):
+        guarded.smoothed_targets(target, 2, PAD, EPS)
+    assert_close(guarded.LabelSmoothingLoss(V, PAD, EPS)(logits, target), LabelSmoothingLoss(V, PAD, EPS)(logits, target))
+    assert_close(guarded.smoothed_targets(target, V, PAD, EPS), smoothed_targets(target, V, PAD, EPS))
 
 
 def test_pytorch_builtin_is_szegedy_uniform_smoothing_over_all_classes_not_this_convention():

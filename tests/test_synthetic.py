@@ -2,6 +2,7 @@
 
 import pytest
 
+from annotated.support import guarded_training as guarded
 from annotated.synthetic import BOS_IDX, EOS_IDX, copy_task, random_sequences, reverse_task
 from annotated.vocab import BOS, EOS, SPECIALS
 
@@ -44,7 +45,12 @@ def test_the_same_seed_gives_the_same_data_and_another_seed_other_data():
 
 
 def test_a_vocabulary_with_no_room_for_symbols_or_an_empty_length_is_refused():
+    # The taught functions trust their arguments; the guarded ones check them first.
     with pytest.raises(ValueError, match="vocab_size=4"):
-        copy_task(3, 5, vocab_size=4)
+        guarded.copy_task(3, 5, vocab_size=4)
     with pytest.raises(ValueError, match="length"):
-        reverse_task(3, 0, vocab_size=10)
+        guarded.reverse_task(3, 0, vocab_size=10)
+    with pytest.raises(ValueError, match="num_examples must be an integer >= 0"):
+        guarded.random_sequences(-1, 5, vocab_size=10)
+    assert guarded.copy_task(10, 6, 20, seed=5) == copy_task(10, 6, 20, seed=5)  # and then change nothing
+    assert guarded.reverse_task(10, 6, 20, seed=5) == reverse_task(10, 6, 20, seed=5)

@@ -10,6 +10,7 @@ from annotated.batching import Batch
 from annotated.label_smoothing import LabelSmoothingLoss
 from annotated.model import TransformerConfig, make_model
 from annotated.schedule import make_optimizer
+from annotated.support import guarded_training as guarded
 from annotated.training import choose_device, evaluate_loss, fit, train_epoch, train_step
 
 PAD, BOS, EOS, VOCAB = 0, 1, 2, 13
@@ -140,9 +141,9 @@ def test_a_budget_that_allows_no_update_is_an_error_before_any_update(budget, me
     model = tiny_model()
     optimizer, scheduler = make_optimizer(model, d_model=16, warmup=10)
     before = [p.detach().clone() for p in model.parameters()]
-    with pytest.raises(ValueError, match=message):
-        fit(model, [make_batch(examples(4, 0))], [make_batch(examples(4, 1))], LabelSmoothingLoss(VOCAB, PAD),
-            optimizer, scheduler, **{"epochs": 3, **budget}, progress=False)
+    with pytest.raises(ValueError, match=message):  # fit behind its checks
+        guarded.fit(model, [make_batch(examples(4, 0))], [make_batch(examples(4, 1))], LabelSmoothingLoss(VOCAB, PAD),
+                    optimizer, scheduler, **{"epochs": 3, **budget}, progress=False)
     assert scheduler.last_epoch == 0
     assert_close(list(model.parameters()), before, rtol=0, atol=0)
 
@@ -170,3 +171,17 @@ def test_train_step_divides_the_summed_loss_by_the_divisor_it_is_given():
         seen[divisor] = grads[0]
     assert_close([2 * g for g in seen[20.0]], seen[10.0], rtol=1e-5, atol=1e-7)
     assert not torch.allclose(seen[20.0][0], seen[10.0][0])
+
+
+def test_the_guarded_loop_checks_accum_steps_and_then_trains_as_the_taught_one():
+    batches = [make_batch(examples(4, seed)) for seed in range(4)]
+    with pytest.raises(ValueError, match="accum_steps must be a positive integer, got 0"):
+        model = tiny_model()
+        guarded.train_epoch(model, batches, LabelSmoothingLoss(VOCAB, PAD), *make_optimizer(model, 16, 10),
+                            accum_steps=0, progress=False)
+    losses = []
+    for train in (train_epoch, guarded.train_epoch):
+        model = tiny_model()
+        losses.append(train(model, batches, LabelSmoothingLoss(VOCAB, PAD), *make_optimizer(model, 16, 10),
+                            accum_steps=2, progress=False))
+    assert losses[0] == losses[1]

@@ -38,18 +38,17 @@ from pathlib import Path
 
 import torch
 
-from annotated.batching import Batch, batch_by_tokens, collate
+from annotated.batching import Batch
 from annotated.data import load_pairs
 from annotated.evaluation import corpus_bleu, translate
-from annotated.label_smoothing import LabelSmoothingLoss
 from annotated.model import TransformerConfig, count_parameters, make_model
-from annotated.schedule import make_optimizer
 from annotated.support.checkpoint import (CheckpointError, average_checkpoints, check_output_path, check_vocab_sizes,
                                           config_from, load_checkpoint, model_from_checkpoint, restore,
                                           save_checkpoint, unwrap, vocabs_from_checkpoint)
 from annotated.support.distributed import (DistributedContext, cleanup, fit_distributed, init_distributed, shard,
                                            wrap_model)
 from annotated.support.checks import check_beam_arguments, check_probability
+from annotated.support.guarded_training import LabelSmoothingLoss, batch_by_tokens, collate, make_optimizer
 from annotated.support.errors import CourseError, UsageError, os_error_message, run_command
 from annotated.support.options import (MAX_BEAM, MAX_LENGTH_PENALTY, beam_width_or_greedy, length_penalty,  # noqa: F401
                                        machine_cores, natural_float, natural_int, positive_float, positive_int,
