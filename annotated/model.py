@@ -15,6 +15,7 @@ from annotated.multi_head import MultiHeadAttention
 from annotated.positional import Embeddings, PositionalEncoding
 from annotated.residual import SublayerConnection
 from annotated.support.checks import check_config
+from annotated.support.class_guards import check_instance
 
 
 class EncoderLayer(nn.Module):
@@ -141,8 +142,9 @@ class TransformerConfig:
     share_embeddings: bool = False  # one table for source, target and generator (§3.4)
     fast_attention: bool = True  # F.scaled_dot_product_attention when weights are not kept
 
-    def __post_init__(self):
-        check_config(self)  # every field usable, or a ValueError that names it
+
+# The guard, kept out of the dataclass: every field usable, or a ValueError that names it.
+check_instance(TransformerConfig, check_config)
 
 
 def make_model(config: TransformerConfig) -> EncoderDecoder:

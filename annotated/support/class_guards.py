@@ -29,8 +29,8 @@ def _arguments(signature: inspect.Signature, args: tuple, kwargs: dict) -> dict 
     return arguments
 
 
-def check_arguments(cls: type, check: Callable[..., None]) -> type:
-    """Make ``cls(...)`` call ``check(**arguments)`` before ``cls.__init__`` runs; returns ``cls``."""
+def check_arguments(cls: type, check: Callable[..., None]) -> None:
+    """Make ``cls(...)`` call ``check(**arguments)`` before ``cls.__init__`` runs."""
     init = cls.__init__
     signature = inspect.signature(init)
 
@@ -42,11 +42,10 @@ def check_arguments(cls: type, check: Callable[..., None]) -> type:
         init(*args, **kwargs)
 
     cls.__init__ = checked_init
-    return cls
 
 
-def check_instance(cls: type, check: Callable[[object], None]) -> type:
-    """Make ``cls(...)`` call ``check(instance)`` once ``cls.__init__`` has run; returns ``cls``."""
+def check_instance(cls: type, check: Callable[[object], None]) -> None:
+    """Make ``cls(...)`` call ``check(instance)`` once ``cls.__init__`` has run."""
     init = cls.__init__
 
     @functools.wraps(init)
@@ -55,11 +54,10 @@ def check_instance(cls: type, check: Callable[[object], None]) -> type:
         check(self)
 
     cls.__init__ = checked_init
-    return cls
 
 
-def check_call(cls: type, check: Callable[..., None]) -> type:
-    """Make every call of ``cls.forward`` call ``check(module, **arguments)`` first; returns ``cls``."""
+def check_call(cls: type, check: Callable[..., None]) -> None:
+    """Make every call of ``cls.forward`` call ``check(module, **arguments)`` first."""
     forward = cls.forward
     signature = inspect.signature(forward)
 
@@ -71,4 +69,3 @@ def check_call(cls: type, check: Callable[..., None]) -> type:
         return forward(self, *args, **kwargs)
 
     cls.forward = checked_forward
-    return cls
