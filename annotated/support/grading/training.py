@@ -15,6 +15,7 @@ from annotated.label_smoothing import LabelSmoothingLoss, smoothed_targets
 from annotated.masks import padding_mask, subsequent_mask, target_mask
 from annotated.model import EncoderDecoder, TransformerConfig, make_model
 from annotated.schedule import rate
+from annotated.support import guarded_training
 from annotated.support.grading.core import (
     ExerciseFailed, _assert_close, _call, _function, _generic, _hard_coded_hint, _run_on_all_sizes,
     _same, _shape, _tensor,
@@ -732,7 +733,8 @@ def _check_teacher_once(fn: Callable, name: str, sizes: dict, g: torch.Generator
                                                       "pad_idx"))
     src, tgt = _teacher_batch(sizes, g)
     model = _teacher_model(sizes)
-    loss_fn = LabelSmoothingLoss(V, pad, 0.1)
+    # The loss behind its checks: a student's wrong shapes get its one-line error, not PyTorch's.
+    loss_fn = guarded_training.LabelSmoothingLoss(V, pad, 0.1)
     # The course's: Batch does the shift and the masks; the summed loss over its ntokens.
     b = Batch(src, tgt, pad)
     with torch.no_grad():
