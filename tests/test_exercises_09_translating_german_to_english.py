@@ -216,6 +216,28 @@ def sacrebleu_unsmoothed(hypotheses, references):
     return BLEU(tokenize="none", smooth_method="none").corpus_score(hypotheses, [references]).score
 
 
+def bleu_from_sacrebleu_counts(hypotheses, references):
+    # The counts by hand, the formula left to sacrebleu: still not the exercise.
+    from collections import Counter
+    matches, totals, c, r = [0] * 4, [0] * 4, 0, 0
+    for hyp, ref in zip(hypotheses, references):
+        hyp, ref = hyp.split(), ref.split()
+        c, r = c + len(hyp), r + len(ref)
+        for n in range(1, 5):
+            h = Counter(tuple(hyp[i : i + n]) for i in range(len(hyp) - n + 1))
+            g = Counter(tuple(ref[i : i + n]) for i in range(len(ref) - n + 1))
+            matches[n - 1] += sum(min(k, g[x]) for x, k in h.items())
+            totals[n - 1] += sum(h.values())
+    return BLEU.compute_bleu(matches, totals, c, r, smooth_method="none").score
+
+
+class BLEUScoreLike:
+    """A result with a .score, as sacrebleu returns, computed without sacrebleu."""
+
+    def __init__(self, score):
+        self.score = score
+
+
 WRONG_ANSWERS = [
     # 9.1
     (check_self_attention_step, not_done, r"raised NotImplementedError: the exercise is not done"),
@@ -287,7 +309,11 @@ WRONG_ANSWERS = [
     (check_bleu, bleu_taking_log_of_zero, r"(?s)math domain error.*\nHint: a precision p_n is 0 here[^\n]*$"),
     (check_bleu, _bleu_answer(sentences=2),
      r"passed with \(sentences=2, hyp_words=14, ref_words=15\) but not with \(sentences=3, "),
-    (check_bleu, lambda h, r: BLEU().corpus_score(h, [r]), r"returned a BLEUScore; return the score itself"),
+    (check_bleu, lambda h, r: BLEU().corpus_score(h, [r]), r"calls sacrebleu \(corpus_score\).*compute BLEU yourself"),
+    (check_bleu, course_bleu, r"calls sacrebleu \(corpus_score\), directly or through the course's corpus_bleu"),
+    (check_bleu, sacrebleu_unsmoothed, r"calls sacrebleu \(corpus_score\)"),
+    (check_bleu, bleu_from_sacrebleu_counts, r"calls sacrebleu \(compute_bleu\)"),
+    (check_bleu, lambda h, r: BLEUScoreLike(_bleu(h, r)), r"returned a BLEUScoreLike; return the score itself"),
     (check_bleu, lambda h, r: f"{_bleu(h, r):.2f}", r"should return BLEU as a number \(a float\), got str"),
 ]
 
@@ -303,9 +329,8 @@ def test_check_names_the_mistake_of_a_typical_wrong_answer(check, wrong, message
     (check_self_attention_step, _step()),  # decoder_layer_step's self-attention, as a function
     (check_cached_greedy_decode, course_greedy),
     (check_bpe_merge_step, course_merge_step),
-    (check_bleu, course_bleu),
-    (check_bleu, sacrebleu_unsmoothed),
-], ids=["self_attention_step", "greedy_decode", "merge_step", "corpus_bleu", "sacrebleu-unsmoothed"])
+    (check_bleu, _bleu_answer()),
+], ids=["self_attention_step", "greedy_decode", "merge_step", "bleu-by-hand"])
 def test_check_passes_on_the_course_code(check, fn, capsys):
     check(fn)
     assert f"{check.__name__} passed: " in capsys.readouterr().out

@@ -784,6 +784,36 @@ def _number(result, name: str) -> float:
     return value
 
 
+@contextlib.contextmanager
+def _sacrebleu_switched_off():
+    """While the learner's function runs, every way sacrebleu scores (``corpus_score``,
+    ``sentence_score``, ``compute_bleu`` from counts, and through them the course's ``corpus_bleu``)
+    raises instead: the exercise is to compute BLEU, not to call a library that does. Yields the
+    list of the methods that were called."""
+    from sacrebleu.metrics.base import Metric
+    from sacrebleu.metrics.bleu import BLEU as SacreBLEU
+
+    called = []
+
+    def refuse(method):
+        def refused(*args, **kwargs):
+            called.append(method)
+            raise RuntimeError(f"sacrebleu's {method} is switched off during this check")
+        return refused
+
+    saved = [(Metric, "corpus_score"), (SacreBLEU, "sentence_score"), (SacreBLEU, "compute_bleu"),
+             (SacreBLEU, "_compute_score_from_stats")]
+    originals = [(owner, attr, owner.__dict__[attr]) for owner, attr in saved]
+    try:
+        for owner, attr, original in originals:
+            replacement = refuse(attr)
+            setattr(owner, attr, staticmethod(replacement) if isinstance(original, staticmethod) else replacement)
+        yield called
+    finally:
+        for owner, attr, original in originals:
+            setattr(owner, attr, original)
+
+
 def _check_bleu_once(fn: Callable, name: str, hypotheses: list[str], references: list[str]) -> None:
     expected = BLEU(tokenize="none", smooth_method="none").corpus_score(hypotheses, [references]).score
     if not math.isclose(expected, _bleu(hypotheses, references), rel_tol=1e-9, abs_tol=1e-9):
@@ -796,9 +826,17 @@ def _check_bleu_once(fn: Callable, name: str, hypotheses: list[str], references:
     hints = ((r"math domain error", "\nHint: a precision p_n is 0 here, and log(0) is undefined: BLEU "
                                     "is then 0 (no smoothing), return 0.0 before taking the logs."),)
     try:
-        value = _number(_call(fn, list(hypotheses), list(references), hints=hints,
-                              roles=("hypotheses", "references")), name)
+        with _sacrebleu_switched_off() as called:
+            result = _call(fn, list(hypotheses), list(references), hints=hints, roles=("hypotheses", "references"))
+        value = _number(result, name)
     except ExerciseFailed as err:
+        if called:
+            raise ExerciseFailed(
+                f"{name} calls sacrebleu ({called[0]}), directly or through the course's corpus_bleu; the "
+                "exercise is to compute BLEU yourself: count each output's n-grams (n = 1 to 4), clip each "
+                "count by the reference's, sum matches and totals over the corpus, take the geometric mean "
+                "of the four precisions and multiply by the brevity penalty. (The check switches sacrebleu "
+                "off while your function runs.)") from None
         if expected == 0 and "math domain error" in str(err):
             raise ExerciseFailed(str(err)) from None  # named by its hint: not a size written in
         raise
@@ -860,12 +898,13 @@ def check_bleu(bleu: Callable) -> None:
     """Check ``bleu(hypotheses, references) -> float`` against sacrebleu's corpus BLEU (no
     smoothing, split at spaces) and the course's ``corpus_bleu`` on the toy corpora of
     ``BLEU_CORPORA``: outputs shorter than their references, longer ones, and one with no
-    4-gram match.
+    4-gram match. sacrebleu is switched off while ``bleu`` runs, so that calling it does not pass.
 
-    Diagnoses: a result of another kind or NaN, a fraction instead of percent, the brevity
-    penalty inverted, above 1 or missing, counts not clipped, the arithmetic mean, the mean
-    of sentence scores or of sentence precisions, three n-gram orders, the reference's
-    n-grams as the denominator, log(0), and code that reads only some of the sentences.
+    Diagnoses: a call to sacrebleu (or the course's corpus_bleu) instead of the computation, a
+    result of another kind or NaN, a fraction instead of percent, the brevity penalty inverted,
+    above 1 or missing, counts not clipped, the arithmetic mean, the mean of sentence scores or
+    of sentence precisions, three n-gram orders, the reference's n-grams as the denominator,
+    log(0), and code that reads only some of the sentences.
     """
     name = _function(bleu, "check_bleu", "bleu")
     sets = SIZE_SETS["check_bleu"]
