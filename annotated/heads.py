@@ -5,7 +5,8 @@ encoder self-attention (German x German), decoder masked self-attention (English
 English) and encoder-decoder attention (English queries x German keys). This module reads
 their weights on a teacher-forced batch, turns byte-pair pieces back into words, computes
 the numbers the literature uses to describe a head (Clark et al., 2019, "What Does BERT
-Look At?"; Voita et al., 2019, "Analyzing Multi-Head Self-Attention"), and switches heads
+Look At?"; Voita et al., 2019, "Analyzing Multi-Head Self-Attention"; Vig and Belinkov, 2019,
+"Analyzing the Structure of Attention in a Transformer Language Model"), and switches heads
 off to see which ones matter (Michel et al., 2019, "Are Sixteen Heads Really Better than
 One?").
 
@@ -137,29 +138,28 @@ def head_statistics(weights: torch.Tensor, mask: torch.Tensor, query_valid: torc
                     key_is: dict[str, torch.Tensor], max_offset: int = 10) -> dict[str, torch.Tensor]:
     """Sums, over the valid query rows of one block's weights (batch, h, L_q, L_k), of what
     describes a head; divide by ``"rows"`` for means. ``mask`` (batch, L_q or 1, L_k) is the
-    block's attention mask, ``query_valid`` (batch, L_q) is False at padded queries, and
-    ``key_is[name]`` (batch, L_k) marks keys of one sort (e.g. ``</s>``, punctuation): their
-    share of the attention is summed too.
+    block's attention mask, ``query_valid`` (batch, L_q) is False at rows that do not count, and
+    ``key_is[name]`` (batch, L_k) marks keys of one sort (``</s>``, punctuation): their share too.
 
-    * ``entropy``: -sum p log p of each row, in nats; ``uniform``: log n, the entropy of a row
-      spread evenly over its n unmasked keys, the most a row can have.
-    * ``confidence``: the row's largest weight (Voita et al., 2019).
-    * ``distance``: sum_j p_j |i - j| (self-attention: i and j index the same sequence).
+    * ``entropy`` of each row, in nats; ``uniform``: log n over its n unmasked keys, the most it can be.
+    * ``confidence``: the row's largest weight on a key other than ``</s>`` (``key_is["</s>"]``),
+      as Voita et al. (2019) define it; ``max weight``: the largest weight on any key.
+    * ``distance``: sum_j p_j |i - j|, Vig and Belinkov's (2019) attention distance.
     * ``previous``, ``self``, ``next``: the weight on keys i - 1, i and i + 1.
-    * ``offset``: (h, 2 max_offset + 1), how often the row's largest weight sits at
-      j - i = d, for d from -max_offset to max_offset: a head that almost always looks at one
-      offset is positional.
+    * ``offset`` (h, 2 max_offset + 1): how often the row's largest weight sits at j - i = d,
+      d = -max_offset ... max_offset; a head almost always at one offset is positional.
     """
     batch, h, L_q, L_k = weights.shape
     rows = query_valid[:, None, :].expand(batch, h, L_q)  # (batch, h, L_q)
-    p = weights.clamp_min(1e-12)
+    eos = key_is.get("</s>", torch.zeros(batch, L_k, dtype=torch.bool))[:, None, None, :]  # (batch, 1, 1, L_k)
     i = torch.arange(L_q)[:, None]
     j = torch.arange(L_k)[None, :]
     per_row = {
         "rows": torch.ones(batch, h, L_q),
-        "entropy": -(weights * p.log()).sum(-1),
+        "entropy": -(weights * weights.clamp_min(1e-12).log()).sum(-1),
         "uniform": mask.sum(-1).float().log().expand(batch, L_q)[:, None].expand(batch, h, L_q),
-        "confidence": weights.amax(-1),
+        "confidence": weights.masked_fill(eos, 0.0).amax(-1),
+        "max weight": weights.amax(-1),
         "distance": (weights * (i - j).abs()).sum(-1),
         "previous": (weights * (j == i - 1)).sum(-1),
         "self": (weights * (j == i)).sum(-1),
@@ -170,16 +170,17 @@ def head_statistics(weights: torch.Tensor, mask: torch.Tensor, query_valid: torc
     sums = {name: (values * rows).sum(dim=(0, 2)) for name, values in per_row.items()}  # each (h,)
     offset = weights.argmax(-1) - torch.arange(L_q)  # (batch, h, L_q): j - i of the largest weight
     sums["offset"] = torch.stack([((offset == d) & rows).sum(dim=(0, 2))
-                                         for d in range(-max_offset, max_offset + 1)], dim=1).float()
+                                  for d in range(-max_offset, max_offset + 1)], dim=1).float()
     return sums
 
 
 def attention_statistics(model: EncoderDecoder, batches: Iterable[Batch],
                          key_is: dict[str, Callable[[torch.Tensor], torch.Tensor]], pad_idx: int = 0,
-                         max_offset: int = 10) -> dict[str, dict[str, torch.Tensor]]:
+                         max_offset: int = 10, decoder_row_0: bool = False) -> dict[str, dict[str, torch.Tensor]]:
     """``head_statistics`` of every block over teacher-forced batches, as means over query rows:
     kind -> name -> (layers, h), and ``offset`` (layers, h, 2 max_offset + 1), the share of rows
-    whose largest weight sits at each offset. ``key_is[name](ids)`` marks keys among token ids."""
+    whose largest weight sits at each offset. ``key_is[name](ids)`` marks keys among token ids.
+    The decoder's row 0 counts only with ``decoder_row_0``: it can see nothing but ``<s>``."""
     totals = {}
     for batch in batches:
         weights = collect_attention(model, batch)
@@ -187,8 +188,11 @@ def attention_statistics(model: EncoderDecoder, batches: Iterable[Batch],
         # A decoder row counts if it predicts a real token: in a padded sentence, the row that
         # reads </s> predicts padding, and no loss is taken there.
         tgt_valid = batch.tgt_y != pad_idx  # (batch, L_tgt)
+        # Decoder self-attention's row 0 has one key, <s> (causal mask): weight 1 on <s>, on itself
+        # and at offset 0 whatever the head learned. Cross-attention's row 0 chooses freely.
+        dec_valid = tgt_valid & ((torch.arange(tgt_valid.size(1)) > 0) | decoder_row_0)
         sides = {"encoder": (batch.src_mask, src_valid, batch.src),  # mask, valid queries, key ids
-                 "decoder": (batch.tgt_mask, tgt_valid, batch.tgt_in),
+                 "decoder": (batch.tgt_mask, dec_valid, batch.tgt_in),
                  "cross": (batch.src_mask, tgt_valid, batch.src)}
         for kind, (mask, query_valid, key_ids) in sides.items():
             marks = {name: is_key(key_ids) for name, is_key in key_is.items()}

@@ -178,6 +178,31 @@ def test_head_statistics_of_heads_whose_answer_is_known(L):
     assert sums["next"].sum() == 0
 
 
+def test_confidence_leaves_eos_out_of_the_maximum_and_max_weight_keeps_it():
+    """Voita et al.'s confidence: the largest weight on a key other than </s>."""
+    w = torch.tensor([[[[0.7, 0.2, 0.1], [0.1, 0.3, 0.6]]]])  # (1, 1, 2, 3): row 0 peaks on key 0, row 1 on key 2
+    eos = torch.tensor([[False, False, True]])
+    mask, valid = torch.ones(1, 1, 3, dtype=torch.bool), torch.ones(1, 2, dtype=torch.bool)
+    with_eos = head_statistics(w, mask, valid, {"</s>": eos})
+    torch.testing.assert_close(with_eos["confidence"], torch.tensor([0.7 + 0.3]))  # row 1: 0.3, not 0.6 on </s>
+    torch.testing.assert_close(with_eos["max weight"], torch.tensor([0.7 + 0.6]))
+    torch.testing.assert_close(head_statistics(w, mask, valid, {})["confidence"], torch.tensor([0.7 + 0.6]))
+
+
+def test_the_decoders_row_0_counts_only_when_asked():
+    """Row 0 of decoder self-attention sees only <s>: weight 1 there, in every head."""
+    model = small_model()
+    b = random_batch(4, 6, 5)
+    without = attention_statistics(model, [b], {"bos": lambda ids: ids == 1})
+    with_0 = attention_statistics(model, [b], {"bos": lambda ids: ids == 1}, decoder_row_0=True)
+    rows = int((b.tgt_y != PAD).sum())
+    # Each head's sum over rows gains exactly 1 per sentence on itself (row 0 is <s>): means move accordingly.
+    torch.testing.assert_close(with_0["decoder"]["self"] * rows,
+                               without["decoder"]["self"] * (rows - b.tgt_y.size(0)) + b.tgt_y.size(0))
+    for kind in ("encoder", "cross"):  # only the decoder's self-attention changes
+        torch.testing.assert_close(with_0[kind]["self"], without[kind]["self"])
+
+
 def test_attention_statistics_are_means_over_rows():
     model = small_model()
     b = random_batch(4, 6, 5)
