@@ -28,7 +28,9 @@ import torch
 
 from annotated.decoding import init_cache, next_token_logits
 from annotated.model import EncoderDecoder
-from annotated.support.checks import check_beam_arguments, check_decoding_inputs
+from annotated.support import translation_guards as guards
+from annotated.support.beams import drop_done
+from annotated.support.translation_guards import guarded
 
 
 def lp(length: torch.Tensor | float, alpha: float) -> torch.Tensor | float:
@@ -70,81 +72,73 @@ def select_rows(cache: list[dict[str, torch.Tensor]], rows: torch.Tensor, names:
             layer_cache[name] = layer_cache[name].index_select(0, rows)  # (len(rows), h, t, d_k)
 
 
+def set_aside_finished(ys: torch.Tensor, rows: torch.Tensor, token: torch.Tensor, cand_logp: torch.Tensor,
+                       t: int, k: int, alpha: float, eos_idx: int, best: torch.Tensor, best_score: torch.Tensor,
+                       active: torch.Tensor) -> None:
+    """Among each sentence's k best candidates (n, 2k), the best one that ends in </s> replaces
+    the sentence's best finished hypothesis (``best``, ``best_score``) if its s(Y) is higher."""
+    ends = (token == eos_idx) & (torch.arange(token.size(1), device=token.device) < k) & cand_logp.isfinite()
+    score = torch.where(ends, cand_logp / lp(float(t), alpha), float("-inf"))  # s(Y), |Y| = t
+    top_score, top = score.max(dim=-1)  # (n,)
+    better = top_score > best_score[active]
+    if better.any():
+        sentences, eos = active[better], torch.full((int(better.sum()), 1), eos_idx, device=ys.device)
+        best[sentences, : t + 1] = torch.cat([ys[rows[better, top[better]]], eos], dim=1)
+        best_score[sentences] = top_score[better]
+
+
+def compete_live(ys: torch.Tensor, log_prob: torch.Tensor, t: int, alpha: float, best: torch.Tensor,
+                 best_score: torch.Tensor, active: torch.Tensor) -> None:
+    """Out of length: each sentence's best live hypothesis, scored as it is (|Y| = t), replaces its
+    best finished one if its s(Y) is higher."""
+    n, k = log_prob.shape
+    top_score, top = (log_prob / lp(float(t), alpha)).max(dim=-1)  # (n,)
+    better = top_score > best_score[active]
+    best[active[better], : t + 1] = ys.view(n, k, -1)[better, top[better]]
+
+
 @torch.no_grad()
 def beam_search(model: EncoderDecoder, src: torch.Tensor, src_mask: torch.Tensor | None, beam_size: int = 4,
                 max_len: int = 100, length_penalty: float = 0.6, bos_idx: int = 1, eos_idx: int = 2,
                 pad_idx: int = 0) -> torch.Tensor:
-    """The best finished hypothesis under s(Y) for every sentence of the batch.
-
-    src (batch, L_src), src_mask (batch, 1, L_src). Returns (batch, <= max_len) token ids
-    starting with ``bos_idx``, ``pad_idx`` after ``eos_idx``, like ``greedy_decode``; with
-    ``beam_size=1`` and ``length_penalty=0`` it is greedy decoding. ``length_penalty`` is
-    alpha (0: rank by log P alone). Call ``model.eval()`` first.
-    """
-    check_decoding_inputs(model, src, src_mask, max_len, bos_idx, eos_idx, pad_idx)  # or a clear error
-    check_beam_arguments(beam_size, length_penalty)
+    """``simple_beam_search`` for all sentences of src (batch, L_src) at once; (batch, <= max_len) ids like greedy's."""
     batch, k, device = src.size(0), beam_size, src.device
     if batch == 0 or max_len == 1:  # nothing to search: the output is <s> alone
         return torch.full((batch, 1), bos_idx, dtype=torch.long, device=device)
     # Sentence i's k live hypotheses are rows i*k .. i*k + k - 1 of every (sentences * k, ...) tensor.
     memory = model.encode(src, src_mask).repeat_interleave(k, dim=0)  # (batch * k, L_src, d_model)
-    if src_mask is not None:
-        src_mask = src_mask.repeat_interleave(k, dim=0)  # (batch * k, 1, L_src)
-    cache = init_cache(model, memory)
-    ys = torch.full((batch * k, 1), bos_idx, dtype=torch.long, device=device)
-    # All k hypotheses start as the same "<s>"; only one is alive, or the first step
-    # would pick the same token k times.
-    log_prob = torch.full((batch, k), float("-inf"), device=device)
-    log_prob[:, 0] = 0.0
-    # The best finished hypothesis of each sentence so far, and its score s(Y).
-    best_score = torch.full((batch,), float("-inf"), device=device)
-    best = torch.full((batch, max_len), pad_idx, dtype=torch.long, device=device)
-    active = torch.arange(batch, device=device)  # the sentences still searching
-    ceiling = lp(float(max_len - 1), length_penalty)  # the largest lp(Y) any hypothesis can reach
+    src_mask = src_mask.repeat_interleave(k, dim=0) if src_mask is not None else None  # (batch * k, 1, L_src)
+    cache, ys = init_cache(model, memory), torch.full((batch * k, 1), bos_idx, dtype=torch.long, device=device)
+    # One live "<s>" per sentence (log P 0), not k: else the first step would pick one token k times.
+    log_prob = torch.tensor([0.0] + [float("-inf")] * (k - 1), device=device).repeat(batch, 1)  # (batch, k)
+    best_score = torch.full((batch,), float("-inf"), device=device)  # each sentence's best finished s(Y)
+    best = torch.full((batch, max_len), pad_idx, dtype=torch.long, device=device)  # ... and its tokens
+    active, ceiling = torch.arange(batch, device=device), lp(float(max_len - 1), length_penalty)
     for t in range(1, max_len):
-        n = active.numel()
-        logits = next_token_logits(model, memory, src_mask, ys, cache)  # (n * k, vocab)
+        n, logits = active.numel(), next_token_logits(model, memory, src_mask, ys, cache)  # (n * k, V)
         vocab = logits.size(-1)
         candidates = (log_prob.unsqueeze(-1) + logits.log_softmax(dim=-1).view(n, k, vocab)).view(n, k * vocab)
-        # 2k candidates always hold k that do not end in </s> (each hypothesis has one </s>).
-        cand_logp, cand = candidates.topk(min(2 * k, k * vocab), dim=-1)  # (n, 2k), best first
-        beam, token = cand // vocab, cand % vocab
-        rows = (torch.arange(n, device=device).unsqueeze(1) * k + beam)  # (n, 2k) rows they extend
-        is_eos = token == eos_idx
-        # Finished: the candidates among the k best that end in </s>; s(Y) with |Y| = t.
-        ends = is_eos & (torch.arange(cand.size(1), device=device) < k) & cand_logp.isfinite()
-        score = torch.where(ends, cand_logp / lp(float(t), length_penalty), float("-inf"))
-        top_score, top = score.max(dim=-1)  # (n,)
-        better = top_score > best_score[active]
-        if better.any():
-            sentences = active[better]
-            new = torch.cat([ys[rows[better, top[better]]],
-                             torch.full((int(better.sum()), 1), eos_idx, device=device)], dim=1)
-            best[sentences, : t + 1] = new
-            best_score[sentences] = top_score[better]
-        # The next beam: the k best candidates that do not end in </s>.
-        order = torch.where(is_eos, cand.size(1), torch.arange(cand.size(1), device=device)).argsort(dim=-1)[:, :k]
-        log_prob = cand_logp.gather(1, order)  # (n, k)
-        keep_rows = rows.gather(1, order).view(-1)  # (n * k,)
+        cand_logp, cand = candidates.topk(min(2 * k, k * vocab), dim=-1)  # (n, 2k): k of them do not end in </s>
+        rows, token = torch.arange(n, device=device).unsqueeze(1) * k + cand // vocab, cand % vocab
+        set_aside_finished(ys, rows, token, cand_logp, t, k, length_penalty, eos_idx, best, best_score, active)
+        position = torch.arange(cand.size(1), device=device)  # the next beam: the k best not ending in </s>
+        order = torch.where(token == eos_idx, cand.size(1), position).argsort(dim=-1)[:, :k]
+        log_prob, keep_rows = cand_logp.gather(1, order), rows.gather(1, order).view(-1)  # (n, k), (n * k,)
         ys = torch.cat([ys[keep_rows], token.gather(1, order).view(-1, 1)], dim=1)  # (n * k, t + 1)
         select_rows(cache, keep_rows, ("self_k", "self_v"))
         if t == max_len - 1:  # out of length: the live hypotheses compete as they are
-            score = log_prob / lp(float(t), length_penalty)
-            top_score, top = score.max(dim=-1)
-            better = top_score > best_score[active]
-            best[active[better], : t + 1] = ys.view(n, k, -1)[better, top[better]]
+            compete_live(ys, log_prob, t, length_penalty, best, best_score, active)
             break
         # A sentence is done once none of its live hypotheses can beat its best finished one.
         done = log_prob.max(dim=-1).values / ceiling <= best_score[active]
         if done.all():
             break
-        if done.any():  # drop the finished sentences from every per-row tensor
-            keep = (~done).nonzero().squeeze(1)
-            keep_rows = (keep.unsqueeze(1) * k + torch.arange(k, device=device)).view(-1)
-            active, log_prob = active[keep], log_prob[keep]
-            ys, memory = ys[keep_rows], memory[keep_rows]
-            src_mask = src_mask[keep_rows] if src_mask is not None else None
-            select_rows(cache, keep_rows, ("self_k", "self_v", "memory_k", "memory_v"))
-    # Trim the columns of padding that no sentence needs.
-    last = int((best != pad_idx).any(dim=0).nonzero().max())
+        if done.any():  # drop the finished sentences from every per-row tensor (bookkeeping, for speed)
+            active, log_prob, ys, memory, src_mask = drop_done(done, k, active, log_prob, ys, memory, src_mask, cache)
+    last = int((best != pad_idx).any(dim=0).nonzero().max())  # trim the padding that no sentence needs
     return best[:, : last + 1]
+
+
+# The input guards (annotated/support/translation_guards.py), which the notebook's cells leave out:
+# the model, tensors and ids of greedy decoding, a positive integer beam and a finite alpha >= 0.
+beam_search = guarded(beam_search, guards.beam_search_inputs)

@@ -28,7 +28,8 @@ import heapq
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 
-from annotated.support.checks import check_not_text, check_sizes
+from annotated.support import translation_guards as guards
+from annotated.support.translation_guards import guarded
 
 END = "</w>"  # marks the last symbol of a word while learning and applying merges
 JOIN = "@@"  # at the end of a piece: the next piece continues it; at the start: it continues the previous
@@ -63,24 +64,38 @@ class Larger(tuple):
         return tuple.__gt__(self, other)
 
 
-def learn_bpe(word_counts: dict[str, int], num_merges: int, min_frequency: int = 2) -> list[Pair]:
-    """The merges, in the order learned: each time, the pair of neighbouring symbols that
-    occurs most often in the corpus (ties: the larger pair as a string tuple, as
-    ``subword-nmt`` breaks them). Stops after ``num_merges`` or when no pair occurs
-    ``min_frequency`` times.
-
-    ``word_counts`` maps each word of the training text to how often it occurs.
-    """
-    check_sizes(allow_zero=True, num_merges=num_merges)
-    words = [spell(word) for word in word_counts]
-    counts = list(word_counts.values())
-    # How often each pair occurs, and which words hold it: a merge only changes those words.
+def count_pairs(words: list[tuple[str, ...]], counts: list[int]) -> tuple[Counter, defaultdict]:
+    """How often each pair of neighbouring symbols occurs (each word weighted by its count), and
+    which words hold it: a merge only changes those words."""
     pair_counts: Counter[Pair] = Counter()
     holders: defaultdict[Pair, set[int]] = defaultdict(set)
     for i, symbols in enumerate(words):
         for pair in zip(symbols, symbols[1:]):
             pair_counts[pair] += counts[i]
             holders[pair].add(i)
+    return pair_counts, holders
+
+
+def merge_word(i: int, best: Pair, words: list, counts: list[int], pair_counts: Counter, holders: defaultdict) -> set:
+    """Merge ``best`` in word ``i`` and update the counts: the word's old pairs out, its new ones
+    in. Returns the pairs whose count changed."""
+    old, words[i] = words[i], merge(words[i], best)
+    for pair in zip(old, old[1:]):
+        pair_counts[pair] -= counts[i]
+    for pair in zip(words[i], words[i][1:]):
+        pair_counts[pair] += counts[i]
+        holders[pair].add(i)
+    return set(zip(old, old[1:])) | set(zip(words[i], words[i][1:]))
+
+
+def learn_bpe(word_counts: dict[str, int], num_merges: int, min_frequency: int = 2) -> list[Pair]:
+    """The merges, in the order learned: each time, the pair of neighbouring symbols that
+    occurs most often in the corpus (ties: the larger pair as a string tuple, as
+    ``subword-nmt`` breaks them). Stops after ``num_merges`` or when no pair occurs
+    ``min_frequency`` times. ``word_counts``: each word of the training text -> its count.
+    """
+    words, counts = [spell(word) for word in word_counts], list(word_counts.values())
+    pair_counts, holders = count_pairs(words, counts)
     # The most frequent pair comes from a heap of (-count, pair) instead of a scan of all pairs;
     # an entry whose count has changed since it was pushed is stale and skipped.
     heap = [(-n, Larger(pair)) for pair, n in pair_counts.items()]
@@ -96,13 +111,7 @@ def learn_bpe(word_counts: dict[str, int], num_merges: int, min_frequency: int =
         merges.append(best)
         changed = set()
         for i in holders.pop(best):
-            old, words[i] = words[i], merge(words[i], best)
-            for pair in zip(old, old[1:]):  # take the word's old pairs out of the counts ...
-                pair_counts[pair] -= counts[i]
-            for pair in zip(words[i], words[i][1:]):  # ... and put its new ones in
-                pair_counts[pair] += counts[i]
-                holders[pair].add(i)
-            changed.update(zip(old, old[1:]), zip(words[i], words[i][1:]))
+            changed |= merge_word(i, best, words, counts, pair_counts, holders)
         for pair in changed:
             if pair_counts[pair] > 0:
                 heapq.heappush(heap, (-pair_counts[pair], Larger(pair)))
@@ -112,12 +121,7 @@ def learn_bpe(word_counts: dict[str, int], num_merges: int, min_frequency: int =
 
 
 class BytePairEncoder:
-    """Applies learned merges: ``segment`` splits one word, ``encode`` a sentence's words.
-
-    >>> bpe = BytePairEncoder([("l", "o"), ("lo", "w</w>")])
-    >>> bpe.segment("low"), bpe.segment("lower")
-    (['low'], ['lo@@', 'w@@', 'e@@', 'r'])
-    """
+    """Applies learned merges: ``segment`` splits one word, ``encode`` a sentence's words."""
 
     def __init__(self, merges: Iterable[Pair]):
         self.merges = [tuple(pair) for pair in merges]
@@ -126,8 +130,6 @@ class BytePairEncoder:
 
     def segment(self, word: str) -> list[str]:
         """The pieces of one word; all but the last end in ``JOIN``."""
-        if not word:
-            raise ValueError("cannot segment an empty word; split the text into words first")
         if word not in self.cache:
             symbols = spell(word)
             while len(symbols) > 1:
@@ -143,9 +145,6 @@ class BytePairEncoder:
     def encode(self, words: list[str], spaces: list[bool]) -> list[str]:
         """The pieces of a sentence. ``spaces[i]`` says whether a space follows ``words[i]``;
         a word that follows its predecessor directly ("." in "dog.") starts with ``JOIN``."""
-        check_not_text(words, "words", "a list of words")
-        if len(spaces) != len(words):
-            raise ValueError(f"got {len(words)} words but {len(spaces)} space flags; give one flag per word")
         pieces = []
         for word, space_before in zip(words, [True, *spaces]):  # no space before the first word
             word_pieces = self.segment(word)
@@ -159,7 +158,6 @@ def detokenize(pieces: list[str]) -> str:
     """Pieces back to text: a ``JOIN`` that meets a space removes it, the pieces are otherwise
     separated by one space. ``detokenize(encode(words, spaces))`` is the original text; a model's
     output may also mark one join from both sides ("a@@ @@b"), or start or end with a mark."""
-    check_not_text(pieces, "pieces", "a list of pieces")
     text = " ".join(pieces).replace(f"{JOIN} {JOIN}", "").replace(JOIN + " ", "").replace(" " + JOIN, "")
     return text.removeprefix(JOIN).removesuffix(JOIN)
 
@@ -173,3 +171,11 @@ def bpe_tokenizer(bpe: BytePairEncoder, split_words: Callable[[str], tuple[list[
         return bpe.encode(*split_words(text))
 
     return tokenize
+
+
+# The input guards (annotated/support/translation_guards.py), which the notebook's cells leave out:
+# a negative number of merges, an empty word, a string where a list belongs, one space flag per word.
+learn_bpe = guarded(learn_bpe, guards.learn_bpe_inputs)
+BytePairEncoder.segment = guarded(BytePairEncoder.segment, guards.segment_inputs, by_name=False)
+BytePairEncoder.encode = guarded(BytePairEncoder.encode, guards.encode_inputs)
+detokenize = guarded(detokenize, guards.detokenize_inputs)

@@ -15,7 +15,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from annotated.support.download import check_aligned, explain_read_errors, resolve_data_dir
+from annotated.support import translation_guards as guards
+from annotated.support.download import explain_read_errors, resolve_data_dir
+from annotated.support.translation_guards import guarded
 
 if TYPE_CHECKING:
     from spacy.tokenizer import Tokenizer
@@ -75,21 +77,22 @@ def read_lines(path: str | Path) -> list[str]:
 
 
 def load_pairs(split: str, data_dir: str | Path | None = None) -> list[tuple[str, str]]:
-    """The (German, English) sentence pairs of a Multi30k split.
+    """The (German, English) sentence pairs of a Multi30k split ("train", "val", "test_2016_flickr").
 
     ``data_dir`` is a directory holding the raw ``<split>.<lang>.gz`` files; without it,
     the environment variable ``ANNOTATED_DATA_DIR``, else a download cache
     (see ``annotated.support.download``). Line i of the German file translates line i of
-    the English file: both must have the same number of lines and no empty one, else a
-    ``DataError`` names the file and the line.
+    the English file.
     """
-    if split not in SPLITS:
-        raise ValueError(f"unknown split {split!r}; choose one of {SPLITS}")
     directory = resolve_data_dir(data_dir)
-    german_path, english_path = directory / f"{split}.de.gz", directory / f"{split}.en.gz"
-    german, english = read_lines(german_path), read_lines(english_path)
-    check_aligned(german_path, german, english_path, english)
-    return list(zip(german, english))
+    german = read_lines(directory / f"{split}.de.gz")
+    english = read_lines(directory / f"{split}.en.gz")
+    return list(zip(german, english, strict=True))
+
+
+# The input guard (annotated/support/translation_guards.py), which the notebook's cells leave out: a
+# known split, and two files of as many lines, none empty, else a DataError naming the file and the line.
+load_pairs = guarded(load_pairs, guards.load_pairs_inputs)
 
 
 if __name__ == "__main__":

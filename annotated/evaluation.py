@@ -16,31 +16,13 @@ import torch
 from sacrebleu.metrics import BLEU, BLEUScore
 
 from annotated.beam_search import beam_search
+from annotated.bpe import detokenize
 from annotated.decoding import greedy_decode
 from annotated.masks import padding_mask
 from annotated.model import EncoderDecoder
-from annotated.support.checks import check_not_text, check_sizes
+from annotated.support import translation_guards as guards
+from annotated.support.translation_guards import guarded
 from annotated.vocab import BOS, EOS, PAD, Vocab
-
-NO_SPACE_BEFORE = {".", ",", "!", "?", ";", ":", ")", "]", "}", "%", "...", "n't", "-"}
-NO_SPACE_AFTER = {"(", "[", "{", "-"}  # "-": the tokenizer splits "t-shirt" into "t", "-", "shirt"
-
-
-def detokenize(tokens: list[str]) -> str:
-    """Join tokens into text: no space before punctuation, closing brackets and clitics
-    ("'s", "n't"), none after opening brackets, none around hyphens, and double quotes
-    hug what they enclose."""
-    check_not_text(tokens, "tokens", "a list of tokens")
-    text, glue_next, inside_quotes = "", True, False
-    for token in tokens:
-        glue = glue_next or token in NO_SPACE_BEFORE or token.startswith("'")
-        glue_next = token in NO_SPACE_AFTER
-        if token == '"':
-            glue = glue or inside_quotes  # a closing quote: glue it to the word before
-            glue_next = not inside_quotes  # an opening quote: glue the next word to it
-            inside_quotes = not inside_quotes
-        text += token if glue else " " + token
-    return text
 
 
 def ids_to_tokens(ids: list[int], vocab: Vocab) -> list[str]:
@@ -55,16 +37,12 @@ def translate(model: EncoderDecoder, sentences: list[str], src_vocab: Vocab, tgt
               src_tokenizer: Callable[[str], list[str]], beam_size: int | None = None, max_len: int = 100,
               length_penalty: float = 0.6, batch_size: int = 64,
               detokenizer: Callable[[list[str]], str] = detokenize) -> list[str]:
-    """Translate raw sentences: tokenize, look up ids (wrapped in <s> ... </s>, as in
-    training), decode greedily (``beam_size=None``) or with beam search, and detokenize.
+    """Translate raw sentences: tokenize, look up ids (wrapped in <s> ... </s>, as in training), decode
+    greedily (``beam_size=None``) or with beam search, and join the tokens back into text.
 
-    ``src_tokenizer`` is e.g. ``annotated.data.tokenizer("de")`` with ``detokenizer``
-    ``detokenize`` (whole words), or ``annotated.bpe.bpe_tokenizer(...)`` with
-    ``annotated.bpe.detokenize`` (byte-pair pieces); ``src_vocab`` needs a default index
-    for unknown words. The model runs in eval mode and is put back after.
+    ``src_tokenizer`` is e.g. ``annotated.bpe.bpe_tokenizer(...)``, whose pieces ``detokenize`` joins;
+    ``src_vocab`` needs a default index for unknown tokens. The model is put back in its mode after.
     """
-    check_not_text(sentences, "sentences")  # a str would be translated character by character
-    check_sizes(max_len=max_len, batch_size=batch_size)
     device = next(model.parameters()).device
     pad = src_vocab[PAD]
     ids = [[src_vocab[BOS], *src_vocab.lookup_indices(src_tokenizer(s)), src_vocab[EOS]] for s in sentences]
@@ -95,16 +73,13 @@ def corpus_bleu(hypotheses: list[str], references: list[str], lowercase: bool = 
     The score's ``signature`` attribute holds sacrebleu's signature string (settings and
     version), which only exists once a corpus has been scored; report it with the score.
     """
-    check_not_text(hypotheses, "hypotheses")
-    check_not_text(references, "references")
-    if not hypotheses:
-        raise ValueError("BLEU of an empty corpus is undefined: give at least one hypothesis and its reference")
-    if len(hypotheses) != len(references):
-        raise ValueError(
-            f"got {len(hypotheses)} hypotheses but {len(references)} references; "
-            f"BLEU needs one reference per hypothesis, in the same order"
-        )
     bleu = BLEU(lowercase=lowercase)
     score = bleu.corpus_score(hypotheses, [references])
     score.signature = str(bleu.get_signature())
     return score
+
+
+# The input guards (annotated/support/translation_guards.py), which the notebook's cells leave out:
+# a string where a list of sentences belongs, sizes below 1, an empty corpus, one reference per output.
+translate = guarded(translate, guards.translate_inputs)
+corpus_bleu = guarded(corpus_bleu, guards.corpus_bleu_inputs)

@@ -6,8 +6,9 @@ import torch
 import torch.nn as nn
 
 from annotated.data import load_pairs, tokenizer
-from annotated.evaluation import corpus_bleu, detokenize, ids_to_tokens, translate
+from annotated.evaluation import corpus_bleu, ids_to_tokens, translate
 from annotated.model import TransformerConfig, make_model
+from annotated.support.words import detokenize_words as detokenize
 from annotated.vocab import UNK, build_vocab_from_iterator
 
 

@@ -259,5 +259,6 @@ def test_a_model_with_nan_weights_is_an_error_not_padding(tiny):
     name, weight = list(broken.named_parameters())[5]
     with torch.no_grad():
         weight.view(-1)[0] = float("nan")
-    with pytest.raises(ValueError, match=f"the model's weights {name} hold NaN or infinite values"):
-        translate(["Ein Mann."], broken, tokenizer, beam=2)
+    for beam in (1, 2):  # greedy decoding too, which goes through no beam-search guard
+        with pytest.raises(ValueError, match=f"the model's weights {name} hold NaN or infinite values"):
+            translate(["Ein Mann."], broken, tokenizer, beam=beam)

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from annotated.bpe import BytePairEncoder, bpe_tokenizer, learn_bpe
 from annotated.bpe import detokenize as join_pieces
 from annotated.data import tokenizer, word_splitter
-from annotated.evaluation import detokenize, ids_to_tokens
+from annotated.evaluation import ids_to_tokens
+from annotated.support.words import detokenize_words as detokenize
 from annotated.vocab import BOS, EOS, UNK, Vocab, build_vocab_from_iterator
 
 @dataclass
