@@ -194,7 +194,8 @@ def _bleu_answer(sentences=None, **mistake):
     return bleu
 
 
-def bleu_taking_log_of_zero(hypotheses, references):
+def clipped_counts(hypotheses, references):
+    """Clipped n-gram matches and totals (n = 1..4) and the two lengths, counted by hand."""
     matches, totals, c, r = [0] * 4, [0] * 4, 0, 0
     for hyp, ref in zip(hypotheses, references):
         hyp, ref = hyp.split(), ref.split()
@@ -204,6 +205,11 @@ def bleu_taking_log_of_zero(hypotheses, references):
             g = Counter(tuple(ref[i : i + n]) for i in range(len(ref) - n + 1))
             matches[n - 1] += sum(min(k, g[x]) for x, k in h.items())
             totals[n - 1] += sum(h.values())
+    return matches, totals, c, r
+
+
+def bleu_taking_log_of_zero(hypotheses, references):
+    matches, totals, c, r = clipped_counts(hypotheses, references)
     bp = 1.0 if c > r else math.exp(1 - r / c)
     return 100 * bp * math.exp(sum(math.log(m / t) for m, t in zip(matches, totals)) / 4)  # log(0) fails
 
@@ -218,17 +224,7 @@ def sacrebleu_unsmoothed(hypotheses, references):
 
 def bleu_from_sacrebleu_counts(hypotheses, references):
     # The counts by hand, the formula left to sacrebleu: still not the exercise.
-    from collections import Counter
-    matches, totals, c, r = [0] * 4, [0] * 4, 0, 0
-    for hyp, ref in zip(hypotheses, references):
-        hyp, ref = hyp.split(), ref.split()
-        c, r = c + len(hyp), r + len(ref)
-        for n in range(1, 5):
-            h = Counter(tuple(hyp[i : i + n]) for i in range(len(hyp) - n + 1))
-            g = Counter(tuple(ref[i : i + n]) for i in range(len(ref) - n + 1))
-            matches[n - 1] += sum(min(k, g[x]) for x, k in h.items())
-            totals[n - 1] += sum(h.values())
-    return BLEU.compute_bleu(matches, totals, c, r, smooth_method="none").score
+    return BLEU.compute_bleu(*clipped_counts(hypotheses, references), smooth_method="none").score
 
 
 class BLEUScoreLike:

@@ -20,8 +20,10 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
-# The kinds of autograd node that are matrix products (forward: mm, addmm, bmm, a convolution).
-MATRIX_PRODUCTS = frozenset({"MmBackward0", "AddmmBackward0", "BmmBackward0", "ConvolutionBackward0"})
+# Autograd's record walked back, and the stacked layers that connect two positions: the same
+# counters notebook 11 uses.
+from annotated.support.attention_cost import layers_to_connect, longest_chain
+
 # Matrix-vector products per position of one recurrent layer: W_ih x_t and W_hh h_{t-1} for each
 # of the cell's gates (the RNN's one tanh update, the GRU's reset, update and candidate, the
 # LSTM's input, forget, cell and output gates).
@@ -82,19 +84,6 @@ def table1_layers(k: int, r: int) -> dict[str, Callable[..., Callable[[torch.Ten
     }
 
 
-def longest_chain(y: torch.Tensor, kinds: frozenset[str] = MATRIX_PRODUCTS) -> int:
-    """Walk autograd's record back from y: the most operations of the given kinds on one path,
-    i.e. how many of them had to wait for each other."""
-    @functools.cache
-    def depth(node) -> int:
-        if node is None:
-            return 0
-        below = max((depth(previous) for previous, _ in node.next_functions), default=0)
-        return below + (node.name() in kinds)
-
-    return depth(y.grad_fn)
-
-
 def count_flops(fn: Callable[[], object]) -> int:
     """FLOPs of the matrix products that fn() runs, by PyTorch's counter (a multiply-add is 2).
     oneDNN's fused LSTM kernel hides its products from the counter: it is switched off here."""
@@ -124,22 +113,6 @@ def table1_chains(lengths: list[int], d: int, k: int, r: int, seed: int = 0) -> 
     layers["recurrent"] = lambda d: functools.partial(rnn_step_by_step, nn.RNNCell(d, d))
     return {name: [longest_chain(make(d)(torch.randn(1, n, d, requires_grad=True))) for n in lengths]
             for name, make in layers.items()}
-
-
-def layers_to_connect(make_layer: Callable[[], Callable], n: int, d: int = 8, max_layers: int = 50) -> int:
-    """Smallest number of stacked layers after which output n-1 depends on input 0: the gradient
-    of one with respect to the other is exactly zero until some path connects them."""
-    x = torch.randn(1, n, d, dtype=torch.float64, requires_grad=True)
-    layers = []
-    for depth in range(1, max_layers + 1):
-        layers.append(make_layer())
-        y = x
-        for layer in layers:
-            y = layer(y)
-        (grad,) = torch.autograd.grad(y[0, -1].sum(), x)
-        if grad[0, 0].abs().sum() > 0:
-            return depth
-    raise RuntimeError(f"positions 0 and {n - 1} still unconnected after {max_layers} layers")
 
 
 def recurrent_steps_between_first_and_last(n: int, d: int = 8) -> int:
