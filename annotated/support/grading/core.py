@@ -26,6 +26,9 @@ from annotated.support.errors import CourseError
 
 # Tolerances of the comparisons: float32 sums in a different order differ by about 1e-6.
 ATOL, RTOL = 1e-5, 1e-4
+# The same for float64 inputs: float64 sums in another order differ by about 1e-15, and a step
+# computed in float32 then converted back shows as an error of about 1e-7.
+ATOL64, RTOL64 = 1e-10, 1e-8
 
 
 class ExerciseFailed(CourseError, AssertionError):
@@ -277,13 +280,26 @@ def _tensor(result, name: str, what: str, like: torch.Tensor | None = None) -> t
             f"floating tensor, {expected}{same}. {_DTYPE_HINTS[kind]}"
         )
     if like is not None and result.dtype != expected:
+        fix = ("Remove the conversion (.double(), .half(), .to(...)) or the dtype=... of a tensor "
+               "you create.")
+        if result.dtype == torch.float32:  # float64 (or half) inputs come back float32
+            fix = _TO_FLOAT32
         raise ExerciseFailed(
             f"{name} returned {what} as {result.dtype} for {expected} inputs; it must keep the "
             f"dtype of its inputs, {expected} (in a model, another dtype changes the precision, "
-            "or the dtype, of every later step). Remove the conversion (.double(), .half(), "
-            ".to(...)) or the dtype=... of a tensor you create."
+            f"or the dtype, of every later step). {fix}"
         )
     return result
+
+
+# Why inputs of another dtype come back float32: the two usual causes, and the fix of each.
+_TO_FLOAT32 = (
+    "A float32 result usually comes from a .float() (or .to(torch.float32)) \"for safety\", "
+    "from a one-hot or mask turned into numbers with .float(), or from a tensor created without "
+    "dtype= (torch.zeros, torch.ones, torch.full, torch.empty and torch.tensor of Python floats "
+    "are float32 unless told otherwise). Convert to the input's dtype instead, .to(x.dtype), "
+    "and create tensors with dtype=x.dtype (or torch.zeros_like(x))."
+)
 
 
 def _shape(got: torch.Tensor, expected: tuple, what: str, hint: str = "") -> None:
@@ -351,3 +367,136 @@ def _hard_coded_hint(passed: list, sizes: dict, message: str, how: str) -> str:
         return hint + "."
     return f"{hint}: is a size written into your code? {how}"
 
+
+
+# ---------------------------------------------------------------- helpers every check can use
+
+
+def _float64(*tensors: torch.Tensor) -> tuple:
+    """float64 copies of the floating tensors among ``tensors`` (the others as they are), for a
+    pass in float64: the result must come back float64 (``_tensor(..., like=input)``) and equal
+    a float64 reference within ``_assert_close64``."""
+    return tuple(t.double() if torch.is_tensor(t) and t.is_floating_point() else t
+                 for t in tensors)
+
+
+def _same64(got: torch.Tensor, expected: torch.Tensor) -> bool:
+    """True when ``got`` equals ``expected`` up to float64 rounding (NaN never equals)."""
+    if got.shape != expected.shape:
+        return False
+    return torch.allclose(got.double(), expected.double(), atol=ATOL64, rtol=RTOL64)
+
+
+def _assert_close64(got: torch.Tensor, expected: torch.Tensor, what: str) -> None:
+    """Compare a result of float64 inputs with a float64 reference at float64 precision. A
+    result right to float32 precision only is named: a step computed in float32 (a .float(), a
+    tensor created without dtype=) and converted back to float64 lost the precision the caller
+    asked for."""
+    if _same64(got, expected):
+        return
+    if _same(got, expected):
+        worst = float((got.double() - expected.double()).abs().max())
+        raise _generic(
+            f"for float64 inputs, the float64 reference and {what} differ by up to "
+            f"{worst:.1e}, about float32's precision (float64 results agree to about 1e-15): "
+            "a step computes in float32 and converts back. Look for a .float() or a tensor "
+            "created without dtype= (torch.zeros, torch.ones, torch.tensor of Python floats are "
+            "float32): keep every step in the input's dtype, dtype=x.dtype."
+        )
+    _assert_close(got, expected, f"{what} (float64 inputs)")
+
+
+def _flat_tensors(result) -> list:
+    """The tensors of a result: the tensor itself, or those of a tuple or list."""
+    if torch.is_tensor(result):
+        return [result]
+    if isinstance(result, (tuple, list)):
+        return [t for t in result if torch.is_tensor(t)]
+    return []
+
+
+def _aliasing(call_again: Callable, first, name: str, what: str = "the result"):
+    """Call the learner's function again (``call_again()``, on other inputs, which must give
+    another result) and check that ``first``, the result of an earlier call (a tensor or a
+    tuple/list of them, already checked), did not change: a function that writes its result
+    into a tensor kept between calls (a global buffer, a default argument, an attribute)
+    overwrites what it returned before. Returns the second call's result."""
+    kept = [(t, t.detach().clone()) for t in _flat_tensors(first)]
+    second = call_again()
+    for t, copy in kept:
+        now = t.detach()
+        same = now == copy
+        if now.is_floating_point():
+            same |= now.isnan() & copy.isnan()
+        if not same.all():
+            raise ExerciseFailed(
+                f"a second call of {name}, on other inputs, changed {what} that the first call "
+                f"had returned ({int((~same).sum())} of its {same.numel()} numbers): your "
+                "function writes its result into a tensor it keeps between calls (a global "
+                "buffer, a default argument such as out=torch.zeros(...), an attribute) and "
+                "returns that tensor, so every caller shares it. Create a new tensor on every "
+                "call (torch.zeros(..., dtype=x.dtype) inside the function, or an expression "
+                "such as e / e.sum(...))."
+            )
+    return second
+
+
+def _gradients_flow(result, inputs: dict, name: str, what: str = "the result") -> None:
+    """Check that gradients flow from ``result`` back to each of ``inputs`` (name -> a tensor
+    that requires grad: an input made with requires_grad=True, or a parameter): the result
+    requires grad, and the gradient of a fixed weighted sum of it reaches every input, finite
+    and not all zero. Uses torch.autograd.grad, so no parameter's .grad changes.
+
+    A function in a training path decorated ``@torch.no_grad()``, or that detaches (.detach(),
+    .data, .item(), torch.tensor(...) of computed numbers, numpy), is named."""
+    tensors = _flat_tensors(result)
+    cut = (
+        "A function used in training must let gradients flow: remove @torch.no_grad() or "
+        "`with torch.no_grad():` (they are for evaluation and decoding), and .detach(), .data, "
+        ".item(), .numpy() or torch.tensor(...) of computed numbers, which cut the graph."
+    )
+    if not tensors or not any(t.requires_grad for t in tensors):
+        raise ExerciseFailed(
+            f"{name} returned {what} without a gradient (requires_grad is False) for inputs "
+            f"that require one, so training could not learn through it. {cut}"
+        )
+    total = 0
+    for t in tensors:
+        if t.requires_grad and t.is_floating_point():
+            weights = (torch.arange(t.numel(), dtype=t.dtype, device=t.device) % 7 - 3)
+            total = total + (t * weights.view(t.shape)).sum()
+    names, leaves = list(inputs), list(inputs.values())
+    grads = torch.autograd.grad(total, leaves, allow_unused=True)
+    for n, grad in zip(names, grads):
+        if grad is None or not grad.any():
+            raise ExerciseFailed(
+                f"no gradient reaches {n} through {what} of {name}: part of the computation is "
+                f"cut from the graph. {cut}"
+            )
+        if not grad.isfinite().all():
+            raise _generic(f"the gradient of {what} of {name} with respect to {n} holds NaN "
+                           "or inf.")
+
+
+def _modes(module: torch.nn.Module) -> dict:
+    """The training flag of ``module`` and of each of its submodules, by name, to compare
+    before and after a call with ``_modes_kept``."""
+    return {n or "the model": m.training for n, m in module.named_modules()}
+
+
+def _modes_kept(module: torch.nn.Module, before: dict, name: str) -> None:
+    """Check that a call of the learner's function left the training flags of ``module`` (and
+    its submodules) as ``_modes(module)`` recorded them before the call."""
+    after = _modes(module)
+    changed = [n for n, was in before.items() if after.get(n) != was]
+    if changed:
+        first = changed[0]
+        was = "training" if before[first] else "evaluation"
+        now = "training" if after.get(first) else "evaluation"
+        raise ExerciseFailed(
+            f"{name} switched {first} from {was} mode to {now} mode and left it there "
+            f"({len(changed)} module(s) changed): whoever called it finds the model in another "
+            "mode (dropout on or off) for every later step. Do not call .eval() or .train() in "
+            "the function; if it must, put the mode back before returning: "
+            "was = model.training ... model.train(was)."
+        )
