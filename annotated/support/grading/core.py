@@ -500,3 +500,24 @@ def _modes_kept(module: torch.nn.Module, before: dict, name: str) -> None:
             "the function; if it must, put the mode back before returning: "
             "was = model.training ... model.train(was)."
         )
+
+
+def _squeezed(got_shape, expected_shape) -> str:
+    """A hint for a result whose shape is ``expected_shape`` with dimensions of size 1 dropped
+    (a ``.squeeze()``, which drops a batch of one sentence or a single query too); "" otherwise.
+    Add it to the message of a wrong shape (``_shape(got, expected, what, hint)``)."""
+    got, expected = tuple(got_shape), tuple(expected_shape)
+    if got == expected or len(got) >= len(expected) or 1 not in expected:
+        return ""
+    i = 0  # match got as a subsequence of expected, skipping only sizes 1
+    for size in expected:
+        if i < len(got) and got[i] == size:
+            i += 1
+        elif size != 1:
+            return ""
+    if i != len(got):
+        return ""
+    return (" Your result lost dimensions of size 1: .squeeze() without a dimension drops every "
+            "dimension of size 1, so a batch of one sentence, a single query or a single key "
+            "loses its dimension too. Leave the shape alone, or squeeze only a dimension you "
+            "added yourself, .squeeze(dim).")
