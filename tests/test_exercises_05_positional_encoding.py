@@ -1,18 +1,76 @@
 """Notebook 05's checks for exercises 5.2 and 5.3: each passes on the course's code and names
-the mistake of a typical wrong answer (the wrong answers of check_sinusoidal_table, exercise
-5.1, are in test_exercises.py)."""
+the mistake of a typical wrong answer (the first wrong answers of check_sinusoidal_table,
+exercise 5.1, are in test_exercises.py; those of a table too short for 5003 positions, or kept
+in a buffer between calls, are here)."""
 
+import functools
 import math
 
 import pytest
 import torch
 
 from annotated.positional import Embeddings, PositionalEncoding, sinusoidal_table
-from annotated.support.grading import ExerciseFailed, check_embed_with_positions, check_shift_matrix
+import torch.nn.functional as F
+
+from annotated.support.grading import (
+    ExerciseFailed,
+    check_embed_with_positions,
+    check_shift_matrix,
+    check_sinusoidal_table,
+)
 
 
 def not_done(*args):
     raise NotImplementedError()
+
+
+# ---------------------------------------------------------------- the sinusoidal table
+
+
+@torch.no_grad()
+def table_in_float64_then_float32(max_len, d_model):
+    """Right: the angles in float64, sin and cos stacked per pair, the table cast to float32."""
+    pos = torch.arange(max_len).unsqueeze(1).double()
+    omega = torch.exp(-torch.arange(0, d_model, 2).double() * math.log(10000.0) / d_model)
+    angles = pos * omega
+    return torch.stack([angles.sin(), angles.cos()], dim=-1).reshape(max_len, d_model).float()
+
+
+@functools.lru_cache(maxsize=None)
+def table_cached(max_len, d_model):
+    """Right: one table per (max_len, d_model), the same tensor for the same arguments."""
+    return sinusoidal_table(max_len, d_model)
+
+
+def _precomputed_table(rows):
+    """A table built once per d_model for ``rows`` positions, then sliced."""
+    tables = {}
+
+    def sinusoidal_table_sliced(max_len, d_model):
+        if d_model not in tables:
+            tables[d_model] = sinusoidal_table(rows, d_model)
+        return tables[d_model][:max_len]
+    return sinusoidal_table_sliced
+
+
+_TABLE_BUFFER = torch.zeros(6000, 64)
+
+
+def table_in_a_global_buffer(max_len, d_model):
+    out = _TABLE_BUFFER[:max_len, :d_model]  # a view of one buffer for every call
+    out.copy_(sinusoidal_table(max_len, d_model))
+    return out
+
+
+WRONG_TABLES = [
+    (_precomputed_table(512),
+     r"sinusoidal_table_sliced\(max_len=5003, d_model=4\) has 512 rows, not max_len = 5003: is "
+     r"the table built once for 512 positions and sliced"),
+    (_precomputed_table(5000), r"has 5000 rows, not max_len = 5003"),
+    (table_in_a_global_buffer,
+     r"a second call of table_in_a_global_buffer, on other inputs, changed the table that the "
+     r"first call had returned"),
+]
 
 
 # ---------------------------------------------------------------- the shift M_k
@@ -83,6 +141,15 @@ def shift_in_half_precision(k, d_model):
     return course_shift_matrix(k, d_model).half()
 
 
+_SHIFT_BUFFER = torch.zeros(64, 64, dtype=torch.float64)
+
+
+def shift_in_a_global_buffer(k, d_model):
+    out = _SHIFT_BUFFER[:d_model, :d_model]
+    out.copy_(course_shift_matrix(k, d_model))
+    return out
+
+
 def shift_hard_coded_shape(k, d_model):
     M = torch.zeros(10, 10, dtype=torch.float64)  # d_model of the first sizes
     M[:d_model, :d_model] = course_shift_matrix(k, d_model)[:10, :10]
@@ -121,6 +188,7 @@ WRONG_SHIFTS = [
      r"\(k=-5, d_model=16\): is a size written into your code"),
     (lambda k, d_model: course_shift_matrix(k, d_model).to(torch.complex128),
      r"the matrix M_k as a torch\.complex128 tensor, a complex one"),
+    (shift_in_a_global_buffer, r"a second call of shift_in_a_global_buffer.*changed the matrix M_k"),
 ]
 
 
@@ -130,18 +198,19 @@ WRONG_SHIFTS = [
 def course_embed_with_positions(tokens, weight, start=0):
     vocab, d_model = weight.shape
     embed = Embeddings(vocab, d_model)
-    with torch.no_grad():
-        embed.lut.weight.copy_(weight)
-        add_positions = PositionalEncoding(d_model, dropout=0.0, max_len=start + tokens.size(1))
-        return add_positions(embed(tokens), start)
+    add_positions = PositionalEncoding(d_model, dropout=0.0, max_len=start + tokens.size(1))
+    # The module run with the given weight as its table: gradients reach it, its dtype is kept.
+    vectors = torch.func.functional_call(embed, {"lut.weight": weight}, (tokens,))
+    return add_positions(vectors, start)
 
 
-def _embed(scale=math.sqrt, positions="start", scale_sum=False):
-    """A configurable embed_with_positions, for the usual wrong answers in one line each."""
+def _embed(scale=math.sqrt, positions="start", scale_sum=False, table_rows=None):
+    """A configurable embed_with_positions, for the usual wrong answers in one line each;
+    ``table_rows``: a table of that many positions, whatever the call needs."""
     def embed_with_positions(tokens, weight, start=0):
         batch, length = tokens.shape
         d_model = weight.size(1)
-        table = sinusoidal_table(5000, d_model)
+        table = sinusoidal_table(table_rows or start + length + 64, d_model)
         vectors = weight[tokens] * (scale(d_model) if not scale_sum else 1.0)
         rows = {
             "start": table[start : start + length],
@@ -183,6 +252,54 @@ def embed_in_float64(tokens, weight, start=0):
     return course_embed_with_positions(tokens, weight, start).double()
 
 
+def embed_with_a_table_in_the_weights_dtype(tokens, weight, start=0):
+    """Right: F.embedding, and the encodings computed in weight's dtype."""
+    length, d_model = tokens.size(1), weight.size(1)
+    pos = torch.arange(start, start + length, dtype=weight.dtype).unsqueeze(1)
+    angles = pos * torch.exp(-torch.arange(0, d_model, 2, dtype=weight.dtype)
+                             * math.log(10000.0) / d_model)
+    table = torch.stack([angles.sin(), angles.cos()], dim=-1).flatten(1)
+    return F.embedding(tokens, weight) * math.sqrt(d_model) + table
+
+
+def embed_squeezed(tokens, weight, start=0):
+    return course_embed_with_positions(tokens, weight, start).squeeze()
+
+
+def embed_as_float(tokens, weight, start=0):
+    return course_embed_with_positions(tokens, weight.float(), start)  # "for safety"
+
+
+def embed_into_zeros(tokens, weight, start=0):
+    batch, length = tokens.shape
+    out = torch.zeros(batch, length, weight.size(1))  # float32 whatever weight's dtype
+    out[:] = _embed()(tokens, weight, start)
+    return out
+
+
+def embed_as_float_and_back(tokens, weight, start=0):
+    return _embed()(tokens, weight.float(), start).to(weight.dtype)
+
+
+@torch.no_grad()
+def embed_without_gradients(tokens, weight, start=0):
+    return _embed()(tokens, weight, start)
+
+
+def embed_of_detached_weights(tokens, weight, start=0):
+    return _embed()(tokens, weight.detach(), start)
+
+
+_EMBED_BUFFER = torch.zeros(8, 8, 16)
+
+
+def embed_in_a_global_buffer(tokens, weight, start=0):
+    batch, length = tokens.shape
+    out = _EMBED_BUFFER[:batch, :length, : weight.size(1)]
+    out.copy_(_embed()(tokens, weight, start))
+    return out
+
+
 WRONG_EMBEDDINGS = [
     (not_done, r"raised NotImplementedError: the exercise is not done"),
     (_embed(scale=lambda d: 1.0), r"not multiplied by sqrt\(d_model\) = 2\.449: §3\.4"),
@@ -207,21 +324,45 @@ WRONG_EMBEDDINGS = [
      r"passed with \(batch=2, L=5, vocab=11, d_model=6, start=0\) but not with \(batch=3, L=4"),
     (embed_scaling_in_place, r"changed its second argument `weight` in place"),
     (embed_in_float64, r"the vectors as torch\.float64 for torch\.float32 inputs"),
+    (_embed(table_rows=512),
+     r"(?s)raised RuntimeError.*\nHint: this call needs the encodings of positions up to start \+ "
+     r"L - 1 = 5003, beyond a table built once for 512 or 5000 positions.*sinusoidal_table\(start "
+     r"\+ L, d_model\)\.$"),
+    (_embed(table_rows=5000), r"(?s)raised RuntimeError.*beyond a table built once for 512 or 5000"),
+    (embed_squeezed,
+     r"expected \(1, 6, 12\), got \(6, 12\)\. A dimension of size 1 was dropped \(a batch of one "
+     r"sentence\): a squeeze\(\)"),
+    (embed_as_float,
+     r"the vectors as torch\.float32 for torch\.float64 inputs.*from a \.float\(\)"),
+    (embed_into_zeros,
+     r"the vectors as torch\.float32 for torch\.float64 inputs.*created without dtype="),
+    (embed_as_float_and_back,
+     r"differ from weight\[tokens\] \* sqrt\(d_model\) \+ PE by up to .*float32's rounding"),
+    (embed_without_gradients,
+     r"returned the vectors without a gradient \(requires_grad is False\).*@torch\.no_grad\(\)"),
+    (embed_of_detached_weights, r"returned the vectors without a gradient"),
+    (embed_in_a_global_buffer,
+     r"a second call of embed_in_a_global_buffer, on other inputs, changed the vectors"),
 ]
 
 WRONG_ANSWERS = (
-    [(check_shift_matrix, wrong, message) for wrong, message in WRONG_SHIFTS]
+    [(check_sinusoidal_table, wrong, message) for wrong, message in WRONG_TABLES]
+    + [(check_shift_matrix, wrong, message) for wrong, message in WRONG_SHIFTS]
     + [(check_embed_with_positions, wrong, message) for wrong, message in WRONG_EMBEDDINGS]
 )
 
 
 @pytest.mark.parametrize("check, fn", [
+    (check_sinusoidal_table, table_in_float64_then_float32),
+    (check_sinusoidal_table, table_cached),
     (check_shift_matrix, course_shift_matrix),
     (check_shift_matrix, _rotation()),
     (check_shift_matrix, _rotation(dtype=torch.float32)),
     (check_embed_with_positions, course_embed_with_positions),
     (check_embed_with_positions, _embed()),
-], ids=["notebook", "indexing", "float32", "course-modules", "formula"])
+    (check_embed_with_positions, embed_with_a_table_in_the_weights_dtype),
+], ids=["table-float64-stacked", "table-cached", "notebook", "indexing", "float32",
+        "course-modules", "formula", "table-in-weights-dtype"])
 def test_check_passes_on_the_course_code_and_on_other_right_answers(check, fn, capsys):
     check(fn)
     out = capsys.readouterr().out

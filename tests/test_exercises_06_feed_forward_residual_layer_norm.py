@@ -1,5 +1,6 @@
-"""Notebook 06's checks: each passes on the course's code and names the mistake of a typical
-wrong answer (the feed-forward network, layer norm, the residual connection in both orders)."""
+"""Notebook 06's checks: each passes on the course's code and on other right answers (reading
+the dropout's p and mode, the norm's attributes), and names the mistake of a typical wrong
+answer (the feed-forward network, layer norm, the residual connection in both orders)."""
 
 import math
 
@@ -25,21 +26,16 @@ from annotated.support.grading import (
 def course_feed_forward(x, W_1, b_1, W_2, b_2, dropout):
     d_model, d_ff = W_1.shape
     ffn = PositionwiseFeedForward(d_model, d_ff)
-    with torch.no_grad():
-        ffn.W_1.weight.copy_(W_1.T)  # nn.Linear holds the transpose
-        ffn.W_1.bias.copy_(b_1)
-        ffn.W_2.weight.copy_(W_2.T)
-        ffn.W_2.bias.copy_(b_2)
     ffn.dropout = dropout
-    return ffn(x)
+    # The module run with the given tensors as its parameters (nn.Linear holds the transpose),
+    # so that gradients flow back to them and their dtype is kept.
+    weights = {"W_1.weight": W_1.T, "W_1.bias": b_1, "W_2.weight": W_2.T, "W_2.bias": b_2}
+    return torch.func.functional_call(ffn, weights, (x,))
 
 
 def course_layer_norm(x, gamma, beta, eps):
     norm = LayerNorm(x.size(-1), eps)
-    with torch.no_grad():
-        norm.gamma.copy_(gamma)
-        norm.beta.copy_(beta)
-    return norm(x)
+    return torch.func.functional_call(norm, {"gamma": gamma, "beta": beta}, (x,))
 
 
 def torch_layer_norm(x, gamma, beta, eps):
@@ -62,6 +58,111 @@ def test_check_passes_on_the_course_code(check, fn, capsys):
     check(fn)
     out = capsys.readouterr().out
     assert out.startswith(f"{check.__name__} passed: ") and out.count("\n") == 1
+
+
+# ---------------------------------------------------------------- other right answers
+
+
+def ffn_skipping_a_dropout_of_p_0(x, W_1, b_1, W_2, b_2, dropout):
+    hidden = torch.relu(x @ W_1 + b_1)
+    if dropout.p > 0:  # reads the module's p
+        hidden = dropout(hidden)
+    return hidden @ W_2 + b_2
+
+
+def ffn_reading_the_mode(x, W_1, b_1, W_2, b_2, dropout):
+    assert isinstance(dropout, nn.Dropout) and not dropout.inplace
+    hidden = F.relu(F.linear(x, W_1.T, b_1))
+    if dropout.training and dropout.p > 0:
+        hidden = dropout(hidden)
+    return torch.einsum("blf,fd->bld", hidden, W_2) + b_2
+
+
+def ffn_with_the_modules_settings(x, W_1, b_1, W_2, b_2, dropout):
+    hidden = F.dropout(torch.relu(x @ W_1 + b_1), dropout.p, dropout.training)
+    return hidden @ W_2 + b_2
+
+
+def norm_with_rsqrt(x, gamma, beta, eps):
+    centred = x - x.mean(dim=-1, keepdim=True)
+    return centred * torch.rsqrt((centred * centred).mean(dim=-1, keepdim=True) + eps) * gamma + beta
+
+
+def norm_with_var_mean(x, gamma, beta, eps):
+    var, mean = torch.var_mean(x, dim=-1, keepdim=True, correction=0)
+    return torch.addcmul(beta, gamma, (x - mean) / (var + eps).sqrt())
+
+
+def connection_skipping_a_dropout_of_p_0(x, sublayer, norm, dropout, norm_first=False):
+    out = sublayer(norm(x) if norm_first else x)
+    if dropout.p > 0:
+        out = dropout(out)
+    return x + out if norm_first else norm(x + out)
+
+
+def connection_from_the_norms_attributes(x, sublayer, norm, dropout, norm_first=False):
+    def normalize(t):
+        return F.layer_norm(t, norm.normalized_shape, norm.weight, norm.bias, norm.eps)
+    out = dropout(sublayer(normalize(x) if norm_first else x))
+    return x + out if norm_first else normalize(x + out)
+
+
+def connection_from_gamma_and_beta(x, sublayer, norm, dropout, norm_first=False):
+    def normalize(t):  # exercise 6.2's function with the norm's parameters
+        return course_layer_norm(t, norm.gamma, norm.beta, norm.eps)
+    out = dropout(sublayer(normalize(x) if norm_first else x))
+    return x + out if norm_first else normalize(x + out)
+
+
+def connection_with_the_modules_settings(x, sublayer, norm, dropout, norm_first=False):
+    out = F.dropout(sublayer(norm(x) if norm_first else x), dropout.p, dropout.training)
+    return x + out if norm_first else norm(x + out)
+
+
+def connection_putting_the_mode_back(x, sublayer, norm, dropout, norm_first=False):
+    was = sublayer.training
+    sublayer.eval()  # its own dropout off, then the caller's mode restored
+    out = dropout(sublayer(norm(x) if norm_first else x))
+    sublayer.train(was)
+    return x + out if norm_first else norm(x + out)
+
+
+@pytest.mark.parametrize("check, fn", [
+    (check_feed_forward, ffn_skipping_a_dropout_of_p_0),
+    (check_feed_forward, ffn_reading_the_mode),
+    (check_feed_forward, ffn_with_the_modules_settings),
+    (check_layer_norm, norm_with_rsqrt),
+    (check_layer_norm, norm_with_var_mean),
+    (check_sublayer_connection, connection_skipping_a_dropout_of_p_0),
+    (check_sublayer_connection, connection_from_the_norms_attributes),
+    (check_sublayer_connection, connection_from_gamma_and_beta),
+    (check_sublayer_connection, connection_with_the_modules_settings),
+    (check_sublayer_connection, connection_putting_the_mode_back),
+], ids=lambda v: getattr(v, "__name__", None))
+def test_check_passes_on_other_right_answers(check, fn, capsys):
+    check(fn)
+    out = capsys.readouterr().out
+    assert out.startswith(f"{check.__name__} passed: ") and out.count("\n") == 1
+
+
+def test_the_modules_a_learner_gets_are_the_real_classes_with_their_attributes(capsys):
+    seen = {}
+
+    def ffn_spy(x, W_1, b_1, W_2, b_2, dropout):
+        seen["dropout"] = (isinstance(dropout, nn.Dropout), dropout.p, dropout.inplace, repr(dropout))
+        return course_feed_forward(x, W_1, b_1, W_2, b_2, dropout)
+
+    def connection_spy(x, sublayer, norm, dropout, norm_first=False):
+        seen["norm"] = (isinstance(norm, nn.LayerNorm), norm.normalized_shape, norm.eps,
+                        norm.gamma is norm.weight and norm.beta is norm.bias, repr(norm))
+        seen["sublayer"] = isinstance(sublayer, PositionwiseFeedForward)
+        return course_sublayer_connection(x, sublayer, norm, dropout, norm_first)
+
+    check_feed_forward(ffn_spy)
+    check_sublayer_connection(connection_spy)
+    assert seen["dropout"] == (True, 0.25, False, "Dropout(p=0.25, inplace=False)")
+    assert seen["norm"][:4] == (True, (6,), 1e-5, True)
+    assert seen["norm"][4].startswith("LayerNorm((6,)") and seen["sublayer"]
 
 
 def test_a_check_leaves_the_global_seed_where_it_was(capsys):
@@ -262,6 +363,140 @@ def connection_in_place(x, sublayer, norm, dropout, norm_first=False):
     return x if norm_first else norm(x)
 
 
+# ---------------------------------------------------------------- one wrong answer per class
+# (training mode, gradients, float64, a batch of one, a reused buffer, large offsets, 4-D)
+
+
+def ffn_in_eval_mode(x, W_1, b_1, W_2, b_2, dropout):
+    dropout.eval()  # "to be deterministic", and the caller's dropout stays off
+    return dropout(torch.relu(x @ W_1 + b_1)) @ W_2 + b_2
+
+
+def ffn_with_functional_dropout(x, W_1, b_1, W_2, b_2, dropout):
+    return F.dropout(torch.relu(x @ W_1 + b_1), dropout.p) @ W_2 + b_2  # training=True always
+
+
+@torch.no_grad()
+def ffn_without_gradients(x, W_1, b_1, W_2, b_2, dropout):
+    return dropout(torch.relu(x @ W_1 + b_1)) @ W_2 + b_2
+
+
+def ffn_with_a_frozen_W_1(x, W_1, b_1, W_2, b_2, dropout):
+    return dropout(torch.relu(x @ W_1.detach() + b_1)) @ W_2 + b_2
+
+
+def ffn_as_float(x, W_1, b_1, W_2, b_2, dropout):
+    x, W_1, b_1, W_2, b_2 = (t.float() for t in (x, W_1, b_1, W_2, b_2))  # "for safety"
+    return dropout(torch.relu(x @ W_1 + b_1)) @ W_2 + b_2
+
+
+def ffn_into_zeros(x, W_1, b_1, W_2, b_2, dropout):
+    out = torch.zeros(x.shape)  # float32 whatever x's dtype
+    out += dropout(torch.relu(x @ W_1 + b_1)) @ W_2 + b_2
+    return out
+
+
+def ffn_squeezed(x, W_1, b_1, W_2, b_2, dropout):
+    return dropout(torch.relu(x.squeeze() @ W_1 + b_1)) @ W_2 + b_2
+
+
+_BUFFERS = {}
+
+
+def _buffer(like):
+    key = (tuple(like.shape), like.dtype)
+    if key not in _BUFFERS:
+        _BUFFERS[key] = torch.empty(like.shape, dtype=like.dtype)
+    return _BUFFERS[key]
+
+
+def ffn_in_a_reused_buffer(x, W_1, b_1, W_2, b_2, dropout):
+    out = _buffer(x)  # one buffer per shape, reused by the next call
+    out.copy_(dropout(torch.relu(x @ W_1 + b_1)) @ W_2 + b_2)
+    return out
+
+
+def norm_in_one_pass(x, gamma, beta, eps):
+    mean = x.mean(dim=-1, keepdim=True)
+    var = (x * x).mean(dim=-1, keepdim=True) - mean * mean  # E[x^2] - E[x]^2
+    return gamma * (x - mean) / torch.sqrt(var + eps) + beta
+
+
+def norm_in_one_pass_clamped(x, gamma, beta, eps):
+    mean = x.mean(dim=-1, keepdim=True)
+    var = ((x**2).mean(dim=-1, keepdim=True) - mean**2).clamp(min=0)
+    return gamma * (x - mean) / torch.sqrt(var + eps) + beta
+
+
+def norm_as_float(x, gamma, beta, eps):
+    return _norm()(x.float(), gamma.float(), beta.float(), eps)
+
+
+def norm_as_float_and_back(x, gamma, beta, eps):
+    return _norm()(x.float(), gamma.float(), beta.float(), eps).to(x.dtype)
+
+
+def norm_squeezed(x, gamma, beta, eps):
+    return _norm()(x.squeeze(), gamma, beta, eps)
+
+
+def norm_for_3_or_2_dimensions(x, gamma, beta, eps):
+    d_model = x.size(2) if x.dim() == 3 else x.size(1)
+    mean = x.sum(dim=-1, keepdim=True) / d_model
+    var = ((x - mean) ** 2).sum(dim=-1, keepdim=True) / d_model
+    return gamma * (x - mean) / torch.sqrt(var + eps) + beta
+
+
+@torch.no_grad()
+def norm_without_gradients(x, gamma, beta, eps):
+    return _norm()(x, gamma, beta, eps)
+
+
+def norm_in_a_reused_buffer(x, gamma, beta, eps):
+    out = _buffer(x)
+    out.copy_(_norm()(x, gamma, beta, eps))
+    return out
+
+
+def connection_in_eval_mode(x, sublayer, norm, dropout, norm_first=False):
+    dropout.eval()
+    return (pre if norm_first else post)(x, sublayer, norm, dropout)
+
+
+def connection_with_the_sublayer_in_eval_mode(x, sublayer, norm, dropout, norm_first=False):
+    sublayer.eval()  # left there
+    return (pre if norm_first else post)(x, sublayer, norm, dropout)
+
+
+def connection_with_functional_dropout(x, sublayer, norm, dropout, norm_first=False):
+    out = F.dropout(sublayer(norm(x) if norm_first else x), dropout.p)  # training=True always
+    return x + out if norm_first else norm(x + out)
+
+
+@torch.no_grad()
+def connection_without_gradients(x, sublayer, norm, dropout, norm_first=False):
+    return (pre if norm_first else post)(x, sublayer, norm, dropout)
+
+
+def connection_with_a_detached_sublayer(x, sublayer, norm, dropout, norm_first=False):
+    out = dropout(sublayer(norm(x) if norm_first else x).detach())
+    return x + out if norm_first else norm(x + out)
+
+
+def connection_as_float(x, sublayer, norm, dropout, norm_first=False):
+    return (pre if norm_first else post)(x, sublayer, norm, dropout).float()
+
+
+def connection_squeezed(x, sublayer, norm, dropout, norm_first=False):
+    return (pre if norm_first else post)(x, sublayer, norm, dropout).squeeze()
+
+
+def connection_in_a_reused_buffer(x, sublayer, norm, dropout, norm_first=False):
+    out = _buffer(x)
+    out.copy_((pre if norm_first else post)(x, sublayer, norm, dropout))
+    return out
+
+
 WRONG_ANSWERS = [
     # (check, wrong answer, what the message must say)
     (check_feed_forward, not_done, r"raised NotImplementedError: the exercise is not done"),
@@ -355,6 +590,53 @@ WRONG_ANSWERS = [
     (check_sublayer_connection, connection_hard_coded,
      r"fixed shape \[2, 5, 6\].*size written into your code"),
     (check_sublayer_connection, connection_in_place, r"changed its first argument `x` in place"),
+    # One per class: modes, gradients, dtype, a batch of one, a reused buffer, offsets, 4-D.
+    (check_feed_forward, ffn_in_eval_mode,
+     r"switched dropout from training mode to evaluation mode and left it there"),
+    (check_feed_forward, ffn_with_functional_dropout,
+     r"with the dropout in evaluation mode \(dropout\.training is False\) your function still "
+     r"drops entries: F\.dropout\(t, p\) drops whatever the mode"),
+    (check_feed_forward, ffn_without_gradients,
+     r"returned the output without a gradient \(requires_grad is False\).*@torch\.no_grad\(\)"),
+    (check_feed_forward, ffn_with_a_frozen_W_1, r"no gradient reaches W_1 through the output"),
+    (check_feed_forward, ffn_as_float,
+     r"returned the output as torch\.float32 for torch\.float64 inputs.*from a \.float\(\)"),
+    (check_feed_forward, ffn_into_zeros, r"as torch\.float32 for torch\.float64 inputs"),
+    (check_feed_forward, ffn_squeezed,
+     r"expected \(1, 4, 7\), got \(4, 7\)\. A dimension of size 1 was dropped"),
+    (check_feed_forward, ffn_in_a_reused_buffer,
+     r"a second call of ffn_in_a_reused_buffer, on other inputs, changed the output"),
+    (check_layer_norm, norm_in_one_pass,
+     r"^for features that share a large offset, 1000 \+ a spread of about 1, your result is off "
+     r"by up to .*is the variance computed in one pass"),
+    (check_layer_norm, norm_in_one_pass_clamped, r"is the variance computed in one pass"),
+    (check_layer_norm, norm_as_float, r"as torch\.float32 for torch\.float64 inputs"),
+    (check_layer_norm, norm_as_float_and_back,
+     r"differ by up to .*, about float32's precision.*a step computes in float32"),
+    (check_layer_norm, norm_squeezed,
+     r"expected \(1, 9, 12\), got \(9, 12\)\. A dimension of size 1 was dropped"),
+    (check_layer_norm, norm_for_3_or_2_dimensions,
+     r"(?s)mismatch in norm_for_3_or_2_dimensions\(x of shape \(batch=5, h=2, L=3, d_model=4\).*"
+     r"Hint: it works for \(batch, L, d_model\) and \(L, d_model\) inputs but not for "
+     r"\(batch, h, L, d_model\)"),
+    (check_layer_norm, norm_without_gradients, r"without a gradient \(requires_grad is False\)"),
+    (check_layer_norm, norm_in_a_reused_buffer,
+     r"a second call of norm_in_a_reused_buffer, on other inputs, changed the normalized tensor"),
+    (check_sublayer_connection, connection_in_eval_mode,
+     r"switched dropout from training mode to evaluation mode and left it there"),
+    (check_sublayer_connection, connection_with_the_sublayer_in_eval_mode,
+     r"switched sublayer from training mode to evaluation mode"),
+    (check_sublayer_connection, connection_with_functional_dropout,
+     r"dropout\.training is False\) your function still drops entries"),
+    (check_sublayer_connection, connection_without_gradients,
+     r"without a gradient \(requires_grad is False\)"),
+    (check_sublayer_connection, connection_with_a_detached_sublayer,
+     r"no gradient reaches the sublayer's W_1\.weight"),
+    (check_sublayer_connection, connection_as_float, r"as torch\.float32 for torch\.float64 inputs"),
+    (check_sublayer_connection, connection_squeezed,
+     r"expected \(1, 7, 8\), got \(7, 8\)\. A dimension of size 1 was dropped"),
+    (check_sublayer_connection, connection_in_a_reused_buffer,
+     r"a second call of connection_in_a_reused_buffer, on other inputs, changed the output"),
 ]
 
 

@@ -9,19 +9,25 @@ import torch
 
 from annotated.positional import Embeddings, PositionalEncoding, sinusoidal_table
 from annotated.support.grading.core import (
-    ExerciseFailed, _assert_close, _call, _function, _generic, _hard_coded_hint, _run_on_all_sizes,
-    _same, _shape, _tensor,
+    ExerciseFailed, _aliasing, _assert_close, _call, _function, _generic, _gradients_flow,
+    _hard_coded_hint, _run_on_all_sizes, _same, _same64, _shape, _tensor,
 )
 
-TABLE_SIZES = [(50, 16), (9, 22), (120, 6)]  # (max_len, d_model)
+# (max_len, d_model); the last is longer than a table built once for 512 or 5000 positions.
+TABLE_SIZES = [(50, 16), (9, 22), (120, 6), (5003, 4)]
 # A negative offset in the middle set: M_k shifts back as well as forward.
 SHIFT_SIZES = [dict(k=3, d_model=10), dict(k=-5, d_model=16), dict(k=11, d_model=6)]
-# start = 0 first (a whole sentence), then later starts (decoding one step at a time).
+# start = 0 first (a whole sentence), then later starts (decoding one step at a time), a batch
+# of one sentence, and positions beyond a table built once for 512 or 5000 positions.
 EMBED_SIZES = [
     dict(batch=2, L=5, vocab=11, d_model=6, start=0),
     dict(batch=3, L=4, vocab=9, d_model=10, start=7),
     dict(batch=5, L=2, vocab=13, d_model=8, start=3),
+    dict(batch=1, L=6, vocab=17, d_model=12, start=2),
+    dict(batch=7, L=3, vocab=15, d_model=4, start=5001),
 ]
+# A table built once for a fixed number of positions and sliced: the usual sizes.
+_PRECOMPUTED = (512, 5000)
 SIZE_SETS = {
     "check_sinusoidal_table": [dict(max_len=m, d_model=d) for m, d in TABLE_SIZES],
     "check_shift_matrix": SHIFT_SIZES,
@@ -69,6 +75,13 @@ def _check_table_once(fn: Callable, name: str, max_len: int, d_model: int) -> No
     call = f"{name}(max_len={max_len}, d_model={d_model})"
     got = _tensor(_call(fn, max_len, d_model, roles=("max_len", "d_model")), name, "the table")
     hint = " Rows are positions, columns dimensions." if tuple(got.shape) == (d_model, max_len) else ""
+    if got.dim() == 2 and got.size(1) == d_model and got.size(0) < max_len:
+        raise ExerciseFailed(
+            f"{call} has {got.size(0)} rows, not max_len = {max_len}: is the table built once "
+            f"for {got.size(0)} positions and sliced, table[:max_len]? A longer sentence needs "
+            "more rows than any fixed number: build the table from the max_len argument, "
+            "torch.arange(max_len)."
+        )
     _shape(got, (max_len, d_model), call, hint)
     if got.dtype != torch.float32:
         raise ExerciseFailed(
@@ -81,6 +94,9 @@ def _check_table_once(fn: Callable, name: str, max_len: int, d_model: int) -> No
             f"{name}'s table contains NaN or inf; every entry is a sine or cosine, in [-1, 1]"
         )
     if _same(got, expected, atol=1e-4):
+        # Another call must not overwrite this table (a buffer kept between calls).
+        _aliasing(lambda: _call(fn, max_len + 3, d_model + 2, roles=("max_len", "d_model")), got,
+                  name, "the table")
         return
     two_i = torch.arange(0, d_model, 2, dtype=torch.float64)  # 2i, per pair
     row0 = ", ".join(f"{x:.0f}" for x in got[0, :4].tolist())
@@ -132,8 +148,9 @@ def check_sinusoidal_table(sinusoidal_table_fn: Callable) -> None:
     """Check ``sinusoidal_table(max_len, d_model)`` against the paper's §3.5 formula, on the
     sizes of ``TABLE_SIZES``.
 
-    Diagnoses: wrong shape, a dtype other than float32 (complex, integer and bool named as
-    such), a table off the cpu, sin and cos swapped, sines and cosines in two halves instead
+    Diagnoses: wrong shape, a table with fewer rows than max_len (built once for 512 or 5000
+    positions and sliced), a dtype other than float32 (complex, integer and bool named as
+    such), a table off the cpu, a table a second call overwrites, sin and cos swapped, sines and cosines in two halves instead
     of interleaved, the exponent i/d_model instead of 2i/d_model, a separate frequency for
     the odd dimensions, a missing /d_model, pos multiplied instead of divided, and a d_model
     (or another size) written into the code.
@@ -313,6 +330,9 @@ def _check_shift_once(fn: Callable, name: str, k: int, d_model: int) -> None:
     _assert_close(table[rows] @ got.double().T, table[first + k : first + k + 20],
                   f"sinusoidal_table(...)[pos] @ M_k.T, which should be row pos + k (k={k})",
                   atol=1e-4)
+    # Another call must not overwrite this matrix (a buffer kept between calls).
+    _aliasing(lambda: _call(fn, k + 1, d_model + 2, roles=("k", "d_model")), got, name,
+              "the matrix M_k")
 
 
 def _shift_hint(passed: list, sizes: dict, message: str) -> str:
@@ -324,7 +344,8 @@ def check_shift_matrix(shift_matrix_fn: Callable) -> None:
     """Check ``shift_matrix(k, d_model)``, the block-diagonal rotation M_k with
     PE(pos + k) = PE(pos) @ M_k.T, on the sizes of ``SHIFT_SIZES`` (one k negative).
 
-    Diagnoses: wrong shape, a dtype other than float32 or float64, NaN, the transpose (the
+    Diagnoses: wrong shape, a dtype other than float32 or float64, NaN, a matrix a second
+    call overwrites, the transpose (the
     rotation by -k omega), sin and cos swapped in the blocks, blocks pairing i with i +
     d_model/2, frequencies in reverse order, a frequency per row or per column instead of
     per pair, the exponent i/d_model, M_1 whatever k, a k or a d_model written into the
@@ -374,6 +395,33 @@ def _embedding_scale(got: torch.Tensor, vectors: torch.Tensor, positions: torch.
     )
 
 
+def _squeezed(got: torch.Tensor, shape: tuple) -> str:
+    """A hint when ``got`` has the expected shape without its dimensions of size 1."""
+    if 1 in shape and tuple(got.shape) == tuple(n for n in shape if n != 1):
+        return (" A dimension of size 1 was dropped (a batch of one sentence): a squeeze() "
+                "removes every dimension of size 1; leave the shape as it is, or squeeze(dim) "
+                "only a dimension you added yourself.")
+    return ""
+
+
+def _check_embed_sizes(fn: Callable, name: str, sizes: dict, g: torch.Generator) -> None:
+    """``_check_embed_once``; past the positions of a table built once for 512 or 5000 of them,
+    a failure no known mistake explains says so."""
+    last = sizes["start"] + sizes["L"] - 1
+    try:
+        _check_embed_once(fn, name, sizes, g)
+    except ExerciseFailed as err:
+        fixed = " or ".join(str(n) for n in _PRECOMPUTED if n <= last)
+        if not fixed or not getattr(err, "generic", False):
+            raise
+        raise _generic(
+            f"{err}\nHint: this call needs the encodings of positions up to start + L - 1 = "
+            f"{last}, beyond a table built once for {fixed} positions (PositionalEncoding's "
+            "max_len = 5000): build the table for the positions the call needs, "
+            "sinusoidal_table(start + L, d_model)."
+        ) from None
+
+
 def _check_embed_once(fn: Callable, name: str, sizes: dict, g: torch.Generator) -> None:
     batch, L, vocab = sizes["batch"], sizes["L"], sizes["vocab"]
     d_model, start = sizes["d_model"], sizes["start"]
@@ -392,8 +440,12 @@ def _check_embed_once(fn: Callable, name: str, sizes: dict, g: torch.Generator) 
     result = _call(fn, tokens, weight, start, roles=("tokens", "weight", "start"),
                    hints=(_TOKEN_INDEX,))
     got = _tensor(result, name, "the vectors", like=weight)
-    _shape(got, (batch, L, d_model), call)
+    _shape(got, (batch, L, d_model), call, _squeezed(got, (batch, L, d_model)))
     if _same(got, expected):
+        # Another call must not overwrite these vectors (a buffer kept between calls).
+        other = torch.randint(vocab, (batch, L), generator=g)
+        _aliasing(lambda: _call(fn, other, weight, start, roles=("tokens", "weight", "start")),
+                  got, name, "the vectors")
         return
     # float64 versions of both terms, for the mistakes.
     table = sinusoidal_table(max(vocab, start + L + 1, start + batch) + 1, d_model).double()
@@ -446,7 +498,42 @@ def _check_embed_once(fn: Callable, name: str, sizes: dict, g: torch.Generator) 
     _assert_close(got, expected, call)
 
 
+def _check_embed_float64(fn: Callable, name: str, g: torch.Generator) -> None:
+    """One pass with a float64 weight that requires grad, as a trained embedding does: the
+    vectors must come back float64, their embedding part exact to float64 precision (the
+    positions may come from the float32 table), and the gradient must reach the weight."""
+    sizes = EMBED_SIZES[0]
+    batch, L, vocab = sizes["batch"], sizes["L"], sizes["vocab"]
+    d_model, start = sizes["d_model"], sizes["start"]
+    tokens = torch.randint(vocab, (batch, L), generator=g)
+    # Entries of about 100: float32 rounds their scaled values by about 1e-5, far above the
+    # float32 table's 1e-7, so a float32 step on the embeddings shows.
+    weight = (torch.randn(vocab, d_model, generator=g) * 100).double().requires_grad_()
+    call = (f"{name}(tokens of shape (batch={batch}, L={L}), a float64 weight of shape "
+            f"(vocab={vocab}, d_model={d_model}) that requires grad, start={start})")
+    got = _tensor(_call(fn, tokens, weight, start, roles=("tokens", "weight", "start")), name,
+                  "the vectors", like=weight)
+    _shape(got, (batch, L, d_model), call, _squeezed(got, (batch, L, d_model)))
+    table = sinusoidal_table(start + L, d_model)[start:].double()
+    expected = weight[tokens] * math.sqrt(d_model) + table
+    if not _same64(got, expected) and not torch.allclose(got.detach(), expected.detach(),
+                                                          atol=2e-6, rtol=0):
+        worst = float((got.detach() - expected.detach()).abs().max())
+        if _same(got, expected, atol=1e-3):
+            raise _generic(
+                f"{call}: your vectors differ from weight[tokens] * sqrt(d_model) + PE by up to "
+                f"{worst:.1e}, float32's rounding of embeddings of about 100 (a float64 "
+                "computation is exact to 1e-12, the float32 table adds 1e-7 at most): a step "
+                "computes in float32 and converts back. Look for a .float() or a tensor created "
+                "without dtype=: keep weight[tokens] * math.sqrt(d_model) in weight's dtype."
+            )
+        _assert_close(got, expected.detach(), call)
+    _gradients_flow(got, {"weight": weight}, name, "the vectors")
+
+
 def _embed_hint(passed: list, sizes: dict, message: str) -> str:
+    if "beyond a table built once" in message:  # the message already says what to do
+        return ""
     return _hard_coded_hint(
         passed, sizes, message, "Read the sizes from the inputs: batch, L = tokens.shape and "
         "d_model = weight.size(1), and use the start you are given.")
@@ -455,9 +542,14 @@ def _embed_hint(passed: list, sizes: dict, message: str) -> str:
 def check_embed_with_positions(embed_with_positions_fn: Callable) -> None:
     """Check ``embed_with_positions(tokens, weight, start)``: weight[tokens] * sqrt(d_model)
     plus rows start .. start + L - 1 of the sinusoidal table, against the course's
-    ``Embeddings`` followed by ``PositionalEncoding`` (dropout 0), on ``EMBED_SIZES``.
+    ``Embeddings`` followed by ``PositionalEncoding`` (dropout 0), on ``EMBED_SIZES`` (one a
+    batch of one sentence, one with positions past 5000), then once with a float64 weight
+    that requires grad.
 
-    Diagnoses: wrong shape, dtype or device, an input changed in place, a missing scale, the
+    Diagnoses: wrong shape (a batch of one squeezed away), dtype or device, an input changed
+    in place, positions beyond a table built once for 512 or 5000 of them (hint), vectors a
+    second call overwrites, a float64 weight computed in float32, no gradient to the weight
+    (@torch.no_grad(), .detach()), a missing scale, the
     scale d_model or 1/sqrt(d_model), the positions scaled too, no positions, positions from
     0 whatever start, positions counted from 1, positions indexed by token ids, positions
     along the batch (the (L, batch, d_model) convention), a factor that is the square root of
@@ -466,11 +558,13 @@ def check_embed_with_positions(embed_with_positions_fn: Callable) -> None:
     name = _function(embed_with_positions_fn, "check_embed_with_positions", "embed_with_positions")
     g = torch.Generator().manual_seed(0)
     with torch.random.fork_rng():  # building the course's modules must not move the learner's seed
-        _run_on_all_sizes(lambda sizes: _check_embed_once(embed_with_positions_fn, name, sizes, g),
+        _run_on_all_sizes(lambda sizes: _check_embed_sizes(embed_with_positions_fn, name, sizes, g),
                           EMBED_SIZES, _embed_hint)
+        _check_embed_float64(embed_with_positions_fn, name, g)
     print(
         f"check_embed_with_positions passed: {name} gives weight[tokens] * sqrt(d_model) plus "
         f"the encodings of positions start .. start + L - 1, as the course's Embeddings and "
         f"PositionalEncoding do, for {len(EMBED_SIZES)} sets of sizes (start = "
-        f"{', '.join(str(s['start']) for s in EMBED_SIZES)})."
+        f"{', '.join(str(s['start']) for s in EMBED_SIZES)}), and keeps a float64 weight's "
+        "dtype and its gradient."
     )

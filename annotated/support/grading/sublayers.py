@@ -5,9 +5,21 @@
 
 The network, the norm and the dropout a learner's function receives are the check's own
 modules: each records what it is called with, so the check can say which one was never
-called, or called on the wrong tensor. The dropout is a stand-in that zeroes the same
-entries at every call (and scales the rest by 1/(1 - p), as ``nn.Dropout`` in training),
-so where it acts shows in the result and the result is deterministic.
+called, or called on the wrong tensor. They are the real classes, so every attribute a
+learner may read is there: the dropout is an ``nn.Dropout`` (``p``, ``inplace``,
+``training``) that zeroes the same entries at every call (and scales the rest by 1/(1 - p),
+as ``nn.Dropout`` in training), so where it acts shows in the result and the result is
+deterministic, and returns its input in evaluation mode; the norm is an ``nn.LayerNorm``
+(``normalized_shape``, ``eps``, ``weight``, ``bias``) that also answers to the course's
+``gamma`` and ``beta``. A dropout drawn with ``F.dropout(t, dropout.p, dropout.training)``
+from the module's own settings is right too: the checks seed the global generator before
+each call and draw the same mask again (leaving the generator as they found it).
+
+Besides the sizes of each check's ``SIZE_SETS``, every check calls the learner's function
+again on another input (a second call must not overwrite the first result), with the
+modules in evaluation mode where there are modules (nothing may drop, and no call may leave
+a module in another mode), and once in float64 with inputs that require grad (the result
+stays float64, equals the course's to float64 precision, and passes gradients back).
 """
 
 import itertools
@@ -21,64 +33,155 @@ from annotated.feed_forward import PositionwiseFeedForward
 from annotated.layer_norm import LayerNorm
 from annotated.residual import SublayerConnection
 from annotated.support.grading.core import (
-    ExerciseFailed, _assert_close, _call, _function, _generic, _hard_coded_hint, _run_on_all_sizes,
-    _same, _shape, _tensor,
+    ExerciseFailed, _aliasing, _assert_close, _assert_close64, _call, _float64, _function, _generic,
+    _gradients_flow, _hard_coded_hint, _modes, _modes_kept, _run_on_all_sizes, _same, _same64, _shape,
+    _sizes, _tensor,
 )
 
 FFN_SIZES = [
     dict(batch=2, L=3, d_model=6, d_ff=10),
     dict(batch=4, L=5, d_model=8, d_ff=12),
     dict(batch=3, L=7, d_model=5, d_ff=9),
+    dict(batch=1, L=4, d_model=7, d_ff=11),  # one sentence: a squeeze() drops its batch
 ]
-# Two (batch, L, d_model) sets, then one sentence alone, (L, d_model).
-NORM_SIZES = [dict(batch=2, L=5, d_model=8), dict(batch=3, L=4, d_model=6), dict(L=7, d_model=10)]
-SUBLAYER_SIZES = [dict(batch=2, L=5, d_model=6), dict(batch=3, L=4, d_model=10)]
+# Two (batch, L, d_model) sets, a batch of one sentence, one sentence alone, (L, d_model), and
+# an extra leading dimension (batch, h, L, d_model): layer norm acts on the last dimension only.
+NORM_SIZES = [dict(batch=2, L=5, d_model=8), dict(batch=3, L=4, d_model=6),
+              dict(batch=1, L=9, d_model=12), dict(L=7, d_model=10),
+              dict(batch=5, h=2, L=3, d_model=4)]
+NORM_OFFSET = 1000.0  # the common offset of the features in the float32 pass that tests it
+SUBLAYER_SIZES = [dict(batch=2, L=5, d_model=6), dict(batch=3, L=4, d_model=10),
+                  dict(batch=1, L=7, d_model=8)]
 SIZE_SETS = {
     "check_feed_forward": FFN_SIZES,
     "check_layer_norm": NORM_SIZES,
     "check_sublayer_connection": SUBLAYER_SIZES,
 }
 DROPOUT_P = 0.25  # of the stand-in dropout
+# The global seed set before each call of a learner's function: a dropout drawn with
+# F.dropout(t, dropout.p, dropout.training), from the module's own settings, then draws a mask
+# the check can draw again (the check leaves the global generator as it found it).
+_SEED = 20170612
 
 
-class _Recorded(nn.Module):
-    """``module``, with a record of every tensor it was called with; ``label`` is how a
-    message shows it."""
+def _named(name: str):
+    """Give a stand-in the name of the class it stands for, in reprs and in messages."""
+    def rename(cls):
+        cls.__name__ = cls.__qualname__ = name
+        cls._get_name = lambda self: name
+        return cls
+    return rename
 
-    def __init__(self, module: Callable, label: str):
-        super().__init__()
-        self.module, self.label = module, label
+
+@_named("Dropout")
+class _FixedDropout(nn.Dropout):
+    """A real ``nn.Dropout`` (``p``, ``inplace``, ``training``, ``train()`` and ``eval()``, its
+    repr, ``isinstance(dropout, nn.Dropout)``) that zeroes the same entries at every call (a
+    fixed pattern per shape) and multiplies the others by 1/(1 - p), as nn.Dropout does in
+    training; in evaluation mode, or with p = 0, it returns its input, as nn.Dropout does. It
+    records the tensors it is called with in ``inputs``."""
+
+    def __init__(self, p: float = DROPOUT_P, seed: int = 0):
+        super().__init__(p)
+        self.seed = seed
         self.inputs: list[torch.Tensor] = []
 
-    def __repr__(self) -> str:
-        return self.label
+    def keep(self, shape: torch.Size) -> torch.Tensor:
+        """The fixed pattern for ``shape``: True where an entry is kept."""
+        shape_seed = sum(n * 7919**i for i, n in enumerate(shape))
+        g = torch.Generator().manual_seed(self.seed + shape_seed)
+        return torch.rand(shape, generator=g) >= self.p
 
     def forward(self, t: torch.Tensor) -> torch.Tensor:
         self.inputs.append(t.detach().clone())
-        return self.module(t)
+        if not self.training or self.p == 0:
+            return t
+        if self.inplace:
+            return t.mul_(self.keep(t.shape).to(t.device, t.dtype)).div_(1 - self.p)
+        return t * self.keep(t.shape).to(t.device, t.dtype) / (1 - self.p)
 
 
-class _FixedDropout(nn.Module):
-    """Dropout that zeroes the same entries at every call (a fixed pattern per shape) and
-    multiplies the others by 1/(1 - p), as nn.Dropout does in training."""
+@_named("LayerNorm")
+class _Norm(nn.LayerNorm):
+    """A real ``nn.LayerNorm`` (``normalized_shape``, ``eps``, ``weight``, ``bias``,
+    ``elementwise_affine``) that also answers to the course's names for its parameters,
+    ``gamma`` and ``beta``, and records the tensors it is called with in ``inputs``."""
 
-    def __init__(self, p: float = DROPOUT_P, seed: int = 0):
-        super().__init__()
-        self.p, self.seed = p, seed
+    def __init__(self, d_model: int):
+        super().__init__(d_model)
+        self.inputs: list[torch.Tensor] = []
+
+    gamma = property(lambda self: self.weight)
+    beta = property(lambda self: self.bias)
 
     def forward(self, t: torch.Tensor) -> torch.Tensor:
-        shape_seed = sum(n * 7919**i for i, n in enumerate(t.shape))
-        g = torch.Generator().manual_seed(self.seed + shape_seed)
-        keep = torch.rand(t.shape, generator=g) >= self.p
-        return t * keep.to(t.device, t.dtype) / (1 - self.p)
+        self.inputs.append(t.detach().clone())
+        return super().forward(t)
 
 
-def _called(what: str, recorded: _Recorded, name: str, use: str) -> None:
+@_named("PositionwiseFeedForward")
+class _Sublayer(PositionwiseFeedForward):
+    """The course's feed-forward network, recording the tensors it is called with."""
+
+    def __init__(self, d_model: int, d_ff: int):
+        super().__init__(d_model, d_ff)
+        self.inputs: list[torch.Tensor] = []
+
+    def forward(self, t: torch.Tensor) -> torch.Tensor:
+        self.inputs.append(t.detach().clone())
+        return super().forward(t)
+
+
+def _seeded_keep(shape: torch.Size, dtype: torch.dtype, p: float = DROPOUT_P) -> torch.Tensor:
+    """The mask F.dropout(t, p, training=True) draws right after torch.manual_seed(_SEED), with
+    its 1/(1 - p): what a learner's F.dropout(t, dropout.p, dropout.training) multiplies by."""
+    with torch.random.fork_rng():
+        torch.manual_seed(_SEED)
+        return F.dropout(torch.ones(shape, dtype=dtype), p, True)
+
+
+def _seeded_call(fn: Callable, *args, **kwargs):
+    """``_call`` with the global seed at ``_SEED``, so that a dropout drawn from the global
+    generator draws the mask of ``_seeded_keep``."""
+    torch.manual_seed(_SEED)
+    return _call(fn, *args, **kwargs)
+
+
+def _called(what: str, recorded: nn.Module, name: str, use: str) -> None:
     """Refuse a module that was never called."""
     if not recorded.inputs:
         raise ExerciseFailed(
             f"{name} never called the {what} it was given: {use}"
         )
+
+
+def _weights(t: torch.Tensor) -> torch.Tensor:
+    return (torch.arange(t.numel(), dtype=t.dtype) % 7 - 3).view(t.shape)
+
+
+def _same_gradients(got: torch.Tensor, expected: torch.Tensor, inputs: dict, name: str,
+                    what: str) -> None:
+    """Gradients of a fixed weighted sum of ``got`` must reach each of ``inputs`` (name -> a
+    float64 tensor that requires grad) and equal those of ``expected``, the course's result
+    from the same inputs: a function decorated @torch.no_grad(), or one that cuts part of the
+    graph (.detach(), .data), is named."""
+    if not got.requires_grad:
+        _gradients_flow(got, inputs, name, what)  # names the missing gradient
+    leaves = list(inputs.values())
+    mine = torch.autograd.grad((got * _weights(got)).sum(), leaves, allow_unused=True,
+                               retain_graph=True)
+    reference = torch.autograd.grad((expected * _weights(expected)).sum(), leaves,
+                                    allow_unused=True)
+    if any(a is None or not a.any() for a in mine):
+        _gradients_flow(got, inputs, name, what)  # names the input no gradient reaches
+    for n, a, b in zip(inputs, mine, reference):
+        if not _same64(a, b):
+            raise ExerciseFailed(
+                f"the gradient of {what} of {name} with respect to {n} differs from the course's "
+                f"(by up to {float((a - b).abs().max()):.2g}): part of the computation is cut "
+                "from the graph, so training would learn through some paths only. Remove "
+                ".detach(), .data and torch.no_grad() from the function."
+            )
 
 
 # ---------------------------------------------------------------- the feed-forward network (6.1)
@@ -91,13 +194,66 @@ _FFN_MATMUL = (
 )
 
 
-def _check_ffn_once(fn: Callable, name: str, sizes: dict, g: torch.Generator) -> None:
+def _ffn_inputs(sizes: dict, g: torch.Generator) -> tuple:
     batch, L, d_model, d_ff = sizes["batch"], sizes["L"], sizes["d_model"], sizes["d_ff"]
     x = torch.randn(batch, L, d_model, generator=g)
     W_1 = torch.randn(d_model, d_ff, generator=g) / d_model**0.5
     b_1 = torch.randn(d_ff, generator=g)
     W_2 = torch.randn(d_ff, d_model, generator=g) / d_ff**0.5
     b_2 = torch.randn(d_model, generator=g)
+    return x, W_1, b_1, W_2, b_2
+
+
+def _ffn_formula(x, W_1, b_1, W_2, b_2, drop: Callable) -> torch.Tensor:
+    """The course's network on the given tensors (gradients flow to them), nn.Linear's way."""
+    return F.linear(drop(F.linear(x, W_1.T, b_1).relu()), W_2.T, b_2)
+
+
+def _squeezed(got: torch.Tensor, shape: tuple) -> str:
+    """A hint when ``got`` has the expected shape without its dimensions of size 1."""
+    if 1 in shape and tuple(got.shape) == tuple(n for n in shape if n != 1):
+        return (" A dimension of size 1 was dropped (a batch of one sentence): a squeeze() "
+                "removes every dimension of size 1; leave the shape as it is, or squeeze(dim) "
+                "only a dimension you added yourself.")
+    return ""
+
+
+def _ffn_call(fn: Callable, name: str, args: tuple, dropout: _FixedDropout) -> torch.Tensor:
+    """Call the learner's network with the stand-in ``dropout`` (its record emptied first) and
+    check that the call left the dropout's mode as it was."""
+    box = nn.ModuleDict(dict(dropout=dropout))
+    before = _modes(box)
+    dropout.inputs.clear()
+    roles = ("x", "W_1", "b_1", "W_2", "b_2", "dropout")
+    result = _seeded_call(fn, *args, dropout, roles=roles, hints=(_FFN_MATMUL,))
+    _modes_kept(box, before, name)
+    x = args[0]
+    got = _tensor(result, name, "the output", like=x)
+    shape = (*x.shape[:-1], args[3].size(1))
+    _shape(got, shape, _ffn_describe(name, args), _squeezed(got, shape))
+    return got
+
+
+def _ffn_describe(name: str, args: tuple) -> str:
+    x, W_1 = args[0], args[1]
+    d_model, d_ff = W_1.shape
+    batch, L = x.shape[:2]
+    dtype = "" if x.dtype == torch.float32 else f", all {x.dtype}"
+    return (f"{name}(x of shape (batch={batch}, L={L}, d_model={d_model}), W_1 ({d_model}, "
+            f"{d_ff}), b_1, W_2 ({d_ff}, {d_model}), b_2, dropout{dtype})")
+
+
+_FUNCTIONAL_EVAL = (
+    "with the dropout in evaluation mode (dropout.training is False) your function still drops "
+    "entries: F.dropout(t, p) drops whatever the mode, as its training argument is True by "
+    "default. Call the module, dropout(t), which follows the mode (or pass "
+    "training=dropout.training)."
+)
+
+
+def _check_ffn_once(fn: Callable, name: str, sizes: dict, g: torch.Generator) -> None:
+    batch, L, d_model, d_ff = sizes["batch"], sizes["L"], sizes["d_model"], sizes["d_ff"]
+    x, W_1, b_1, W_2, b_2 = args = _ffn_inputs(sizes, g)
     dropout = _FixedDropout(seed=1)
 
     # The course's module with the same numbers: nn.Linear holds W^T; the stand-in dropout.
@@ -111,24 +267,23 @@ def _check_ffn_once(fn: Callable, name: str, sizes: dict, g: torch.Generator) ->
     with torch.no_grad():
         expected = course(x)  # (batch, L, d_model)
 
-    recorded = _Recorded(dropout, "dropout")
-    call = (f"{name}(x of shape (batch={batch}, L={L}, d_model={d_model}), "
-            f"W_1 ({d_model}, {d_ff}), b_1, W_2 ({d_ff}, {d_model}), b_2, dropout)")
-    roles = ("x", "W_1", "b_1", "W_2", "b_2", "dropout")
-    result = _call(fn, x, W_1, b_1, W_2, b_2, recorded, roles=roles, hints=(_FFN_MATMUL,))
-    got = _tensor(result, name, "the output", like=x)
-    _shape(got, (batch, L, d_model), call)
-    if _same(got, expected):
-        if len(recorded.inputs) != 1:
-            raise ExerciseFailed(f"{name} called dropout {len(recorded.inputs)} times; call it "
+    call = _ffn_describe(name, args)
+    got = _ffn_call(fn, name, args, dropout)
+    inputs = list(dropout.inputs)
+    hidden = x.double() @ W_1.double() + b_1.double()  # (batch, L, d_ff), before the ReLU
+    functional = (_seeded_keep(hidden.shape, x.dtype).double() if not inputs else None)
+    if _same(got, expected) or (functional is not None and _same(
+            got, (hidden.relu() * functional) @ W_2.double() + b_2.double())):
+        # Right (the dropout module, or F.dropout with the module's p and mode).
+        if len(inputs) > 1:
+            raise ExerciseFailed(f"{name} called dropout {len(inputs)} times; call it "
                                  "once, on the ReLU's output.")
+        _ffn_other_calls(fn, name, args, g, got, functional)
         return
 
     # float64 pieces, for the mistakes; the stand-in dropout zeroes the same entries again.
     xd, W_1d, b_1d, W_2d, b_2d = (t.double() for t in (x, W_1, b_1, W_2, b_2))
     drop = dropout
-    hidden = xd @ W_1d + b_1d  # (batch, L, d_ff), before the ReLU
-    inputs = recorded.inputs
     if not inputs:
         raise ExerciseFailed(
             f"{name} never called the dropout it was given: the course applies it to the ReLU's "
@@ -183,9 +338,8 @@ def _check_ffn_once(fn: Callable, name: str, sizes: dict, g: torch.Generator) ->
     # Position-wise: changing one position may change that position's output only.
     other = x.clone()
     other[:, 0] = torch.randn(batch, d_model, generator=g)
-    again = _tensor(_call(fn, other, W_1, b_1, W_2, b_2, _FixedDropout(seed=1), roles=roles),
-                    name, "the output", like=x)
-    if again.shape == got.shape and not torch.equal(again[:, 1:], got[:, 1:]):
+    again = _ffn_call(fn, name, (other, *args[1:]), _FixedDropout(seed=1))
+    if not torch.equal(again[:, 1:], got[:, 1:]):
         raise ExerciseFailed(
             "your network mixes positions: changing the input at position 0 changed the output "
             "at other positions. The network acts on every position's vector on its own: matrix "
@@ -193,6 +347,43 @@ def _check_ffn_once(fn: Callable, name: str, sizes: dict, g: torch.Generator) ->
             "into the features."
         )
     _assert_close(got, expected, call)
+
+
+def _ffn_other_calls(fn: Callable, name: str, args: tuple, g: torch.Generator,
+                     got: torch.Tensor, functional: torch.Tensor | None) -> None:
+    """After a right result in training mode: another input must not overwrite it, and with
+    the dropout in evaluation mode the network must not drop."""
+    x, W_1, b_1, W_2, b_2 = args
+    other = torch.randn(x.shape, generator=g)
+    _aliasing(lambda: _ffn_call(fn, name, (other, *args[1:]), _FixedDropout(seed=1)), got, name,
+              "the output")
+    dropout = _FixedDropout(seed=1).eval()
+    got = _ffn_call(fn, name, args, dropout)
+    expected = _ffn_formula(*(t.double() for t in args), lambda t: t)
+    if _same(got, expected):
+        return
+    hidden = (x.double() @ W_1.double() + b_1.double()).relu()
+    if not dropout.inputs and _same(
+            got, (hidden * _seeded_keep(hidden.shape, x.dtype)) @ W_2.double() + b_2.double()):
+        raise ExerciseFailed(_FUNCTIONAL_EVAL)
+    _assert_close(got, expected, f"{_ffn_describe(name, args)}, with the dropout in evaluation "
+                  "mode (where it returns its input)")
+
+
+def _check_ffn_float64(fn: Callable, name: str, g: torch.Generator) -> None:
+    """One pass in float64, with inputs that require grad: the output must stay float64, equal
+    the course's to float64 precision, and pass gradients back to x and every weight."""
+    args = tuple(t.double().requires_grad_() for t in _ffn_inputs(FFN_SIZES[0], g))
+    dropout = _FixedDropout(seed=1)
+    got = _ffn_call(fn, name, args, dropout)
+    if dropout.inputs:
+        expected = _ffn_formula(*args, dropout)
+    else:  # F.dropout with the module's p and mode
+        keep = _seeded_keep((*args[0].shape[:-1], args[1].size(1)), torch.float64)
+        expected = _ffn_formula(*args, lambda t: t * keep)
+    _assert_close64(got.detach(), expected.detach(), _ffn_describe(name, args))
+    _same_gradients(got, expected, dict(zip(("x", "W_1", "b_1", "W_2", "b_2"), args)), name,
+                    "the output")
 
 
 def _ffn_hint(passed: list, sizes: dict, message: str) -> str:
@@ -205,21 +396,27 @@ def check_feed_forward(feed_forward: Callable) -> None:
     course's optional dropout on the hidden layer, against ``PositionwiseFeedForward`` on
     the sizes of ``FFN_SIZES``.
 
-    Diagnoses: wrong shape, dtype or device, an input changed in place, transposed weights
-    (the product's error, with a hint), dropout never called, on the input, after the second
-    layer or called twice, a ReLU after the second layer (too, or instead), no ReLU, GELU,
-    b_1 or b_2 or both missing, b_1 after the ReLU, positions that mix, and sizes written
-    into the code.
+    Diagnoses: wrong shape (a batch of one squeezed away), dtype or device, an input changed
+    in place, transposed weights (the product's error, with a hint), dropout never called,
+    on the input, after the second layer or called twice, a ReLU after the second layer
+    (too, or instead), no ReLU, GELU, b_1 or b_2 or both missing, b_1 after the ReLU,
+    positions that mix, sizes written into the code, a result a second call overwrites,
+    the dropout's mode changed (dropout.eval()), F.dropout dropping in evaluation mode, a
+    float64 input computed in float32, and gradients that do not reach x or a weight
+    (@torch.no_grad(), .detach()). Reading ``dropout.p`` or ``dropout.training``, and
+    F.dropout with the module's p and mode, are accepted.
     """
     name = _function(feed_forward, "check_feed_forward", "feed_forward")
     g = torch.Generator().manual_seed(0)
     with torch.random.fork_rng():  # building the course's module must not move the learner's seed
         _run_on_all_sizes(lambda sizes: _check_ffn_once(feed_forward, name, sizes, g), FFN_SIZES,
                           _ffn_hint)
+        _check_ffn_float64(feed_forward, name, g)
     print(
         f"check_feed_forward passed: {name} computes max(0, x W_1 + b_1) W_2 + b_2 with dropout on "
         f"the hidden layer, as the course's PositionwiseFeedForward does, for {len(FFN_SIZES)} "
-        "sets of sizes."
+        "sets of sizes, with the dropout in training and in evaluation mode, and in float64 with "
+        "gradients reaching x and the weights."
     )
 
 
@@ -236,7 +433,7 @@ def _norm_input(sizes: dict, g: torch.Generator) -> torch.Tensor:
     """Positions of very different scales and offsets, one of them constant (variance 0) and one
     of standard deviation 0.01, where eps = 1e-5 inside or outside the square root differs."""
     d_model = sizes["d_model"]
-    lead = (sizes["batch"], sizes["L"]) if "batch" in sizes else (sizes["L"],)
+    lead = tuple(n for k, n in sizes.items() if k != "d_model")  # (batch, h, L), (batch, L) or (L,)
     x = torch.randn(*lead, d_model, generator=g)
     count = x[..., 0].numel()
     scales = torch.tensor([0.01, 1.0, 5.0, 0.3, 20.0])[torch.arange(count) % 5].view(*lead, 1)
@@ -348,8 +545,11 @@ def _check_norm_once(fn: Callable, name: str, sizes: dict, g: torch.Generator) -
         call = f"{name}(x of shape ({shape}), gamma, beta, eps={eps})"
         got = _tensor(_call(fn, x, gamma, beta, eps, roles=roles, hints=(_KEEPDIM,)), name,
                       "the normalized tensor", like=x)
-        _shape(got, tuple(x.shape), call)
+        _shape(got, tuple(x.shape), call, _squeezed(got, tuple(x.shape)))
         if _same(got, expected):
+            if eps == 1e-5:  # another input must not overwrite this result
+                _aliasing(lambda: _call(fn, x * 2 + 1, gamma, beta, eps, roles=roles), got, name,
+                          "the normalized tensor")
             continue
         constant = x.view(-1, d_model)[1]
         if got.view(-1, d_model)[1].isnan().any() and got.view(-1, d_model)[2:].isfinite().all():
@@ -371,12 +571,69 @@ def _check_norm_once(fn: Callable, name: str, sizes: dict, g: torch.Generator) -
         _assert_close(got, expected, call)
 
 
+def _check_norm_offset(fn: Callable, name: str, g: torch.Generator) -> None:
+    """float32 features that share a large offset (NORM_OFFSET, spread about 1): a variance
+    computed in one pass, mean(x^2) - mean(x)^2, loses every digit there."""
+    sizes = NORM_SIZES[0]
+    d_model = sizes["d_model"]
+    x = torch.randn(sizes["batch"], sizes["L"], d_model, generator=g) + NORM_OFFSET
+    gamma = torch.rand(d_model, generator=g) * 1.5 + 0.5
+    beta = torch.randn(d_model, generator=g)
+    eps = 1e-5
+    call = (f"{name}(x of shape ({_sizes(sizes)}), every feature {NORM_OFFSET:.0f} + a spread "
+            f"of about 1, gamma, beta, eps={eps})")
+    got = _tensor(_call(fn, x, gamma, beta, eps, roles=("x", "gamma", "beta", "eps")), name,
+                  "the normalized tensor", like=x)
+    _shape(got, tuple(x.shape), call)
+    expected = F.layer_norm(x.double(), (d_model,), gamma.double(), beta.double(), eps)
+    # float32 rounds x's mean to about 1e-4 of the spread here (F.layer_norm and the course's
+    # LayerNorm are off by 1.5e-4 at most); one pass is off by 0.1 to 1, or NaN.
+    if _same(got, expected, atol=2e-3):
+        return
+    error = (got.double() - expected).abs().nan_to_num(float("inf")).max()
+    raise ExerciseFailed(
+        f"for features that share a large offset, {NORM_OFFSET:.0f} + a spread of about 1, "
+        f"your result is off by up to {float(error):.2g} (the course's float32 LayerNorm by "
+        "less than 2e-4): is the variance computed in one pass, mean(x**2) - mean(x)**2? Both "
+        f"terms are near {NORM_OFFSET**2:.0e} and agree in their first 6 digits, about what "
+        "float32 keeps, so their difference is mostly rounding (it can even come out negative, "
+        "and its square root NaN). Subtract the mean first: ((x - mean) ** 2).mean(dim=-1, "
+        "keepdim=True), or x.var(dim=-1, keepdim=True, unbiased=False)."
+    )
+
+
+def _check_norm_float64(fn: Callable, name: str, g: torch.Generator) -> None:
+    """One pass in float64, with x, gamma and beta requiring grad: the result must stay
+    float64, equal F.layer_norm to float64 precision, and pass gradients back to all three."""
+    sizes = NORM_SIZES[0]
+    d_model = sizes["d_model"]
+    x = _norm_input(sizes, g).double().requires_grad_()
+    gamma = (torch.rand(d_model, generator=g) * 1.5 + 0.5).double().requires_grad_()
+    beta = torch.randn(d_model, generator=g).double().requires_grad_()
+    eps = 1e-5
+    call = f"{name}(x of shape ({_sizes(sizes)}), gamma, beta all float64, eps={eps})"
+    got = _tensor(_call(fn, x, gamma, beta, eps, roles=("x", "gamma", "beta", "eps")), name,
+                  "the normalized tensor", like=x)
+    _shape(got, tuple(x.shape), call)
+    expected = F.layer_norm(x, (d_model,), gamma, beta, eps)
+    _assert_close64(got.detach(), expected.detach(), call)
+    _same_gradients(got, expected, {"x": x, "gamma": gamma, "beta": beta}, name,
+                    "the normalized tensor")
+
+
 def _norm_hint(passed: list, sizes: dict, message: str) -> str:
-    if "batch" not in sizes and "batch" in passed[-1]:
+    if "batch" not in sizes and any("batch" in p for p in passed):
         return (
             "\nHint: it works for (batch, L, d_model) inputs but not for a single sentence "
             "(L, d_model): compute the statistics over the last dimension, dim=-1, whatever "
             "comes in front."
+        )
+    if "h" in sizes:
+        return (
+            "\nHint: it works for (batch, L, d_model) and (L, d_model) inputs but not for "
+            "(batch, h, L, d_model), with one more dimension in front: compute the statistics "
+            "over the last dimension, dim=-1, and read d_model as x.size(-1), not at a fixed "
+            "position such as x.size(2) or from x.shape unpacked into three names."
         )
     return _hard_coded_hint(passed, sizes, message, "Read d_model from the input, x.size(-1), "
                             "or use mean and var over dim=-1.")
@@ -387,70 +644,139 @@ def check_layer_norm(layer_norm: Callable) -> None:
     ``F.layer_norm``, on (batch, L, d_model) and (L, d_model) inputs (``NORM_SIZES``) whose
     positions have very different scales, one of them constant, with eps 1e-5 and 0.5.
 
-    Diagnoses: wrong shape, dtype or device, an input changed in place, NaN on a constant
-    position (no eps), the eps argument ignored, the unbiased variance, eps outside the
-    square root, the variance instead of its root, gamma or beta missing or swapped (and two
-    of these at once), RMS norm, the mean not subtracted, statistics over the batch, the
-    positions or a whole sentence, a missing keepdim (hint), and code that only works for
-    3-dimensional inputs.
+    Then features that share an offset of ``NORM_OFFSET`` in float32, and a float64 pass
+    with inputs that require grad.
+
+    Diagnoses: wrong shape (a batch of one squeezed away), dtype or device, an input changed
+    in place, NaN on a constant position (no eps), the eps argument ignored, the unbiased
+    variance, eps outside the square root, the variance instead of its root, gamma or beta
+    missing or swapped (and two of these at once), RMS norm, the mean not subtracted,
+    statistics over the batch, the positions or a whole sentence, a missing keepdim (hint),
+    code that only works for 3-dimensional inputs (or not for 4-dimensional ones), a
+    one-pass variance mean(x^2) - mean(x)^2 (it cancels on the offset features), a result a
+    second call overwrites, a float64 input computed in float32, and gradients that do not
+    reach x, gamma or beta (@torch.no_grad(), .detach()).
     """
     name = _function(layer_norm, "check_layer_norm", "layer_norm")
     g = torch.Generator().manual_seed(0)
     _run_on_all_sizes(lambda sizes: _check_norm_once(layer_norm, name, sizes, g), NORM_SIZES,
                       _norm_hint)
+    _check_norm_offset(layer_norm, name, g)
+    _check_norm_float64(layer_norm, name, g)
     print(
         f"check_layer_norm passed: {name} equals the course's LayerNorm and F.layer_norm on "
-        "(batch, L, d_model) and (L, d_model) inputs, with eps 1e-5 and 0.5, positions of very "
-        "different scales and a constant one."
+        "(batch, L, d_model), (L, d_model) and (batch, h, L, d_model) inputs, with eps 1e-5 and "
+        "0.5, positions of very different scales and a constant one, features sharing an offset "
+        f"of {NORM_OFFSET:.0f}, and in float64 with gradients reaching x, gamma and beta."
     )
 
 
 # ---------------------------------------------------------------- the residual connection (6.3)
 
 
-def _modules(ffn: nn.Module, norm: nn.Module, dropout: nn.Module) -> tuple[_Recorded, ...]:
-    """The sublayer, the norm and the dropout, recorded, as the learner's function gets them."""
-    return (_Recorded(ffn, "sublayer (a PositionwiseFeedForward)"),
-            _Recorded(norm, "norm (a LayerNorm)"), _Recorded(dropout, f"dropout (p={DROPOUT_P})"))
+_CONNECTION_ROLES = ("x", "sublayer", "norm", "dropout", "norm_first")
+
+
+def _connection_modules(d_model: int, g: torch.Generator, dtype=torch.float32) -> tuple:
+    """The sublayer (the course's network), the norm and the dropout the learner's function
+    gets: each records its calls; gamma and beta away from 1 and 0."""
+    ffn, norm = _Sublayer(d_model, 3 * d_model), _Norm(d_model)
+    with torch.no_grad():  # the check's own numbers
+        for p in ffn.parameters():
+            p.copy_(torch.randn(p.shape, generator=g) / p.size(-1) ** 0.5)
+        norm.weight.copy_(torch.rand(d_model, generator=g) + 0.5)
+        norm.bias.copy_(torch.randn(d_model, generator=g))
+    return ffn.to(dtype), norm.to(dtype), _FixedDropout(seed=2)
+
+
+def _connection_call(fn: Callable, name: str, x: torch.Tensor, modules: tuple, norm_first: bool,
+                     call: str) -> torch.Tensor:
+    """Call the learner's function with ``modules`` (their records emptied first) and check that
+    it left their modes (training or evaluation) as they were."""
+    box = nn.ModuleDict(dict(zip(("sublayer", "norm", "dropout"), modules)))
+    before = _modes(box)
+    for module in modules:
+        module.inputs.clear()
+    result = _seeded_call(fn, x, *modules, norm_first, roles=_CONNECTION_ROLES)
+    _modes_kept(box, before, name)
+    got = _tensor(result, name, "the output", like=x)
+    _shape(got, tuple(x.shape), call, _squeezed(got, tuple(x.shape)))
+    return got
+
+
+def _connection_formula(x: torch.Tensor, modules: tuple, norm_first: bool,
+                        keep: torch.Tensor | None = None) -> torch.Tensor:
+    """The course's SublayerConnection with ``modules``; with ``keep``, the dropout is the mask
+    F.dropout draws from the seeded global generator instead of the module."""
+    ffn, norm, dropout = modules
+    drop = dropout if keep is None else (lambda t: t * keep.to(t.dtype))
+    if norm_first:
+        return x + drop(ffn(norm(x)))
+    return norm(x + drop(ffn(x)))
+
+
+def _connection_other_calls(fn: Callable, name: str, x: torch.Tensor, modules: tuple,
+                            norm_first: bool, got: torch.Tensor, g: torch.Generator,
+                            call: str) -> None:
+    """After a right result: another input must not overwrite it, and with the modules in
+    evaluation mode the dropout must not drop."""
+    other = torch.randn(x.shape, generator=g)
+    _aliasing(lambda: _connection_call(fn, name, other, modules, norm_first, call), got, name,
+              "the output")
+    for module in modules:
+        module.eval()
+    try:
+        got = _connection_call(fn, name, x, modules, norm_first, call)
+        dropout_calls = len(modules[2].inputs)
+        with torch.no_grad():
+            expected = _connection_formula(x, modules, norm_first)  # dropout is the identity
+            seeded = _connection_formula(x, modules, norm_first, _seeded_keep(x.shape, x.dtype))
+        if _same(got, expected):
+            return
+        if not dropout_calls and _same(got, seeded):
+            raise ExerciseFailed(_FUNCTIONAL_EVAL)
+        _assert_close(got, expected, f"{call}, with the modules in evaluation mode (where the "
+                      "dropout returns its input)")
+    finally:
+        for module in modules:
+            module.train()
 
 
 def _check_sublayer_once(fn: Callable, name: str, sizes: dict, g: torch.Generator) -> None:
     batch, L, d_model = sizes["batch"], sizes["L"], sizes["d_model"]
     x = torch.randn(batch, L, d_model, generator=g) * 2 + 0.5
-    ffn = PositionwiseFeedForward(d_model, 3 * d_model).requires_grad_(False)
-    norm = LayerNorm(d_model).requires_grad_(False)
-    with torch.no_grad():  # the check's own numbers; gamma and beta away from 1 and 0
-        for p in ffn.parameters():
-            p.copy_(torch.randn(p.shape, generator=g) / p.size(-1) ** 0.5)
-        norm.gamma.copy_(torch.rand(d_model, generator=g) + 0.5)
-        norm.beta.copy_(torch.randn(d_model, generator=g))
-    dropout = _FixedDropout(seed=2)
+    modules = ffn, norm, dropout = _connection_modules(d_model, g)
+    ffn.requires_grad_(False)
+    norm.requires_grad_(False)
     # The pieces, their results in float64, for the mistakes.
     S, N, D = (lambda t: ffn(t).double()), (lambda t: norm(t).double()), dropout
     xd = x.double()
     formulas = {"post": N(x + dropout(ffn(x))), "pre": xd + D(S(norm(x)))}
-    roles = ("x", "sublayer", "norm", "dropout", "norm_first")
     for norm_first in (False, True):
         course = SublayerConnection(d_model, dropout=DROPOUT_P, norm_first=norm_first)
         course.norm, course.dropout = norm, dropout
         with torch.no_grad():
             expected = course(x, ffn)
-        sublayer, recorded_norm, recorded_dropout = _modules(ffn, norm, dropout)
         order = "pre-norm" if norm_first else "post-norm"
         call = (f"{name}(x of shape (batch={batch}, L={L}, d_model={d_model}), ..., "
                 f"norm_first={norm_first})")
-        with torch.no_grad():
-            result = _call(fn, x, sublayer, recorded_norm, recorded_dropout, norm_first,
-                           roles=roles)
-        got = _tensor(result, name, "the output", like=x)
-        _shape(got, (batch, L, d_model), call)
-        if _same(got, expected):
-            for what, recorded in (("sublayer", sublayer), ("norm", recorded_norm),
-                                   ("dropout", recorded_dropout)):
-                if len(recorded.inputs) != 1:
-                    raise ExerciseFailed(f"{name} called the {what} {len(recorded.inputs)} times "
+        got = _connection_call(fn, name, x, modules, norm_first, call)
+        calls = {"sublayer": len(ffn.inputs), "norm": len(norm.inputs),
+                 "dropout": len(dropout.inputs)}
+        sublayer, recorded_norm, recorded_dropout = ffn, norm, dropout
+        records = [list(module.inputs) for module in modules]
+        with torch.no_grad():  # F.dropout(t, dropout.p, dropout.training): right, another mask
+            seeded = _connection_formula(x, modules, norm_first, _seeded_keep(x.shape, x.dtype))
+        for module, record in zip(modules, records):  # the learner's calls only
+            module.inputs[:] = record
+        if _same(got, expected) or (not calls["dropout"] and _same(got, seeded)):
+            # The norm may be computed from its attributes (weight, bias, eps), uncalled.
+            for what, n in calls.items():
+                if n > 1 or (what == "sublayer" and n != 1):
+                    raise ExerciseFailed(f"{name} called the {what} {n} times "
                                          f"(norm_first={norm_first}, {order}); call it once and "
                                          "reuse the result.")
+            _connection_other_calls(fn, name, x, modules, norm_first, got, g, call)
             continue
         _called("sublayer", sublayer, name, "the residual connection wraps it, sublayer(...), "
                 "and adds its output to x.")
@@ -514,8 +840,7 @@ def _check_sublayer_once(fn: Callable, name: str, sizes: dict, g: torch.Generato
             if message is not None:
                 raise ExerciseFailed(f"with norm_first={norm_first} ({order}): {message}")
             # The other order's formula: the flag ignored, or the two orders swapped.
-            other = _call(fn, x, *_modules(ffn, norm, dropout), not norm_first, roles=roles)
-            other = _tensor(other, name, "the output", like=x)
+            other = _connection_call(fn, name, x, modules, not norm_first, call)
             if _same(other, formulas["pre" if norm_first else "post"]):
                 raise ExerciseFailed(
                     "the orders are swapped: norm_first=False must give the paper's post-norm, "
@@ -528,12 +853,31 @@ def _check_sublayer_once(fn: Callable, name: str, sizes: dict, g: torch.Generato
                 "must give the paper's post-norm, norm(x + dropout(sublayer(x))), and "
                 "norm_first=True pre-norm, x + dropout(sublayer(norm(x)))."
             )
-        for what, recorded in (("sublayer", sublayer), ("norm", recorded_norm),
-                               ("dropout", recorded_dropout)):
-            if len(recorded.inputs) > 1:
-                raise _generic(f"{name} called the {what} {len(recorded.inputs)} times "
+        for what, n in calls.items():
+            if n > 1:
+                raise _generic(f"{name} called the {what} {n} times "
                                f"(norm_first={norm_first}, {order}); each is used once.")
         _assert_close(got, expected, f"{call}, against the course's SublayerConnection")
+
+
+def _check_sublayer_float64(fn: Callable, name: str, g: torch.Generator) -> None:
+    """One pass in float64 in both orders, with x and the modules' parameters requiring grad:
+    the output must stay float64, equal the course's to float64 precision, and pass gradients
+    back to x, the sublayer and the norm."""
+    sizes = SUBLAYER_SIZES[0]
+    batch, L, d_model = sizes["batch"], sizes["L"], sizes["d_model"]
+    x = (torch.randn(batch, L, d_model, generator=g) * 2 + 0.5).double().requires_grad_()
+    modules = ffn, norm, dropout = _connection_modules(d_model, g, torch.float64)
+    for norm_first in (False, True):
+        call = (f"{name}(x of shape (batch={batch}, L={L}, d_model={d_model}), all float64, ..., "
+                f"norm_first={norm_first})")
+        got = _connection_call(fn, name, x, modules, norm_first, call)
+        keep = None if dropout.inputs else _seeded_keep(x.shape, x.dtype)  # F.dropout's mask
+        expected = _connection_formula(x, modules, norm_first, keep)
+        _assert_close64(got.detach(), expected.detach(), call)
+        _same_gradients(got, expected, {"x": x, "the sublayer's W_1.weight": ffn.W_1.weight,
+                                        "the norm's weight (gamma)": norm.weight},
+                        name, "the output")
 
 
 def _sublayer_hint(passed: list, sizes: dict, message: str) -> str:
@@ -544,12 +888,17 @@ def _sublayer_hint(passed: list, sizes: dict, message: str) -> str:
 def check_sublayer_connection(sublayer_connection: Callable) -> None:
     """Check ``sublayer_connection(x, sublayer, norm, dropout, norm_first)`` in both orders
     against ``annotated.residual.SublayerConnection``, with the course's feed-forward network
-    as the sublayer, a LayerNorm of random gamma and beta, and a dropout that zeroes fixed
-    entries, on the sizes of ``SUBLAYER_SIZES``.
+    as the sublayer, an nn.LayerNorm of random weight and bias (also named gamma and beta),
+    and an nn.Dropout that zeroes fixed entries, on the sizes of ``SUBLAYER_SIZES`` (one a
+    batch of one sentence), in training and evaluation mode, then in float64 with gradients.
+    The norm may be computed from its attributes instead of called.
 
-    Diagnoses: wrong shape, dtype or device, an input changed in place, the sublayer, the
-    norm or the dropout never called (or called twice), the orders swapped, norm_first
-    ignored, and in post-norm: dropout after the norm or on the sum, the norm on the
+    Diagnoses: wrong shape (a batch of one squeezed away), dtype or device, an input changed
+    in place, the sublayer, the norm or the dropout never called (or called twice), a
+    module's mode changed (.eval() or .train() left behind), F.dropout dropping in
+    evaluation mode, a result a second call overwrites, a float64 input computed in float32,
+    gradients that do not reach x, the sublayer or the norm (@torch.no_grad(), .detach()),
+    the orders swapped, norm_first ignored, and in post-norm: dropout after the norm or on the sum, the norm on the
     sublayer's output or on x only, the residual missing; in pre-norm: the residual added
     after the norm, a second norm at the end, dropout on the sum or on the sublayer's input,
     the norm after the sublayer, the residual missing.
@@ -559,9 +908,12 @@ def check_sublayer_connection(sublayer_connection: Callable) -> None:
     with torch.random.fork_rng():  # building the modules must not move the learner's seed
         _run_on_all_sizes(lambda sizes: _check_sublayer_once(sublayer_connection, name, sizes, g),
                           SUBLAYER_SIZES, _sublayer_hint)
+        _check_sublayer_float64(sublayer_connection, name, g)
     print(
         f"check_sublayer_connection passed: {name} gives post-norm, "
         "norm(x + dropout(sublayer(x))), for norm_first=False and pre-norm, "
         "x + dropout(sublayer(norm(x))), for norm_first=True, "
-        f"as the course's SublayerConnection does, for {len(SUBLAYER_SIZES)} sets of sizes."
+        f"as the course's SublayerConnection does, for {len(SUBLAYER_SIZES)} sets of sizes, "
+        "with the modules in training and in evaluation mode, and in float64 with gradients "
+        "reaching x, the sublayer and the norm."
     )
