@@ -1,22 +1,29 @@
-"""python -m annotated.support.grade: every check of a folder of notebooks, passed or with its diagnosis."""
+"""python -m annotated.support.grade: the course's own check of every exercise, one verdict each,
+whatever the notebook's check cells say; a copy of each submission in a folder of its own; time
+limits that cost one exercise, not the notebook; gradebooks as CSV and JSON."""
 
+import csv
+import io
+import json
+import re
 import shutil
+import tempfile
+import time
 
 import nbformat
 import pytest
 
 from annotated.support.exercises import EXERCISES, SOLUTIONS
-from annotated.support.grade import main
+from annotated.support.grade import defined_check_names, is_check_cell, main, which_notebook
+from annotated.support.grading import CHECKS
+from annotated.support.catalogue import NOTEBOOKS
 
-
-def count_checks(where) -> int:
-    """How many check cells a notebook, or the notebooks of a folder, hold: the rows the grader must print."""
-    paths = sorted(where.glob("*.ipynb")) if where.is_dir() else [where]
-    return sum(cell.cell_type == "code" and cell.source.lstrip().startswith("check_")
-               for path in paths for cell in nbformat.read(path, as_version=4).cells)
-
-
-CHECKS_IN_SOLUTIONS = count_checks(SOLUTIONS)
+SOFTMAX = "01_softmax_and_scaling.ipynb"
+RIGHT_SHIFT = "z = x - x.amax(dim=dim, keepdim=True)"
+WRONG_SHIFT = "z = x - x.amax(dim=-1, keepdim=True)"  # the max along the last dimension, whatever dim is
+NO_SCALE = "query @ key.transpose(-2, -1) / math.sqrt(d_k)  # (..., L_q, L_k)"
+NO_SCALE_FIXED = NO_SCALE.replace(" / math.sqrt(d_k)", "")
+EXERCISE_COUNT = sum(map(len, NOTEBOOKS.values()))
 
 
 def grade(capsys, *argv):
@@ -26,57 +33,112 @@ def grade(capsys, *argv):
 
 
 def rows(out: str) -> list[str]:
-    """The table's lines, one per check: between the header and the blank line before the total."""
+    """The table's lines, one per exercise: between the header and the blank line before the total."""
     return out.split("\n\n")[0].splitlines()[1:]
 
 
-NO_SCALE = "query @ key.transpose(-2, -1) / math.sqrt(d_k)  # (..., L_q, L_k)"
-NO_SCALE_FIXED = NO_SCALE.replace(" / math.sqrt(d_k)", "")
-
-
-def row_of(out: str, check: str) -> str:
-    found = [line for line in rows(out) if f" {check} " in f"{line} "]
+def row_of(out: str, check: str, notebook: str = "") -> str:
+    found = [line for line in rows(out) if f" {check} " in f"{line} " and line.startswith(notebook)]
     assert len(found) == 1, f"{check} is in {len(found)} rows:\n{out}"
     return found[0]
 
 
-def edited_copy(folder, name: str, old: str, new: str):
+def verdict(line: str) -> str:
+    return re.search(r"\s(passed|FAILED|NOT ATTEMPTED|ERROR|TIMED OUT)(\s|$)", line).group(1)
+
+
+def solution(name: str):
+    return nbformat.read(SOLUTIONS / name, as_version=4)
+
+
+def edited_copy(folder, name: str, old: str, new: str, nb=None):
     """A copy of a solution notebook with one mistake written into it (as a student might)."""
-    nb = nbformat.read(SOLUTIONS / name, as_version=4)
+    nb = nb or solution(name)
     hits = [cell for cell in nb.cells if old in cell.source]
     assert len(hits) == 1, f"{old!r} is in {len(hits)} cells of {name}"
     hits[0].source = hits[0].source.replace(old, new)
-    path = folder / name
-    nbformat.write(nb, path)
-    return path
+    folder.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, folder / name)
+    return folder / name
 
 
-def test_the_solutions_pass_every_check(capsys):
-    code, out, _ = grade(capsys, SOLUTIONS)
+def cell_index(nb, source: str) -> int:
+    return next(i for i, cell in enumerate(nb.cells) if cell.source.strip() == source)
+
+
+# ------------------------------------------------------------------ the catalogue is the course's
+
+
+def test_the_catalogue_names_every_exercise_of_the_solutions_and_the_exercises():
+    """The grader's table of exercises (heading, function, check) is the one the notebooks hand out."""
+    assert sorted(NOTEBOOKS) == sorted(p.stem for p in SOLUTIONS.glob("*.ipynb"))
+    assert sorted(NOTEBOOKS) == sorted(p.stem for p in EXERCISES.glob("*.ipynb"))
+    for name, exercises in NOTEBOOKS.items():
+        for folder in (SOLUTIONS, EXERCISES):
+            nb = nbformat.read(folder / f"{name}.ipynb", as_version=4)
+            headings = [c.source.split("\n", 1)[0][3:] for c in nb.cells
+                        if c.cell_type == "markdown" and c.source.startswith("## Exercise ")]
+            checks = [c.source.strip() for c in nb.cells if c.cell_type == "code" and is_check_cell(c)]
+            assert headings == [e.heading for e in exercises], name
+            assert checks == [e.check_cell for e in exercises], name
+            for e in exercises:
+                assert any(re.search(rf"^def {e.function}\(", c.source, re.M) for c in nb.cells), (name, e.function)
+                assert e.check in CHECKS
+    assert len(CHECKS) == EXERCISE_COUNT  # no check without its exercise
+
+
+@pytest.mark.parametrize("source, names", [
+    ("def check_attention(f):\n    pass", {"check_attention"}),
+    ("check_attention = lambda f: None", {"check_attention"}),
+    ("from annotated.support.grading import check_attention", set()),
+    ("from annotated.support.grading import check_rate as check_attention", {"check_attention"}),
+    ("from mymodule import check_attention", {"check_attention"}),
+    ("for check_x in []:\n    pass\n%time 1", {"check_x"}),
+    ("check_attention(attention)", set()),
+    ("def broken(:", set()),
+])
+def test_the_check_names_a_cell_defines_are_read_from_its_syntax(source, names):
+    assert defined_check_names(source) == names
+
+
+def test_a_notebook_is_known_by_its_name_or_its_headings(tmp_path):
+    nb = solution("04_multi_head_attention.ipynb")
+    assert which_notebook(tmp_path / "04_multi_head_attention.ipynb", nb) == "04_multi_head_attention"
+    assert which_notebook(tmp_path / "04_ana.ipynb", nb) == "04_multi_head_attention"
+    assert which_notebook(tmp_path / "Untitled (3).ipynb", nb) == "04_multi_head_attention"
+    assert which_notebook(tmp_path / "Untitled.ipynb", nbformat.v4.new_notebook()) is None
+
+
+# ------------------------------------------------------------------ verdicts
+
+
+def test_the_solutions_pass_every_exercise(capsys):
+    code, out, _ = grade(capsys, SOLUTIONS, "--jobs", "2")
     assert code == 0
     found = rows(out)
-    assert CHECKS_IN_SOLUTIONS >= 4 and len(found) == CHECKS_IN_SOLUTIONS
-    assert all(" passed" in line for line in found)
-    headings = [cell.source.split(":")[0][3:] for path in SOLUTIONS.glob("*.ipynb")
-                for cell in nbformat.read(path, as_version=4).cells
-                if cell.cell_type == "markdown" and cell.source.startswith("## Exercise ")]
-    assert len(headings) >= 4
-    for exercise in headings:  # "Exercise 2.1", ...
-        assert f" {exercise}: " in out
-    assert f"{CHECKS_IN_SOLUTIONS} of {CHECKS_IN_SOLUTIONS} checks passed" in out
+    assert len(found) == EXERCISE_COUNT >= 40
+    assert all(verdict(line) == "passed" for line in found)
+    for exercises in NOTEBOOKS.values():
+        for e in exercises:
+            assert f" {e.heading} " in out
+    assert f"{EXERCISE_COUNT} of {EXERCISE_COUNT} exercises passed" in out
+    assert "time limits: 60 s per cell and per check, 600 s per notebook" in out
     # Notebooks run side by side; the table keeps their order, and their exercises' order.
     names = [line.split()[0] for line in found]
-    assert names == sorted(names)
-    assert len(set(names)) == len(list(SOLUTIONS.glob("*.ipynb")))
+    assert names == sorted(names) and len(set(names)) == len(NOTEBOOKS)
 
 
-def test_the_blank_exercises_fail_every_check_and_say_why(capsys):
-    code, out, _ = grade(capsys, EXERCISES)
+def test_the_blank_exercises_are_not_attempted(capsys, tmp_path):
+    json_path = tmp_path / "blank.json"
+    code, out, _ = grade(capsys, EXERCISES, "--jobs", "2", "--json", json_path)
     assert code == 1
     found = rows(out)
-    assert len(found) == count_checks(EXERCISES) == CHECKS_IN_SOLUTIONS
-    assert all("FAILED" in line and "not done yet" in line for line in found)
-    assert f"0 of {CHECKS_IN_SOLUTIONS} checks passed" in out
+    assert len(found) == EXERCISE_COUNT
+    assert all(verdict(line) == "NOT ATTEMPTED" for line in found), out
+    assert f"0 of {EXERCISE_COUNT} exercises passed" in out
+    document = json.loads(json_path.read_text())
+    assert {r["verdict"] for r in document["results"]} == {"not attempted"}
+    assert document["limits"] == {"cell_seconds": 60, "notebook_seconds": 600}
 
 
 def test_a_typical_mistake_is_diagnosed_and_the_other_exercises_still_graded(capsys, tmp_path):
@@ -87,38 +149,196 @@ def test_a_typical_mistake_is_diagnosed_and_the_other_exercises_still_graded(cap
     code, out, _ = grade(capsys, tmp_path)
     assert code == 1
     attention, split = row_of(out, "check_attention"), row_of(out, "check_split_heads")
-    assert "FAILED" in attention and "sqrt" in attention
-    assert "FAILED" in split and "split_heads" in split
-    # A mistake in one exercise does not hide the next ones.
+    assert verdict(attention) == "FAILED" and "sqrt" in attention
+    assert verdict(split) == "FAILED" and "split_heads" in split
     for check in ("check_attention_loops", "check_hard_lookup", "check_merge_heads"):
-        assert " passed" in row_of(out, check)
+        assert verdict(row_of(out, check)) == "passed"
 
 
-def test_a_cell_that_fails_before_the_check_is_reported_and_the_notebook_goes_on(capsys, tmp_path):
+def test_a_cell_that_fails_is_an_error_of_its_exercise_and_the_notebook_goes_on(capsys, tmp_path):
     edited_copy(tmp_path, "04_multi_head_attention.ipynb", "def split_heads(", "def split_heads(:")  # a syntax error
-    code, out, _ = grade(capsys, tmp_path / "04_multi_head_attention.ipynb")
+    code, out, _ = grade(capsys, tmp_path / "04_multi_head_attention.ipynb", "--full")
     split, merge = row_of(out, "check_split_heads"), row_of(out, "check_merge_heads")
-    assert code == 1 and "FAILED" in split and "NameError" in split and " passed" in merge
+    assert code == 1 and verdict(split) == "ERROR" and verdict(merge) == "passed"
+    assert "`split_heads` is not defined: its cell raised SyntaxError" in split
 
 
 def test_full_prints_the_whole_diagnosis(capsys, tmp_path):
-    edited_copy(tmp_path, "02_scaled_dot_product_attention.ipynb", NO_SCALE, NO_SCALE_FIXED)
+    edited_copy(tmp_path, SOFTMAX, RIGHT_SHIFT, "z = x - shift")  # a name never defined
     _, short, _ = grade(capsys, tmp_path)
     _, full, _ = grade(capsys, tmp_path, "--full")
-    assert len(full.splitlines()) >= len(short.splitlines())
-    assert rows(short)[0] in full.splitlines()[1] or rows(short)[0].split("FAILED")[0] in full
+    first = row_of(short, "check_stable_softmax")
+    assert "NameError" in first and first in full.splitlines()
+    assert "  in stable_softmax, line 7: z = x - shift" in full and "in stable_softmax, line" not in short
 
 
-def test_notebooks_that_cannot_be_graded_are_failures_with_a_reason(capsys, tmp_path):
+def test_notebooks_that_cannot_be_graded_are_errors_with_a_reason(capsys, tmp_path):
     (tmp_path / "broken.ipynb").write_text("{ not json")
     plain = nbformat.v4.new_notebook()
     plain.cells = [nbformat.v4.new_code_cell("x = 1")]
     nbformat.write(plain, tmp_path / "plain.ipynb")
     code, out, _ = grade(capsys, tmp_path)
     assert code == 1
-    broken, no_checks = rows(out)
-    assert "cannot read the notebook" in broken
-    assert "no check_...() cell found" in no_checks
+    broken, unknown = rows(out)
+    assert "cannot read the notebook" in broken and verdict(broken) == "ERROR"
+    assert "not an exercise notebook of the course" in unknown and verdict(unknown) == "ERROR"
+
+
+# ------------------------------------------------------------------ a grader that cannot be fooled
+
+
+def test_deleted_check_cells_and_a_check_that_never_runs_do_not_count(capsys, tmp_path):
+    """The check cells deleted, one replaced by a call that never happens: the course's checks grade
+    every exercise, the wrong answer fails, and the notebook's tampering is noted per exercise."""
+    nb = solution(SOFTMAX)
+    nb.cells = [c for c in nb.cells if not (c.cell_type == "code" and c.source.startswith("check_"))]
+    nb.cells.append(nbformat.v4.new_code_cell("check_stable_softmax(stable_softmax) if False else None"))
+    edited_copy(tmp_path, SOFTMAX, RIGHT_SHIFT, WRONG_SHIFT, nb)
+    code, out, _ = grade(capsys, tmp_path / SOFTMAX)
+    assert code == 1
+    first = row_of(out, "check_stable_softmax")
+    assert verdict(first) == "FAILED" and "the maximum along dimension" in first
+    assert "check cell `check_stable_softmax(stable_softmax)` is missing or altered" in first
+    for check in ("check_softmax_with_temperature", "check_score_variances"):
+        line = row_of(out, check)
+        assert verdict(line) == "passed" and "is missing or altered" in line
+    assert "2 of 3 exercises passed" in out
+
+
+def test_a_check_the_notebook_defines_itself_does_not_count(capsys, tmp_path):
+    nb = solution(SOFTMAX)
+    nb.cells.insert(cell_index(nb, "check_stable_softmax(stable_softmax)"),
+                    nbformat.v4.new_code_cell("def check_stable_softmax(*a, **k):\n    pass"))
+    edited_copy(tmp_path, SOFTMAX, RIGHT_SHIFT, WRONG_SHIFT, nb)
+    code, out, _ = grade(capsys, tmp_path / SOFTMAX)
+    first = row_of(out, "check_stable_softmax")
+    assert code == 1 and verdict(first) == "FAILED"
+    assert "the notebook defines its own `check_stable_softmax`" in first
+    assert "missing or altered" not in first  # its check cell is there, as handed out
+    assert "[note:" not in row_of(out, "check_score_variances")
+
+
+def test_an_endless_loop_costs_its_own_exercise_only(capsys, tmp_path):
+    """One exercise loops forever in its function, a later cell loops forever at the top level, a
+    third ignores the interrupt: each costs its time limit, every other exercise keeps its verdict."""
+    nb = solution(SOFTMAX)
+    nb.cells.insert(cell_index(nb, "check_score_variances(score_variances)"),
+                    nbformat.v4.new_code_cell("while True:\n    pass"))
+    edited_copy(tmp_path / "loops", SOFTMAX, "if temperature <= 0:", "while True:\n        pass\n    if temperature <= 0:", nb)
+    deaf = solution(SOFTMAX)
+    deaf.cells.insert(cell_index(deaf, "check_score_variances(score_variances)"), nbformat.v4.new_code_cell(
+        "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    time.sleep(0.1)"))
+    (tmp_path / "deaf").mkdir()
+    nbformat.write(deaf, tmp_path / "deaf" / SOFTMAX)
+    start = time.monotonic()
+    code, out, _ = grade(capsys, tmp_path, "--timeout", "5", "--jobs", "2")
+    assert time.monotonic() - start < 120
+    assert code == 1
+    assert verdict(row_of(out, "check_stable_softmax", "loops/")) == "passed"
+    temperature = row_of(out, "check_softmax_with_temperature", "loops/")
+    assert verdict(temperature) == "TIMED OUT" and "limit of 5 s" in temperature
+    last = row_of(out, "check_score_variances", "loops/")
+    assert verdict(last) == "passed" and "a cell under its heading timed out after 5 s and was left out" in last
+    # A kernel that ignores the interrupt is replaced by a fresh one, which runs the cells before again.
+    for check in ("check_stable_softmax", "check_softmax_with_temperature", "check_score_variances"):
+        assert verdict(row_of(out, check, "deaf/")) == "passed"
+    assert "timed out after 5 s and was left out" in row_of(out, "check_score_variances", "deaf/")
+    assert "time limits: 5 s per cell and per check" in out
+
+
+def test_the_notebook_limit_stops_a_slow_notebook(capsys, tmp_path):
+    nb = solution(SOFTMAX)
+    nb.cells.insert(2, nbformat.v4.new_code_cell("import time\ntime.sleep(4)"))
+    nb.cells.insert(2, nbformat.v4.new_code_cell("import time\ntime.sleep(4)"))
+    nbformat.write(nb, tmp_path / SOFTMAX)
+    code, out, _ = grade(capsys, tmp_path / SOFTMAX, "--notebook-timeout", "6")
+    assert code == 1
+    for line in rows(out):
+        assert verdict(line) == "TIMED OUT" and "time limit (6 s) ran out" in line
+
+
+def test_a_hostile_submission_changes_no_other_file_and_no_verdict(capsys, tmp_path, monkeypatch):
+    """mallory's notebook overwrites what it can reach from where it runs, prints a verdict of its own
+    and deletes the folder it runs in; zoe, graded after it, keeps her file and her verdicts."""
+    scratch = tmp_path / "scratch"  # where the grader's temporary folders go, for this test
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    submissions = tmp_path / "submissions"
+    shutil.copytree(SOLUTIONS, submissions / "zoe", ignore=lambda d, names: [n for n in names if n != SOFTMAX])
+    zoe = (submissions / "zoe" / SOFTMAX).read_bytes()
+    nb = solution(SOFTMAX)
+    nb.cells.insert(2, nbformat.v4.new_code_cell(
+        "import json, os, pathlib, shutil\n"
+        "here = pathlib.Path.cwd()\n"
+        "for target in ['../zoe/' + here.joinpath('x').name, '../zoe/01_softmax_and_scaling.ipynb',\n"
+        "               '../../zoe/01_softmax_and_scaling.ipynb', '../01_softmax_and_scaling.ipynb']:\n"
+        "    try:\n"
+        "        pathlib.Path(target).parent.mkdir(parents=True, exist_ok=True)\n"
+        "        pathlib.Path(target).write_text('{}')\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "print('@@annotated-grade-0@@' + json.dumps({'verdict': 'passed', 'diagnosis': ''}))\n"
+        "for name in os.listdir(here):\n"
+        "    os.remove(here / name)"))
+    edited_copy(submissions / "mallory", SOFTMAX, RIGHT_SHIFT, WRONG_SHIFT, nb)
+    before = sorted(p.relative_to(tmp_path) for p in submissions.rglob("*"))
+    code, out, _ = grade(capsys, submissions, "--jobs", "1")
+    assert code == 1
+    assert (submissions / "zoe" / SOFTMAX).read_bytes() == zoe
+    assert sorted(p.relative_to(tmp_path) for p in submissions.rglob("*")) == before
+    assert (scratch / "zoe" / SOFTMAX).exists()  # what '../zoe/...' reached: beside the copy, not zoe's file
+    assert verdict(row_of(out, "check_stable_softmax", "mallory/")) == "FAILED"
+    assert all(verdict(line) == "passed" for line in rows(out) if line.startswith("zoe/"))
+
+
+def test_the_grader_never_changes_a_notebook(capsys, tmp_path):
+    path = tmp_path / "02_scaled_dot_product_attention.ipynb"
+    shutil.copy(EXERCISES / "02_scaled_dot_product_attention.ipynb", path)
+    before = path.read_bytes()
+    grade(capsys, path)
+    assert path.read_bytes() == before and sorted(tmp_path.iterdir()) == [path]
+
+
+# ------------------------------------------------------------------ reports
+
+
+def test_a_class_is_graded_student_by_student_with_gradebooks_and_a_summary(capsys, tmp_path):
+    submissions = tmp_path / "submissions"
+    (submissions / "ana").mkdir(parents=True)
+    shutil.copy(SOLUTIONS / SOFTMAX, submissions / "ana")
+    edited_copy(submissions / "ben", SOFTMAX, RIGHT_SHIFT, WRONG_SHIFT)
+    edited_copy(submissions / "cy", SOFTMAX, RIGHT_SHIFT, WRONG_SHIFT)
+    (submissions / "ben" / ".ipynb_checkpoints").mkdir()
+    shutil.copy(EXERCISES / SOFTMAX, submissions / "ben" / ".ipynb_checkpoints")  # never graded
+    code, out, _ = grade(capsys, submissions, "--csv", tmp_path / "grades.csv", "--json", tmp_path / "grades.json")
+    assert code == 1
+    names = [line.split()[0] for line in rows(out)]
+    assert names == [f"{s}/{SOFTMAX}" for s in ("ana", "ben", "cy") for _ in range(3)]
+    assert f"ana/{SOFTMAX}  3 of 3 passed" in out and f"ben/{SOFTMAX}  2 of 3 passed" in out
+    assert "7 of 9 exercises passed" in out
+    summary = out.split("Per exercise, over the class")[1]
+    assert "Exercise 1.1: `stable_softmax` (§3.2.1): 1 passed, 2 failed (of 3)" in summary
+    assert re.search(r"\n\s+2 x you subtracted the maximum along dimension", summary)  # the commonest, and how many
+    assert "Exercise 1.3: `score_variances` (§3.2.1, footnote 4): 3 passed (of 3)" in summary
+
+    table = list(csv.DictReader(io.StringIO((tmp_path / "grades.csv").read_text())))
+    assert list(table[0]) == ["student", "notebook", "exercise", "check", "verdict", "diagnosis", "notes", "seconds"]
+    assert [(r["student"], r["verdict"]) for r in table if r["check"] == "check_stable_softmax"] == [
+        ("ana", "passed"), ("ben", "failed"), ("cy", "failed")]
+    assert all(r["diagnosis"] == "" for r in table if r["verdict"] == "passed")
+    assert "the maximum along dimension" in table[3]["diagnosis"]
+    document = json.loads((tmp_path / "grades.json").read_text())
+    assert [r["verdict"] for r in document["results"]] == [r["verdict"] for r in table]
+    first = document["summary"][0]
+    assert first["verdicts"] == {"passed": 1, "failed": 2} and first["common_diagnoses"][0]["count"] == 2
+
+
+def test_a_gradebook_can_go_to_the_standard_output(capsys, tmp_path):
+    shutil.copy(SOLUTIONS / "03_masking.ipynb", tmp_path)
+    code, out, err = grade(capsys, tmp_path, "--csv", "-")
+    assert code == 0
+    assert out.splitlines()[0] == "student,notebook,exercise,check,verdict,diagnosis,notes,seconds"
+    assert len(out.splitlines()) == 1 + len(NOTEBOOKS["03_masking"]) and "4 of 4 exercises passed" in err
 
 
 @pytest.mark.parametrize("where, message", [
@@ -134,11 +354,18 @@ def test_a_bad_path_exits_2_with_a_clear_message(capsys, tmp_path, where, messag
 
 
 @pytest.mark.parametrize("option, value", [("--timeout", "0"), ("--jobs", "0"), ("--timeout", str(10**12)),
-                                           ("--jobs", "10000")])
-def test_a_bad_timeout_or_number_of_jobs_exits_2(capsys, option, value):
+                                           ("--jobs", "10000"), ("--notebook-timeout", "-5")])
+def test_a_bad_limit_or_number_of_jobs_exits_2(capsys, option, value):
     with pytest.raises(SystemExit) as exit_info:
         main([str(EXERCISES), option, value])
     assert exit_info.value.code == 2 and f"{option} must be a positive" in capsys.readouterr().err
+
+
+def test_a_gradebook_that_cannot_be_written_stops_before_any_notebook_runs(capsys, tmp_path):
+    start = time.monotonic()
+    code, _, err = grade(capsys, EXERCISES, "--csv", tmp_path / "no" / "such" / "grades.csv")
+    assert code == 2 and "does not exist" in err and "grading" not in err
+    assert time.monotonic() - start < 5
 
 
 def test_one_job_at_a_time_gives_the_same_table(capsys, tmp_path):
@@ -147,30 +374,3 @@ def test_one_job_at_a_time_gives_the_same_table(capsys, tmp_path):
     _, together, _ = grade(capsys, tmp_path, "--jobs", "2")
     _, one_by_one, _ = grade(capsys, tmp_path, "--jobs", "1")
     assert together == one_by_one
-
-
-def test_the_grader_never_changes_a_notebook(capsys, tmp_path):
-    path = tmp_path / "02_scaled_dot_product_attention.ipynb"
-    shutil.copy(EXERCISES / "02_scaled_dot_product_attention.ipynb", path)
-    before = path.read_bytes()
-    grade(capsys, path)
-    assert path.read_bytes() == before
-
-
-def test_a_folder_of_submissions_is_graded_student_by_student(capsys, tmp_path):
-    (tmp_path / "ana").mkdir()
-    (tmp_path / "ben").mkdir()
-    (tmp_path / "ben" / ".ipynb_checkpoints").mkdir()
-    shutil.copy(SOLUTIONS / "05_positional_encoding.ipynb", tmp_path / "ana")
-    edited_copy(tmp_path / "ben", "05_positional_encoding.ipynb", "def sinusoidal_table(", "def sinusoidal_table(:")
-    shutil.copy(EXERCISES / "05_positional_encoding.ipynb", tmp_path / "ben" / ".ipynb_checkpoints")  # never graded
-    code, out, _ = grade(capsys, tmp_path)
-    assert code == 1
-    checks = count_checks(SOLUTIONS / "05_positional_encoding.ipynb")
-    names = [line.split()[0] for line in rows(out)]
-    assert names == ["ana/05_positional_encoding.ipynb"] * checks + ["ben/05_positional_encoding.ipynb"] * checks
-    assert f"ana/05_positional_encoding.ipynb  {checks} of {checks} passed" in out
-    ben = sum(" passed" in line for line in rows(out) if line.startswith("ben/"))
-    assert ben < checks and any("NameError" in line for line in rows(out) if line.startswith("ben/"))
-    assert f"ben/05_positional_encoding.ipynb  {ben} of {checks} passed" in out
-    assert f"{checks + ben} of {2 * checks} checks passed" in out

@@ -1,69 +1,189 @@
-"""Grade exercise notebooks: run each in a fresh kernel and report every check.
+"""Grade exercise notebooks with the course's own checks: one verdict per exercise.
 
     python -m annotated.support.grade exercises/                       # every notebook of a folder
     python -m annotated.support.grade submissions/                     # and of its subfolders, one per student
-    python -m annotated.support.grade submissions/ana/04_multi_head_attention.ipynb
-    python -m annotated.support.grade exercises/ --timeout 300         # seconds per cell
-    python -m annotated.support.grade exercises/ --jobs 1              # one notebook at a time
+    python -m annotated.support.grade submissions/ana/04_multi_head_attention.ipynb --full
+    python -m annotated.support.grade submissions/ --csv grades.csv --json grades.json
+    python -m annotated.support.grade submissions/ --timeout 30 --notebook-timeout 300
 
-An exercise is the part of a notebook under a heading ``## Exercise N.M: ...``; its checks
-are the code cells that start with a call ``check_...(...)``. Every notebook runs top to
-bottom in a fresh kernel, in its own folder, and goes on after a failing cell, so that one
-mistake does not hide the other exercises. The table printed says, for each check, whether it
-passed and, when not, the check's diagnosis (the first line of its message; ``--full`` prints
-all of it). A notebook is never changed on disk. Several notebooks run side by side, each in
-its own kernel (``--jobs``, by default as many as the machine has cores, at most 4); the table
-keeps the order of the paths. With several notebooks, each one's count of passed checks
-follows the table.
+The grader knows every exercise of every exercise notebook from the package
+(``annotated.support.catalogue``): the function each one defines and the check that
+grades it. A submission is recognised by its name (``04_multi_head_attention.ipynb``, or any
+name that starts with ``04_``) or else by its ``## Exercise 4.N`` headings. It is copied into a
+temporary folder of its own and run there in a fresh kernel, top to bottom, to define the
+student's functions; its own check cells are not run (a cell that starts with a ``check_...(``
+call, or that nbgrader marks as a test). Then the grader runs the course's check of each
+exercise itself, on the function the notebook defined. What the notebook's check cells say, or
+whether they are there at all, does not count; a missing or altered check cell, and a
+``check_...`` name the notebook defines itself, are noted beside the exercise.
 
-Exit code: 0 when every check passed, 1 when one failed or a notebook had no check to run,
-2 for a usage error (a path that is not a notebook or a folder of notebooks).
+Each exercise gets one verdict: ``passed``; ``failed`` (with the check's diagnosis; the first
+line of it, or all of it with ``--full``); ``not attempted`` (the function still raises the
+``NotImplementedError`` of the blank handed out); ``error`` (the function is not defined, or
+its cell raised); ``timed out`` (the check, or a cell of the notebook, ran past its limit: the
+kernel is interrupted and grading goes on with the next one). Time limits: ``--timeout``
+seconds per cell and per check (default 60), ``--notebook-timeout`` seconds for a whole
+notebook (default 600); the report prints both.
+
+After the table, with several submissions, comes a summary per exercise for the class: how
+many passed, and the three most common diagnoses (what to teach again). ``--csv PATH`` and
+``--json PATH`` write a gradebook (``-`` for the standard output), one row per student,
+notebook and exercise, with the columns ``student, notebook, exercise, check, verdict,
+diagnosis, notes, seconds``: the student is the first folder under the folder given (empty for
+a notebook given by itself). A notebook is never changed on disk. Several notebooks run side
+by side, each in its own kernel (``--jobs``, by default as many as the machine has cores, at
+most 4); the table keeps the order of the paths.
+
+What the temporary folder protects, and what it does not: README, "Grading".
+
+Exit code: 0 when every exercise passed, 1 otherwise, 2 for a usage error (a path that is not a
+notebook or a folder of notebooks, a limit out of range, a gradebook that cannot be written).
 """
 
 import argparse
+import ast
+import csv
+import io
+import json
 import os
 import re
+import secrets
+import shutil
 import sys
+import tempfile
+import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import nbformat
 
 from annotated.support.errors import UsageError, run_command
+from annotated.support.catalogue import BY_CHAPTER, BY_NUMBER, NOTEBOOKS, Exercise
 from annotated.support.options import MAX_SECONDS, machine_cores
 
-EXERCISE_HEADING = re.compile(r"^##\s+(Exercise\s+[\w.]+)\s*:?\s*(.*)$")
+CELL_SECONDS, NOTEBOOK_SECONDS = 60, 600
+VERDICTS = ("passed", "failed", "not attempted", "error", "timed out")
+EXERCISE_HEADING = re.compile(r"^##\s+Exercise\s+(\d+\.\d+)\b")
 CHECK_CALL = re.compile(r"^\s*(check_\w+)\s*\(")
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
+NOT_DONE = "raised NotImplementedError: the exercise is not done yet"
+COLUMNS = ("student", "notebook", "exercise", "check", "verdict", "diagnosis", "notes", "seconds")
 
 
 @dataclass
 class Result:
-    """One check of one notebook: passed, or failed with the diagnosis."""
+    """The verdict on one exercise of one submitted notebook."""
 
-    notebook: str
-    exercise: str
+    student: str
+    notebook: str    # as the table names it: ana/04_multi_head_attention.ipynb
+    exercise: str    # Exercise 4.1: `split_heads`
     check: str
-    passed: bool
+    verdict: str     # one of VERDICTS
     diagnosis: str = ""
+    notes: str = ""  # what the notebook did to its check cells
+    seconds: float = 0.0
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict == "passed"
 
 
-def notebooks_in(path: Path) -> list[tuple[Path, str]]:
-    """The notebooks that ``path`` names, each with the name the table shows: itself, or those
-    of the folder and its subfolders (one per student: ``ana/04_....ipynb``), in path order;
-    hidden files and folders (Jupyter's ``.ipynb_checkpoints``) are skipped."""
+@dataclass
+class Limits:
+    cell: int = CELL_SECONDS
+    notebook: int = NOTEBOOK_SECONDS
+
+    def __str__(self) -> str:
+        return f"time limits: {self.cell} s per cell and per check, {self.notebook} s per notebook"
+
+
+# ------------------------------------------------------------------------------ finding notebooks
+
+
+def notebooks_in(path: Path) -> list[tuple[Path, str, str]]:
+    """The notebooks that ``path`` names, each with the name the table shows and the student:
+    itself; or those of the folder and its subfolders (``ana/04_....ipynb``, student ``ana``), in
+    path order. Hidden files and folders (Jupyter's ``.ipynb_checkpoints``) are skipped."""
     if path.is_dir():
         found = sorted(p for p in path.rglob("*.ipynb")
                        if not any(part.startswith(".") for part in p.relative_to(path).parts))
         if not found:
             raise UsageError(f"{path} holds no .ipynb notebook; give a folder of exercise notebooks or one notebook")
-        return [(p, p.relative_to(path).as_posix()) for p in found]
+        named = [(p, p.relative_to(path).as_posix()) for p in found]
+        return [(p, name, name.split("/")[0] if "/" in name else "") for p, name in named]
     if not path.exists():
         raise UsageError(f"no such file or folder: {path}")
     if path.suffix != ".ipynb":
         raise UsageError(f"{path} is not a notebook (.ipynb); give a notebook or a folder of them")
-    return [(path, path.name)]
+    return [(path, path.name, "")]
+
+
+def which_notebook(path: Path, nb) -> str | None:
+    """The exercise notebook a submission is: by its file name (as handed out, or starting with its
+    chapter's number: ``04_...``), else by its ``## Exercise N.M`` headings; None if neither."""
+    stem = path.stem
+    if stem in NOTEBOOKS:
+        return stem
+    chapter = re.match(r"(\d\d)_", stem)
+    if chapter and chapter.group(1) in BY_CHAPTER:
+        return BY_CHAPTER[chapter.group(1)]
+    chapters = Counter()
+    for cell in nb.cells:
+        heading = EXERCISE_HEADING.match(cell.source.strip()) if cell.cell_type == "markdown" else None
+        if heading and heading.group(1) in BY_NUMBER:
+            chapters[heading.group(1).split(".")[0].zfill(2)] += 1
+    return BY_CHAPTER[chapters.most_common(1)[0][0]] if chapters else None
+
+
+# ------------------------------------------------------------------------------ reading the notebook
+
+
+def is_check_cell(cell) -> bool:
+    """A check cell: it starts with a ``check_...(`` call, or nbgrader marks it as a test. The
+    grader never runs these (the course's checks run instead)."""
+    nbgrader = cell.get("metadata", {}).get("nbgrader", {})
+    return bool(CHECK_CALL.match(cell.source)) or bool(nbgrader.get("grade") and not nbgrader.get("solution"))
+
+
+def defined_check_names(source: str) -> set[str]:
+    """The ``check_...`` names a cell binds itself (def, class, assignment, an import from
+    elsewhere than the course's grading package), read from its syntax without running it."""
+    lines = [line for line in source.splitlines() if not line.lstrip().startswith(("%", "!"))]
+    try:
+        tree = ast.parse("\n".join(lines))
+    except SyntaxError:
+        return set()
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("annotated.support.grading"):
+                names.update(a.asname for a in node.names if a.asname and a.asname != a.name)
+                continue
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+    return {n for n in names if n.startswith("check_")}
+
+
+def notes_for(nb, exercises: tuple[Exercise, ...]) -> dict[str, str]:
+    """Per exercise number: what the notebook did to the exercise's check (its check cell missing
+    or altered, its check's name defined by the notebook). None of it changes the verdict."""
+    sources = [cell.source.strip() for cell in nb.cells if cell.cell_type == "code"]
+    defined = set().union(*(defined_check_names(s) for s in sources)) if sources else set()
+    notes = {}
+    for exercise in exercises:
+        found = []
+        if exercise.check_cell not in sources:
+            found.append(f"its check cell `{exercise.check_cell}` is missing or altered")
+        if exercise.check in defined:
+            found.append(f"the notebook defines its own `{exercise.check}`")
+        if found:
+            notes[exercise.number] = "; ".join(found) + " (the course's check graded it)"
+    return notes
 
 
 def error_text(cell) -> str | None:
@@ -75,53 +195,223 @@ def error_text(cell) -> str | None:
     return None
 
 
-def results_of(nb, name: str) -> list[Result]:
-    """The checks of an executed notebook, each under the exercise heading above it."""
-    exercise, results = "(before any exercise)", []
-    for cell in nb.cells:
-        if cell.cell_type == "markdown":
-            heading = EXERCISE_HEADING.match(cell.source.strip().split("\n", 1)[0])
-            if heading:
-                exercise = f"{heading.group(1)}: {heading.group(2)}".rstrip(": ")
-        elif cell.cell_type == "code":
-            call = CHECK_CALL.match(cell.source)
-            if call:
-                error = error_text(cell)
-                results.append(Result(name, exercise, call.group(1), error is None, error or ""))
-    return results
+# ------------------------------------------------------------------------------ inside the kernel
 
 
-def grade_notebook(path: Path, timeout: int = 600, name: str | None = None) -> list[Result]:
-    """Run one notebook in a fresh kernel (cells after a failure still run) and read its checks;
-    ``name`` is what the table calls it (by default the file's name)."""
+def report_in_kernel(function: str, check: str, token: str, namespace: dict) -> None:
+    """Run in the student's kernel by the grader: the course's check on the function the notebook
+    defined; prints one line, the token and the verdict as JSON (the check's own output is kept
+    out of it)."""
+    import contextlib
+
+    from annotated.support.grading import CHECKS, ExerciseFailed
+
+    verdict, diagnosis = "error", ""
+    if function not in namespace:
+        diagnosis = f"`{function}` is not defined"
+    elif not callable(namespace[function]):
+        diagnosis = f"`{function}` is {type(namespace[function]).__name__}, not a function"
+    else:
+        with contextlib.redirect_stdout(io.StringIO()):
+            try:
+                CHECKS[check](namespace[function])
+                verdict = "passed"
+            except ExerciseFailed as err:
+                diagnosis, verdict = str(err), "failed"
+                if NOT_DONE in diagnosis.split("\n", 1)[0]:
+                    verdict, diagnosis = "not attempted", "the function still raises the NotImplementedError of the blank"
+            except KeyboardInterrupt:
+                verdict, diagnosis = "timed out", "interrupted"
+            except BaseException as err:  # the check itself stopped: say with what
+                diagnosis = f"the check stopped with {type(err).__name__}: {err}"
+    print(token + json.dumps({"verdict": verdict, "diagnosis": diagnosis}))
+
+
+def _grader_cell(exercise: Exercise, token: str) -> nbformat.NotebookNode:
+    return nbformat.v4.new_code_cell(
+        "import annotated.support.grade as _annotated_grade_\n"
+        f"_annotated_grade_.report_in_kernel({exercise.function!r}, {exercise.check!r}, {token!r}, globals())"
+    )
+
+
+def _verdict_of(cell, token: str) -> dict | None:
+    for output in cell.get("outputs", []):
+        if output.get("output_type") == "stream" and output.get("name") == "stdout":
+            for line in output.get("text", "").splitlines():
+                if line.startswith(token):
+                    return json.loads(line[len(token):])
+    return None
+
+
+# ------------------------------------------------------------------------------ grading one notebook
+
+
+def _row(student, name, exercise, verdict, diagnosis="", notes=None, seconds=0.0) -> Result:
+    return Result(student, name, exercise.heading, exercise.check, verdict, diagnosis,
+                  (notes or {}).get(exercise.number, ""), round(seconds, 1))
+
+
+def _whole(student: str, name: str, verdict: str, diagnosis: str) -> list[Result]:
+    return [Result(student, name, "(the notebook)", "", verdict, diagnosis)]
+
+
+def grade_notebook(path: Path, limits: Limits | None = None, name: str | None = None,
+                   student: str = "") -> list[Result]:
+    """Grade one submission on a copy in a temporary folder of its own: one Result per exercise."""
+    limits = limits or Limits()
     name = name or path.name
-    from nbclient import NotebookClient
-    from nbclient.exceptions import CellTimeoutError, DeadKernelError
-
     try:
         nb = nbformat.read(path, as_version=4)
     except Exception as err:  # not JSON, not a notebook
-        return [Result(name, "(the notebook)", "(read)", False, f"cannot read the notebook: {err}")]
-    client = NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=True,
-                            resources={"metadata": {"path": str(path.resolve().parent)}})
-    try:
-        client.execute()
-    except (CellTimeoutError, DeadKernelError) as err:
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        return [Result(name, "(the notebook)", "(run)", False, f"the notebook stopped: {first}")]
-    results = results_of(nb, name)
-    if not results:
-        return [Result(name, "(the notebook)", "(none)", False,
-                       "no check_...() cell found: is this an exercise notebook of the course?")]
-    return results
+        return _whole(student, name, "error", f"cannot read the notebook: {err}")
+    notebook = which_notebook(path, nb)
+    if notebook is None:
+        return _whole(student, name, "error",
+                      "not an exercise notebook of the course: keep the name it was handed out with "
+                      "(e.g. 04_multi_head_attention.ipynb) or its '## Exercise N.M' headings")
+    exercises = NOTEBOOKS[notebook]
+    notes = notes_for(nb, exercises)
+    with tempfile.TemporaryDirectory(prefix="annotated-grade-") as folder:
+        copy = Path(folder) / f"{notebook}.ipynb"
+        shutil.copyfile(path, copy)  # the student's file is only read, once, here
+        return _run(copy, nb, exercises, notes, limits, name, student)
 
 
-def table(results: list[Result], full: bool = False) -> str:
-    """The results as a plain-text table, one line per check (and the whole diagnosis with ``full``)."""
+def _plan(nb, exercises: tuple[Exercise, ...]) -> list[tuple[str, object]]:
+    """The order of the run: the student's code cells (not the check cells), each with the exercise
+    whose heading it is under, and each exercise's check right after the last cell under its heading,
+    so that a later cell that never ends cannot cost it; checks whose heading is gone come last."""
+    known = {e.number: e for e in exercises}
+    plan, section, checked = [], None, set()
+
+    def close(number):
+        if number in known and number not in checked:
+            plan.append(("check", known[number]))
+            checked.add(number)
+
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            heading = EXERCISE_HEADING.match(cell.source.strip())
+            if heading:
+                close(section)
+                section = heading.group(1)
+        elif cell.cell_type == "code" and not is_check_cell(cell):
+            plan.append(("cell", (cell.source, section)))
+    for number in [section, *known]:
+        close(number)
+    return plan
+
+
+RESTARTS = 2  # fresh kernels after a kernel that ignores the interrupt of a time limit
+
+
+def _run(copy: Path, nb, exercises, notes, limits: Limits, name: str, student: str) -> list[Result]:
+    from nbclient import NotebookClient
+    from nbclient.exceptions import DeadKernelError
+
+    plan = _plan(nb, exercises)
+    token = f"@@annotated-grade-{secrets.token_hex(16)}@@"
+    deadline = time.monotonic() + limits.notebook
+    results: dict[str, Result] = {}
+    cell_problem = {}   # exercise number -> the first error or time-out of one of its cells
+    ran = []            # the cells that ran within their limit: replayed on a fresh kernel
+    position, restarts, stopped = 0, 0, ""
+
+    def row(exercise, verdict, diagnosis="", seconds=0.0):
+        results[exercise.number] = _row(student, name, exercise, verdict, diagnosis, notes, seconds)
+
+    while position < len(plan) and not stopped:
+        run = nbformat.v4.new_notebook(metadata=nb.get("metadata", {}))
+        client = NotebookClient(run, timeout=limits.cell, kernel_name="python3", allow_errors=True,
+                                interrupt_on_timeout=True,
+                                error_on_timeout={"ename": "TimeoutError", "evalue": "time limit", "traceback": []},
+                                resources={"metadata": {"path": str(copy.parent)}})
+
+        def execute(source: str, limit: float | None = None):
+            """Run one cell within its limit: (the cell, timed out, seconds)."""
+            cell = nbformat.v4.new_code_cell(source)
+            run.cells.append(cell)
+            client.timeout = max(1, int(min(limit or limits.cell, deadline - time.monotonic())))
+            start = time.monotonic()
+            client.execute_cell(cell, len(run.cells) - 1)
+            seconds = time.monotonic() - start
+            return cell, seconds >= client.timeout, seconds
+
+        def responsive() -> bool:
+            """After a time-out: the interrupted kernel answers again (not stuck in code that ignores it)."""
+            return not execute("pass", 10)[1]
+
+        wedged = False
+        try:
+            with client.setup_kernel():
+                for source in ran:  # after a fresh start: the state the notebook had built
+                    execute(source)
+                while position < len(plan) and not wedged:
+                    kind, item = plan[position]
+                    if time.monotonic() >= deadline:
+                        stopped = f"the notebook's time limit ({limits.notebook} s) ran out"
+                        break
+                    position += 1
+                    if kind == "cell":
+                        source, number = item
+                        cell, late, _ = execute(source)
+                        if late:
+                            cell_problem.setdefault(number, f"a cell of it timed out after {client.timeout} s")
+                            wedged = not responsive()
+                            continue
+                        ran.append(source)
+                        if error_text(cell):
+                            cell_problem.setdefault(number, f"its cell raised {error_text(cell)}")
+                        continue
+                    exercise = item
+                    cell, late, seconds = execute(_grader_cell(exercise, token).source)
+                    if late:
+                        row(exercise, "timed out",
+                            f"the check ran past its limit of {client.timeout} s (an endless loop?)", seconds)
+                        wedged = not responsive()
+                        continue
+                    found = _verdict_of(cell, token) or {
+                        "verdict": "error", "diagnosis": "the check gave no verdict: " + (
+                            error_text(cell) or "the notebook took over its output (sys.stdout replaced?)")}
+                    diagnosis = found["diagnosis"]
+                    if found["verdict"] == "error" and exercise.number in cell_problem:
+                        diagnosis += f": {cell_problem[exercise.number]}"
+                    elif found["verdict"] == "error" and diagnosis.endswith("is not defined"):
+                        diagnosis += ": run its cell, and keep the name of the exercise's `def` line"
+                    row(exercise, found["verdict"], diagnosis, seconds)
+        except DeadKernelError:
+            stopped = "the kernel died (out of memory, or the notebook ended it)"
+        if wedged:
+            restarts += 1
+            if restarts > RESTARTS:
+                stopped = f"the kernel did not stop after a time limit, {restarts} times"
+    for exercise in exercises:
+        late = cell_problem.get(exercise.number, "")
+        if exercise.number in results and "timed out" in late:  # a passing answer too: the cell was left out
+            done = results[exercise.number]
+            done.notes = "; ".join(filter(None, [done.notes, late.replace("a cell of it", "a cell under its heading")
+                                                 + " and was left out"]))
+        if exercise.number not in results:
+            verdict = "timed out" if "time limit" in stopped else "error"
+            row(exercise, verdict, f"not graded: {stopped or 'the notebook stopped'}")
+    return [results[e.number] for e in exercises]
+
+
+# ------------------------------------------------------------------------------ reports
+
+
+def _first_line(text: str) -> str:
+    return text.split("\n", 1)[0]
+
+
+def table(results: list[Result], full: bool = False, limits: Limits | None = None) -> str:
+    """The results as a plain-text table, one line per exercise (and the whole diagnosis with ``full``)."""
     rows = [("notebook", "exercise", "check", "result", "diagnosis")]
     for r in results:
-        diagnosis = r.diagnosis if full else r.diagnosis.split("\n", 1)[0]
-        rows.append((r.notebook, r.exercise, r.check, "passed" if r.passed else "FAILED", diagnosis))
+        diagnosis = r.diagnosis if full else _first_line(r.diagnosis)
+        if r.notes:
+            diagnosis = f"{diagnosis} [note: {r.notes}]" if diagnosis else f"[note: {r.notes}]"
+        rows.append((r.notebook, r.exercise, r.check, r.verdict if r.passed else r.verdict.upper(), diagnosis))
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row[:4], widths)) + "  " + row[4] for row in rows]
     passed = sum(r.passed for r in results)
@@ -131,39 +421,124 @@ def table(results: list[Result], full: bool = False) -> str:
         width = max(map(len, notebooks))
         totals = [f"{n.ljust(width)}  {sum(r.passed for r in results if r.notebook == n)} of "
                   f"{sum(r.notebook == n for r in results)} passed" for n in notebooks] + [""]
-    return "\n".join([*(line.rstrip() for line in lines), "", *totals,
-                      f"{passed} of {len(results)} checks passed"])
+    footer = [f"{passed} of {len(results)} exercises passed"] + ([str(limits)] if limits else [])
+    return "\n".join([*(line.rstrip() for line in lines), "", *totals, *footer])
+
+
+def _kind(diagnosis: str) -> str:
+    """A diagnosis without its numbers, so that the same mistake on other sizes counts once."""
+    return re.sub(r"\d+(\.\d+)?(e-?\d+)?", "#", _first_line(diagnosis))
+
+
+def summary(results: list[Result]) -> list[dict]:
+    """Per exercise, over the class: how many passed, each verdict's count, the three most common
+    diagnoses of those that did not pass (each with how many students it was)."""
+    out = []
+    for key in dict.fromkeys((r.exercise, r.check) for r in results if r.check):
+        rows = [r for r in results if (r.exercise, r.check) == key]
+        kinds = Counter(_kind(r.diagnosis) for r in rows if not r.passed and r.diagnosis)
+        example = {}
+        for r in rows:
+            example.setdefault(_kind(r.diagnosis), _first_line(r.diagnosis))
+        out.append({"exercise": key[0], "check": key[1], "submissions": len(rows),
+                    "verdicts": {v: n for v in VERDICTS if (n := sum(r.verdict == v for r in rows))},
+                    "common_diagnoses": [{"diagnosis": example[k], "count": n} for k, n in kinds.most_common(3)]})
+    return out
+
+
+def summary_text(results: list[Result]) -> str:
+    lines = ["Per exercise, over the class (what to teach again):"]
+    for item in summary(results):
+        verdicts = ", ".join(f"{n} {v}" for v, n in item["verdicts"].items())
+        lines.append(f"  {item['exercise']}: {verdicts} (of {item['submissions']})")
+        lines += [f"      {d['count']} x {d['diagnosis']}" for d in item["common_diagnoses"]]
+    return "\n".join(lines)
+
+
+def _write(path: str, text: str) -> None:
+    if path == "-":
+        sys.stdout.write(text)
+    else:
+        Path(path).write_text(text, encoding="utf-8")
+
+
+def write_csv(results: list[Result], path: str) -> None:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    for r in results:
+        writer.writerow(asdict(r))
+    _write(path, buffer.getvalue())
+
+
+def write_json(results: list[Result], path: str, limits: Limits) -> None:
+    document = {"limits": {"cell_seconds": limits.cell, "notebook_seconds": limits.notebook},
+                "results": [asdict(r) for r in results], "summary": summary(results)}
+    _write(path, json.dumps(document, indent=1, ensure_ascii=False) + "\n")
+
+
+def _writable(path: str | None, option: str) -> None:
+    """A gradebook path must be writable before any notebook runs (a one-line error, not an hour lost)."""
+    if path in (None, "-"):
+        return
+    parent = Path(path).resolve().parent
+    if not parent.is_dir():
+        raise UsageError(f"{option} {path}: the folder {parent} does not exist")
+    if Path(path).is_dir():
+        raise UsageError(f"{option} {path} is a folder; give a file name")
+    if not os.access(parent, os.W_OK):
+        raise UsageError(f"{option} {path}: the folder {parent} is not writable")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m annotated.support.grade",
-                                     description="Run exercise notebooks in a fresh kernel and report every check.")
-    parser.add_argument("paths", nargs="+", help="exercise notebooks, or folders of them")
-    parser.add_argument("--timeout", type=int, default=600, help="seconds a cell may run (default 600)")
+                                     description="Grade exercise notebooks with the course's checks: one verdict "
+                                                 "per exercise.")
+    parser.add_argument("paths", nargs="+", help="exercise notebooks, or folders of them (a subfolder per student)")
+    parser.add_argument("--timeout", type=int, default=CELL_SECONDS,
+                        help=f"seconds a cell, or a check, may run (default {CELL_SECONDS})")
+    parser.add_argument("--notebook-timeout", type=int, default=NOTEBOOK_SECONDS,
+                        help=f"seconds a whole notebook may run, its checks included (default {NOTEBOOK_SECONDS})")
     parser.add_argument("--full", action="store_true", help="print each diagnosis whole, not its first line")
+    parser.add_argument("--csv", metavar="PATH", help="write the gradebook as CSV (- for the standard output)")
+    parser.add_argument("--json", metavar="PATH", help="write the gradebook and the class summary as JSON (- too)")
     parser.add_argument("--jobs", type=int, default=min(4, os.cpu_count() or 1),
                         help="notebooks run at once, each in its own kernel (default: the cores, at most 4)")
     args = parser.parse_args(argv)
-    if not 1 <= args.timeout <= MAX_SECONDS:
-        parser.error(f"--timeout must be a positive number of seconds, at most {MAX_SECONDS:g} (a day: longer "
-                     f"ones overflow the kernel's timers), got {args.timeout}")
+    for option, value in (("--timeout", args.timeout), ("--notebook-timeout", args.notebook_timeout)):
+        if not 1 <= value <= MAX_SECONDS:
+            parser.error(f"{option} must be a positive number of seconds, at most {MAX_SECONDS:g} (a day: longer "
+                         f"ones overflow the kernel's timers), got {value}")
     most_jobs = max(4, machine_cores())  # each job is a kernel of its own, a process with its memory
     if not 1 <= args.jobs <= most_jobs:
         parser.error(f"--jobs must be a positive number of notebooks, at most {most_jobs} (this machine's CPU cores, "
                      f"or 4: each job is a kernel of its own, more only wait on each other), got {args.jobs}")
+    if args.csv == "-" and args.json == "-":
+        parser.error("--csv - and --json - would both write to the standard output: give one of them a file")
+    limits = Limits(args.timeout, args.notebook_timeout)
 
     def body() -> int:
         paths = [nb for p in args.paths for nb in notebooks_in(Path(p))]
+        _writable(args.csv, "--csv")
+        _writable(args.json, "--json")
 
-        def run(found: tuple[Path, str]) -> list[Result]:
-            path, name = found
-            print(f"running {path} ...", file=sys.stderr, flush=True)
-            return grade_notebook(path, args.timeout, name)
+        def run(found: tuple[Path, str, str]) -> list[Result]:
+            path, name, student = found
+            print(f"grading {path} ...", file=sys.stderr, flush=True)
+            return grade_notebook(path, limits, name, student)
 
         # Each notebook runs in a kernel of its own (a separate process): threads only wait on them.
         with ThreadPoolExecutor(max_workers=min(args.jobs, len(paths))) as pool:
             results = [r for found in pool.map(run, paths) for r in found]
-        print(table(results, args.full))
+        to_stdout = "-" in (args.csv, args.json)
+        report = table(results, args.full, limits)
+        if len({(r.student, r.notebook) for r in results}) > 1 and any(r.check for r in results):
+            report += "\n\n" + summary_text(results)
+        print(report, file=sys.stderr if to_stdout else sys.stdout)
+        if args.csv:
+            write_csv(results, args.csv)
+        if args.json:
+            write_json(results, args.json, limits)
         return 0 if all(r.passed for r in results) else 1
 
     return run_command(body, parser.prog)
