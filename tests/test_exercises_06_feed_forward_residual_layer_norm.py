@@ -603,7 +603,7 @@ WRONG_ANSWERS = [
      r"returned the output as torch\.float32 for torch\.float64 inputs.*from a \.float\(\)"),
     (check_feed_forward, ffn_into_zeros, r"as torch\.float32 for torch\.float64 inputs"),
     (check_feed_forward, ffn_squeezed,
-     r"expected \(1, 4, 7\), got \(4, 7\)\. A dimension of size 1 was dropped"),
+     r"expected \(1, 4, 7\), got \(4, 7\)\. Your result lost dimensions of size 1"),
     (check_feed_forward, ffn_in_a_reused_buffer,
      r"a second call of ffn_in_a_reused_buffer, on other inputs, changed the output"),
     (check_layer_norm, norm_in_one_pass,
@@ -614,7 +614,7 @@ WRONG_ANSWERS = [
     (check_layer_norm, norm_as_float_and_back,
      r"differ by up to .*, about float32's precision.*a step computes in float32"),
     (check_layer_norm, norm_squeezed,
-     r"expected \(1, 9, 12\), got \(9, 12\)\. A dimension of size 1 was dropped"),
+     r"expected \(1, 9, 12\), got \(9, 12\)\. Your result lost dimensions of size 1"),
     (check_layer_norm, norm_for_3_or_2_dimensions,
      r"(?s)mismatch in norm_for_3_or_2_dimensions\(x of shape \(batch=5, h=2, L=3, d_model=4\).*"
      r"Hint: it works for \(batch, L, d_model\) and \(L, d_model\) inputs but not for "
@@ -634,7 +634,7 @@ WRONG_ANSWERS = [
      r"no gradient reaches the sublayer's W_1\.weight"),
     (check_sublayer_connection, connection_as_float, r"as torch\.float32 for torch\.float64 inputs"),
     (check_sublayer_connection, connection_squeezed,
-     r"expected \(1, 7, 8\), got \(7, 8\)\. A dimension of size 1 was dropped"),
+     r"expected \(1, 7, 8\), got \(7, 8\)\. Your result lost dimensions of size 1"),
     (check_sublayer_connection, connection_in_a_reused_buffer,
      r"a second call of connection_in_a_reused_buffer, on other inputs, changed the output"),
 ]

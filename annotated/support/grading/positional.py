@@ -10,7 +10,7 @@ import torch
 from annotated.positional import Embeddings, PositionalEncoding, sinusoidal_table
 from annotated.support.grading.core import (
     ExerciseFailed, _aliasing, _assert_close, _call, _function, _generic, _gradients_flow,
-    _hard_coded_hint, _run_on_all_sizes, _same, _same64, _shape, _tensor,
+    _hard_coded_hint, _run_on_all_sizes, _same, _same64, _shape, _squeezed, _tensor,
 )
 
 # (max_len, d_model); the last is longer than a table built once for 512 or 5000 positions.
@@ -399,15 +399,6 @@ def _embedding_scale(got: torch.Tensor, vectors: torch.Tensor, positions: torch.
     )
 
 
-def _squeezed(got: torch.Tensor, shape: tuple) -> str:
-    """A hint when ``got`` has the expected shape without its dimensions of size 1."""
-    if 1 in shape and tuple(got.shape) == tuple(n for n in shape if n != 1):
-        return (" A dimension of size 1 was dropped (a batch of one sentence): a squeeze() "
-                "removes every dimension of size 1; leave the shape as it is, or squeeze(dim) "
-                "only a dimension you added yourself.")
-    return ""
-
-
 def _check_embed_sizes(fn: Callable, name: str, sizes: dict, g: torch.Generator) -> None:
     """``_check_embed_once``; past the positions of a table built once for 512 or 5000 of them,
     a failure no known mistake explains says so."""
@@ -444,7 +435,7 @@ def _check_embed_once(fn: Callable, name: str, sizes: dict, g: torch.Generator) 
     result = _call(fn, tokens, weight, start, roles=("tokens", "weight", "start"),
                    hints=(_TOKEN_INDEX,))
     got = _tensor(result, name, "the vectors", like=weight)
-    _shape(got, (batch, L, d_model), call, _squeezed(got, (batch, L, d_model)))
+    _shape(got, (batch, L, d_model), call, _squeezed(got.shape, (batch, L, d_model)))
     if _same(got, expected):
         # Another call must not overwrite these vectors (a buffer kept between calls).
         other = torch.randint(vocab, (batch, L), generator=g)
@@ -517,7 +508,7 @@ def _check_embed_float64(fn: Callable, name: str, g: torch.Generator) -> None:
             f"(vocab={vocab}, d_model={d_model}) that requires grad, start={start})")
     got = _tensor(_call(fn, tokens, weight, start, roles=("tokens", "weight", "start")), name,
                   "the vectors", like=weight)
-    _shape(got, (batch, L, d_model), call, _squeezed(got, (batch, L, d_model)))
+    _shape(got, (batch, L, d_model), call, _squeezed(got.shape, (batch, L, d_model)))
     table = sinusoidal_table(start + L, d_model)[start:].double()
     expected = weight[tokens] * math.sqrt(d_model) + table
     if not _same64(got, expected) and not torch.allclose(got.detach(), expected.detach(),

@@ -33,9 +33,9 @@ from annotated.feed_forward import PositionwiseFeedForward
 from annotated.layer_norm import LayerNorm
 from annotated.residual import SublayerConnection
 from annotated.support.grading.core import (
-    ExerciseFailed, _aliasing, _assert_close, _assert_close64, _call, _float64, _function, _generic,
+    ExerciseFailed, _aliasing, _assert_close, _assert_close64, _call, _function, _generic,
     _gradients_flow, _hard_coded_hint, _modes, _modes_kept, _run_on_all_sizes, _same, _same64, _shape,
-    _sizes, _tensor,
+    _sizes, _squeezed, _tensor,
 )
 
 FFN_SIZES = [
@@ -209,15 +209,6 @@ def _ffn_formula(x, W_1, b_1, W_2, b_2, drop: Callable) -> torch.Tensor:
     return F.linear(drop(F.linear(x, W_1.T, b_1).relu()), W_2.T, b_2)
 
 
-def _squeezed(got: torch.Tensor, shape: tuple) -> str:
-    """A hint when ``got`` has the expected shape without its dimensions of size 1."""
-    if 1 in shape and tuple(got.shape) == tuple(n for n in shape if n != 1):
-        return (" A dimension of size 1 was dropped (a batch of one sentence): a squeeze() "
-                "removes every dimension of size 1; leave the shape as it is, or squeeze(dim) "
-                "only a dimension you added yourself.")
-    return ""
-
-
 def _ffn_call(fn: Callable, name: str, args: tuple, dropout: _FixedDropout) -> torch.Tensor:
     """Call the learner's network with the stand-in ``dropout`` (its record emptied first) and
     check that the call left the dropout's mode as it was."""
@@ -230,7 +221,7 @@ def _ffn_call(fn: Callable, name: str, args: tuple, dropout: _FixedDropout) -> t
     x = args[0]
     got = _tensor(result, name, "the output", like=x)
     shape = (*x.shape[:-1], args[3].size(1))
-    _shape(got, shape, _ffn_describe(name, args), _squeezed(got, shape))
+    _shape(got, shape, _ffn_describe(name, args), _squeezed(got.shape, shape))
     return got
 
 
@@ -252,7 +243,7 @@ _FUNCTIONAL_EVAL = (
 
 
 def _check_ffn_once(fn: Callable, name: str, sizes: dict, g: torch.Generator) -> None:
-    batch, L, d_model, d_ff = sizes["batch"], sizes["L"], sizes["d_model"], sizes["d_ff"]
+    batch, d_model, d_ff = sizes["batch"], sizes["d_model"], sizes["d_ff"]
     x, W_1, b_1, W_2, b_2 = args = _ffn_inputs(sizes, g)
     dropout = _FixedDropout(seed=1)
 
@@ -545,7 +536,7 @@ def _check_norm_once(fn: Callable, name: str, sizes: dict, g: torch.Generator) -
         call = f"{name}(x of shape ({shape}), gamma, beta, eps={eps})"
         got = _tensor(_call(fn, x, gamma, beta, eps, roles=roles, hints=(_KEEPDIM,)), name,
                       "the normalized tensor", like=x)
-        _shape(got, tuple(x.shape), call, _squeezed(got, tuple(x.shape)))
+        _shape(got, tuple(x.shape), call, _squeezed(got.shape, tuple(x.shape)))
         if _same(got, expected):
             if eps == 1e-5:  # another input must not overwrite this result
                 _aliasing(lambda: _call(fn, x * 2 + 1, gamma, beta, eps, roles=roles), got, name,
@@ -700,7 +691,7 @@ def _connection_call(fn: Callable, name: str, x: torch.Tensor, modules: tuple, n
     result = _seeded_call(fn, x, *modules, norm_first, roles=_CONNECTION_ROLES)
     _modes_kept(box, before, name)
     got = _tensor(result, name, "the output", like=x)
-    _shape(got, tuple(x.shape), call, _squeezed(got, tuple(x.shape)))
+    _shape(got, tuple(x.shape), call, _squeezed(got.shape, tuple(x.shape)))
     return got
 
 
