@@ -79,6 +79,75 @@ def softmax_in_float64(x, dim=-1):
     return _stable()(x.double(), dim)  # float64 weights for float32 scores
 
 
+def softmax_shifted_when_large(x, dim=-1):
+    if x.max() > 80:  # shifts only when exp could overflow: scores far below zero give 0 / 0
+        x = x - x.amax(dim=dim, keepdim=True)
+    e = torch.exp(x)
+    return e / e.sum(dim=dim, keepdim=True)
+
+
+def softmax_in_float32_for_safety(x, dim=-1):
+    x = x.float()  # float64 scores come back float32
+    e = torch.exp(x - x.amax(dim=dim, keepdim=True))
+    return e / e.sum(dim=dim, keepdim=True)
+
+
+def softmax_into_zeros(x, dim=-1):
+    out = torch.zeros(x.shape)  # float32 whatever the dtype of x
+    out[...] = torch.exp(x - x.amax(dim=dim, keepdim=True))
+    return out / out.sum(dim=dim, keepdim=True)
+
+
+def softmax_computed_in_float32(x, dim=-1):
+    y = x.float()  # float32 steps, converted back: the dtype is right, the precision is not
+    e = torch.exp(y - y.amax(dim=dim, keepdim=True))
+    return (e / e.sum(dim=dim, keepdim=True)).to(x.dtype)
+
+
+def softmax_squeezed(x, dim=-1):
+    e = torch.exp(x - x.amax(dim=dim, keepdim=True))
+    return (e / e.sum(dim=dim, keepdim=True)).squeeze()  # drops a batch of one
+
+
+def softmax_for_3d_scores(x, dim=-1):
+    d = dim % 3  # 3-D scores only: dim=-1 of a 4-D tensor becomes dimension 2
+    e = torch.exp(x - x.amax(dim=d, keepdim=True))
+    return e / e.sum(dim=d, keepdim=True)
+
+
+_BUFFERS = {}
+
+
+def softmax_into_a_global_buffer(x, dim=-1):
+    out = _BUFFERS.setdefault((tuple(x.shape), x.dtype), torch.empty_like(x))  # reused by every call
+    torch.exp(x - x.amax(dim=dim, keepdim=True), out=out)
+    out /= out.sum(dim=dim, keepdim=True)
+    return out
+
+
+def softmax_with_a_detached_max(x, dim=-1):
+    m = x.max(dim=dim, keepdim=True).values.detach()  # the shift's gradient is zero anyway
+    e = torch.exp(x - m)
+    return e / torch.sum(e, dim, keepdim=True)
+
+
+def softmax_by_logsumexp(x, dim=-1):
+    return torch.exp(x - torch.logsumexp(x, dim=dim, keepdim=True))
+
+
+def softmax_along_the_last_after_movedim(x, dim=-1):
+    y = x.movedim(dim, -1)
+    e = torch.exp(y - y.amax(-1, keepdim=True))
+    return (e / e.sum(-1, keepdim=True)).movedim(-1, dim)
+
+
+def softmax_in_place_on_its_own_tensor(x, dim=-1):
+    z = x - x.amax(dim=dim, keepdim=True)  # a new tensor: changing it in place is fine
+    z.exp_()
+    z /= z.sum(dim=dim, keepdim=True)
+    return z
+
+
 # ---------------------------------------------------------------- softmax_with_temperature
 
 
@@ -116,6 +185,48 @@ def temperature_hard_coded(x, temperature):
         raise ValueError(f"temperature must be positive, got {temperature}")
     z = (x / temperature).view(3, 5)  # the first set's (rows, n)
     return torch.softmax(z, dim=-1)
+
+
+def _refuse(temperature):
+    if temperature <= 0:
+        raise ValueError(f"temperature must be positive, got {temperature}")
+
+
+def temperature_shifted_when_large(x, temperature):
+    _refuse(temperature)
+    z = x / temperature
+    if z.max() > 80:  # shifts only when exp could overflow
+        z = z - z.amax(dim=-1, keepdim=True)
+    return z.exp() / z.exp().sum(dim=-1, keepdim=True)
+
+
+def temperature_in_float32_for_safety(x, temperature):
+    _refuse(temperature)
+    return softmax(x.float(), temperature=temperature)
+
+
+def temperature_squeezed(x, temperature):
+    _refuse(temperature)
+    return softmax(x, temperature=temperature).squeeze()
+
+
+def temperature_along_dimension_1(x, temperature):
+    _refuse(temperature)
+    return softmax(x, dim=1, temperature=temperature)  # the last dimension of (rows, n) only
+
+
+def temperature_into_a_global_buffer(x, temperature):
+    _refuse(temperature)
+    out = _BUFFERS.setdefault(("T", tuple(x.shape), x.dtype), torch.empty_like(x))
+    out.copy_(softmax(x, temperature=temperature))
+    return out
+
+
+def temperature_with_a_default_and_not_positive(x, temperature=1.0):
+    if not temperature > 0:  # also refuses NaN
+        raise ValueError(f"temperature must be positive, got {temperature}")
+    z = x / temperature
+    return torch.exp(z - torch.logsumexp(z, dim=-1, keepdim=True))
 
 
 # ---------------------------------------------------------------- score_variances
@@ -191,6 +302,23 @@ def variances_divided_afterwards(d_k, n_pairs, sample):
     return torch.stack([dots.var(), dots.var() / d_k])  # Var(X / c) = Var(X) / c^2
 
 
+_PAIR = torch.zeros(2)
+
+
+def variances_into_a_global_tensor(d_k, n_pairs, sample):
+    q, k = sample(n_pairs, d_k), sample(n_pairs, d_k)
+    dots = (q * k).sum(dim=-1)
+    _PAIR[0], _PAIR[1] = dots.var(), (dots / math.sqrt(d_k)).var()  # every call returns _PAIR
+    return _PAIR
+
+
+def variances_into_a_new_tensor(d_k, n_pairs, sample):
+    dots = torch.einsum("nd,nd->n", sample(n_pairs, d_k), sample(n_pairs, d_k))
+    out = torch.empty(2, dtype=dots.dtype)  # a new tensor on every call
+    out[0], out[1] = dots.var(), (dots / d_k**0.5).var()
+    return out
+
+
 WRONG_ANSWERS = [
     # (check, wrong answer, what the message must say)
     (check_stable_softmax, not_done, r"raised NotImplementedError"),
@@ -221,6 +349,24 @@ WRONG_ANSWERS = [
     (check_stable_softmax, softmax_in_float64, r"as torch\.float64 for torch\.float32 inputs"),
     (check_stable_softmax, softmax_hard_coded,
      r"(?s)fixed shape \[2, 3, 1\].*size written into your code"),
+    (check_stable_softmax, softmax_shifted_when_large,
+     r"NaN or weights that do not sum to 1 for scores around -1000.*maximum only when the scores "
+     r"are large"),
+    (check_stable_softmax, softmax_in_float32_for_safety,
+     r"as torch\.float32 for torch\.float64 inputs.*a \.float\(\) .*\"for safety\""),
+    (check_stable_softmax, softmax_into_zeros,
+     r"as torch\.float32 for torch\.float64 inputs.*tensor created without dtype="),
+    (check_stable_softmax, softmax_computed_in_float32,
+     r"for float64 inputs, the float64 reference and softmax\(x of dtype float64, dim=1\) differ "
+     r"by up to .*a step computes in float32 and converts back"),
+    (check_stable_softmax, softmax_squeezed,
+     r"expected \(1, 1, 6\), got \(6,\).*lost dimensions of size 1: \.squeeze\(\)"),
+    (check_stable_softmax, softmax_for_3d_scores,
+     r"with x of shape \(2, 3, 4, 5\) \(4 dimensions; the earlier scores had 3\) and dim=-1: your "
+     r"softmax runs along dimension 2, but dim=-1 asks for dimension 3"),
+    (check_stable_softmax, softmax_into_a_global_buffer,
+     r"a second call of softmax_into_a_global_buffer, on other inputs, changed the weights that "
+     r"the first call had returned.*global buffer"),
     (check_softmax_with_temperature, not_done, r"raised NotImplementedError"),
     (check_softmax_with_temperature, _temperature(how="multiply"),
      r"multiplied the scores by the temperature instead of dividing: at T = 2\.0 .*entropy"),
@@ -239,6 +385,17 @@ WRONG_ANSWERS = [
      r"temperature=0\.0\) raised AssertionError.*raise a ValueError instead"),
     (check_softmax_with_temperature, temperature_hard_coded,
      r"(?s)fixed shape \[3, 5\].*passed with \(rows=3, n=5\) but not with \(rows=6, n=2\)"),
+    (check_softmax_with_temperature, temperature_shifted_when_large,
+     r"NaN or weights that do not sum to 1 for scores x - 1000 at temperature 0\.5.*maximum only "
+     r"when the scores are large"),
+    (check_softmax_with_temperature, temperature_in_float32_for_safety,
+     r"as torch\.float32 for torch\.float64 inputs.*\.float\(\)"),
+    (check_softmax_with_temperature, temperature_squeezed,
+     r"x of shape \(1, 4\), temperature=2\.0\): expected \(1, 4\), got \(4,\).*\.squeeze\(\)"),
+    (check_softmax_with_temperature, temperature_along_dimension_1,
+     r"with x of shape \(2, 3, 5\), your softmax runs along dimension 1; it runs along the last"),
+    (check_softmax_with_temperature, temperature_into_a_global_buffer,
+     r"a second call of temperature_into_a_global_buffer, on other inputs, changed the weights"),
     (check_score_variances, not_done, r"raised NotImplementedError"),
     (check_score_variances, _variances(stat="std"), r"returned standard deviations, .* not variances"),
     (check_score_variances, _variances(order="swapped"), r"the two numbers are swapped"),
@@ -264,6 +421,9 @@ WRONG_ANSWERS = [
      r"(?s)drew a sample of shape \(2000, 9\).*passed with \(d_k=9, n_pairs=3000\) but not with "
      r"\(d_k=25, n_pairs=2000\): is a size written into your code"),
     (check_score_variances, variances_as_floats, r"returned a tuple of two numbers; return them as one tensor"),
+    (check_score_variances, variances_into_a_global_tensor,
+     r"a second call of variances_into_a_global_tensor, on other inputs, changed the pair of "
+     r"variances that the first call had returned"),
 ]
 
 
@@ -277,13 +437,21 @@ def test_check_names_the_mistake_of_a_typical_wrong_answer(check, wrong, message
 @pytest.mark.parametrize("check, fn", [
     (check_stable_softmax, softmax),
     (check_stable_softmax, _stable()),
+    (check_stable_softmax, softmax_with_a_detached_max),
+    (check_stable_softmax, softmax_by_logsumexp),
+    (check_stable_softmax, softmax_along_the_last_after_movedim),
+    (check_stable_softmax, softmax_in_place_on_its_own_tensor),
     (check_softmax_with_temperature, lambda x, temperature: softmax(x, temperature=temperature)),
     (check_softmax_with_temperature, _temperature()),
+    (check_softmax_with_temperature, temperature_with_a_default_and_not_positive),
     (check_score_variances, variances_as_in_the_notebook),
     (check_score_variances, variances_divided_afterwards),
     (check_score_variances, variances_population),
-], ids=["course softmax", "stable", "course softmax with T", "temperature", "notebook variances",
-        "variance divided by d_k", "population variance"])
+    (check_score_variances, variances_into_a_new_tensor),
+], ids=["course softmax", "stable", "detached max", "logsumexp", "movedim", "in place on its own",
+        "course softmax with T", "temperature", "temperature with a default",
+        "notebook variances", "variance divided by d_k", "population variance",
+        "einsum into a new tensor"])
 def test_check_passes_on_the_course_code_and_equivalent_answers(check, fn, capsys):
     check(fn)
     assert capsys.readouterr().out.startswith(f"{check.__name__} passed: ")

@@ -11,8 +11,9 @@ import torch.nn.functional as F
 
 from annotated.attention import scaled_dot_product_attention
 from annotated.support.grading.core import (
-    ExerciseFailed, _assert_close, _call, _function, _generic, _hard_coded_hint, _rows,
-    _run_on_all_sizes, _same, _shape, _tensor,
+    ExerciseFailed, _aliasing, _assert_close, _assert_close64, _call, _function, _generic,
+    _gradients_flow, _hard_coded_hint, _rows, _run_on_all_sizes, _same, _same64, _shape,
+    _squeezed, _tensor,
 )
 
 # Two 3-D sets (batch, L, d) and one 4-D set (batch, h, L, d), as multi-head attention
@@ -92,8 +93,10 @@ def _attention_pair(result, name: str, sizes: dict,
     if tuple(weights.shape) == (*lead, L_k, L_q):
         hint = (" Your weights are transposed: one row per query and one column per key comes "
                 "from query @ key.transpose(-2, -1).")
-    _shape(weights, (*lead, L_q, L_k), "the weights (..., L_q, L_k)", hint)
-    _shape(output, (*lead, L_q, d_v), "the output (..., L_q, d_v)")
+    _shape(weights, (*lead, L_q, L_k), "the weights (..., L_q, L_k)",
+           hint + _squeezed(weights.shape, (*lead, L_q, L_k)))
+    _shape(output, (*lead, L_q, d_v), "the output (..., L_q, d_v)",
+           _squeezed(output.shape, (*lead, L_q, d_v)))
     return output, weights
 
 
@@ -302,6 +305,115 @@ def _check_attention_once(attention: Callable, name: str, sizes: dict, g: torch.
     _assert_close(output, expected_out, "the output with a fully masked row")
 
 
+_NO_SHIFT = (
+    "exp(300) overflows float32 (e^89 is already past its largest number), and inf / inf is "
+    "NaN: is your softmax written out without subtracting the maximum? Use "
+    "scores.softmax(dim=-1), which subtracts it, or subtract each row's maximum before the "
+    "exponential, scores - scores.amax(dim=-1, keepdim=True)."
+)
+_UNDERFLOW = (
+    "exp of scores that far below zero underflows to 0 for every key, and 0 / 0 is NaN: is the "
+    "maximum subtracted only when the scores are large (if scores.max() > ...), or not at all? "
+    "Subtract each row's maximum always (scores.softmax(dim=-1) does), so the largest exponent "
+    "is exactly 0."
+)
+
+
+def _big_query(q: torch.Tensor, k: torch.Tensor, top: float = 300.0) -> torch.Tensor:
+    """q rescaled so that the largest scaled score q.k / sqrt(d_k) is exactly +``top``."""
+    scaled = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
+    sign = 1.0 if scaled.max() >= -scaled.min() else -1.0
+    return q * (sign * top / scaled.abs().max())
+
+
+def _low_scores(lead: tuple, L_q: int, L_k: int, d_k: int, g: torch.Generator):
+    """float64 query and key whose scaled scores q.k / sqrt(d_k) are all about -3e4, spread by a
+    few units: below a masked fill of -1e4, and far below zero."""
+    q = torch.randn(*lead, L_q, d_k, generator=g, dtype=torch.float64) * 0.1
+    k = torch.randn(*lead, L_k, d_k, generator=g, dtype=torch.float64) * 0.1
+    q[..., 0] = 1.0
+    k[..., 0] = -math.sqrt(d_k) * (3e4 + 2 * torch.randn(*lead, L_k, generator=g,
+                                                          dtype=torch.float64))
+    return q, k
+
+
+def _check_attention_extras(attention: Callable, name: str, g: torch.Generator) -> None:
+    """What every set of sizes leaves out: a batch of one sentence with one query, large
+    scores, float64, scores far below zero (below a masked fill of -1e4), a second call that
+    must leave the first result alone, and gradients."""
+    # 6. A batch of one sentence with a single query (a decoding step), without and with a mask.
+    sizes = dict(lead=(1,), L_q=1, L_k=5, d_k=6, d_v=3)
+    q = torch.randn(1, 1, 6, generator=g)
+    k = torch.randn(1, 5, 6, generator=g)
+    v = torch.randn(1, 5, 3, generator=g)
+    for mask in (None, _padding_mask(sizes)):
+        what = "a batch of one sentence with one query, (1, 1, d_k)" + (
+            ", and a padding mask (1, 1, L_k)" if mask is not None else "")
+        expected_out, expected_w = _reference(q, k, v, mask)
+        output, weights = _attention_pair(_call_attention(attention, q, k, v, mask), name, sizes, q)
+        _assert_close(weights, expected_w, f"the attention weights with {what}")
+        _assert_close(output, expected_out, f"the output with {what}")
+
+    # 7. Large scores: the largest scaled score is +300, and exp(300) is inf in float32.
+    sizes = ATTENTION_SIZES[0]
+    lead, L_q, L_k, d_k, d_v = sizes["lead"], sizes["L_q"], sizes["L_k"], sizes["d_k"], sizes["d_v"]
+    q = torch.randn(*lead, L_q, d_k, generator=g)
+    k = torch.randn(*lead, L_k, d_k, generator=g)
+    v = torch.randn(*lead, L_k, d_v, generator=g)
+    q_big = _big_query(q, k)
+    expected_out, expected_w = _reference(q_big, k, v)
+    output, weights = _attention_pair(_call_attention(attention, q_big, k, v), name, sizes, q_big)
+    if not (weights.isfinite().all() and output.isfinite().all()):
+        raise ExerciseFailed(f"NaN or inf when a scaled score reaches 300: {_NO_SHIFT}")
+    _assert_close(weights, expected_w, "the attention weights with scaled scores up to 300")
+    _assert_close(output, expected_out, "the output with scaled scores up to 300")
+
+    # 8. float64 inputs with a padding mask: float64 results, exact to float64 rounding.
+    mask = _padding_mask(sizes)
+    q64, k64, v64 = q.double(), k.double(), v.double()
+    expected_out, expected_w = _reference(q64, k64, v64, mask)
+    output, weights = _attention_pair(_call_attention(attention, q64, k64, v64, mask), name, sizes,
+                                      q64)
+    _assert_close64(weights, expected_w, "the attention weights (float64, padding mask)")
+    _assert_close64(output, expected_out, "the output (float64, padding mask)")
+
+    # 9. Every scaled score about -3e4 (float64), with the padding mask: below a fill of -1e4.
+    q_low, k_low = _low_scores(lead, L_q, L_k, d_k, g)
+    expected_out, expected_w = _reference(q_low, k_low, v64, mask)
+    output, weights = _attention_pair(_call_attention(attention, q_low, k_low, v64, mask), name,
+                                      sizes, q_low)
+    if weights.isnan().any() or output.isnan().any():
+        raise ExerciseFailed(
+            f"NaN when every scaled score is about -3e4 (a padding mask hides some keys): "
+            f"{_UNDERFLOW}"
+        )
+    full = mask.expand(*lead, L_q, L_k)
+    if (weights[~full] != 0).any() or (weights.sum(-1) < 0.5).any():
+        how = ("the masked keys got weight (up to "
+               f"{weights[~full].abs().max():.4f})" if (weights[~full] != 0).any() else
+               f"the weights of the keys it may see vanished (row sums {_rows(weights)})")
+        raise ExerciseFailed(
+            "when every scaled score is about -3e4 (a legitimately low score: the scores are "
+            f"not bounded), {how}: the masked scores were filled with a finite number "
+            "(such as -1e4) that these scores go below, so a masked key outscored every key the "
+            "query may see. Fill with float('-inf'), as the exercise asks: a masked key then "
+            "takes no part in the softmax whatever the other scores are."
+        )
+    _assert_close64(weights, expected_w, "the attention weights with scores about -3e4")
+    _assert_close64(output, expected_out, "the output with scores about -3e4")
+
+    # 10. A second call, on other inputs of the same shapes, must leave the first result alone.
+    first = _call_attention(attention, q, k, v, mask)
+    _aliasing(lambda: _call_attention(attention, q * 2, v[..., :1].expand_as(k) + k, v - 1, mask),
+              first, name, "the output and weights")
+
+    # 11. Gradients reach the query, the key and the value: attention is trained through.
+    qg, kg, vg = (t.detach().clone().requires_grad_() for t in (q, k, v))
+    result = _call_attention(attention, qg, kg, vg, mask)
+    _gradients_flow(result, {"the query": qg, "the key": kg, "the value": vg}, name,
+                    "the output and weights")
+
+
 def _attention_hint(passed: list, sizes: dict, message: str) -> str:
     if len(sizes["lead"]) > len(passed[-1]["lead"]):
         hint = (
@@ -336,12 +448,15 @@ def check_attention(attention: Callable) -> None:
     g = torch.Generator().manual_seed(0)
     _run_on_all_sizes(lambda sizes: _check_attention_once(attention, name, sizes, g),
                       ATTENTION_SIZES, _attention_hint)
+    _check_attention_extras(attention, name, g)
     print(
         f"check_attention passed: {name} matches the course's attention (and "
         "F.scaled_dot_product_attention, except for fully masked queries) on 3-D (batch, L, d) "
         "and 4-D (batch, h, L, d) inputs of three sets of sizes: without a mask, with padding "
         "and causal masks, with a masked key whose score dwarfs the kept ones, and with a "
-        "query whose keys are all masked (zero weights, not NaN)."
+        "query whose keys are all masked (zero weights, not NaN); also for a batch of one "
+        "sentence with one query, scaled scores up to 300 and about -3e4, and in float64, "
+        "with gradients reaching the query, key and value."
     )
 
 
@@ -422,6 +537,46 @@ def _check_loops_once(attention_loops: Callable, name: str, sizes: dict) -> None
         _assert_close(output, expected_out, "the output with large scores")
 
 
+def _check_loops_extras(attention_loops: Callable, name: str, g: torch.Generator) -> None:
+    """What every set of sizes leaves out: a single query, float64, scores far below zero, and a
+    second call that must leave the first result alone."""
+    # 3. A single query (one step of decoding), L_q = 1.
+    one = dict(lead=(), L_q=1, L_k=3, d_k=5, d_v=2)
+    q = torch.randn(1, 5, generator=g)
+    k = torch.randn(3, 5, generator=g)
+    v = torch.randn(3, 2, generator=g)
+    expected_out, expected_w = _reference(q, k, v)
+    output, weights = _attention_pair(_call_attention(attention_loops, q, k, v), name, one, q)
+    _assert_close(weights, expected_w, "the weights for a single query, (1, L_k)")
+    _assert_close(output, expected_out, "the output for a single query, (1, d_v)")
+
+    # 4. float64 inputs: float64 results, exact to float64 rounding.
+    sizes = dict(lead=(), L_q=4, L_k=3, d_k=5, d_v=2)
+    q = torch.randn(4, 5, generator=g, dtype=torch.float64)
+    k = torch.randn(3, 5, generator=g, dtype=torch.float64)
+    v = torch.randn(3, 2, generator=g, dtype=torch.float64)
+    expected_out, expected_w = _reference(q, k, v)
+    output, weights = _attention_pair(_call_attention(attention_loops, q, k, v), name, sizes, q)
+    _assert_close64(weights, expected_w, "the weights (float64)")
+    _assert_close64(output, expected_out, "the output (float64)")
+
+    # 5. Every scaled score about -3e4 (float64): exp underflows without the shift.
+    q_low, k_low = _low_scores((), 4, 3, 5, g)
+    expected_out, expected_w = _reference(q_low, k_low, v)
+    output, weights = _attention_pair(_call_attention(attention_loops, q_low, k_low, v), name,
+                                      sizes, q_low)
+    if weights.isnan().any() or output.isnan().any() or (weights.sum(-1) < 0.5).any():
+        raise ExerciseFailed(f"NaN or weights that vanish when every scaled score is about -3e4: "
+                             f"{_UNDERFLOW}")
+    _assert_close64(weights, expected_w, "the weights with scores about -3e4")
+    _assert_close64(output, expected_out, "the output with scores about -3e4")
+
+    # 6. A second call, on other inputs of the same shapes, must leave the first result alone.
+    first = _call_attention(attention_loops, q, k, v)
+    _aliasing(lambda: _call_attention(attention_loops, q * 2, k - 1, v + 1), first, name,
+              "the output and weights")
+
+
 def _loops_hint(passed: list, sizes: dict, message: str) -> str:
     return _hard_coded_hint(
         passed, sizes, message,
@@ -445,12 +600,13 @@ def check_attention_loops(attention_loops: Callable) -> None:
     name = _function(attention_loops, "check_attention_loops", "attention_loops")
     _run_on_all_sizes(lambda sizes: _check_loops_once(attention_loops, name, sizes), LOOP_SIZES,
                       _loops_hint)
+    _check_loops_extras(attention_loops, name, torch.Generator().manual_seed(4))
     shapes = " and ".join(f"(L_q={s['L_q']}, L_k={s['L_k']}, d_k={s['d_k']}, d_v={s['d_v']})"
                           for s in LOOP_SIZES)
     print(
         f"check_attention_loops passed: {name} gives the weights and output of the vectorized "
-        f"attention (and F.scaled_dot_product_attention) for {shapes}, and stays finite when a "
-        "scaled score reaches 300."
+        f"attention (and F.scaled_dot_product_attention) for {shapes}, for a single query and "
+        "in float64, and stays finite when a scaled score reaches 300 or about -3e4."
     )
 
 
@@ -559,6 +715,70 @@ def _check_hard_lookup_once(hard_lookup: Callable, name: str, sizes: dict,
     )
 
 
+def _check_ties(hard_lookup: Callable, name: str, g: torch.Generator) -> None:
+    """Exact ties: integer queries and keys (exact dot products), key L_k - 1 a copy of key 0,
+    the best key of query 0. Any one of the tied keys' values passes, and so does their mean
+    (the limit of attention as the query grows); their sum does not."""
+    lead, L_q, L_k, d_k, d_v = (2,), 4, 5, 3, 2
+    q = torch.randint(-2, 3, (*lead, L_q, d_k), generator=g).float()
+    q[..., 0, :] = torch.randint(1, 3, (*lead, d_k), generator=g).float()  # no zero component
+    k = torch.randint(-2, 3, (*lead, L_k, d_k), generator=g).float()
+    k[..., 0, :] = 3 * q[..., 0, :]  # 3 |q_0|^2 beats any key of components in [-2, 2]
+    k[..., -1, :] = k[..., 0, :]  # an exact tie with key 0
+    v = torch.randn(*lead, L_k, d_v, generator=g)
+    scores = q @ k.transpose(-2, -1)
+    tied = scores == scores.amax(-1, keepdim=True)  # (..., L_q, L_k), exact: integer scores
+    got = _tensor(_call_attention(hard_lookup, q, k, v), name, "the output", like=q)
+    _shape(got, (*lead, L_q, d_v), "the output (..., L_q, d_v)",
+           _squeezed(got.shape, (*lead, L_q, d_v)))
+    gaps = (got.unsqueeze(-2) - v.unsqueeze(-3)).abs().amax(-1)  # (..., L_q, L_k)
+    one_of = ((gaps < 1e-5) & tied).any(-1)
+    mean = (tied.float() / tied.sum(-1, keepdim=True)) @ v
+    ok = one_of | ((got - mean).abs().amax(-1) < 1e-5)
+    if ok.all():
+        return
+    if _same(got, tied.float() @ v):
+        raise ExerciseFailed(
+            "when two keys tie for the highest score, your output is the sum of their values: a "
+            "one-hot made with scores == scores.max(...) marks every tied key, so the product "
+            "with value adds them up (query 0 of each sequence here: key 0 and key "
+            f"{L_k - 1} are the same vector). Take one index per query, "
+            "scores.argmax(dim=-1) (the first of the tied keys), then its row of value."
+        )
+    where = tuple((~ok).nonzero()[0].tolist())
+    keys = tied[where].nonzero().flatten().tolist()
+    raise _generic(
+        f"for query {where[-1]} of sequence {where[:-1]}, keys {keys} tie for the highest score "
+        f"({scores[where].max():.0f}, integer queries and keys), and your row is neither the value "
+        "of one of them nor their mean. Take index = scores.argmax(dim=-1), which picks the first "
+        "of the tied keys, and that row of value."
+    )
+
+
+def _check_hard_lookup_extras(hard_lookup: Callable, name: str, g: torch.Generator) -> None:
+    """What every set of sizes leaves out: exact ties, a batch of one sentence with one query,
+    float64, and a second call that must leave the first result alone."""
+    _check_ties(hard_lookup, name, g)
+
+    # A batch of one sentence with a single query, then float64 inputs (the pick is exact).
+    for dtype, what in [(torch.float32, "a batch of one sentence with one query, (1, 1, d_k)"),
+                        (torch.float64, "float64 inputs")]:
+        lead, L_q = ((1,), 1) if dtype == torch.float32 else ((2,), 3)
+        q = torch.randn(*lead, L_q, 5, generator=g, dtype=dtype)
+        k = torch.randn(*lead, 4, 5, generator=g, dtype=dtype)
+        v = torch.randn(*lead, 4, 3, generator=g, dtype=dtype)
+        expected = _pick(v, (q @ k.transpose(-2, -1)).argmax(-1))
+        got = _tensor(_call_attention(hard_lookup, q, k, v), name, "the output", like=q)
+        _shape(got, expected.shape, f"the output (..., L_q, d_v) for {what}",
+               _squeezed(got.shape, expected.shape))
+        if not _same64(got, expected):
+            _assert_close64(got, expected, f"the output for {what}")
+
+    # A second call, on other inputs of the same shapes, must leave the first result alone.
+    first = _call_attention(hard_lookup, q, k, v)
+    _aliasing(lambda: _call_attention(hard_lookup, -q, k, v * 2 + 1), first, name, "the output")
+
+
 def _hard_lookup_hint(passed: list, sizes: dict, message: str) -> str:
     if len(sizes["lead"]) > len(passed[-1]["lead"]):
         return (
@@ -589,8 +809,11 @@ def check_hard_lookup(hard_lookup: Callable) -> None:
     g = torch.Generator().manual_seed(3)
     _run_on_all_sizes(lambda sizes: _check_hard_lookup_once(hard_lookup, name, sizes, g),
                       ATTENTION_SIZES, _hard_lookup_hint)
+    _check_hard_lookup_extras(hard_lookup, name, g)
     print(
         f"check_hard_lookup passed: {name} returns the value of the best-scoring key for every "
         "query, on 3-D (batch, L, d) and 4-D (batch, h, L, d) inputs of three sets of sizes, "
-        "including a near tie (scores 0.2 % apart) that a softmax would share."
+        "including a near tie (scores 0.2 % apart) that a softmax would share, an exact tie "
+        "(one of the tied values, not their sum), a batch of one sentence with one query, and "
+        "float64 inputs."
     )

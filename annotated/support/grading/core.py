@@ -466,7 +466,20 @@ def _gradients_flow(result, inputs: dict, name: str, what: str = "the result") -
             weights = (torch.arange(t.numel(), dtype=t.dtype, device=t.device) % 7 - 3)
             total = total + (t * weights.view(t.shape)).sum()
     names, leaves = list(inputs), list(inputs.values())
-    grads = torch.autograd.grad(total, leaves, allow_unused=True)
+    try:
+        grads = torch.autograd.grad(total, leaves, allow_unused=True)
+    except RuntimeError as err:
+        if "modified by an inplace operation" not in str(err):
+            raise _generic(f"the backward pass through {what} of {name} raised RuntimeError: "
+                           f"{err}") from None
+        raise ExerciseFailed(
+            f"the backward pass through {what} of {name} fails: a tensor that the gradient "
+            "needs was changed in place after it was used (a method ending in `_`, such as "
+            "weights.masked_fill_(...) after the softmax, or `+=`, `/=` on it), so training "
+            "would stop with \"one of the variables needed for gradient computation has been "
+            "modified by an inplace operation\". Use the operation that returns a new tensor: "
+            "weights = weights.masked_fill(...)."
+        ) from None
     for n, grad in zip(names, grads):
         if grad is None or not grad.any():
             raise ExerciseFailed(

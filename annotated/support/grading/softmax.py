@@ -11,8 +11,8 @@ import torch
 
 from annotated.softmax import softmax as course_softmax
 from annotated.support.grading.core import (
-    ExerciseFailed, _assert_close, _call, _function, _generic, _hard_coded_hint, _rows,
-    _run_on_all_sizes, _same, _shape, _tensor,
+    ExerciseFailed, _aliasing, _assert_close, _assert_close64, _call, _function, _generic,
+    _hard_coded_hint, _rows, _run_on_all_sizes, _same, _shape, _squeezed, _tensor,
 )
 
 # Scores (batch, rows, n): every size differs, so a softmax, a max or a sum along the wrong
@@ -98,7 +98,7 @@ def _call_softmax(fn: Callable, name: str, x: torch.Tensor, dim: int) -> torch.T
         )
     got = _tensor(result, name, "the weights", like=x)
     _shape(got, x.shape, f"{name}(x of shape {tuple(x.shape)}, dim={dim})",
-           " The softmax keeps the shape of its input.")
+           " The softmax keeps the shape of its input." + _squeezed(got.shape, x.shape))
     return got
 
 
@@ -227,6 +227,53 @@ def _check_stable_once(fn: Callable, name: str, sizes: dict, g: torch.Generator)
         _assert_close(got, expected, "softmax of rows of very different scale")
 
 
+_UNDERFLOW = (
+    "exp of scores that far below zero underflows to 0 in every entry, and 0 / 0 is NaN. Does "
+    "your function subtract the maximum only when the scores are large (if x.max() > ...)? The "
+    "shift is needed on both sides: subtract the maximum along dim always, "
+    "x - x.amax(dim=dim, keepdim=True), and the largest exponent is exactly 0 whatever the scores."
+)
+
+
+def _check_stable_extras(fn: Callable, name: str, g: torch.Generator) -> None:
+    """What every set of sizes leaves out: other numbers of dimensions, a batch of one, scores
+    far below zero, float64, and a second call that must leave the first result alone."""
+    # 4. Heads in front (4-D) along a middle and the last dimension, one row (1-D), a batch of one.
+    for shape, dim in [((2, 3, 4, 5), 2), ((2, 3, 4, 5), -1), ((7,), 0), ((1, 1, 6), -1)]:
+        x = torch.randn(*shape, generator=g) * 3
+        expected = _reference_softmax(x, dim)
+        got = _call_softmax(fn, name, x, dim)
+        if not _same(got, expected):
+            try:
+                _diagnose_ordinary(got, x, dim, expected)
+            except ExerciseFailed as err:
+                dims = f"{len(shape)} dimension" + ("s" if len(shape) != 1 else "")
+                raise type(err)(f"with x of shape {shape} ({dims}; the earlier scores had 3) "
+                                f"and dim={dim}: {err}") from None
+
+    # 5. Scores far below zero: around -1000, where exp(x) is 0 in float32 and float64.
+    x = torch.randn(2, 3, 5, generator=g) * 3
+    low = x - 1000
+    got = _call_softmax(fn, name, low, -1)
+    if _bad_rows(got, -1).any():
+        raise ExerciseFailed(
+            f"NaN or weights that do not sum to 1 for scores around -1000 (the notebook's "
+            f"[1000, 1001, 1002] moved below zero): your rows sum to {_rows(got)}. {_UNDERFLOW}"
+        )
+    expected = _reference_softmax(low, -1)
+    if not _same(got, expected):
+        _assert_close(got, expected, "softmax(x - 1000, dim=-1)")
+
+    # 6. float64 scores, along a middle dimension: float64 weights, exact to float64 rounding.
+    x64 = (torch.randn(3, 4, 2, generator=g) * 3).double()
+    got = _call_softmax(fn, name, x64, 1)
+    _assert_close64(got, torch.softmax(x64, dim=1), "softmax(x of dtype float64, dim=1)")
+
+    # 7. A second call, on other scores of the same shape, must leave the first result alone.
+    first = _call_softmax(fn, name, x, -1)
+    _aliasing(lambda: _call_softmax(fn, name, x * 2 + 1, -1), first, name, "the weights")
+
+
 def _softmax_hint(passed: list, sizes: dict, message: str) -> str:
     return _hard_coded_hint(passed, sizes, message,
                             "Read every size from x, and reduce along dim, not along a number.")
@@ -238,7 +285,9 @@ def check_stable_softmax(stable_softmax: Callable) -> None:
 
     Each set tries ordinary scores along three dimensions, the scores moved up by 1000, and
     rows of very different scale (about -1500, 0 and +1500, one row 100 times wider) in one
-    tensor.
+    tensor. Then 4-D scores (heads in front) along a middle and the last dimension, one row
+    (1-D), a batch of one (1, 1, n), scores around -1000, float64 scores (float64 weights, exact
+    to float64 rounding), and a second call that must leave the first result unchanged.
 
     Diagnoses: a call of the library's softmax, an input changed in place, a result of another
     kind, dtype, device or shape, a max or sum without keepdim (the broadcasting error) and
@@ -246,17 +295,23 @@ def check_stable_softmax(stable_softmax: Callable) -> None:
     along the wrong dimension, exponentials not divided by their sum, the scores divided by
     their maximum instead of shifted, no max subtracted (inf/NaN on large scores), the maximum
     of the whole tensor instead of each row's (0/0 in rows far below it), a shift below the
-    row's maximum (mean, minimum: overflow in a wide row), and sizes written into the code.
+    row's maximum (mean, minimum: overflow in a wide row), a shift only when the scores are
+    large (0/0 for scores far below zero), a .squeeze() that drops a batch of one, code for
+    3-D scores only, a float32 result or float32 steps for float64 scores (.float(), torch.zeros
+    without dtype=), a result written into a tensor kept between calls, and sizes written
+    into the code.
     """
     name = _function(stable_softmax, "check_stable_softmax", "stable_softmax")
     g = torch.Generator().manual_seed(0)
     _run_on_all_sizes(lambda sizes: _check_stable_once(stable_softmax, name, sizes, g),
                       SOFTMAX_SIZES, _softmax_hint)
+    _check_stable_extras(stable_softmax, name, g)
     shapes = " and ".join(f"({s['batch']}, {s['rows']}, {s['n']})" for s in SOFTMAX_SIZES)
     print(
         f"check_stable_softmax passed: {name} equals torch.softmax along every dimension of "
-        f"scores of shapes {shapes}, and stays finite for scores around 1000 and for rows of "
-        "scores about -1500, 0 and +1500 in one tensor."
+        f"scores of shapes {shapes}, on 4-D, 1-D and batch-of-one scores and in float64, and "
+        "stays finite for scores around 1000 and -1000 and for rows of scores about -1500, 0 "
+        "and +1500 in one tensor."
     )
 
 
@@ -360,6 +415,57 @@ def _check_temperature_once(fn: Callable, name: str, sizes: dict, g: torch.Gener
         )
 
 
+def _call_temperature(fn: Callable, name: str, x: torch.Tensor, temperature: float) -> torch.Tensor:
+    result = _call(fn, x, temperature, hints=_CALL_HINTS, roles=("x", "temperature"))
+    got = _tensor(result, name, "the weights", like=x)
+    _shape(got, x.shape, f"{name}(x of shape {tuple(x.shape)}, temperature={temperature})",
+           " The softmax keeps the shape of its input." + _squeezed(got.shape, x.shape))
+    return got
+
+
+def _check_temperature_extras(fn: Callable, name: str, g: torch.Generator) -> None:
+    """What every set of sizes leaves out: scores with a batch dimension in front, a batch of
+    one, scores far below zero, float64, and a second call that must leave the first result
+    alone."""
+    # 5. Scores (batch, rows, n): the softmax still runs along the last dimension; a batch of one.
+    for shape in [(2, 3, 5), (1, 4)]:
+        x = torch.randn(*shape, generator=g) * 2
+        expected = torch.softmax(x / 2.0, dim=-1)
+        got = _call_temperature(fn, name, x, 2.0)
+        if not _same(got, expected):
+            for other in range(x.dim() - 1):
+                if _same(got, torch.softmax(x / 2.0, dim=other)):
+                    raise ExerciseFailed(
+                        f"with x of shape {shape}, your softmax runs along dimension {other}; it "
+                        "runs along the last dimension whatever comes in front: reduce along "
+                        "dim=-1, not along dimension 1 or 0."
+                    )
+            _assert_close(got, expected, f"{name}(x of shape {shape}, temperature=2.0)")
+
+    # 6. Scores far below zero: x - 1000 at T = 0.5 reaches about -2000.
+    x = torch.randn(3, 5, generator=g) * 2
+    low = x - 1000
+    got = _call_temperature(fn, name, low, 0.5)
+    if _bad_rows(got, -1).any():
+        raise ExerciseFailed(
+            "NaN or weights that do not sum to 1 for scores x - 1000 at temperature 0.5 (about "
+            f"-2000 once divided): your rows sum to {_rows(got)}. {_UNDERFLOW}"
+        )
+    expected = torch.softmax(low / 0.5, dim=-1)
+    if not _same(got, expected):
+        _assert_close(got, expected, f"{name}(x - 1000, temperature=0.5)")
+
+    # 7. float64 scores: float64 weights, exact to float64 rounding.
+    x64 = x.double() * 1.5
+    got = _call_temperature(fn, name, x64, 0.5)
+    _assert_close64(got, torch.softmax(x64 / 0.5, dim=-1),
+                    f"{name}(x of dtype float64, temperature=0.5)")
+
+    # 8. A second call, on other scores of the same shape, must leave the first result alone.
+    first = _call_temperature(fn, name, x, 2.0)
+    _aliasing(lambda: _call_temperature(fn, name, x * 2 + 1, 2.0), first, name, "the weights")
+
+
 def _temperature_hint(passed: list, sizes: dict, message: str) -> str:
     return _hard_coded_hint(passed, sizes, message, "Read every size from x.")
 
@@ -371,13 +477,19 @@ def check_softmax_with_temperature(softmax_with_temperature: Callable) -> None:
 
     Each set tries the temperatures 2 and 0.5 on ordinary scores, 0.05 (scores divided by it
     reach about 100), 3 on scores around 1000, and 0 and -1, which must raise ValueError.
+    Then scores (batch, rows, n) and a batch of one (1, n), scores around -1000 at T = 0.5,
+    float64 scores (exact to float64 rounding), and a second call that must leave the first
+    result unchanged.
 
     Diagnoses: an input changed in place, a result of another kind, dtype, device or shape,
     a temperature without effect (subtracted, or applied to the exponentials), the weights
     divided by the temperature after the softmax, the weights raised to 1/T without
     normalizing, the scores multiplied by T, divided by sqrt(T), overflow when the divided
     scores are large, a temperature of 0 or below accepted or refused with another error,
-    and sizes written into the code.
+    a softmax along another dimension than the last for 3-D scores, a shift only when the
+    scores are large (0/0 far below zero), a .squeeze() that drops a batch of one, a float32
+    result or float32 steps for float64 scores, a result written into a tensor kept between
+    calls, and sizes written into the code.
     """
     name = _function(softmax_with_temperature, "check_softmax_with_temperature",
                      "softmax_with_temperature")
@@ -385,10 +497,12 @@ def check_softmax_with_temperature(softmax_with_temperature: Callable) -> None:
     _run_on_all_sizes(
         lambda sizes: _check_temperature_once(softmax_with_temperature, name, sizes, g),
         TEMPERATURE_SIZES, _temperature_hint)
+    _check_temperature_extras(softmax_with_temperature, name, g)
     print(
         f"check_softmax_with_temperature passed: {name} equals softmax(x / T) for T = 2, 0.5, "
-        "0.05 and 3 (on scores around 1000) without overflowing, and refuses T = 0 and T = -1 "
-        "with a ValueError."
+        "0.05 and 3 (on scores around 1000) without overflowing, on scores around -1000, with "
+        "a batch dimension in front, a batch of one and in float64, and refuses T = 0 and "
+        "T = -1 with a ValueError."
     )
 
 
@@ -466,7 +580,7 @@ def _variance_mistake(got: torch.Tensor, q: torch.Tensor, k: torch.Tensor, d_k: 
 
 
 def _check_variances_once(fn: Callable, name: str, sizes: dict, kind: str,
-                          g: torch.Generator) -> dict:
+                          g: torch.Generator) -> tuple[dict, torch.Tensor]:
     d_k, n_pairs = sizes["d_k"], sizes["n_pairs"]
     sample, drawn = _sampler(kind, g)
     call = f"{name}(d_k={d_k}, n_pairs={n_pairs}, sample)"
@@ -517,7 +631,7 @@ def _check_variances_once(fn: Callable, name: str, sizes: dict, kind: str,
         if message:
             raise _generic(message)
         _assert_close(got, expected, f"{call}, (Var(q.k), Var(q.k / sqrt(d_k)))")
-    return dict(d_k=d_k, kind=kind, raw=float(expected[0]), scaled=float(expected[1]))
+    return dict(d_k=d_k, kind=kind, raw=float(expected[0]), scaled=float(expected[1])), got
 
 
 def _variances_hint(passed: list, sizes: dict, message: str) -> str:
@@ -537,15 +651,20 @@ def check_score_variances(score_variances: Callable) -> None:
     two samples, a result of another kind or shape, standard deviations instead of
     variances, the two numbers swapped, the mean of the products instead of their sum, the
     variance of the products, the sum over the pairs, q @ k.T, the scaling missing, by d_k,
-    or applied to the variance as 1/sqrt(d_k), and a d_k written into the scaling.
+    or applied to the variance as 1/sqrt(d_k), a d_k written into the scaling, and a result
+    written into a tensor kept between calls (a later call changes an earlier result).
     """
     name = _function(score_variances, "check_score_variances", "score_variances")
     g = torch.Generator().manual_seed(2)
-    measured = []
+    measured, results = [], []
 
     def once(sizes: dict) -> None:
         kind = DISTRIBUTIONS[VARIANCE_SIZES.index(sizes)]
-        measured.append(_check_variances_once(score_variances, name, sizes, kind, g))
+        run = lambda: _check_variances_once(score_variances, name, sizes, kind, g)  # noqa: E731
+        # Each later call must leave the pair an earlier call returned alone.
+        summary, got = _aliasing(run, results[-1], name, "the pair of variances") if results else run()
+        measured.append(summary)
+        results.append(got)
 
     _run_on_all_sizes(once, VARIANCE_SIZES, _variances_hint)
     table = "; ".join(f"d_k = {m['d_k']} ({m['kind']}): {m['raw']:.1f} and {m['scaled']:.2f}"
