@@ -83,6 +83,21 @@ def ffn_with_the_modules_settings(x, W_1, b_1, W_2, b_2, dropout):
     return hidden @ W_2 + b_2
 
 
+def ffn_in_place_on_its_own_tensors(x, W_1, b_1, W_2, b_2, dropout):
+    hidden = x @ W_1
+    hidden += b_1
+    hidden.relu_()
+    out = dropout(hidden) @ W_2
+    out += b_2
+    return out
+
+
+def norm_position_by_position(x, gamma, beta, eps):
+    rows = [gamma * (r - r.mean()) / torch.sqrt(((r - r.mean()) ** 2).mean() + eps) + beta
+            for r in x.reshape(-1, x.size(-1))]
+    return torch.stack(rows).reshape(x.shape)
+
+
 def norm_with_rsqrt(x, gamma, beta, eps):
     centred = x - x.mean(dim=-1, keepdim=True)
     return centred * torch.rsqrt((centred * centred).mean(dim=-1, keepdim=True) + eps) * gamma + beta
@@ -91,6 +106,12 @@ def norm_with_rsqrt(x, gamma, beta, eps):
 def norm_with_var_mean(x, gamma, beta, eps):
     var, mean = torch.var_mean(x, dim=-1, keepdim=True, correction=0)
     return torch.addcmul(beta, gamma, (x - mean) / (var + eps).sqrt())
+
+
+def connection_in_place_on_its_own_tensors(x, sublayer, norm, dropout, norm_first=False):
+    out = dropout(sublayer.forward(norm.forward(x) if norm_first else x))
+    out += x
+    return out if norm_first else norm(out)
 
 
 def connection_skipping_a_dropout_of_p_0(x, sublayer, norm, dropout, norm_first=False):
@@ -131,9 +152,12 @@ def connection_putting_the_mode_back(x, sublayer, norm, dropout, norm_first=Fals
     (check_feed_forward, ffn_skipping_a_dropout_of_p_0),
     (check_feed_forward, ffn_reading_the_mode),
     (check_feed_forward, ffn_with_the_modules_settings),
+    (check_feed_forward, ffn_in_place_on_its_own_tensors),
+    (check_layer_norm, norm_position_by_position),
     (check_layer_norm, norm_with_rsqrt),
     (check_layer_norm, norm_with_var_mean),
     (check_sublayer_connection, connection_skipping_a_dropout_of_p_0),
+    (check_sublayer_connection, connection_in_place_on_its_own_tensors),
     (check_sublayer_connection, connection_from_the_norms_attributes),
     (check_sublayer_connection, connection_from_gamma_and_beta),
     (check_sublayer_connection, connection_with_the_modules_settings),
@@ -447,6 +471,12 @@ def norm_for_3_or_2_dimensions(x, gamma, beta, eps):
     return gamma * (x - mean) / torch.sqrt(var + eps) + beta
 
 
+def norm_dividing_in_place(x, gamma, beta, eps):
+    centred = x - x.mean(dim=-1, keepdim=True)
+    centred /= torch.sqrt((centred**2).mean(dim=-1, keepdim=True) + eps)  # needed by backward
+    return gamma * centred + beta
+
+
 @torch.no_grad()
 def norm_without_gradients(x, gamma, beta, eps):
     return _norm()(x, gamma, beta, eps)
@@ -620,6 +650,9 @@ WRONG_ANSWERS = [
      r"Hint: it works for \(batch, L, d_model\) and \(L, d_model\) inputs but not for "
      r"\(batch, h, L, d_model\)"),
     (check_layer_norm, norm_without_gradients, r"without a gradient \(requires_grad is False\)"),
+    (check_layer_norm, norm_dividing_in_place,
+     r"backpropagating through the normalized tensor of norm_dividing_in_place raised "
+     r"RuntimeError: .*An in-place operation"),
     (check_layer_norm, norm_in_a_reused_buffer,
      r"a second call of norm_in_a_reused_buffer, on other inputs, changed the normalized tensor"),
     (check_sublayer_connection, connection_in_eval_mode,

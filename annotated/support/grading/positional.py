@@ -523,7 +523,11 @@ def _check_embed_float64(fn: Callable, name: str, g: torch.Generator) -> None:
                 "without dtype=: keep weight[tokens] * math.sqrt(d_model) in weight's dtype."
             )
         _assert_close(got, expected.detach(), call)
-    _gradients_flow(got, {"weight": weight}, name, "the vectors")
+    try:
+        _gradients_flow(got, {"weight": weight}, name, "the vectors")
+    except RuntimeError as err:  # backward itself failed, as loss.backward() would in training
+        raise _generic(f"backpropagating through the vectors of {name} raised RuntimeError: "
+                       f"{str(err).splitlines()[0]}") from None
 
 
 def _embed_hint(passed: list, sizes: dict, message: str) -> str:

@@ -159,6 +159,17 @@ def _weights(t: torch.Tensor) -> torch.Tensor:
     return (torch.arange(t.numel(), dtype=t.dtype) % 7 - 3).view(t.shape)
 
 
+def _backward_failed(name: str, what: str, err: RuntimeError) -> ExerciseFailed:
+    """The message for a result whose backward pass raises: in training, loss.backward() would."""
+    hint = ""
+    if "inplace operation" in str(err):
+        hint = (" An in-place operation (x /= ..., x.mul_(...), relu_(), x[...] = ...) changed "
+                "a tensor that the backward pass needs, after it was used: write the step "
+                "out of place, x = x / ..., so that each intermediate result keeps its value.")
+    return _generic(f"backpropagating through {what} of {name} raised RuntimeError: "
+                    f"{str(err).splitlines()[0]}{hint}")
+
+
 def _same_gradients(got: torch.Tensor, expected: torch.Tensor, inputs: dict, name: str,
                     what: str) -> None:
     """Gradients of a fixed weighted sum of ``got`` must reach each of ``inputs`` (name -> a
@@ -168,8 +179,11 @@ def _same_gradients(got: torch.Tensor, expected: torch.Tensor, inputs: dict, nam
     if not got.requires_grad:
         _gradients_flow(got, inputs, name, what)  # names the missing gradient
     leaves = list(inputs.values())
-    mine = torch.autograd.grad((got * _weights(got)).sum(), leaves, allow_unused=True,
-                               retain_graph=True)
+    try:
+        mine = torch.autograd.grad((got * _weights(got)).sum(), leaves, allow_unused=True,
+                                   retain_graph=True)
+    except RuntimeError as err:
+        raise _backward_failed(name, what, err) from None
     reference = torch.autograd.grad((expected * _weights(expected)).sum(), leaves,
                                     allow_unused=True)
     if any(a is None or not a.any() for a in mine):
