@@ -435,14 +435,22 @@ def check_attention(attention: Callable) -> None:
     Runs three sets of sizes (``ATTENTION_SIZES``), the last with heads in front, each
     without a mask, with a padding mask (batch, 1, L_k), with a masked key whose score
     dwarfs the kept ones, with a causal mask (1, L_q, L_k) and with a query whose keys are
-    all masked. Masks have as many dimensions as the scores.
+    all masked. Masks have as many dimensions as the scores. Then a batch of one sentence
+    with a single query, scaled scores up to 300, float64 inputs (exact to float64
+    rounding), scaled scores all about -3e4 under a padding mask (float64), a second call
+    that must leave the first result unchanged, and gradients to the query, key and value.
 
     Diagnoses: an input changed in place, a result of another kind (not a pair of real
     floating tensors of the inputs' dtype and device), wrong shapes, softmax over the wrong
     dimension, a missing or wrong 1/sqrt(d_k) scaling (d_k hard-coded or read from the
     wrong dimension too), a mask that is ignored, inverted, applied after the softmax, or
     applied after it with the rows renormalized, NaN or uniform weights for a query whose
-    keys are all masked, ``key.T``, and code that only works for 3-dimensional inputs.
+    keys are all masked, ``key.T``, code that only works for 3-dimensional inputs, a
+    .squeeze() that drops a batch of one, a softmax written without the max shift (overflow)
+    or with it only when the scores are large (0/0 far below zero), a masked fill of -1e4
+    that low scores go below, a float32 result or float32 steps for float64 inputs, a result
+    written into a tensor kept between calls, and gradients cut (@torch.no_grad(),
+    .detach()) or broken by an in-place change the backward pass needs.
     """
     name = _function(attention, "check_attention", "attention")
     g = torch.Generator().manual_seed(0)
@@ -589,13 +597,17 @@ def check_attention_loops(attention_loops: Callable) -> None:
     query (L_q, d_k), key (L_k, d_k), value (L_k, d_v), against the course's vectorized
     attention and F.scaled_dot_product_attention, on the sizes of ``LOOP_SIZES``: ordinary
     scores, then scores up to 300 (scaled), where a softmax without the max subtracted
-    overflows.
+    overflows. Then a single query, float64 inputs (exact to float64 rounding), scaled scores
+    all about -3e4 (float64), and a second call that must leave the first result unchanged.
 
     Diagnoses: an input changed in place, a result of another kind or shape (the weights
     transposed, the keys averaged instead of the values), weights normalized over the
     queries or not at all, a missing or wrong 1/sqrt(d_k), the values summed or averaged
-    without the weights, overflow on large scores, ``key.T`` on more than two dimensions, and
-    sizes written into the code (a loop over a fixed range).
+    without the weights, overflow on large scores, a shift only when the scores are large
+    (0/0 far below zero), ``key.T`` on more than two dimensions, a .squeeze() that drops a
+    single query, a float32 result for float64 inputs (torch.zeros without dtype=, Python
+    floats), a result written into a tensor kept between calls, and sizes written into the
+    code (a loop over a fixed range).
     """
     name = _function(attention_loops, "check_attention_loops", "attention_loops")
     _run_on_all_sizes(lambda sizes: _check_loops_once(attention_loops, name, sizes), LOOP_SIZES,
@@ -606,7 +618,8 @@ def check_attention_loops(attention_loops: Callable) -> None:
     print(
         f"check_attention_loops passed: {name} gives the weights and output of the vectorized "
         f"attention (and F.scaled_dot_product_attention) for {shapes}, for a single query and "
-        "in float64, and stays finite when a scaled score reaches 300 or about -3e4."
+        "in float64, and stays finite when a scaled score reaches 300 and when every scaled "
+        "score is about -3e4."
     )
 
 
@@ -796,14 +809,20 @@ def check_hard_lookup(hard_lookup: Callable) -> None:
     the highest score q.k, shape (..., L_q, d_v); the limit of attention when one score
     dominates. Runs the sizes of ``ATTENTION_SIZES`` (3-D, then 4-D with heads), each with a
     near tie for query 0 (key 1 = 1.002 key 0, both along the query), which a softmax shares
-    and an argmax does not.
+    and an argmax does not. Then an exact tie (integer queries and keys, two equal keys): one
+    of the tied keys' values passes, and so does their mean, the limit of attention; then a
+    batch of one sentence with a single query, float64 inputs, and a second call that must
+    leave the first result unchanged.
 
     Diagnoses: an input changed in place, a result of another kind, dtype, device or shape
     (keys returned, a gather without the index expanded, the argmax over the queries,
     ``value[index]`` indexing the batch), the soft average returned, a mix of values (a
     softmax of multiplied scores), the lowest score, the nearest key by distance, the highest
-    cosine similarity, ``key.T``, code that only works for 3-dimensional inputs, and sizes
-    written into the code.
+    cosine similarity, ``key.T``, code that only works for 3-dimensional inputs, the sum of
+    the tied values (a one-hot from ``scores == max``), a .squeeze() that drops a batch of
+    one, a float32 result for float64 inputs (a one-hot's .float(), torch.zeros without
+    dtype=), a result written into a tensor kept between calls, and sizes written into the
+    code.
     """
     name = _function(hard_lookup, "check_hard_lookup", "hard_lookup")
     g = torch.Generator().manual_seed(3)
