@@ -5,6 +5,7 @@ and the parameter count."""
 import pytest
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 from annotated.masks import subsequent_mask
 from annotated.model import DecoderLayer, Generator, TransformerConfig, count_parameters, make_model
@@ -120,6 +121,86 @@ def layer_with_a_wrong_attribute(layer, x, memory, src_mask, tgt_mask):
     return layer.sublayer[2](x, layer.feed_forward)
 
 
+def _sublayers(layer, memory, src_mask, tgt_mask):
+    return [lambda y: layer.self_attn(y, y, y, tgt_mask),
+            lambda y: layer.src_attn(y, memory, memory, src_mask), layer.feed_forward]
+
+
+def layer_by_hand_without_dropout(layer, x, memory, src_mask, tgt_mask):
+    # The residual and the norm in the layer's own order, but no dropout.
+    for connection, fn in zip(layer.sublayer, _sublayers(layer, memory, src_mask, tgt_mask)):
+        if connection.norm_first:
+            x = x + fn(connection.norm(x))
+        else:
+            x = connection.norm(x + fn(x))
+    return x
+
+
+def layer_with_dropout_always_on(layer, x, memory, src_mask, tgt_mask):
+    for connection, fn in zip(layer.sublayer, _sublayers(layer, memory, src_mask, tgt_mask)):
+        drop = lambda t: F.dropout(t, connection.dropout.p)  # noqa: E731  (training=True by default)
+        x = x + drop(fn(connection.norm(x))) if connection.norm_first else connection.norm(x + drop(fn(x)))
+    return x
+
+
+def layer_switching_to_eval(layer, x, memory, src_mask, tgt_mask):
+    layer.eval()  # "to be deterministic"
+    return DecoderLayer.forward(layer, x, memory, src_mask, tgt_mask)
+
+
+def layer_in_eval_then_back(layer, x, memory, src_mask, tgt_mask):
+    was = layer.training
+    layer.eval()
+    out = DecoderLayer.forward(layer, x, memory, src_mask, tgt_mask)
+    layer.train(was)
+    return out
+
+
+@torch.no_grad()
+def layer_without_gradients(layer, x, memory, src_mask, tgt_mask):
+    return DecoderLayer.forward(layer, x, memory, src_mask, tgt_mask)
+
+
+def layer_detaching_the_memory(layer, x, memory, src_mask, tgt_mask):
+    return DecoderLayer.forward(layer, x, memory.detach(), src_mask, tgt_mask)
+
+
+def layer_in_float32(layer, x, memory, src_mask, tgt_mask):
+    return DecoderLayer.forward(layer, x, memory, src_mask, tgt_mask).float()
+
+
+_OUTPUTS = {}
+
+
+def layer_into_a_buffer(layer, x, memory, src_mask, tgt_mask):
+    out = DecoderLayer.forward(layer, x, memory, src_mask, tgt_mask)
+    buffer = _OUTPUTS.get((out.shape, out.dtype))
+    if buffer is None:
+        buffer = _OUTPUTS[(out.shape, out.dtype)] = torch.empty_like(out)
+    buffer.copy_(out)
+    return buffer
+
+
+def layer_squeezing_its_output(layer, x, memory, src_mask, tgt_mask):
+    return DecoderLayer.forward(layer, x, memory, src_mask, tgt_mask).squeeze()
+
+
+def layer_by_hand_reading_dropout_p(layer, x, memory, src_mask, tgt_mask):
+    """A right answer: the residual by hand in the layer's order, skipping a dropout of p = 0."""
+    for connection, fn in zip(layer.sublayer, _sublayers(layer, memory, src_mask, tgt_mask)):
+        drop = connection.dropout if connection.dropout.p > 0 else (lambda t: t)
+        x = x + drop(fn(connection.norm(x))) if connection.norm_first else connection.norm(x + drop(fn(x)))
+    return x
+
+
+def layer_with_functional_dropout(layer, x, memory, src_mask, tgt_mask):
+    """A right answer: F.dropout told the layer's mode."""
+    for connection, fn in zip(layer.sublayer, _sublayers(layer, memory, src_mask, tgt_mask)):
+        drop = lambda t: F.dropout(t, connection.dropout.p, training=layer.training)  # noqa: E731
+        x = x + drop(fn(connection.norm(x))) if connection.norm_first else connection.norm(x + drop(fn(x)))
+    return x
+
+
 # ---------------------------------------------------------------- the tied embeddings
 
 
@@ -180,6 +261,25 @@ def tied_with_swapped_table(src_vocab_size, tgt_vocab_size, d_model, share_embed
     return Embeddings(d_model, src_vocab_size), tgt, gen
 
 
+def tied_with_a_frozen_table(src_vocab_size, tgt_vocab_size, d_model, share_embeddings):
+    src, tgt, gen = reference_tied(src_vocab_size, tgt_vocab_size, d_model, share_embeddings)
+    tgt.lut.weight.requires_grad_(False)
+    return src, tgt, gen
+
+
+def tied_sharing_the_module(src_vocab_size, tgt_vocab_size, d_model, share_embeddings):
+    """A right answer: with share_embeddings the source embedding is the target's module."""
+    tgt, gen = Embeddings(tgt_vocab_size, d_model), Generator(d_model, tgt_vocab_size)
+    gen.proj.weight = tgt.lut.weight
+    return (tgt if share_embeddings else Embeddings(src_vocab_size, d_model)), tgt, gen
+
+
+@torch.no_grad()
+def tied_built_without_gradients(src_vocab_size, tgt_vocab_size, d_model, share_embeddings):
+    """A right answer: modules built under no_grad keep parameters that require gradients."""
+    return tied_sharing_the_module(src_vocab_size, tgt_vocab_size, d_model, share_embeddings)
+
+
 def reference_tied(src_vocab_size, tgt_vocab_size, d_model, share_embeddings):
     """The course's own pieces: make_model's embeddings (without positions) and generator."""
     model = make_model(TransformerConfig(src_vocab_size, tgt_vocab_size, N=1, d_model=d_model,
@@ -226,6 +326,20 @@ def _counting(attention_bias=True, ff_bias=True, generator_bias=True, norms=True
         return (vocab * d_model + encoder + decoder + final + extra
                 + (c.tgt_vocab_size if generator_bias else 0))
     return parameter_count
+
+
+def count_by_heads(c):
+    """A right answer: the attention counted head by head, h blocks of d_k columns."""
+    d, h = c.d_model, c.h
+    d_k = d // h
+    attention = 3 * h * (d * d_k + d_k) + (h * d_k * d + d)  # W_i^Q, W_i^K, W_i^V, then W^O
+    ffn = 2 * d * c.d_ff + c.d_ff + d
+    norm = 2 * d
+    stacks = c.N * (attention + ffn + 2 * norm) + c.N * (2 * attention + ffn + 3 * norm)
+    if c.norm_first:
+        stacks += 2 * norm
+    tables = c.tgt_vocab_size if c.share_embeddings else c.src_vocab_size + c.tgt_vocab_size
+    return tables * d + stacks + c.tgt_vocab_size
 
 
 def count_by_building(c):
@@ -294,6 +408,32 @@ WRONG_ANSWERS = [
     (check_decoder_layer_forward, layer_calling_the_feed_forward,
      r"(?s)raised TypeError: 'Tensor' object is not callable.*Hint: a sublayer connection takes a "
      r"function and calls it itself"),
+    # ... its state and side effects, dtype and a batch of one sentence.
+    (check_decoder_layer_forward, layer_by_hand_without_dropout,
+     r"^in training mode \(layer\.train\(\)\), on a post-norm layer whose sublayer connections have "
+     r"dropout p = 0\.5, your output is the output without dropout: your function ignores the "
+     r"dropout"),
+    (check_decoder_layer_forward, layer_in_eval_then_back,
+     r"your output is the output without dropout.*do not switch the layer to evaluation mode"),
+    (check_decoder_layer_forward, layer_switching_to_eval,
+     r"layer_switching_to_eval switched the model from training mode to evaluation mode and left "
+     r"it there"),
+    (check_decoder_layer_forward, layer_with_dropout_always_on,
+     r"^in evaluation mode \(layer\.eval\(\)\).*your function applies dropout in evaluation mode\. "
+     r"F\.dropout\(t, p\) drops unless given training=False"),
+    (check_decoder_layer_forward, layer_without_gradients,
+     r"returned the layer's output without a gradient \(requires_grad is False\).*"
+     r"remove @torch\.no_grad\(\)"),
+    (check_decoder_layer_forward, layer_detaching_the_memory,
+     r"no gradient reaches memory through the layer's output of layer_detaching_the_memory"),
+    (check_decoder_layer_forward, layer_in_float32,
+     r"returned the layer's output as torch\.float32 for torch\.float64 inputs.*\.float\(\)"),
+    (check_decoder_layer_forward, layer_into_a_buffer,
+     r"a second call of layer_into_a_buffer, on other inputs, changed the layer's output that the "
+     r"first call had returned"),
+    (check_decoder_layer_forward, layer_squeezing_its_output,
+     r"(?s)expected \(1, 4, 14\), got \(4, 14\)\. Your result lost dimensions of size 1.*Hint: the "
+     r"same function passed with batches of several sentences but not with a batch of one"),
     # The tied embeddings.
     (check_tied_embeddings, not_done, r"raised NotImplementedError: the exercise is not done"),
     (check_tied_embeddings, _tied(tie="none"), r"the generator's weight is not tied to the target "
@@ -323,6 +463,9 @@ WRONG_ANSWERS = [
      r"should return three modules \(src_embed, tgt_embed, generator\), got a tuple of 2 items"),
     (check_tied_embeddings, tied_with_swapped_table,
      r"src_embed's table has shape \(6, 13\), \(d_model, vocab_size\): the arguments are swapped"),
+    (check_tied_embeddings, tied_with_a_frozen_table,
+     r"tgt_embed\.lut\.weight does not require a gradient \(requires_grad=False\): training would "
+     r"never change it"),
     (check_tied_embeddings, _tied(d_model=6),
      r"(?s)wrong shape for the table of tgt_embed .*: expected \(17, 10\), got \(17, 6\).*passed "
      r"with \(src_vocab=13, tgt_vocab=11, d_model=6\) but not with \(src_vocab=9, tgt_vocab=17, "
@@ -372,6 +515,36 @@ WRONG_ANSWERS = [
 def test_check_names_the_mistake_of_a_typical_wrong_answer(check, wrong, message):
     with pytest.raises(ExerciseFailed, match=message):
         check(wrong)
+
+
+RIGHT_ANSWERS = [
+    (check_decoder_layer_forward, layer_by_hand_reading_dropout_p),
+    (check_decoder_layer_forward, layer_with_functional_dropout),
+    (check_tied_embeddings, tied_sharing_the_module),
+    (check_tied_embeddings, tied_built_without_gradients),
+    (check_parameter_count, count_by_heads),
+]
+
+
+@pytest.mark.parametrize("check, fn", RIGHT_ANSWERS, ids=[fn.__name__ for _, fn in RIGHT_ANSWERS])
+def test_check_passes_on_a_right_answer_written_another_way(check, fn, capsys):
+    check(fn)
+    assert capsys.readouterr().out.startswith(f"{check.__name__} passed: ")
+
+
+def test_the_layer_check_tries_a_batch_of_one_float64_both_modes_and_leaves_no_mode_changed():
+    seen = []
+
+    def spy(layer, x, memory, src_mask, tgt_mask):
+        seen.append((x.size(0), x.dtype, layer.training, layer.sublayer[0].dropout.p,
+                     x.requires_grad))
+        return DecoderLayer.forward(layer, x, memory, src_mask, tgt_mask)
+
+    check_decoder_layer_forward(spy)
+    assert (1, torch.float32, True, 0.0, False) in seen  # a batch of one sentence
+    assert any(dtype == torch.float64 for _, dtype, *_ in seen)
+    assert any(training and p > 0 for _, _, training, p, _ in seen)
+    assert any(not training and p > 0 and grad for _, _, training, p, grad in seen)
 
 
 @pytest.mark.parametrize("check, fn", [

@@ -72,6 +72,50 @@ def targets_of_the_first_sizes(target, vocab_size, pad_idx, smoothing):
     return q
 
 
+def targets_with_a_default_epsilon(target, vocab_size, pad_idx, smoothing):
+    smoothing = smoothing or 0.1  # 0 is falsy: the default replaces it
+    return smoothed_targets(target, vocab_size, pad_idx, smoothing)
+
+
+def targets_with_a_default_when_not_given(target, vocab_size, pad_idx, smoothing=None):
+    if not smoothing:
+        smoothing = 0.1
+    return smoothed_targets(target, vocab_size, pad_idx, smoothing)
+
+
+_TARGETS = {}
+
+
+def targets_into_a_buffer(target, vocab_size, pad_idx, smoothing):
+    key = (target.size(0), vocab_size)
+    q = _TARGETS.setdefault(key, torch.empty(key))  # kept between calls
+    q.fill_(smoothing / (vocab_size - 2))
+    q[torch.arange(target.size(0)), target] = 1 - smoothing
+    q[:, pad_idx] = 0.0
+    q[target == pad_idx] = 0.0
+    return q
+
+
+def targets_squeezing_the_labels(target, vocab_size, pad_idx, smoothing):
+    return smoothed_targets(target.squeeze(), vocab_size, pad_idx, smoothing)
+
+
+def targets_with_where(target, vocab_size, pad_idx, smoothing):
+    """A right answer: torch.where on a broadcast comparison, then masked_fill."""
+    tokens = torch.arange(vocab_size)
+    q = torch.where(tokens == target[:, None], torch.tensor(1.0 - smoothing),
+                    torch.tensor(smoothing / (vocab_size - 2)))
+    return q.masked_fill(tokens == pad_idx, 0.0).masked_fill((target == pad_idx)[:, None], 0.0)
+
+
+def targets_from_a_one_hot(target, vocab_size, pad_idx, smoothing):
+    """A right answer: a one-hot mixture, padding removed by multiplication."""
+    one_hot = F.one_hot(target, vocab_size).float()
+    q = one_hot * (1 - smoothing) + (1 - one_hot) * (smoothing / (vocab_size - 2))
+    q[:, pad_idx] = 0.0
+    return q * (target != pad_idx).unsqueeze(1)
+
+
 def targets_marking_padding_in_place(target, vocab_size, pad_idx, smoothing):
     target[target == pad_idx] = -1  # changes the caller's labels
     return smoothed_targets(target.clamp(min=0), vocab_size, pad_idx, smoothing)
@@ -130,6 +174,57 @@ def loss_with_the_paper_epsilon(logits, target, pad_idx, smoothing):
     return course_loss(logits, target, pad_idx, 0.1)
 
 
+def loss_with_a_default_epsilon(logits, target, pad_idx, smoothing):
+    return course_loss(logits, target, pad_idx, smoothing or 0.1)
+
+
+def loss_in_float32(logits, target, pad_idx, smoothing):
+    return course_loss(logits.float(), target, pad_idx, smoothing)  # .float() "for safety"
+
+
+def loss_computed_in_float32(logits, target, pad_idx, smoothing):
+    log_p = F.log_softmax(logits.float(), dim=-1)  # then back to the logits' dtype
+    return -(smoothed_targets(target, logits.size(-1), pad_idx, smoothing) * log_p).sum().to(logits.dtype)
+
+
+def loss_shifted_only_when_large(logits, target, pad_idx, smoothing):
+    if logits.max() > 80:  # "only where exp could overflow"
+        logits = logits - logits.max(-1, keepdim=True).values
+    log_p = logits - logits.exp().sum(-1, keepdim=True).log()
+    q = smoothed_targets(target, logits.size(-1), pad_idx, smoothing).to(logits.dtype)
+    return -(q * log_p).sum()
+
+
+def loss_squeezing_its_inputs(logits, target, pad_idx, smoothing):
+    logits, target = logits.squeeze(), target.squeeze()  # "drop a useless dimension"
+    q = smoothed_targets(target, logits.size(-1), pad_idx, smoothing).to(logits.dtype)
+    return -(q * logits.log_softmax(-1)).sum()
+
+
+@torch.no_grad()
+def loss_without_gradients(logits, target, pad_idx, smoothing):
+    return course_loss(logits, target, pad_idx, smoothing)
+
+
+def loss_with_the_max_shift(logits, target, pad_idx, smoothing):
+    """A right answer: log-softmax by hand, the maximum subtracted first."""
+    z = logits - logits.max(-1, keepdim=True).values
+    log_p = z - z.exp().sum(-1, keepdim=True).log()
+    q = torch.full_like(logits, smoothing / (logits.size(-1) - 2))
+    q = q.scatter(1, target.unsqueeze(1), 1 - smoothing)
+    q[:, pad_idx] = 0.0
+    q[target == pad_idx] = 0.0
+    return -(q * log_p).sum()
+
+
+def loss_plain_when_not_smoothed(logits, target, pad_idx, smoothing):
+    """A right answer: smoothing = 0 handled apart, as the plain cross-entropy."""
+    if smoothing == 0:
+        real = target != pad_idx
+        return F.cross_entropy(logits[real], target[real], reduction="sum")
+    return course_loss(logits, target, pad_idx, smoothing)
+
+
 def loss_of_the_first_sizes(logits, target, pad_idx, smoothing):
     return course_loss(logits.view(10, 9), target.view(10), pad_idx, smoothing)  # N = 10, V = 9 written in
 
@@ -157,6 +252,21 @@ def rate_infinite_at_step_zero(step, d_model, warmup):
     if step == 0:
         return float("inf")
     return rate(step, d_model, warmup)
+
+
+def rate_rising_from_zero(step, d_model, warmup):
+    # The warm-up drawn from 0 at step 1 to the peak at step = warmup.
+    step = max(step, 1)
+    if step < warmup:
+        return (step - 1) / (warmup - 1) * (d_model * warmup) ** -0.5
+    return (d_model * step) ** -0.5
+
+
+def rate_by_branches(step, d_model, warmup):
+    """A right answer: the branch chosen by comparing with warmup, step 0 as `step or 1`."""
+    step = step or 1
+    branch = step * warmup**-1.5 if step < warmup else step**-0.5
+    return d_model**-0.5 * branch
 
 
 def rate_as_a_tensor(step, d_model, warmup):
@@ -222,6 +332,59 @@ def teacher_as_a_number(model, src, tgt, pad_idx, loss_fn):
     return torch.tensor(course_teacher_forcing_loss(model, src, tgt, pad_idx, loss_fn).item())
 
 
+def teacher_switching_to_eval(model, src, tgt, pad_idx, loss_fn):
+    model.eval()  # "to be deterministic"
+    return course_teacher_forcing_loss(model, src, tgt, pad_idx, loss_fn)
+
+
+def teacher_in_eval_then_back(model, src, tgt, pad_idx, loss_fn):
+    was = model.training
+    model.eval()
+    loss = course_teacher_forcing_loss(model, src, tgt, pad_idx, loss_fn)
+    model.train(was)
+    return loss
+
+
+def teacher_switching_to_train(model, src, tgt, pad_idx, loss_fn):
+    model.train()
+    return course_teacher_forcing_loss(model, src, tgt, pad_idx, loss_fn)
+
+
+@torch.no_grad()
+def teacher_without_gradients(model, src, tgt, pad_idx, loss_fn):
+    return course_teacher_forcing_loss(model, src, tgt, pad_idx, loss_fn)
+
+
+def teacher_in_float32(model, src, tgt, pad_idx, loss_fn):
+    tgt_in, tgt_y = tgt[:, :-1], tgt[:, 1:]
+    logits = model(src, tgt_in, padding_mask(src, pad_idx), target_mask(tgt_in, pad_idx)).float()
+    return loss_fn(logits.flatten(0, 1), tgt_y.flatten()) / (tgt_y != pad_idx).sum()
+
+
+def teacher_squeezing_the_batch(model, src, tgt, pad_idx, loss_fn):
+    src, tgt = src.squeeze(), tgt.squeeze()  # "drop a useless dimension"
+    return course_teacher_forcing_loss(model, src, tgt, pad_idx, loss_fn)
+
+
+def teacher_from_the_models_parts(model, src, tgt, pad_idx, loss_fn):
+    """A right answer: encode, decode and the generator called one by one."""
+    tgt_in, tgt_y = tgt[:, :-1], tgt[:, 1:]
+    src_mask, tgt_mask = padding_mask(src, pad_idx), target_mask(tgt_in, pad_idx)
+    logits = model.generator(model.decode(model.encode(src, src_mask), src_mask, tgt_in, tgt_mask))
+    labels = tgt_y.reshape(-1)
+    return loss_fn(logits.reshape(-1, logits.size(-1)), labels) / (labels != pad_idx).sum().float()
+
+
+def teacher_running_the_model_twice(model, src, tgt, pad_idx, loss_fn):
+    """A right answer, if wasteful: a first forward pass for the vocabulary size (with dropout,
+    the second pass draws other masks than a single pass would)."""
+    tgt_in, tgt_y = tgt[:, :-1], tgt[:, 1:]
+    src_mask, tgt_mask = padding_mask(src, pad_idx), target_mask(tgt_in, pad_idx)
+    vocab = model(src, tgt_in, src_mask, tgt_mask).size(-1)
+    logits = model(src, tgt_in, src_mask, tgt_mask)
+    return loss_fn(logits.view(-1, vocab), tgt_y.reshape(-1)) / (tgt_y != pad_idx).sum()
+
+
 def teacher_padding_the_source_in_place(model, src, tgt, pad_idx, loss_fn):
     src[:, -1] = pad_idx  # changes the caller's batch
     return course_teacher_forcing_loss(model, src, tgt, pad_idx, loss_fn)
@@ -263,6 +426,17 @@ WRONG_ANSWERS = [
     (check_smoothed_targets, targets_one_hot_as_integers, r"torch\.int64 tensor, an integer one"),
     (check_smoothed_targets, targets_marking_padding_in_place,
      r"changed its first argument `target` in place: 3 of its 9 numbers changed"),
+    (check_smoothed_targets, targets_with_a_default_epsilon,
+     r"^at smoothing = 0 your targets are those of smoothing = 0\.1: is 0 turned into a default "
+     r"\(`smoothing or 0\.1`"),
+    (check_smoothed_targets, targets_with_a_default_when_not_given,
+     r"^at smoothing = 0 your targets are those of smoothing = 0\.1"),
+    (check_smoothed_targets, targets_into_a_buffer,
+     r"^a second call of targets_into_a_buffer, on other inputs, changed the targets that the "
+     r"first call had returned"),
+    (check_smoothed_targets, targets_squeezing_the_labels,
+     r"(?s)targets_squeezing_the_labels\(tensor of shape \(1,\), 6, 5, 0\.15\) raised IndexError.*"
+     r"Hint: this call has a single position \(N = 1\)"),
     # 8.2 label_smoothing_loss
     (check_label_smoothing_loss, not_done, r"raised NotImplementedError"),
     (check_label_smoothing_loss, loss_as_kl,
@@ -300,6 +474,20 @@ WRONG_ANSWERS = [
      r"treats token 0 as padding, but this call has pad_idx=4: is the padding id written"),
     (check_label_smoothing_loss, loss_with_the_paper_epsilon,
      r"your loss is that of smoothing = 0\.1, but this call has smoothing = 0\.25: is epsilon written"),
+    (check_label_smoothing_loss, loss_with_a_default_epsilon,
+     r"at smoothing = 0 your loss is that of smoothing = 0\.1: is 0 turned into a default"),
+    (check_label_smoothing_loss, loss_in_float32,
+     r"^loss_in_float32 returned the loss as torch\.float32 for torch\.float64 inputs"),
+    (check_label_smoothing_loss, loss_computed_in_float32,
+     r"^loss_computed_in_float32\(float64 logits of shape \(10, 9\), each about 1e5.*your loss of "
+     r"float64 logits has float32's precision"),
+    (check_label_smoothing_loss, loss_shifted_only_when_large,
+     r"^with every logit far below zero \(about -200\) loss_shifted_only_when_large returned nan.*"
+     r"subtract the maximum always"),
+    (check_label_smoothing_loss, loss_squeezing_its_inputs,
+     r"(?s)loss_squeezing_its_inputs\(tensor of shape \(1, 6\), tensor of shape \(1,\), 5, 0\.15\) "
+     r"raised .*Hint: this call has a single position \(N = 1\)"),
+    (check_label_smoothing_loss, loss_without_gradients, r"right value but carries no gradient"),
     (check_label_smoothing_loss, loss_of_the_first_sizes,
      r"(?s)fixed shape \[10, 9\].*passed with \(N=10, vocab_size=9, pad_idx=0, smoothing=0\.1\) "
      r"but not with"),
@@ -335,6 +523,9 @@ WRONG_ANSWERS = [
     (check_rate, rate_infinite_at_step_zero,
      r"returned inf: at step 0 the formula's step\^-0\.5 divides by zero"),
     (check_rate, rate_as_a_tensor, r"returned a tensor; return a Python float"),
+    (check_rate, rate_rising_from_zero,
+     r"^rate_rising_from_zero\(1, d_model=512, warmup=4000\) returned 0, the paper's formula gives "
+     r"1\.74693e-07"),
     (check_rate, _rate(lambda s, d, w: rate(s, 512, w)),
      r"^your rates are those of d_model = 512, but this call has d_model = 64: is d_model written"),
     (check_rate, _rate(lambda s, d, w: rate(s, d, 4000)),
@@ -376,6 +567,21 @@ WRONG_ANSWERS = [
     (check_teacher_forcing_loss, teacher_as_a_number, r"right value but carries no gradient"),
     (check_teacher_forcing_loss, teacher_padding_the_source_in_place,
      r"changed its second argument `src` in place"),
+    (check_teacher_forcing_loss, teacher_switching_to_eval,
+     r"^teacher_switching_to_eval switched the model from training mode to evaluation mode and left "
+     r"it there"),
+    (check_teacher_forcing_loss, teacher_in_eval_then_back,
+     r"^on a model with dropout 0\.3 in training mode \(model\.train\(\)\), teacher_in_eval_then_back "
+     r"returned [\d.]+, the loss without dropout: your function turns dropout off"),
+    (check_teacher_forcing_loss, teacher_switching_to_train,
+     r"switched the model from evaluation mode to training mode and left it there"),
+    (check_teacher_forcing_loss, teacher_without_gradients, r"right value but carries no gradient"),
+    (check_teacher_forcing_loss, teacher_in_float32,
+     r"^with a float64 model \(model\.double\(\)\) teacher_in_float32 returned a torch\.float32 loss"),
+    (check_teacher_forcing_loss, teacher_squeezing_the_batch,
+     r"(?s)teacher_squeezing_the_batch\(model, tensor of shape \(1, 5\), tensor of shape \(1, 8\), 3, "
+     r"LabelSmoothingLoss\(\)\) raised .*Hint: the same function passed with batches of several "
+     r"sentences but not with a batch of one"),
 ]
 
 
@@ -385,6 +591,23 @@ WRONG_ANSWERS = [
 def test_check_names_the_mistake_of_a_typical_wrong_answer(check, wrong, message):
     with pytest.raises(ExerciseFailed, match=message):
         check(wrong)
+
+
+RIGHT_ANSWERS = [
+    (check_smoothed_targets, targets_with_where),
+    (check_smoothed_targets, targets_from_a_one_hot),
+    (check_label_smoothing_loss, loss_with_the_max_shift),
+    (check_label_smoothing_loss, loss_plain_when_not_smoothed),
+    (check_rate, rate_by_branches),
+    (check_teacher_forcing_loss, teacher_from_the_models_parts),
+    (check_teacher_forcing_loss, teacher_running_the_model_twice),
+]
+
+
+@pytest.mark.parametrize("check, fn", RIGHT_ANSWERS, ids=[fn.__name__ for _, fn in RIGHT_ANSWERS])
+def test_check_passes_on_a_right_answer_written_another_way(check, fn, capsys):
+    check(fn)
+    assert capsys.readouterr().out.startswith(f"{check.__name__} passed: ")
 
 
 @pytest.mark.parametrize("check, fn", [
@@ -417,11 +640,44 @@ def test_the_loss_check_passes_on_pytorch_with_the_soft_target_and_on_the_exact_
     assert capsys.readouterr().out.count(" passed: ") == 2
 
 
-def test_the_teacher_forcing_check_leaves_the_callers_random_state_alone():
+@pytest.mark.parametrize("check, fn", [
+    (check_smoothed_targets, course_targets),
+    (check_label_smoothing_loss, course_loss),
+    (check_teacher_forcing_loss, course_teacher_forcing_loss),
+])
+def test_the_checks_leave_the_callers_random_state_alone(check, fn, capsys):
     _ = torch.manual_seed(123)
     before = torch.random.get_rng_state()
-    check_teacher_forcing_loss(course_teacher_forcing_loss)
+    check(fn)
     assert torch.equal(torch.random.get_rng_state(), before)
+
+
+def test_the_label_smoothing_checks_try_smoothing_zero_and_a_single_position(capsys):
+    seen = []
+
+    def spy(target, vocab_size, pad_idx, smoothing):
+        seen.append((target.size(0), smoothing))
+        return smoothed_targets(target, vocab_size, pad_idx, smoothing)
+
+    check_smoothed_targets(spy)
+    check_label_smoothing_loss(lambda logits, target, pad_idx, smoothing: -(
+        spy(target, logits.size(-1), pad_idx, smoothing).to(logits.dtype)
+        * logits.log_softmax(-1)).sum())
+    assert any(eps == 0 for _, eps in seen) and any(n == 1 for n, _ in seen)
+
+
+def test_the_teacher_forcing_check_tries_a_batch_of_one_both_modes_with_dropout_and_float64(capsys):
+    seen = []
+
+    def spy(model, src, tgt, pad_idx, loss_fn):
+        dropout = max(m.p for m in model.modules() if isinstance(m, torch.nn.Dropout))
+        seen.append((src.size(0), model.training, dropout, model.generator.proj.weight.dtype))
+        return course_teacher_forcing_loss(model, src, tgt, pad_idx, loss_fn)
+
+    check_teacher_forcing_loss(spy)
+    assert any(batch == 1 for batch, *_ in seen)
+    assert {(training, p > 0) for _, training, p, _ in seen} >= {(True, True), (False, True)}
+    assert any(dtype == torch.float64 for *_, dtype in seen)
 
 
 def test_without_the_target_padding_mask_the_loss_is_the_same_so_it_is_no_mistake(capsys):

@@ -23,16 +23,20 @@ from annotated.model import DecoderLayer, TransformerConfig, count_parameters, m
 from annotated.multi_head import MultiHeadAttention
 from annotated.positional import sinusoidal_table
 from annotated.support.grading.core import (
-    ExerciseFailed, _assert_close, _call, _function, _generic, _hard_coded_hint,
-    _run_on_all_sizes, _same, _shape, _tensor,
+    ExerciseFailed, _aliasing, _assert_close, _assert_close64, _call, _function, _generic,
+    _gradients_flow, _hard_coded_hint, _modes, _modes_kept, _run_on_all_sizes, _same, _shape,
+    _squeezed, _tensor,
 )
 from annotated.support.reference import copy_layer_norm_from_torch, copy_mha_from_torch, torch_reference
 
 # Within a set every size differs (so a swapped tensor shows in its shape); from one set to
 # the next every size changes (so a size written into the code fails). d_k = d_model / h is
-# 6 and 5, never 4.
+# 6, 5 and 2, never 4. The last set is a batch of one sentence (a .squeeze() drops it).
 LAYER_SIZES = [dict(batch=3, L_tgt=5, L_src=7, d_model=12, h=2, d_ff=20),
-               dict(batch=2, L_tgt=6, L_src=4, d_model=15, h=3, d_ff=22)]
+               dict(batch=2, L_tgt=6, L_src=4, d_model=15, h=3, d_ff=22),
+               dict(batch=1, L_tgt=4, L_src=8, d_model=14, h=7, d_ff=9)]
+# The dropout of the sublayer connections in the check of training and evaluation modes.
+LAYER_DROPOUT = 0.5
 TIE_SIZES = [dict(src_vocab=13, tgt_vocab=11, d_model=6),
              dict(src_vocab=9, tgt_vocab=17, d_model=10)]
 COUNT_SIZES = [dict(src_vocab=13, tgt_vocab=11, d_model=12, d_ff=20, h=2, N=3),
@@ -401,10 +405,9 @@ _ATTRIBUTE_HINT = (
 )
 
 
-def _check_layer_once(fn: Callable, name: str, sizes: dict, norm_first: bool,
-                      g: torch.Generator) -> None:
+def _layer_inputs(sizes: dict, g: torch.Generator) -> tuple:
+    """x, memory, src_mask and tgt_mask for a layer of ``sizes``, with padding in both masks."""
     batch, L_tgt, L_src, d = sizes["batch"], sizes["L_tgt"], sizes["L_src"], sizes["d_model"]
-    ours, theirs = _decoder_layers(sizes, norm_first, g)
     x = torch.randn(batch, L_tgt, d, generator=g)
     memory = torch.randn(batch, L_src, d, generator=g)
     src_keep = torch.ones(batch, L_src, dtype=torch.bool)
@@ -413,6 +416,14 @@ def _check_layer_once(fn: Callable, name: str, sizes: dict, norm_first: bool,
     tgt_keep[-1, -2:] = False  # the last target sentence too
     src_mask = src_keep.unsqueeze(1)  # (batch, 1, L_src)
     tgt_mask = tgt_keep.unsqueeze(1) & subsequent_mask(L_tgt)  # (batch, L_tgt, L_tgt)
+    return x, memory, src_mask, tgt_mask
+
+
+def _check_layer_once(fn: Callable, name: str, sizes: dict, norm_first: bool,
+                      g: torch.Generator) -> None:
+    batch, L_tgt, L_src, d = sizes["batch"], sizes["L_tgt"], sizes["L_src"], sizes["d_model"]
+    ours, theirs = _decoder_layers(sizes, norm_first, g)
+    x, memory, src_mask, tgt_mask = _layer_inputs(sizes, g)
 
     with torch.no_grad():
         expected = ours(x, memory, src_mask, tgt_mask)
@@ -428,6 +439,7 @@ def _check_layer_once(fn: Callable, name: str, sizes: dict, norm_first: bool,
     order = "pre-norm" if norm_first else "post-norm"
     call = (f"{name}(layer ({order}), x of shape {tuple(x.shape)}, memory of shape "
             f"{tuple(memory.shape)}, src_mask, tgt_mask)")
+    modes = _modes(ours)
     try:
         try:
             result = _call(fn, ours, x, memory, src_mask, tgt_mask, roles=_LAYER_ROLES,
@@ -450,8 +462,9 @@ def _check_layer_once(fn: Callable, name: str, sizes: dict, norm_first: bool,
                 "the course's forward: write the forward pass from the layer's parts, "
                 "layer.sublayer[i], layer.self_attn, layer.src_attn and layer.feed_forward."
             )
+        _modes_kept(ours, modes, name)
         got = _tensor(result, name, "the layer's output", like=x)
-        hint = ""
+        hint = _squeezed(got.shape, (batch, L_tgt, d))
         if tuple(got.shape) == (batch, L_src, d):
             hint = (f" Yours has L_src = {L_src} positions, the memory's: the output has one row "
                     "per target position, the queries' (the decoder's states).")
@@ -467,7 +480,111 @@ def _check_layer_once(fn: Callable, name: str, sizes: dict, norm_first: bool,
         rec.remove()
 
 
+def _course_layer(sizes: dict, norm_first: bool, g: torch.Generator) -> _Layer:
+    """The course's decoder layer with random weights and LAYER_DROPOUT in its sublayer
+    connections (the attention and the feed-forward network keep none)."""
+    d, h, d_ff = sizes["d_model"], sizes["h"], sizes["d_ff"]
+    with torch.random.fork_rng(devices=[]):
+        layer = _Layer(d, MultiHeadAttention(d, h), MultiHeadAttention(d, h),
+                       PositionwiseFeedForward(d, d_ff), dropout=LAYER_DROPOUT, norm_first=norm_first)
+    _randomize(layer, g)
+    return layer
+
+
+def _check_layer_modes(fn: Callable, name: str, sizes: dict, norm_first: bool,
+                       g: torch.Generator) -> None:
+    """The same layer with dropout in its connections: in evaluation mode the output has no
+    dropout and the gradient reaches x and memory; in training mode the dropout acts; the
+    function leaves the layer's mode as it found it; a second call does not overwrite the
+    first result; and a float64 layer gives a float64 output."""
+    layer = _course_layer(sizes, norm_first, g)
+    order = "pre-norm" if norm_first else "post-norm"
+    roles = _LAYER_ROLES
+    hints = ((r"'DecoderLayer' object has no attribute", _ATTRIBUTE_HINT),
+             (r"'Tensor' object is not callable", _NOT_CALLABLE_HINT))
+    setting = f"a {order} layer whose sublayer connections have dropout p = {LAYER_DROPOUT}"
+    shape = (sizes["batch"], sizes["L_tgt"], sizes["d_model"])
+
+    # 1. Evaluation mode: no dropout, whatever p is; gradients reach both inputs.
+    layer.eval()
+    x, memory, src_mask, tgt_mask = _layer_inputs(sizes, g)
+    with torch.no_grad():
+        expected = layer(x, memory, src_mask, tgt_mask)
+    x.requires_grad_()
+    memory.requires_grad_()
+    modes = _modes(layer)
+    got = _call(fn, layer, x, memory, src_mask, tgt_mask, roles=roles, hints=hints)
+    _modes_kept(layer, modes, name)
+    got = _tensor(got, name, "the layer's output", like=x)
+    _shape(got, shape, f"{name}(...) on {setting}, in evaluation mode")
+    if not _same(got, expected):
+        raise ExerciseFailed(
+            f"in evaluation mode (layer.eval()), on {setting}, your output differs from the "
+            "layer's, though it equals it without dropout: your function applies dropout in "
+            "evaluation mode. F.dropout(t, p) drops unless given training=False (its default "
+            "is True); use the connection itself, layer.sublayer[i](x, fn), or its module "
+            "layer.sublayer[i].dropout, which knows the mode (or F.dropout(t, p, "
+            "training=layer.training))."
+        )
+    _gradients_flow(got, {"x": x, "memory": memory}, name, "the layer's output")
+
+    # 2. Training mode: the connections' dropout acts; the first result stays as it was.
+    layer.train()
+    x2, memory2, _, _ = _layer_inputs(sizes, g)
+    layer.eval()
+    with torch.no_grad():
+        without = layer(x2, memory2, src_mask, tgt_mask)
+    layer.train()
+    modes = _modes(layer)
+
+    def in_training():
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            return _call(fn, layer, x2, memory2, src_mask, tgt_mask, roles=roles, hints=hints)
+
+    trained = _aliasing(in_training, got, name, "the layer's output")
+    _modes_kept(layer, modes, name)
+    trained = _tensor(trained, name, "the layer's output", like=x2)
+    _shape(trained, shape, f"{name}(...) on {setting}, in training mode")
+    if _same(trained, without):
+        raise ExerciseFailed(
+            f"in training mode (layer.train()), on {setting}, your output is the output without "
+            "dropout: your function ignores the dropout of the sublayer connections, which "
+            "§5.4 applies to the output of every sublayer in training. Call the connections "
+            "themselves, layer.sublayer[i](x, fn); if you write the residual by hand, apply "
+            "layer.sublayer[i].dropout to the sublayer's output before adding it; and do not "
+            "switch the layer to evaluation mode (layer.eval()) inside the function."
+        )
+
+    # 3. float64: the layer and its inputs in float64, the output too.
+    layer.eval()
+    layer.double()
+    x3, memory3, _, _ = _layer_inputs(sizes, g)
+    x3, memory3 = x3.double(), memory3.double()
+    with torch.no_grad():
+        expected = layer(x3, memory3, src_mask, tgt_mask)
+    try:
+        got = _call(fn, layer, x3, memory3, src_mask, tgt_mask, roles=roles, hints=hints)
+    except ExerciseFailed as err:
+        if not getattr(err, "generic", False):
+            raise
+        raise _generic(
+            f"with a float64 layer (layer.double()) and float64 x and memory: {err}\nHint: keep "
+            "the dtype of the inputs: no .float() on them or on the layer, and dtype=x.dtype for "
+            "a tensor you create."
+        ) from None
+    got = _tensor(got, name, "the layer's output", like=x3)
+    _shape(got, shape, f"{name}(...) on a float64 layer")
+    _assert_close64(got, expected, f"the output of {name} on a float64 {order} layer")
+
+
 def _layer_hint(passed: list, sizes: dict, message: str) -> str:
+    if sizes["batch"] == 1:
+        return (f"\nHint: the same function passed with batches of several sentences but not with "
+                f"a batch of one ({', '.join(f'{k}={v}' for k, v in sizes.items())}): does a "
+                ".squeeze() drop the batch dimension? squeeze() without a dimension drops every "
+                "dimension of size 1; leave the shapes alone, or squeeze only a dimension you "
+                "added yourself, .squeeze(dim).")
     return _hard_coded_hint(
         passed, sizes, message, "Read every size from the inputs (batch, L_tgt, d_model = "
         "x.shape), or better, write no size at all: the layer's modules know theirs.")
@@ -476,7 +593,11 @@ def _layer_hint(passed: list, sizes: dict, message: str) -> str:
 def check_decoder_layer_forward(decoder_layer_forward: Callable) -> None:
     """Check ``decoder_layer_forward(layer, x, memory, src_mask, tgt_mask)`` against
     ``DecoderLayer.forward`` and ``nn.TransformerDecoderLayer`` holding the same random weights,
-    post-norm and pre-norm, on the sizes of ``LAYER_SIZES``, with padding in both masks.
+    post-norm and pre-norm, on the sizes of ``LAYER_SIZES`` (the last a batch of one sentence),
+    with padding in both masks. Then, on a layer whose sublayer connections have dropout
+    ``LAYER_DROPOUT``: in evaluation mode the output has no dropout and the gradient reaches x
+    and memory, in training mode the dropout acts, and a second call leaves the first result
+    as it was; and a float64 layer with float64 inputs gives float64 at float64 precision.
 
     Diagnoses: the layer called whole; self_attn used for both attentions (or src_attn), or the
     two swapped; the self-attention reading the memory, without a mask, with src_mask (masks
@@ -486,7 +607,10 @@ def check_decoder_layer_forward(decoder_layer_forward: Callable) -> None:
     in the wrong order; no sublayer connection, a residual and norm written by hand, a part
     outside its connection, the connections' indices mixed up, a module's result passed where
     the connection wants the function; a sublayer fed the layer's input instead of the previous
-    output, the residual added twice; and sizes written into the code.
+    output, the residual added twice; sizes written into the code, and a batch of one sentence
+    squeezed away; the layer's mode changed (layer.eval() left behind); dropout ignored in
+    training mode, or applied in evaluation mode; no gradient (torch.no_grad, .detach()); a
+    result kept in a buffer that the next call overwrites; float64 turned into float32.
     """
     name = _function(decoder_layer_forward, "check_decoder_layer_forward", "decoder_layer_forward")
     g = torch.Generator().manual_seed(7)
@@ -497,11 +621,16 @@ def check_decoder_layer_forward(decoder_layer_forward: Callable) -> None:
 
     with _one_thread():
         _run_on_all_sizes(once, LAYER_SIZES, _layer_hint)
+        for norm_first in (False, True):
+            _check_layer_modes(decoder_layer_forward, name, LAYER_SIZES[0], norm_first, g)
     print(
         f"check_decoder_layer_forward passed: {name} equals the course's DecoderLayer and "
         "PyTorch's nn.TransformerDecoderLayer with the same weights, post-norm and pre-norm, "
-        f"with padded source and target, for {len(LAYER_SIZES)} sets of sizes: masked "
-        "self-attention, then attention over the memory, then the feed-forward network."
+        f"with padded source and target, for {len(LAYER_SIZES)} sets of sizes (one a single "
+        "sentence): masked self-attention, then attention over the memory, then the "
+        "feed-forward network. With dropout in its connections it drops in training mode and "
+        "not in evaluation mode, leaves the layer's mode alone, lets gradients reach x and "
+        "memory, and keeps float64."
     )
 
 
@@ -610,6 +739,15 @@ def _check_tie_once(fn: Callable, name: str, src_vocab: int, tgt_vocab: int, d: 
                                          "embedding's table", "the target embedding",
                                          "src_embed.lut.weight = tgt_embed.lut.weight"))
     _shape(biases[0], (tgt_vocab,), f"the generator's bias in {call}")
+    for what, module in zip(("src_embed", "tgt_embed", "generator"), result):
+        frozen = [n for n, p in module.named_parameters() if not p.requires_grad]
+        if frozen:
+            raise ExerciseFailed(
+                f"{what}.{frozen[0]} does not require a gradient (requires_grad=False): "
+                "training would never change it, and count_parameters leaves it out. A tied "
+                "table is trained by the gradients of all its uses; leave requires_grad as "
+                "nn.Embedding and nn.Linear make it (no requires_grad_(False))."
+            )
     distinct = count_parameters(nn.ModuleList(result))
     expected_count = tgt_vocab * d + tgt_vocab + (0 if share else src_vocab * d)
     if distinct != expected_count:
@@ -687,10 +825,11 @@ def check_tied_embeddings(tied_embeddings: Callable) -> None:
     Diagnoses: not three modules; a table of swapped shape; the source tied although
     share_embeddings is False, or not tied although it is True; the generator tied to the
     source, holding a copy of the values, a second Parameter over the same memory, a transpose,
-    or a matrix of its own; a generator without bias or with its sizes swapped; extra
-    parameters; embeddings without the sqrt(d_model) factor or with the positional encoding
-    added; a generator that returns log-probabilities or probabilities, or scales by
-    sqrt(d_model); and sizes written into the code.
+    or a matrix of its own; a generator without bias or with its sizes swapped; a parameter
+    that does not require a gradient (frozen); extra parameters; embeddings without the
+    sqrt(d_model) factor or with the positional encoding added; a generator that returns
+    log-probabilities or probabilities, or scales by sqrt(d_model); and sizes written into the
+    code.
     """
     name = _function(tied_embeddings, "check_tied_embeddings", "tied_embeddings")
     g = torch.Generator().manual_seed(3)

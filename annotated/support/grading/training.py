@@ -17,8 +17,9 @@ from annotated.model import EncoderDecoder, TransformerConfig, make_model
 from annotated.schedule import rate
 from annotated.support import guarded_training
 from annotated.support.grading.core import (
-    ExerciseFailed, _assert_close, _call, _function, _generic, _hard_coded_hint, _run_on_all_sizes,
-    _same, _shape, _tensor,
+    _TO_FLOAT32, ExerciseFailed, _aliasing, _assert_close, _assert_close64, _call, _function, _generic,
+    _gradients_flow, _hard_coded_hint, _modes, _modes_kept, _run_on_all_sizes, _same, _shape,
+    _squeezed, _tensor,
 )
 from annotated.training import evaluate_loss
 
@@ -43,7 +44,10 @@ RATE_SIZES = [
 TEACHER_SIZES = [
     dict(batch=3, L_src=7, L_tgt=6, vocab=13, pad_idx=0),
     dict(batch=5, L_src=4, L_tgt=9, vocab=10, pad_idx=2),
+    dict(batch=1, L_src=5, L_tgt=8, vocab=11, pad_idx=3),  # one sentence: a .squeeze() drops it
 ]
+# The dropout of the model on which the check tries training and evaluation modes.
+TEACHER_DROPOUT = 0.3
 SIZE_SETS = {
     "check_smoothed_targets": TARGET_SIZES,
     "check_label_smoothing_loss": LOSS_SIZES,
@@ -70,12 +74,50 @@ def _near(a: float, b: float) -> bool:
 
 def _labels(sizes: dict, g: torch.Generator) -> torch.Tensor:
     """(N,) labels in 0 .. V-1 with two padding labels, and the label 0 among the real ones
-    when 0 is not the padding id (so that a padding id of 0 written into the code shows)."""
+    when 0 is not the padding id (so that a padding id of 0 written into the code shows). A
+    single position (N = 1) gets one real label."""
     N, V, pad = sizes["N"], sizes["vocab_size"], sizes["pad_idx"]
     target = torch.randint(0, V, (N,), generator=g)
     target[0] = 0 if pad != 0 else 1
-    target[1] = target[N - 2] = pad
+    if N >= 3:
+        target[1] = target[N - 2] = pad
     return target
+
+
+# The edge cases every check of label smoothing tries after its sets of sizes: smoothing = 0
+# (no smoothing, a valid value that `smoothing or 0.1` would replace) and a single position
+# (which a .squeeze() drops).
+NO_SMOOTHING = dict(N=7, vocab_size=10, pad_idx=2, smoothing=0.0)
+ONE_POSITION = dict(N=1, vocab_size=6, pad_idx=5, smoothing=0.15)
+
+
+def _defaulted(eps: float, used: float, what: str) -> str:
+    """Why a function given smoothing = 0 computed with ``used``: it took 0 for 'not given'.
+    ``what``: "targets are those" or "loss is that"."""
+    return (f"at smoothing = {eps:g} your {what} of smoothing = {used:g}: is 0 turned into a "
+            f"default (`smoothing or {used:g}`, or `if not smoothing:`)? 0 is a valid epsilon, no "
+            "smoothing at all (the plain cross-entropy of a one-hot target), and must be used as "
+            "it is; test for a missing value with `is None`, or give the default in the "
+            "signature only.")
+
+
+def _edge_case(check_once: Callable, sizes: dict) -> None:
+    """Run ``check_once(sizes)`` on an edge case; a failure no known mistake explains says
+    which case it was."""
+    try:
+        check_once(sizes)
+    except ExerciseFailed as err:
+        if not getattr(err, "generic", False):
+            raise
+        if sizes["N"] == 1:
+            hint = ("\nHint: this call has a single position (N = 1), a case the sets of "
+                    "sizes before it did not try: does a .squeeze() drop the dimension of size "
+                    "1? Leave the shapes alone, or squeeze only a dimension you added yourself, "
+                    ".squeeze(dim).")
+        else:
+            hint = (f"\nHint: this call has smoothing = {sizes['smoothing']:g}, which the sets of "
+                    "sizes before it did not try.")
+        raise _generic(f"{err}{hint}") from None
 
 
 # ---------------------------------------------------------------- 8.1 smoothed_targets
@@ -133,12 +175,14 @@ def _targets_mistake(got: torch.Tensor, target: torch.Tensor, sizes: dict) -> st
                 "exactly: q.scatter_(1, target.unsqueeze(1), 1 - smoothing) overwrites.")
     s = 1 - r
     if _close(o, s / (V - 2)) and not _close(s, eps):
+        if eps == 0:
+            return _defaulted(eps, float(f"{s:.4g}"), "targets are those")
         return (f"your targets are those of smoothing = {s:.4g}, but this call has smoothing = "
                 f"{eps}: is epsilon written into your code? Use the smoothing argument.")
     return None
 
 
-def _check_targets_once(fn: Callable, name: str, sizes: dict, g: torch.Generator) -> None:
+def _check_targets_once(fn: Callable, name: str, sizes: dict, g: torch.Generator) -> torch.Tensor:
     N, V, pad, eps = sizes["N"], sizes["vocab_size"], sizes["pad_idx"], sizes["smoothing"]
     target = _labels(sizes, g)
     expected = smoothed_targets(target, V, pad, eps)  # the course's, float32
@@ -146,7 +190,7 @@ def _check_targets_once(fn: Callable, name: str, sizes: dict, g: torch.Generator
     roles = ("target", "vocab_size", "pad_idx", "smoothing")
     got = _tensor(_call(fn, target, V, pad, eps, roles=roles), name, "the targets")
     hint = " Rows are positions, columns tokens." if tuple(got.shape) == (V, N) else ""
-    _shape(got, (N, V), call, hint)
+    _shape(got, (N, V), call, hint or _squeezed(got.shape, (N, V)))
     if got.dtype != torch.float32:
         raise ExerciseFailed(
             f"{call} returned {got.dtype} targets; the model's log-probabilities are float32, and "
@@ -154,7 +198,7 @@ def _check_targets_once(fn: Callable, name: str, sizes: dict, g: torch.Generator
             "(torch.full(..., dtype=torch.float32), the default for a float fill value)."
         )
     if _same(got, expected):
-        return
+        return got
     # A padding id written into the code: the course's targets for another padding id.
     for other in range(V):
         if other != pad and _same(got, smoothed_targets(target, V, other, eps)):
@@ -185,6 +229,7 @@ def _check_targets_once(fn: Callable, name: str, sizes: dict, g: torch.Generator
             "q[target == pad_idx] = 0."
         )
     _assert_close(got, expected, call)
+    return got
 
 
 def _targets_hint(passed: list, sizes: dict, message: str) -> str:
@@ -198,21 +243,33 @@ def check_smoothed_targets(smoothed_targets_fn: Callable) -> None:
     against ``annotated.label_smoothing.smoothed_targets``, on the sets of ``TARGET_SIZES``
     (each with two padding labels).
 
+    Then two edge cases, ``NO_SMOOTHING`` (smoothing = 0) and ``ONE_POSITION`` (N = 1), and a
+    second call with the sizes of the first set, after which the first result must be unchanged.
+
     Diagnoses: an input changed in place, a result that is not a float32 cpu tensor, a wrong
-    shape, no smoothing (one-hot), the reference given eps instead of 1 - eps, Szegedy et al.'s
-    (PyTorch's) uniform target, eps spread over V or V - 1 tokens, 1 - eps added to the fill
-    instead of written, mass on the padding column, padding rows not zeroed, and a padding id,
-    an epsilon or a size written into the code.
+    shape (a single position squeezed away), no smoothing (one-hot), the reference given eps
+    instead of 1 - eps, Szegedy et al.'s (PyTorch's) uniform target, eps spread over V or V - 1
+    tokens, 1 - eps added to the fill instead of written, mass on the padding column, padding
+    rows not zeroed, a padding id, an epsilon or a size written into the code, smoothing = 0
+    replaced by a default, and a result kept in a buffer that the next call overwrites.
     """
     name = _function(smoothed_targets_fn, "check_smoothed_targets", "smoothed_targets")
     g = torch.Generator().manual_seed(0)
-    _run_on_all_sizes(lambda sizes: _check_targets_once(smoothed_targets_fn, name, sizes, g),
-                      TARGET_SIZES, _targets_hint)
+
+    def once(sizes: dict) -> torch.Tensor:
+        return _check_targets_once(smoothed_targets_fn, name, sizes, g)
+
+    _run_on_all_sizes(once, TARGET_SIZES, _targets_hint)
+    # A second call with the same sizes and other labels leaves the first result alone.
+    _aliasing(lambda: once(TARGET_SIZES[0]), once(TARGET_SIZES[0]), name, "the targets")
+    _edge_case(once, NO_SMOOTHING)
+    _edge_case(once, ONE_POSITION)
     print(
         f"check_smoothed_targets passed: {name} gives 1 - eps to the reference, eps / (V - 2) to "
         "every other token but padding, 0 to padding and an empty row to a padding label, as "
         f"annotated.label_smoothing does, for {len(TARGET_SIZES)} sets of sizes, padding ids and "
-        "epsilons."
+        "epsilons, for smoothing = 0 and for a single position, and each call returns a tensor "
+        "of its own."
     )
 
 
@@ -244,7 +301,7 @@ def _loss_candidates(z: torch.Tensor, target: torch.Tensor, sizes: dict):
     log_p = z.log_softmax(-1)
     q = smoothed_targets(target, V, pad, eps, torch.float64)
     right = -(q * log_p).sum()
-    H_row = -(1 - eps) * math.log(1 - eps) - eps * math.log(eps / (V - 2))  # H(q) of a real row
+    H_row = -(1 - eps) * math.log(1 - eps) - (eps * math.log(eps / (V - 2)) if eps else 0.0)  # H(q)
     s = eps * V / (V - 2)
 
     targets = [
@@ -325,6 +382,9 @@ def _loss_candidates(z: torch.Tensor, target: torch.Tensor, sizes: dict):
     for wrong_eps in (0.1, 0.2, 0.25, 0.3, 0.05, 0.01):
         if not math.isclose(wrong_eps, eps):
             wrong = -(smoothed_targets(target, V, pad, wrong_eps, torch.float64) * log_p).sum()
+            if eps == 0:
+                yield wrong, _defaulted(eps, wrong_eps, "loss is that")
+                continue
             yield wrong, (f"your loss is that of smoothing = {wrong_eps}, but this call has "
                           f"smoothing = {eps}: is epsilon written into your code? Use the "
                           "smoothing argument.")
@@ -409,6 +469,45 @@ def _check_loss_once(fn: Callable, name: str, sizes: dict, g: torch.Generator) -
             "which never takes the log of an exponential."
         )
 
+    # 3. Logits far below zero: exp underflows to 0 for every token unless the maximum is
+    # subtracted first, whatever the size of the logits.
+    low = torch.randn(N, V, generator=g) * 2 - 200
+    expected = _course_loss(low, target, sizes)
+    got = _call_loss(fn, name, call, low, target, sizes).detach()
+    if not got.isfinite():
+        raise ExerciseFailed(
+            f"with every logit far below zero (about -200) {name} returned {got.item()}, the "
+            f"course's loss is {expected.item():.4f}: e^-200 underflows to 0 in float32 for "
+            "every token, so the log of their sum is -inf. A shift by the row's maximum applied "
+            "only when the logits are large (against overflow) misses this case: subtract the "
+            "maximum always (logits - logits.max(-1, keepdim=True).values), or use "
+            "F.log_softmax(logits, dim=-1)."
+        )
+    _assert_close(got, expected, f"{call}, with logits far below zero (about -200)", atol=1e-3)
+
+
+def _check_loss_float64(fn: Callable, name: str, sizes: dict, g: torch.Generator) -> None:
+    """float64 logits far from zero (about 1e5, where float32 keeps 2 or 3 decimals): the loss
+    must be float64 and as precise as the course's, up to a q built in float32, which is exact
+    to 1e-7."""
+    N, V, pad, eps = sizes["N"], sizes["vocab_size"], sizes["pad_idx"], sizes["smoothing"]
+    target = _labels(sizes, g)
+    logits = torch.randn(N, V, generator=g, dtype=torch.float64) * 2 + 1e5
+    call = (f"{name}(float64 logits of shape ({N}, {V}), each about 1e5, target of shape ({N},), "
+            f"pad_idx={pad}, smoothing={eps})")
+    expected = _course_loss(logits, target, sizes)  # float64, checked against F.cross_entropy
+    got = _call_loss(fn, name, call, logits, target, sizes).detach()  # float64, or named
+    if torch.allclose(got, expected, atol=1e-6, rtol=1e-6):
+        return
+    if got.isfinite() and abs(got.item() - expected.item()) < 0.5:
+        raise ExerciseFailed(
+            f"{call} returned {got.item():.6f}, the course's loss is {expected.item():.6f}: your "
+            "loss of float64 logits has float32's precision (float32 keeps only 2 or 3 decimals "
+            "of numbers near 1e5). A step computes in float32 and converts back: a .float() on "
+            "the logits or the log-probabilities, or a tensor of logits created without "
+            "dtype=. Keep the logits' dtype throughout (q may be float32: q.to(logits.dtype))."
+        )
+    _assert_close(got, expected, call, atol=1e-6)
 
 def _loss_hint(passed: list, sizes: dict, message: str) -> str:
     return _hard_coded_hint(passed, sizes, message,
@@ -421,25 +520,36 @@ def check_label_smoothing_loss(label_smoothing_loss: Callable) -> None:
     cross-entropy summed over positions, against ``annotated.label_smoothing.LabelSmoothingLoss``
     (itself checked, in float64, against ``F.cross_entropy`` with the soft target q, and with
     ``label_smoothing = eps V / (V - 2)`` plus the padding correction), on ``LOSS_SIZES``:
-    ordinary logits, whose gradient is compared too, and logits hundreds apart.
+    ordinary logits, whose gradient is compared too, logits hundreds apart and logits far below
+    zero; then float64 logits about 1e5 (the loss float64, at float64 precision), and the edge
+    cases ``NO_SMOOTHING`` and ``ONE_POSITION``.
 
     Diagnoses: an input changed in place, a result that is not a 0-d tensor of the logits'
     dtype (a loss per position, q * log p itself), the mistakes of exercise 8.1 seen through
     the loss, PyTorch's ``label_smoothing`` convention (with or without ``ignore_index``, with
     eps or with eps V / (V - 2) without the correction), no smoothing, a mean instead of the
     sum, KL instead of cross-entropy, the sign, log_softmax over the wrong dimension, no log,
-    raw logits, a padding id or epsilon written into the code, no gradient, and log(softmax)
-    that underflows.
+    raw logits, a padding id or epsilon written into the code, no gradient, log(softmax)
+    that underflows, a max shift applied only to large logits, float64 logits turned into a
+    float32 loss or computed in float32, and smoothing = 0 replaced by a default.
     """
     name = _function(label_smoothing_loss, "check_label_smoothing_loss", "label_smoothing_loss")
     g = torch.Generator().manual_seed(1)
-    _run_on_all_sizes(lambda sizes: _check_loss_once(label_smoothing_loss, name, sizes, g),
-                      LOSS_SIZES, _loss_hint)
+
+    def once(sizes: dict) -> None:
+        _check_loss_once(label_smoothing_loss, name, sizes, g)
+
+    _run_on_all_sizes(once, LOSS_SIZES, _loss_hint)
+    _check_loss_float64(label_smoothing_loss, name, LOSS_SIZES[0], g)
+    _edge_case(once, NO_SMOOTHING)
+    _edge_case(once, ONE_POSITION)
     print(
         f"check_label_smoothing_loss passed: {name} sums -q log p over the positions as "
         "annotated.label_smoothing.LabelSmoothingLoss does (which equals F.cross_entropy with "
         "label_smoothing = eps V / (V - 2) plus the padding correction), with its gradient, and "
-        f"stays finite for logits hundreds apart, for {len(LOSS_SIZES)} sets of sizes."
+        "stays finite for logits hundreds apart and far below zero, for "
+        f"{len(LOSS_SIZES)} sets of sizes, for smoothing = 0 and for a single position; float64 "
+        "logits give a float64 loss."
     )
 
 
@@ -518,10 +628,15 @@ def _rate_mistake(got: list[float], steps: list[int], d: int, w: int) -> str | N
         if all(_near(x, formula(s)) for x, s in zip(got, steps)):
             return message
     # A d_model or warmup written into the code: fit it, then test the whole curve with it.
+    # (Only from positive rates: a rate of 0 or below fits no d_model and no warmup.)
     late = steps[-1]
-    d_fit = (got[-1] * late**0.5) ** -2  # past the peak: d^-0.5 step^-0.5
-    w_fit = (got[0] * d**0.5) ** (-2 / 3)  # step 1 (warmup > 1): d^-0.5 w^-1.5
-    fits = [(d_fit, w, "d_model", d_fit, d), (d, w_fit, "warmup", w_fit, w)]
+    fits = []
+    if got[-1] > 0:
+        d_fit = (got[-1] * late**0.5) ** -2  # past the peak: d^-0.5 step^-0.5
+        fits.append((d_fit, w, "d_model", d_fit, d))
+    if got[0] > 0:
+        w_fit = (got[0] * d**0.5) ** (-2 / 3)  # step 1 (warmup > 1): d^-0.5 w^-1.5
+        fits.append((d, w_fit, "warmup", w_fit, w))
     for d_try, w_try, what, value, actual in fits:
         if (value >= 2 and abs(value - round(value)) < 1e-3 * value and round(value) != actual
                 and all(_near(x, rate(s, round(d_try), round(w_try))) for x, s in zip(got, steps))):
@@ -630,12 +745,13 @@ class _SmallModel(EncoderDecoder):
         return "model"
 
 
-def _teacher_model(sizes: dict) -> EncoderDecoder:
-    """A small model without dropout, built without touching the caller's random state."""
+def _teacher_model(sizes: dict, dropout: float = 0.0) -> EncoderDecoder:
+    """A small model, without dropout unless asked, built without touching the caller's random
+    state."""
     with torch.random.fork_rng():
         torch.manual_seed(0)
         config = TransformerConfig(sizes["vocab"], sizes["vocab"], N=1, d_model=16, d_ff=24, h=2,
-                                   dropout=0.0)
+                                   dropout=dropout)
         model = make_model(config)
     model.__class__ = _SmallModel
     return model
@@ -748,10 +864,9 @@ def _check_teacher_once(fn: Callable, name: str, sizes: dict, g: torch.Generator
     call = (f"{name}(model, src of shape ({batch}, {L_src}), tgt of shape ({batch}, {L_tgt}), "
             f"pad_idx={pad}, loss_fn)")
     roles = ("model", "src", "tgt", "pad_idx", "loss_fn")
-    result = _call(fn, model, src, tgt, pad, loss_fn, roles=roles,
-                   hints=((r"does not fit logits",
-                           "\nHint: the decoder reads tgt[:, :-1] and its labels are tgt[:, 1:]: "
-                           "both have L_tgt - 1 positions, so the logits and the labels fit."),))
+    modes = _modes(model)
+    result = _call(fn, model, src, tgt, pad, loss_fn, roles=roles, hints=_TEACHER_HINTS)
+    _modes_kept(model, modes, name)
     got = _tensor(result, name, "the loss")
     hint = (" Return one number for the batch: the summed loss divided by the label tokens."
             if got.dim() else "")
@@ -782,7 +897,96 @@ def _check_teacher_once(fn: Callable, name: str, sizes: dict, g: torch.Generator
         )
 
 
+_TEACHER_ROLES = ("model", "src", "tgt", "pad_idx", "loss_fn")
+_TEACHER_HINTS = ((r"does not fit logits",
+                   "\nHint: the decoder reads tgt[:, :-1] and its labels are tgt[:, 1:]: both "
+                   "have L_tgt - 1 positions, so the logits and the labels fit."),)
+
+
+def _course_teacher_loss(model, src, tgt, pad: int, loss_fn) -> torch.Tensor:
+    """The course's loss per token of the batch: Batch, the model, the summed loss / ntokens."""
+    b = Batch(src, tgt, pad)
+    with torch.no_grad():
+        return loss_fn(model(b.src, b.tgt_in, b.src_mask, b.tgt_mask).flatten(0, 1),
+                       b.tgt_y.flatten()) / b.ntokens
+
+
+def _check_teacher_modes(fn: Callable, name: str, sizes: dict, g: torch.Generator) -> None:
+    """A model with dropout: in training mode the loss has dropout and its gradient reaches the
+    model's parameters, in evaluation mode it has none, and the function leaves the model's mode
+    as it found it."""
+    src, tgt = _teacher_batch(sizes, g)
+    pad, V = sizes["pad_idx"], sizes["vocab"]
+    model = _teacher_model(sizes, dropout=TEACHER_DROPOUT)
+    loss_fn = guarded_training.LabelSmoothingLoss(V, pad, 0.1)
+    model.eval()
+    without = _course_teacher_loss(model, src, tgt, pad, loss_fn)
+    setting = f"a model with dropout {TEACHER_DROPOUT}"
+
+    # 1. Training mode: the model's dropout acts, the gradient reaches its parameters.
+    model.train()
+    modes = _modes(model)
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        result = _call(fn, model, src, tgt, pad, loss_fn, roles=_TEACHER_ROLES, hints=_TEACHER_HINTS)
+    _modes_kept(model, modes, name)
+    got = _tensor(result, name, "the loss")
+    _shape(got, (), f"{name}(...) on {setting}, in training mode, a scalar")
+    if _same(got.detach(), without, atol=1e-4):
+        raise ExerciseFailed(
+            f"on {setting} in training mode (model.train()), {name} returned {got.item():.4f}, "
+            "the loss without dropout: your function turns dropout off, so the model would "
+            "train without the regularization of §5.4. Do not call model.eval() (or "
+            "torch.no_grad()) in a training loss, even if you switch back before returning: "
+            "call the model in the mode the caller left it in."
+        )
+    _gradients_flow(got, {"the target embedding's table": model.tgt_embed[0].lut.weight,
+                          "the encoder's W^Q": model.encoder.layers[0].self_attn.W_Q.weight},
+                    name, "the loss")
+
+    # 2. Evaluation mode: no dropout, and the model stays in evaluation mode.
+    model.eval()
+    modes = _modes(model)
+    result = _call(fn, model, src, tgt, pad, loss_fn, roles=_TEACHER_ROLES, hints=_TEACHER_HINTS)
+    _modes_kept(model, modes, name)
+    got = _tensor(result, name, "the loss")
+    _shape(got, (), f"{name}(...) on {setting}, in evaluation mode, a scalar")
+    _assert_close(got.detach(), without,
+                  f"{name}(...) on {setting}, in evaluation mode (no dropout)", atol=1e-4)
+
+
+def _check_teacher_float64(fn: Callable, name: str, sizes: dict, g: torch.Generator) -> None:
+    """A float64 model (model.double()): the loss is float64, at float64 precision."""
+    src, tgt = _teacher_batch(sizes, g)
+    pad, V = sizes["pad_idx"], sizes["vocab"]
+    model = _teacher_model(sizes).double()
+    model.train()  # without dropout, as in the sets of sizes
+    loss_fn = guarded_training.LabelSmoothingLoss(V, pad, 0.1)
+    expected = _course_teacher_loss(model, src, tgt, pad, loss_fn)
+    try:
+        result = _call(fn, model, src, tgt, pad, loss_fn, roles=_TEACHER_ROLES, hints=_TEACHER_HINTS)
+    except ExerciseFailed as err:
+        if not getattr(err, "generic", False):
+            raise
+        raise _generic(f"with a float64 model (model.double()): {err}") from None
+    got = _tensor(result, name, "the loss")
+    _shape(got, (), f"{name}(...) with a float64 model, a scalar")
+    if got.dtype != torch.float64:
+        raise ExerciseFailed(
+            f"with a float64 model (model.double()) {name} returned a {got.dtype} loss: the "
+            "loss must keep the model's dtype, float64 (the model's logits are float64, and so "
+            f"is the sum of loss_fn). {_TO_FLOAT32}"
+        )
+    _assert_close64(got.detach(), expected, f"the loss of {name} with a float64 model")
+
+
 def _teacher_hint(passed: list, sizes: dict, message: str) -> str:
+    if sizes["batch"] == 1:
+        return (f"\nHint: the same function passed with batches of several sentences but not with "
+                f"a batch of one ({', '.join(f'{k}={v}' for k, v in sizes.items())}): does a "
+                ".squeeze() drop the batch dimension? squeeze() without a dimension drops every "
+                "dimension of size 1; leave the shapes alone, or squeeze only a dimension you "
+                "added yourself, .squeeze(dim).")
     return _hard_coded_hint(passed, sizes, message,
                             "Read the lengths from the tensors' shapes and use the pad_idx "
                             "argument.")
@@ -793,14 +997,18 @@ def check_teacher_forcing_loss(teacher_forcing_loss: Callable) -> None:
     token of one batch, against ``annotated.batching.Batch`` with the summed loss over its
     ``ntokens`` (itself checked against ``annotated.training.evaluate_loss``), with a small
     model without dropout, on the batches of ``TEACHER_SIZES`` (sentences of different
-    lengths, so both sides have padding).
+    lengths, so both sides have padding, and a batch of one sentence); then, on a model with
+    dropout ``TEACHER_DROPOUT``, the loss in training mode (dropout acts, gradients reach the
+    parameters) and in evaluation mode (none), the model's mode kept; and a float64 model.
 
     Diagnoses: an input changed in place, a result that is not a scalar float tensor, labels
     not shifted, nothing shifted, the decoder reading its labels, the shift the wrong way, no
     look-ahead mask, no source mask, no masks, the sum or a division by the positions, the
     sentences, the target's or the input's tokens, the mean of per-sentence means,
-    ``F.cross_entropy`` instead of the given loss, a padding id written into the code, and a
-    loss without gradient.
+    ``F.cross_entropy`` instead of the given loss, a padding id written into the code, a
+    loss without gradient, a batch of one sentence squeezed away, the model's mode changed
+    (model.eval() left behind, or model.train()), dropout turned off in training (model.eval()
+    inside, even if undone), and a float64 model's loss turned into float32.
     """
     name = _function(teacher_forcing_loss, "check_teacher_forcing_loss", "teacher_forcing_loss")
     g = torch.Generator().manual_seed(2)
@@ -809,10 +1017,15 @@ def check_teacher_forcing_loss(teacher_forcing_loss: Callable) -> None:
     try:
         _run_on_all_sizes(lambda sizes: _check_teacher_once(teacher_forcing_loss, name, sizes, g),
                           TEACHER_SIZES, _teacher_hint)
+        _check_teacher_modes(teacher_forcing_loss, name, TEACHER_SIZES[0], g)
+        _check_teacher_float64(teacher_forcing_loss, name, TEACHER_SIZES[0], g)
     finally:
         torch.set_num_threads(threads)
     print(
         f"check_teacher_forcing_loss passed: {name} feeds the decoder tgt[:, :-1] under the target "
         "mask, scores tgt[:, 1:] and divides the summed loss by the real label tokens, as Batch "
-        f"and evaluate_loss do, for {len(TEACHER_SIZES)} batches with padding on both sides."
+        f"and evaluate_loss do, for {len(TEACHER_SIZES)} batches (padding on both sides, and one "
+        "single sentence); with dropout in the model it keeps dropout in training mode and none "
+        "in evaluation mode, leaves the model's mode alone and lets gradients reach the model; "
+        "a float64 model gives a float64 loss."
     )
