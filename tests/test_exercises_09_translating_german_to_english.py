@@ -3,10 +3,12 @@ each typical wrong answer: the key/value cache, greedy decoding with it, one byt
 and corpus BLEU."""
 
 import math
+import re
 from collections import Counter
 
 import pytest
 import torch
+import torch.nn.functional as F
 from sacrebleu.metrics import BLEU
 
 from annotated.bpe import merge
@@ -73,6 +75,92 @@ def step_shifting_y_in_place(attn, y, cache):
     return _step()(attn, y, cache)
 
 
+def _attention_by_hand(attn, y, cache, softmax):
+    """The cache as the course keeps it, the attention written out with a given softmax."""
+    k, v = attn.split_heads(attn.W_K(y)), attn.split_heads(attn.W_V(y))
+    if "self_k" in cache:
+        k, v = torch.cat([cache["self_k"], k], dim=2), torch.cat([cache["self_v"], v], dim=2)
+    cache["self_k"], cache["self_v"] = k, v
+    scores = attn.split_heads(attn.W_Q(y)) @ k.transpose(-2, -1) / math.sqrt(attn.d_k)
+    return attn.W_O(attn.merge_heads(softmax(scores) @ v))
+
+
+def step_softmax_without_shift(attn, y, cache):
+    return _attention_by_hand(attn, y, cache, lambda s: s.exp() / s.exp().sum(-1, keepdim=True))
+
+
+def step_shift_only_when_large(attn, y, cache):
+    def softmax(s):
+        if s.max() > 50:  # "only where exp could overflow"
+            s = s - s.amax(-1, keepdim=True)
+        return s.exp() / s.exp().sum(-1, keepdim=True)
+    return _attention_by_hand(attn, y, cache, softmax)
+
+
+def step_softmax_in_float32(attn, y, cache):  # dtype kept, precision lost
+    return _attention_by_hand(attn, y, cache, lambda s: F.softmax(s.float(), dim=-1).to(s.dtype))
+
+
+def step_y_as_float(attn, y, cache):  # .float() "for safety": a float64 model fails
+    return _step()(attn, y.float(), cache)
+
+
+def step_squeezing_the_output(attn, y, cache):  # the length-1 axis dropped and restored
+    return _step()(attn, y, cache).squeeze().unsqueeze(1)
+
+
+_SHARED_KEYS = {}
+
+
+def step_with_one_buffer_for_every_cache(attn, y, cache):
+    """Keys and values written into one preallocated buffer, whichever cache is given."""
+    batch, t = y.size(0), cache["self_k"].size(2) if "self_k" in cache else 0
+    shape = (batch, attn.h, 64, attn.d_k)
+    keys, values = _SHARED_KEYS.setdefault((shape, y.dtype), (y.new_zeros(shape), y.new_zeros(shape)))
+    keys[:, :, t], values[:, :, t] = attn.split_heads(attn.W_K(y))[:, :, 0], attn.split_heads(attn.W_V(y))[:, :, 0]
+    cache["self_k"], cache["self_v"] = keys[:, :, : t + 1], values[:, :, : t + 1]
+    return attend(attn, y, cache["self_k"], cache["self_v"], None)
+
+
+_OUTPUTS = {}
+
+
+def step_returning_one_buffer(attn, y, cache):
+    out = _step()(attn, y, cache)
+    return _OUTPUTS.setdefault((out.shape, out.dtype), torch.empty_like(out)).copy_(out)
+
+
+def step_with_a_buffer_in_each_cache(attn, y, cache):  # right: preallocated, one buffer per cache
+    if "buffer_k" not in cache:
+        shape = (y.size(0), attn.h, 64, attn.d_k)
+        cache["buffer_k"], cache["buffer_v"], cache["t"] = y.new_zeros(shape), y.new_zeros(shape), 0
+    t = cache["t"]
+    cache["buffer_k"][:, :, t] = attn.split_heads(attn.W_K(y))[:, :, 0]
+    cache["buffer_v"][:, :, t] = attn.split_heads(attn.W_V(y))[:, :, 0]
+    cache["t"] = t + 1
+    cache["self_k"], cache["self_v"] = cache["buffer_k"][:, :, : t + 1], cache["buffer_v"][:, :, : t + 1]
+    return attend(attn, y, cache["self_k"], cache["self_v"], None)
+
+
+def step_with_torch_sdpa(attn, y, cache):  # right: torch's scaled_dot_product_attention, dim=-2
+    k, v = attn.split_heads(attn.W_K(y)), attn.split_heads(attn.W_V(y))
+    if "self_k" in cache:
+        k, v = torch.cat((cache["self_k"], k), dim=-2), torch.cat((cache["self_v"], v), dim=-2)
+    cache.update(self_k=k, self_v=v)
+    return attn.W_O(attn.merge_heads(F.scaled_dot_product_attention(attn.split_heads(attn.W_Q(y)), k, v)))
+
+
+def step_with_logsumexp(attn, y, cache):  # right: weights exp(s - logsumexp(s)), by einsum
+    return _attention_by_hand(attn, y, cache, lambda s: (s - s.logsumexp(-1, keepdim=True)).exp())
+
+
+def step_from_an_empty_float32_cache(attn, y, cache):  # right: torch.cat promotes the empty float32 start
+    if "self_k" not in cache:
+        empty = torch.zeros(y.size(0), attn.h, 0, attn.d_k)
+        cache["self_k"], cache["self_v"] = empty, empty
+    return _step()(attn, y, cache)
+
+
 # ---------------------------------------------------------------- 9.2 greedy decoding with the cache
 
 
@@ -114,6 +202,56 @@ def course_greedy(model, src, src_mask, max_len, bos_idx, eos_idx, pad_idx):
 
 def greedy_without_cache(model, src, src_mask, max_len, bos_idx, eos_idx, pad_idx):
     return greedy_decode(model, src, src_mask, max_len, bos_idx, eos_idx, use_cache=False, pad_idx=pad_idx)
+
+
+@torch.no_grad()
+def greedy_squeezing_the_batch(model, src, src_mask, max_len, bos_idx, eos_idx, pad_idx):
+    memory = model.encode(src, src_mask)
+    cache = init_cache(model, memory)
+    embed, position = model.tgt_embed
+    ys = torch.full((src.size(0), 1), bos_idx, dtype=torch.long)
+    done = torch.zeros(src.size(0), dtype=torch.bool)
+    for _ in range(max_len - 1):
+        x = position(embed(ys[:, -1:]), start=ys.size(1) - 1)
+        for layer, layer_cache in zip(model.decoder.layers, cache):
+            x = decoder_layer_step(layer, x, src_mask, layer_cache)
+        next_token = model.generator(model.decoder.norm(x).squeeze()).argmax(-1)  # one sentence: a 0-d id
+        ys = torch.cat([ys, next_token.unsqueeze(-1)], dim=1)
+        ys[done, -1] = pad_idx
+        done = done | (ys[:, -1] == eos_idx)
+        if done.all():
+            break
+    return ys
+
+
+@torch.no_grad()
+def greedy_in_the_dtype_of_src(model, src, src_mask, max_len, bos_idx, eos_idx, pad_idx):
+    ys = _greedy()(model, src, src_mask, max_len, bos_idx, eos_idx, pad_idx)
+    return ys.to(src.dtype)  # "the same dtype as the input ids"
+
+
+@torch.no_grad()
+def greedy_stepping_once_before_the_loop(model, src, src_mask, max_len, bos_idx, eos_idx, pad_idx):
+    return _greedy()(model, src, src_mask, max(max_len, 2), bos_idx, eos_idx, pad_idx)
+
+
+@torch.no_grad()
+def greedy_by_topk(model, src, src_mask, max_len, bos_idx, eos_idx, pad_idx):
+    """Right: topk(1) for the argmax (ties would go another way: the check has none), a while loop."""
+    memory = model.encode(src, src_mask)
+    cache = init_cache(model, memory)
+    embed, position = model.tgt_embed
+    ys = src.new_full((src.size(0), 1), bos_idx).long()
+    done = torch.zeros_like(ys[:, 0], dtype=torch.bool)
+    while ys.size(1) < max_len and not done.all():
+        x = position(embed(ys[:, -1:]), start=ys.size(1) - 1)
+        for layer, layer_cache in zip(model.decoder.layers, cache):
+            x = decoder_layer_step(layer, x, src_mask, layer_cache)
+        next_token = model.generator(model.decoder.norm(x))[:, -1].topk(1, dim=-1).indices  # (batch, 1)
+        next_token = torch.where(done[:, None], pad_idx, next_token)
+        ys = torch.cat([ys, next_token], dim=1)
+        done |= next_token[:, 0] == eos_idx
+    return ys
 
 
 # ---------------------------------------------------------------- 9.3 one byte-pair merge
@@ -172,6 +310,38 @@ def merge_as_text(symbols, pair):
     return tuple(" ".join(symbols).replace(" ".join(pair), "".join(pair)).split(" "))
 
 
+def merge_first_only(symbols, pair):  # the loop stops at the first match
+    for i in range(len(symbols) - 1):
+        if (symbols[i], symbols[i + 1]) == pair:
+            return symbols[:i] + (symbols[i] + symbols[i + 1],) + symbols[i + 2:]
+    return symbols
+
+
+def merge_replacing_once(symbols, pair):  # str.replace(..., 1), with the symbols' boundaries kept
+    text = f" {' '.join(symbols)} "
+    return tuple(text.replace(f" {' '.join(pair)} ", f" {''.join(pair)} ", 1).split())
+
+
+_MERGED = {}
+
+
+def merge_step_into_one_dict(corpus):  # the same dict returned at every call, emptied and refilled
+    best, merged = course_merge_step(corpus)
+    _MERGED.clear()
+    _MERGED.update(merged)
+    return best, _MERGED
+
+
+def merge_step_by_regex(corpus):  # right: ties by sorting, the merge by a regex on whole symbols
+    pairs = Counter()
+    for symbols, n in corpus.items():
+        for pair in zip(symbols, symbols[1:]):
+            pairs[pair] += n
+    best = sorted(pairs.items(), key=lambda item: (item[1], item[0]))[-1][0]
+    pattern = re.compile(r"(?<!\S)" + re.escape(" ".join(best)) + r"(?!\S)")
+    return best, {tuple(pattern.sub("".join(best), " ".join(s)).split(" ")): n for s, n in corpus.items()}
+
+
 def course_merge_step(corpus):
     """One merge with the course's own pieces: the count of annotated.bpe.learn_bpe, its tie rule, and merge."""
     pairs = Counter()
@@ -194,11 +364,11 @@ def _bleu_answer(sentences=None, **mistake):
     return bleu
 
 
-def clipped_counts(hypotheses, references):
+def clipped_counts(hypotheses, references, split=str.split):
     """Clipped n-gram matches and totals (n = 1..4) and the two lengths, counted by hand."""
     matches, totals, c, r = [0] * 4, [0] * 4, 0, 0
     for hyp, ref in zip(hypotheses, references):
-        hyp, ref = hyp.split(), ref.split()
+        hyp, ref = split(hyp), split(ref)
         c, r = c + len(hyp), r + len(ref)
         for n in range(1, 5):
             h = Counter(tuple(hyp[i : i + n]) for i in range(len(hyp) - n + 1))
@@ -227,6 +397,42 @@ def bleu_from_sacrebleu_counts(hypotheses, references):
     return BLEU.compute_bleu(*clipped_counts(hypotheses, references), smooth_method="none").score
 
 
+def _bleu_of_counts(matches, totals, c, r):
+    if min(matches) == 0:
+        return 0.0
+    bp = 1.0 if c > r else math.exp(1 - r / c)
+    return 100 * bp * math.exp(sum(math.log(m / t) for m, t in zip(matches, totals)) / 4)
+
+
+def bleu_split_at_single_spaces(hypotheses, references):
+    return _bleu_of_counts(*clipped_counts(hypotheses, references, split=lambda text: text.split(" ")))
+
+
+def bleu_lowercased(hypotheses, references):  # "to be safe"
+    return _bleu_of_counts(*clipped_counts([h.lower() for h in hypotheses], [r.lower() for r in references]))
+
+
+def bleu_skipping_short_outputs(hypotheses, references):
+    kept = [(h, r) for h, r in zip(hypotheses, references) if len(h.split()) >= 4]
+    return _bleu_of_counts(*clipped_counts([h for h, _ in kept], [r for _, r in kept]))
+
+
+def bleu_counting_len_minus_n_plus_1(hypotheses, references):
+    matches, _, c, r = clipped_counts(hypotheses, references)
+    totals = [sum(len(h.split()) - n + 1 for h in hypotheses) for n in range(1, 5)]
+    return _bleu_of_counts(matches, totals, c, r)
+
+
+def bleu_dividing_before_testing(hypotheses, references):
+    matches, totals, c, r = clipped_counts(hypotheses, references)
+    precisions = [m / t for m, t in zip(matches, totals)]  # 0 / 0 where no output has n words
+    return 0.0 if min(precisions) == 0 else _bleu_of_counts(matches, totals, c, r)
+
+
+def bleu_by_regex_words(hypotheses, references):  # right: words as runs of non-spaces
+    return _bleu_of_counts(*clipped_counts(hypotheses, references, split=lambda text: re.findall(r"\S+", text)))
+
+
 class BLEUScoreLike:
     """A result with a .score, as sacrebleu returns, computed without sacrebleu."""
 
@@ -252,6 +458,20 @@ WRONG_ANSWERS = [
     (check_self_attention_step, _step(empty_cache=(2, 3, 0, 5)),
      r"passed with \(batch=2, h=3, d_k=5, steps=6\) but not with \(batch=3, h=2, d_k=7, steps=4\)"),
     (check_self_attention_step, step_shifting_y_in_place, r"changed its second argument `y` in place"),
+    (check_self_attention_step, step_softmax_without_shift,
+     r"returned NaN or inf: the scores here are all far below zero .*exp\(\) of each underflows to 0.*Subtract "
+     r"each row's largest score before exp\(\), always"),
+    (check_self_attention_step, step_shift_only_when_large, r"all far below zero .*not only when a score looks large"),
+    (check_self_attention_step, step_softmax_in_float32, r"right only to float32's precision"),
+    (check_self_attention_step, step_y_as_float,
+     r"(?s)must have the same dtype.*Note: this call's attn and y are torch\.float64: create every tensor"),
+    (check_self_attention_step, step_squeezing_the_output,
+     r"expected \(1, 1, 12\), got \(12, 1\)\. The batch here is one sentence: a squeeze\(\) dropped"),
+    (check_self_attention_step, step_with_one_buffer_for_every_cache,
+     r"cache\['self_k'\] after step 1 changed when step_with_one_buffer_for_every_cache was called again, on "
+     r"another cache: .*Each cache must hold tensors of its own"),
+    (check_self_attention_step, step_returning_one_buffer,
+     r"the output step_returning_one_buffer returned at step 1 changed when .* called again"),
     # 9.2
     (check_cached_greedy_decode, not_done, r"raised NotImplementedError: the exercise is not done"),
     (check_cached_greedy_decode, greedy_without_cache, r"the output is right, but without the cache"),
@@ -269,6 +489,14 @@ WRONG_ANSWERS = [
     (check_cached_greedy_decode, _greedy(bos=1), r"must be <s>, bos_idx = 3; yours are \[1, 1, 1, 1\]"),
     (check_cached_greedy_decode, _greedy(dtype=torch.float32), r"as torch\.float32; token ids are int64"),
     (check_cached_greedy_decode, _greedy(steps="max_len", stop="never"), r"max_len counts every token"),
+    (check_cached_greedy_decode, greedy_squeezing_the_batch,
+     r"(?s)Tensors must have same number of dimensions.*This call: .*src of shape \(1, 5\).* a batch of one "
+     r"sentence\. .*a squeeze\(\) drops the batch dimension"),
+    (check_cached_greedy_decode, greedy_in_the_dtype_of_src,
+     r"(?s)returned the ids as torch\.int32; token ids are int64.*int32 source ids\. The output is int64 "
+     r"whatever the dtype of src"),
+    (check_cached_greedy_decode, greedy_stepping_once_before_the_loop,
+     r"(?s)returned 2 columns with max_len = 1.*max_len = 1\. max_len counts <s>"),
     (check_cached_greedy_decode, _greedy(batch=3),
      r"passed with \(batch=3, L_src=5, N=1, h=2, d_k=7, vocab=11, max_len=9\) but not with \(batch=4, "),
     # 9.3
@@ -287,6 +515,12 @@ WRONG_ANSWERS = [
     (check_bpe_merge_step, _merge_step(only_merged=True), r"words are missing from the merged corpus"),
     (check_bpe_merge_step, _merge_step(counts="ones"), r"has the count 1 instead of"),
     (check_bpe_merge_step, _merge_step(joined_pair=True), r"a tuple of two symbols.*not joined.*'st</w>'"),
+    (check_bpe_merge_step, _merge_step(merge_word=merge_first_only),
+     r"at merge 3 \(h \+ a\) you joined only the first occurrence of the pair in each word.*Here 'h a h a h</w>' "
+     r"became 'ha h a h</w>' instead of 'ha ha h</w>'"),
+    (check_bpe_merge_step, _merge_step(merge_word=merge_replacing_once), r"joined only the first occurrence"),
+    (check_bpe_merge_step, merge_step_into_one_dict,
+     r"the merged corpus merge_step_into_one_dict returned at merge 1 changed when it was called again"),
     (check_bpe_merge_step, _merge_step(words=4),
      r"passed with \(word_types=4, merges=13\) but not with \(word_types=9, merges=15\)"),
     # 9.4
@@ -303,6 +537,14 @@ WRONG_ANSWERS = [
     (check_bleu, _bleu_answer(max_n=3), r"1- to 3-gram precisions"),
     (check_bleu, _bleu_answer(denominator="reference"), r"divided the matches by the reference's n-grams"),
     (check_bleu, bleu_taking_log_of_zero, r"(?s)math domain error.*\nHint: a precision p_n is 0 here[^\n]*$"),
+    (check_bleu, bleu_lowercased, r"you lowercased the sentences: BLEU compares the words as they are written"),
+    (check_bleu, bleu_split_at_single_spaces, r"you split at single spaces, str\.split\(' '\)"),
+    (check_bleu, bleu_skipping_short_outputs, r"you left out the outputs shorter than 4 words"),
+    (check_bleu, bleu_counting_len_minus_n_plus_1, r"you counted len\(words\) - n \+ 1 n-grams"),
+    (check_bleu, _bleu_answer(short="truncated"), r"counted an output shorter than n words as one n-gram"),
+    (check_bleu, bleu_dividing_before_testing,
+     r"(?s)\(\['a dog'\], \['a dog runs'\]\) raised ZeroDivisionError.*\nHint: the outputs here are shorter "
+     r"than 4 words.*p_n = 0 / 0[^\n]*$"),
     (check_bleu, _bleu_answer(sentences=2),
      r"passed with \(sentences=2, hyp_words=14, ref_words=15\) but not with \(sentences=3, "),
     (check_bleu, lambda h, r: BLEU().corpus_score(h, [r]), r"calls sacrebleu \(corpus_score\).*compute BLEU yourself"),
@@ -321,15 +563,35 @@ def test_check_names_the_mistake_of_a_typical_wrong_answer(check, wrong, message
         check(wrong)
 
 
-@pytest.mark.parametrize("check, fn", [
+RIGHT_ANSWERS = [
     (check_self_attention_step, _step()),  # decoder_layer_step's self-attention, as a function
     (check_cached_greedy_decode, course_greedy),
     (check_bpe_merge_step, course_merge_step),
     (check_bleu, _bleu_answer()),
-], ids=["self_attention_step", "greedy_decode", "merge_step", "bleu-by-hand"])
-def test_check_passes_on_the_course_code(check, fn, capsys):
+    # Other right answers, written otherwise.
+    (check_self_attention_step, step_with_a_buffer_in_each_cache),
+    (check_self_attention_step, step_with_torch_sdpa),
+    (check_self_attention_step, step_with_logsumexp),
+    (check_self_attention_step, step_from_an_empty_float32_cache),
+    (check_cached_greedy_decode, greedy_by_topk),
+    (check_bpe_merge_step, merge_step_by_regex),
+    (check_bleu, bleu_by_regex_words),
+    (check_bleu, lambda h, r: _bleu_of_counts(*clipped_counts(h, r))),  # the solution's order: 0 before dividing
+]
+
+
+@pytest.mark.parametrize("check, fn", RIGHT_ANSWERS,
+                         ids=[f"{c.__name__}-{getattr(f, '__name__', 'lambda')}-{i}" for i, (c, f) in enumerate(RIGHT_ANSWERS)])
+def test_check_passes_on_the_course_code_and_other_right_answers(check, fn, capsys):
     check(fn)
     assert f"{check.__name__} passed: " in capsys.readouterr().out
+
+
+def test_a_check_leaves_the_global_random_state_as_it_was(capsys):
+    before = torch.random.get_rng_state()
+    for check, fn in RIGHT_ANSWERS[:4]:
+        check(fn)
+    assert torch.equal(torch.random.get_rng_state(), before)
 
 
 def test_the_decoding_check_gives_every_mistake_an_output_of_its_own():
@@ -364,3 +626,9 @@ def test_the_toy_corpora_are_what_their_comments_say():
     scores = [BLEU(tokenize="none", smooth_method="none").corpus_score(h, [r]) for h, r in BLEU_CORPORA]
     assert all(min(s.counts) > 0 for s in scores[:2]) and scores[2].counts[3] == 0 and scores[2].score == 0
     assert corpus_bleu(*BLEU_CORPORA[2]).score > 0  # the course's corpus_bleu smooths
+    hypotheses, references = BLEU_CORPORA[3]  # capitals, stray spaces, a one-word and an empty output
+    assert min(scores[3].counts) > 0 and "" in hypotheses and min(len(h.split()) for h in hypotheses if h) == 1
+    assert any("  " in h for h in hypotheses) and any(h != h.strip() for h in hypotheses)
+    assert BLEU(tokenize="none", smooth_method="none", lowercase=True).corpus_score(
+        hypotheses, [references]).score > scores[3].score  # lowercasing changes it
+    assert scores[4].totals[2:] == [0, 0] and scores[4].score == 0  # no 3-gram at all

@@ -29,7 +29,16 @@ from annotated.support.grading.core import (
 
 # ---------------------------------------------------------------- the sizes and the toy corpora
 
-STEP_SIZES = [dict(batch=2, h=3, d_k=5, steps=6), dict(batch=3, h=2, d_k=7, steps=4)]
+STEP_SIZES = [dict(batch=2, h=3, d_k=5, steps=6), dict(batch=3, h=2, d_k=7, steps=4),
+              dict(batch=1, h=4, d_k=3, steps=5), dict(batch=4, h=5, d_k=2, steps=3),
+              dict(batch=5, h=1, d_k=6, steps=7)]
+# Per set: the dtype, and the scores: "normal"; "far below zero", every score below -10^3 (keys
+# that are minus the queries, inputs with a large common offset), where exp() of each underflows
+# to 0; "very large", every score above +10^3, where exp() overflows. float64 from the third set
+# on, compared to float64 precision: a step through float32 shows.
+_STEP_SETTINGS = [dict(dtype=torch.float32, scores="normal"), dict(dtype=torch.float32, scores="normal"),
+                  dict(dtype=torch.float64, scores="normal"), dict(dtype=torch.float64, scores="far below zero"),
+                  dict(dtype=torch.float64, scores="very large")]
 
 # Small random models: post-norm with the first set, pre-norm with the second (whose final
 # LayerNorm then matters). The special ids change too, so that none can be written in. The
@@ -44,16 +53,18 @@ _DECODE_SETTINGS = [dict(norm_first=False, bos=1, pad=0, seed=22),  # eos is cho
 
 # Word counts: Sennrich et al.'s example of notebook 09 (a tie at the first merge); captions
 # with the one-letter word "a" (a pair across two words would win); runs of one letter (a
-# pair that overlaps itself, "a a a").
+# pair that overlaps itself, "a a a") and "hahah", which holds the pair ("h", "a") twice apart
+# (a merge must join both).
 BPE_CORPORA = [
     {"low": 5, "lower": 2, "newest": 6, "widest": 3},
     {"the": 7, "a": 12, "dog": 4, "dogs": 3, "runs": 5, "sand": 2, "on": 6, "and": 3, "sun": 2},
-    {"aaah": 3, "baaa": 2, "aha": 4, "ha": 5, "hah": 2, "haa": 1},
+    {"aaah": 3, "baaa": 2, "aha": 4, "ha": 5, "hah": 2, "haa": 1, "hahah": 2},
 ]
 _MERGES = [learn_bpe(words, 10_000) for words in BPE_CORPORA]  # min_frequency=2, as the course
 
-# (hypotheses, references), lowercased words without punctuation, so that sacrebleu's 13a
-# tokenizer, the course's, splits them at the spaces as str.split() does.
+# (hypotheses, references), words without punctuation, so that sacrebleu's 13a tokenizer, the
+# course's, splits them where str.split() does (the course's corpus_bleu is called with
+# lowercase=False: BLEU itself is case-sensitive, as sacrebleu's default).
 BLEU_CORPORA = [
     # Shorter than the references (BP < 1); "the cat the cat" repeats bigrams the reference
     # holds once (clipping).
@@ -67,6 +78,15 @@ BLEU_CORPORA = [
     # No 4-gram of the outputs is in the references: BLEU is 0 without smoothing.
     (["a woman walks", "people sit on a bench", "the boy jumps high", "a black dog swims"],
      ["a woman is walking", "people sitting on a bench", "the boy is jumping", "a dog swims in the lake"]),
+    # Text as a model writes it: capitals ("A" is not "a": BLEU is case-sensitive), a double space
+    # and spaces around a sentence (str.split() drops them, str.split(" ") makes empty words), an
+    # output of one word (no 2-, 3- or 4-gram) and an empty one.
+    (["A man is sleeping on a bench", "children", " a cat on the mat ", "", "A dog runs on  the beach"],
+     ["a man is sleeping on the bench", "Children play outside", "a cat sits on the mat",
+      "a woman is reading a book", "A dog runs along the beach"]),
+    # One output of two words: the corpus holds no 3-gram and no 4-gram, p_3 = p_4 = 0 / 0, and
+    # BLEU is 0 (sacrebleu counts a precision without n-grams as 0).
+    (["a dog"], ["a dog runs"]),
 ]
 
 
@@ -187,64 +207,143 @@ _STEP_HINTS = ((r"must match the size|size mismatch|cannot be multiplied|Expecte
                 "dim=2, the positions, torch.cat([cache['self_k'], k], dim=2)."),)
 
 
-def _check_step_once(fn: Callable, name: str, sizes: dict) -> None:
+def _step_inputs(sizes: dict, settings: dict) -> tuple[MultiHeadAttention, torch.Tensor, torch.Tensor]:
+    """The attention module and two sequences (batch, steps, d_model) of one set of sizes."""
     batch, h, d_k, steps = sizes["batch"], sizes["h"], sizes["d_k"], sizes["steps"]
     d_model = h * d_k
-    attn = _attention_module(d_model, h, seed=d_model)
-    x = torch.randn(batch, steps, d_model, generator=torch.Generator().manual_seed(steps))
+    attn = _attention_module(d_model, h, seed=d_model).to(settings["dtype"])
+    g = torch.Generator().manual_seed(steps)
+    xs = [torch.randn(batch, steps, d_model, generator=g, dtype=torch.float64) for _ in range(2)]
+    if settings["scores"] != "normal":
+        with torch.no_grad():  # q . k = +-|W_Q x + b|^2: the same sign for every query and key
+            sign = -1.0 if settings["scores"] == "far below zero" else 1.0
+            attn.W_K.weight.copy_(sign * attn.W_Q.weight)
+            attn.W_K.bias.copy_(sign * attn.W_Q.bias)
+        offset = 150.0 * torch.randn(d_model, generator=g, dtype=torch.float64)  # shared by every position
+        xs = [x + offset for x in xs]
+    return attn, xs[0].to(settings["dtype"]), xs[1].to(settings["dtype"])
+
+
+def _check_sequence_step(fn: Callable, name: str, sizes: dict, settings: dict, attn, x: torch.Tensor,
+                         cache: dict, t: int, which: str) -> torch.Tensor:
+    """Step t of one sequence: the call, its output and the cache compared with full attention."""
+    batch, h, d_k, steps = sizes["batch"], sizes["h"], sizes["d_k"], sizes["steps"]
+    d_model, dtype = h * d_k, settings["dtype"]
     with torch.no_grad():
         # What training computes: every position at once, with the look-ahead mask.
         full = attn(x, x, x, subsequent_mask(steps).unsqueeze(0))  # (batch, steps, d_model)
         keys, values = attn.split_heads(attn.W_K(x)), attn.split_heads(attn.W_V(x))  # (batch, h, steps, d_k)
         alone = attn.W_O(attn.merge_heads(values))  # each position attending to itself only
-    cache = _Cache()
-    for t in range(steps):
-        y = x[:, t : t + 1].clone()  # (batch, 1, d_model): the newest position
-        call = f"{name}(attn, y of shape ({batch}, 1, {d_model}), cache) at step {t + 1}"
-        try:
+    y = x[:, t : t + 1].clone()  # (batch, 1, d_model): the newest position
+    dtype_text = "" if dtype == torch.float32 else f", {dtype}"
+    call = f"{name}(attn, y of shape ({batch}, 1, {d_model}){dtype_text}, cache) at step {t + 1}{which}"
+    try:
+        with torch.no_grad():
+            out = _call(fn, attn, y, cache, hints=_STEP_HINTS, roles=("attn", "y", "cache"))
+    except ExerciseFailed as err:
+        # A cache appended along the wrong dimension usually breaks the attention that
+        # follows: the cache, stored before it, says why.
+        for key in ("self_k", "self_v"):
+            if torch.is_tensor(cache.get(key)):
+                mistake = _cache_shape_mistake(cache[key], key, sizes, t + 1, dimensions_only=True)
+                if mistake:
+                    raise ExerciseFailed(mistake) from None
+        if getattr(err, "generic", False) and dtype != torch.float32:
+            raise _generic(f"{err}\nNote: this call's attn and y are {dtype}: create every tensor with "
+                           "dtype=y.dtype (not .float() or torch.zeros without dtype=).") from None
+        raise
+    out = _tensor(out, name, "the output", like=y)
+    k, v = _cache_entries(cache, sizes, t + 1)
+    hint = ""
+    if tuple(out.shape) == (batch, h, 1, d_k):
+        hint = " Merge the heads and apply W_O: attn.W_O(attn.merge_heads(...)), or use attend."
+    elif batch == 1 and out.dim() < 3:
+        hint = " The batch here is one sentence: a squeeze() dropped its dimension; keep (batch, 1, d_model)."
+    _shape(out, (batch, 1, d_model), call, hint)
+    if not _same(k, keys[:, :, : t + 1]):
+        if t > 0 and _same(k, keys[:, :, : t + 1].flip(2)):
+            raise ExerciseFailed(
+                "cache['self_k'] holds the positions newest first: torch.cat([k, cache['self_k']]) "
+                "puts the new key in front. Attention does not care about the order, but position "
+                "i of the cache must be position i of the sentence (beam search reorders and "
+                "trims the cache by it): torch.cat([cache['self_k'], k], dim=2)."
+            )
+        if _same(k, values[:, :, : t + 1]):
+            raise ExerciseFailed("cache['self_k'] holds the values: keys come from attn.W_K, values "
+                                 "from attn.W_V; store each under its own name.")
+        if _same(k, attn.split_heads(x[:, : t + 1])):
+            raise ExerciseFailed("cache['self_k'] holds the inputs y split into heads, without the "
+                                 "projection: the keys are attn.split_heads(attn.W_K(y)).")
+        _assert_close(k, keys[:, :, : t + 1], f"cache['self_k'] after step {t + 1}{which}")
+    if not _same(v, values[:, :, : t + 1]):
+        _assert_close(v, values[:, :, : t + 1], f"cache['self_v'] after step {t + 1}{which}")
+    expected = full[:, t : t + 1]
+    if not _same(out, expected):
+        if t > 0 and _same(out, alone[:, t : t + 1]):
+            raise ExerciseFailed(
+                f"at step {t + 1} your output is the newest position attending to itself only: the "
+                "query must attend over every key and value of the cache, the earlier positions "
+                "and the new one (no mask needed: nothing later exists yet)."
+            )
+        if not out.isfinite().all() and settings["scores"] != "normal":
             with torch.no_grad():
-                out = _call(fn, attn, y, cache, hints=_STEP_HINTS, roles=("attn", "y", "cache"))
-        except ExerciseFailed:
-            # A cache appended along the wrong dimension usually breaks the attention that
-            # follows: the cache, stored before it, says why.
-            for key in ("self_k", "self_v"):
-                if torch.is_tensor(cache.get(key)):
-                    mistake = _cache_shape_mistake(cache[key], key, sizes, t + 1, dimensions_only=True)
-                    if mistake:
-                        raise ExerciseFailed(mistake) from None
-            raise
-        out = _tensor(out, name, "the output", like=y)
-        k, v = _cache_entries(cache, sizes, t + 1)
-        hint = ""
-        if tuple(out.shape) == (batch, h, 1, d_k):
-            hint = " Merge the heads and apply W_O: attn.W_O(attn.merge_heads(...)), or use attend."
-        _shape(out, (batch, 1, d_model), call, hint)
-        if not _same(k, keys[:, :, : t + 1]):
-            if t > 0 and _same(k, keys[:, :, : t + 1].flip(2)):
+                q = attn.split_heads(attn.W_Q(y))
+                scores = q @ keys[:, :, : t + 1].transpose(-2, -1) / math.sqrt(d_k)
+            if settings["scores"] == "far below zero":
+                where = f"far below zero (the largest is {scores.max().item():.0f})"
+                fate = "exp() of each underflows to 0, and 0 / 0 is NaN"
+            else:
+                where = f"very large (up to {scores.max().item():.0f})"
+                fate = "exp() overflows to inf, and inf / inf is NaN"
+            raise ExerciseFailed(
+                f"{call} returned NaN or inf: the scores here are all {where}: {fate}. Legitimate "
+                "scores can be that large either way (a large common offset in the "
+                "inputs, large weights). Subtract each row's largest score before exp(), always, not only "
+                "when a score looks large (the softmax is unchanged by it), or use torch.softmax or attend, "
+                "which do."
+            )
+        _assert_close(out, expected, f"the output at step {t + 1}{which}, compared with "
+                      "MultiHeadAttention over the whole prefix with the look-ahead mask")
+    if dtype == torch.float64:
+        tight = [(out, expected, "the output"), (k, keys[:, :, : t + 1], "cache['self_k']"),
+                 (v, values[:, :, : t + 1], "cache['self_v']")]
+        for got, reference, what in tight:
+            if not torch.allclose(got, reference, rtol=1e-9, atol=1e-9 * reference.abs().max().item()):
                 raise ExerciseFailed(
-                    "cache['self_k'] holds the positions newest first: torch.cat([k, cache['self_k']]) "
-                    "puts the new key in front. Attention does not care about the order, but position "
-                    "i of the cache must be position i of the sentence (beam search reorders and "
-                    "trims the cache by it): torch.cat([cache['self_k'], k], dim=2)."
+                    f"{call}: {what} is right only to float32's precision (it differs from the float64 "
+                    f"reference by {(got - reference).abs().max().item():.1e}): a step of your function goes "
+                    "through float32, a .float(), a softmax(..., dtype=torch.float32), or a tensor created "
+                    "without dtype= (torch.zeros(...)). Keep the dtype of y and attn throughout."
                 )
-            if _same(k, values[:, :, : t + 1]):
-                raise ExerciseFailed("cache['self_k'] holds the values: keys come from attn.W_K, values "
-                                     "from attn.W_V; store each under its own name.")
-            if _same(k, attn.split_heads(x[:, : t + 1])):
-                raise ExerciseFailed("cache['self_k'] holds the inputs y split into heads, without the "
-                                     "projection: the keys are attn.split_heads(attn.W_K(y)).")
-            _assert_close(k, keys[:, :, : t + 1], f"cache['self_k'] after step {t + 1}")
-        if not _same(v, values[:, :, : t + 1]):
-            _assert_close(v, values[:, :, : t + 1], f"cache['self_v'] after step {t + 1}")
-        if not _same(out, full[:, t : t + 1]):
-            if t > 0 and _same(out, alone[:, t : t + 1]):
-                raise ExerciseFailed(
-                    f"at step {t + 1} your output is the newest position attending to itself only: the "
-                    "query must attend over every key and value of the cache, the earlier positions "
-                    "and the new one (no mask needed: nothing later exists yet)."
-                )
-            _assert_close(out, full[:, t : t + 1], f"the output at step {t + 1}, compared with "
-                          "MultiHeadAttention over the whole prefix with the look-ahead mask")
+    return out
+
+
+def _check_step_once(fn: Callable, name: str, sizes: dict, settings: dict) -> None:
+    """Two sequences decoded side by side, each with its own cache, a step of one then a step
+    of the other (as two sentences, or beam search's hypotheses, keep caches of their own): the
+    entries of one cache and every output returned must stay as they were while the function
+    works on the other."""
+    attn, x_first, x_second = _step_inputs(sizes, settings)
+    sentences = [(x_first, _Cache(), "", "the first sentence's cache"),
+                 (x_second, _Cache(), " of a second sentence", "the second sentence's cache")]
+    kept = []  # (a tensor returned or stored, its copy, what it is, whose cache holds it)
+    for t in range(sizes["steps"]):
+        for x, cache, which, owner in sentences:
+            for got, copy, what, _ in kept:
+                if got.shape != copy.shape or not torch.equal(got, copy):
+                    raise ExerciseFailed(
+                        f"{what} changed when {name} was called again, on another cache: it shares its "
+                        "memory with a tensor your function reuses from call to call (a buffer created "
+                        "once, outside the function, written in place). Each cache must hold tensors of "
+                        "its own (two sentences, or the hypotheses of beam search, keep a cache each), and "
+                        "each call must return a new tensor: torch.cat returns one."
+                    )
+            out = _check_sequence_step(fn, name, sizes, settings, attn, x, cache, t, which)
+            step = f"step {t + 1}{which}"
+            kept = [item for item in kept if item[3] != owner]  # this cache's older entries may go
+            kept += [(out, out.clone(), f"the output {name} returned at {step}", None)]
+            kept += [(cache[key], cache[key].clone(), f"cache[{key!r}] after {step}", owner)
+                     for key in ("self_k", "self_v")]
 
 
 def _step_hint(passed: list, sizes: dict, message: str) -> str:
@@ -260,19 +359,30 @@ def check_self_attention_step(self_attention_step: Callable) -> None:
     ``MultiHeadAttention`` over the whole prefix with the look-ahead mask, and the cache with
     the keys and values of the positions so far, (batch, h, t, d_k).
 
+    Runs two sentences side by side, each with its own cache, and besides the notebook's
+    sizes a batch of one, float64 (compared to float64 precision), and scores all far below
+    zero or all very large (below -10^3, above +10^3).
+
     Diagnoses: an input changed in place, a result of another dtype or shape, keys or values
     not stored, appended along the batch, the heads or d_k instead of the positions, replaced
     instead of appended, stored newest first, unsplit or unprojected, keys and values swapped,
-    a query that attends to itself only, and sizes written into the code.
+    a query that attends to itself only, a batch of one squeezed away, a softmax without its
+    shift by the row's largest score (or with it only when a score looks large), a step
+    through float32, a cache or an output that the next call overwrites (a buffer shared by
+    every call), and sizes written into the code.
     """
     name = _function(self_attention_step, "check_self_attention_step", "self_attention_step")
+    settings = dict(zip(map(_sizes, STEP_SIZES), _STEP_SETTINGS))
     with _one_thread():
-        _run_on_all_sizes(lambda sizes: _check_step_once(self_attention_step, name, sizes), STEP_SIZES,
-                          _step_hint)
+        _run_on_all_sizes(lambda sizes: _check_step_once(self_attention_step, name, sizes,
+                                                         settings[_sizes(sizes)]),
+                          STEP_SIZES, _step_hint)
     print(
         f"check_self_attention_step passed: step by step, {name} gives what MultiHeadAttention gives "
         "over the whole prefix with the look-ahead mask, and its cache holds the keys and values of "
-        f"the positions so far, (batch, h, t, d_k), for {len(STEP_SIZES)} sets of sizes."
+        f"the positions so far, (batch, h, t, d_k), for {len(STEP_SIZES)} sets of sizes (a batch of one, "
+        "float64, scores far below zero and very large among them), two sentences side by side, each "
+        "with its own cache."
     )
 
 
@@ -489,6 +599,41 @@ def _check_decode_once(fn: Callable, name: str, sizes: dict, settings: dict) -> 
     raise _generic(f"{call} differs from the course's greedy_decode: {_first_difference(got, expected)}.")
 
 
+def _check_decode_edges(fn: Callable, name: str, sizes: dict, settings: dict) -> None:
+    """The calls the signature allows beyond a batch of sentences, on the model of one set of
+    sizes, once every set has passed: one sentence (a squeeze() would drop its batch
+    dimension), int32 ids (the output stays int64), and max_len = 1 (<s> alone, no step) and
+    2 (one step)."""
+    bos, pad, max_len = settings["bos"], settings["pad"], sizes["max_len"]
+    model = _decoding_model(sizes, settings)
+    src, src_mask = _decoding_source(sizes, seed=sizes["vocab"] + 1)
+    eos = _choose_eos(greedy_decode(model, src, src_mask, max_len, bos, None, pad_idx=pad), bos, pad, sizes["vocab"])
+    calls = [
+        (src[-1:], src_mask[-1:], max_len, "a batch of one sentence",
+         " Read the batch size from src, src.size(0); and a squeeze() drops the batch dimension of one "
+         "sentence: index instead, x[:, -1] and next_token.unsqueeze(1)."),
+        (src.int(), src_mask, max_len, "int32 source ids",
+         " The output is int64 whatever the dtype of src: create ys with dtype=torch.long, not src's dtype."),
+        (src, src_mask, 1, "max_len = 1",
+         " max_len counts <s>: with max_len = 1 the output is <s> alone, (batch, 1), after no step at all."),
+        (src, src_mask, 2, "max_len = 2", " max_len = 2 allows exactly one step after <s>."),
+    ]
+    for source, mask, length, what, hint in calls:
+        with torch.no_grad():
+            expected = greedy_decode(model, source.long(), mask, length, bos, eos, use_cache=True, pad_idx=pad)
+        call = (f"{name}(model, src of shape {tuple(source.shape)} ({source.dtype}), src_mask, max_len={length}, "
+                f"bos_idx={bos}, eos_idx={eos}, pad_idx={pad}), {what}")
+        try:
+            with torch.no_grad():
+                result = _call(fn, model, source, mask, length, bos, eos, pad, roles=_DECODE_ROLES)
+            got = _token_ids(result, name, source.size(0), length)
+        except ExerciseFailed as err:
+            raise ExerciseFailed(f"{err}\nThis call: {call}.{hint}") from None
+        if not torch.equal(got, expected):
+            raise ExerciseFailed(f"{call} differs from the course's greedy_decode: "
+                                 f"{_first_difference(got, expected)}.{hint}")
+
+
 def _decode_hint(passed: list, sizes: dict, message: str) -> str:
     return _hard_coded_hint(passed, sizes, message,
                             "Read the batch size from src (src.size(0)) and use the ids you are given.")
@@ -499,12 +644,18 @@ def check_cached_greedy_decode(cached_greedy_decode: Callable) -> None:
     against the course's ``greedy_decode``, with and without its cache, on two small random
     models (``DECODE_SIZES``: post-norm, then pre-norm) whose sentences end at different steps.
 
+    Then the first model also decodes one sentence alone, int32 source ids, and max_len = 1
+    and 2.
+    Ties of the argmax are not tried: the course's greedy decoding takes argmax's first index,
+    its beam search topk's, and neither is wrong.
+
     Diagnoses: an input changed in place, ids of another dtype or device, too many columns,
     the decoder run on the whole prefix (right output without the cache, or the prefix fed
     through the cache), <s> missing or not first, the newest token at position 0 or one too
     far, the final norm skipped, the source padding not masked, no padding after </s>, no
-    stop at </s>, a stop at the first finished sentence, a `done` that forgets, and sizes or
-    special ids written into the code.
+    stop at </s>, a stop at the first finished sentence, a `done` that forgets, a batch of
+    one sentence squeezed away, ids in the dtype of int32 sources, a step taken with
+    max_len = 1, and sizes or special ids written into the code.
     """
     name = _function(cached_greedy_decode, "check_cached_greedy_decode", "cached_greedy_decode")
     settings = dict(zip(map(_sizes, DECODE_SIZES), _DECODE_SETTINGS))
@@ -512,10 +663,12 @@ def check_cached_greedy_decode(cached_greedy_decode: Callable) -> None:
         _run_on_all_sizes(lambda sizes: _check_decode_once(cached_greedy_decode, name, sizes,
                                                            settings[_sizes(sizes)]),
                           DECODE_SIZES, _decode_hint)
+        _check_decode_edges(cached_greedy_decode, name, DECODE_SIZES[0], _DECODE_SETTINGS[0])
     print(
         f"check_cached_greedy_decode passed: {name} gives greedy_decode's tokens, with and without its "
         "cache, on a post-norm and a pre-norm random model, running one new position per step, "
-        "stopping when every sentence has produced </s> and padding after it."
+        "stopping when every sentence has produced </s> and padding after it; also for one sentence "
+        "alone, int32 source ids, and max_len = 1 and 2."
     )
 
 
@@ -559,6 +712,14 @@ def _merge_from_the_right(symbols: tuple, pair: tuple) -> tuple:
             out.append(symbols[i])
             i -= 1
     return tuple(reversed(out))
+
+
+def _merge_first_only(symbols: tuple, pair: tuple) -> tuple:
+    """The first occurrence joined, the later ones left ("h a h a h" -> "ha h a h")."""
+    for i in range(len(symbols) - 1):
+        if (symbols[i], symbols[i + 1]) == pair:
+            return symbols[:i] + (symbols[i] + symbols[i + 1],) + symbols[i + 2 :]
+    return symbols
 
 
 def _merge_as_text(symbols: tuple, pair: tuple) -> tuple:
@@ -653,6 +814,10 @@ def _check_corpus(merged, corpus: dict, pair: tuple, step: int) -> None:
                               "pair (i += 2), giving 'aa a'."),
         (_merge_from_the_right, "you merged from the right: 'a a a' must become 'aa a', the leftmost "
                                 "occurrence first, as the course's merge and subword-nmt do."),
+        (_merge_first_only, "you joined only the first occurrence of the pair in each word (a loop that "
+                            "stops at the first match, or str.replace(..., 1)): a merge joins every "
+                            "occurrence, scanning the whole word left to right (skipping the two symbols "
+                            "of each pair it joins)."),
         (_merge_as_text, "you replaced the pair in the text of the word, with the symbols joined by spaces: "
                          "str.replace does not see where a symbol ends, so the text of the pair also "
                          "matches the start of a longer symbol. Compare whole symbols: (symbols[i], "
@@ -672,12 +837,20 @@ def _check_corpus(merged, corpus: dict, pair: tuple, step: int) -> None:
 
 def _check_bpe_once(fn: Callable, name: str, word_counts: dict, merges: list) -> None:
     corpus = {spell(word): n for word, n in word_counts.items()}
+    returned = None  # the dict returned at the merge before, and a copy of it
     for step, best in enumerate(merges, start=1):
         given = dict(corpus)
         result = _call(fn, given, roles=("corpus",))
         if given != corpus:
             raise ExerciseFailed(f"{name} changed the corpus it was given (at merge {step}): build a new "
                                  "dict and return it; the caller keeps using its own.")
+        if returned is not None and returned[0] != returned[1]:
+            raise ExerciseFailed(
+                f"the merged corpus {name} returned at merge {step - 1} changed when it was called again, "
+                f"at merge {step}: your function returns the same dict every time (one created outside it, "
+                "emptied and refilled), so each call overwrites the result of the one before; learning "
+                "passes that result back in as the next corpus. Build a new dict in every call."
+            )
         if not isinstance(result, tuple) or len(result) != 2:
             got = (f"a {type(result).__name__} of {len(result)} items" if isinstance(result, (tuple, list))
                    else type(result).__name__)
@@ -691,7 +864,7 @@ def _check_bpe_once(fn: Callable, name: str, word_counts: dict, merges: list) ->
         pair = tuple(pair)
         _check_pair(pair, corpus, step)
         _check_corpus(merged, corpus, pair, step)
-        corpus = merged
+        returned, corpus = (merged, dict(merged)), dict(merged)
 
 
 def _bpe_hint(passed: list, sizes: dict, message: str) -> str:
@@ -707,8 +880,9 @@ def check_bpe_merge_step(bpe_merge_step: Callable) -> None:
     Diagnoses: the corpus changed in place, a result of another kind, a pair across two
     words, word counts ignored, ties broken another way (the first seen, the smaller pair),
     overlapping pairs counted once, words or counts lost in the merged corpus, overlapping
-    pairs joined twice, merging from the right, str.replace on the spelled word, and code
-    that only works on one corpus.
+    pairs joined twice, merging from the right, only the first occurrence in a word joined,
+    str.replace on the spelled word, the same dict returned (and overwritten) at every call,
+    and code that only works on one corpus.
     """
     name = _function(bpe_merge_step, "check_bpe_merge_step", "bpe_merge_step")
     for words, merges in zip(BPE_CORPORA, _MERGES):
@@ -721,8 +895,8 @@ def check_bpe_merge_step(bpe_merge_step: Callable) -> None:
     print(
         f"check_bpe_merge_step passed: step by step, {name} learns the merges of annotated.bpe.learn_bpe "
         f"and of subword-nmt's learn_bpe, {' + '.join(str(len(m)) for m in _MERGES)} merges on "
-        f"{len(BPE_CORPORA)} toy corpora (a tie, a one-letter word, runs like 'a a a'), with the corpus "
-        "after each merge."
+        f"{len(BPE_CORPORA)} toy corpora (a tie, a one-letter word, runs like 'a a a', a pair twice in "
+        "'h a h a h'), with the corpus after each merge."
     )
 
 
@@ -735,13 +909,20 @@ def _ngrams(words: list[str], n: int) -> Counter:
 
 def _bleu(hypotheses: list[str], references: list[str], *, clip: bool = True, max_n: int = 4,
           mean: str = "geometric", bp: str = "paper", percent: bool = True, denominator: str = "output",
-          level: str = "corpus") -> float:
-    """Corpus BLEU as the paper reports it, or with one mistake switched on."""
+          level: str = "corpus", words: str = "split", short: str = "counted") -> float:
+    """Corpus BLEU as the paper reports it, or with one mistake switched on: ``words`` "space"
+    splits with str.split(" "), "lower" lowercases first; ``short`` "skipped" leaves out the
+    outputs shorter than max_n words, "formula" counts len - n + 1 n-grams (below 0 for them)."""
     if level == "sentence":  # the mean of the sentences' own BLEU
         scores = [_bleu([h], [r], clip=clip, max_n=max_n, mean=mean, bp=bp, percent=percent)
                   for h, r in zip(hypotheses, references)]
         return sum(scores) / len(scores)
-    hyps, refs = [h.split() for h in hypotheses], [r.split() for r in references]
+    split = {"split": str.split, "space": lambda text: text.split(" "),
+             "lower": lambda text: text.lower().split()}[words]
+    hyps, refs = [split(h) for h in hypotheses], [split(r) for r in references]
+    if short == "skipped":
+        kept = [(h, r) for h, r in zip(hyps, refs) if len(h) >= max_n]
+        hyps, refs = [h for h, _ in kept], [r for _, r in kept]
     matches, totals = [0] * max_n, [0] * max_n
     precisions_per_sentence = [[0.0] * max_n for _ in hyps]
     for s, (hyp, ref) in enumerate(zip(hyps, refs)):
@@ -749,6 +930,10 @@ def _bleu(hypotheses: list[str], references: list[str], *, clip: bool = True, ma
             h, r = _ngrams(hyp, n), _ngrams(ref, n)
             matched = sum(min(k, r[g]) if clip else (k if g in r else 0) for g, k in h.items())
             total = sum((h if denominator == "output" else r).values())
+            if short == "formula":
+                total = len(hyp) - n + 1
+            elif short == "truncated" and len(hyp) < n:  # the whole output taken as one n-gram
+                total, matched = 1, 0
             matches[n - 1] += matched
             totals[n - 1] += total
             precisions_per_sentence[s][n - 1] = matched / total if total else 0.0
@@ -757,6 +942,8 @@ def _bleu(hypotheses: list[str], references: list[str], *, clip: bool = True, ma
     else:
         p = [m / t if t else 0.0 for m, t in zip(matches, totals)]
     c, r = sum(map(len, hyps)), sum(map(len, refs))
+    if c == 0 or r == 0:  # only empty outputs (or references): nothing matches
+        return 0.0
     penalty = {"paper": math.exp(1 - r / c) if c < r else 1.0,
                "inverted": math.exp(1 - c / r) if c < r else 1.0,  # above 1 for short outputs
                "inverted min": min(1.0, math.exp(1 - c / r)),  # 1 for short outputs, below 1 for long
@@ -764,7 +951,7 @@ def _bleu(hypotheses: list[str], references: list[str], *, clip: bool = True, ma
     if mean == "arithmetic":
         score = penalty * sum(p) / max_n
     else:
-        score = 0.0 if min(p) == 0 else penalty * math.exp(sum(map(math.log, p)) / max_n)
+        score = 0.0 if min(p) <= 0 else penalty * math.exp(sum(map(math.log, p)) / max_n)
     return 100 * score if percent else score
 
 
@@ -819,12 +1006,16 @@ def _check_bleu_once(fn: Callable, name: str, hypotheses: list[str], references:
     if not math.isclose(expected, _bleu(hypotheses, references), rel_tol=1e-9, abs_tol=1e-9):
         raise RuntimeError("the check's own BLEU disagrees with sacrebleu's")
     # The course's corpus_bleu: sacrebleu with its 13a tokenizer (the same words here) and its
-    # default smoothing, which changes the score only where some p_n is 0.
-    smoothed = corpus_bleu(hypotheses, references).score
+    # default smoothing, which changes the score only where some p_n is 0; case-sensitive.
+    smoothed = corpus_bleu(hypotheses, references, lowercase=False).score
     if expected > 0 and not math.isclose(smoothed, expected, rel_tol=1e-9):
         raise RuntimeError("the course's corpus_bleu disagrees with sacrebleu's unsmoothed BLEU")
     hints = ((r"math domain error", "\nHint: a precision p_n is 0 here, and log(0) is undefined: BLEU "
-                                    "is then 0 (no smoothing), return 0.0 before taking the logs."),)
+                                    "is then 0 (no smoothing), return 0.0 before taking the logs."),
+             (r"division by zero", "\nHint: the outputs here are shorter than 4 words (or empty), so the "
+                                   "corpus holds no n-gram of some order: p_n = 0 / 0. sacrebleu counts such "
+                                   "a precision as 0, and BLEU is then 0: test the matches (or the n-gram "
+                                   "totals) before you divide, and return 0.0."))
     try:
         with _sacrebleu_switched_off() as called:
             result = _call(fn, list(hypotheses), list(references), hints=hints, roles=("hypotheses", "references"))
@@ -837,7 +1028,7 @@ def _check_bleu_once(fn: Callable, name: str, hypotheses: list[str], references:
                 "count by the reference's, sum matches and totals over the corpus, take the geometric mean "
                 "of the four precisions and multiply by the brevity penalty. (The check switches sacrebleu "
                 "off while your function runs.)") from None
-        if expected == 0 and "math domain error" in str(err):
+        if expected == 0 and ("math domain error" in str(err) or "division by zero" in str(err)):
             raise ExerciseFailed(str(err)) from None  # named by its hint: not a size written in
         raise
     if math.isclose(value, expected, rel_tol=1e-6, abs_tol=1e-6):
@@ -876,6 +1067,24 @@ def _check_bleu_once(fn: Callable, name: str, hypotheses: list[str], references:
         (dict(denominator="reference"), "you divided the matches by the reference's n-grams: a precision "
                                         "divides by the output's n-grams (how much of the output is "
                                         "right); the brevity penalty, not a recall, covers what is missing."),
+        (dict(words="lower"), "you lowercased the sentences: BLEU compares the words as they are written, "
+                              "so 'A' does not match 'a' (sacrebleu's default; it lowercases only when asked, "
+                              "as the course's corpus_bleu is and as its signature's case:lc records). Split "
+                              "the sentences as they are, hypothesis.split()."),
+        (dict(words="space"), "you split at single spaces, str.split(' '): a double space, or a space at the "
+                              "start or end of a sentence, makes an empty word '' (and an empty output one "
+                              "word). str.split() with no argument splits at any run of spaces and drops "
+                              "them at the ends."),
+        (dict(short="skipped"), "you left out the outputs shorter than 4 words: they still count, their "
+                                "words in c and their references in r, their 1-grams (and the n-grams they "
+                                "have) in the precisions; an output of one word just has no 2-, 3- or 4-gram."),
+        (dict(short="truncated"), "you counted an output shorter than n words as one n-gram of order n "
+                                  "(range(max(1, len(words) - n + 1)) takes words[0:n] even when it holds "
+                                  "fewer than n words): such an output has no n-gram of that order, and "
+                                  "adds nothing to the total; range(len(words) - n + 1) is empty then."),
+        (dict(short="formula"), "you counted len(words) - n + 1 n-grams for every output: for an output shorter "
+                                "than n words that is below 0 (an empty output has -3 4-grams), and the totals "
+                                "shrink. Count the n-grams you extract, max(0, len(words) - n + 1)."),
     ]
     for mistake, message in mistakes:
         if math.isclose(value, _bleu(hypotheses, references, **mistake), rel_tol=1e-6, abs_tol=1e-6):
@@ -896,15 +1105,19 @@ def _bleu_hint(passed: list, sizes: dict, message: str) -> str:
 
 def check_bleu(bleu: Callable) -> None:
     """Check ``bleu(hypotheses, references) -> float`` against sacrebleu's corpus BLEU (no
-    smoothing, split at spaces) and the course's ``corpus_bleu`` on the toy corpora of
-    ``BLEU_CORPORA``: outputs shorter than their references, longer ones, and one with no
-    4-gram match. sacrebleu is switched off while ``bleu`` runs, so that calling it does not pass.
+    smoothing, split at whitespace, case-sensitive) and the course's ``corpus_bleu`` (with
+    lowercase=False) on the toy corpora of ``BLEU_CORPORA``: outputs shorter than their
+    references, longer ones, one with no 4-gram match, text with capitals, a double space,
+    spaces around a sentence, a one-word and an empty output, and a corpus with no 3-gram.
+    sacrebleu is switched off while ``bleu`` runs, so that calling it does not pass.
 
     Diagnoses: a call to sacrebleu (or the course's corpus_bleu) instead of the computation, a
     result of another kind or NaN, a fraction instead of percent, the brevity penalty inverted,
     above 1 or missing, counts not clipped, the arithmetic mean, the mean of sentence scores or
     of sentence precisions, three n-gram orders, the reference's n-grams as the denominator,
-    log(0), and code that reads only some of the sentences.
+    lowercased text, str.split(" ") instead of str.split(), outputs shorter than 4 words left
+    out, given a negative count of n-grams or counted as one n-gram, log(0), a division by zero where the corpus has
+    no n-gram of some order, and code that reads only some of the sentences.
     """
     name = _function(bleu, "check_bleu", "bleu")
     sets = SIZE_SETS["check_bleu"]
@@ -912,6 +1125,7 @@ def check_bleu(bleu: Callable) -> None:
     _run_on_all_sizes(lambda sizes: _check_bleu_once(bleu, name, *by_sizes[_sizes(sizes)]), sets, _bleu_hint)
     print(
         f"check_bleu passed: {name} gives sacrebleu's corpus BLEU on {len(BLEU_CORPORA)} toy corpora: "
-        "outputs shorter than the references (brevity penalty below 1), longer ones (penalty 1) and one "
-        "without a 4-gram match (BLEU 0)."
+        "outputs shorter than the references (brevity penalty below 1), longer ones (penalty 1), one "
+        "without a 4-gram match (BLEU 0), capitals and stray spaces with a one-word and an empty output, "
+        "and one without a 3-gram (BLEU 0)."
     )
