@@ -1,6 +1,8 @@
 """Notebook 03's checks: they pass on the course's masks and shift, and name the mistake of
 each typical wrong answer (tests/test_exercises.py collects WRONG_ANSWERS too)."""
 
+import functools
+
 import pytest
 import torch
 import torch.nn as nn
@@ -118,6 +120,112 @@ def shift_hard_coded(tgt, pad_idx):
 
 def shift_hard_coded_pad(tgt, pad_idx):
     return tgt[:, :-1], tgt[:, 1:], target_mask(tgt[:, :-1], 0)
+
+
+# ---------------------------------------------------------------- wrong answers of other classes
+# A batch of one sentence (a .squeeze() drops it), a table precomputed at a fixed size, a
+# tensor kept between calls, int32 ids converted to int64.
+
+
+def padding_squeezed(tokens, pad_idx):
+    return (tokens.squeeze() != pad_idx).unsqueeze(-2)
+
+
+_PADDING_BUFFERS = {}
+
+
+def padding_into_a_kept_buffer(tokens, pad_idx):  # one tensor per shape, refilled by every call
+    out = _PADDING_BUFFERS.setdefault(tuple(tokens.shape),
+                                      torch.empty(tokens.size(0), 1, tokens.size(1), dtype=torch.bool))
+    out.copy_((tokens != pad_idx).unsqueeze(1))
+    return out
+
+
+_TABLE_512 = torch.ones(512, 512, dtype=torch.bool).tril()
+_TABLE_5000 = torch.ones(5000, 5000, dtype=torch.bool).tril()
+
+
+def look_ahead_from_a_table_of_512(size, device=None):
+    return _TABLE_512[:size, :size].to(device or "cpu")
+
+
+def look_ahead_from_a_table_of_5000(size, device=None):
+    return _TABLE_5000[:size, :size].to(device or "cpu")
+
+
+_LOOK_AHEAD_BUFFER = torch.zeros(64, 64, dtype=torch.bool)
+
+
+def look_ahead_into_a_kept_buffer(size, device=None):  # cleared and refilled by every call
+    if size > _LOOK_AHEAD_BUFFER.size(0):
+        return torch.ones(size, size, dtype=torch.bool, device=device).tril()
+    _LOOK_AHEAD_BUFFER.zero_()
+    _LOOK_AHEAD_BUFFER[:size, :size] = torch.ones(size, size, dtype=torch.bool).tril()
+    return _LOOK_AHEAD_BUFFER[:size, :size]
+
+
+_RESIZED = torch.zeros(0, 0, dtype=torch.bool)
+
+
+def look_ahead_resized(size, device=None):  # the same tensor, resized by every call
+    _RESIZED.resize_(size, size)
+    _RESIZED.fill_(True)
+    return _RESIZED.tril_()
+
+
+def target_from_a_table_of_512(tokens, pad_idx):
+    L = tokens.size(-1)
+    return padding_mask(tokens, pad_idx) & _TABLE_512[:L, :L].to(tokens.device)
+
+
+def target_squeezed(tokens, pad_idx):
+    keys = padding_mask(tokens, pad_idx).squeeze()  # "(batch, L)"
+    return keys.unsqueeze(-2) & subsequent_mask(tokens.size(-1), tokens.device)
+
+
+_TARGET_BUFFERS = {}
+
+
+def target_into_a_kept_buffer(tokens, pad_idx):
+    batch, L = tokens.shape
+    out = _TARGET_BUFFERS.setdefault((batch, L), torch.empty(batch, L, L, dtype=torch.bool))
+    torch.logical_and(padding_mask(tokens, pad_idx), subsequent_mask(L, tokens.device), out=out)
+    return out
+
+
+def shift_as_int64_for_the_embedding(tgt, pad_idx):
+    tgt_in, tgt_y = tgt[:, :-1].long(), tgt[:, 1:].long()
+    return tgt_in, tgt_y, target_mask(tgt_in, pad_idx)
+
+
+def shift_into_new_tensors(tgt, pad_idx):
+    batch, L = tgt.shape
+    tgt_in, tgt_y = torch.full((batch, L - 1), pad_idx), torch.full((batch, L - 1), pad_idx)
+    tgt_in[:], tgt_y[:] = tgt[:, :-1], tgt[:, 1:]  # torch.full's default dtype: int64
+    return tgt_in, tgt_y, target_mask(tgt_in, pad_idx)
+
+
+def shift_squeezed(tgt, pad_idx):
+    t = tgt.squeeze()
+    return t[..., :-1], t[..., 1:], target_mask(t[..., :-1], pad_idx)
+
+
+def shift_with_a_table_of_512(tgt, pad_idx):
+    tgt_in = tgt[:, :-1]
+    L = tgt_in.size(1)
+    return tgt_in, tgt[:, 1:], padding_mask(tgt_in, pad_idx) & _TABLE_512[:L, :L]
+
+
+_SHIFT_BUFFERS = {}
+
+
+def shift_into_kept_buffers(tgt, pad_idx):
+    batch, L = tgt.shape
+    tgt_in, tgt_y = _SHIFT_BUFFERS.setdefault((batch, L), (tgt.new_empty(batch, L - 1),
+                                                           tgt.new_empty(batch, L - 1)))
+    tgt_in.copy_(tgt[:, :-1])
+    tgt_y.copy_(tgt[:, 1:])
+    return tgt_in, tgt_y, target_mask(tgt_in, pad_idx)
 
 
 ones = torch.ones
@@ -242,6 +350,42 @@ WRONG_ANSWERS = [
      r"\(batch=2, L=6, pad_idx=0\) but not with \(batch=3, L=5, pad_idx=7\)"),
     (check_decoder_input_and_labels, shift_hard_coded_pad,
      r"in tgt_mask, your mask hides the tokens equal to 0, but here pad_idx = 7"),
+    # a batch of one sentence, dropped by a .squeeze()
+    (check_padding_mask, padding_squeezed,
+     r"of shape \(1, 8\) int32, pad_idx=5\): expected \(1, 1, 8\), got \(1, 8\)\. Your result "
+     r"lost dimensions of size 1: \.squeeze\(\)"),
+    (check_target_mask, target_squeezed,
+     r"expected \(1, 5001, 5001\), got \(5001, 5001\)\. Your result lost dimensions of size 1"),
+    (check_decoder_input_and_labels, shift_squeezed,
+     r"the input of .*: expected \(1, 5001\), got \(5001,\)\. Your result lost dimensions of size 1"),
+    # a look-ahead table precomputed at a fixed size
+    (check_subsequent_mask, look_ahead_from_a_table_of_512,
+     r"expected \(5001, 5001\), got \(512, 512\)\. Your mask stops at 512 positions: a table "
+     r"precomputed"),
+    (check_subsequent_mask, look_ahead_from_a_table_of_5000,
+     r"got \(5000, 5000\)\. Your mask stops at 5000 positions"),
+    (check_target_mask, target_from_a_table_of_512,
+     r"(?s)raised RuntimeError: The size of tensor a \(5001\) must match the size of tensor b "
+     r"\(512\).*\nHint: here L = 5001, longer than a table precomputed at a fixed size"),
+    (check_decoder_input_and_labels, shift_with_a_table_of_512,
+     r"(?s)must match the size of tensor b \(512\).*\nHint: here L = 5001, longer than a table"),
+    # a result kept between calls, which the next call overwrites
+    (check_padding_mask, padding_into_a_kept_buffer,
+     r"a second call of padding_into_a_kept_buffer, on other inputs, changed the padding mask "
+     r"that the first call had returned"),
+    (check_subsequent_mask, look_ahead_into_a_kept_buffer,
+     r"a second call of look_ahead_into_a_kept_buffer, on other inputs, changed the mask of size 5"),
+    (check_subsequent_mask, look_ahead_resized,
+     r"changed the shape of the mask of size 5 that the first call had returned, from \(5, 5\) "
+     r"to \(3, 3\)"),
+    (check_target_mask, target_into_a_kept_buffer, r"a second call .* changed the target mask"),
+    (check_decoder_input_and_labels, shift_into_kept_buffers,
+     r"a second call .* changed the input, labels and mask"),
+    # int32 ids that come back int64
+    (check_decoder_input_and_labels, shift_as_int64_for_the_embedding,
+     r"tgt_in as torch\.int64; .* the target's dtype, torch\.int32: .*int32 ids as well as int64"),
+    (check_decoder_input_and_labels, shift_into_new_tensors,
+     r"tgt_in as torch\.int64; .*torch\.full\(\.\.\., dtype=tgt\.dtype\)"),
 ]
 
 
@@ -266,6 +410,73 @@ def test_a_mask_that_is_right_but_built_another_way_passes(capsys):
     check_subsequent_mask(look_ahead_by_comparison)
     check_decoder_input_and_labels(shift_by_narrow)
     assert capsys.readouterr().out.count(" passed: ") == 2
+
+
+def padding_by_lengths(tokens, pad_idx):  # right for padding at the end, as the exercise says
+    lengths = (tokens != pad_idx).sum(-1, keepdim=True)
+    return (torch.arange(tokens.size(-1), device=tokens.device) < lengths).unsqueeze(1)
+
+
+def look_ahead_the_harvard_way(size, device=None):
+    return torch.triu(torch.ones(1, size, size, device=device), diagonal=1)[0] == 0
+
+
+@functools.lru_cache(maxsize=None)
+def look_ahead_cached(size, device=None):  # the same mask for the same size: never refilled
+    return torch.ones(size, size, dtype=torch.bool, device=device).tril()
+
+
+def look_ahead_row_by_row(size, device=None):
+    mask = torch.zeros(size, size, dtype=torch.bool, device=device)
+    for i in range(size):
+        mask[i, : i + 1] = True
+    return mask
+
+
+def target_by_logical_and(tokens, pad_idx):
+    keys = torch.ne(tokens, pad_idx)[:, None, :]
+    return torch.logical_and(keys, look_ahead_the_harvard_way(tokens.size(1), tokens.device))
+
+
+def target_expanded(tokens, pad_idx):
+    batch, L = tokens.shape
+    keys = (tokens != pad_idx).unsqueeze(1).expand(batch, L, L)
+    return keys & torch.ones(L, L, dtype=torch.bool, device=tokens.device).tril()
+
+
+def shift_by_ellipsis_into_copies(tgt, pad_idx):
+    tgt_in, tgt_y = tgt[..., :-1].clone(), tgt[..., 1:].clone()
+    return tgt_in, tgt_y, target_by_logical_and(tgt_in, pad_idx)
+
+
+@pytest.mark.parametrize("check, right", [
+    (check_padding_mask, lambda tokens, pad_idx: torch.ne(tokens, pad_idx)[:, None, :]),
+    (check_padding_mask, lambda tokens, pad_idx: ~(tokens == pad_idx).unsqueeze(1)),
+    (check_padding_mask, lambda tokens, pad_idx: (tokens != pad_idx).view(tokens.size(0), 1, -1)),
+    (check_padding_mask, padding_by_lengths),
+    (check_subsequent_mask, look_ahead_the_harvard_way),
+    (check_subsequent_mask, lambda size, device=None: torch.tril(torch.ones(size, size, device=device)).bool()),
+    (check_subsequent_mask, look_ahead_cached),
+    (check_subsequent_mask, look_ahead_row_by_row),
+    (check_target_mask, target_by_logical_and),
+    (check_target_mask, target_expanded),
+    (check_decoder_input_and_labels, shift_by_ellipsis_into_copies),
+], ids=lambda f: getattr(f, "__name__", ""))
+def test_right_answers_written_other_ways_pass(check, right, capsys):
+    check(right)
+    assert capsys.readouterr().out.startswith(f"{check.__name__} passed: ")
+
+
+def test_the_long_and_single_sentence_sets_are_there_and_each_check_stays_fast():
+    import time
+    assert masking.LOOK_AHEAD_SIZES[-1]["size"] > 5000
+    for sizes in (masking.PADDING_SIZES, masking.TARGET_SIZES, masking.SHIFT_SIZES):
+        assert sizes[-1]["batch"] == 1 and sizes[-1]["ids"] == "int32"
+    for check, fn in ((check_subsequent_mask, subsequent_mask), (check_target_mask, target_mask),
+                      (check_decoder_input_and_labels, course_shift)):
+        start = time.perf_counter()
+        check(fn)
+        assert time.perf_counter() - start < 2, check.__name__
 
 
 # On the device 'meta' (which every machine has, unlike a GPU), the device checks run in the
@@ -302,3 +513,12 @@ def test_the_checks_batches_have_what_their_diagnoses_need():
     assert tokens[1, :2].tolist() == [4, 4] and tokens[0, -1] == 4  # left and right padding
     tgt, bos, eos = masking._target_batch(g, 2, 6, 0)
     assert (tgt[:, 0] == bos).all() and (tgt[:, :-1] == 0).any()  # the input holds padding too
+
+
+def test_the_checks_leave_the_global_random_generator_as_it_was(capsys):
+    before = torch.random.get_rng_state()
+    check_padding_mask(padding_mask)
+    check_subsequent_mask(subsequent_mask)
+    check_target_mask(target_mask)
+    check_decoder_input_and_labels(course_shift)
+    assert torch.equal(torch.random.get_rng_state(), before)

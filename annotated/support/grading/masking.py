@@ -7,6 +7,12 @@ the shape of ``annotated.masks`` (padding ``(batch, 1, L)``, look-ahead ``(L, L)
 ``(batch, L, L)``). Results that are not bool are named before any comparison: a float mask
 of 0 and -inf (``nn.Transformer``'s additive form) or of 0 and 1, an integer mask. Token
 tensors (the decoder's input and labels) must keep the dtype of the tokens.
+
+Besides the notebook's sizes, each check runs a batch of one sentence of int32 ids (a
+``.squeeze()`` drops its batch axis; ids keep their dtype), the look-ahead masks also at
+5,001 positions (a table precomputed at 512 or 5,000 positions and sliced falls short), and
+calls the function a second time to see that its first result did not change (a tensor kept
+between calls and filled again).
 """
 
 from collections.abc import Callable
@@ -17,18 +23,27 @@ import torch.nn as nn
 from annotated.batching import Batch
 from annotated.masks import padding_mask, subsequent_mask, target_mask
 from annotated.support.grading.core import (
-    ExerciseFailed, _call, _function, _generic, _hard_coded_hint, _run_on_all_sizes, _shape,
+    ExerciseFailed, _aliasing, _call, _flat_tensors, _function, _generic, _hard_coded_hint,
+    _run_on_all_sizes, _shape, _squeezed,
 )
 
 # Within a set all sizes differ (a swapped axis shows in the shape); from one set to the next
 # every size changes, the pad index too, so a size or a pad index written into the code fails.
+# The last set of each is a batch of one sentence (a .squeeze() drops its batch axis) of int32
+# ids (ids that come back must keep that dtype); the look-ahead masks there and in
+# LOOK_AHEAD_SIZES reach LONG positions, beyond a table precomputed at the 512 or 5,000
+# positions of common maximum lengths.
+LONG = 5001
 PADDING_SIZES = [dict(batch=3, L=6, pad_idx=0), dict(batch=4, L=5, pad_idx=2),
-                 dict(batch=2, L=7, pad_idx=9)]
-LOOK_AHEAD_SIZES = [dict(size=5), dict(size=7), dict(size=3)]
+                 dict(batch=2, L=7, pad_idx=9), dict(batch=1, L=8, pad_idx=5, ids="int32")]
+LOOK_AHEAD_SIZES = [dict(size=5), dict(size=7), dict(size=3), dict(size=LONG)]
 TARGET_SIZES = [dict(batch=3, L=6, pad_idx=0), dict(batch=2, L=5, pad_idx=4),
-                dict(batch=4, L=7, pad_idx=1)]
+                dict(batch=4, L=7, pad_idx=1), dict(batch=1, L=LONG, pad_idx=3, ids="int32")]
 SHIFT_SIZES = [dict(batch=2, L=6, pad_idx=0), dict(batch=3, L=5, pad_idx=7),
-               dict(batch=4, L=8, pad_idx=1)]
+               dict(batch=4, L=8, pad_idx=1), dict(batch=1, L=LONG + 1, pad_idx=6, ids="int32")]
+# Above this length a wrong mask is reported by its first difference only: the known mistakes'
+# candidate masks would cost hundreds of megabytes.
+SMALL = 64
 SIZE_SETS = {
     "check_padding_mask": PADDING_SIZES,
     "check_subsequent_mask": LOOK_AHEAD_SIZES,
@@ -125,20 +140,25 @@ def _token_tensor(result, name: str, what: str, like: torch.Tensor) -> torch.Ten
         raise ExerciseFailed(f"{name} returned {what} on the device {result.device}, but the "
                              f"target is on {like.device}: leave out .cuda() and .to(...).")
     if result.dtype != like.dtype:
+        why = "(the embedding layer needs integer ids)"
+        if not result.is_floating_point() and result.dtype != torch.bool:
+            why = ("(the embedding layer takes int32 ids as well as int64 ones): no .long() "
+                   "\"for the embedding\", and a tensor you create and fill takes the target's "
+                   "dtype, torch.full(..., dtype=tgt.dtype), not torch.full's default int64")
         raise ExerciseFailed(
             f"{name} returned {what} as {result.dtype}; it holds token ids, taken from the "
             f"target, so it keeps the target's dtype, {like.dtype}: slice the target, do not "
-            "convert it (the embedding layer needs integer ids)."
+            f"convert it {why}."
         )
     return result
 
 
 def _tokens(g: torch.Generator, batch: int, L: int, pad_idx: int, pads: list[int],
-            left: int | None = None) -> torch.Tensor:
-    """(batch, L) random ids, none equal to pad_idx, with pads[b] padding tokens at the end of
-    row b (at the start of row ``left``). Row 0 begins with the smallest ids that are not the
-    pad index, 0 among them when pad_idx != 0: an answer that compares with 0, or keeps only
-    the ids above pad_idx, shows."""
+            left: int | None = None, dtype: torch.dtype = torch.int64) -> torch.Tensor:
+    """(batch, L) random ids of ``dtype``, none equal to pad_idx, with pads[b] padding tokens
+    at the end of row b (at the start of row ``left``). Row 0 begins with the smallest ids that
+    are not the pad index, 0 among them when pad_idx != 0: an answer that compares with 0, or
+    keeps only the ids above pad_idx, shows."""
     real_ids = torch.tensor([i for i in range(VOCAB) if i != pad_idx])
     tokens = real_ids[torch.randint(len(real_ids), (batch, L), generator=g)]
     tokens[0, :3] = real_ids[:3]
@@ -148,7 +168,7 @@ def _tokens(g: torch.Generator, batch: int, L: int, pad_idx: int, pads: list[int
                 tokens[b, :n] = pad_idx
             else:
                 tokens[b, L - n:] = pad_idx
-    return tokens
+    return tokens.to(dtype)
 
 
 def _mismatch(got: torch.Tensor, expected: torch.Tensor, what: str) -> ExerciseFailed:
@@ -161,6 +181,53 @@ def _mismatch(got: torch.Tensor, expected: torch.Tensor, what: str) -> ExerciseF
     if got.numel() <= 128:
         message += f"\nexpected (1 = may attend):\n{expected.int()}\nyours:\n{got.int()}"
     return _generic(message)
+
+
+def _ids(sizes: dict) -> torch.dtype:
+    """The dtype of the token ids of a set of sizes: int64 unless the set says otherwise."""
+    return {"int32": torch.int32}.get(sizes.get("ids"), torch.int64)
+
+
+def _table_hint(L: int) -> str:
+    """Why a look-ahead mask falls short at ``L`` positions, when ``L`` is the long length."""
+    if L < LONG:
+        return ""
+    return (f"\nHint: here L = {L}, longer than a table precomputed at a fixed size (512 or "
+            "5,000 positions) and sliced, table[:L, :L], which then stops short. Build the "
+            "look-ahead mask from L on every call, subsequent_mask(L, tokens.device): it costs "
+            "next to nothing.")
+
+
+def _short_table(got: torch.Tensor, size: int) -> str:
+    """A shape hint for a square mask smaller than (size, size): a sliced table."""
+    n = got.shape[-1] if got.dim() else 0
+    if got.dim() >= 2 and got.shape[-2] == n and 0 < n < size:
+        return (f" Your mask stops at {n} positions: a table precomputed at that size and "
+                "sliced, table[:size, :size], cannot serve a longer sentence. Build the mask "
+                "from the size on every call.")
+    return ""
+
+
+_BROADCAST = r"must match the size of tensor|not broadcastable|doesn't match the broadcast shape"
+
+
+def _unchanged_by_a_second_call(call_again: Callable, first, name: str, what: str) -> None:
+    """``_aliasing``, after checking that the first result kept its shape (a tensor kept
+    between calls and resized, .resize_, changes shape rather than numbers)."""
+    shapes = [(t, tuple(t.shape)) for t in _flat_tensors(first)]
+
+    def again():
+        second = call_again()
+        for t, shape in shapes:
+            if tuple(t.shape) != shape:
+                raise ExerciseFailed(
+                    f"a second call of {name}, on other inputs, changed the shape of {what} "
+                    f"that the first call had returned, from {shape} to {tuple(t.shape)}: your "
+                    "function returns a tensor it keeps between calls (a global buffer, resized "
+                    "or refilled), so every caller shares it. Create a new tensor on every call."
+                )
+        return second
+    _aliasing(again, first, name, what)
 
 
 def _hint(how: str) -> Callable:
@@ -225,14 +292,29 @@ def _hard_coded_pad(got: torch.Tensor, tokens: torch.Tensor, pad_idx: int, full)
     return None
 
 
+def _padding_tokens(g: torch.Generator, sizes: dict) -> torch.Tensor:
+    """The tokens of a set of sizes: sentence b padded with 2b tokens (a sentence alone, 2)."""
+    batch, L, pad_idx = sizes["batch"], sizes["L"], sizes["pad_idx"]
+    pads = [min(2 * b, L - 1) for b in range(batch)] if batch > 1 else [2]
+    return _tokens(g, batch, L, pad_idx, pads, dtype=_ids(sizes))
+
+
+def _call_text(name: str, what: str, tokens: torch.Tensor, pad_idx: int) -> str:
+    """How the check called the function: the shape of the ids, their dtype if not int64."""
+    dtype = "" if tokens.dtype == torch.int64 else f" {str(tokens.dtype).replace('torch.', '')}"
+    return f"{name}({what} of shape {tuple(tokens.shape)}{dtype}, pad_idx={pad_idx})"
+
+
 def _check_padding_once(fn: Callable, name: str, sizes: dict, g: torch.Generator) -> None:
     batch, L, pad_idx = sizes["batch"], sizes["L"], sizes["pad_idx"]
-    tokens = _tokens(g, batch, L, pad_idx, pads=[min(2 * b, L - 1) for b in range(batch)])
+    tokens = _padding_tokens(g, sizes)
     expected = padding_mask(tokens, pad_idx)  # (batch, 1, L)
-    call = f"{name}(tokens of shape ({batch}, {L}), pad_idx={pad_idx})"
+    call = _call_text(name, "tokens", tokens, pad_idx)
     got = _mask(_call(fn, tokens, pad_idx, roles=("tokens", "pad_idx")), name, "the padding mask")
     _shape(got, (batch, 1, L), f"the padding mask of {call}",
-           _padding_shape_hint(tuple(got.shape), batch, L))
+           # (batch, L) is the query axis not added, unless the batch is one sentence
+           (_squeezed(got.shape, (batch, 1, L)) if batch == 1 else "")
+           or _padding_shape_hint(tuple(got.shape), batch, L))
     if torch.equal(got, expected):
         return
     if torch.equal(got, ~expected):
@@ -259,19 +341,27 @@ def check_padding_mask(padding_mask_fn: Callable) -> None:
 
     Diagnoses: an input changed in place, a result that is not a bool tensor (a float mask of
     0 and -inf or of 0 and 1, an integer mask), wrong shapes ((batch, L), (batch, L, 1),
-    (batch, 1, 1, L), (batch, L, L), (1, batch, L)), an inverted mask, a pad index written into
-    the code, ids below the pad index taken for padding, and sizes written into the code.
+    (batch, 1, 1, L), (batch, L, L), (1, batch, L)), the batch axis of a batch of one sentence
+    dropped (a .squeeze()), an inverted mask, a pad index written into the code, ids below the
+    pad index taken for padding, a result that a second call overwrites (a tensor kept between
+    calls), and sizes written into the code.
     """
     name = _function(padding_mask_fn, "check_padding_mask", "padding_mask")
     g = torch.Generator().manual_seed(0)
     _run_on_all_sizes(lambda sizes: _check_padding_once(padding_mask_fn, name, sizes, g),
                       PADDING_SIZES, _hint("Read batch and L from tokens.shape, and compare "
                                            "with the pad_idx you are given."))
+    sizes = PADDING_SIZES[0]  # again, then its sentences in reverse order: another mask
+    tokens = _padding_tokens(g, sizes)
+    first = _call(padding_mask_fn, tokens, sizes["pad_idx"])
+    _unchanged_by_a_second_call(lambda: _call(padding_mask_fn, tokens.flip(0), sizes["pad_idx"]),
+                                first, name, "the padding mask")
     pads = ", ".join(str(s["pad_idx"]) for s in PADDING_SIZES)
     print(
         f"check_padding_mask passed: {name} gives (batch, 1, L) bool masks, True at the real "
         f"tokens, equal to the course's padding_mask for {len(PADDING_SIZES)} batches with "
-        f"pad indices {pads}."
+        f"pad indices {pads} (one of a single sentence of int32 ids), and a second call leaves "
+        "the first mask as it was."
     )
 
 
@@ -308,17 +398,18 @@ def _check_look_ahead_once(fn: Callable, name: str, sizes: dict) -> None:
     size = sizes["size"]
     expected = subsequent_mask(size)
     # nn.Transformer's float mask is -inf exactly where the course's is False.
-    if not torch.equal(~expected, nn.Transformer.generate_square_subsequent_mask(size) == float("-inf")):
+    if size <= SMALL and not torch.equal(
+            ~expected, nn.Transformer.generate_square_subsequent_mask(size) == float("-inf")):
         raise AssertionError("the course's look-ahead mask disagrees with nn.Transformer's")
     got = _mask(_call(fn, size, roles=("size",)), name, "the look-ahead mask")
-    hint = ""
+    hint = _short_table(got, size)
     if tuple(got.shape) == (1, size, size):
         hint = (" (1, size, size) is the shape attention takes on a batch, after "
                 "unsqueeze(0); subsequent_mask itself returns the one (size, size) table "
                 "(notebook 03), which target_mask broadcasts against (batch, 1, L).")
     _shape(got, (size, size), f"{name}({size})", hint)
     if not torch.equal(got, expected):
-        message = _look_ahead_mistake(got, size)
+        message = _look_ahead_mistake(got, size) if size <= SMALL else None
         if message:
             raise ExerciseFailed(message)
         raise _mismatch(got, expected, f"{name}({size})")
@@ -339,17 +430,23 @@ def check_subsequent_mask(subsequent_mask_fn: Callable) -> None:
     Diagnoses: a result that is not a bool tensor (nn.Transformer's float mask of 0 and -inf
     named as such), the shape (1, size, size), the diagonal excluded, the inverted mask
     (nn.Transformer's True = masked out), the upper triangle, a mask that hides nothing, a
-    device ignored, and sizes written into the code. It also checks the course's mask
+    device ignored, a table precomputed at a fixed size (512 or 5,000 positions) that a longer
+    mask outgrows, a result that a later call overwrites (a tensor kept between calls and
+    refilled or resized), and sizes written into the code. It also checks the course's mask
     against ``nn.Transformer.generate_square_subsequent_mask``.
     """
     name = _function(subsequent_mask_fn, "check_subsequent_mask", "subsequent_mask")
     _run_on_all_sizes(lambda sizes: _check_look_ahead_once(subsequent_mask_fn, name, sizes),
                       LOOK_AHEAD_SIZES, _hint("Build the table from the size argument."))
-    shown = ", ".join(str(s["size"]) for s in LOOK_AHEAD_SIZES)
+    size = LOOK_AHEAD_SIZES[0]["size"]  # again, then a smaller size
+    first = _call(subsequent_mask_fn, size)
+    _unchanged_by_a_second_call(lambda: _call(subsequent_mask_fn, size - 2), first, name,
+                                f"the mask of size {size}")
+    shown = ", ".join(f"{s['size']:,}" for s in LOOK_AHEAD_SIZES)
     print(
         f"check_subsequent_mask passed: {name} gives the lower triangle, diagonal included, "
         f"for sizes {shown} (the course's subsequent_mask, and ~ of nn.Transformer's "
-        "-inf mask)."
+        "-inf mask), and a later call leaves an earlier mask as it was."
     )
 
 
@@ -424,18 +521,26 @@ def _target_shape_hint(shape: tuple, batch: int, L: int) -> str:
     }.get(shape, "")
 
 
+def _target_tokens(g: torch.Generator, sizes: dict) -> torch.Tensor:
+    """Right padding of 1, 2, ... tokens; the last sentence padded at the start instead."""
+    batch, L, pad_idx = sizes["batch"], sizes["L"], sizes["pad_idx"]
+    pads = [min(b + 1, L - 1) for b in range(batch - 1)] + [2]
+    return _tokens(g, batch, L, pad_idx, pads, left=batch - 1, dtype=_ids(sizes))
+
+
 def _check_target_once(fn: Callable, name: str, sizes: dict, g: torch.Generator) -> None:
     batch, L, pad_idx = sizes["batch"], sizes["L"], sizes["pad_idx"]
-    # Right padding of 1, 2, ... tokens; the last sentence padded at the start instead.
-    pads = [min(b + 1, L - 1) for b in range(batch - 1)] + [2]
-    tokens = _tokens(g, batch, L, pad_idx, pads, left=batch - 1)
+    tokens = _target_tokens(g, sizes)
     expected = target_mask(tokens, pad_idx)
-    call = f"{name}(tokens of shape ({batch}, {L}), pad_idx={pad_idx})"
-    got = _mask(_call(fn, tokens, pad_idx, roles=("tokens", "pad_idx")), name, "the target mask")
+    call = _call_text(name, "tokens", tokens, pad_idx)
+    hints = ((_BROADCAST, _table_hint(L)),) if L >= LONG else ()
+    got = _mask(_call(fn, tokens, pad_idx, hints=hints, roles=("tokens", "pad_idx")), name,
+                "the target mask")
     _shape(got, (batch, L, L), f"the target mask of {call}",
-           _target_shape_hint(tuple(got.shape), batch, L))
+           _squeezed(got.shape, (batch, L, L)) or _short_table(got, L)
+           or _target_shape_hint(tuple(got.shape), batch, L))
     if not torch.equal(got, expected):
-        message = _target_mistake(got, tokens, pad_idx)
+        message = _target_mistake(got, tokens, pad_idx) if L <= SMALL else None
         if message:
             raise ExerciseFailed(message)
         raise _mismatch(got, expected, f"the target mask of {call}")
@@ -455,38 +560,49 @@ def check_target_mask(target_mask_fn: Callable) -> None:
     GPU (``OTHER_DEVICE``), once more on tokens there: the mask is built where the tokens are.
 
     Diagnoses: a result that is not a bool tensor, wrong shapes ((batch, 1, L, L), (L, L),
-    (batch, 1, L)), an inverted mask, | instead of &, the padding or the look-ahead part
-    missing, padding that hides query rows instead of key columns, padding queries hidden
-    too, a look-ahead part inverted, upper-triangular or without its diagonal, a pad index or
-    sizes written into the code, and a look-ahead mask built on the cpu for tokens elsewhere.
+    (batch, 1, L)), the batch axis of a batch of one sentence dropped (a .squeeze()), an
+    inverted mask, | instead of &, the padding or the look-ahead part missing, padding that
+    hides query rows instead of key columns, padding queries hidden too, a look-ahead part
+    inverted, upper-triangular or without its diagonal, a look-ahead table precomputed at a
+    fixed size (512 or 5,000 positions) that a sentence of 5,001 tokens outgrows, a result that
+    a second call overwrites (a tensor kept between calls), a pad index or sizes written into
+    the code, and a look-ahead mask built on the cpu for tokens elsewhere.
     """
     name = _function(target_mask_fn, "check_target_mask", "target_mask")
     g = torch.Generator().manual_seed(1)
     _run_on_all_sizes(lambda sizes: _check_target_once(target_mask_fn, name, sizes, g),
                       TARGET_SIZES, _hint("Read L from tokens.shape (tokens.size(-1)) and "
                                           "compare with the pad_idx you are given."))
+    sizes = TARGET_SIZES[0]  # again, then its sentences in reverse order: another mask
+    tokens = _target_tokens(g, sizes)
+    first = _call(target_mask_fn, tokens, sizes["pad_idx"])
+    _unchanged_by_a_second_call(lambda: _call(target_mask_fn, tokens.flip(0), sizes["pad_idx"]),
+                                first, name, "the target mask")
     print(
         f"check_target_mask passed: {name} equals the course's target_mask, padding & "
-        f"look-ahead, for {len(TARGET_SIZES)} batches padded on the right and on the left."
+        f"look-ahead, for {len(TARGET_SIZES)} batches padded on the right and on the left (the "
+        f"last a single sentence of {LONG:,} int32 ids), and a second call leaves the first "
+        "mask as it was."
     )
 
 
 # ---------------------------------------------------------------- 3.4 the right shift
 
 
-def _target_batch(g: torch.Generator, batch: int, L: int,
-                  pad_idx: int) -> tuple[torch.Tensor, int, int]:
+def _target_batch(g: torch.Generator, batch: int, L: int, pad_idx: int,
+                  dtype: torch.dtype = torch.int64) -> tuple[torch.Tensor, int, int]:
     """(batch, L) targets <s> y_1 .. y_n </s> and padding, n = L - 2, L - 4, ... (at least 1),
-    so that the decoder's input holds padding too; returns them with the ids of <s> and </s>."""
+    so that the decoder's input holds padding too (a sentence alone: n = L - 3), as ids of
+    ``dtype``; returns them with the ids of <s> and </s>."""
     bos, eos, *words = [i for i in range(VOCAB) if i != pad_idx]
     words = torch.tensor(words)
     tgt = torch.full((batch, L), pad_idx)
     for b in range(batch):
-        n = max(1, L - 2 - 2 * b)
+        n = max(1, L - 2 - 2 * b) if batch > 1 else L - 3
         tgt[b, 0] = bos
         tgt[b, 1 : n + 1] = words[torch.randint(len(words), (n,), generator=g)]
         tgt[b, n + 1] = eos
-    return tgt, bos, eos
+    return tgt.to(dtype), bos, eos
 
 
 def _shift_mistake(tgt_in: torch.Tensor, tgt_y: torch.Tensor, tgt: torch.Tensor) -> str | None:
@@ -560,18 +676,26 @@ def _full_length_message(got: torch.Tensor, tgt: torch.Tensor, what: str) -> str
     return ""
 
 
+def _tokens_text(ids: torch.Tensor) -> str:
+    """Token ids for a message: all of them when few, else the first 12 of each row."""
+    if ids.size(-1) <= 40:
+        return str(ids.tolist())
+    return str([row[:12] + ["..."] for row in ids.tolist()]).replace("'...'", "...")
+
+
 def _check_shift_once(fn: Callable, name: str, sizes: dict, g: torch.Generator) -> None:
     batch, L, pad_idx = sizes["batch"], sizes["L"], sizes["pad_idx"]
-    tgt, bos, eos = _target_batch(g, batch, L, pad_idx)
+    tgt, bos, eos = _target_batch(g, batch, L, pad_idx, _ids(sizes))
     reference = Batch(tgt, tgt, pad_idx)  # the course's shift and mask (the source is unused here)
-    call = f"{name}(tgt of shape ({batch}, {L}), pad_idx={pad_idx})"
-    result = _triple(_call(fn, tgt, pad_idx, roles=("tgt", "pad_idx")), name)
+    call = _call_text(name, "tgt", tgt, pad_idx)
+    hints = ((_BROADCAST, _table_hint(L - 1)),) if L - 1 >= LONG else ()
+    result = _triple(_call(fn, tgt, pad_idx, hints=hints, roles=("tgt", "pad_idx")), name)
     tgt_in = _token_tensor(result[0], name, "the decoder's input tgt_in", tgt)
     tgt_y = _token_tensor(result[1], name, "the labels tgt_y", tgt)
     for got, what in ((tgt_in, "input"), (tgt_y, "labels")):
         hint = _full_length_message(got, tgt, what) if tuple(got.shape) == (batch, L) else ""
         _shape(got, (batch, L - 1), f"the {what} of {call}, with the target <s> y_1 .. y_n </s> "
-               "and padding", hint)
+               "and padding", _squeezed(got.shape, (batch, L - 1)) or hint)
     if not (torch.equal(tgt_in, reference.tgt_in) and torch.equal(tgt_y, reference.tgt_y)):
         message = _shift_mistake(tgt_in, tgt_y, tgt)
         if message:
@@ -581,10 +705,11 @@ def _check_shift_once(fn: Callable, name: str, sizes: dict, g: torch.Generator) 
         expected = reference.tgt_in if what == "input" else reference.tgt_y
         raise _generic(
             f"mismatch in the {what} of {call} (<s> = {bos}, </s> = {eos}):\nexpected "
-            f"{expected.tolist()}\nyours    {wrong.tolist()}"
+            f"{_tokens_text(expected)}\nyours    {_tokens_text(wrong)}"
         )
     mask = _mask(result[2], name, "the target mask tgt_mask")
-    hint = ""
+    hint = (_squeezed(mask.shape, (batch, L - 1, L - 1)) or _short_table(mask, L - 1)
+            or _target_shape_hint(tuple(mask.shape), batch, L - 1))
     if tuple(mask.shape) == (batch, L, L):
         hint = (" That is the mask of the whole target; the decoder reads tgt_in, L - 1 "
                 "positions: target_mask(tgt_in, pad_idx).")
@@ -597,7 +722,7 @@ def _check_shift_once(fn: Callable, name: str, sizes: dict, g: torch.Generator) 
                 "pad_idx). (They differ where a shorter sentence's input holds </s> and its "
                 "label is padding.)"
             )
-        message = _target_mistake(mask, tgt_in, pad_idx, left_padded=False)
+        message = _target_mistake(mask, tgt_in, pad_idx, left_padded=False) if L <= SMALL else None
         if message:
             raise ExerciseFailed(f"in tgt_mask, {message}")
         raise _mismatch(mask, reference.tgt_mask, f"the target mask of {call}")
@@ -609,11 +734,14 @@ def check_decoder_input_and_labels(decoder_input_and_labels: Callable) -> None:
     sizes of ``SHIFT_SIZES``.
 
     Diagnoses: an input changed in place, a result that is not a triple, token tensors of
-    another dtype, input or labels of the full length (the target unshifted, ``torch.roll``,
-    <s> put in front again, a position added to the labels), the shift the wrong way, labels
-    equal to the input, <s> dropped from the input, <s> kept in the labels, a mask of the whole
-    target or of the labels, the target mask's own mistakes (check_target_mask), and sizes
-    written into the code.
+    another dtype (int32 ids converted to int64 with .long() or by a torch.full without
+    dtype=), input or labels of the full length (the target unshifted, ``torch.roll``, <s> put
+    in front again, a position added to the labels), the shift the wrong way, labels equal to
+    the input, <s> dropped from the input, <s> kept in the labels, the batch axis of a batch of
+    one sentence dropped (a .squeeze()), a mask of the whole target or of the labels, the
+    target mask's own mistakes (check_target_mask, a look-ahead table too short for 5,001
+    positions among them), a result that a second call overwrites, and sizes written into the
+    code.
     """
     name = _function(decoder_input_and_labels, "check_decoder_input_and_labels",
                      "decoder_input_and_labels")
@@ -621,8 +749,15 @@ def check_decoder_input_and_labels(decoder_input_and_labels: Callable) -> None:
     _run_on_all_sizes(lambda sizes: _check_shift_once(decoder_input_and_labels, name, sizes, g),
                       SHIFT_SIZES, _hint("Slice the target whatever its length, and use the "
                                          "pad_idx you are given."))
+    sizes = SHIFT_SIZES[0]  # again, then its sentences in reverse order: another triple
+    tgt, _, _ = _target_batch(g, sizes["batch"], sizes["L"], sizes["pad_idx"])
+    first = _call(decoder_input_and_labels, tgt, sizes["pad_idx"])
+    _unchanged_by_a_second_call(
+        lambda: _call(decoder_input_and_labels, tgt.flip(0), sizes["pad_idx"]), first, name,
+        "the input, labels and mask")
     print(
         f"check_decoder_input_and_labels passed: {name} gives the input <s> y_1 .. y_n, the "
         "labels y_1 .. </s> and the input's target mask, as the course's Batch does, for "
-        f"{len(SHIFT_SIZES)} batches: output i sees <s> y_1 .. y_i and predicts y_(i+1)."
+        f"{len(SHIFT_SIZES)} batches (the last a single sentence of {LONG + 1:,} int32 ids, "
+        "kept int32): output i sees <s> y_1 .. y_i and predicts y_(i+1)."
     )

@@ -1,7 +1,15 @@
 """Checks of notebook 04's exercises: the head split and merge of
 ``annotated.multi_head.MultiHeadAttention``, its whole forward pass (compared with the
 course's module and ``torch.nn.MultiheadAttention``), and each head's share of the output
-through its rows of W^O."""
+through its rows of W^O.
+
+Besides the notebook's sizes, the checks run a batch of one (a ``.squeeze()`` drops its axis),
+float64 inputs (the result must come back float64, to float64 precision), gradients that must
+reach every input (the split, the merge and the forward pass are in the model's training
+path), a second call that must leave the first result as it was, and for the forward pass
+scores far below and far above zero (a softmax without its max shift, or a mask filled with a
+finite number such as -1e4, fails there); for the heads' shares, a W^O that is not square,
+(h * d_k, d_model), as the exercise allows."""
 
 import math
 from collections.abc import Callable
@@ -11,34 +19,66 @@ import torch.nn as nn
 
 from annotated.multi_head import MultiHeadAttention
 from annotated.support.grading.core import (
-    ExerciseFailed, _assert_close, _call, _function, _hard_coded_hint, _run_on_all_sizes, _same,
-    _shape, _tensor,
+    ExerciseFailed, _aliasing, _assert_close, _assert_close64, _call, _function,
+    _gradients_flow, _hard_coded_hint, _run_on_all_sizes, _same, _shape, _squeezed, _tensor,
 )
 
-HEAD_SIZES = [dict(batch=2, L=3, h=5, d_k=6), dict(batch=4, L=7, h=2, d_k=3)]
+# The third set is a batch of one (and for the split and merge, the fourth a single position,
+# in float64): a .squeeze() drops an axis there, and a tensor created without dtype= turns
+# float64 into float32.
+HEAD_SIZES = [dict(batch=2, L=3, h=5, d_k=6), dict(batch=4, L=7, h=2, d_k=3),
+              dict(batch=1, L=5, h=3, d_k=2), dict(batch=3, L=1, h=4, d_k=7, dtype="float64")]
 # Cross-attention sizes: L_q != L_k, and batch != h, so that a mask not given its head axis
-# fails to broadcast instead of meeting the heads' axis by chance.
+# fails to broadcast instead of meeting the heads' axis by chance (in the batch of one, it
+# broadcasts, rightly).
 MULTI_HEAD_SIZES = [dict(batch=2, L_q=3, L_k=5, h=4, d_k=6),
-                    dict(batch=4, L_q=6, L_k=2, h=3, d_k=5)]
-CONTRIBUTION_SIZES = [dict(batch=3, L=4, h=2, d_k=5), dict(batch=2, L=6, h=3, d_k=7)]
+                    dict(batch=4, L_q=6, L_k=2, h=3, d_k=5),
+                    dict(batch=1, L_q=4, L_k=7, h=2, d_k=3)]
+# The third: a batch of one and a W^O of (h * d_k, d_model) = (8, 9), not square; the fourth
+# float64, with d_k = 1.
+CONTRIBUTION_SIZES = [dict(batch=3, L=4, h=2, d_k=5), dict(batch=2, L=6, h=3, d_k=7),
+                      dict(batch=1, L=3, h=4, d_k=2, d_model=9),
+                      dict(batch=4, L=2, h=5, d_k=1, dtype="float64")]
 SIZE_SETS = {"check_split_heads": HEAD_SIZES, "check_merge_heads": HEAD_SIZES,
              "check_multi_head_attention": MULTI_HEAD_SIZES,
              "check_head_contributions": CONTRIBUTION_SIZES}
 
 
+def _dtype(sizes: dict) -> torch.dtype:
+    """The dtype of the inputs of a set of sizes: float32 unless the set says float64."""
+    return {"float64": torch.float64}.get(sizes.get("dtype"), torch.float32)
+
+
+def _of(dtype: torch.dtype) -> str:
+    return "" if dtype == torch.float32 else f", {str(dtype).replace('torch.', '')}"
+
+
+# An exception of a float64 pass that comes from mixing dtypes: where to look.
+_DTYPE_ERROR = r"same dtype|expected scalar type|dtype|Double|Float"
+_DTYPE_HINT = (
+    "\nHint: the inputs here are float64. A tensor you create without dtype= (torch.zeros, "
+    "torch.ones, torch.empty, torch.tensor of Python floats) is float32, and a product of "
+    "float32 and float64 tensors fails: create it with dtype=x.dtype (or x.new_zeros(...), "
+    "torch.zeros_like(x)), and drop any .float()."
+)
+
+
 def _check_split_once(split_heads: Callable, name: str, sizes: dict) -> None:
     batch, L, h, d_k = sizes["batch"], sizes["L"], sizes["h"], sizes["d_k"]
     d_model = h * d_k
+    dtype = _dtype(sizes)
     # Distinct numbers: every way of regrouping them gives a different tensor.
-    x = torch.arange(batch * L * d_model, dtype=torch.float32).view(batch, L, d_model)
+    x = torch.arange(batch * L * d_model, dtype=dtype).view(batch, L, d_model)
     expected = x.view(batch, L, h, d_k).transpose(1, 2)  # (batch, h, L, d_k)
 
-    got = _tensor(_call(split_heads, x, h, roles=("x", "h")), name, "the split tensor", like=x)
-    hint = ""
+    hints = ((_DTYPE_ERROR, _DTYPE_HINT),) if dtype != torch.float32 else ()
+    got = _tensor(_call(split_heads, x, h, hints=hints, roles=("x", "h")), name,
+                  "the split tensor", like=x)
+    hint = _squeezed(got.shape, (batch, h, L, d_k))
     if tuple(got.shape) == (batch, L, h, d_k):
         hint = (" You have (batch, L, h, d_k): the heads must come before the positions, so "
                 "that attention runs over the L positions of each head; add .transpose(1, 2).")
-    call = f"{name}(x of shape (batch={batch}, L={L}, d_model={d_model}), h={h})"
+    call = f"{name}(x of shape (batch={batch}, L={L}, d_model={d_model}){_of(dtype)}, h={h})"
     _shape(got, (batch, h, L, d_k), call, hint)
     if _same(got, expected):
         return
@@ -65,32 +105,53 @@ def _heads_hint(passed: list, sizes: dict, message: str) -> str:
         "batch, h, L, d_k = x.shape) and use the h you are given.")
 
 
-def check_split_heads(split_heads: Callable) -> None:
-    """Check ``split_heads(x, h)``: (batch, L, d_model) -> (batch, h, L, d_k), on the two
-    sets of sizes of ``HEAD_SIZES``.
+def _in_training(fn: Callable, name: str, x: torch.Tensor, args: tuple, what: str) -> None:
+    """Gradients flow from ``fn(x, *args)`` back to ``x`` (a layer of the model in training),
+    and a second call, on another input, leaves the first result as it was."""
+    x = x.detach().requires_grad_()
+    first = _call(fn, x, *args)
+    _gradients_flow(first, {"x": x}, name, what)
+    _aliasing(lambda: _call(fn, x.detach() + 1, *args), first, name, what)
 
-    Diagnoses: an input changed in place, a result of another dtype or device, the missing
-    transpose, the view straight to (batch, h, L, d_k) (right shape, wrong grouping), heads
-    that take every h-th column instead of a block, and sizes written into the code.
+
+def check_split_heads(split_heads: Callable) -> None:
+    """Check ``split_heads(x, h)``: (batch, L, d_model) -> (batch, h, L, d_k), on the sets of
+    sizes of ``HEAD_SIZES`` (a batch of one among them, and a single position in float64),
+    then with gradients, in training, and twice.
+
+    Diagnoses: an input changed in place, a result of another dtype (float64 made float32 by a
+    .float() or a tensor created without dtype=) or device, the missing transpose, the view
+    straight to (batch, h, L, d_k) (right shape, wrong grouping), heads that take every h-th
+    column instead of a block, a dimension of size 1 dropped (a .squeeze()), no gradient
+    (@torch.no_grad(), .detach(), .data), a result that a second call overwrites, and sizes
+    written into the code.
     """
     name = _function(split_heads, "check_split_heads", "split_heads")
     _run_on_all_sizes(lambda sizes: _check_split_once(split_heads, name, sizes), HEAD_SIZES,
                       _heads_hint)
+    g = torch.Generator().manual_seed(0)
+    _in_training(split_heads, name, torch.randn(2, 3, 8, generator=g), (2,), "the split tensor")
     print(
         f"check_split_heads passed: head i of {name} holds columns i*d_k .. (i+1)*d_k - 1 of "
-        f"every position, in shape (batch, h, L, d_k), for {len(HEAD_SIZES)} sets of sizes."
+        f"every position, in shape (batch, h, L, d_k), for {len(HEAD_SIZES)} sets of sizes "
+        "(a batch of one, float64), and lets gradients through."
     )
 
 
 def _check_merge_once(merge_heads: Callable, name: str, sizes: dict) -> None:
     batch, L, h, d_k = sizes["batch"], sizes["L"], sizes["h"], sizes["d_k"]
     d_model = h * d_k
+    dtype = _dtype(sizes)
     # Contiguous, like the output of attention: the state merge_heads receives in the model.
-    x = torch.arange(batch * h * L * d_k, dtype=torch.float32).view(batch, h, L, d_k)
+    x = torch.arange(batch * h * L * d_k, dtype=dtype).view(batch, h, L, d_k)
     expected = x.transpose(1, 2).reshape(batch, L, d_model)  # (batch, L, d_model)
 
-    got = _tensor(_call(merge_heads, x, roles=("x",)), name, "the merged tensor", like=x)
-    _shape(got, (batch, L, d_model), f"{name}(x of shape (batch={batch}, h={h}, L={L}, d_k={d_k}))")
+    hints = ((_DTYPE_ERROR, _DTYPE_HINT),) if dtype != torch.float32 else ()
+    got = _tensor(_call(merge_heads, x, hints=hints, roles=("x",)), name, "the merged tensor",
+                  like=x)
+    _shape(got, (batch, L, d_model),
+           f"{name}(x of shape (batch={batch}, h={h}, L={L}, d_k={d_k}){_of(dtype)})",
+           _squeezed(got.shape, (batch, L, d_model)))
     if not _same(got, expected):
         if _same(got, x.reshape(batch, L, d_model)):
             raise ExerciseFailed(
@@ -101,9 +162,10 @@ def _check_merge_once(merge_heads: Callable, name: str, sizes: dict) -> None:
         _assert_close(got, expected, f"{name}(x)")
 
     # The round trip: merging the split of y gives y back.
-    y = torch.arange(batch * L * d_model, dtype=torch.float32).view(batch, L, d_model)
+    y = torch.arange(batch * L * d_model, dtype=dtype).view(batch, L, d_model)
     split = y.view(batch, L, h, d_k).transpose(1, 2)  # (batch, h, L, d_k)
-    merged = _tensor(_call(merge_heads, split, roles=("x",)), name, "the merged tensor", like=split)
+    merged = _tensor(_call(merge_heads, split, hints=hints, roles=("x",)), name,
+                     "the merged tensor", like=split)
     # torch's assert_close costs seconds at its first call: only on a failure.
     if not _same(merged, y):
         _assert_close(merged, y,
@@ -112,18 +174,25 @@ def _check_merge_once(merge_heads: Callable, name: str, sizes: dict) -> None:
 
 def check_merge_heads(merge_heads: Callable) -> None:
     """Check ``merge_heads(x)``: (batch, h, L, d_k) -> (batch, L, h * d_k), the
-    concatenation, on the two sets of sizes of ``HEAD_SIZES``.
+    concatenation, on the sets of sizes of ``HEAD_SIZES`` (a batch of one among them, and a
+    single position in float64), then with gradients, in training, and twice.
 
-    Diagnoses: an input changed in place, a result of another dtype or device, ``.view``
-    after the transpose (the tensor is not contiguous), the reshape without transposing
-    back, sizes written into the code, and a round trip that does not give back the input.
+    Diagnoses: an input changed in place, a result of another dtype (float64 made float32 by a
+    .float() or a tensor created without dtype=) or device, ``.view`` after the transpose (the
+    tensor is not contiguous), the reshape without transposing back, a dimension of size 1
+    dropped (a .squeeze()), no gradient (@torch.no_grad(), .detach(), .data), a result that a
+    second call overwrites, sizes written into the code, and a round trip that does not give
+    back the input.
     """
     name = _function(merge_heads, "check_merge_heads", "merge_heads")
     _run_on_all_sizes(lambda sizes: _check_merge_once(merge_heads, name, sizes), HEAD_SIZES,
                       _heads_hint)
+    g = torch.Generator().manual_seed(0)
+    _in_training(merge_heads, name, torch.randn(2, 3, 4, 5, generator=g), (), "the merged tensor")
     print(
         f"check_merge_heads passed: {name} puts the h heads side by side, (batch, L, h * d_k), "
-        f"and undoes the split, for {len(HEAD_SIZES)} sets of sizes."
+        f"and undoes the split, for {len(HEAD_SIZES)} sets of sizes (a batch of one, float64), "
+        "and lets gradients through."
     )
 
 
@@ -153,7 +222,8 @@ def _agree(reference: torch.Tensor, other: torch.Tensor, what: str) -> None:
 def _course_module(weights: tuple, h: int) -> MultiHeadAttention:
     """The course's module holding the paper's matrices W (x @ W) and zero biases; it runs
     the explicit attention, so a query that sees nothing gets a zero output, as in notebook 02."""
-    module = MultiHeadAttention(weights[0].size(0), h, fast=False).eval()
+    with torch.random.fork_rng(devices=[]):  # its own initialization, overwritten below
+        module = MultiHeadAttention(weights[0].size(0), h, fast=False).eval()
     with torch.no_grad():
         for linear, W in zip((module.W_Q, module.W_K, module.W_V, module.W_O), weights):
             linear.weight.copy_(W.T)  # nn.Linear computes x @ weight.T + bias
@@ -165,7 +235,8 @@ def _torch_output(query, key, value, weights: tuple, h: int, mask, kind: str) ->
     """nn.MultiheadAttention (no biases) with the same matrices, its masks inverted (True =
     masked out there)."""
     W_Q, W_K, W_V, W_O = weights
-    theirs = nn.MultiheadAttention(W_Q.size(0), h, bias=False, batch_first=True).eval()
+    with torch.random.fork_rng(devices=[]):  # its own initialization, overwritten below
+        theirs = nn.MultiheadAttention(W_Q.size(0), h, bias=False, batch_first=True).eval()
     with torch.no_grad():
         theirs.in_proj_weight.copy_(torch.cat([W_Q.T, W_K.T, W_V.T]))
         theirs.out_proj.weight.copy_(W_O.T)
@@ -182,7 +253,8 @@ def _torch_output(query, key, value, weights: tuple, h: int, mask, kind: str) ->
 def _multi_head_variant(query, key, value, weights: tuple, h: int, mask, scale: str = "sqrt_d_k",
                         split: str = "transpose", merge: str = "transpose", with_W_O: bool = True,
                         transposed: bool = False, inputs: str = "given",
-                        mask_mode: str = "heads") -> torch.Tensor:
+                        mask_mode: str = "heads", fill: float = float("-inf"),
+                        zero_after: bool = True) -> torch.Tensor:
     """Multi-head attention with one thing changed: the usual wrong answers, one per option."""
     W_Q, W_K, W_V, W_O = (W.T if transposed else W for W in weights)
     if inputs == "query":  # key and value ignored: self-attention of the query
@@ -212,8 +284,10 @@ def _multi_head_variant(query, key, value, weights: tuple, h: int, mask, scale: 
         allowed = mask.unsqueeze(1)  # (batch or 1, 1, L_q or 1, L_k)
         if mask_mode == "inverted":
             allowed = ~allowed
-        scores = scores.masked_fill(~allowed, float("-inf"))
-        attention = scores.softmax(dim=-1).masked_fill(~allowed, 0.0)
+        scores = scores.masked_fill(~allowed, fill)
+        attention = scores.softmax(dim=-1)
+        if zero_after:
+            attention = attention.masked_fill(~allowed, 0.0)
     else:
         attention = scores.softmax(dim=-1)
     concat = merge_heads(attention @ v)  # (batch, L_q, d_model)
@@ -321,7 +395,7 @@ def _check_multi_head_once(fn: Callable, name: str, sizes: dict, g: torch.Genera
         hints = ((_BROADCAST_ERROR, _MASK_HEADS_HINT),) if mask is not None else ()
         got = _call(fn, q, k, v, *weights, h, mask, hints=hints, roles=_MHA_ROLES)
         got = _tensor(got, name, "the output", like=q)
-        hint = ""
+        hint = _squeezed(got.shape, (batch, q.size(1), d_model))
         if tuple(got.shape) == (batch, h, q.size(1), d_k):
             hint = (" You returned the heads: merge them back to (batch, L_q, d_model) "
                     "(exercise 4.2) and multiply by W_O.")
@@ -342,6 +416,133 @@ def _check_multi_head_once(fn: Callable, name: str, sizes: dict, g: torch.Genera
         _assert_close(got, expected, f"the output with {what}")
 
 
+# ------------------------------------ scores far from zero, float64, gradients, a second call
+
+_EXTREME = dict(batch=2, L_q=3, L_k=5, h=2, d_k=3)
+
+
+def _extreme_inputs(g: torch.Generator, sign: float, scale: float) -> tuple:
+    """Query, key, value and the four matrices of _EXTREME, float32, whose scores are
+    sign * scale * m_a * c_j in every head: query a of length m_a in (1, 2, 3), key j of length
+    c_j in (1, 3, 2, 5, 4), all of them along one direction per sentence. W_Q and W_K are
+    orthogonal, so that the projections keep that direction exactly. The scores of a row are
+    so far apart that the softmax is one-hot: on the least negative key (key 0) when sign < 0,
+    on key 3 when sign > 0."""
+    batch, L_q, L_k, h, d_k = (_EXTREME[k] for k in ("batch", "L_q", "L_k", "h", "d_k"))
+    d_model = h * d_k
+    W_Q, W_K = (torch.linalg.qr(torch.randn(d_model, d_model, generator=g,
+                                            dtype=torch.float64))[0] for _ in range(2))
+    W_V, W_O = (torch.randn(d_model, d_model, generator=g, dtype=torch.float64)
+                / math.sqrt(d_model) for _ in range(2))
+    u = torch.randn(batch, h, d_k, generator=g, dtype=torch.float64)
+    u = (u / u.norm(dim=-1, keepdim=True)).reshape(batch, 1, d_model)  # a unit vector per head
+    m = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64).view(1, L_q, 1)
+    c = torch.tensor([1.0, 3.0, 2.0, 5.0, 4.0], dtype=torch.float64).view(1, L_k, 1)
+    size = math.sqrt(scale * math.sqrt(d_k))  # q . k / sqrt(d_k) = scale * m_a * c_j
+    query = size * m * (u @ W_Q.T)
+    key = sign * size * c * (u @ W_K.T)
+    value = torch.randn(batch, L_k, d_model, generator=g, dtype=torch.float64)
+    return tuple(t.float() for t in (query, key, value, W_Q, W_K, W_V, W_O))
+
+
+def _one_hot_output(value, W_V, W_O, mask, sign: float) -> torch.Tensor:
+    """The output when each query takes the value of one key: its allowed key of the highest
+    score (the smallest c_j when sign < 0, the largest when sign > 0)."""
+    c = torch.tensor([1.0, 3.0, 2.0, 5.0, 4.0])
+    batch, L_k, _ = value.shape
+    L_q = _EXTREME["L_q"]
+    score = (sign * c).expand(batch, L_q, L_k)
+    if mask is not None:
+        score = score.masked_fill(~mask, float("-inf"))
+    best = score.argmax(-1)  # (batch, L_q)
+    chosen = torch.gather(value, 1, best.unsqueeze(-1).expand(-1, -1, value.size(-1)))
+    return chosen @ W_V @ W_O
+
+
+def _check_extreme_scores(fn: Callable, name: str, g: torch.Generator) -> None:
+    """Scores far below zero (a softmax without its max shift underflows to 0/0; a mask filled
+    with a finite -1e4 lets the masked keys win) and far above zero (exp overflows)."""
+    h = _EXTREME["h"]
+    below = _extreme_inputs(g, -1.0, 3e4)  # scores from -3e4 down to -4.5e5
+    above = _extreme_inputs(g, 1.0, 100.0)  # scores from 100 up to 1,500
+    lengths = torch.tensor([3, 2])  # the padding hides the keys of the lowest scores
+    padding = (torch.arange(_EXTREME["L_k"]) < lengths.unsqueeze(1)).unsqueeze(1)
+    cases = [
+        ("scores far below zero (-3e4 to -4.5e5), no mask", below, None, -1.0),
+        ("scores far below zero (-3e4 to -4.5e5) and a padding mask (batch, 1, L_k)", below,
+         padding, -1.0),
+        ("scores far above zero (100 to 1,500), no mask", above, None, 1.0),
+    ]
+    for what, (q, k, v, *weights), mask, sign in cases:
+        module = _course_module(tuple(weights), h)
+        with torch.no_grad():
+            expected = module(q, k, v, mask)
+        _agree(expected, _one_hot_output(v, weights[2], weights[3], mask, sign),
+               "each query taking its best key's value")
+        got = _tensor(_call(fn, q, k, v, *weights, h, mask, roles=_MHA_ROLES), name,
+                      "the output", like=q)
+        _shape(got, tuple(expected.shape), f"the output with {what}",
+               _squeezed(got.shape, expected.shape))
+        if _same(got, expected):
+            continue
+        if not got.isfinite().all():
+            way = ("underflows: exp of every score is 0, and 0/0 is NaN" if sign < 0 else
+                   "overflows: exp(100) is already inf in float32, and inf/inf is NaN")
+            raise ExerciseFailed(
+                f"with {what}, your output holds NaN or inf: a softmax computed as "
+                f"exp(s) / sum(exp(s)) without subtracting each row's maximum {way}. Subtract "
+                "the row's maximum every time (not only when the scores look large: scores far "
+                "below zero need it too), or use scores.softmax(dim=-1), as "
+                "scaled_dot_product_attention of notebook 02 does."
+            )
+        if mask is not None:
+            for zero_after in (True, False):
+                candidate = _multi_head_variant(q, k, v, tuple(weights), h, mask, fill=-1e4,
+                                                zero_after=zero_after)
+                if _same(got, candidate):
+                    raise ExerciseFailed(
+                        f"with {what}, the masked keys took the weight: your masked scores are "
+                        "filled with a finite number (such as -1e4), and "
+                        "here every allowed score lies below it, so the softmax prefers the "
+                        "hidden keys. Fill with float('-inf'), which no score goes below (and "
+                        "give a query that sees nothing zero weights), as "
+                        "scaled_dot_product_attention of notebook 02 does."
+                    )
+        _assert_close(got, expected, f"the output with {what}")
+
+
+def _check_float64_and_gradients(fn: Callable, name: str, g: torch.Generator) -> None:
+    """float64 inputs that require gradients, with a padding mask: a float64 output equal to
+    the course's module in float64, gradients that reach every input, and a second call that
+    leaves the first output as it was."""
+    batch, L_q, L_k, h, d_k = 2, 4, 3, 3, 2
+    d_model = h * d_k
+    weights = tuple(torch.randn(d_model, d_model, generator=g, dtype=torch.float64)
+                    / math.sqrt(d_model) for _ in range(4))
+    query = torch.randn(batch, L_q, d_model, generator=g, dtype=torch.float64)
+    key = torch.randn(batch, L_k, d_model, generator=g, dtype=torch.float64)
+    value = torch.randn(batch, L_k, d_model, generator=g, dtype=torch.float64)
+    padding = (torch.arange(L_k) < torch.tensor([[L_k], [L_k - 1]])).unsqueeze(1)
+    module = _course_module(tuple(w.float() for w in weights), h).double()
+    with torch.no_grad():
+        for linear, W in zip((module.W_Q, module.W_K, module.W_V, module.W_O), weights):
+            linear.weight.copy_(W.T)  # the float64 matrices themselves, not rounded to float32
+        expected = module(query, key, value, padding)
+    inputs = {n: t.clone().requires_grad_() for n, t in
+              zip(("query", "key", "value", "W_Q", "W_K", "W_V", "W_O"),
+                  (query, key, value, *weights))}
+    args = (*inputs.values(), h, padding)
+    what = (f"the output for float64 inputs (batch={batch}, L_q={L_q}, L_k={L_k}, h={h}, "
+            f"d_k={d_k}) with a padding mask")
+    got = _tensor(_call(fn, *args, hints=((_DTYPE_ERROR, _DTYPE_HINT),), roles=_MHA_ROLES), name,
+                  "the output", like=query)
+    _shape(got, tuple(expected.shape), what, _squeezed(got.shape, expected.shape))
+    _assert_close64(got.detach(), expected, what)
+    _gradients_flow(got, inputs, name, "the output")
+    _aliasing(lambda: _call(fn, query + 1, key, value, *weights, h, padding), got, name,
+              "the output")
+
+
 def _multi_head_hint(passed: list, sizes: dict, message: str) -> str:
     return _hard_coded_hint(
         passed, sizes, message, "Read batch, L_q, L_k and d_model from the inputs' shapes, "
@@ -357,22 +558,35 @@ def check_multi_head_attention(multi_head_attention: Callable) -> None:
     with a padding mask (batch, 1, L_k) and a full mask (batch, L_q, L_k), self-attention with
     a causal mask (1, L, L), and a query whose keys are all masked.
 
+    Then it runs scores far below zero (down to -4.5e5, with and without a padding mask) and
+    far above zero (up to 1,500), where the softmax is one-hot, and float64 inputs that require
+    gradients. The weight matrices stay (d_model, d_model), as the exercise states.
+
     Diagnoses: an input changed in place, a result of another kind, dtype or device, wrong
-    shapes (the heads left unmerged), no W^O, the scores divided by sqrt(d_model), by d_k or
-    not at all instead of by sqrt(d_k), heads split or merged without the transpose, the
-    matrices transposed (x @ W.T), the key and value ignored or the key used as the value, a
-    mask ignored, inverted or not given its head axis, NaN for a query that sees nothing, and
-    sizes written into the code.
+    shapes (the heads left unmerged, a batch of one dropped by a .squeeze()), no W^O, the
+    scores divided by sqrt(d_model), by d_k or not at all instead of by sqrt(d_k), heads split
+    or merged without the transpose, the matrices transposed (x @ W.T), the key and value
+    ignored or the key used as the value, a mask ignored, inverted or not given its head axis,
+    NaN for a query that sees nothing, a softmax without its max shift (NaN for scores far
+    below or far above zero, a shift applied only when the scores look large among them),
+    masked scores filled with a finite number (-1e4) that the allowed scores go below, float64
+    inputs computed or returned in float32 (a .float(), a tensor created without dtype=), no
+    gradient (@torch.no_grad(), .detach()), a result that a second call overwrites, and sizes
+    written into the code.
     """
     name = _function(multi_head_attention, "check_multi_head_attention", "multi_head_attention")
     g = torch.Generator().manual_seed(0)
     _run_on_all_sizes(lambda sizes: _check_multi_head_once(multi_head_attention, name, sizes, g),
                       MULTI_HEAD_SIZES, _multi_head_hint)
+    _check_extreme_scores(multi_head_attention, name, g)
+    _check_float64_and_gradients(multi_head_attention, name, g)
     print(
         f"check_multi_head_attention passed: {name} equals the course's MultiHeadAttention and "
         f"nn.MultiheadAttention holding the same matrices, for {len(MULTI_HEAD_SIZES)} sets of "
-        "sizes: cross-attention without a mask, with padding and full masks, self-attention "
-        "with a causal mask, and a query that may attend to nothing."
+        "sizes (a batch of one among them): cross-attention without a mask, with padding and "
+        "full masks, self-attention with a causal mask, and a query that may attend to nothing; "
+        "it stays exact for scores far below and far above zero and for float64 inputs, and "
+        "lets gradients through."
     )
 
 
@@ -386,29 +600,42 @@ def _per_head(heads: torch.Tensor, W_O: torch.Tensor, rows: Callable) -> torch.T
 
 def _check_contributions_once(fn: Callable, name: str, sizes: dict, g: torch.Generator) -> None:
     batch, L, h, d_k = sizes["batch"], sizes["L"], sizes["h"], sizes["d_k"]
-    d_model = h * d_k
-    heads = torch.randn(batch, h, L, d_k, generator=g)  # the heads' outputs, before the merge
-    W_O = torch.randn(d_model, d_model, generator=g) / math.sqrt(d_model)  # x @ W_O
+    d_model = sizes.get("d_model", h * d_k)  # W_O is (h * d_k, d_model), square or not
+    dtype = _dtype(sizes)
+    heads = torch.randn(batch, h, L, d_k, generator=g, dtype=dtype)  # before the merge
+    W_O = torch.randn(h * d_k, d_model, generator=g, dtype=dtype) / math.sqrt(d_model)  # x @ W_O
     expected = _per_head(heads, W_O, lambda i: W_O[i * d_k : (i + 1) * d_k])
-    # Their sum is the course's W_O applied to the merged heads (its bias set to zero).
-    module = _course_module((W_O,) * 4, h)
-    with torch.no_grad():
-        _agree(expected.sum(1), module.W_O(module.merge_heads(heads)), "the course's W_O layer")
+    if d_model == h * d_k:  # their sum is the course's W_O applied to the merged heads
+        module = _course_module((W_O.float(),) * 4, h)  # (its bias set to zero)
+        with torch.no_grad():
+            _agree(expected.sum(1).float(), module.W_O(module.merge_heads(heads.float())),
+                   "the course's W_O layer")
 
-    got = _tensor(_call(fn, heads, W_O, roles=("heads", "W_O")), name, "the contributions",
-                  like=heads)
-    hint = {
+    hints = []
+    if d_model != h * d_k:
+        hints.append((r"invalid for input of size|must match|cannot be multiplied|size mismatch",
+                      f"\nHint: here W_O is ({h * d_k}, {d_model}), not square: its rows are "
+                      "the h * d_k columns of the concatenation, its columns the d_model "
+                      "features of the output. Read d_model from W_O.size(-1) (or view W_O as "
+                      "(h, d_k, -1)), not from h * d_k."))
+    if dtype != torch.float32:
+        hints.append((_DTYPE_ERROR, _DTYPE_HINT))
+    got = _tensor(_call(fn, heads, W_O, hints=tuple(hints), roles=("heads", "W_O")), name,
+                  "the contributions", like=heads)
+    hint = _squeezed(got.shape, (batch, h, L, d_model)) or {
         (batch, L, d_model): (" That is the sum over the heads, Concat(head_1, ..., head_h) W^O, "
                               "the layer's output: keep the heads apart, one term per head."),
         (h, batch, L, d_model): " The head axis comes second, as in heads: (batch, h, L, d_model).",
         (batch, L, h, d_model): " The head axis comes second, as in heads: (batch, h, L, d_model).",
     }.get(tuple(got.shape), "")
     _shape(got, (batch, h, L, d_model),
-           f"{name}(heads of shape (batch={batch}, h={h}, L={L}, d_k={d_k}), W_O of shape "
-           f"({d_model}, {d_model}))", hint)
+           f"{name}(heads of shape (batch={batch}, h={h}, L={L}, d_k={d_k}){_of(dtype)}, W_O of "
+           f"shape ({h * d_k}, {d_model}))", hint)
     if _same(got, expected):
+        if dtype != torch.float32:
+            _assert_close64(got, expected, f"{name}(heads, W_O)")
         return
-    in_slot = torch.zeros(batch, h, L, d_model)
+    in_slot = torch.zeros(batch, h, L, h * d_k, dtype=dtype)
     for i in range(h):
         in_slot[:, i, :, i * d_k : (i + 1) * d_k] = heads[:, i]
     mistakes = [
@@ -445,18 +672,27 @@ def check_head_contributions(head_contributions: Callable) -> None:
     i*d_k .. (i+1)*d_k - 1, whose sum over the heads is the course's output projection of the
     merged heads, on the sizes of ``CONTRIBUTION_SIZES``.
 
-    Diagnoses: an input changed in place, a result of another kind, dtype or device, the sum
-    returned instead of the terms, the head axis misplaced, columns of W_O instead of rows
-    (nn.Linear's orientation), every h-th row, an average instead of a sum, heads placed in
-    their slots without W_O, terms that add up right but mix the heads, and sizes written
-    into the code.
+    The sets include a batch of one with a W_O that is not square, (h * d_k, d_model) =
+    (8, 9), and a float64 set with d_k = 1.
+
+    Diagnoses: an input changed in place, a result of another kind, dtype (float64 made float32
+    by a .float() or a tensor created without dtype=) or device, the sum returned instead of
+    the terms, the head axis misplaced, columns of W_O instead of rows (nn.Linear's
+    orientation), every h-th row, an average instead of a sum, heads placed in their slots
+    without W_O, terms that add up right but mix the heads, d_model taken for h * d_k (a W_O
+    that is not square fails), a dimension of size 1 dropped (a .squeeze()), a result that a
+    second call overwrites, and sizes written into the code.
     """
     name = _function(head_contributions, "check_head_contributions", "head_contributions")
     g = torch.Generator().manual_seed(0)
     _run_on_all_sizes(lambda sizes: _check_contributions_once(head_contributions, name, sizes, g),
                       CONTRIBUTION_SIZES, _heads_hint)
+    heads, W_O = torch.randn(2, 3, 4, 5, generator=g), torch.randn(15, 15, generator=g)
+    first = _call(head_contributions, heads, W_O)
+    _aliasing(lambda: _call(head_contributions, heads + 1, W_O), first, name, "the contributions")
     print(
         f"check_head_contributions passed: term i of {name} is head i times rows "
         "i*d_k .. (i+1)*d_k - 1 of W_O, and the h terms add up to Concat(heads) W^O, the "
-        f"course's output projection, for {len(CONTRIBUTION_SIZES)} sets of sizes."
+        f"course's output projection, for {len(CONTRIBUTION_SIZES)} sets of sizes (a batch of "
+        "one with a W_O of (h * d_k, d_model) = (8, 9), float64)."
     )
