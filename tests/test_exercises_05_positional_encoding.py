@@ -141,6 +141,23 @@ def shift_in_half_precision(k, d_model):
     return course_shift_matrix(k, d_model).half()
 
 
+def _shift_from_a_table(rows=None):
+    """M_k with the sines and cosines of k * omega_i read from row |k| of a table of encodings
+    (right when the table is built for the k given; ``rows``: built once for that many)."""
+    tables = {}
+
+    def shift_matrix(k, d_model):
+        if (rows, d_model) not in tables or rows is None:
+            tables[rows, d_model] = sinusoidal_table(rows or abs(k) + 1, d_model)
+        encoding = tables[rows, d_model][abs(k)].double()  # sin(|k| w_i), cos(|k| w_i)
+        sin, cos = encoding[0::2] * (1 if k >= 0 else -1), encoding[1::2]
+        even, odd = torch.arange(0, d_model, 2), torch.arange(1, d_model, 2)
+        M = torch.zeros(d_model, d_model, dtype=torch.float64)
+        M[even, even], M[odd, odd], M[even, odd], M[odd, even] = cos, cos, sin, -sin
+        return M
+    return shift_matrix
+
+
 _SHIFT_BUFFER = torch.zeros(64, 64, dtype=torch.float64)
 
 
@@ -189,6 +206,10 @@ WRONG_SHIFTS = [
     (lambda k, d_model: course_shift_matrix(k, d_model).to(torch.complex128),
      r"the matrix M_k as a torch\.complex128 tensor, a complex one"),
     (shift_in_a_global_buffer, r"a second call of shift_in_a_global_buffer.*changed the matrix M_k"),
+    (_shift_from_a_table(rows=512),
+     r"(?s)\(600, 8\) raised IndexError.*\nHint: the same function passed with smaller offsets "
+     r"but not with k = 600: are the sines and cosines read from a table of encodings built once "
+     r"for 512 positions"),
 ]
 
 
@@ -357,10 +378,11 @@ WRONG_ANSWERS = (
     (check_shift_matrix, course_shift_matrix),
     (check_shift_matrix, _rotation()),
     (check_shift_matrix, _rotation(dtype=torch.float32)),
+    (check_shift_matrix, _shift_from_a_table()),
     (check_embed_with_positions, course_embed_with_positions),
     (check_embed_with_positions, _embed()),
     (check_embed_with_positions, embed_with_a_table_in_the_weights_dtype),
-], ids=["table-float64-stacked", "table-cached", "notebook", "indexing", "float32",
+], ids=["table-float64-stacked", "table-cached", "notebook", "indexing", "float32", "shift-from-table",
         "course-modules", "formula", "table-in-weights-dtype"])
 def test_check_passes_on_the_course_code_and_on_other_right_answers(check, fn, capsys):
     check(fn)

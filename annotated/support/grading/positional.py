@@ -15,8 +15,10 @@ from annotated.support.grading.core import (
 
 # (max_len, d_model); the last is longer than a table built once for 512 or 5000 positions.
 TABLE_SIZES = [(50, 16), (9, 22), (120, 6), (5003, 4)]
-# A negative offset in the middle set: M_k shifts back as well as forward.
-SHIFT_SIZES = [dict(k=3, d_model=10), dict(k=-5, d_model=16), dict(k=11, d_model=6)]
+# A negative offset in the middle set: M_k shifts back as well as forward; the last offset is
+# beyond a table of encodings built once for 512 positions.
+SHIFT_SIZES = [dict(k=3, d_model=10), dict(k=-5, d_model=16), dict(k=11, d_model=6),
+               dict(k=600, d_model=8)]
 # start = 0 first (a whole sentence), then later starts (decoding one step at a time), a batch
 # of one sentence, and positions beyond a table built once for 512 or 5000 positions.
 EMBED_SIZES = [
@@ -339,16 +341,22 @@ def _check_shift_once(fn: Callable, name: str, k: int, d_model: int) -> None:
 
 
 def _shift_hint(passed: list, sizes: dict, message: str) -> str:
+    if abs(sizes["k"]) >= _PRECOMPUTED[0]:
+        return (f"\nHint: the same function passed with smaller offsets but not with k = "
+                f"{sizes['k']}: are the sines and cosines read from a table of encodings built "
+                f"once for {_PRECOMPUTED[0]} positions? Compute the angles k * omega_i from k "
+                "itself, whatever its size.")
     return _hard_coded_hint(passed, sizes, message,
                             "Build the matrix from the k and d_model arguments.")
 
 
 def check_shift_matrix(shift_matrix_fn: Callable) -> None:
     """Check ``shift_matrix(k, d_model)``, the block-diagonal rotation M_k with
-    PE(pos + k) = PE(pos) @ M_k.T, on the sizes of ``SHIFT_SIZES`` (one k negative).
+    PE(pos + k) = PE(pos) @ M_k.T, on the sizes of ``SHIFT_SIZES`` (one k negative, one
+    beyond a table of encodings built once for 512 positions).
 
     Diagnoses: wrong shape, a dtype other than float32 or float64, NaN, a matrix a second
-    call overwrites, the transpose (the
+    call overwrites, sines and cosines read from a table too short for k (hint), the transpose (the
     rotation by -k omega), sin and cos swapped in the blocks, blocks pairing i with i +
     d_model/2, frequencies in reverse order, a frequency per row or per column instead of
     per pair, the exponent i/d_model, M_1 whatever k, a k or a d_model written into the
