@@ -104,6 +104,17 @@ def loops_into_a_global_buffer(query, key, value):
     return output, kept
 
 
+def loops_scaled_by_a_float32_tensor(query, key, value):
+    d_k = torch.tensor(query.size(-1))
+    weights = torch.zeros(query.size(0), key.size(0), dtype=query.dtype)
+    for i in range(query.size(0)):
+        for j in range(key.size(0)):
+            weights[i, j] = (query[i] * key[j]).sum() / torch.sqrt(d_k)  # a float32 sqrt
+        weights[i] = torch.exp(weights[i] - weights[i].max())
+        weights[i] = weights[i] / weights[i].sum()
+    return weights @ value, weights
+
+
 def loops_into_lists_of_its_own(query, key, value):
     L_q, L_k = query.size(0), key.size(0)
     scale = query.size(-1) ** -0.5
@@ -159,6 +170,17 @@ def _attention(fill=float("-inf"), post="masked_fill", softmax="library", cast=N
 @torch.no_grad()
 def attention_without_gradients(query, key, value, mask=None):
     return scaled_dot_product_attention(query, key, value, mask)
+
+
+def attention_scaled_by_a_float32_tensor(query, key, value, mask=None):
+    # A float32 constant in float64 scores: the result stays float64, with float32's precision.
+    scores = query @ key.transpose(-2, -1) / torch.sqrt(torch.tensor(query.size(-1), dtype=torch.float32))
+    if mask is not None:
+        scores = scores.masked_fill(mask == 0, float("-inf"))
+    weights = F.softmax(scores, dim=-1)
+    if mask is not None:
+        weights = weights.masked_fill(mask == 0, 0.0)
+    return weights @ value, weights
 
 
 def attention_with_einsum_and_where(query, key, value, mask=None):
@@ -420,10 +442,12 @@ def test_check_names_the_mistake_of_a_typical_wrong_answer(check, wrong, message
     (check_attention_loops, loops_as_in_the_notebook),
     (check_attention_loops, _loops()),
     (check_attention_loops, loops_into_lists_of_its_own),
+    (check_attention_loops, loops_scaled_by_a_float32_tensor),
     (check_attention, scaled_dot_product_attention),
     (check_attention, _attention()),
     (check_attention, _attention(fill=-1e9, post="times mask")),
     (check_attention, attention_with_einsum_and_where),
+    (check_attention, attention_scaled_by_a_float32_tensor),
     (check_hard_lookup, hard_lookup_reference),
     (check_hard_lookup, hard_lookup_with_one_hot),
     (check_hard_lookup, hard_lookup_as_a_large_multiple),
@@ -431,7 +455,8 @@ def test_check_names_the_mistake_of_a_typical_wrong_answer(check, wrong, message
     (check_hard_lookup, hard_lookup_averaging_the_tied_keys),
     (check_hard_lookup, hard_lookup_with_take_along_dim),
 ], ids=["course attention", "loops per query", "loops per pair", "loops into its own tensor",
-        "course attention (2.1)", "attention", "fill -1e9 times mask", "einsum and where",
+        "loops with a float32 sqrt", "course attention (2.1)", "attention", "fill -1e9 times mask",
+        "einsum and where", "float32 sqrt",
         "gather", "one_hot", "attention of 1e6 q", "last tied key", "mean of tied keys",
         "take_along_dim"])
 def test_check_passes_on_the_course_code_and_equivalent_answers(check, fn, capsys):
