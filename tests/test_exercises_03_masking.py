@@ -157,7 +157,7 @@ _LOOK_AHEAD_BUFFER = torch.zeros(64, 64, dtype=torch.bool)
 
 
 def look_ahead_into_a_kept_buffer(size, device=None):  # cleared and refilled by every call
-    if size > _LOOK_AHEAD_BUFFER.size(0):
+    if size > _LOOK_AHEAD_BUFFER.size(0) or device is not None:  # (the check's GPU pass)
         return torch.ones(size, size, dtype=torch.bool, device=device).tril()
     _LOOK_AHEAD_BUFFER.zero_()
     _LOOK_AHEAD_BUFFER[:size, :size] = torch.ones(size, size, dtype=torch.bool).tril()
@@ -168,6 +168,8 @@ _RESIZED = torch.zeros(0, 0, dtype=torch.bool)
 
 
 def look_ahead_resized(size, device=None):  # the same tensor, resized by every call
+    if device is not None:  # (the check's GPU pass)
+        return torch.ones(size, size, dtype=torch.bool, device=device).tril()
     _RESIZED.resize_(size, size)
     _RESIZED.fill_(True)
     return _RESIZED.tril_()
@@ -188,7 +190,8 @@ _TARGET_BUFFERS = {}
 
 def target_into_a_kept_buffer(tokens, pad_idx):
     batch, L = tokens.shape
-    out = _TARGET_BUFFERS.setdefault((batch, L), torch.empty(batch, L, L, dtype=torch.bool))
+    out = _TARGET_BUFFERS.setdefault((batch, L, tokens.device),
+                                     torch.empty(batch, L, L, dtype=torch.bool, device=tokens.device))
     torch.logical_and(padding_mask(tokens, pad_idx), subsequent_mask(L, tokens.device), out=out)
     return out
 
