@@ -475,6 +475,20 @@ def multi_head_by_einsum(query, key, value, W_Q, W_K, W_V, W_O, h, mask=None):
     return torch.einsum("bhqk,bkhd->bqhd", weights, v).flatten(2) @ W_O
 
 
+def multi_head_scaled_by_a_float32_constant(query, key, value, W_Q, W_K, W_V, W_O, h, mask=None):
+    batch, L_q, d_model = query.shape
+    d_k = d_model // h
+    q, k, v = ((x @ W).view(x.size(0), x.size(1), h, d_k).transpose(1, 2)
+               for x, W in ((query, W_Q), (key, W_K), (value, W_V)))
+    scores = q @ k.transpose(-2, -1) / torch.sqrt(torch.tensor(d_k))  # a float32 constant
+    if mask is not None:
+        scores = scores.masked_fill(~mask.unsqueeze(1), float("-inf"))
+    weights = scores.softmax(dim=-1)
+    if mask is not None:
+        weights = weights.masked_fill(~mask.unsqueeze(1), 0.0)
+    return (weights @ v).transpose(1, 2).reshape(batch, L_q, d_model) @ W_O
+
+
 def multi_head_with_the_lowest_float(query, key, value, W_Q, W_K, W_V, W_O, h, mask=None):
     lowest = torch.finfo(query.dtype).min  # below any score, unlike -1e4
     return _attention_by_hand(softmax="torch", fill=lowest)(query, key, value, W_Q, W_K, W_V,
@@ -493,6 +507,7 @@ def multi_head_with_the_lowest_float(query, key, value, W_Q, W_K, W_V, W_O, h, m
     (check_multi_head_attention, multi_head_loop_over_heads),
     (check_multi_head_attention, multi_head_by_einsum),
     (check_multi_head_attention, multi_head_with_the_lowest_float),
+    (check_multi_head_attention, multi_head_scaled_by_a_float32_constant),
     (check_head_contributions, lambda heads, W_O: torch.einsum(
         "bhld,hdm->bhlm", heads, W_O.view(heads.size(1), heads.size(3), -1))),
     (check_head_contributions, _contributions()),

@@ -514,8 +514,10 @@ def _check_extreme_scores(fn: Callable, name: str, g: torch.Generator) -> None:
 def _check_float64_and_gradients(fn: Callable, name: str, g: torch.Generator) -> None:
     """float64 inputs that require gradients, with a padding mask: a float64 output equal to
     the course's module in float64, gradients that reach every input, and a second call that
-    leaves the first output as it was."""
-    batch, L_q, L_k, h, d_k = 2, 4, 3, 3, 2
+    leaves the first output as it was. d_k = 16, whose square root is exact in float32 too:
+    a float32 constant in the scaling (torch.sqrt(torch.tensor(d_k))), a right answer, then
+    changes nothing, while steps computed in float32 show."""
+    batch, L_q, L_k, h, d_k = 2, 4, 3, 2, 16
     d_model = h * d_k
     weights = tuple(torch.randn(d_model, d_model, generator=g, dtype=torch.float64)
                     / math.sqrt(d_model) for _ in range(4))
