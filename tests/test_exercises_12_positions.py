@@ -234,6 +234,15 @@ def rotate_into_a_buffer(x):  # one output buffer per shape, reused: the next ca
     return _ROTATED.setdefault((r.shape, r.dtype), torch.empty_like(r)).copy_(r)
 
 
+@torch.no_grad()
+def rotate_without_gradients(x):  # "it is only a rotation": no_grad cuts training through it
+    return rotate_generic(x)
+
+
+def skew_detached(qe):  # .detach() "to save memory"
+    return skew(qe).detach()
+
+
 def rotate_float64_angles(x):  # right: angles in float64, the result back in x's dtype
     L, d = x.shape[-2:]
     theta = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
@@ -290,6 +299,7 @@ WRONG_ANSWERS = [
     (check_skew, skew_zeros_without_dtype, r"returned S_rel as torch\.float32 for torch\.float64 inputs"),
     (check_skew, skew_through_float32, r"right values only to float32's precision"),
     (check_skew, skew_into_a_buffer, r"a second call of skew_into_a_buffer, on other inputs, changed S_rel"),
+    (check_skew, skew_detached, r"skew_detached returned S_rel without a gradient"),
     (check_rotate, not_done, "not done yet|NotImplementedError"),
     (check_rotate, lambda x: rotate_generic(x, sign=-1.0), "sign is flipped"),
     (check_rotate, lambda x: rotate_generic(x, halves=True), "rotate half"),
@@ -304,6 +314,7 @@ WRONG_ANSWERS = [
     (check_rotate, rotate_pairs_as_halves, r"come back as two halves"),
     (check_rotate, rotate_table_5000, r"(?s)5003.*a table precomputed for 5,000 positions is too short"),
     (check_rotate, rotate_clamped_to_the_table, r"right for the first 5,000 positions and wrong after them"),
+    (check_rotate, rotate_without_gradients, r"returned the rotated x without a gradient.*remove @torch\.no_grad\(\)"),
     (check_rotate, rotate_into_a_buffer, r"a second call of rotate_into_a_buffer, on other inputs, changed the "
                                          r"rotated x"),
 ]

@@ -15,8 +15,8 @@ import torch
 from annotated.relative_positions import relative_positions, skew
 from annotated.rotary import rotate
 from annotated.support.grading.core import (
-    ExerciseFailed, _aliasing, _assert_close, _call, _function, _hard_coded_hint, _run_on_all_sizes, _same, _shape,
-    _squeezed, _tensor,
+    ExerciseFailed, _aliasing, _assert_close, _call, _function, _gradients_flow, _hard_coded_hint, _run_on_all_sizes,
+    _same, _shape, _squeezed, _tensor,
 )
 
 # ``lead`` is the shape in front of the last two axes: (batch,), or (batch, heads) for a 4-D input.
@@ -205,18 +205,23 @@ def check_skew(skew_fn: Callable) -> None:
     Diagnoses: wrong shape, padding on the right, dropping the last row, both, Q E^T
     returned unchanged, a transpose or a flip instead of the skew, leading axes merged or
     unpacked as one batch or squeezed away, a result of another dtype or computed in
-    float32, an earlier result overwritten by the next call (a reused buffer), a size
-    written in."""
+    float32, an earlier result overwritten by the next call (a reused buffer), gradients
+    cut (no_grad, .detach()), a size written in."""
     name = _function(skew_fn, "check_skew", "skew")
     sets = SIZE_SETS["check_skew"]
     results = []
     _run_on_all_sizes(lambda s: _check_skew_once(skew_fn, name, results, s), sets,
                       _hint("Take L from qe.size(-1) and keep the leading axes: qe.shape[:-2].", "check_skew"))
-    qe = torch.randn(_shape_of(sets[0], sets[0]["L"], sets[0]["L"]), generator=torch.Generator().manual_seed(1))
-    _aliasing(lambda: _call(skew_fn, qe, roles=("qe",)), results[0], name, "S_rel")
+    # A second call, on an input that requires grad: the first result must stay as it was, and the
+    # skew sits in the training path of relative attention, so gradients must reach qe.
+    qe = torch.randn(_shape_of(sets[0], sets[0]["L"], sets[0]["L"]), generator=torch.Generator().manual_seed(1),
+                     requires_grad=True)
+    again = _aliasing(lambda: _call(skew_fn, qe, roles=("qe",)), results[0], name, "S_rel")
+    _gradients_flow(again, {"qe": qe}, name, "S_rel")
     print(f"check_skew passed: {name} moves q_i . E_(j-i) to column j for qe of shapes "
           + ", ".join(str(_shape_of(s, s["L"], s["L"])) for s in sets)
-          + " (float64 for the batch of one, exactly); a second call leaves the first result as it was.")
+          + " (float64 for the batch of one, exactly); a second call leaves the first result as it was and "
+          "lets gradients through.")
 
 
 # ------------------------------------------------------------------ RoPE
@@ -315,14 +320,19 @@ def check_rotate(rotate_fn: Callable) -> None:
     i/d, positions from 1, no rotation, pairs put back as two halves, positions read along
     the heads of a 4-D input, leading axes lost, a table precomputed for 5,000 positions, a
     result of another dtype, a change of norm, an earlier result overwritten by the next
-    call (a reused buffer), a size written in."""
+    call (a reused buffer), gradients cut (no_grad, .detach()), a size written in."""
     name = _function(rotate_fn, "check_rotate", "rotate")
     sets = SIZE_SETS["check_rotate"]
     results = []
     _run_on_all_sizes(lambda s: _check_rotate_once(rotate_fn, name, results, s), sets,
                       _hint("Take L and d from x.shape[-2:].", "check_rotate"))
-    x = torch.randn(_shape_of(sets[0], sets[0]["L"], sets[0]["d"]), generator=torch.Generator().manual_seed(1))
-    _aliasing(lambda: _call(rotate_fn, x, roles=("x",)), results[0], name, "the rotated x")
+    # A second call, on an input that requires grad: the first result must stay as it was, and
+    # queries and keys are rotated in the training path, so gradients must reach x.
+    x = torch.randn(_shape_of(sets[0], sets[0]["L"], sets[0]["d"]), generator=torch.Generator().manual_seed(1),
+                    requires_grad=True)
+    again = _aliasing(lambda: _call(rotate_fn, x, roles=("x",)), results[0], name, "the rotated x")
+    _gradients_flow(again, {"x": x}, name, "the rotated x")
     print(f"check_rotate passed: {name} turns every pair by m * theta_i for x of shapes "
           + ", ".join(str(_shape_of(s, s["L"], s["d"])) for s in sets)
-          + " (the last in float64); a second call leaves the first result as it was.")
+          + " (the last in float64); a second call leaves the first result as it was and lets gradients "
+          "through.")
