@@ -154,6 +154,15 @@ def step_with_logsumexp(attn, y, cache):  # right: weights exp(s - logsumexp(s))
     return _attention_by_hand(attn, y, cache, lambda s: (s - s.logsumexp(-1, keepdim=True)).exp())
 
 
+def step_scaled_by_a_float32_tensor(attn, y, cache):  # right: a float32 torch.sqrt(torch.tensor(d_k))
+    k, v = attn.split_heads(attn.W_K(y)), attn.split_heads(attn.W_V(y))
+    if "self_k" in cache:
+        k, v = torch.cat([cache["self_k"], k], dim=2), torch.cat([cache["self_v"], v], dim=2)
+    cache["self_k"], cache["self_v"] = k, v
+    scores = attn.split_heads(attn.W_Q(y)) @ k.transpose(-2, -1) / torch.sqrt(torch.tensor(attn.d_k))
+    return attn.W_O(attn.merge_heads(scores.softmax(-1) @ v))
+
+
 def step_from_an_empty_float32_cache(attn, y, cache):  # right: torch.cat promotes the empty float32 start
     if "self_k" not in cache:
         empty = torch.zeros(y.size(0), attn.h, 0, attn.d_k)
@@ -466,7 +475,7 @@ WRONG_ANSWERS = [
     (check_self_attention_step, step_y_as_float,
      r"(?s)must have the same dtype.*Note: this call's attn and y are torch\.float64: create every tensor"),
     (check_self_attention_step, step_squeezing_the_output,
-     r"expected \(1, 1, 12\), got \(12, 1\)\. The batch here is one sentence: a squeeze\(\) dropped"),
+     r"expected \(1, 1, 64\), got \(64, 1\)\. The batch here is one sentence: a squeeze\(\) dropped"),
     (check_self_attention_step, step_with_one_buffer_for_every_cache,
      r"cache\['self_k'\] after step 1 changed when step_with_one_buffer_for_every_cache was called again, on "
      r"another cache: .*Each cache must hold tensors of its own"),
@@ -573,6 +582,7 @@ RIGHT_ANSWERS = [
     (check_self_attention_step, step_with_torch_sdpa),
     (check_self_attention_step, step_with_logsumexp),
     (check_self_attention_step, step_from_an_empty_float32_cache),
+    (check_self_attention_step, step_scaled_by_a_float32_tensor),
     (check_cached_greedy_decode, greedy_by_topk),
     (check_bpe_merge_step, merge_step_by_regex),
     (check_bleu, bleu_by_regex_words),
