@@ -267,6 +267,16 @@ def tied_with_a_frozen_table(src_vocab_size, tgt_vocab_size, d_model, share_embe
     return src, tgt, gen
 
 
+_CACHE = {}
+
+
+def tied_from_a_cache(src_vocab_size, tgt_vocab_size, d_model, share_embeddings):
+    key = (src_vocab_size, tgt_vocab_size, d_model, share_embeddings)
+    if key not in _CACHE:  # "built once, reused"
+        _CACHE[key] = reference_tied(*key)
+    return _CACHE[key]
+
+
 def tied_sharing_the_module(src_vocab_size, tgt_vocab_size, d_model, share_embeddings):
     """A right answer: with share_embeddings the source embedding is the target's module."""
     tgt, gen = Embeddings(tgt_vocab_size, d_model), Generator(d_model, tgt_vocab_size)
@@ -466,6 +476,9 @@ WRONG_ANSWERS = [
     (check_tied_embeddings, tied_with_a_frozen_table,
      r"tgt_embed\.lut\.weight does not require a gradient \(requires_grad=False\): training would "
      r"never change it"),
+    (check_tied_embeddings, tied_from_a_cache,
+     r"two calls of tied_from_a_cache\(13, 11, 6, False\) returned modules that share 3 "
+     r"Parameter\(s\): your function keeps modules or tables between calls"),
     (check_tied_embeddings, _tied(d_model=6),
      r"(?s)wrong shape for the table of tgt_embed .*: expected \(17, 10\), got \(17, 6\).*passed "
      r"with \(src_vocab=13, tgt_vocab=11, d_model=6\) but not with \(src_vocab=9, tgt_vocab=17, "

@@ -810,6 +810,26 @@ def _check_tie_once(fn: Callable, name: str, src_vocab: int, tgt_vocab: int, d: 
         _assert_close(got, logits, "generator(x), compared with x @ E^T + b")
 
 
+def _check_tie_fresh(fn: Callable, name: str, src_vocab: int, tgt_vocab: int, d: int) -> None:
+    """Two calls with the same arguments build two sets of modules: nothing of the first is
+    reused by the second (a global, or a cache such as functools.lru_cache)."""
+    roles = ("src_vocab_size", "tgt_vocab_size", "d_model", "share_embeddings")
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        first = _call(fn, src_vocab, tgt_vocab, d, False, roles=roles)
+        second = _call(fn, src_vocab, tgt_vocab, d, False, roles=roles)
+    mine = {id(p) for m in first for p in m.parameters()}
+    shared = {id(p) for m in second for p in m.parameters()} & mine
+    if shared:
+        raise ExerciseFailed(
+            f"two calls of {name}({src_vocab}, {tgt_vocab}, {d}, False) returned modules that "
+            f"share {len(shared)} Parameter(s): your function keeps modules or tables between "
+            "calls (a global, a default argument, a cache such as functools.lru_cache), so two "
+            "models built with it would share, and train, the same weights. Build new modules on "
+            "every call; only the three modules of one call share their table."
+        )
+
+
 def _tie_hint(passed: list, sizes: dict, message: str) -> str:
     return _hard_coded_hint(passed, sizes, message,
                             "Build every module from the sizes you are given.")
@@ -820,7 +840,8 @@ def check_tied_embeddings(tied_embeddings: Callable) -> None:
     -> (src_embed, tgt_embed, generator)``: the target embedding and the generator share one
     Parameter, and the source joins them with ``share_embeddings`` (§3.4, ``make_model``).
     Runs the sizes of ``TIE_SIZES``, each with and without sharing (sharing with one vocabulary,
-    of the target's size).
+    of the target's size), then calls the function twice with the same arguments: the second
+    call's modules must hold Parameters of their own.
 
     Diagnoses: not three modules; a table of swapped shape; the source tied although
     share_embeddings is False, or not tied although it is True; the generator tied to the
@@ -828,8 +849,8 @@ def check_tied_embeddings(tied_embeddings: Callable) -> None:
     or a matrix of its own; a generator without bias or with its sizes swapped; a parameter
     that does not require a gradient (frozen); extra parameters; embeddings without the
     sqrt(d_model) factor or with the positional encoding added; a generator that returns
-    log-probabilities or probabilities, or scales by sqrt(d_model); and sizes written into the
-    code.
+    log-probabilities or probabilities, or scales by sqrt(d_model); sizes written into the
+    code; and modules kept between calls (a second call returns the same Parameters).
     """
     name = _function(tied_embeddings, "check_tied_embeddings", "tied_embeddings")
     g = torch.Generator().manual_seed(3)
@@ -842,6 +863,7 @@ def check_tied_embeddings(tied_embeddings: Callable) -> None:
     with _one_thread():
         _run_on_all_sizes(once, TIE_SIZES, _tie_hint)
     V_src, V_tgt, d = (TIE_SIZES[0][k] for k in ("src_vocab", "tgt_vocab", "d_model"))
+    _check_tie_fresh(tied_embeddings, name, V_src, V_tgt, d)
     print(
         f"check_tied_embeddings passed: {name}'s generator and target embedding are one "
         "Parameter (the source's too with share_embeddings=True), the embeddings scale by "
