@@ -438,6 +438,14 @@ def bleu_dividing_before_testing(hypotheses, references):
     return 0.0 if min(precisions) == 0 else _bleu_of_counts(matches, totals, c, r)
 
 
+def bleu_of_lowercase_letter_runs(hypotheses, references):  # a mistake without a diagnosis: "A" is dropped
+    return _bleu_of_counts(*clipped_counts(hypotheses, references, split=lambda text: re.findall(r"[a-z]+", text)))
+
+
+def step_clamping_the_output(attn, y, cache):  # a mistake without a diagnosis, seen with large values only
+    return _step()(attn, y, cache).clamp(-50, 50)
+
+
 def bleu_by_regex_words(hypotheses, references):  # right: words as runs of non-spaces
     return _bleu_of_counts(*clipped_counts(hypotheses, references, split=lambda text: re.findall(r"\S+", text)))
 
@@ -479,6 +487,8 @@ WRONG_ANSWERS = [
     (check_self_attention_step, step_with_one_buffer_for_every_cache,
      r"cache\['self_k'\] after step 1 changed when step_with_one_buffer_for_every_cache was called again, on "
      r"another cache: .*Each cache must hold tensors of its own"),
+    (check_self_attention_step, step_clamping_the_output,
+     r"(?s)but not with \(batch=4, h=5, d_k=1, steps=3\).*Note: the scores here are all far below zero"),
     (check_self_attention_step, step_returning_one_buffer,
      r"the output step_returning_one_buffer returned at step 1 changed when .* called again"),
     # 9.2
@@ -554,6 +564,8 @@ WRONG_ANSWERS = [
     (check_bleu, bleu_dividing_before_testing,
      r"(?s)\(\['a dog'\], \['a dog runs'\]\) raised ZeroDivisionError.*\nHint: the outputs here are shorter "
      r"than 4 words.*p_n = 0 / 0[^\n]*$"),
+    (check_bleu, bleu_of_lowercase_letter_runs,
+     r"(?s)gives .* on 5 sentences where sacrebleu's corpus BLEU is 23\.0314.*Note: these sentences hold capitals"),
     (check_bleu, _bleu_answer(sentences=2),
      r"passed with \(sentences=2, hyp_words=14, ref_words=15\) but not with \(sentences=3, "),
     (check_bleu, lambda h, r: BLEU().corpus_score(h, [r]), r"calls sacrebleu \(corpus_score\).*compute BLEU yourself"),

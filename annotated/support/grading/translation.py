@@ -349,8 +349,20 @@ def _check_step_once(fn: Callable, name: str, sizes: dict, settings: dict) -> No
 
 
 def _step_hint(passed: list, sizes: dict, message: str) -> str:
-    return _hard_coded_hint(passed, sizes, message,
+    hint = _hard_coded_hint(passed, sizes, message,
                             "Read every size from the inputs: batch from y, h and d_k from attn.")
+    settings = _STEP_SETTINGS[STEP_SIZES.index(sizes)]
+    notes = []
+    if sizes["batch"] == 1:
+        notes.append("the batch here is one sentence: a squeeze() drops its dimension")
+    if sizes["h"] == 1 or sizes["d_k"] == 1:
+        notes.append("a size here is 1 (one head, or heads of width 1): a squeeze() drops its dimension")
+    if settings["dtype"] == torch.float64 and "Note: this call's attn and y are" not in message:
+        notes.append("attn and y are float64 here: keep every step in their dtype")
+    if settings["scores"] != "normal":
+        notes.append(f"the scores here are all {settings['scores']} (beyond 10^3 either way): exp() of them "
+                     "underflows or overflows unless each row's largest score is subtracted first")
+    return hint + "".join(f"\nNote: {note}." for note in notes)
 
 
 def check_self_attention_step(self_attention_step: Callable) -> None:
@@ -1100,9 +1112,19 @@ def _check_bleu_once(fn: Callable, name: str, hypotheses: list[str], references:
                    f"BLEU is {expected:.4f}.{zero}")
 
 
+_BLEU_NOTES = {  # what a corpus tries that the ones before it do not
+    3: "these sentences hold capitals (BLEU is case-sensitive), a double space and spaces around a sentence "
+       "(str.split() drops them), an output of one word and an empty one (no n-gram above their length)",
+    4: "this corpus is one output of two words: it holds no 3-gram and no 4-gram, so p_3 and p_4 are 0 "
+       "(not 0 / 0) and BLEU is 0",
+}
+
+
 def _bleu_hint(passed: list, sizes: dict, message: str) -> str:
-    return _hard_coded_hint(passed, sizes, message,
+    hint = _hard_coded_hint(passed, sizes, message,
                             "Loop over every sentence you are given: zip(hypotheses, references).")
+    note = _BLEU_NOTES.get(SIZE_SETS["check_bleu"].index(sizes))
+    return hint + (f"\nNote: {note}." if note else "")
 
 
 def check_bleu(bleu: Callable) -> None:
