@@ -166,7 +166,7 @@ def test_every_relative_link_resolves_to_a_file_of_the_repository(name):
 
 def test_diagnoses_are_the_docstrings_paragraph_on_one_line():
     text = guide.diagnoses("check_split_heads")
-    assert text.startswith("an input changed in place, a result of another dtype or device")
+    assert text.startswith("an input changed in place, a result of another dtype (float64 made float32")
     assert "\n" not in text and "Diagnoses" not in text
 
 
