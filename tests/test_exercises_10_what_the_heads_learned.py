@@ -35,7 +35,7 @@ def course_normalized_entropy(weights, mask, query_valid):
 def course_previous_token_share(weights, query_valid):
     L = weights.size(-1)
     sums = head_statistics(weights, torch.ones(1, 1, L, dtype=torch.bool), query_valid, {}, max_offset=1)
-    return sums["offset"][:, 0] / sums["rows"]
+    return (sums["offset"][:, 0] / sums["rows"]).to(weights.dtype)  # head_statistics counts in float32
 
 
 def course_em_step(t, pairs):
@@ -222,6 +222,340 @@ def em_for_nine_english_words(t, pairs):
     return counts / counts.sum(0, keepdim=True)
 
 
+# ---------------------------------------------------------------- the classes of wrong answer every check meets
+# (numerical range, shapes the signature allows, dtype, state, edge values, ties, text)
+
+
+def _word_matrices(weights, query_pieces, key_pieces, make=lambda m, weights: m.to(weights.dtype)):
+    to_word = make(torch.nn.functional.one_hot(_word_ids(key_pieces)), weights)  # (L_k, W_k)
+    from_word = make(torch.nn.functional.one_hot(_word_ids(query_pieces)), weights).T  # (W_q, L_q)
+    return from_word / from_word.sum(dim=1, keepdim=True), to_word
+
+
+def to_words_with_float_one_hots(weights, query_pieces, key_pieces):
+    from_word, to_word = _word_matrices(weights, query_pieces, key_pieces, lambda m, w: m.float())
+    return from_word @ weights @ to_word  # float64 weights meet float32 matrices
+
+
+def to_words_with_zeros_without_dtype(weights, query_pieces, key_pieces):
+    q_ids, k_ids = _word_ids(query_pieces), _word_ids(key_pieces)
+    to_word = torch.zeros(len(key_pieces), int(k_ids.max()) + 1)  # float32 whatever the weights
+    to_word[torch.arange(len(key_pieces)), k_ids] = 1.0
+    from_word = torch.zeros(int(q_ids.max()) + 1, len(query_pieces))
+    from_word[q_ids, torch.arange(len(query_pieces))] = 1.0
+    return (from_word / from_word.sum(1, keepdim=True)) @ weights.float() @ to_word
+
+
+def to_words_squeezed(weights, query_pieces, key_pieces):
+    return course_to_words(weights, query_pieces, key_pieces).squeeze()
+
+
+def to_words_counting_the_pieces_that_end_a_word(weights, query_pieces, key_pieces):
+    def one_hot(pieces):  # the number of words = the pieces that do not end in '@@'
+        words = sum(1 for piece in pieces if not piece.endswith("@@"))
+        return torch.nn.functional.one_hot(_word_ids(pieces), words).to(weights.dtype)
+    from_word = one_hot(query_pieces).T
+    return (from_word / from_word.sum(1, keepdim=True)) @ weights @ one_hot(key_pieces)
+
+
+_BUFFERS = {}
+
+
+def _into_a_global_buffer(fn):
+    """``fn``'s result copied into a buffer kept between calls, one per shape and dtype."""
+    def wrapped(*args):
+        result = fn(*args)
+        buffer = _BUFFERS.setdefault((fn.__name__, result.shape, result.dtype), torch.empty_like(result))
+        return buffer.copy_(result)
+    wrapped.__name__ = fn.__name__
+    return wrapped
+
+
+def to_words_by_index_add(weights, query_pieces, key_pieces):  # right: no matrices at all
+    q_ids, k_ids = _word_ids(query_pieces), _word_ids(key_pieces)
+    columns = torch.zeros(*weights.shape[:-1], int(k_ids.max()) + 1, dtype=weights.dtype).index_add(-1, k_ids, weights)
+    rows = torch.zeros(*weights.shape[:-2], int(q_ids.max()) + 1, columns.size(-1), dtype=weights.dtype)
+    rows = rows.index_add(-2, q_ids, columns)
+    return rows / torch.bincount(q_ids).to(weights.dtype)[:, None]
+
+
+def to_words_from_word_starts(weights, query_pieces, key_pieces):  # right: ids from where words start
+    def one_hot(pieces):
+        starts = torch.tensor([i == 0 or not pieces[i - 1].endswith("@@") for i in range(len(pieces))])
+        return torch.nn.functional.one_hot(starts.long().cumsum(0) - 1).to(weights.dtype)
+    from_word = one_hot(query_pieces).T
+    return (from_word / from_word.sum(1, keepdim=True)) @ weights @ one_hot(key_pieces)
+
+
+def entropy_with_n_from_nonzero_weights(weights, mask, query_valid):
+    entropy = -torch.special.xlogy(weights, weights).sum(-1)  # (batch, h, L_q)
+    log_n = (weights > 0).sum(-1).to(weights.dtype).log()  # the keys the head uses, not those it may see
+    rows = query_valid[:, None, :].to(weights.dtype)
+    return (entropy * rows).sum((0, 2)) / (log_n * rows).sum((0, 2))
+
+
+def entropy_averaging_the_ratios_of_rows_with_several_keys(weights, mask, query_valid):
+    batch, h, L_q, _ = weights.shape
+    entropy = -torch.special.xlogy(weights, weights).sum(-1)
+    log_n = mask.sum(-1).to(weights.dtype).log().expand(batch, L_q)[:, None, :].expand(batch, h, L_q)
+    ratio = entropy / log_n  # 0 / 0 = NaN on a row that sees one key
+    rows = query_valid[:, None, :].expand(batch, h, L_q) & (log_n > 0)
+    return (ratio.nan_to_num() * rows).sum((0, 2)) / rows.sum((0, 2))
+
+
+def entropy_in_float32(weights, mask, query_valid):
+    return course_normalized_entropy(weights.float(), mask, query_valid)
+
+
+def entropy_summed_into_zeros(weights, mask, query_valid):
+    batch, h, L_q, _ = weights.shape
+    entropy = -torch.special.xlogy(weights, weights).sum(-1)
+    log_n = mask.sum(-1).to(weights.dtype).log().expand(batch, L_q)
+    result = torch.zeros(h)  # float32 whatever the weights
+    for head in range(h):
+        result[head] = (entropy[:, head] * query_valid).sum() / (log_n * query_valid).sum()
+    return result
+
+
+def entropy_squeezing_the_valid_rows(weights, mask, query_valid):
+    batch, h, L_q, _ = weights.shape
+    entropy = -torch.special.xlogy(weights, weights).sum(-1)
+    log_n = mask.sum(-1).to(weights.dtype).log().expand(batch, L_q)
+    rows = query_valid.squeeze().to(weights.dtype)  # (batch, L_q) ... or (L_q,) for one sentence
+    return (entropy * rows[:, None, :]).sum((0, 2)) / (log_n * rows).sum() * torch.ones(h, dtype=weights.dtype)
+
+
+def entropy_row_by_row(weights, mask, query_valid):  # right: loops over the valid rows
+    batch, h, L_q, L_k = weights.shape
+    visible = mask.expand(batch, L_q, L_k)
+    entropy, log_n = torch.zeros(h, dtype=weights.dtype), 0.0
+    for b in range(batch):
+        for i in range(L_q):
+            if query_valid[b, i]:
+                p = weights[b, :, i][:, visible[b, i]]
+                entropy = entropy - torch.where(p > 0, p * p.log(), torch.zeros_like(p)).sum(-1)
+                log_n += math.log(int(visible[b, i].sum()))
+    return entropy / log_n
+
+
+def entropy_with_nansum(weights, mask, query_valid):  # right: 0 * log 0 = NaN, left out by nansum
+    batch, h, L_q, _ = weights.shape
+    entropy = -(weights * weights.log()).nansum(-1)
+    log_n = mask.sum(-1, keepdim=True).to(weights.dtype).log().expand(batch, L_q, 1).squeeze(-1)
+    rows = query_valid[:, None, :].to(weights.dtype)
+    return (entropy * rows).sum((0, 2)) / (log_n[:, None, :] * rows).sum((0, 2))
+
+
+def _previous_on(hit):
+    def previous_token_share(weights, query_valid):
+        L = weights.size(-1)
+        i = torch.arange(L)
+        on_previous = hit(weights, i)  # (batch, h, L)
+        rows = query_valid[:, None, :]
+        return (on_previous & rows).sum((0, 2)).to(weights.dtype) / rows.sum((0, 2)).to(weights.dtype)
+    return previous_token_share
+
+
+def _weight_on_previous_is_the_max(weights, i):
+    on_previous = torch.cat([torch.zeros_like(weights[..., :1, 0]), weights[..., i[1:], i[1:] - 1]], -1)
+    return (on_previous == weights.amax(-1)) & (i >= 1)
+
+
+previous_counting_every_tie = _previous_on(_weight_on_previous_is_the_max)
+previous_by_topk = _previous_on(lambda weights, i: weights.topk(1, dim=-1).indices[..., 0] == i - 1)
+previous_by_the_last_maximum = _previous_on(
+    lambda weights, i: weights.size(-1) - 1 - weights.flip(-1).argmax(-1) == i - 1)
+previous_by_max_indices = _previous_on(lambda weights, i: weights.max(dim=-1).indices == i - 1)  # right
+
+
+def previous_in_float32(weights, query_valid):
+    on_previous = weights.argmax(-1) == torch.arange(weights.size(-1)) - 1
+    rows = query_valid[:, None, :]
+    return (on_previous & rows).sum((0, 2)).float() / rows.sum((0, 2))
+
+
+def previous_into_zeros(weights, query_valid):
+    on_previous = weights.argmax(-1) == torch.arange(weights.size(-1)) - 1
+    share = torch.zeros(weights.size(1))  # float32 whatever the weights
+    for head in range(weights.size(1)):
+        share[head] = (on_previous[:, head] & query_valid).sum() / query_valid.sum()
+    return share
+
+
+def previous_squeezing_the_valid_rows(weights, query_valid):
+    on_previous = weights.argmax(-1) == torch.arange(weights.size(-1)) - 1
+    rows = query_valid.squeeze()[:, None, :]  # (batch, 1, L) ... or an error for one sentence
+    return (on_previous & rows).sum((0, 2)).to(weights.dtype) / rows.sum((0, 2)).to(weights.dtype)
+
+
+def _em_with(eps=0.0, float32=False, clamp=None):
+    def em_step(t, pairs):
+        table = t.float() if float32 else t
+        table = table.clamp_min(clamp) if clamp else table
+        counts = torch.zeros_like(table)
+        for german, english in pairs:
+            fs = torch.cat([german.new_zeros(1), german])
+            block = table[english][:, fs]
+            posterior = block / (block.sum(1, keepdim=True) + eps)
+            counts = counts.index_put((english[:, None].expand_as(posterior), fs[None, :].expand_as(posterior)),
+                                      posterior, accumulate=True)
+        return (counts / counts.sum(0, keepdim=True)).to(t.dtype)
+    return em_step
+
+
+def em_counting_into_float32_zeros(t, pairs):
+    counts = torch.zeros(t.shape)  # float32: the counts lose digits
+    for german, english in pairs:
+        fs = torch.cat([german.new_zeros(1), german])
+        block = t[english][:, fs]
+        posterior = block / block.sum(1, keepdim=True)
+        counts.index_put_((english[:, None].expand_as(posterior), fs[None, :].expand_as(posterior)),
+                          posterior.float(), accumulate=True)
+    return (counts / counts.sum(0, keepdim=True)).to(t.dtype)
+
+
+def em_without_dtype_for_the_counts(t, pairs):
+    counts = torch.zeros(t.shape)
+    for german, english in pairs:
+        fs = torch.cat([german.new_zeros(1), german])
+        block = t[english][:, fs]
+        posterior = block / block.sum(1, keepdim=True)
+        counts.index_put_((english[:, None].expand_as(posterior), fs[None, :].expand_as(posterior)),
+                          posterior, accumulate=True)  # float64 values into float32 counts: an error
+    return counts / counts.sum(0, keepdim=True)
+
+
+def em_squeezing_the_posterior(t, pairs):
+    counts = torch.zeros_like(t)
+    for german, english in pairs:
+        fs = torch.cat([german.new_zeros(1), german])
+        block = t[english][:, fs]
+        posterior = (block / block.sum(1, keepdim=True)).squeeze()  # one English word: a row no more
+        for j, e in enumerate(english.tolist()):
+            counts[e].index_add_(0, fs, posterior[j])
+    return counts / counts.sum(0, keepdim=True)
+
+
+def em_dividing_a_global_buffer(t, pairs):
+    counts = _BUFFERS.setdefault(("em", t.shape), torch.zeros_like(t))
+    counts.zero_()
+    for german, english in pairs:
+        fs = torch.cat([german.new_zeros(1), german])
+        block = t[english][:, fs]
+        posterior = block / block.sum(1, keepdim=True)
+        counts.index_put_((english[:, None].expand_as(posterior), fs[None, :].expand_as(posterior)), posterior,
+                          accumulate=True)
+    counts /= counts.sum(0, keepdim=True)  # the buffer itself is the result
+    return counts
+
+
+def em_with_python_loops(t, pairs):  # right: word by word, Python sums
+    counts = torch.zeros_like(t)
+    for german, english in pairs:
+        fs = [0, *german.tolist()]
+        for e in english.tolist():
+            total = sum(t[e, f] for f in fs)
+            for f in fs:
+                counts[e, f] += t[e, f] / total
+    return counts / counts.sum(0)
+
+
+def em_in_log_space(t, pairs):  # right: the posterior from log-probabilities
+    counts = torch.zeros_like(t)
+    for german, english in pairs:
+        fs = torch.cat([german.new_zeros(1), german])
+        log_block = t[english][:, fs].log()
+        posterior = (log_block - log_block.logsumexp(1, keepdim=True)).exp()
+        counts.index_put_((english[:, None].expand_as(posterior), fs[None, :].expand_as(posterior)), posterior,
+                          accumulate=True)
+    return counts / counts.sum(0, keepdim=True)
+
+
+def em_squeezing_each_sentence(t, pairs):  # right: squeezes, and views one word as a sentence again
+    counts = torch.zeros_like(t)
+    for german, english in pairs:
+        german, english = german.squeeze().view(-1), english.squeeze().view(-1)
+        fs = torch.cat([german.new_zeros(1), german])
+        block = t[english][:, fs]
+        posterior = block / block.sum(-1, keepdim=True)
+        counts = counts.index_put((english[:, None].expand_as(posterior), fs[None, :].expand_as(posterior)),
+                                  posterior, accumulate=True)
+    return counts / counts.sum(0, keepdim=True)
+
+
+RIGHT_ANSWERS = [
+    (check_to_words, to_words_by_index_add),
+    (check_to_words, to_words_from_word_starts),
+    (check_normalized_entropy, entropy_row_by_row),
+    (check_normalized_entropy, entropy_with_nansum),
+    (check_previous_token_share, previous_by_max_indices),
+    (check_em_step, em_with_python_loops),
+    (check_em_step, em_in_log_space),
+    (check_em_step, em_squeezing_each_sentence),
+]
+
+
+@pytest.mark.parametrize("check, answer", RIGHT_ANSWERS, ids=[a.__name__ for _, a in RIGHT_ANSWERS])
+def test_each_check_passes_on_other_right_answers(check, answer):
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        check(answer)
+    assert printed.getvalue().startswith(f"{check.__name__} passed: ")
+
+
+CLASS_WRONG_ANSWERS = [
+    # dtype: float64 attention given back in float32
+    (check_to_words, to_words_with_float_one_hots,
+     r"(?s)expected scalar type.*one_hot gives int64 numbers.*This is on float64 inputs"),
+    (check_to_words, to_words_with_zeros_without_dtype, r"as torch\.float32 for torch\.float64 inputs"),
+    # shapes: a batch of one sentence and a single query piece, squeezed away
+    (check_to_words, to_words_squeezed, r"expected \(1, 1, \d+\), got \(\d+,\)\. A dimension of size 1 is gone"),
+    # text: key pieces that stop inside a word ("... ka@@ lo@@")
+    (check_to_words, to_words_counting_the_pieces_that_end_a_word,
+     r"(?s)num_classes.*the key pieces stop inside a word.*count the words from the word ids"),
+    # state: a result that lives in a global buffer
+    (check_to_words, _into_a_global_buffer(course_to_words), r"a second call of to_words, on other inputs, changed"),
+    # edge values: rows that put exactly 0 on keys the mask allows
+    (check_normalized_entropy, entropy_with_n_from_nonzero_weights, r"your n counts the keys of nonzero weight"),
+    # rows with a single allowed key (log 1 = 0), left out of a mean of ratios
+    (check_normalized_entropy, entropy_averaging_the_ratios_of_rows_with_several_keys,
+     r"divided row by row and averaged the ratios"),
+    (check_normalized_entropy, entropy_in_float32, r"as torch\.float32 for torch\.float64 inputs"),
+    (check_normalized_entropy, entropy_summed_into_zeros, r"as torch\.float32 for torch\.float64 inputs"),
+    (check_normalized_entropy, entropy_squeezing_the_valid_rows,
+     r"(?s)raised IndexError.*This is on a batch of one sentence \(batch=1, h=3, L_q=7, L_k=9\)"),
+    (check_normalized_entropy, _into_a_global_buffer(course_normalized_entropy),
+     r"a second call of course_normalized_entropy, on other inputs, changed"),
+    # ties: a "previous token" counted on a tie
+    (check_previous_token_share, previous_counting_every_tie, r"share the largest weight exactly.*FIRST of the tied"),
+    (check_previous_token_share, previous_by_topk, r"share the largest weight exactly.*topk, sort"),
+    (check_previous_token_share, previous_by_the_last_maximum, r"share the largest weight exactly"),
+    (check_previous_token_share, previous_in_float32, r"as torch\.float32 for torch\.float64 inputs"),
+    (check_previous_token_share, previous_into_zeros, r"as torch\.float32 for torch\.float64 inputs"),
+    (check_previous_token_share, previous_squeezing_the_valid_rows,
+     r"(?s)raised IndexError.*This is on a batch of one sentence \(batch=1, h=4, L=8\)"),
+    (check_previous_token_share, _into_a_global_buffer(course_previous_token_share),
+     r"a second call of course_previous_token_share, on other inputs, changed"),
+    # numerical range: probabilities below float32's range
+    (check_em_step, _em_with(eps=1e-12), r"probabilities below|below 1e-60 under every German word"),
+    (check_em_step, _em_with(clamp=1e-12), r"below 1e-60 under every German word.*clamped"),
+    (check_em_step, _em_with(float32=True), r"to about 7 digits only.*float32"),
+    (check_em_step, em_counting_into_float32_zeros, r"to about 7 digits only.*torch\.zeros_like\(t\)"),
+    (check_em_step, em_without_dtype_for_the_counts, r"(?s)Index put requires.*torch\.zeros_like\(t\)"),
+    # shapes: a sentence of one word squeezed into no sentence
+    (check_em_step, em_squeezing_the_posterior, r"\(tensor\(\[1\]\), tensor\(\[0\]\)\).*raised IndexError"),
+    (check_em_step, em_dividing_a_global_buffer, r"a second call of em_dividing_a_global_buffer, on other inputs, changed"),
+]
+
+
+@pytest.mark.parametrize("check, wrong, message", CLASS_WRONG_ANSWERS,
+                         ids=[getattr(w, "__name__", "lambda") for _, w, _ in CLASS_WRONG_ANSWERS])
+def test_check_rejects_a_wrong_answer_of_each_class(check, wrong, message):
+    with pytest.raises(ExerciseFailed, match=message):
+        with contextlib.redirect_stdout(io.StringIO()):
+            check(wrong)
+
+
 WRONG_ANSWERS = [
     # (check, wrong answer, what the message must say)
     (check_to_words, not_done, r"raised NotImplementedError: the exercise is not done"),
@@ -280,7 +614,8 @@ WRONG_ANSWERS = [
     (check_previous_token_share, previous_per_row, r"expected \(5,\), got \(3, 5, 7\)\. You kept one number per row"),
     (check_previous_token_share, previous_for_three_sentences,
      r"(?s)mismatch in the share of rows whose maximum is on i - 1 \(the reference: "
-     r"annotated\.heads\.head_statistics\), compared with the reference.*passed with "
+     r"annotated\.heads\.head_statistics; weights \(5, 2, 9, 9\) torch\.float32\), compared with the "
+     r"reference.*passed with "
      r"\(batch=3, h=5, L=7\) but not with \(batch=5, h=2, L=9\).*size written into your code"),
     (check_em_step, not_done, r"raised NotImplementedError: the exercise is not done"),
     (check_em_step, _em(null=False), r"E-step without NULL"),

@@ -11,15 +11,22 @@ import torch.nn.functional as F
 from annotated.linformer import linformer_attention, rank_for_energy
 from annotated.local_attention import block_band_mask
 from annotated.support.grading.core import (
-    ExerciseFailed, _assert_close, _call, _function, _generic, _hard_coded_hint, _run_on_all_sizes, _same,
+    ExerciseFailed, _aliasing, _assert_close, _call, _function, _generic, _hard_coded_hint, _run_on_all_sizes, _same,
     _shape, _tensor,
 )
 
-BAND_SIZES = [dict(n=10, b=3), dict(n=16, b=5), dict(n=9, b=2)]
+# b dividing n and not, and a length beyond the 512 or 1,024 positions a table could be made
+# for; then edge cases: a single position, b = 1, b larger than n.
+BAND_SIZES = [dict(n=10, b=3), dict(n=16, b=5), dict(n=9, b=2), dict(n=1030, b=7)]
+BAND_EDGES = [dict(n=1, b=4), dict(n=7, b=1), dict(n=6, b=8)]
+# Heads in front (h) in the last set: (batch, h, n, d_k) as in a model's attention.
 LINFORMER_SIZES = [dict(batch=2, n=9, k=3, d_k=5, d_v=6), dict(batch=3, n=12, k=4, d_k=8, d_v=7),
-                   dict(batch=1, n=7, k=2, d_k=6, d_v=3)]
-# Shares the identity reaches exactly (9/10, 6/8, 3/5): a <= in place of < shows.
-RANK_SIZES = [dict(batch=3, L=10, energy=0.9), dict(batch=2, L=8, energy=0.75), dict(batch=4, L=5, energy=0.6)]
+                   dict(batch=1, n=7, k=2, d_k=6, d_v=3), dict(batch=4, h=3, n=11, k=5, d_k=10, d_v=9)]
+# Shares the identity reaches exactly (9/10, 6/8, 3/5, 3/6): a <= in place of < shows; energy =
+# 1.0 in float64, with a matrix whose last ranks hold 1e-8 of its energy each; then a batch of one.
+RANK_SIZES = [dict(batch=3, L=10, energy=0.9), dict(batch=2, L=8, energy=0.75), dict(batch=4, L=5, energy=0.6),
+              dict(batch=5, L=7, energy=1.0)]
+RANK_EDGES = [dict(batch=1, L=6, energy=0.5)]
 SIZE_SETS = {"check_block_band_mask": BAND_SIZES, "check_linformer_attention": LINFORMER_SIZES,
              "check_rank_for_energy": RANK_SIZES}
 
@@ -28,6 +35,13 @@ def _hint(how: str) -> Callable:
     def hint(passed: list, sizes: dict, message: str) -> str:
         return _hard_coded_hint(passed, sizes, message, how)
     return hint
+
+
+def _alias_check(fn: Callable, name: str, first_args: tuple, second_args: tuple, roles: tuple, call: str) -> None:
+    """Call ``fn`` twice on inputs of the same shapes and different values: the first result
+    must come out of the second call as it was (not a view of a buffer the function reuses)."""
+    first = _call(fn, *first_args, roles=roles)
+    _aliasing(lambda: _call(fn, *second_args, roles=roles), first, name, f"the result of {call}")
 
 
 # ---------------------------------------------------------------- exercise 11.1: the band mask
@@ -73,22 +87,29 @@ def _check_band_once(fn: Callable, name: str, sizes: dict) -> None:
             raise ExerciseFailed(message)
     wrong = got != expected
     first = tuple(wrong.nonzero()[0].tolist())
+    shown = f"\nexpected:\n{expected.int()}\nyours:\n{got.int()}" if n <= 20 else ""
     raise _generic(f"mismatch in {call}: {int(wrong.sum())} of {n * n} entries differ from the course's, the "
                    f"first at (query, key) = {first}: yours {bool(got[first])}, expected {bool(expected[first])}."
-                   f"\nexpected:\n{expected.int()}\nyours:\n{got.int()}")
+                   f"{shown}")
 
 
 def check_block_band_mask(block_band_mask_fn: Callable) -> None:
     """Check ``block_band_mask(n, b)``: (n, n) bool, True where key j's block is query i's or the one
-    before, on ``BAND_SIZES`` (b dividing n and not).
+    before, on ``BAND_SIZES`` (b dividing n and not, n = 1030) and ``BAND_EDGES`` (n = 1, b = 1,
+    b > n), then twice in a row (the first mask must survive the second call).
 
     Diagnoses: not a bool tensor, the wrong shape, its own block only, the block after, blocks on
     both sides, the causal mask, a window of positions instead of blocks, blocks of b + 1, sizes
-    written into the code."""
+    written into the code or a table made for a largest length, a result that a second call
+    overwrites (a global buffer)."""
     name = _function(block_band_mask_fn, "check_block_band_mask", "block_band_mask")
     _run_on_all_sizes(lambda sizes: _check_band_once(block_band_mask_fn, name, sizes), BAND_SIZES,
-                      _hint("Read n and b from the arguments."))
-    shown = ", ".join(f"(n={s['n']}, b={s['b']})" for s in BAND_SIZES)
+                      _hint("Read n and b from the arguments, and build the mask for this n (no table of "
+                            "positions made in advance for some largest length)."))
+    for sizes in BAND_EDGES:
+        _check_band_once(block_band_mask_fn, name, sizes)
+    _alias_check(block_band_mask_fn, name, (12, 4), (12, 3), ("n", "b"), f"{name}(n=12, b=4)")
+    shown = ", ".join(f"(n={s['n']}, b={s['b']})" for s in BAND_SIZES + BAND_EDGES)
     print(f"check_block_band_mask passed: {name} equals the course's band of blocks for {shown}.")
 
 
@@ -101,23 +122,49 @@ def _linformer(q, k, v, E, F_, scale=None, dim=-1):
     return weights @ (F_ @ v), weights
 
 
-def _check_linformer_once(fn: Callable, name: str, sizes: dict, g: torch.Generator) -> None:
-    batch, n, k, d_k, d_v = (sizes[s] for s in ("batch", "n", "k", "d_k", "d_v"))
-    q, key = torch.randn(batch, n, d_k, generator=g), torch.randn(batch, n, d_k, generator=g)
-    v = torch.randn(batch, n, d_v, generator=g)
-    E, F_ = torch.randn(k, n, generator=g), torch.randn(k, n, generator=g)
-    call = f"{name}(query {tuple(q.shape)}, key {tuple(key.shape)}, value {tuple(v.shape)}, E, F of ({k}, {n}))"
-    result = _call(fn, q, key, v, E, F_, roles=("query", "key", "value", "E", "F"))
+_SQUEEZED = (" A batch of one: the batch dimension is gone (a .squeeze() drops every dimension of size 1); "
+             "keep it, or squeeze only the dimension you mean.")
+
+
+def _check_linformer_on(fn: Callable, name: str, q, key, v, E, F_, where: str = "", scores: str = "") -> None:
+    """One call of the learner's linformer_attention on (..., n, d) inputs, diagnosed; ``where``
+    names inputs beyond the random ones, ``scores`` ('large' or 'very negative') the range of
+    their scores."""
+    k, n = E.shape
+    lead, d_k, d_v = tuple(q.shape[:-2]), q.size(-1), v.size(-1)
+    kind = "" if q.dtype == torch.float32 else f", {q.dtype}"
+    call = (f"{name}(query {tuple(q.shape)}, key {tuple(key.shape)}, value {tuple(v.shape)}, E, F of "
+            f"({k}, {n}){kind}){where}")
+    result = _call(fn, q, key, v, E, F_, roles=("query", "key", "value", "E", "F"), hints=(
+        (r"expected (m1 and m2|both arguments|scalar type)|same dtype",
+         f"\nHint: the inputs here are {q.dtype}: keep every step in the inputs' dtype (no .float(), no "
+         "dtype=torch.float32 in softmax or in a tensor you create)."),))
     if not (isinstance(result, tuple) and len(result) == 2):
         raise ExerciseFailed(f"{call} must return a pair (output, weights), as scaled_dot_product_attention does.")
     out = _tensor(result[0], name, "the output", like=q)
     weights = _tensor(result[1], name, "the weights", like=q)
     hint = " The weights are n x k: each query against the k projected keys." if weights.shape[-1] == n else ""
-    _shape(weights, (batch, n, k), f"the weights of {call}", hint)
-    _shape(out, (batch, n, d_v), f"the output of {call}")
+    if tuple(weights.shape) == (*lead, n, k)[1:] and lead[:1] == (1,):
+        hint = _SQUEEZED
+    _shape(weights, (*lead, n, k), f"the weights of {call}", hint)
+    _shape(out, (*lead, n, d_v), f"the output of {call}")
     expected_out, expected_w = linformer_attention(q, key, v, E, F_)
     if _same(out, expected_out, 1e-4) and _same(weights, expected_w, 1e-4):
         return
+    if scores and not (out.isfinite().all() and weights.isfinite().all()):
+        limit = 88.7 if q.dtype == torch.float32 else 709.8
+        if scores == "large":
+            raise ExerciseFailed(
+                f"{call}: the scores are large here (every one above +{limit:.0f}: a query and keys with "
+                f"a large common component), and your weights contain NaN or inf: exp(s) overflows to "
+                f"inf in {q.dtype} above {limit}, and inf / inf is NaN. Subtract each row's maximum "
+                "before exp, for every input (softmax(dim=-1) does it): the weights are the same, and "
+                "exp never overflows.")
+        raise ExerciseFailed(
+            f"{call}: the scores are all very negative here (every one below -{limit:.0f}), and your "
+            f"weights contain NaN or inf: exp(s) of every score underflows to 0 in {q.dtype}, and "
+            "0 / 0 is NaN. Subtract each row's maximum before exp for every input, not only when the "
+            "scores are large (softmax(dim=-1) does it): the largest term is then exp(0) = 1.")
     mistakes = [
         (_linformer(q, key, v, F_, E), "E and F are swapped: E projects the keys, F the values."),
         (_linformer(q, key, v, E, F_, scale=1.0), "the scores are not divided by sqrt(d_k) (§3.2.1)."),
@@ -133,27 +180,77 @@ def _check_linformer_once(fn: Callable, name: str, sizes: dict, g: torch.Generat
             raise ExerciseFailed(message)
     if _same(out, expected_out, 1e-4):
         raise _generic(f"the output of {call} is right but the weights are not: return the softmax weights, "
-                       "(batch, n, k), whose rows sum to 1.")
+                       "(..., n, k), whose rows sum to 1.")
     _assert_close(out, expected_out, f"the output of {call}", atol=1e-4)
+
+
+def _check_linformer_once(fn: Callable, name: str, sizes: dict, g: torch.Generator) -> None:
+    batch, n, k, d_k, d_v = (sizes[s] for s in ("batch", "n", "k", "d_k", "d_v"))
+    lead = (batch, sizes["h"]) if "h" in sizes else (batch,)
+    q, key = torch.randn(*lead, n, d_k, generator=g), torch.randn(*lead, n, d_k, generator=g)
+    v = torch.randn(*lead, n, d_v, generator=g)
+    E, F_ = torch.randn(k, n, generator=g), torch.randn(k, n, generator=g)
+    _check_linformer_on(fn, name, q, key, v, E, F_)
+
+
+def _linformer_hint(passed: list, sizes: dict, message: str) -> str:
+    if "h" in sizes:
+        return ("\nHint: the same function passed with inputs (batch, n, d_k) but not with heads in front, "
+                f"(batch={sizes['batch']}, h={sizes['h']}, n={sizes['n']}, d_k={sizes['d_k']}), as a model's "
+                "attention has them: count dimensions from the end, transpose(-2, -1) rather than "
+                "transpose(1, 2), softmax(dim=-1); E @ key works with any dimensions in front (an einsum "
+                "written for three dimensions does not).")
+    return _hard_coded_hint(passed, sizes, message, "Read the sizes from the tensors' shapes.")
+
+
+def _linformer_range(dtype: torch.dtype, sign: int, g: torch.Generator) -> tuple:
+    """Inputs whose scores all sit far from 0, above the largest or below the smallest argument
+    exp takes in ``dtype`` (88.7 in float32, 709.8 in float64): small integers, d_k = 4 (scale
+    2) and E of three ones per row, so that every score is exact in any order of the products,
+    and a last feature that adds the same large number to every score of a row."""
+    batch, n, k, d_v = 2, 8, 3, 5
+    big = sign * (140 if dtype == torch.float32 else 600)  # scores = (small integer + 3 big) / 2
+    q = torch.cat([torch.randint(-2, 3, (batch, n, 3), generator=g), torch.full((batch, n, 1), big)], -1)
+    key = torch.cat([torch.randint(-2, 3, (batch, n, 3), generator=g), torch.ones(batch, n, 1, dtype=torch.long)], -1)
+    E = torch.zeros(k, n, dtype=dtype)
+    for row in range(k):
+        E[row, torch.randperm(n, generator=g)[:3]] = 1.0
+    F_ = torch.randn(k, n, generator=g, dtype=dtype)
+    v = torch.randn(batch, n, d_v, generator=g, dtype=dtype)
+    return q.to(dtype), key.to(dtype), v, E, F_
 
 
 def check_linformer_attention(linformer_attention_fn: Callable) -> None:
     """Check ``linformer_attention(query, key, value, E, F)``: softmax(Q (EK)^T / sqrt(d_k)) (FV) and
-    its (batch, n, k) weights, on ``LINFORMER_SIZES``, and that k = n with E = F = I is attention.
+    its (..., n, k) weights, on ``LINFORMER_SIZES`` (a batch of one, heads in front), on scores all
+    far above or far below 0 in float32 and float64, that a second call leaves the first result as
+    it was, and that k = n with E = F = I is attention.
 
-    Diagnoses: not a pair, wrong shapes, E and F swapped, no scaling, scaling by sqrt(k), the softmax
-    over the queries, the values projected with E, weights not returned, sizes written into the code."""
+    Diagnoses: not a pair, wrong shapes, a batch of one squeezed away, E and F swapped, no scaling,
+    scaling by sqrt(k), the softmax over the queries, the values projected with E, weights not
+    returned, dimensions counted from the front (heads in front), a softmax without the max shift
+    (large scores) or with it only when scores are large (very negative scores), a result of
+    another dtype (float64 inputs), a result that a second call overwrites, sizes written into the
+    code."""
     name = _function(linformer_attention_fn, "check_linformer_attention", "linformer_attention")
     g = torch.Generator().manual_seed(11)
     _run_on_all_sizes(lambda sizes: _check_linformer_once(linformer_attention_fn, name, sizes, g), LINFORMER_SIZES,
-                      _hint("Read the sizes from the tensors' shapes."))
+                      _linformer_hint)
+    for dtype in (torch.float32, torch.float64):
+        for sign, scores in ((1, "large"), (-1, "very negative")):
+            inputs = _linformer_range(dtype, sign, g)
+            _check_linformer_on(linformer_attention_fn, name, *inputs, where=f" with {scores} scores", scores=scores)
+    first, second = _linformer_range(torch.float32, 1, g), _linformer_range(torch.float32, 1, g)
+    _alias_check(linformer_attention_fn, name, first, second, ("query", "key", "value", "E", "F"),
+                 f"{name}(query {tuple(first[0].shape)}, ...)")
     q = torch.randn(2, 6, 8, generator=g)
     eye = torch.eye(6)
     out = _tensor(_call(linformer_attention_fn, q, q, q, eye, eye, roles=("query", "key", "value", "E", "F"))[0],
                   name, "the output", like=q)
     _assert_close(out, F.scaled_dot_product_attention(q, q, q), "the output with k = n and E = F = I", atol=1e-4)
     print(f"check_linformer_attention passed: {name} equals the course's linformer_attention on "
-          f"{len(LINFORMER_SIZES)} sizes, and attention itself (F.scaled_dot_product_attention) with E = F = I.")
+          f"{len(LINFORMER_SIZES)} sizes (heads in front among them) and on scores far above and below 0 in "
+          "float32 and float64, and attention itself (F.scaled_dot_product_attention) with E = F = I.")
 
 
 # ---------------------------------------------------------------- exercise 11.3: rank for energy
@@ -169,14 +266,28 @@ def _rank(weights, energy, square=True, plus_one=True, strict=True):
 
 def _check_rank_once(fn: Callable, name: str, sizes: dict, g: torch.Generator) -> None:
     batch, L, energy = sizes["batch"], sizes["L"], sizes["energy"]
-    weights = (3 * torch.randn(batch, L, L, generator=g)).softmax(-1)
+    dtype = torch.float64 if energy == 1.0 else torch.float32
+    weights = (3 * torch.randn(batch, L, L, generator=g, dtype=dtype)).softmax(-1)
     weights[0] = torch.eye(L)  # the identity: every direction holds 1/L of the energy
-    weights[-1] = torch.full((L, L), 1.0 / L) if batch > 1 else weights[-1]  # uniform: rank 1
-    call = f"{name}(weights {tuple(weights.shape)}, energy={energy})"
-    got = _call(fn, weights, energy, roles=("weights", "energy"))
+    uniform = torch.full((L, L), 1.0 / L, dtype=dtype)
+    if batch > 2:  # nearly uniform: L - 1 directions of singular value 1e-4 each (1e-8 of the energy)
+        weights[1] = (1 - 1e-4) * uniform + 1e-4 * torch.eye(L, dtype=dtype)
+    weights[-1] = uniform if batch > 1 else weights[-1]  # uniform: rank 1
+    kind = ", float64" if dtype == torch.float64 else ""
+    call = f"{name}(weights {tuple(weights.shape)}{kind}, energy={energy})"
+    try:
+        got = _call(fn, weights, energy, roles=("weights", "energy"))
+    except ExerciseFailed as err:
+        if energy == 1.0 and getattr(err, "generic", False):  # energy = 1.0 refused, or what it leads to
+            raise ExerciseFailed(f"{err}\nenergy = 1.0 (all of the energy) is a goal the exercise allows: "
+                                 "any energy in (0, 1].") from None
+        raise
     if not isinstance(got, torch.Tensor):
         raise ExerciseFailed(f"{call} returned {type(got).__name__}: return a tensor of ranks, one per matrix.")
-    _shape(got, (batch,), call, " One rank per matrix: reduce over the singular values (dim=-1).")
+    hint = " One rank per matrix: reduce over the singular values (dim=-1)."
+    if batch == 1 and got.dim() == 0:
+        hint = _SQUEEZED
+    _shape(got, (batch,), call, hint)
     if got.is_floating_point() or got.is_complex() or got.dtype == torch.bool:
         raise ExerciseFailed(f"{call} is a {got.dtype} tensor; a rank is an integer: count with .sum(-1).")
     expected = rank_for_energy(weights, energy)
@@ -194,19 +305,40 @@ def _check_rank_once(fn: Callable, name: str, sizes: dict, g: torch.Generator) -
     for candidate, message in mistakes:
         if torch.equal(got.long(), candidate):
             raise ExerciseFailed(message)
+    rounding = ""
+    if energy == 1.0:
+        rounding = (" The share kept by all the ranks is 1 only up to rounding (it can come out as "
+                    "0.9999999999999999): compare with energy - 1e-9, as the exercise says, so that "
+                    "energy = 1.0 is reached.")
+    if bool((got.long() > L).any()) or bool((got.long() < 1).any()):
+        raise ExerciseFailed(f"{call} gives ranks {got.tolist()}: a rank of an {L} x {L} matrix lies between 1 "
+                             f"and {L}.{rounding}")
+    if batch > 2 and int(got[1]) != int(expected[1]) and bool((got.long() == expected)[2:].all()):
+        raise ExerciseFailed(
+            f"{call} gives ranks {got.tolist()}, the course's rank_for_energy {expected.tolist()}: matrix 1 is "
+            f"nearly uniform, 0.9999 / {L} everywhere plus 1e-4 on the diagonal; its last {L - 1} ranks hold "
+            "1e-8 of its energy each, which float32 (about 7 digits) rounds away, and so does a slack "
+            "larger than 1e-9. Compute the singular values in float64 (weights.double()) and compare the "
+            "shares with energy - 1e-9.")
     raise _generic(f"{call} gives ranks {got.tolist()}, the course's rank_for_energy {expected.tolist()}; the "
-                   f"identity (matrix 0) needs ceil(energy * L) = {math.ceil(energy * L - 1e-9)}.")
+                   f"identity (matrix 0) needs ceil(energy * L) = {math.ceil(energy * L - 1e-9)}.{rounding}")
 
 
 def check_rank_for_energy(rank_for_energy_fn: Callable) -> None:
     """Check ``rank_for_energy(weights, energy)``: the smallest rank keeping ``energy`` of the squared
-    singular values, per matrix, on ``RANK_SIZES`` (the identity, uniform and random softmax matrices).
+    singular values, per matrix, on ``RANK_SIZES`` (the identity, uniform, nearly uniform and random
+    softmax matrices; energy = 1.0 on float64 matrices), then a batch of one (``RANK_EDGES``).
 
-    Diagnoses: not a tensor, one rank for all, floats, singular values not squared, off by one, <= for <,
-    the full rank whatever the energy, sizes written into the code."""
+    Diagnoses: not a tensor, one rank for all, a batch of one squeezed away, floats, singular values
+    not squared, off by one, <= for <, the full rank whatever the energy, a rank beyond 1 .. L
+    (energy = 1.0 compared without the slack), shares in float32 or with a slack above 1e-9 (a
+    nearly uniform matrix), energy = 1.0 refused, sizes written into the code."""
     name = _function(rank_for_energy_fn, "check_rank_for_energy", "rank_for_energy")
     g = torch.Generator().manual_seed(12)
     _run_on_all_sizes(lambda sizes: _check_rank_once(rank_for_energy_fn, name, sizes, g), RANK_SIZES,
                       _hint("Read the sizes from weights.shape and use the energy you are given."))
-    print(f"check_rank_for_energy passed: {name} equals the course's rank_for_energy on {len(RANK_SIZES)} "
-          "batches of attention matrices, the identity and uniform attention among them.")
+    for sizes in RANK_EDGES:
+        _check_rank_once(rank_for_energy_fn, name, sizes, g)
+    print(f"check_rank_for_energy passed: {name} equals the course's rank_for_energy on {len(RANK_SIZES + RANK_EDGES)} "
+          "batches of attention matrices, the identity, uniform and nearly uniform attention among them, "
+          "energy = 1.0 included.")

@@ -21,7 +21,7 @@ from annotated.heads import (
     collect_attention, head_statistics, sentence_attention, teacher_forced_batches, to_words, word_ids,
 )
 from annotated.support.grading.core import (
-    ExerciseFailed, _assert_close, _call, _function, _hard_coded_hint, _run_on_all_sizes, _same,
+    ExerciseFailed, _aliasing, _assert_close, _call, _function, _hard_coded_hint, _run_on_all_sizes, _same,
     _shape, _tensor,
 )
 from annotated.vocab import PAD
@@ -29,11 +29,19 @@ from annotated.vocab import PAD
 # Sizes of each check: within a set all differ, from one set to the next every one changes.
 # to_words: lead = the dimensions in front of (L_q, L_k) (none, (batch,) or (batch, h)).
 WORDS_SIZES = [dict(lead=(3,), L_q=7, L_k=9), dict(lead=(2, 4), L_q=10, L_k=6), dict(lead=(), L_q=5, L_k=8)]
-# normalized_entropy: attention (batch, h, L_q, L_k), as one block of the model gives it.
+# Edge cases after the sizes, each with what it tries: a batch of one whose decoder has read
+# only <s> (L_q = 1), and key pieces cut off inside a word (the last two pieces end in '@@', as
+# in a sentence truncated to a maximum length).
+WORDS_EDGES = [(dict(lead=(1,), L_q=1, L_k=11), "a batch of one sentence whose single query piece is <s>"),
+               (dict(lead=(5, 2), L_q=8, L_k=7, cut=True), "key pieces that stop inside a word")]
+# normalized_entropy: attention (batch, h, L_q, L_k), as one block of the model gives it; then
+# a batch of one sentence.
 ENTROPY_SIZES = [dict(batch=3, h=5, L_q=6, L_k=8), dict(batch=4, h=2, L_q=9, L_k=7),
                  dict(batch=2, h=6, L_q=5, L_k=10)]
-# previous_token_share: self-attention (batch, h, L, L).
+ENTROPY_EDGES = [(dict(batch=1, h=3, L_q=7, L_k=9), "a batch of one sentence")]
+# previous_token_share: self-attention (batch, h, L, L); then a batch of one sentence.
 PREVIOUS_SIZES = [dict(batch=3, h=5, L=7), dict(batch=5, h=2, L=9), dict(batch=2, h=6, L=5)]
+PREVIOUS_EDGES = [(dict(batch=1, h=4, L=8), "a batch of one sentence")]
 # em_step: V_e English and V_f German words (NULL included), `pairs` sentence pairs of at most
 # L_de German and L_en English words.
 EM_SIZES = [dict(V_e=9, V_f=8, pairs=5, L_de=4, L_en=3), dict(V_e=6, V_f=11, pairs=7, L_de=5, L_en=8),
@@ -77,6 +85,36 @@ def _shipped() -> tuple[dict, object]:
     return blocks, sentence
 
 
+def _alias_check(fn: Callable, name: str, first_args: tuple, second_args: tuple, roles: tuple, call: str) -> None:
+    """Call ``fn`` twice on inputs of the same shapes and different values: the first result
+    must come out of the second call as it was (not a view of a buffer the function reuses)."""
+    first = _call(fn, *first_args, roles=roles)
+    _aliasing(lambda: _call(fn, *second_args, roles=roles), first, name, f"the result of {call}")
+
+
+def _on_edges(check_once: Callable, edges: list) -> None:
+    """Run ``check_once(sizes)`` on each edge case (sizes, what it tries), after the size sets
+    passed; a failure no known mistake explains says which edge case it is."""
+    for sizes, what in edges:
+        try:
+            check_once(sizes)
+        except ExerciseFailed as err:
+            if not getattr(err, "generic", False):
+                raise
+            shown = ", ".join(f"{k}={v}" for k, v in sizes.items())
+            raise ExerciseFailed(f"{err}\nThis is on {what} ({shown}); every set of sizes passed before "
+                                 "it, so look for what your code assumes about it.") from None
+
+
+def _in_float64(err: ExerciseFailed) -> ExerciseFailed:
+    """A failure on float64 inputs, after every float32 shape passed."""
+    if "for torch.float64 inputs" in str(err):  # the dtype message says it all
+        return err
+    return ExerciseFailed(f"{err}\nThis is on float64 inputs; every float32 shape passed before it: keep "
+                          "every step in the dtype of the inputs (no .float(), and dtype=... or *_like for "
+                          "a tensor you create).")
+
+
 def _on_the_model(err: ExerciseFailed, where: str) -> ExerciseFailed:
     """A failure on the shipped model's attention, after every random shape passed."""
     return ExerciseFailed(
@@ -91,9 +129,17 @@ def _on_the_model(err: ExerciseFailed, where: str) -> ExerciseFailed:
 _SYLLABLES = ("ka", "lo", "mi", "ne", "ru", "sa", "ti", "vo", "ber", "gen", "hut", "stein", "wehr")
 
 
-def _random_pieces(length: int, g: torch.Generator, end: bool) -> list[str]:
+def _random_pieces(length: int, g: torch.Generator, end: bool, cut: bool = False) -> list[str]:
     """``length`` byte-pair pieces: <s>, words of one to three pieces (at least one word of
-    several), maybe a '@@,', a final '@@.', and </s> when ``end``."""
+    several), maybe a '@@,', a final '@@.', and </s> when ``end``; with ``cut``, the sentence
+    stops inside a word instead: its last two pieces end in '@@' (no '@@.', no </s>).
+    ``length`` 1 is <s> alone (a decoder that has read nothing else)."""
+    if length == 1:
+        return ["<s>"]
+    if cut:
+        pieces = _random_pieces(length, g, end=False)[:-1]  # without the final '@@.'
+        pick = torch.randint(len(_SYLLABLES), (2,), generator=g).tolist()
+        return [*pieces[:-1], _SYLLABLES[pick[0]] + JOIN, _SYLLABLES[pick[1]] + JOIN]
     n = length - 2 - end  # pieces between <s> and the final '@@.'
     sizes: list[int] = []
     while sum(sizes) < n:
@@ -188,6 +234,9 @@ def _check_words_on(fn: Callable, name: str, weights: torch.Tensor, queries: lis
                 "the previous word. In notebook 10, '@@' at the start only means 'no space before "
                 "it': '@@.' is a word of its own. Only a piece that ENDS in '@@' is continued by the "
                 "next one: a new word starts after every piece that does not end in '@@'.")
+    elif got.numel() == expected.numel() and 1 in (*lead, W_q, W_k):
+        hint = (" A dimension of size 1 is gone (a .squeeze() drops every one: a batch of one "
+                "sentence, a single query word): keep them all, or squeeze only the dimension you mean.")
     _shape(got, (*lead, W_q, W_k), f"{name}(weights of shape {tuple(weights.shape)}, {L_q} query "
            f"pieces in {W_q} words, {L_k} key pieces in {W_k} words), (..., W_q, W_k)", hint)
     if _same(got, expected):
@@ -198,17 +247,32 @@ def _check_words_on(fn: Callable, name: str, weights: torch.Tensor, queries: lis
     _assert_close(got, expected, f"the word-level attention of {name} (the reference: annotated.heads.to_words)")
 
 
-def _check_words_once(fn: Callable, name: str, sizes: dict, g: torch.Generator) -> None:
+def _words_inputs(sizes: dict, g: torch.Generator, dtype: torch.dtype = torch.float32):
     lead, L_q, L_k = tuple(sizes["lead"]), sizes["L_q"], sizes["L_k"]
     while True:  # word counts that tell every wrong shape apart
         queries = _random_pieces(L_q, g, end=False)  # as a decoder reads: <s> ... (no </s>)
-        keys = _random_pieces(L_k, g, end=True)  # as the encoder reads: <s> ... </s>
+        keys = _random_pieces(L_k, g, end=True, cut=sizes.get("cut", False))  # as the encoder reads: <s> ... </s>
         W_q, W_k = word_ids(queries)[-1] + 1, word_ids(keys)[-1] + 1
         joined = (max(_ids_joining_at_both_ends(queries)) + 1, max(_ids_joining_at_both_ends(keys)) + 1)
         if len({(W_q, W_k), (W_k, W_q), (L_q, L_k), joined}) == 4:
             break
-    weights = torch.randn(*lead, L_q, L_k, generator=g).mul(2).softmax(-1)
-    _check_words_on(fn, name, weights, queries, keys)
+    weights = torch.randn(*lead, L_q, L_k, generator=g, dtype=dtype).mul(2).softmax(-1)
+    return weights, queries, keys
+
+
+def _check_words_once(fn: Callable, name: str, sizes: dict, g: torch.Generator,
+                      dtype: torch.dtype = torch.float32) -> None:
+    weights, queries, keys = _words_inputs(sizes, g, dtype)
+    try:
+        _check_words_on(fn, name, weights, queries, keys)
+    except ExerciseFailed as err:
+        if not (sizes.get("cut") and getattr(err, "generic", False)):
+            raise
+        raise ExerciseFailed(
+            f"{err}\nHere the key pieces stop inside a word, {keys[-3:]}: a sentence cut off at a "
+            "maximum length. The pieces that end in '@@' at the end still make one word with the "
+            "pieces before them: count the words from the word ids (the last id + 1), not from the "
+            "pieces that do not end in '@@'.") from None
 
 
 def _words_hint(passed: list, sizes: dict, message: str) -> str:
@@ -220,17 +284,30 @@ def check_to_words(to_words_fn: Callable) -> None:
     """Check ``to_words(weights, query_pieces, key_pieces)``: piece-level attention
     (..., L_q, L_k) -> word-level (..., W_q, W_k), attention to a word summed over its pieces,
     from a word averaged over them (Clark et al., 2019), on random attention with no, one and
-    two dimensions in front (``WORDS_SIZES``), then on the shipped model's cross-attention and
-    decoder self-attention of one sentence.
+    two dimensions in front (``WORDS_SIZES``), then a batch of one with the single query piece <s>
+    and key pieces cut off inside a word (``WORDS_EDGES``), on float64 attention, twice in a row (the first result must
+    survive the second call), then on the shipped model's cross-attention and decoder
+    self-attention of one sentence.
 
     Diagnoses: an input changed in place, a result of another kind (dtype, device, not a
     tensor), the pieces not grouped, a transposed result, '@@.' joined to the previous word,
     sums on both sides, means on both sides, sum and mean swapped, a word's row taken from its
-    first or its last piece, int64 one-hot matrices, and sizes written into the code.
+    first or its last piece, int64 one-hot matrices, float32 one-hot matrices or results for
+    float64 attention, a dimension of size 1 squeezed away, the last word lost when the pieces
+    end inside a word, a result that a second call overwrites, and sizes written into the code.
     """
     name = _function(to_words_fn, "check_to_words", "to_words")
     g = torch.Generator().manual_seed(10)
     _run_on_all_sizes(lambda sizes: _check_words_once(to_words_fn, name, sizes, g), WORDS_SIZES, _words_hint)
+    _on_edges(lambda sizes: _check_words_once(to_words_fn, name, sizes, g), WORDS_EDGES)
+    try:
+        _check_words_once(to_words_fn, name, WORDS_SIZES[0], g, torch.float64)
+    except ExerciseFailed as err:
+        raise _in_float64(err) from None
+    weights, queries, keys = _words_inputs(WORDS_SIZES[1], g)
+    other = torch.randn(weights.shape, generator=g).softmax(-1)  # the same pieces, other weights
+    _alias_check(to_words_fn, name, (weights, queries, keys), (other, list(queries), list(keys)),
+                 ("weights", "query_pieces", "key_pieces"), f"{name}(weights of shape {tuple(weights.shape)}, ...)")
     _, sentence = _shipped()
     for kind in ("cross", "decoder"):
         queries, keys = sentence.labels(kind)
@@ -241,7 +318,8 @@ def check_to_words(to_words_fn: Callable) -> None:
     print(
         f"check_to_words passed: {name} sums the attention to each word's pieces and averages the "
         f"rows of each word's pieces, as annotated.heads.to_words, on random attention of "
-        f"{len(WORDS_SIZES)} shapes and on the shipped model's cross- and decoder self-attention."
+        f"{len(WORDS_SIZES)} shapes, a batch of one, a sentence cut inside a word and float64, and on "
+        "the shipped model's cross- and decoder self-attention."
     )
 
 
@@ -253,10 +331,12 @@ def _key_lengths(batch: int, L: int) -> torch.Tensor:
     return torch.tensor([max(2, L - b) for b in range(batch)])
 
 
-def _entropy_inputs(sizes: dict, case: str, g: torch.Generator):
+def _entropy_inputs(sizes: dict, case: str, g: torch.Generator, dtype: torch.dtype = torch.float32):
     """(weights, mask, query_valid) of random attention: 'full' (every key visible, no padding),
     'padding' (keys and queries padded, mask (batch, 1, L_k)) or 'causal' (a mask
-    (batch, L_q, L_k): query i sees keys 0 .. i that are not padding)."""
+    (batch, L_q, L_k): query i sees keys 0 .. i that are not padding). The last head is the
+    sharpest: it gives exactly 0 to about a third of the keys its mask allows (key 0 never), as
+    a sharp head does where the exponential underflows."""
     batch, h, L_q, L_k = sizes["batch"], sizes["h"], sizes["L_q"], sizes["L_k"]
     keys = torch.arange(L_k) < _key_lengths(batch, L_k)[:, None]  # (batch, L_k)
     query_valid = torch.arange(L_q) < _key_lengths(batch, L_q)[:, None]  # (batch, L_q)
@@ -268,7 +348,10 @@ def _entropy_inputs(sizes: dict, case: str, g: torch.Generator):
     # Heads from diffuse to sharp; padded query rows sharper still, so that counting them shows.
     sharpness = torch.linspace(0.3, 3.0, h)[None, :, None, None]
     sharpness = sharpness * torch.where(query_valid, 1.0, 4.0)[:, None, :, None]
-    scores = torch.randn(batch, h, L_q, L_k, generator=g) * sharpness
+    scores = torch.randn(batch, h, L_q, L_k, generator=g, dtype=dtype) * sharpness
+    hard = torch.rand(batch, L_q, L_k, generator=g) < 1 / 3  # keys the last head gives exactly 0
+    hard[..., 0] = False
+    scores[:, -1] = scores[:, -1].masked_fill(hard, float("-inf"))
     weights = scores.masked_fill(~mask[:, None], float("-inf")).softmax(-1)  # masked keys: exactly 0
     return weights, mask, query_valid
 
@@ -289,15 +372,21 @@ def _entropy_mistake(got: torch.Tensor, weights, mask, query_valid, case: str) -
     L_k = weights.size(-1)
     per_head = lambda x, r=rows: (x * r).sum((0, 2))  # noqa: E731  (h,)
     ratio = per_head(entropy) / per_head(log_n)
-    if got.isnan().any() and case == "padding":  # the first case with weights that are exactly 0
-        return ("your result is NaN where weights are exactly 0 (the keys the mask hides): "
-                "weights.log() is -inf there, and 0 * -inf is NaN. The entropy counts 0 log 0 "
-                "as 0: compute p * log(p) with torch.special.xlogy(p, p), or take the log of "
-                "weights.clamp_min(1e-12), as head_statistics does.")
+    if got.isnan().any() and (weights == 0).any():
+        return ("your result is NaN where weights are exactly 0 (the keys the mask hides, and keys a "
+                "sharp head gives no weight at all): weights.log() is -inf there, and 0 * -inf is "
+                "NaN. The entropy counts 0 log 0 as 0: compute p * log(p) with "
+                "torch.special.xlogy(p, p), or take the log of weights.clamp_min(1e-12), as "
+                "head_statistics does.")
     per_row = torch.where(log_n > 0, entropy / log_n.clamp_min(1e-300), torch.zeros_like(entropy))
+    nonzero = (weights > 0).sum(-1).double().log()  # (batch, h, L_q): log of the keys of nonzero weight
     sentence_ratio = (entropy * rows).sum(2) / (log_n * rows).sum(2)  # (batch, h)
     sentence_rows = rows.sum(2)  # (batch, h)
     mistakes = [
+        (per_head(entropy) / per_head(nonzero),
+         "your n counts the keys of nonzero weight (weights > 0); n is the number of keys the MASK "
+         "lets the row see, mask.sum(-1), whether the head gives them weight or not: a sharp head "
+         "can put exactly 0 on a key it may see, and a row on one key of n has entropy 0 of log n."),
         (per_head(entropy) / per_head(torch.ones_like(entropy)),
          "your result is the mean entropy, not normalized: divide it by the mean of log n, where "
          "n is the number of keys each row may see (log n is the most entropy a row can have)."),
@@ -327,7 +416,9 @@ def _entropy_mistake(got: torch.Tensor, weights, mask, query_valid, case: str) -
         ((per_row * rows).sum((0, 2)) / rows.sum((0, 2)),
          "you divided row by row and averaged the ratios: notebook 10 divides the mean entropy by "
          "the mean log n, sum(entropy) / sum(log n) over the valid rows of each head (a row that "
-         "sees one key has 0 / 0)."),
+         "sees one key has 0 / 0; leaving such rows out of the mean of ratios does not make it "
+         "the ratio of the sums)."),
+
         (sentence_ratio.mean(0),
          "you took the ratio of each sentence first, then averaged over the sentences: sum over "
          "all the valid rows of the block at once, so that every row weighs the same (long "
@@ -367,7 +458,8 @@ def _check_entropy_on(fn: Callable, name: str, weights, mask, query_valid, case:
     message = _entropy_mistake(got, weights, mask, query_valid, case)
     if message:
         raise ExerciseFailed(message)
-    _assert_close(got, expected, f"the entropy / log n of each head ({_ENTROPY_CASES[case]}; the reference: "
+    _assert_close(got, expected, f"the entropy / log n of each head (weights {tuple(weights.shape)} "
+                  f"{weights.dtype}, mask {tuple(mask.shape)}; {_ENTROPY_CASES[case]}; the reference: "
                   "annotated.heads.head_statistics)")
 
 
@@ -375,9 +467,10 @@ _ENTROPY_CASES = {"full": "no mask and no padding", "padding": "padded keys and 
                   "causal": "a causal mask (batch, L_q, L_k) and padding"}
 
 
-def _check_entropy_once(fn: Callable, name: str, sizes: dict, g: torch.Generator) -> None:
+def _check_entropy_once(fn: Callable, name: str, sizes: dict, g: torch.Generator,
+                        dtype: torch.dtype = torch.float32) -> None:
     for case in _ENTROPY_CASES:
-        weights, mask, query_valid = _entropy_inputs(sizes, case, g)
+        weights, mask, query_valid = _entropy_inputs(sizes, case, g, dtype)
         _check_entropy_on(fn, name, weights, mask, query_valid, case)
 
 
@@ -389,20 +482,32 @@ def check_normalized_entropy(normalized_entropy: Callable) -> None:
     """Check ``normalized_entropy(weights, mask, query_valid) -> (h,)``: per head, the mean
     entropy of the valid rows over their mean log n, as notebook 10's ``entropy / log n``, on
     random attention of the sizes of ``ENTROPY_SIZES`` (each without padding, with padded keys
-    and queries, and with a causal mask), then on the shipped model's nine blocks of four
-    sentences.
+    and queries, and with a causal mask; one head with exact zeros on keys its mask allows),
+    a batch of one (``ENTROPY_EDGES``), in float64, twice in a row (the first result must survive the second call),
+    then on the shipped model's nine blocks of four sentences.
 
     Diagnoses: an input changed in place, a result of another kind, one number per sentence,
     per row or for the whole block instead of per head, no normalization, a lost minus sign,
-    entropy and log n in two bases (bits, nats, log10), log L_k instead of log n, padded rows
-    counted (in either sum or both), NaN from 0 log 0, ratios taken row by row and averaged,
-    sentences averaged first, the mask's missing head dimension,
-    and sizes written into the code.
+    entropy and log n in two bases (bits, nats, log10), log L_k instead of log n, n counted
+    from the keys of nonzero weight instead of the mask, padded rows counted (in either sum or
+    both), NaN from 0 log 0, ratios taken row by row and averaged (with or without the rows
+    that see one key), sentences averaged first, the mask's missing head dimension, a float32
+    result for float64 attention, a result that a second call overwrites, and sizes written
+    into the code.
     """
     name = _function(normalized_entropy, "check_normalized_entropy", "normalized_entropy")
     g = torch.Generator().manual_seed(11)
     _run_on_all_sizes(lambda sizes: _check_entropy_once(normalized_entropy, name, sizes, g),
                       ENTROPY_SIZES, _entropy_hint)
+    _on_edges(lambda sizes: _check_entropy_once(normalized_entropy, name, sizes, g), ENTROPY_EDGES)
+    try:
+        _check_entropy_once(normalized_entropy, name, ENTROPY_SIZES[0], g, torch.float64)
+    except ExerciseFailed as err:
+        raise _in_float64(err) from None
+    first = _entropy_inputs(ENTROPY_SIZES[0], "padding", g)
+    second = _entropy_inputs(ENTROPY_SIZES[0], "padding", g)
+    _alias_check(normalized_entropy, name, first, second, ("weights", "mask", "query_valid"),
+                 f"{name}(weights of shape {tuple(first[0].shape)}, ...)")
     blocks, _ = _shipped()
     case = {"encoder": "padding", "decoder": "causal", "cross": "padding"}
     for kind, (weights, mask, query_valid) in blocks.items():
@@ -415,11 +520,30 @@ def check_normalized_entropy(normalized_entropy: Callable) -> None:
     print(
         f"check_normalized_entropy passed: {name} gives each head's mean entropy over its mean "
         f"log n, as annotated.heads.head_statistics, on random attention of {len(ENTROPY_SIZES)} "
-        "shapes (no mask, padding, a causal mask) and on the shipped model's 9 blocks."
+        "shapes (no mask, padding, a causal mask; weights of exactly 0 on keys the mask allows), a batch "
+        "of one and float64, and on the shipped model's 9 blocks."
     )
 
 
 # ---------------------------------------------------------------- the previous-token head
+
+
+def _with_ties(weights: torch.Tensor, g: torch.Generator) -> torch.Tensor:
+    """``weights`` with about a third of the rows i >= 1 replaced by rows whose largest weight is
+    shared, exactly, by key i - 1 and one other key: an earlier one (argmax gives that one, not
+    i - 1) or, in row 1 and in about half of the others, a later one (argmax gives i - 1)."""
+    batch, h, L, _ = weights.shape
+    i = torch.arange(L)
+    values = torch.rand(batch, h, L, L, generator=g, dtype=weights.dtype) * 0.5  # below the tie
+    draw = torch.rand(batch, h, L, generator=g, dtype=torch.float64)
+    earlier = (draw * (i - 1).clamp(min=0)).long()  # 0 .. i - 2
+    later = i + (draw * (L - i)).long()  # i .. L - 1
+    other = torch.where((torch.rand(batch, h, L, generator=g) < 0.5) & (i >= 2), earlier, later.clamp(max=L - 1))
+    values = values.scatter(-1, other[..., None], 1.0)
+    values[:, :, i[1:], i[1:] - 1] = 1.0  # key i - 1 ties with `other`
+    tied = values / values.sum(-1, keepdim=True)  # equal numbers over the same sum: still equal
+    rows = (torch.rand(batch, h, L, generator=g) < 1 / 3) & (i >= 1)
+    return torch.where(rows[..., None], tied, weights)
 
 
 def _previous_inputs(sizes: dict, g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
@@ -501,7 +625,8 @@ def _previous_mistake(got: torch.Tensor, weights: torch.Tensor, query_valid: tor
     return None
 
 
-def _check_previous_on(fn: Callable, name: str, weights: torch.Tensor, query_valid: torch.Tensor) -> None:
+def _check_previous_on(fn: Callable, name: str, weights: torch.Tensor, query_valid: torch.Tensor,
+                       ties: bool = False) -> None:
     batch, h, L, _ = weights.shape
     expected = _previous_reference(weights, query_valid)
     result = _call(fn, weights, query_valid, roles=("weights", "query_valid"))
@@ -516,11 +641,28 @@ def _check_previous_on(fn: Callable, name: str, weights: torch.Tensor, query_val
     _shape(got, (h,), f"{name}(weights of shape {tuple(weights.shape)}, ...), one number per head", hint)
     if _same(got, expected):
         return
+    if ties:  # the same sizes passed without ties
+        raise ExerciseFailed(
+            f"your shares are right on rows with one largest weight but not on rows where two keys "
+            f"share the largest weight exactly (weights of shape {tuple(weights.shape)}: ties of key "
+            "i - 1 with an earlier or a later key). Notebook 10 counts a row as on i - 1 when "
+            "weights.argmax(-1) == i - 1: argmax gives the FIRST of the tied keys, so a tie with an "
+            "earlier key is not on i - 1 and a tie with a later key is. Comparing the weight on i - 1 "
+            "with the row's maximum counts every tie; topk, sort and an argmax of the flipped row may "
+            "give another of the tied keys.")
     message = _previous_mistake(got, weights, query_valid)
     if message:
         raise ExerciseFailed(message)
     _assert_close(got, expected, "the share of rows whose maximum is on i - 1 (the reference: "
-                  "annotated.heads.head_statistics)")
+                  f"annotated.heads.head_statistics; weights {tuple(weights.shape)} {weights.dtype})")
+
+
+def _check_previous_once(fn: Callable, name: str, sizes: dict, g: torch.Generator,
+                         dtype: torch.dtype = torch.float32) -> None:
+    weights, query_valid = _previous_inputs(sizes, g)
+    weights = weights.to(dtype)
+    _check_previous_on(fn, name, weights, query_valid)
+    _check_previous_on(fn, name, _with_ties(weights, g), query_valid, ties=True)
 
 
 def _previous_hint(passed: list, sizes: dict, message: str) -> str:
@@ -530,20 +672,32 @@ def _previous_hint(passed: list, sizes: dict, message: str) -> str:
 def check_previous_token_share(previous_token_share: Callable) -> None:
     """Check ``previous_token_share(weights, query_valid) -> (h,)``: per head, the share of
     valid query rows whose largest weight is on key i - 1 (notebook 10's offset -1), on random
-    self-attention of the sizes of ``PREVIOUS_SIZES``, then on the shipped model's encoder and
-    decoder self-attention of four sentences.
+    self-attention of the sizes of ``PREVIOUS_SIZES`` and a batch of one (``PREVIOUS_EDGES``),
+    each without and with exact ties for the largest weight, in float64, twice in a row (the first result must
+    survive the second call), then on the shipped model's encoder and decoder self-attention of
+    four sentences.
 
     Diagnoses: an input changed in place, a result of another kind, one number per sentence,
     per row or for the block, i + 1 or i instead of i - 1, the first row wrapping around to the
     last key, the first row left out of the count, padded rows counted (above, below or on both
     sides of the fraction bar), the mean weight on i - 1 instead of the share of maxima, the
     maximum over the queries, a count or a percentage instead of a share, sentences averaged
-    first, and sizes written into the code.
+    first, a tie for the largest weight not settled as argmax settles it (the first of the tied
+    keys), a float32 result for float64 attention, a result that a second call overwrites, and
+    sizes written into the code.
     """
     name = _function(previous_token_share, "check_previous_token_share", "previous_token_share")
     g = torch.Generator().manual_seed(12)
-    _run_on_all_sizes(lambda sizes: _check_previous_on(previous_token_share, name, *_previous_inputs(sizes, g)),
+    _run_on_all_sizes(lambda sizes: _check_previous_once(previous_token_share, name, sizes, g),
                       PREVIOUS_SIZES, _previous_hint)
+    _on_edges(lambda sizes: _check_previous_once(previous_token_share, name, sizes, g), PREVIOUS_EDGES)
+    try:
+        _check_previous_once(previous_token_share, name, PREVIOUS_SIZES[0], g, torch.float64)
+    except ExerciseFailed as err:
+        raise _in_float64(err) from None
+    first, second = _previous_inputs(PREVIOUS_SIZES[0], g), _previous_inputs(PREVIOUS_SIZES[0], g)
+    _alias_check(previous_token_share, name, first, second, ("weights", "query_valid"),
+                 f"{name}(weights of shape {tuple(first[0].shape)}, ...)")
     blocks, _ = _shipped()
     for kind in ("encoder", "decoder"):
         weights, _, query_valid = blocks[kind]
@@ -555,7 +709,8 @@ def check_previous_token_share(previous_token_share: Callable) -> None:
     print(
         f"check_previous_token_share passed: {name} counts, per head, the valid rows whose largest "
         f"weight is on i - 1, as annotated.heads.head_statistics, on random attention of "
-        f"{len(PREVIOUS_SIZES)} shapes and on the shipped model's encoder and decoder self-attention."
+        f"{len(PREVIOUS_SIZES)} shapes with and without exact ties, a batch of one and float64, and on the "
+        "shipped model's encoder and decoder self-attention."
     )
 
 
@@ -655,17 +810,37 @@ def _em_mistake(got: torch.Tensor, t: torch.Tensor, pairs: list, first_step: boo
 
 
 def _check_em_on(fn: Callable, name: str, t: torch.Tensor, pairs: list, expected: torch.Tensor,
-                 what: str, first_step: bool) -> None:
-    result = _call(fn, t, pairs, roles=("t", "pairs"))
+                 what: str, first_step: bool, tiny: int | None = None) -> None:
+    result = _call(fn, t, pairs, roles=("t", "pairs"), hints=(
+        (r"Index put requires|expected scalar type|dtypes? (match|mismatch)|same dtype",
+         "\nHint: t is float64, and torch.zeros(V_e, V_f) is float32 unless told otherwise: make the "
+         "counts with torch.zeros_like(t) (or dtype=t.dtype)."),))
     got = _tensor(result, name, "the new table t(e | f)", like=t)
     V_e, V_f = t.shape
     hint = " Rows are English words, columns German words." if tuple(got.shape) == (V_f, V_e) else ""
     _shape(got, (V_e, V_f), f"{name}(t of shape (V_e={V_e}, V_f={V_f}), ...)", hint)
-    if _same(got, expected, atol=1e-9):
+    if torch.allclose(got, expected.to(got.dtype), rtol=1e-9, atol=1e-12):  # float64 throughout: ~1e-15
         return
+    if tiny is not None:  # every other table passed: the tiny probabilities are what fails
+        raise ExerciseFailed(
+            f"your step is right on the other tables but not on one where English word {tiny} has "
+            f"t({tiny} | f) below 1e-60 under every German word f (and NULL): in a pair, its posteriors "
+            "are still t / sum over the pair's German words, a distribution (1e-61 / 3e-61 = 1/3), and "
+            "its counts are as large as any word's."
+            + (" Your table has NaN: 0 / 0, from probabilities rounded to 0." if got.isnan().any() else "")
+            + " Look for float32 (.float(), or counts made with torch.zeros without dtype=), which "
+            "rounds numbers below 1e-45 to 0; for an eps added to the sum; or for probabilities "
+            "clamped to a minimum. Compute in t's float64, and divide by the sum itself.")
     message = _em_mistake(got, t, pairs, first_step)
     if message:
         raise ExerciseFailed(message)
+    if _same(got, expected, atol=1e-6):
+        worst = float(((got - expected).abs() / expected.abs().clamp_min(1e-12)).max())
+        raise ExerciseFailed(
+            f"your table {what} agrees with the course's to about 7 digits only (relative differences "
+            f"up to {worst:.0e}; float64 steps agree to 1e-15): part of your step runs in float32 (counts "
+            "made with torch.zeros without dtype=, a .float() on the way) and is turned back into float64. "
+            "Keep every step in t's float64: torch.zeros_like(t) for the counts.")
     _assert_close(got, expected, f"the table after one EM step {what}", atol=1e-9)
 
 
@@ -681,6 +856,31 @@ def _check_em_once(fn: Callable, name: str, sizes: dict, g: torch.Generator) -> 
     noisy = torch.rand(V_e, V_f, generator=g, dtype=torch.float64) + 0.1
     noisy = noisy / noisy.sum(0, keepdim=True)
     _check_em_on(fn, name, noisy, pairs, _em_reference(noisy, pairs), "from a random table", False)
+    tiny, word = _tiny_table(noisy, pairs)
+    _check_em_on(fn, name, tiny, pairs, _em_reference(tiny, pairs), "from a table with probabilities below "
+                 "1e-60", False, tiny=word)
+
+
+def _tiny_table(t: torch.Tensor, pairs: list) -> tuple[torch.Tensor, int]:
+    """``t`` with the English word of the first pair scaled down to about 1e-61 under every German
+    word (below float32's smallest number, 1.4e-45), columns summing to 1 again; and that word."""
+    word = int(pairs[0][1][0])
+    tiny = t.clone()
+    tiny[word] = tiny[word] * 1e-60
+    return tiny / tiny.sum(0, keepdim=True), word
+
+
+def _em_small_inputs(g: torch.Generator) -> list[tuple[torch.Tensor, list]]:
+    """A table and a list of ONE sentence pair (3 German words, NULL included; 3 English words,
+    one of them twice), and a table and pairs of which two are one word long on both sides."""
+    one = [(torch.tensor([2, 1, 2]), torch.tensor([1, 0, 2, 1]))]
+    single = [(torch.tensor([1]), torch.tensor([0])), (torch.tensor([2]), torch.tensor([1])),
+              (torch.tensor([1, 2]), torch.tensor([1, 0, 1]))]
+    cases = []
+    for V_e, pairs in ((3, one), (2, single)):
+        t = torch.rand(V_e, 3, generator=g, dtype=torch.float64) + 0.1
+        cases.append((t / t.sum(0, keepdim=True), pairs))
+    return cases
 
 
 def _em_hint(passed: list, sizes: dict, message: str) -> str:
@@ -697,14 +897,25 @@ def check_em_step(em_step: Callable) -> None:
     Diagnoses: an input changed in place (t /= ...), a result of another kind (float32, not a
     tensor), a transposed table, NULL left out, the M-step over rows or missing, the E-step
     normalized over the English words or over the whole pair, a repeated word counted once
-    (`counts[idx] += ...` with repeated indices, or sets of words), the given t ignored, and
-    sizes written into the code.
+    (`counts[idx] += ...` with repeated indices, or sets of words), the given t ignored,
+    probabilities below float32's range lost (float32 counts or steps, an eps added to the sum,
+    probabilities clamped), counts made in float32, a result that a second call overwrites,
+    and sizes written into the code.
     """
     name = _function(em_step, "check_em_step", "em_step")
     g = torch.Generator().manual_seed(13)
     _run_on_all_sizes(lambda sizes: _check_em_once(em_step, name, sizes, g), EM_SIZES, _em_hint)
+    for t, pairs in _em_small_inputs(g):
+        lengths = ", ".join(f"({len(de)}, {len(en)})" for de, en in pairs)
+        _check_em_on(em_step, name, t, pairs, _em_reference(t, pairs),
+                     f"on {len(pairs)} pair(s) of (German, English) lengths {lengths}", False)
+    t1, pairs = _em_small_inputs(g)[0]
+    t2 = torch.rand(t1.shape, generator=g, dtype=torch.float64) + 0.1
+    _alias_check(em_step, name, (t1, pairs), (t2 / t2.sum(0, keepdim=True), pairs), ("t", "pairs"),
+                 f"{name}(t of shape {tuple(t1.shape)}, ...)")
     print(
         f"check_em_step passed: two steps of {name} from the uniform table give "
         f"annotated.alignment.train_ibm_model1's t(e | f) after 1 and 2 iterations, on "
-        f"{len(EM_SIZES)} sets of sizes, with NULL and repeated words."
+        f"{len(EM_SIZES)} sets of sizes, with NULL and repeated words, and from tables with probabilities "
+        "below 1e-60, on one sentence pair and on sentences of one word."
     )
