@@ -170,6 +170,15 @@ def linformer_squeezed(query, key, value, E, F):
     return _linformer()(query.squeeze(), key.squeeze(), value.squeeze(), E, F)
 
 
+@torch.no_grad()
+def linformer_without_gradients(query, key, value, E, F):
+    return linformer_attention(query, key, value, E, F)
+
+
+def linformer_with_fixed_projections(query, key, value, E, F):
+    return linformer_attention(query, key, value, E.detach(), F.detach())
+
+
 _OUTPUTS = {}
 
 
@@ -262,6 +271,9 @@ CLASS_WRONG_ANSWERS = [
     (check_linformer_attention, linformer_transposing_1_and_2, r"(?s)heads in front.*transpose\(-2, -1\)"),
     (check_linformer_attention, linformer_by_einsum_of_three_dimensions, r"(?s)einsum.*heads in front"),
     (check_linformer_attention, linformer_squeezed, r"expected \(1, 7, 2\), got \(7, 2\)\. A batch of one"),
+    # state: gradients through a layer whose E and F are learned
+    (check_linformer_attention, linformer_without_gradients, r"without a gradient.*@torch\.no_grad\(\)"),
+    (check_linformer_attention, linformer_with_fixed_projections, r"no gradient reaches E"),
     (check_linformer_attention, linformer_into_a_global_buffer,
      r"a second call of linformer_into_a_global_buffer, on other inputs, changed"),
     # edge values: energy = 1.0, with the rounding of the shares

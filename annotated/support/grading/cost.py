@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from annotated.linformer import linformer_attention, rank_for_energy
 from annotated.local_attention import block_band_mask
 from annotated.support.grading.core import (
-    ExerciseFailed, _aliasing, _assert_close, _call, _function, _generic, _hard_coded_hint, _run_on_all_sizes, _same,
+    ExerciseFailed, _aliasing, _assert_close, _gradients_flow, _call, _function, _generic, _hard_coded_hint, _run_on_all_sizes, _same,
     _shape, _tensor,
 )
 
@@ -223,15 +223,16 @@ def _linformer_range(dtype: torch.dtype, sign: int, g: torch.Generator) -> tuple
 def check_linformer_attention(linformer_attention_fn: Callable) -> None:
     """Check ``linformer_attention(query, key, value, E, F)``: softmax(Q (EK)^T / sqrt(d_k)) (FV) and
     its (..., n, k) weights, on ``LINFORMER_SIZES`` (a batch of one, heads in front), on scores all
-    far above or far below 0 in float32 and float64, that a second call leaves the first result as
-    it was, and that k = n with E = F = I is attention.
+    far above or far below 0 in float32 and float64, that gradients reach the inputs and E and F
+    (they are learned), that a second call leaves the first result as it was, and that k = n with
+    E = F = I is attention.
 
     Diagnoses: not a pair, wrong shapes, a batch of one squeezed away, E and F swapped, no scaling,
     scaling by sqrt(k), the softmax over the queries, the values projected with E, weights not
     returned, dimensions counted from the front (heads in front), a softmax without the max shift
     (large scores) or with it only when scores are large (very negative scores), a result of
-    another dtype (float64 inputs), a result that a second call overwrites, sizes written into the
-    code."""
+    another dtype (float64 inputs), gradients cut (@torch.no_grad(), .detach()), a result that a
+    second call overwrites, sizes written into the code."""
     name = _function(linformer_attention_fn, "check_linformer_attention", "linformer_attention")
     g = torch.Generator().manual_seed(11)
     _run_on_all_sizes(lambda sizes: _check_linformer_once(linformer_attention_fn, name, sizes, g), LINFORMER_SIZES,
@@ -240,6 +241,13 @@ def check_linformer_attention(linformer_attention_fn: Callable) -> None:
         for sign, scores in ((1, "large"), (-1, "very negative")):
             inputs = _linformer_range(dtype, sign, g)
             _check_linformer_on(linformer_attention_fn, name, *inputs, where=f" with {scores} scores", scores=scores)
+    # E and F are learned with the model: gradients must reach them, and the query, key and value.
+    inputs = dict(zip(("query", "key", "value", "E", "F"),
+                      (torch.randn(2, 9, 5, generator=g), torch.randn(2, 9, 5, generator=g),
+                       torch.randn(2, 9, 6, generator=g), torch.randn(3, 9, generator=g), torch.randn(3, 9, generator=g))))
+    inputs = {k: v.requires_grad_() for k, v in inputs.items()}
+    result = _call(linformer_attention_fn, *inputs.values(), roles=tuple(inputs))
+    _gradients_flow(result[0] if isinstance(result, tuple) else result, inputs, name, "the output")
     first, second = _linformer_range(torch.float32, 1, g), _linformer_range(torch.float32, 1, g)
     _alias_check(linformer_attention_fn, name, first, second, ("query", "key", "value", "E", "F"),
                  f"{name}(query {tuple(first[0].shape)}, ...)")
