@@ -504,14 +504,15 @@ def _modes_kept(module: torch.nn.Module, before: dict, name: str) -> None:
     changed = [n for n, was in before.items() if after.get(n) != was]
     if changed:
         first = changed[0]
+        kind = "model" if hasattr(module, "encode") else "layer"  # a whole Transformer, or one of its parts
         was = "training" if before[first] else "evaluation"
         now = "training" if after.get(first) else "evaluation"
         raise ExerciseFailed(
             f"{name} switched {first} from {was} mode to {now} mode and left it there "
-            f"({len(changed)} module(s) changed): whoever called it finds the model in another "
+            f"({len(changed)} module(s) changed): whoever called it finds the {kind} in another "
             "mode (dropout on or off) for every later step. Do not call .eval() or .train() in "
             "the function; if it must, put the mode back before returning: "
-            "was = model.training ... model.train(was)."
+            f"was = {kind}.training ... {kind}.train(was)."
         )
 
 
