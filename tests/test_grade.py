@@ -14,7 +14,7 @@ import nbformat
 import pytest
 
 from annotated.support.exercises import EXERCISES, SOLUTIONS
-from annotated.support.grade import defined_check_names, is_check_cell, main, which_notebook
+from annotated.support.grade import Result, defined_check_names, is_check_cell, main, table, which_notebook
 from annotated.support.grading import CHECKS
 from annotated.support.catalogue import NOTEBOOKS
 
@@ -112,30 +112,41 @@ def test_a_notebook_is_known_by_its_name_or_its_headings(tmp_path):
 # ------------------------------------------------------------------ verdicts
 
 
-def test_the_solutions_pass_every_exercise(capsys):
-    code, out, _ = grade(capsys, SOLUTIONS, "--jobs", "2")
+def test_the_solutions_pass_every_exercise(capsys, tmp_path):
+    """Four solution notebooks through the grader (every solution runs its checks under nbval, and the
+    catalogue test above ties every exercise to its notebook): the first, a decorated def (09), the last."""
+    chosen = ("01_softmax_and_scaling", "04_multi_head_attention", "09_translating_german_to_english", "12_positions")
+    for name in chosen:
+        shutil.copy(SOLUTIONS / f"{name}.ipynb", tmp_path)
+    code, out, _ = grade(capsys, tmp_path, "--jobs", "2")
     assert code == 0
-    found = rows(out)
-    assert len(found) == EXERCISE_COUNT >= 40
+    found, count = rows(out), sum(len(NOTEBOOKS[name]) for name in chosen)
+    assert len(found) == count >= 14
     assert all(verdict(line) == "passed" for line in found)
-    for exercises in NOTEBOOKS.values():
-        for e in exercises:
+    for name in chosen:
+        for e in NOTEBOOKS[name]:
             assert f" {e.heading} " in out
-    assert f"{EXERCISE_COUNT} of {EXERCISE_COUNT} exercises passed" in out
+    assert f"{count} of {count} exercises passed" in out
     assert "time limits: 60 s per cell and per check, 600 s per notebook" in out
     # Notebooks run side by side; the table keeps their order, and their exercises' order.
     names = [line.split()[0] for line in found]
-    assert names == sorted(names) and len(set(names)) == len(NOTEBOOKS)
+    assert names == sorted(names) and len(set(names)) == len(chosen)
+    assert [line.split("Exercise ")[1].split(":")[0] for line in found] == [
+        e.number for name in chosen for e in NOTEBOOKS[name]]
 
 
 def test_the_blank_exercises_are_not_attempted(capsys, tmp_path):
+    """Three blank notebooks as handed out (tests/test_exercises.py runs every check on every blank)."""
+    blanks = ("01_softmax_and_scaling", "07_the_full_model", "10_what_the_heads_learned")
+    for name in blanks:
+        shutil.copy(EXERCISES / f"{name}.ipynb", tmp_path)
     json_path = tmp_path / "blank.json"
-    code, out, _ = grade(capsys, EXERCISES, "--jobs", "2", "--json", json_path)
+    code, out, _ = grade(capsys, tmp_path, "--jobs", "2", "--json", json_path)
     assert code == 1
-    found = rows(out)
-    assert len(found) == EXERCISE_COUNT
+    found, count = rows(out), sum(len(NOTEBOOKS[name]) for name in blanks)
+    assert len(found) == count >= 10
     assert all(verdict(line) == "NOT ATTEMPTED" for line in found), out
-    assert f"0 of {EXERCISE_COUNT} exercises passed" in out
+    assert f"0 of {count} exercises passed" in out
     document = json.loads(json_path.read_text())
     assert {r["verdict"] for r in document["results"]} == {"not attempted"}
     assert document["limits"] == {"cell_seconds": 60, "notebook_seconds": 600}
@@ -165,11 +176,13 @@ def test_a_cell_that_fails_is_an_error_of_its_exercise_and_the_notebook_goes_on(
 
 def test_full_prints_the_whole_diagnosis(capsys, tmp_path):
     edited_copy(tmp_path, SOFTMAX, RIGHT_SHIFT, "z = x - shift")  # a name never defined
-    _, short, _ = grade(capsys, tmp_path)
     _, full, _ = grade(capsys, tmp_path, "--full")
-    first = row_of(short, "check_stable_softmax")
-    assert "NameError" in first and first in full.splitlines()
-    assert "  in stable_softmax, line 7: z = x - shift" in full and "in stable_softmax, line" not in short
+    first = row_of(full, "check_stable_softmax")
+    assert "NameError" in first and "  in stable_softmax, line 7: z = x - shift" in full
+    # Without --full, the first line of the same diagnosis only.
+    result = Result("", SOFTMAX, "Exercise 1.1", "check_stable_softmax", "failed", "first line\n  in f, line 7: x")
+    assert "first line" in table([result]) and "in f, line 7" not in table([result])
+    assert "in f, line 7" in table([result], full=True)
 
 
 def test_notebooks_that_cannot_be_graded_are_errors_with_a_reason(capsys, tmp_path):
@@ -230,20 +243,18 @@ def test_an_endless_loop_costs_its_own_exercise_only(capsys, tmp_path):
         "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    time.sleep(0.1)"))
     (tmp_path / "deaf").mkdir()
     nbformat.write(deaf, tmp_path / "deaf" / SOFTMAX)
-    start = time.monotonic()
-    code, out, _ = grade(capsys, tmp_path, "--timeout", "5", "--jobs", "2")
-    assert time.monotonic() - start < 120
+    code, out, _ = grade(capsys, tmp_path, "--timeout", "10", "--jobs", "2")
     assert code == 1
     assert verdict(row_of(out, "check_stable_softmax", "loops/")) == "passed"
     temperature = row_of(out, "check_softmax_with_temperature", "loops/")
-    assert verdict(temperature) == "TIMED OUT" and "limit of 5 s" in temperature
+    assert verdict(temperature) == "TIMED OUT" and "limit of 10 s" in temperature
     last = row_of(out, "check_score_variances", "loops/")
-    assert verdict(last) == "passed" and "a cell under its heading timed out after 5 s and was left out" in last
+    assert verdict(last) == "passed" and "a cell under its heading timed out after 10 s and was left out" in last
     # A kernel that ignores the interrupt is replaced by a fresh one, which runs the cells before again.
     for check in ("check_stable_softmax", "check_softmax_with_temperature", "check_score_variances"):
         assert verdict(row_of(out, check, "deaf/")) == "passed"
-    assert "timed out after 5 s and was left out" in row_of(out, "check_score_variances", "deaf/")
-    assert "time limits: 5 s per cell and per check" in out
+    assert "timed out after 10 s and was left out" in row_of(out, "check_score_variances", "deaf/")
+    assert "time limits: 10 s per cell and per check" in out
 
 
 def test_the_notebook_limit_stops_a_slow_notebook(capsys, tmp_path):
@@ -362,15 +373,5 @@ def test_a_bad_limit_or_number_of_jobs_exits_2(capsys, option, value):
 
 
 def test_a_gradebook_that_cannot_be_written_stops_before_any_notebook_runs(capsys, tmp_path):
-    start = time.monotonic()
     code, _, err = grade(capsys, EXERCISES, "--csv", tmp_path / "no" / "such" / "grades.csv")
-    assert code == 2 and "does not exist" in err and "grading" not in err
-    assert time.monotonic() - start < 5
-
-
-def test_one_job_at_a_time_gives_the_same_table(capsys, tmp_path):
-    edited_copy(tmp_path, "02_scaled_dot_product_attention.ipynb", NO_SCALE, NO_SCALE_FIXED)
-    shutil.copy(SOLUTIONS / "04_multi_head_attention.ipynb", tmp_path)
-    _, together, _ = grade(capsys, tmp_path, "--jobs", "2")
-    _, one_by_one, _ = grade(capsys, tmp_path, "--jobs", "1")
-    assert together == one_by_one
+    assert code == 2 and "does not exist" in err and "grading" not in err  # no notebook was started
