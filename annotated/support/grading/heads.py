@@ -917,5 +917,5 @@ def check_em_step(em_step: Callable) -> None:
         f"check_em_step passed: two steps of {name} from the uniform table give "
         f"annotated.alignment.train_ibm_model1's t(e | f) after 1 and 2 iterations, on "
         f"{len(EM_SIZES)} sets of sizes, with NULL and repeated words, and from tables with probabilities "
-        "below 1e-60, on one sentence pair and on sentences of one word."
+        "below 10^-60, on one sentence pair and on sentences of one word."
     )
