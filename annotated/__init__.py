@@ -33,6 +33,7 @@ module                              notebook
 ``annotated.learned_positions``     12 Positions beyond the sinusoids
 ``annotated.relative_positions``    12
 ``annotated.rotary``                12
+``annotated.variations``            13 Model variations: Table 3 in small
 ==================================  ========================================
 
 ``annotated.support`` holds what the course uses but does not teach line by line.

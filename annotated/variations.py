@@ -8,7 +8,9 @@ Rows (A), (C) and (D) are settings ``TransformerConfig`` and the training recipe
 * (E) learned positions instead of sinusoids: notebook 12's ``LearnedPositionalEncoding``.
 
 ``make_variant`` builds either from a config; ``table3_parameters`` counts a row's parameters
-exactly, as notebook 07 counts the base and big models.
+exactly, as notebook 07 counts the base and big models. ``pooled_std`` and ``compare_to_base`` read a
+row against the base through the spread between seeds: a difference smaller than the noise is not
+ranked.
 
 Notebook: ``13_model_variations.ipynb``. Benchmark: ``benchmarks/table3.py``.
 """
@@ -66,3 +68,27 @@ def table3_parameters(vocab_size: int, d_k: int | None = None, learned_positions
         model = make_variant(config, d_k, learned_positions, max_len)
     return count_parameters(model)
 
+
+
+def pooled_std(runs: dict[str, list[float]]) -> float:
+    """The spread between seeds: the standard deviation of a score around its row's mean, pooled over
+    every row that has at least two seeds, sqrt(sum of squared deviations / sum of (seeds - 1))."""
+    squares, freedom = 0.0, 0
+    for scores in runs.values():
+        if len(scores) > 1:
+            mean = sum(scores) / len(scores)
+            squares += sum((x - mean) ** 2 for x in scores)
+            freedom += len(scores) - 1
+    if freedom == 0:
+        raise ValueError("no row has two seeds: the spread between seeds cannot be measured")
+    return (squares / freedom) ** 0.5
+
+
+def compare_to_base(base: list[float], row: list[float], spread: float, higher_is_better: bool = True) -> str:
+    """'better', 'worse' or 'within the noise': the row's mean against the base's, where a difference
+    counts only beyond two standard errors, 2 * spread * sqrt(1/seeds of the row + 1/seeds of the base)."""
+    difference = sum(row) / len(row) - sum(base) / len(base)
+    margin = 2 * spread * (1 / len(row) + 1 / len(base)) ** 0.5
+    if abs(difference) <= margin:
+        return "within the noise"
+    return "better" if (difference > 0) == higher_is_better else "worse"

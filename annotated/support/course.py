@@ -38,6 +38,7 @@ TAUGHT_MODULES: dict[str, str] = {
     "annotated.learned_positions": "12_positions.ipynb",
     "annotated.relative_positions": "12_positions.ipynb",
     "annotated.rotary": "12_positions.ipynb",
+    "annotated.variations": "13_model_variations.ipynb",
 }
 
 
