@@ -98,6 +98,11 @@ NOTEBOOKS: dict[str, tuple[Exercise, ...]] = {
         Exercise("12.2", "`skew` (Huang et al., 2018, §3.4.1)", "skew", "check_skew"),
         Exercise("12.3", "`rotate` (Su et al., 2021, eq. 34)", "rotate", "check_rotate"),
     ),
+    "13_model_variations": (
+        Exercise("13.1", "`row_parameters` (§6.2, Table 3)", "row_parameters", "check_row_parameters"),
+        Exercise("13.2", "`pooled_std`", "pooled_std", "check_pooled_std"),
+        Exercise("13.3", "`compare_to_base`", "compare_to_base", "check_compare_to_base"),
+    ),
 }
 
 # The exercise of each number ("4.3"), and the notebook of each chapter number ("04").
