@@ -70,6 +70,9 @@ def main(argv: list[str] | None = None) -> int:
     data = Data(base, args.data_dir)
     command = "python benchmarks/table3.py " + " ".join(sys.argv[1:] if argv is None else argv)
     for row, group, changes, seed, recipe in todo:
+        recorded = {(r["row"], r["seed"], json.dumps(r["recipe"], sort_keys=True)) for r in read_records(args.out)}
+        if (row, seed, json.dumps(dataclasses.asdict(recipe), sort_keys=True)) in recorded:
+            continue  # another process has recorded it meanwhile
         if not claim(args.out, row, seed):
             continue  # another process is training it
         try:
