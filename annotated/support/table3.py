@@ -82,7 +82,7 @@ def code_path() -> dict:
 class Data:
     """The splits, byte-pair pieces and vocabulary, built once per process (the same for every row)."""
 
-    def __init__(self, recipe: Recipe, data_dir: str | None):
+    def __init__(self, recipe: Recipe, data_dir: str | None = None):
         train, self.val = load_pairs("train", data_dir), load_pairs("val", data_dir)
         if recipe.limit:
             train, self.val = train[: recipe.limit], self.val[: recipe.limit]
