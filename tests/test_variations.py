@@ -1,0 +1,135 @@
+"""Table 3's variations (annotated/variations.py) and the benchmark that trains them (benchmarks/table3.py)."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+from torch.testing import assert_close
+
+from annotated.attention import scaled_dot_product_attention
+from annotated.decoding import greedy_decode
+from annotated.learned_positions import LearnedPositionalEncoding
+from annotated.masks import padding_mask
+from annotated.model import TransformerConfig, count_parameters, make_model
+from annotated.multi_head import MultiHeadAttention
+from annotated.positional import PositionalEncoding
+from annotated.support.course import ROOT
+from annotated.variations import NarrowKeyAttention, compare_to_base, make_variant, pooled_std, table3_parameters
+from tests.test_data import needs_real_data
+
+
+def test_narrow_keys_at_full_width_are_multi_head_attention():
+    torch.manual_seed(0)
+    x, memory = torch.randn(3, 5, 24), torch.randn(3, 7, 24)
+    mask = torch.ones(3, 1, 7, dtype=torch.bool)
+    mask[2, :, 4:] = False
+    base, same = MultiHeadAttention(24, 3).eval(), NarrowKeyAttention(24, 3, d_k=8).eval()
+    same.load_state_dict(base.state_dict())
+    assert_close(same(x, memory, memory, mask), base(x, memory, memory, mask))
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_narrow_keys_scale_by_their_own_width_and_keep_the_values_width(fast):
+    torch.manual_seed(1)
+    layer = NarrowKeyAttention(32, 4, d_k=3, fast=fast).eval()
+    assert layer.W_Q.out_features == layer.W_K.out_features == 12 and layer.W_V.out_features == 32
+    x = torch.randn(2, 6, 32)
+    q = layer.W_Q(x).view(2, 6, 4, 3).transpose(1, 2)
+    k = layer.W_K(x).view(2, 6, 4, 3).transpose(1, 2)
+    v = layer.W_V(x).view(2, 6, 4, 8).transpose(1, 2)
+    heads, _ = scaled_dot_product_attention(q, k, v)
+    assert_close(layer(x, x, x), layer.W_O(heads.transpose(1, 2).reshape(2, 6, 32)))
+    # The wrong scale, 1/sqrt(d_model / h), gives another output: the test can fail.
+    wrong = torch.softmax(q @ k.transpose(-2, -1) / 8 ** 0.5, -1) @ v
+    assert not torch.allclose(layer(x, x, x), layer.W_O(wrong.transpose(1, 2).reshape(2, 6, 32)), atol=1e-4)
+
+
+def test_a_key_size_below_one_is_refused():
+    with pytest.raises(ValueError, match="d_k=0"):
+        NarrowKeyAttention(16, 2, d_k=0)
+
+
+def test_a_row_b_model_decodes_the_same_with_and_without_the_cache():
+    torch.manual_seed(2)
+    model = make_variant(TransformerConfig(40, 40, N=2, d_model=16, h=2, d_ff=32, share_embeddings=True), d_k=3)
+    model.eval()
+    assert all(isinstance(m, NarrowKeyAttention) for m in model.modules() if isinstance(m, MultiHeadAttention))
+    assert sum(isinstance(m, NarrowKeyAttention) for m in model.modules()) == 6  # 2 encoder + 2 x 2 decoder
+    src = torch.randint(3, 40, (2, 6))
+    mask = padding_mask(src, 0)
+    assert torch.equal(greedy_decode(model, src, mask, 9, eos_idx=None),
+                       greedy_decode(model, src, mask, 9, eos_idx=None, use_cache=False))
+
+
+def test_row_e_puts_a_learned_table_on_both_sides_and_nothing_else_changes():
+    config = TransformerConfig(30, 30, N=1, d_model=8, h=2, d_ff=16, share_embeddings=True)
+    model = make_variant(config, learned_positions=True, max_len=40)
+    assert [type(e[1]) for e in (model.src_embed, model.tgt_embed)] == [LearnedPositionalEncoding] * 2
+    assert count_parameters(model) - count_parameters(make_model(config)) == 2 * 40 * 8
+    assert isinstance(make_variant(config).src_embed[1], PositionalEncoding)
+
+
+@pytest.mark.parametrize("sizes", [{}, {"d_k": 2}, {"h": 1}, {"N": 3, "d_ff": 7}, {"learned_positions": True}])
+def test_the_meta_count_is_the_count_of_the_built_model(sizes):
+    base = {"N": 2, "d_model": 12, "h": 3, "d_ff": 20}
+    config = TransformerConfig(17, 17, share_embeddings=True, **{**base, **{k: v for k, v in sizes.items()
+                                                                         if k in ("N", "h", "d_ff")}})
+    built = make_variant(config, sizes.get("d_k"), sizes.get("learned_positions", False))
+    assert table3_parameters(17, **{**base, **sizes}) == count_parameters(built)
+
+
+def test_paper_sized_counts_match_table_3_to_its_rounding_in_their_change_from_the_base():
+    base = table3_parameters(37000)
+    assert base == 63_119_496 and table3_parameters(37000, d_model=1024, d_ff=4096, h=16) == 214_282_376
+    for sizes, paper in [({"d_k": 16}, 58), ({"d_k": 32}, 60), ({"N": 2}, 36), ({"N": 4}, 50), ({"N": 8}, 80),
+                         ({"d_ff": 1024}, 53), ({"d_ff": 4096}, 90)]:
+        assert abs((table3_parameters(37000, **sizes) - base) / 1e6 - (paper - 65)) < 1.0, sizes
+    assert table3_parameters(37000, h=1) == table3_parameters(37000, h=32) == base  # row A keeps the count
+
+
+def test_pooled_std_pools_within_rows_and_skips_single_seeds():
+    # Row means 1 and 10: deviations +-1 in each, 2 degrees of freedom -> sqrt((1 + 1 + 1 + 1) / 2).
+    assert pooled_std({"a": [0.0, 2.0], "b": [9.0, 11.0], "c": [5.0]}) == pytest.approx(2 ** 0.5)
+    assert pooled_std({"a": [1.0, 2.0, 3.0]}) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="no row has two seeds"):
+        pooled_std({"a": [1.0], "b": [2.0]})
+
+
+def test_compare_to_base_counts_only_differences_beyond_two_standard_errors():
+    # spread 0.5, 2 and 2 seeds: margin 2 * 0.5 * sqrt(1) = 1.0 exactly.
+    assert compare_to_base([24.0, 25.0], [25.0, 26.0], 0.5) == "within the noise"  # exactly at the margin
+    assert compare_to_base([24.0, 25.0], [25.5, 26.0], 0.5) == "better"
+    assert compare_to_base([24.0, 25.0], [22.0, 23.0], 0.5) == "worse"
+    assert compare_to_base([5.0, 5.0], [6.5, 6.5], 0.5, higher_is_better=False) == "worse"  # perplexity
+
+
+def run_table3(*args):
+    return subprocess.run([sys.executable, str(ROOT / "benchmarks" / "table3.py"), *map(str, args)],
+                          capture_output=True, text=True, timeout=600)
+
+
+def test_the_benchmark_lists_every_row_and_seed_and_refuses_bad_options(tmp_path):
+    listed = run_table3("--list")
+    assert listed.returncode == 0 and len(listed.stdout.splitlines()) == 3 + 2 * 18
+    for args, message in [(["--updates", "0"], "at least one update"),
+                          (["--out", tmp_path / "missing" / "t.jsonl"], "does not exist"),
+                          ([], "--out is required")]:
+        result = run_table3(*args)
+        assert result.returncode == 2 and message in result.stderr, (args, result.stderr)
+
+
+@needs_real_data
+def test_a_recorded_run_is_skipped_and_its_record_is_complete(tmp_path):
+    out = tmp_path / "t.jsonl"
+    args = ["--out", out, "--rows", "B8", "--seeds", "0", "--updates", "1", "--limit", "12"]
+    first = run_table3(*args)
+    assert first.returncode == 0, first.stderr
+    (record,) = [json.loads(line) for line in out.read_text().splitlines()]
+    assert record["row"] == "B8" and record["seed"] == 0 and record["updates"] == 1
+    assert record["recipe"]["d_k"] == 8 and record["recipe"]["limit"] == 12
+    assert {"val_ppl_per_piece", "val_bleu_greedy", "val_bleu_beam", "parameters", "code_path", "command"} <= set(record)
+    again = run_table3(*args)
+    assert again.returncode == 0 and "0 run(s) to do" in again.stdout
+    assert len(out.read_text().splitlines()) == 1
