@@ -7,17 +7,22 @@ network off, and says what a reader would hit: ``python -m annotated.support.sit
 Per page: no failed request (a request for anything but a local file counts as failed), no
 console error, every equation typeset by MathJax (none left as raw TeX, none in error), every
 image loaded, every link inside the site resolving to a file and, with a ``#fragment``, to an
-element of that page. Per deck: every (sub)slide no taller than the 720-pixel slide by more than
-``OVERFLOW_ALLOWED`` pixels, measured with all its fragments shown.
+element of that page (in a lecture deck, ``#/N`` or ``#/id`` to a slide it has), no link to the
+page of a deck's source instead of the deck. Per lecture deck (``lectures/*.html``): every slide
+as an audience sees it, by the rules of :mod:`annotated.support.audience` (words, font sizes on
+screen, figure text, scroll boxes, edges, wrapped lines, split lists, links), each problem naming
+its slide. Per full notebook deck (``slides/*.slides.html``): every (sub)slide no taller than the
+720-pixel slide by more than ``OVERFLOW_ALLOWED`` pixels, measured with all its fragments shown.
 """
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+from annotated.support.audience import DECK_SOURCE, OVERFLOW_ALLOWED, LectureStats, ends_in_html_html, lecture_report
 from annotated.support.browser import PageLog, offline_browser, open_page, wait_for_mathjax
 from annotated.support.course import ROOT
 from annotated.support.errors import run_command
@@ -25,7 +30,6 @@ from annotated.support.site import DEFAULT_OUT
 from annotated.support.slide_layout import slide_heights
 from annotated.support.slides import SLIDE_HEIGHT, SLIDE_WIDTH
 
-OVERFLOW_ALLOWED = 24  # pixels a slide may run past the bottom of 720 (its bottom margin)
 SCREENSHOTS = ROOT / "build" / "screenshots"
 SCREENSHOT_PAGES = ("index.html", "notebooks/02_scaled_dot_product_attention.html")
 
@@ -56,6 +60,7 @@ class PageReport:
     ids: set[str] = field(default_factory=set)
     tallest_slide: float = 0.0
     slides: int = 0
+    lecture: LectureStats | None = None  # what an audience sees, for a lecture deck
 
 
 @dataclass
@@ -67,15 +72,54 @@ class SiteReport:
     def problems(self) -> list[str]:
         return [f"{p.page}: {problem}" for p in self.pages for problem in p.problems] + self.broken_links
 
+    @property
+    def lectures(self) -> LectureStats:
+        """The lecture decks' count, slides and worst value of each measure, over the whole site."""
+        return sum((p.lecture for p in self.pages if p.lecture), LectureStats())
 
-def inspect_page(context, path: Path, root: Path) -> PageReport:
+
+def is_lecture(page: str) -> bool:
+    """A page of the site that is a lecture deck: ``lectures/NN_name.html``."""
+    parts = page.split("/")
+    return len(parts) == 2 and parts[0] == "lectures" and parts[1].endswith(".html")
+
+
+def deck_source_links(root: Path) -> Callable[[str], bool]:
+    """Whether a link points at a page of a deck's source rather than at a deck of the site under
+    ``root``: a page named ``....html.html``, or a file named like a deck of ``slides/`` or
+    ``lectures/`` in another folder of that name (the repository's ``build/slides/`` shown as
+    source pages)."""
+    root = root.resolve()
+    decks = {("slides", p.name) for p in (root / "slides").glob("*.slides.html")}
+    decks |= {("lectures", p.name) for p in (root / "lectures").glob("*.html")}
+
+    def is_source(url: str) -> bool:
+        parts = urlsplit(url)
+        if ends_in_html_html(url):
+            return True
+        if parts.scheme != "file":
+            return False
+        target = Path(unquote(parts.path)).resolve()
+        if not target.is_relative_to(root):
+            return False
+        rel = target.relative_to(root).parts
+        return len(rel) > 2 and rel[-2:] in decks
+    return is_source
+
+
+def inspect_page(context, path: Path, root: Path,
+                 deck_source: Callable[[str], bool] = ends_in_html_html) -> PageReport:
     report = PageReport(path.relative_to(root).as_posix())
     log = PageLog()
     page = open_page(context, path.as_uri(), log)
     try:
         wait_for_mathjax(page)
         seen = page.evaluate(INSPECT)
-        if path.name.endswith(".slides.html"):
+        if is_lecture(report.page):
+            report.lecture = lecture_report(page, deck_source)
+            report.problems += report.lecture.problems
+            report.slides, report.tallest_slide = report.lecture.slides, report.lecture.tallest_px
+        elif path.name.endswith(".slides.html"):
             heights = slide_heights(page)
             report.slides = len(heights)
             report.tallest_slide = max(h for h, _ in heights)
@@ -94,6 +138,9 @@ def inspect_page(context, path: Path, root: Path) -> PageReport:
     broken = [src for src, ok in seen["images"] if not ok]
     if broken:
         report.problems.append(f"images that did not load: {broken}")
+    on_slides = set(report.lecture.source_links) if report.lecture else set()  # reported with their slide
+    report.problems += [f"link to {link}: {DECK_SOURCE}" for link in dict.fromkeys(seen["links"])
+                        if deck_source(link) and link not in on_slides]
     report.math, report.images = seen["math"], len(seen["images"])
     report.links, report.ids = seen["links"], set(seen["ids"])
     return report
@@ -114,6 +161,14 @@ def check_links(reports: list[PageReport], root: Path) -> list[str]:
                 broken.append(f"{report.page}: link {link} leaves the site")
             elif not target.is_file():
                 broken.append(f"{report.page}: link to {target.relative_to(root.resolve())}, which does not exist")
+            elif parts.fragment.startswith("/") and is_lecture(target.relative_to(root.resolve()).as_posix()):
+                # reveal.js's own links: #/N (0-based) or #/id of a slide
+                page = by_page.get(target)
+                slide = unquote(parts.fragment)[1:].split("/")[0]
+                if page is not None and page.lecture and not (
+                        slide in page.ids or (slide.isdigit() and int(slide) < page.lecture.slides)):
+                    broken.append(f"{report.page}: link to {page.page}#{unquote(parts.fragment)}, a slide the deck "
+                                  f"does not have ({page.lecture.slides} slides, #/0 to #/{page.lecture.slides - 1})")
             elif parts.fragment and not target.name.endswith(".slides.html"):
                 # Browsers try the fragment as written, then percent-decoded (nbconvert's ids keep the %-escapes).
                 page = by_page.get(target)
@@ -131,9 +186,10 @@ def check_site(root: Path, screenshots: Path | None = SCREENSHOTS) -> SiteReport
     if not pages:
         raise FileNotFoundError(f"{root} holds no pages: build the site first (python -m annotated.support.site)")
     reports = []
+    deck_source = deck_source_links(root)
     with offline_browser(SLIDE_WIDTH, SLIDE_HEIGHT) as context:
         for path in pages:
-            reports.append(inspect_page(context, path, root))
+            reports.append(inspect_page(context, path, root, deck_source))
         if screenshots is not None:
             take_screenshots(context, root, screenshots)
     return SiteReport(reports, check_links(reports, root))
@@ -174,11 +230,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def body() -> int:
         report = check_site(args.site, args.screenshots)
-        decks = [p for p in report.pages if p.slides]
+        decks = [p for p in report.pages if p.page.endswith(".slides.html")]
         print(f"{len(report.pages)} pages, {sum(p.math for p in report.pages)} equations, "
               f"{sum(p.images for p in report.pages)} images, {sum(len(p.links) for p in report.pages)} links; "
-              f"{len(decks)} decks, {sum(p.slides for p in decks)} slides, tallest "
+              f"{len(decks)} full decks, {sum(p.slides for p in decks)} slides, tallest "
               f"{max((p.tallest_slide for p in decks), default=0):.0f} px")
+        print(report.lectures.summary())
         for problem in report.problems:
             print(f"PROBLEM {problem}")
         print(f"screenshots in {args.screenshots}")
