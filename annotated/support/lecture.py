@@ -122,7 +122,7 @@ def read_plan(path: Path) -> Plan:
     path = Path(path)
     notebook = NOTEBOOKS / f"{path.stem}.ipynb"
     if not notebook.is_file():
-        raise LectureError(f"{path}: no notebook {notebook.relative_to(ROOT)} for this plan; name the plan after "
+        raise LectureError(f"{path}: no notebook {_shown(notebook)} for this plan; name the plan after "
                            f"its notebook (lectures/NN_name.toml)")
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
@@ -164,6 +164,11 @@ def read_plan(path: Path) -> Plan:
                                f"to `notes`")
         slides.append(slide)
     return Plan(path, notebook, slides)
+
+
+def _shown(path: Path) -> str:
+    """``path`` as the user would type it from the repository's folder."""
+    return Path(path).relative_to(ROOT).as_posix() if Path(path).is_relative_to(ROOT) else str(path)
 
 
 def plans() -> list[Path]:
@@ -446,7 +451,7 @@ def deck_html(plan: Plan, assets: str, links: Links) -> str:
     stale = stale_figures(plan)
     if stale:
         raise LectureError(f"{plan.path.name}: figures missing or older than their cells: {', '.join(stale[:5])}; "
-                           f"run `python -m annotated.support.lecture --figures {plan.notebook.relative_to(ROOT)}`")
+                           f"run `python -m annotated.support.lecture --figures {_shown(plan.notebook)}`")
     nb = read_notebook(plan.notebook)
     cells = {cell.get("id"): cell for cell in nb.cells}
     figures = {key: (figure_folder(plan) / f"{key}.svg").read_text(encoding="utf-8")
@@ -597,13 +602,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.figures:
             for plan in loaded:
                 files = draw_figures(plan)
-                print(f"{plan.name}: {len(files)} figures in {figure_folder(plan).relative_to(ROOT)}")
+                print(f"{plan.name}: {len(files)} figures in {_shown(figure_folder(plan))}")
             return 0
         for plan in loaded:
             stale = stale_figures(plan)
             if stale:
                 raise LectureError(f"{plan.path.name}: figures missing or older than their cells ({', '.join(stale[:3])}); "
-                                   f"run `{parser.prog} --figures {plan.notebook.relative_to(ROOT)}`")
+                                   f"run `{parser.prog} --figures {_shown(plan.notebook)}`")
         check_output_folder(args.out, args.force, inputs=chosen, protected=course_paths())
         try:
             with build_folder(args.out, parser.prog, force=args.force, keep=True, inputs=chosen,

@@ -32,6 +32,7 @@ from pathlib import Path, PurePosixPath
 from annotated.support.course import ROOT, course_paths, is_course_file
 from annotated.support.errors import run_command
 from annotated.support.files import build_folder, check_output_folder
+from annotated.support.lecture import LECTURES, Links, build as build_lectures, plans as lecture_plans
 from annotated.support.slides import (TEMPLATES, build as build_decks, deck_name, install_assets, map_links,
                                       read_notebook)
 from annotated.support.web_assets import mathjax_html
@@ -41,6 +42,9 @@ NOTEBOOK_FOLDERS = ("notebooks", "solutions", "exercises")
 # Markdown files of the repository that are pages of the site, and where they go.
 MARKDOWN_PAGES = {"README.md": "index.html", "guide/README.md": "guide/index.html"}
 CODE_SPAN = re.compile(r"<code>([\w./-]+)</code>")
+# A deck as the commands build it in the repository; the site holds it at the same path without build/.
+BUILT_DECK = re.compile(r"^build/((?:slides|lectures)/[\w.-]+\.html)$")
+BUILT_DECK_LINK = re.compile(r'(href|src)="((?:\.\./)*)build/((?:slides|lectures)/)')
 
 
 @dataclass(frozen=True)
@@ -105,6 +109,9 @@ class Site:
         the file's own page) at the page of its target. A link to no file of the repository (the
         bar, the decks) is left as it is; if it is broken, the site check tells."""
         here = (page or site_path(repo_file)).parent.as_posix()
+        # A link from a page to ../build/lectures/X.html goes to the site's lectures/X.html (a page lies as
+        # deep in the site as its file in the repository), never to a page of the deck's HTML source.
+        text = BUILT_DECK_LINK.sub(r'\1="\2\3', text)
 
         def url_for(file: Path) -> str | None:
             if not file.is_relative_to(ROOT):
@@ -123,6 +130,9 @@ class Site:
         span that names a file of the repository by its path from the top (as the README does)."""
         def one(match: re.Match) -> str:
             name = match.group(1)
+            built = BUILT_DECK.match(name)
+            if built:  # build/slides/X or build/lectures/X: the site's own copy of that deck
+                return f'<a href="{os.path.relpath(built.group(1), repo_file.parent.as_posix())}">{match.group(0)}</a>'
             if "/" not in name or not (ROOT / name).is_file():
                 return match.group(0)
             return f'<a href="{os.path.relpath(name, repo_file.parent.as_posix())}">{match.group(0)}</a>'
@@ -152,7 +162,9 @@ class Site:
                     links.append((label, f"{folder}/{stem}.html"))
             if (ROOT / "guide" / f"{stem}.md").is_file():
                 links.append(("Guide", f"guide/{stem}.html"))
-            links.append(("Slides", f"slides/{deck_name(notebook.path)}"))
+            if (LECTURES / f"{stem}.toml").is_file():
+                links.append(("Lecture", f"lectures/{stem}.html"))
+            links.append(("Every cell as slides", f"slides/{deck_name(notebook.path)}"))
         items = "".join(f'<a href="{html.escape(self.relative(page, target))}">{html.escape(label)}</a>'
                         for label, target in links)
         return f'<nav class="course-nav">{items}</nav>'
@@ -232,15 +244,25 @@ class Site:
         for nb in self.course:
             stem = nb.path.stem
             cells = [f'<a href="notebooks/{stem}.html">{html.escape(nb.title)}</a>',
-                     f'<a href="slides/{deck_name(nb.path)}">slides</a>']
+                     f'<a href="lectures/{stem}.html">lecture</a>' if (LECTURES / f"{stem}.toml").is_file() else "",
+                     f'<a href="slides/{deck_name(nb.path)}">every cell</a>']
             for folder in ("exercises", "solutions"):
                 cells.append(f'<a href="{folder}/{stem}.html">{folder}</a>'
                              if (ROOT / folder / nb.path.name).is_file() else "")
             cells.append(f'<a href="guide/{stem}.html">guide</a>' if (ROOT / "guide" / f"{stem}.md").is_file() else "")
             rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
-        return ('<h2 id="course-map">Course map</h2>\n<table>\n<thead><tr><th>notebook</th><th>deck</th>'
+        return ('<h2 id="course-map">Course map</h2>\n<table>\n<thead><tr><th>notebook</th><th>lecture</th><th>slides</th>'
                 '<th>exercises</th><th>solutions</th><th>instructor guide</th></tr></thead>\n<tbody>\n'
                 + "\n".join(rows) + "\n</tbody>\n</table>\n")
+
+    def lecture_links(self, plan, out: Path, next_plan) -> Links:
+        """Where a lecture deck of the site points: the index, its guide, notebook and full deck, the next lecture."""
+        stem = plan.name
+        guide = ROOT / "guide" / f"{stem}.md"
+        return Links(course="../index.html", guide=f"../guide/{stem}.html" if guide.is_file() else None,
+                     notebook=f"../notebooks/{stem}.html", full_deck=f"../slides/{deck_name(plan.notebook)}",
+                     next_deck=f"{next_plan.name}.html" if next_plan else None,
+                     next_title=title_of(next_plan.notebook) if next_plan else None)
 
     def build(self, with_slides: bool = True, force: bool = False) -> list[Path]:
         """Write the site into a temporary folder beside ``self.out`` and swap it in at the end; a
@@ -269,6 +291,7 @@ class Site:
         for repo_file in sorted(self.sources):  # the files the pages above link to
             self.source_page(repo_file)
         if with_slides:
+            build_lectures(lecture_plans(), self.out / "lectures", self.out / "assets", links=self.lecture_links)
             build_decks([nb.path for nb in self.course], self.out / "slides", self.out / "assets",
                         links=lambda text, notebook, _: self.rewrite_links(
                             text, PurePosixPath("notebooks", notebook.name), PurePosixPath("slides", deck_name(notebook))))
