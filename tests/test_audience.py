@@ -13,6 +13,7 @@ from annotated.support.audience import (
     DECK_SOURCE, MAX_WORDS, MIN_CODE_PX, MIN_FIGURE_TEXT_PX, MIN_PROSE_PX, RASTER, audience_report, lecture_report,
 )
 from annotated.support.browser import BrowserError, PageLog, find_chromium, offline_browser, open_page, wait_for_mathjax
+from annotated.support.site_check import check_site
 from annotated.support.slides import install_assets
 
 try:
@@ -73,7 +74,7 @@ GOOD = (
     '<h2>One step, then the next</h2><div class="r-stack">' + figure(1024, 576, 28)
     + figure(1024, 576, 28).replace('class="lecture-figure"', 'class="lecture-figure fragment"') + "</div>",
     '<h2>What it prints</h2><pre class="lecture-output">tensor([[0.50, 0.50],\n        [0.27, 0.73]])</pre>'
-    '<p>See the <a href="other.html#/2">next deck</a>.</p>',
+    '<p>See the <a href="good.html#/2">third slide</a>.</p>',
     '<h2>A table</h2><table><tr><th>d_k</th><th>spread</th></tr><tr><td>64</td><td>8</td></tr></table>'
     '<ol><li>first</li><li>second</li></ol>',
 )
@@ -89,6 +90,10 @@ BAD = {
              rf"code at 14\.0 px on screen \(pre \"x = 1\"\), less than {MIN_CODE_PX} px"),
     "figure": ("<h2>A figure shrunk</h2>" + figure(320, 180, 20),
                rf"figure text at 5\.0 px on screen \(text \"softmax scores\"\), less than {MIN_FIGURE_TEXT_PX} px"),
+    "overlap": ('<h2>Labels on labels</h2><svg width="1024" height="576" viewBox="0 0 1280 720">'
+                '<text x="100" y="100" style="font: 30px sans-serif">.view(batch, L, h, d_k)</text>'
+                '<text x="200" y="105" style="font: 30px sans-serif">10</text></svg>',
+                r"figure labels drawn over each other: text \".view\(batch, L, h, d_k\)\" and text \"10\""),
     "raster": (f'<h2>A picture</h2><img src="data:image/png;base64,{PIXEL}" width="200" height="100" alt="">',
                re.escape(RASTER)),
     "scroll": ('<h2>Output in a box</h2><pre style="max-height: 100px; overflow-y: auto">'
@@ -113,38 +118,39 @@ BAD = {
 
 
 @pytest.fixture(scope="module")
-def browser():
-    with offline_browser(1280, 720) as context:
-        yield context
+def assets(tmp_path_factory):
+    """reveal.js and MathJax, installed once for the module's decks."""
+    return install_assets(tmp_path_factory.mktemp("decks") / "assets")
 
 
 @pytest.fixture(scope="module")
-def folder(tmp_path_factory):
-    root = tmp_path_factory.mktemp("decks")
-    install_assets(root / "assets")
+def measured(assets):
+    """The good and the bad deck measured, with the good deck's loading log, and the bad deck's
+    audience_report; the browser is closed afterwards (the site check opens its own)."""
+    root = assets.parent
     (root / "good.html").write_text(deck(*GOOD), encoding="utf-8")
     (root / "bad.html").write_text(deck(*(body for body, _ in BAD.values())), encoding="utf-8")
-    return root
-
-
-def measured(browser, path):
-    log = PageLog()
-    page = open_page(browser, path.as_uri(), log)
-    try:
-        wait_for_mathjax(page)
-        return lecture_report(page), log
-    finally:
-        page.close()
-
-
-@pytest.fixture(scope="module")
-def good(browser, folder):
-    return measured(browser, folder / "good.html")
+    result = {}
+    with offline_browser(1280, 720) as browser:
+        for name in ("good", "bad"):
+            log = PageLog()
+            page = open_page(browser, (root / f"{name}.html").as_uri(), log)
+            wait_for_mathjax(page)
+            result[name] = lecture_report(page), log
+            if name == "bad":
+                result["audience_report"] = audience_report(page)
+            page.close()
+    return result
 
 
 @pytest.fixture(scope="module")
-def bad(browser, folder):
-    return measured(browser, folder / "bad.html")[0]
+def good(measured):
+    return measured["good"]
+
+
+@pytest.fixture(scope="module")
+def bad(measured):
+    return measured["bad"][0]
 
 
 def test_a_deck_an_audience_can_read_has_no_problem(good):
@@ -159,7 +165,8 @@ def test_the_good_deck_is_measured_as_drawn(good):
     assert stats.smallest_code_px == pytest.approx(21, abs=0.1)
     assert stats.smallest_figure_text_px == pytest.approx(28 * 1024 / 1280, abs=0.1)  # 22.4 px on screen
     assert 0 < stats.most_words <= MAX_WORDS and stats.most_heading_lines == 1
-    assert stats.raster_figures == stats.scroll_boxes == stats.wrapped_blocks == stats.split_lists == 0
+    assert stats.overlapping_labels == stats.raster_figures == stats.scroll_boxes == 0
+    assert stats.wrapped_blocks == stats.split_lists == 0
 
 
 def test_the_notes_and_the_equations_are_not_counted_as_prose(good):
@@ -182,8 +189,40 @@ def test_no_rule_fails_on_a_slide_that_does_not_break_it(bad):
     assert sorted(numbers) == list(range(1, len(BAD) + 1)), "\n".join(bad.problems)
 
 
-def test_audience_report_is_the_list_of_problems(browser, folder):
-    page = open_page(browser, (folder / "bad.html").as_uri(), PageLog())
-    wait_for_mathjax(page)
-    assert len(audience_report(page)) == len(BAD)
-    page.close()
+def test_audience_report_is_the_list_of_problems(measured, bad):
+    assert measured["audience_report"] == bad.problems
+
+
+# ---------------------------------------------------------------- wired into the site check
+
+
+def test_the_site_check_measures_the_lecture_decks_and_the_links_to_them(tmp_path, assets):
+    """A small site: a lecture deck, a full deck, and a guide page whose links go to a slide the
+    deck has, one it does not have, and two pages of a deck's source."""
+    (tmp_path / "assets").symlink_to(assets, target_is_directory=True)
+    page = '<!DOCTYPE html><html><head><meta charset="utf-8"><title>p</title></head><body>{}</body></html>'
+    for name, text in {"lectures/good.html": deck(*GOOD).replace('"assets/', '"../assets/'),
+                       "lectures/bad.html": deck(BAD["words"][0], BAD["link"][0]).replace('"assets/', '"../assets/'),
+                       "slides/good.slides.html": deck(GOOD[0]).replace('"assets/', '"../assets/'),
+                       "build/slides/good.slides.html": page.format("the deck's source, shown as a page"),
+                       "slides/good.slides.html.html": page.format("the deck's HTML source"),
+                       "guide/good.html": page.format(
+                           '<a href="../lectures/good.html#/2">slides 3</a> <a href="../lectures/good.html#/s5">5</a>'
+                           ' <a href="../lectures/good.html#/9">slide 10</a> <a href="../build/slides/good.slides.html">'
+                           'deck</a> <a href="../slides/good.slides.html.html">deck</a>')}.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    report = check_site(tmp_path, screenshots=None)
+    problems = "\n".join(report.problems)
+    assert [p for p in report.problems if p.startswith("lectures/good.html")] == []
+    assert re.search(r"^lectures/bad\.html: slide 1: 84 words of prose", problems, re.M)
+    assert re.search(rf"^lectures/bad\.html: slide 2: link to .*03\.slides\.html\.html: {DECK_SOURCE}",
+                     problems, re.M)
+    assert "guide/good.html: link to lectures/good.html#/9, a slide the deck does not have (5 slides" in problems
+    assert "#/2," not in problems and "#/s5" not in problems
+    for source in ("build/slides/good.slides.html", "slides/good.slides.html.html"):
+        assert re.search(rf"^guide/good\.html: link to file://.*/{re.escape(source)}: {DECK_SOURCE}", problems, re.M)
+    assert not any(p.startswith("slides/good.slides.html:") for p in report.problems)  # the full deck: height only
+    assert report.lectures.decks == 2 and report.lectures.slides == len(GOOD) + 2
+    assert report.lectures.most_words == 84
+    assert "2 lecture decks, 7 slides; at most 84 words of prose (limit 60)" in report.lectures.summary()

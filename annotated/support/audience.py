@@ -6,8 +6,9 @@ A slide works in a hall when the back row can read it and nothing on it is hidde
 1. at most ``MAX_WORDS`` words of prose (code, figures, equations and speaker notes aside;
    an equation counts as one word): the argument belongs in the speaker's voice;
 2. prose at least ``MIN_PROSE_PX`` and code at least ``MIN_CODE_PX`` on screen;
-3. the text of every figure at least ``MIN_FIGURE_TEXT_PX`` on screen, so figures are inline
-   SVG whose labels are ``<text>`` (a raster image's text cannot be measured);
+3. the text of every figure at least ``MIN_FIGURE_TEXT_PX`` on screen, and no two labels drawn
+   over each other; so figures are inline SVG whose labels are ``<text>`` (a raster image's
+   text cannot be measured);
 4. no scroll box: an audience cannot scroll, what is below the fold is lost;
 5. nothing past the left or right edge of the slide;
 6. nothing past the bottom by more than ``OVERFLOW_ALLOWED``;
@@ -92,7 +93,7 @@ MEASURE = """() => {
     const measure = (slide, number, hv) => {
         const own = Array.from(slide.querySelectorAll('*')).filter(el => !el.closest(HIDDEN) && shown(el));
         const m = {number, hv, words: countWords(slide), prose: null, code: null, figureText: null,
-                   rasters: [], scrollBoxes: [], right: null, left: null, height: slide.scrollHeight,
+                   overlaps: [], rasters: [], scrollBoxes: [], right: null, left: null, height: slide.scrollHeight,
                    wrapped: [], headings: [], split: null, links: []};
         // 2. Prose: every visible text outside code, figures and notes, at its font size on screen.
         const walker = document.createTreeWalker(slide, NodeFilter.SHOW_TEXT);
@@ -111,6 +112,18 @@ MEASURE = """() => {
                const ctm = el.getScreenCTM();
                if (ctm) m.figureText = lowest(m.figureText, px(el) * Math.hypot(ctm.a, ctm.b), el);
            });
+        // 3. Labels drawn over each other cannot be read at any size: pairs of <text> of one figure
+        //    whose boxes share more than a third of the smaller one (figures stacked in a build
+        //    cover one another on purpose).
+        const labels = own.filter(el => el.matches('svg text') && !el.closest('mjx-container') && el.textContent.trim())
+                          .map(el => [el, el.getBoundingClientRect()]);
+        labels.forEach(([a, ra], i) => labels.slice(i + 1).forEach(([b, rb]) => {
+            const w = Math.min(ra.right, rb.right) - Math.max(ra.left, rb.left);
+            const h = Math.min(ra.bottom, rb.bottom) - Math.max(ra.top, rb.top);
+            const smaller = Math.min(ra.width * ra.height, rb.width * rb.height);
+            if (a.closest('svg') === b.closest('svg') && w > 0 && h > 0 && w * h > smaller / 3)
+                m.overlaps.push([describe(a), describe(b)]);
+        }));
         // 3. A raster image's text has no size to measure (an SVG <image>, imshow's pixels, is fine).
         m.rasters = own.filter(el => el.tagName === 'IMG').map(el => el.getAttribute('src') || '');
         // 4. Scroll boxes: content cut off or behind a scroll bar, which nobody in a hall can use.
@@ -181,6 +194,7 @@ class SlideMeasure:
     prose: list | None  # (smallest prose font size on screen, element)
     code: list | None
     figureText: list | None
+    overlaps: list  # (text, text) drawn over each other
     rasters: list[str]
     scrollBoxes: list  # (element, pixels hidden below, pixels hidden beside)
     right: list | None  # (slide pixels past the right edge, element); negative when inside
@@ -213,6 +227,7 @@ def slide_problems(m: SlideMeasure, deck_source: Callable[[str], bool] = ends_in
                                ("figure text", m.figureText, MIN_FIGURE_TEXT_PX)):
         if worst and worst[0] < limit - 0.05:
             problems.append(f"{at}: {kind} at {worst[0]:.1f} px on screen ({worst[1]}), less than {limit} px")
+    problems += [f"{at}: figure labels drawn over each other: {a} and {b}" for a, b in m.overlaps]
     problems += [f"{at}: {RASTER} (<img src=\"{src[:60]}\">)" for src in m.rasters]
     problems += [f"{at}: a scroll box ({box}) hides {below} px below and {beside} px beside; an audience "
                  f"cannot scroll" for box, below, beside in m.scrollBoxes]
@@ -250,6 +265,7 @@ class LectureStats:
     smallest_prose_px: float = float("inf")
     smallest_code_px: float = float("inf")
     smallest_figure_text_px: float = float("inf")
+    overlapping_labels: int = 0
     raster_figures: int = 0
     scroll_boxes: int = 0
     most_past_an_edge_px: float = 0.0  # left or right, in slide pixels
@@ -270,6 +286,7 @@ class LectureStats:
             stats.smallest_code_px = min(stats.smallest_code_px, m.code[0] if m.code else float("inf"))
             stats.smallest_figure_text_px = min(stats.smallest_figure_text_px,
                                                 m.figureText[0] if m.figureText else float("inf"))
+            stats.overlapping_labels += len(m.overlaps)
             stats.raster_figures += len(m.rasters)
             stats.scroll_boxes += len(m.scrollBoxes)
             stats.most_past_an_edge_px = max([stats.most_past_an_edge_px, *(e[0] for e in (m.right, m.left) if e)])
@@ -284,7 +301,8 @@ class LectureStats:
             self.decks + other.decks, self.slides + other.slides, max(self.most_words, other.most_words),
             min(self.smallest_prose_px, other.smallest_prose_px), min(self.smallest_code_px, other.smallest_code_px),
             min(self.smallest_figure_text_px, other.smallest_figure_text_px),
-            self.raster_figures + other.raster_figures, self.scroll_boxes + other.scroll_boxes,
+            self.overlapping_labels + other.overlapping_labels, self.raster_figures + other.raster_figures,
+            self.scroll_boxes + other.scroll_boxes,
             max(self.most_past_an_edge_px, other.most_past_an_edge_px), max(self.tallest_px, other.tallest_px),
             self.wrapped_blocks + other.wrapped_blocks, max(self.most_heading_lines, other.most_heading_lines),
             self.split_lists + other.split_lists, self.problems + other.problems,
@@ -296,7 +314,8 @@ class LectureStats:
         return (f"{self.decks} lecture decks, {self.slides} slides; at most {self.most_words} words of prose "
                 f"(limit {MAX_WORDS}); smallest prose {size(self.smallest_prose_px)} (>= {MIN_PROSE_PX}), "
                 f"code {size(self.smallest_code_px)} (>= {MIN_CODE_PX}), figure text "
-                f"{size(self.smallest_figure_text_px)} (>= {MIN_FIGURE_TEXT_PX}); {self.raster_figures} raster "
+                f"{size(self.smallest_figure_text_px)} (>= {MIN_FIGURE_TEXT_PX}); "
+                f"{self.overlapping_labels} overlapping labels, {self.raster_figures} raster "
                 f"figures, {self.scroll_boxes} scroll boxes, {self.wrapped_blocks} wrapped code blocks, "
                 f"{self.split_lists} split lists; at most {self.most_past_an_edge_px:.0f} px past an edge "
                 f"(<= {EDGE_ALLOWED}), tallest slide {self.tallest_px:.0f} px (<= {SLIDE_HEIGHT + OVERFLOW_ALLOWED}), "

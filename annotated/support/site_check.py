@@ -119,7 +119,7 @@ def inspect_page(context, path: Path, root: Path,
             report.lecture = lecture_report(page, deck_source)
             report.problems += report.lecture.problems
             report.slides, report.tallest_slide = report.lecture.slides, report.lecture.tallest_px
-        elif path.name.endswith(".slides.html"):
+        elif report.page.startswith("slides/") and path.name.endswith(".slides.html"):
             heights = slide_heights(page)
             report.slides = len(heights)
             report.tallest_slide = max(h for h, _ in heights)
