@@ -217,9 +217,11 @@ def measure_deck(page) -> list[SlideMeasure]:
     return [SlideMeasure(**slide) for slide in page.evaluate(MEASURE)]
 
 
-def slide_problems(m: SlideMeasure, deck_source: Callable[[str], bool] = ends_in_html_html) -> list[str]:
-    """The rules of the module docstring, applied to one slide."""
-    at = f"slide {m.number}"
+def slide_problems(m: SlideMeasure, deck_source: Callable[[str], bool] = ends_in_html_html,
+                   flat: bool = True) -> list[str]:
+    """The rules of the module docstring, applied to one slide; a slide of a deck that is not
+    ``flat`` (it has vertical stacks) is named with its reveal.js address too: ``slide 94 (#/9/1)``."""
+    at = f"slide {m.number}" if flat else f"slide {m.number} (#/{m.hv})"
     problems = []
     if m.words > MAX_WORDS:
         problems.append(f"{at}: {m.words} words of prose, more than {MAX_WORDS}; move the rest to the speaker notes")
@@ -228,7 +230,8 @@ def slide_problems(m: SlideMeasure, deck_source: Callable[[str], bool] = ends_in
         if worst and worst[0] < limit - 0.05:
             problems.append(f"{at}: {kind} at {worst[0]:.1f} px on screen ({worst[1]}), less than {limit} px")
     problems += [f"{at}: figure labels drawn over each other: {a} and {b}" for a, b in m.overlaps]
-    problems += [f"{at}: {RASTER} (<img src=\"{src[:60]}\">)" for src in m.rasters]
+    problems += [f"{at}: {RASTER} (<img src=\"{src.split(',')[0] + ',...' if src.startswith('data:') else src}\">)"
+                 for src in m.rasters]
     problems += [f"{at}: a scroll box ({box}) hides {below} px below and {beside} px beside; an audience "
                  f"cannot scroll" for box, below, beside in m.scrollBoxes]
     if m.right and m.right[0] > EDGE_ALLOWED:
@@ -253,7 +256,13 @@ def audience_report(page, deck_source: Callable[[str], bool] = ends_in_html_html
     """The problems an audience would meet on the reveal.js deck open in ``page`` (viewport
     1280 x 720), each naming its slide, the measured value and the limit; [] if none.
     ``deck_source(url)`` says whether a link points at a deck's source page."""
-    return [p for m in measure_deck(page) for p in slide_problems(m, deck_source)]
+    measures = measure_deck(page)
+    return [p for m in measures for p in slide_problems(m, deck_source, is_flat(measures))]
+
+
+def is_flat(measures: list[SlideMeasure]) -> bool:
+    """A deck of horizontal slides only, as a lecture deck is."""
+    return all(m.hv.endswith("/0") for m in measures)
 
 
 @dataclass
@@ -311,8 +320,9 @@ class LectureStats:
     def summary(self) -> str:
         """One line: the decks, the slides and the worst of each measure against its limit."""
         size = lambda v: "none" if v == float("inf") else f"{v:.1f} px"  # noqa: E731
-        return (f"{self.decks} lecture decks, {self.slides} slides; at most {self.most_words} words of prose "
-                f"(limit {MAX_WORDS}); smallest prose {size(self.smallest_prose_px)} (>= {MIN_PROSE_PX}), "
+        return (f"{self.decks} lecture deck{'' if self.decks == 1 else 's'}, {self.slides} slides; "
+                f"at most {self.most_words} words of prose (limit {MAX_WORDS}); "
+                f"smallest prose {size(self.smallest_prose_px)} (>= {MIN_PROSE_PX}), "
                 f"code {size(self.smallest_code_px)} (>= {MIN_CODE_PX}), figure text "
                 f"{size(self.smallest_figure_text_px)} (>= {MIN_FIGURE_TEXT_PX}); "
                 f"{self.overlapping_labels} overlapping labels, {self.raster_figures} raster "
@@ -326,7 +336,7 @@ def lecture_report(page, deck_source: Callable[[str], bool] = ends_in_html_html)
     """:func:`audience_report` and the deck's worst values together (one pass over the slides)."""
     measures = measure_deck(page)
     stats = LectureStats.of_deck(measures)
-    stats.problems = [p for m in measures for p in slide_problems(m, deck_source)]
+    stats.problems = [p for m in measures for p in slide_problems(m, deck_source, is_flat(measures))]
     stats.source_links = [link for m in measures for link in m.links if deck_source(link)]
     return stats
 
