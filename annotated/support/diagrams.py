@@ -17,12 +17,15 @@ Usage::
 from collections.abc import Callable
 
 import torch
+from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.collections import PolyCollection
 from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle
+from matplotlib.path import Path
 from matplotlib.text import Text
+from matplotlib.transforms import Bbox
 
 from annotated.attention import scaled_dot_product_attention
 from annotated.masks import padding_mask, target_mask
@@ -53,7 +56,7 @@ COLOURS = {
 
 # ------------------------------------------------------------------ drawing helpers
 
-def _board() -> tuple[Figure, "Axes"]:  # noqa: F821
+def _board() -> tuple[Figure, Axes]:
     """A blank figure of the slide's size whose one axes spans it, in drawing units."""
     fig = Figure(figsize=FIGSIZE, facecolor="white")
     FigureCanvasAgg(fig)  # so that fig.canvas.draw() works without pyplot
@@ -76,10 +79,11 @@ def _arrow(ax, start: tuple[float, float], end: tuple[float, float], lw: float =
 
 def _box(ax, x: float, y: float, w: float, h: float, label: str, colour: str = COLOURS["box"],
          size: float = MIN_FONT_PT) -> None:
-    """A rounded box with its lower-left corner at (x, y) and ``label`` in its middle."""
+    """A rounded box with its lower-left corner at (x, y) and ``label``, if any, in its middle."""
     ax.add_patch(FancyBboxPatch((x, y), w, h, boxstyle="round,pad=0,rounding_size=0.8",
                                 facecolor=colour, edgecolor="black", linewidth=1.5))
-    _text(ax, x + w / 2, y + h / 2, label, size=size)
+    if label:
+        _text(ax, x + w / 2, y + h / 2, label, size=size)
 
 
 def _square(x: float, y: float, w: float, h: float) -> list[tuple[float, float]]:
@@ -183,7 +187,7 @@ def _attention_step_2(ax) -> None:
     start, end = _S_X + L_K * CELL + 2.0, _A_X - 2.0
     mid = (start + end) / 2
     _arrow(ax, (start, _MID), (end, _MID))
-    _text(ax, mid, _MID + 7.5, r"$\div \sqrt{d_k}$")
+    _text(ax, mid, _MID + 7.5, r"÷ √$d_k$")  # mathtext's \sqrt draws its sign at two thirds of the size
     _text(ax, mid, _MID + 3.5, "mask pad")
     _text(ax, mid, _MID - 3.5, "softmax")
     _text(ax, mid, _MID - 7.2, "each row")
@@ -517,19 +521,66 @@ def drawn_texts(fig: Figure) -> list[Text]:
     return [t for t in texts if t.get_visible() and t.get_text().strip()]
 
 
+def _extents(fig: Figure) -> list[tuple[Text, Bbox]]:
+    if fig.stale:  # drawing is the slow part; once is enough until something changes
+        fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    return [(t, t.get_window_extent(renderer)) for t in drawn_texts(fig)]
+
+
 def text_overlaps(fig: Figure) -> list[tuple[str, str]]:
     """Pairs of texts whose drawn extents overlap, after drawing the figure."""
-    fig.canvas.draw()
-    renderer = fig.canvas.get_renderer()
-    boxes = [(t.get_text(), t.get_window_extent(renderer)) for t in drawn_texts(fig)]
-    return [(a, b) for i, (a, box_a) in enumerate(boxes) for b, box_b in boxes[i + 1:] if box_a.overlaps(box_b)]
+    boxes = _extents(fig)
+    return [(a.get_text(), b.get_text()) for i, (a, box_a) in enumerate(boxes) for b, box_b in boxes[i + 1:]
+            if box_a.overlaps(box_b)]
 
 
 def texts_outside(fig: Figure) -> list[str]:
     """Texts that reach past the figure's edges."""
-    fig.canvas.draw()
-    renderer = fig.canvas.get_renderer()
     frame = fig.bbox
-    return [t.get_text() for t in drawn_texts(fig)
-            if not (frame.x0 <= (e := t.get_window_extent(renderer)).x0 and e.x1 <= frame.x1
-                    and frame.y0 <= e.y0 and e.y1 <= frame.y1)]
+    return [t.get_text() for t, e in _extents(fig)
+            if not (frame.x0 <= e.x0 and e.x1 <= frame.x1 and frame.y0 <= e.y0 and e.y1 <= frame.y1)]
+
+
+def _pieces(path: Path, transform) -> list[Path]:
+    """A path in display coordinates as plain polylines: an arrow's path ends with a CLOSEPOLY
+    whose vertex (0, 0) would otherwise count as a line to the figure's corner."""
+    return [Path(points) for points in transform.transform_path(path).to_polygons(closed_only=False)]
+
+
+def drawing_collisions(fig: Figure) -> list[str]:
+    """What a reader would see drawn over a label, one line each: an arrow or a line through it,
+    a block of cells under it, a box it spills out of (a text anchored inside a box must fit in
+    it) or a box it reaches into from outside."""
+    found = []
+    texts = _extents(fig)
+    for ax in fig.axes:
+        shapes = []  # (what, display path, filled)
+        for patch in ax.patches:
+            if isinstance(patch, FancyArrowPatch):
+                shapes += [("an arrow", piece, False) for piece in _pieces(patch.get_path(), patch.get_transform())]
+            elif isinstance(patch, Rectangle):
+                shapes += [("a square", piece, True) for piece in _pieces(patch.get_path(), patch.get_transform())]
+        for line in ax.lines:
+            shapes += [("a line", piece, False) for piece in _pieces(line.get_path(), line.get_transform())]
+        for collection in ax.collections:
+            for path in collection.get_paths():
+                shapes += [("a block", piece, True) for piece in _pieces(path, collection.get_transform())]
+        for text, extent in texts:
+            inner = Bbox.from_extents(
+                extent.x0 + 1, extent.y0 + 1, extent.x1 - 1, extent.y1 - 1)  # touching is not crossing
+            for what, path, filled in shapes:
+                if path.intersects_bbox(inner, filled=filled):
+                    found.append(f"{what} runs over {text.get_text()!r}")
+            anchor = ax.transData.transform(text.get_position())
+            for box in ax.patches:
+                if not isinstance(box, FancyBboxPatch):
+                    continue
+                frame = box.get_window_extent()
+                if frame.contains(*anchor):
+                    if not (frame.x0 <= extent.x0 and extent.x1 <= frame.x1 and frame.y0 <= extent.y0
+                            and extent.y1 <= frame.y1):
+                        found.append(f"{text.get_text()!r} spills out of its box")
+                elif frame.overlaps(inner):
+                    found.append(f"{text.get_text()!r} reaches into a box")
+    return list(dict.fromkeys(found))  # a label over a block is one finding, not one per cell
