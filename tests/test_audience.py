@@ -6,6 +6,7 @@ Runs where Chromium is installed, like tests/test_browser.py; about 20 seconds.
 
 import os
 import re
+import struct
 
 import pytest
 
@@ -49,7 +50,8 @@ def deck(*slides: str) -> str:
 {sections}
 </div></div>
 <script src="assets/reveal.js/dist/reveal.js"></script>
-<script>Reveal.initialize({{width: 1280, height: 720, margin: 0, center: false, hash: true, transition: "none"}});</script>
+<script>Reveal.initialize({{width: 1280, height: 720, margin: 0, center: false, hash: true,
+                            transition: "none"}});</script>
 </body></html>"""
 
 
@@ -208,11 +210,12 @@ def test_the_site_check_measures_the_lecture_decks_and_the_links_to_them(tmp_pat
                        "slides/good.slides.html.html": page.format("the deck's HTML source"),
                        "guide/good.html": page.format(
                            '<a href="../lectures/good.html#/2">slides 3</a> <a href="../lectures/good.html#/s5">5</a>'
-                           ' <a href="../lectures/good.html#/9">slide 10</a> <a href="../build/slides/good.slides.html">'
-                           'deck</a> <a href="../slides/good.slides.html.html">deck</a>')}.items():
+                           ' <a href="../lectures/good.html#/9">slide 10</a>'
+                           ' <a href="../build/slides/good.slides.html">deck</a>'
+                           ' <a href="../slides/good.slides.html.html">deck</a>')}.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text, encoding="utf-8")
-    report = check_site(tmp_path, screenshots=None)
+    report = check_site(tmp_path, screenshots=tmp_path / "shots", lecture_slides=[("good", 3)])
     problems = "\n".join(report.problems)
     assert [p for p in report.problems if p.startswith("lectures/good.html")] == []
     assert re.search(r"^lectures/bad\.html: slide 1: 84 words of prose", problems, re.M)
@@ -226,3 +229,5 @@ def test_the_site_check_measures_the_lecture_decks_and_the_links_to_them(tmp_pat
     assert report.lectures.decks == 2 and report.lectures.slides == len(GOOD) + 2
     assert report.lectures.most_words == 84
     assert "2 lecture decks, 7 slides; at most 84 words of prose (limit 60)" in report.lectures.summary()
+    shot = (tmp_path / "shots" / "lecture_good_3.png").read_bytes()  # the slide, as the hall sees it
+    assert shot[:8] == b"\x89PNG\r\n\x1a\n" and struct.unpack(">II", shot[16:24]) == (1280, 720)

@@ -229,7 +229,10 @@ def slide_problems(m: SlideMeasure, deck_source: Callable[[str], bool] = ends_in
                                ("figure text", m.figureText, MIN_FIGURE_TEXT_PX)):
         if worst and worst[0] < limit - 0.05:
             problems.append(f"{at}: {kind} at {worst[0]:.1f} px on screen ({worst[1]}), less than {limit} px")
-    problems += [f"{at}: figure labels drawn over each other: {a} and {b}" for a, b in m.overlaps]
+    if m.overlaps:
+        (a, b), more = m.overlaps[0], len(m.overlaps) - 1
+        problems.append(f"{at}: figure labels drawn over each other: {a} and {b}"
+                        + (f", and {more} more pairs" if more else ""))
     problems += [f"{at}: {RASTER} (<img src=\"{src.split(',')[0] + ',...' if src.startswith('data:') else src}\">)"
                  for src in m.rasters]
     problems += [f"{at}: a scroll box ({box}) hides {below} px below and {beside} px beside; an audience "

@@ -3,6 +3,7 @@ network off, and says what a reader would hit: ``python -m annotated.support.sit
 
     python -m annotated.support.site            # build first
     python -m annotated.support.site_check      # then check build/site; screenshots in build/screenshots
+    python -m annotated.support.site_check --slide 04_multi_head_attention:3   # and of that lecture slide
 
 Per page: no failed request (a request for anything but a local file counts as failed), no
 console error, every equation typeset by MathJax (none left as raw TeX, none in error), every
@@ -152,7 +153,7 @@ def check_links(reports: list[PageReport], root: Path) -> list[str]:
     by_page = {(root / r.page).resolve(): r for r in reports}
     broken = []
     for report in reports:
-        for link in report.links:
+        for link in dict.fromkeys(report.links):  # a link repeated on a page is reported once
             parts = urlsplit(link)
             if parts.scheme != "file":
                 continue
@@ -178,9 +179,11 @@ def check_links(reports: list[PageReport], root: Path) -> list[str]:
     return broken
 
 
-def check_site(root: Path, screenshots: Path | None = SCREENSHOTS) -> SiteReport:
-    """Open every page under ``root`` (the assets aside); write screenshots of SCREENSHOT_PAGES
-    and of the first slide deck's third slide into ``screenshots``."""
+def check_site(root: Path, screenshots: Path | None = SCREENSHOTS,
+               lecture_slides: Sequence[tuple[str, int]] = ()) -> SiteReport:
+    """Open every page under ``root`` (the assets aside); write screenshots of SCREENSHOT_PAGES,
+    of a full deck's third slide and of ``lecture_slides`` into ``screenshots``
+    (:func:`take_screenshots`)."""
     root = root.resolve()
     pages = sorted(p for p in root.rglob("*.html") if "assets" not in p.relative_to(root).parts)
     if not pages:
@@ -191,15 +194,20 @@ def check_site(root: Path, screenshots: Path | None = SCREENSHOTS) -> SiteReport
         for path in pages:
             reports.append(inspect_page(context, path, root, deck_source))
         if screenshots is not None:
-            take_screenshots(context, root, screenshots)
+            take_screenshots(context, root, screenshots, lecture_slides)
     return SiteReport(reports, check_links(reports, root))
 
 
-def take_screenshots(context, root: Path, folder: Path) -> list[Path]:
+def take_screenshots(context, root: Path, folder: Path, lecture_slides: Sequence[tuple[str, int]] = ()) -> list[Path]:
+    """Screenshots of SCREENSHOT_PAGES (those the site has), of the third deck's third slide, and of
+    each (lecture deck name, 1-based slide number) of ``lecture_slides`` (by default the third
+    slide of the first lecture deck), as an audience sees it, every fragment shown."""
     root = root.resolve()
     folder.mkdir(parents=True, exist_ok=True)
     shots = []
     for name in SCREENSHOT_PAGES:
+        if not (root / name).is_file():
+            continue
         page = open_page(context, (root / name).as_uri(), PageLog())
         wait_for_mathjax(page)
         shot = folder / (name.replace("/", "_").removesuffix(".html") + ".png")
@@ -208,15 +216,50 @@ def take_screenshots(context, root: Path, folder: Path) -> list[Path]:
         shots.append(shot)
     decks = sorted((root / "slides").glob("*.slides.html"))
     if decks:
-        page = open_page(context, decks[min(2, len(decks) - 1)].as_uri(), PageLog())
-        wait_for_mathjax(page)
-        page.evaluate("Reveal.configure({transition: 'none'}); Reveal.slide(2, 0)")
-        page.wait_for_timeout(500)  # the slide's fade-in
-        shot = folder / f"slide_{decks[min(2, len(decks) - 1)].stem.removesuffix('.slides')}.png"
-        page.screenshot(path=str(shot))
-        page.close()
-        shots.append(shot)
+        deck = decks[min(2, len(decks) - 1)]
+        shots.append(screenshot_slide(context, deck, 3, folder / f"slide_{deck.stem.removesuffix('.slides')}.png",
+                                      strict=False))
+    lectures = sorted((root / "lectures").glob("*.html"))
+    if lectures and not lecture_slides:
+        lecture_slides = [(lectures[0].stem, 3)]
+    for name, number in lecture_slides:
+        deck = root / "lectures" / f"{name.removesuffix('.html')}.html"
+        if not deck.is_file():
+            raise FileNotFoundError(f"no lecture deck {deck.relative_to(root)}; the site has "
+                                    f"{', '.join(p.stem for p in lectures) or 'none'}")
+        shots.append(screenshot_slide(context, deck, number, folder / f"lecture_{deck.stem}_{number}.png"))
     return shots
+
+
+def screenshot_slide(context, deck: Path, number: int, shot: Path, strict: bool = True) -> Path:
+    """The ``number``-th slide (1-based, in the deck's order) of a reveal.js deck, every fragment
+    shown, into ``shot``; a deck with fewer slides is an error, or if not ``strict`` its last slide
+    is taken."""
+    page = open_page(context, deck.as_uri(), PageLog())
+    wait_for_mathjax(page)
+    page.wait_for_function("() => window.Reveal && Reveal.isReady()")
+    found = page.evaluate("""([number, strict]) => {
+        Reveal.configure({transition: 'none'});
+        const slides = Reveal.getSlides();
+        if (number > slides.length && strict) return slides.length;
+        const at = Reveal.getIndices(slides[Math.min(number, slides.length) - 1]);
+        Reveal.slide(at.h, at.v, Number.MAX_SAFE_INTEGER);
+        return 0;
+    }""", [number, strict])
+    if found:
+        page.close()
+        raise ValueError(f"{deck.name} has {found} slides, no slide {number}")
+    page.wait_for_timeout(500)  # the slide's fade-in
+    page.screenshot(path=str(shot))
+    page.close()
+    return shot
+
+
+def _lecture_slide(text: str) -> tuple[str, int]:
+    name, _, number = text.rpartition(":")
+    if not name or not number.isdigit() or int(number) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a lecture deck and a slide, as 04_multi_head_attention:3")
+    return name, int(number)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -226,10 +269,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help=f"the built site (default: {DEFAULT_OUT})")
     parser.add_argument("--screenshots", type=Path, default=SCREENSHOTS,
                         help=f"folder for the screenshots (default: {SCREENSHOTS})")
+    parser.add_argument("--slide", dest="slides", type=_lecture_slide, action="append", default=[],
+                        metavar="DECK:N", help="also take a screenshot of slide N of lectures/DECK.html, every "
+                                               "fragment shown (repeat for more; default: slide 3 of the first)")
     args = parser.parse_args(argv)
 
     def body() -> int:
-        report = check_site(args.site, args.screenshots)
+        report = check_site(args.site, args.screenshots, args.slides)
         decks = [p for p in report.pages if p.page.endswith(".slides.html")]
         print(f"{len(report.pages)} pages, {sum(p.math for p in report.pages)} equations, "
               f"{sum(p.images for p in report.pages)} images, {sum(len(p.links) for p in report.pages)} links; "
