@@ -92,8 +92,8 @@ MEASURE = """() => {
 
     const measure = (slide, number, hv) => {
         const own = Array.from(slide.querySelectorAll('*')).filter(el => !el.closest(HIDDEN) && shown(el));
-        const m = {number, hv, words: countWords(slide), prose: null, code: null, figureText: null,
-                   overlaps: [], rasters: [], scrollBoxes: [], right: null, left: null, height: slide.scrollHeight,
+        const m = {number, hv, words: countWords(slide), prose: null, code: null, figure_text: null,
+                   overlaps: [], rasters: [], scroll_boxes: [], right: null, left: null, height: slide.scrollHeight,
                    wrapped: [], headings: [], split: null, links: []};
         // 2. Prose: every visible text outside code, figures and notes, at its font size on screen.
         const walker = document.createTreeWalker(slide, NodeFilter.SHOW_TEXT);
@@ -110,7 +110,7 @@ MEASURE = """() => {
         own.filter(el => el.matches('svg text, svg tspan') && !el.closest('mjx-container') && el.textContent.trim())
            .forEach(el => {
                const ctm = el.getScreenCTM();
-               if (ctm) m.figureText = lowest(m.figureText, px(el) * Math.hypot(ctm.a, ctm.b), el);
+               if (ctm) m.figure_text = lowest(m.figure_text, px(el) * Math.hypot(ctm.a, ctm.b), el);
            });
         // 3. Labels drawn over each other cannot be read at any size: pairs of <text> of one figure
         //    whose boxes share more than a third of the smaller one (figures stacked in a build
@@ -133,7 +133,7 @@ MEASURE = """() => {
             const cs = getComputedStyle(el);
             const below = clips(cs.overflowY) ? el.scrollHeight - el.clientHeight : 0;
             const beside = clips(cs.overflowX) ? el.scrollWidth - el.clientWidth : 0;
-            if (below > 1 || beside > 1) m.scrollBoxes.push([describe(el), below, beside]);
+            if (below > 1 || beside > 1) m.scroll_boxes.push([describe(el), below, beside]);
         }
         // 5. Edges, in slide pixels: anything not inside a clipping box (rule 4 reports those).
         const origin = Reveal.getSlidesElement().getBoundingClientRect().left;
@@ -193,10 +193,10 @@ class SlideMeasure:
     words: int
     prose: list | None  # (smallest prose font size on screen, element)
     code: list | None
-    figureText: list | None
+    figure_text: list | None
     overlaps: list  # (text, text) drawn over each other
     rasters: list[str]
-    scrollBoxes: list  # (element, pixels hidden below, pixels hidden beside)
+    scroll_boxes: list  # (element, pixels hidden below, pixels hidden beside)
     right: list | None  # (slide pixels past the right edge, element); negative when inside
     left: list | None
     height: float
@@ -226,7 +226,7 @@ def slide_problems(m: SlideMeasure, deck_source: Callable[[str], bool] = ends_in
     if m.words > MAX_WORDS:
         problems.append(f"{at}: {m.words} words of prose, more than {MAX_WORDS}; move the rest to the speaker notes")
     for kind, worst, limit in (("prose", m.prose, MIN_PROSE_PX), ("code", m.code, MIN_CODE_PX),
-                               ("figure text", m.figureText, MIN_FIGURE_TEXT_PX)):
+                               ("figure text", m.figure_text, MIN_FIGURE_TEXT_PX)):
         if worst and worst[0] < limit - 0.05:
             problems.append(f"{at}: {kind} at {worst[0]:.1f} px on screen ({worst[1]}), less than {limit} px")
     if m.overlaps:
@@ -236,7 +236,7 @@ def slide_problems(m: SlideMeasure, deck_source: Callable[[str], bool] = ends_in
     problems += [f"{at}: {RASTER} (<img src=\"{src.split(',')[0] + ',...' if src.startswith('data:') else src}\">)"
                  for src in m.rasters]
     problems += [f"{at}: a scroll box ({box}) hides {below} px below and {beside} px beside; an audience "
-                 f"cannot scroll" for box, below, beside in m.scrollBoxes]
+                 f"cannot scroll" for box, below, beside in m.scroll_boxes]
     if m.right and m.right[0] > EDGE_ALLOWED:
         problems.append(f"{at}: {m.right[1]} runs {m.right[0]:.0f} px past the right edge of the slide "
                         f"(at most {EDGE_ALLOWED})")
@@ -297,10 +297,10 @@ class LectureStats:
             stats.smallest_prose_px = min(stats.smallest_prose_px, m.prose[0] if m.prose else float("inf"))
             stats.smallest_code_px = min(stats.smallest_code_px, m.code[0] if m.code else float("inf"))
             stats.smallest_figure_text_px = min(stats.smallest_figure_text_px,
-                                                m.figureText[0] if m.figureText else float("inf"))
+                                                m.figure_text[0] if m.figure_text else float("inf"))
             stats.overlapping_labels += len(m.overlaps)
             stats.raster_figures += len(m.rasters)
-            stats.scroll_boxes += len(m.scrollBoxes)
+            stats.scroll_boxes += len(m.scroll_boxes)
             stats.most_past_an_edge_px = max([stats.most_past_an_edge_px, *(e[0] for e in (m.right, m.left) if e)])
             stats.tallest_px = max(stats.tallest_px, m.height)
             stats.wrapped_blocks += len(m.wrapped)
