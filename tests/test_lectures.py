@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import sys
+import textwrap
 
 import matplotlib
 import nbformat
@@ -54,7 +55,7 @@ def test_code_and_output_on_a_slide_are_short_enough_to_read(name):
     cells = {c.get("id"): c for c in nbformat.read(plan.notebook, as_version=4).cells}
     for slide in plan.slides:
         if slide.code:
-            lines = lecture._part(cells[slide.code].source, slide.code_lines).split("\n")
+            lines = textwrap.dedent(lecture._part(cells[slide.code].source, slide.code_lines)).split("\n")
             assert len(lines) <= 14 and max(map(len, lines)) <= 90, (name, slide.number)
         if slide.output:
             shown = lecture._output_html(cells[slide.output])

@@ -40,6 +40,7 @@ import json
 import os
 import re
 import sys
+import textwrap
 import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -402,7 +403,7 @@ def slide_html(plan: Plan, slide: Slide, cells: dict, figures: dict[str, str]) -
     if slide.text:
         parts.append(f'<div class="lecture-text">{_markdown(slide.text)}</div>')
     if slide.code:
-        parts.append(_code_html(_part(cells[slide.code].source, slide.code_lines)))
+        parts.append(_code_html(textwrap.dedent(_part(cells[slide.code].source, slide.code_lines))))
     if slide.output:
         shown = _output_html(cells[slide.output])
         if shown.startswith("<div"):
