@@ -2,8 +2,11 @@
 large enough for the back of a hall, nothing drawn over a label, and each step a build on
 the one before."""
 
+import io
+import re
 from collections import Counter
 
+import matplotlib
 import pytest
 import torch
 from matplotlib.collections import Collection
@@ -137,7 +140,7 @@ def test_labels_use_the_papers_names(finished):
     def text(name):
         return "\n".join(t.get_text() for t in drawn_texts(finished[name]))
 
-    for name in [r"\sqrt{d_k}", "÷ √$d_k$", r"L_q \times d_k", r"L_k \times d_v", r"K^\top"]:
+    for name in ["softmax$(QK^\\top /$√$d_k)", "÷ √$d_k$", r"L_q \times d_k", r"L_k \times d_v", r"K^\top"]:
         assert name in text("attention_flow"), name
     heads = text("heads_and_wo")
     for name in ["W^Q", "W^K", "W^V", "W^O", r"d_{\mathrm{model}}", "d_k = d_{\\mathrm{model}} / h", "$h = 4$",
@@ -179,3 +182,13 @@ def test_the_cache_grows_by_one_key_and_one_value_per_step(figures):
         colours = Counter(_cell_colours(figures["decoder_step_cache", step]))
         assert colours[to_rgba(COLOURS["K"])] == colours[to_rgba(COLOURS["V"])] == step * (step + 1) // 2
         assert colours[to_rgba(COLOURS["Q"])] == step  # one new query per step
+
+
+def test_as_svg_with_text_kept_as_text_every_glyph_is_in_the_one_font_a_deck_ships(finished):
+    # mathtext's \sqrt and big operators come from STIX fonts that a browser does not have.
+    with matplotlib.rc_context({"svg.fonttype": "none"}):
+        for name, fig in finished.items():
+            svg = io.StringIO()
+            fig.savefig(svg, format="svg")
+            fonts = set(re.findall(r"font-family: '?([^;'\"]+)", svg.getvalue()))
+            assert fonts == {"DejaVu Sans"}, f"{name} uses {fonts}"

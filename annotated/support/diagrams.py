@@ -165,8 +165,8 @@ def _attention_step_1(ax) -> None:
     """Every query meets every key: Q K^T gives an L_q x L_k matrix of scores."""
     scores, _, _ = _attention_numbers()
     shade = 0.25 + 0.75 * (scores - scores.min()) / (scores.max() - scores.min())
-    _text(ax, WIDTH / 2, 50.5, r"$\mathrm{Attention}(Q, K, V) = \mathrm{softmax}(QK^\top / \sqrt{d_k})\,V$",
-          size=TITLE_PT)
+    # A plain √, not mathtext's \sqrt: its sign needs a STIX font that browsers lack (decks keep text as text).
+    _text(ax, WIDTH / 2, 50.5, r"Attention$(Q, K, V)$ = softmax$(QK^\top /$√$d_k)\,V$", size=TITLE_PT)
     _named_block(ax, _Q_X, L_Q, D_K, COLOURS["Q"], r"$Q$", r"$L_q \times d_k$", follow=True)
     _legend_square(ax, _Q_X, 45.0, "white", "query 1, followed", linewidth=3.0)
     _text(ax, (_Q_X + D_K * CELL + _KT_X) / 2, _MID, r"$\times$")
@@ -187,7 +187,7 @@ def _attention_step_2(ax) -> None:
     start, end = _S_X + L_K * CELL + 2.0, _A_X - 2.0
     mid = (start + end) / 2
     _arrow(ax, (start, _MID), (end, _MID))
-    _text(ax, mid, _MID + 7.5, r"÷ √$d_k$")  # mathtext's \sqrt draws its sign at two thirds of the size
+    _text(ax, mid, _MID + 7.5, r"÷ √$d_k$")
     _text(ax, mid, _MID + 3.5, "mask pad")
     _text(ax, mid, _MID - 3.5, "softmax")
     _text(ax, mid, _MID - 7.2, "each row")
