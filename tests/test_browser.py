@@ -6,6 +6,7 @@ The screenshots go to ``build/screenshots/`` for a person to look at.
 """
 
 import os
+import re
 import struct
 
 import nbformat
@@ -16,6 +17,7 @@ from annotated.support.course import ROOT
 from annotated.support.site_check import (
     OVERFLOW_ALLOWED, SCREENSHOT_PAGES, SCREENSHOTS, check_site,
 )
+from annotated.support.lecture import plans as lecture_plans, write_pdfs
 from annotated.support.slides import SLIDE_HEIGHT, build as build_decks, install_assets
 
 try:
@@ -67,6 +69,42 @@ def test_every_slide_of_every_deck_fits_the_1280_by_720_screen(report):
     for deck in decks:
         assert deck.slides >= 10, deck.page
         assert deck.tallest_slide <= SLIDE_HEIGHT + OVERFLOW_ALLOWED, (deck.page, deck.tallest_slide)
+
+
+def test_every_notebook_has_a_lecture_deck_that_passes_the_audience_check(report):
+    """The check itself (words, font sizes, figure text, scroll boxes, edges, wrapped lines, split lists)
+    is tested rule by rule in tests/test_audience.py; here every lecture deck of the site passes it."""
+    stats = report.lectures
+    assert stats.decks == len(list((ROOT / "notebooks").glob("*.ipynb"))) == len(lecture_plans())
+    assert stats.slides >= 25 * stats.decks, stats.summary()
+    assert not stats.problems, "\n".join(stats.problems[:20])
+    assert stats.most_words <= 60 and stats.smallest_prose_px >= 24 and stats.smallest_code_px >= 20
+    assert stats.smallest_figure_text_px >= 14, stats.summary()
+    print(stats.summary())
+
+
+def test_the_guide_pages_link_their_lecture_decks_not_pages_of_their_source(report):
+    by_page = {p.page: p for p in report.pages}
+    for plan in lecture_plans():
+        links = by_page[f"guide/{plan.stem}.html"].links
+        assert any(link.endswith(f"/lectures/{plan.stem}.html") for link in links), plan.stem
+        assert not any(link.endswith(".html.html") for link in links), plan.stem
+
+
+def test_the_explorer_page_loads_offline_and_notebook_10_links_to_it(report, built_site):
+    by_page = {p.page: p for p in report.pages}
+    assert by_page["explorer/index.html"].problems == []
+    page = (built_site.out / "notebooks" / "10_what_the_heads_learned.html").read_text(encoding="utf-8")
+    assert 'href="../explorer/index.html"' in page and "widget-view+json" not in page
+
+
+def test_a_pdf_handout_has_one_page_per_slide(built_site, tmp_path):
+    deck = built_site.out / "lectures" / "02_scaled_dot_product_attention.html"
+    pdf = write_pdfs([deck], tmp_path)[0]
+    data = pdf.read_bytes()
+    assert data[:5] == b"%PDF-"
+    pages = len(re.findall(rb"/Type\s*/Page(?!s)", data))
+    assert pages == deck.read_text(encoding="utf-8").count('<section class="lecture-slide'), pages
 
 
 def test_the_screenshots_are_written_for_a_person_to_look_at(report):

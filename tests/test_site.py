@@ -68,6 +68,7 @@ def test_the_index_has_the_course_map_and_the_readmes_tables(built_site):
     index = (built_site.out / "index.html").read_text(encoding="utf-8")
     for nb in sorted((ROOT / "notebooks").glob("*.ipynb")):
         assert f'href="notebooks/{nb.stem}.html"' in index and f'href="slides/{nb.stem}.slides.html"' in index
+        assert f'href="lectures/{nb.stem}.html"' in index
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     headers = re.findall(r"^\| *(.+?) *\|.*\n\|[-| :]+\|$", readme, flags=re.M)
     assert len(headers) >= 2, "the README's tables"
@@ -85,6 +86,16 @@ def test_a_notebook_page_keeps_its_outputs_figures_and_the_course_bar(built_site
 
 
 # ---------------------------------------------------------------- nothing of the user's is lost or published
+
+
+def test_a_link_to_a_built_deck_goes_to_the_sites_deck_not_a_page_of_its_source(tmp_path):
+    site = Site(tmp_path)
+    guide = PurePosixPath("guide/04_multi_head_attention.md")
+    out = site.rewrite_links('<a href="../build/lectures/04_multi_head_attention.html">l</a>', guide)
+    assert 'href="../lectures/04_multi_head_attention.html"' in out
+    spans = site.link_code_spans("<p><code>build/slides/04_multi_head_attention.slides.html</code></p>", guide)
+    assert 'href="../slides/04_multi_head_attention.slides.html"' in spans and ".html.html" not in spans
+    assert not site.sources  # no page of a deck's HTML source is made
 
 
 def test_a_link_to_a_file_git_does_not_own_is_not_published(tmp_path):

@@ -32,6 +32,7 @@ from pathlib import Path, PurePosixPath
 from annotated.support.course import ROOT, course_paths, is_course_file
 from annotated.support.errors import run_command
 from annotated.support.files import build_folder, check_output_folder
+from annotated.support.explorer import WidgetToExplorer, build as build_explorer
 from annotated.support.lecture import LECTURES, Links, build as build_lectures, plans as lecture_plans
 from annotated.support.slides import (TEMPLATES, build as build_decks, deck_name, install_assets, map_links,
                                       read_notebook)
@@ -147,7 +148,7 @@ class Site:
         """The bar above every page: the course, and around a notebook its neighbours and its
         exercises, solutions, guide and deck."""
         links = [("Course", "index.html"), ("Instructor guide", "guide/index.html"),
-                 ("Results", "benchmarks/RESULTS.html")]
+                 ("Results", "benchmarks/RESULTS.html"), ("Attention explorer", "explorer/index.html")]
         if notebook is not None:
             stem = notebook.path.stem
             names = [nb.path.stem for nb in self.course]
@@ -183,6 +184,8 @@ class Site:
         page = site_path(repo_file)
         assets = self.relative(page, "assets")
         exporter = HTMLExporter(template_name="course_page", extra_template_basedirs=[str(TEMPLATES)])
+        # A widget (notebook 10's interactive view) shows nothing on a static page: a link to the explorer instead.
+        exporter.register_preprocessor(WidgetToExplorer(self.relative(page, "explorer/index.html")), enabled=True)
         resources = {"metadata": {"name": notebook.title}, "course_css": f"{assets}/course.css",
                      "course_mathjax": mathjax_html(assets), "course_nav": self.nav(page, notebook)}
         body, _ = exporter.from_notebook_node(read_notebook(notebook.path), resources=resources)
@@ -284,6 +287,8 @@ class Site:
                                                           encoding="utf-8")
         for notebook in notebooks():
             self.notebook_page(notebook)
+        build_explorer(self.out / "explorer", links={"Course": "../index.html",
+                                                    "Notebook 10": "../notebooks/10_what_the_heads_learned.html"})
         self.markdown_page(PurePosixPath("README.md"), before=self.course_map())
         for md in sorted((ROOT / "guide").glob("*.md")):
             self.markdown_page(PurePosixPath("guide", md.name))
