@@ -24,14 +24,17 @@ import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
 from nbconvert.preprocessors import Preprocessor
 from traitlets import Unicode
 
 from annotated.support.course import course_paths
 from annotated.support.errors import DataError, run_command
 from annotated.support.files import build_folder, check_output_folder
+
+if TYPE_CHECKING:  # torch only where weights are computed or read: the site's build does not import it
+    import torch
 
 EXPLORER = Path(__file__).resolve().parent / "templates" / "explorer"
 DATA_FILE = EXPLORER / "attention.js"
@@ -53,22 +56,27 @@ def pick_sentences(pairs: list[tuple[str, str]], n: int = N_SENTENCES, words: tu
     return [i for i, (de, _) in enumerate(pairs) if words[0] <= len(de.split()) <= words[1]][:n]
 
 
-def to_bytes(weights: torch.Tensor) -> str:
+def to_bytes(weights: "torch.Tensor") -> str:
     """Weights in [0, 1] as base64 of round(255 x w), one byte each, in row-major order."""
+    import torch
+
     return base64.b64encode((weights * 255).round().clamp(0, 255).to(torch.uint8).numpy().tobytes()).decode("ascii")
 
 
-def from_bytes(text: str, shape: tuple[int, ...]) -> torch.Tensor:
+def from_bytes(text: str, shape: tuple[int, ...]) -> "torch.Tensor":
     """The inverse of :func:`to_bytes`, up to its rounding: float weights of ``shape``."""
+    import torch
+
     raw = base64.b64decode(text)
     return torch.frombuffer(bytearray(raw), dtype=torch.uint8).float().reshape(shape) / 255
 
 
-@torch.no_grad()
 def compute(model, tokenizer, pairs: list[tuple[str, str]], indices: list[int]) -> dict:
     """Every layer, head and kind of attention for ``pairs[i]``, i in ``indices``, teacher-forced
     on the model's greedy translations; what ``attention.js`` holds. One padded batch: padding is
     masked, so each sentence's weights are those ``sentence_attention`` gives it alone."""
+    import torch
+
     from annotated.batching import collate
     from annotated.heads import collect_attention
     from annotated.support.attention_figures import KIND_TITLES
@@ -77,8 +85,9 @@ def compute(model, tokenizer, pairs: list[tuple[str, str]], indices: list[int]) 
 
     vocab = tokenizer.tgt_vocab  # one vocabulary of pieces for both languages
     start = collate([(tokenizer.encode(pairs[i][0]), [vocab[BOS], vocab[EOS]]) for i in indices], vocab[PAD])
-    [batch] = own_translations(model.eval(), tokenizer, [start])  # the same sources, teacher-forced on greedy output
-    weights = collect_attention(model, batch)  # kind -> (layers, batch, h, L_q, L_k)
+    with torch.no_grad():
+        [batch] = own_translations(model.eval(), tokenizer, [start])  # the same sources, teacher-forced on greedy output
+        weights = collect_attention(model, batch)  # kind -> (layers, batch, h, L_q, L_k)
     n_layers, _, h = weights["encoder"].shape[:3]
     sentences = []
     for b, i in enumerate(indices):
@@ -107,7 +116,7 @@ def compute_shipped() -> dict:
     return compute(model, tokenizer, pairs, pick_sentences(pairs))
 
 
-def weights_of(data: dict, sentence: dict, kind: str) -> torch.Tensor:
+def weights_of(data: dict, sentence: dict, kind: str) -> "torch.Tensor":
     """One sentence's stored weights of one kind, as floats: (layers, h, L_q, L_k)."""
     axes = data["kinds"][kind]
     shape = (data["layers"], data["heads"], len(sentence[axes["rows"]]), len(sentence[axes["cols"]]))
