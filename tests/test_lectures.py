@@ -98,6 +98,13 @@ def test_the_guide_links_its_lecture(name):
     assert f"(../build/lectures/{name}.html)" in text
 
 
+def test_angle_brackets_in_a_plan_are_text_not_html():
+    html = lecture._inline("reads `<s>` then <pad> and $x < y$ or $\\texttt{<pad>}$")
+    assert "<code>&lt;s&gt;</code>" in html and "&lt;pad&gt;" in html
+    assert r"$x \lt  y$" in html and r"\texttt{\lt pad\gt }" in html
+    assert "<pad>" not in html and "<s>" not in html
+
+
 def test_words_count_an_equation_as_one_word():
     slide = lecture.Slide(2, "Why $W^O$?", points=["$d_k = d_{\\text{model}} / h$ columns each"])
     assert slide.words() == 2 + 1 + 2

@@ -344,9 +344,21 @@ def _markdown(text: str) -> str:
     return markdown2html_mistune(text)
 
 
+def _angles(text: str) -> str:
+    """``<`` and ``>`` of a plan's line as text, not HTML: a token such as <s> or <pad> is written as it
+    reads (in math as \\lt and \\gt, in code spans as they are)."""
+    pieces = re.split(r"(`[^`]*`|\$\$.*?\$\$|\$[^$]*\$)", text, flags=re.S)
+    for i, piece in enumerate(pieces):
+        if piece.startswith("$"):
+            pieces[i] = piece.replace("<", r"\lt ").replace(">", r"\gt ")
+        elif not piece.startswith("`"):
+            pieces[i] = piece.replace("<", "&lt;").replace(">", "&gt;")
+    return "".join(pieces)
+
+
 def _inline(text: str) -> str:
-    """One line of Markdown as inline HTML (no enclosing paragraph)."""
-    return re.sub(r"^<p>(.*)</p>\s*$", r"\1", _markdown(text).strip(), flags=re.S)
+    """One line of a plan's Markdown as inline HTML (no enclosing paragraph)."""
+    return re.sub(r"^<p>(.*)</p>\s*$", r"\1", _markdown(_angles(text)).strip(), flags=re.S)
 
 
 def _code_html(source: str) -> str:
@@ -401,7 +413,7 @@ def slide_html(plan: Plan, slide: Slide, cells: dict, figures: dict[str, str]) -
         parts.append('<ul class="lecture-points">' + "".join(f"<li{item}>{_inline(p)}</li>" for p in slide.points)
                      + "</ul>")
     if slide.text:
-        parts.append(f'<div class="lecture-text">{_markdown(slide.text)}</div>')
+        parts.append(f'<div class="lecture-text">{_markdown(_angles(slide.text))}</div>')
     if slide.code:
         parts.append(_code_html(textwrap.dedent(_part(cells[slide.code].source, slide.code_lines))))
     if slide.output:
