@@ -545,7 +545,8 @@ def build(plan_paths: Sequence[Path], out: Path, assets_dir: Path | None = None,
     assets_dir = install_lecture_assets(assets_dir or out / "assets")
     out.mkdir(parents=True, exist_ok=True)
     relative = Path(os.path.relpath(assets_dir, out)).as_posix()
-    every = [read_plan(p) for p in plans()]
+    # The next lecture is named by its file alone: a plan being edited elsewhere does not stop this one.
+    every = [Plan(p, NOTEBOOKS / f"{p.stem}.ipynb", []) for p in plans() if (NOTEBOOKS / f"{p.stem}.ipynb").is_file()]
     names = [p.name for p in every]
     decks = []
     for path in plan_paths:
