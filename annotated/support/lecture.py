@@ -330,11 +330,13 @@ def _svg_body(svg: str) -> str:
 
 def _unique_ids(svg: str, prefix: str) -> str:
     """matplotlib names clip paths and glyphs with ids that repeat between figures; inline on one page
-    they must not collide."""
-    ids = set(re.findall(r'id="([^"]+)"', svg))
-    for name in sorted(ids, key=len, reverse=True):
-        svg = re.sub(rf'(id="|#|url\(#){re.escape(name)}(?=["\)])', rf'\g<1>{prefix}{name}', svg)
-    return svg
+    they must not collide. One pass: every id, and every reference to one (``#id``, ``url(#id)``)."""
+    ids = set(re.findall(r'\bid="([^"]+)"', svg))
+
+    def one(match: re.Match) -> str:
+        before, name = match.groups()
+        return f"{before}{prefix}{name}" if name in ids else match.group(0)
+    return re.sub(r'(\bid="|#)([\w.:-]+)(?=["\)])', one, svg)
 
 
 # ------------------------------------------------------------------ the deck
