@@ -515,7 +515,7 @@ PAGE = """<!DOCTYPE html>
 <script>
 Reveal.initialize({{hash: true, center: false, controls: true, progress: true, slideNumber: "c/t",
     width: {width}, height: {height}, margin: 0, display: "flex", transition: "fade",
-    pdfSeparateFragments: false, plugins: [RevealNotes]}});
+    pdfSeparateFragments: false, pdfMaxPagesPerSlide: 1, plugins: [RevealNotes]}});
 </script>
 </body>
 </html>
