@@ -96,6 +96,8 @@ def test_a_link_to_a_built_deck_goes_to_the_sites_deck_not_a_page_of_its_source(
     spans = site.link_code_spans("<p><code>build/slides/04_multi_head_attention.slides.html</code></p>", guide)
     assert 'href="../slides/04_multi_head_attention.slides.html"' in spans and ".html.html" not in spans
     assert not site.sources  # no page of a deck's HTML source is made
+    pattern = site.link_code_spans("<p><code>build/lectures/NN_name.html</code></p>", PurePosixPath("README.md"))
+    assert "<a " not in pattern  # a name pattern, not a deck: no link to a page that does not exist
 
 
 def test_a_link_to_a_file_git_does_not_own_is_not_published(tmp_path):

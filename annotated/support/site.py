@@ -132,7 +132,8 @@ class Site:
         def one(match: re.Match) -> str:
             name = match.group(1)
             built = BUILT_DECK.match(name)
-            if built:  # build/slides/X or build/lectures/X: the site's own copy of that deck
+            stem = PurePosixPath(name).name.removesuffix(".html").removesuffix(".slides")
+            if built and (ROOT / "notebooks" / f"{stem}.ipynb").is_file():  # the site's own copy of that deck
                 return f'<a href="{os.path.relpath(built.group(1), repo_file.parent.as_posix())}">{match.group(0)}</a>'
             if "/" not in name or not (ROOT / name).is_file():
                 return match.group(0)
