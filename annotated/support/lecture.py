@@ -461,8 +461,10 @@ class Links:
     next_title: str | None
 
 
-def deck_html(plan: Plan, assets: str, links: Links) -> str:
-    """The lecture as one reveal.js page; ``assets`` is the relative URL of the assets folder."""
+def deck_html(plan: Plan, assets: str, links: Links, rewrite=None) -> str:
+    """The lecture as one reveal.js page; ``assets`` is the relative URL of the assets folder;
+    ``rewrite(html)`` points the links of the notebook's own text (written from notebooks/) at
+    their targets from the deck's folder."""
     stale = stale_figures(plan)
     if stale:
         raise LectureError(f"{plan.path.name}: figures missing or older than their cells: {', '.join(stale[:5])}; "
@@ -490,7 +492,8 @@ def deck_html(plan: Plan, assets: str, links: Links) -> str:
                f'<h2>{"Next: " + html.escape(links.next_title) if links.next_title else "The end of the course"}</h2>\n'
                f'{nav(following + course)}\n<aside class="notes">The exercises of this notebook are linked from '
                f'the course page.</aside>\n</section>')
-    body = "\n".join([opening] + [slide_html(plan, s, cells, figures) for s in plan.slides] + [closing])
+    slides = "\n".join(slide_html(plan, s, cells, figures) for s in plan.slides)
+    body = "\n".join([opening, rewrite(slides) if rewrite else slides, closing])
     return PAGE.format(title=html.escape(title), assets=assets, mathjax=mathjax_html(assets), body=body,
                        width=SLIDE_WIDTH, height=SLIDE_HEIGHT)
 
@@ -541,9 +544,14 @@ def repo_links(plan: Plan, out: Path, next_plan: Plan | None) -> Links:
                  next_title=title_of(next_plan.notebook) if next_plan else None)
 
 
-def build(plan_paths: Sequence[Path], out: Path, assets_dir: Path | None = None, links=None) -> list[Path]:
-    """Write one lecture deck per plan into ``out``; ``links(plan, out, next_plan) -> Links``."""
+def build(plan_paths: Sequence[Path], out: Path, assets_dir: Path | None = None, links=None,
+          rewrite=None) -> list[Path]:
+    """Write one lecture deck per plan into ``out``; ``links(plan, out, next_plan) -> Links`` and
+    ``rewrite(html, plan, out)`` for the links of the notebook's text (by default to the repository's files)."""
+    from annotated.support.slides import links_to_files
+
     links = links or repo_links
+    rewrite = rewrite or (lambda text, plan, folder: links_to_files(text, plan.notebook, folder))
     assets_dir = install_lecture_assets(assets_dir or out / "assets")
     out.mkdir(parents=True, exist_ok=True)
     relative = Path(os.path.relpath(assets_dir, out)).as_posix()
@@ -556,7 +564,8 @@ def build(plan_paths: Sequence[Path], out: Path, assets_dir: Path | None = None,
         i = names.index(plan.name) if plan.name in names else -1
         next_plan = every[i + 1] if 0 <= i < len(every) - 1 else None
         deck = out / f"{plan.name}.html"
-        deck.write_text(deck_html(plan, relative, links(plan, out, next_plan)), encoding="utf-8")
+        deck.write_text(deck_html(plan, relative, links(plan, out, next_plan),
+                                  rewrite=lambda text, plan=plan: rewrite(text, plan, out)), encoding="utf-8")
         decks.append(deck)
     return decks
 

@@ -297,7 +297,10 @@ class Site:
         for repo_file in sorted(self.sources):  # the files the pages above link to
             self.source_page(repo_file)
         if with_slides:
-            build_lectures(lecture_plans(), self.out / "lectures", self.out / "assets", links=self.lecture_links)
+            build_lectures(lecture_plans(), self.out / "lectures", self.out / "assets", links=self.lecture_links,
+                           rewrite=lambda text, plan, _: self.rewrite_links(
+                               text, PurePosixPath("notebooks", plan.notebook.name),
+                               PurePosixPath("lectures", f"{plan.name}.html")))
             build_decks([nb.path for nb in self.course], self.out / "slides", self.out / "assets",
                         links=lambda text, notebook, _: self.rewrite_links(
                             text, PurePosixPath("notebooks", notebook.name), PurePosixPath("slides", deck_name(notebook))))
