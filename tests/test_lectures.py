@@ -225,3 +225,7 @@ def test_the_deck_has_every_slide_with_notes_links_and_no_raster_image(tmp_path)
     assert 'href="05_positional_encoding.html"' in text  # on to the next lecture
     assert re.search(r'href="[^"]*README\.md"', text) and re.search(r'href="[^"]*guide/04_multi_head_attention\.md"', text)
     assert (tmp_path / "assets" / "lecture.css").is_file()
+    # The notebook's own links (in the notes: exercises, solutions) resolve from the deck's folder.
+    targets = {t.split("#")[0] for t in re.findall(r'href="([^"]+)"', text) if not t.startswith("data:")} - {""}
+    missing = [t for t in targets if not t.endswith("05_positional_encoding.html") and not (tmp_path / t).exists()]
+    assert not missing and any(t.endswith("exercises/04_multi_head_attention.ipynb") for t in targets), missing
