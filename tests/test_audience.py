@@ -4,7 +4,6 @@ passes, and each rule fails once, on purpose, on a slide of its own, naming that
 Runs where Chromium is installed, like tests/test_browser.py; about 20 seconds.
 """
 
-import os
 import re
 import struct
 
@@ -13,17 +12,11 @@ import pytest
 from annotated.support.audience import (
     DECK_SOURCE, MAX_WORDS, MIN_CODE_PX, MIN_FIGURE_TEXT_PX, MIN_PROSE_PX, RASTER, audience_report, lecture_report,
 )
-from annotated.support.browser import BrowserError, PageLog, find_chromium, offline_browser, open_page, wait_for_mathjax
+from annotated.support.browser import PageLog, browser_missing, offline_browser, open_page, wait_for_mathjax
 from annotated.support.site_check import check_site
 from annotated.support.slides import install_assets
 
-try:
-    find_chromium()
-    NO_BROWSER = ""
-except BrowserError as err:
-    NO_BROWSER = str(err)
-if NO_BROWSER and os.environ.get("ANNOTATED_REQUIRE_BROWSER") == "1":
-    raise RuntimeError(f"ANNOTATED_REQUIRE_BROWSER=1 but {NO_BROWSER}")
+NO_BROWSER = browser_missing()
 pytestmark = pytest.mark.skipif(bool(NO_BROWSER), reason=NO_BROWSER)
 
 # The lecture deck's sizes: body text 26 px, code 21 px, at Reveal's scale 1 (no margin).

@@ -3,14 +3,13 @@ the shipped model, its page driven in headless Chromium with the network off, an
 replaces notebook 10's widget on the site."""
 
 import json
-import os
 
 import nbformat
 import pytest
 import torch
 from nbformat.v4 import new_code_cell, new_notebook, new_output
 
-from annotated.support.browser import BrowserError, PageLog, find_chromium, offline_browser, open_page
+from annotated.support.browser import PageLog, browser_missing, offline_browser, open_page
 from annotated.support.course import ROOT
 from annotated.support.explorer import (DATA_FILE, N_SENTENCES, SPLIT, WIDGET_MIME, WidgetToExplorer, build,
                                         compute_shipped, from_bytes, pick_sentences, read_data, to_bytes,
@@ -19,14 +18,8 @@ from annotated.support.explorer import (DATA_FILE, N_SENTENCES, SPLIT, WIDGET_MI
 ROUNDING = 1 / 255  # two weights rounded to bytes differ by at most this (each is within half of it)
 KINDS = ("encoder", "decoder", "cross")
 
-try:
-    find_chromium()
-    NO_BROWSER = ""
-except BrowserError as err:
-    NO_BROWSER = str(err)
-# Where the browser test is required (.ci/run), a missing browser fails these tests instead of skipping them.
-needs_browser = pytest.mark.skipif(bool(NO_BROWSER) and os.environ.get("ANNOTATED_REQUIRE_BROWSER") != "1",
-                                   reason=NO_BROWSER)
+NO_BROWSER = browser_missing()
+needs_browser = pytest.mark.skipif(bool(NO_BROWSER), reason=NO_BROWSER)
 
 
 @pytest.fixture(scope="module")

@@ -42,6 +42,18 @@ def find_chromium() -> Path:
                        f"or set {CHROMIUM_ENV_VAR} to a Chromium binary")
 
 
+def browser_missing() -> str:
+    """Why the browser tests cannot run here ("" when they can). Where ``ANNOTATED_REQUIRE_BROWSER=1``
+    (CI) a missing browser is an error, not a reason to skip."""
+    try:
+        find_chromium()
+        return ""
+    except BrowserError as err:
+        if os.environ.get("ANNOTATED_REQUIRE_BROWSER") == "1":
+            raise RuntimeError(f"ANNOTATED_REQUIRE_BROWSER=1 but {err}") from None
+        return str(err)
+
+
 @dataclass
 class PageLog:
     """What went wrong while a page loaded: requests that failed (or were refused because they
