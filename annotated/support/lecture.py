@@ -321,6 +321,14 @@ def stale_figures(plan: Plan) -> list[str]:
     return stale
 
 
+def require_fresh_figures(plan: Plan) -> None:
+    """A LectureError naming the stale figures and the command that draws them, if there are any."""
+    stale = stale_figures(plan)
+    if stale:
+        raise LectureError(f"{plan.path.name}: figures missing or older than their cells: {', '.join(stale[:5])}; "
+                           f"run `python -m annotated.support.lecture --figures {_shown(plan.notebook)}`")
+
+
 def _svg_body(svg: str) -> str:
     """The ``<svg>`` element of a file, without its XML prolog, sized by CSS."""
     start = svg.find("<svg")
@@ -465,10 +473,7 @@ def deck_html(plan: Plan, assets: str, links: Links, rewrite=None) -> str:
     """The lecture as one reveal.js page; ``assets`` is the relative URL of the assets folder;
     ``rewrite(html)`` points the links of the notebook's own text (written from notebooks/) at
     their targets from the deck's folder."""
-    stale = stale_figures(plan)
-    if stale:
-        raise LectureError(f"{plan.path.name}: figures missing or older than their cells: {', '.join(stale[:5])}; "
-                           f"run `python -m annotated.support.lecture --figures {_shown(plan.notebook)}`")
+    require_fresh_figures(plan)
     nb = read_notebook(plan.notebook)
     cells = {cell.get("id"): cell for cell in nb.cells}
     figures = {key: (figure_folder(plan) / f"{key}.svg").read_text(encoding="utf-8")
@@ -630,10 +635,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"{plan.name}: {len(files)} figures in {_shown(figure_folder(plan))}")
             return 0
         for plan in loaded:
-            stale = stale_figures(plan)
-            if stale:
-                raise LectureError(f"{plan.path.name}: figures missing or older than their cells ({', '.join(stale[:3])}); "
-                                   f"run `{parser.prog} --figures {_shown(plan.notebook)}`")
+            require_fresh_figures(plan)  # before any work
         check_output_folder(args.out, args.force, inputs=chosen, protected=course_paths())
         try:
             with build_folder(args.out, parser.prog, force=args.force, keep=True, inputs=chosen,
