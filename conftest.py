@@ -1,8 +1,21 @@
-"""Let ``pytest --nbval`` find the sanitize file from any working directory."""
+"""Let ``pytest --nbval`` find the sanitize file from any working directory; give each of
+pytest-xdist's workers its share of the cores; name files the tests leave behind."""
 
+import os
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
+
+# ``pytest --nbval`` runs in parallel (``-n auto --dist loadscope`` in pyproject.toml: every
+# notebook whole in one kernel, every test module on one worker). PyTorch would give each worker,
+# and each kernel a worker starts, a thread per core; on two cores two workers of two threads wait
+# on each other (notebook 09's training ran four times slower). So each worker, and every kernel
+# and command it starts, gets its share: one thread each on two cores. Set before torch is imported.
+if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
+    _cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    _share = max(1, _cores // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))
+    for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(_name, str(_share))
 
 
 def pytest_configure(config):
@@ -34,11 +47,19 @@ def _files_outside_tmp() -> set[Path]:
     return found
 
 
+def _is_worker(session) -> bool:
+    return hasattr(session.config, "workerinput")  # the check runs once, around all the workers
+
+
 def pytest_sessionstart(session):
+    if _is_worker(session):
+        return
     session.config._files_before = _files_outside_tmp()
 
 
 def pytest_sessionfinish(session, exitstatus):
+    if _is_worker(session):
+        return
     left = sorted(_files_outside_tmp() - session.config._files_before)
     if left:
         names = ", ".join(str(p) for p in left[:10]) + (f" and {len(left) - 10} more" if len(left) > 10 else "")
