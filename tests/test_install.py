@@ -1,6 +1,9 @@
 """The two install routes, pip (pyproject.toml) and conda (environment.yml), agree."""
 
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -50,3 +53,23 @@ def test_torchtext_is_not_a_dependency():
     project = pyproject()["project"]
     everything = project["dependencies"] + sum(project["optional-dependencies"].values(), [])
     assert not any(r.lower().startswith("torchtext") for r in everything)
+
+
+def test_the_suite_runs_on_every_core_with_a_notebook_whole_on_one_worker():
+    options = pyproject()["tool"]["pytest"]["ini_options"]
+    addopts = options["addopts"].split()
+    assert addopts[:5] == ["-n", "auto", "--maxprocesses", "4", "--dist"] and addopts[5] == "loadscope", addopts
+    assert options["testpaths"][0] == "notebooks", "the longest runs (the notebooks) start first"
+
+
+@pytest.mark.skipif("PYTEST_XDIST_WORKER_COUNT" not in os.environ, reason="runs under pytest-xdist (pytest -n)")
+def test_each_worker_and_the_kernels_it_starts_get_their_share_of_the_cores():
+    import torch
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    share = max(1, cores // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))
+    expected = int(os.environ.get("OMP_NUM_THREADS", share))  # a count the user set is kept
+    assert torch.get_num_threads() == expected, "this worker's torch does not use its share of the cores (conftest.py sets it before torch is imported)"
+    child = subprocess.run([sys.executable, "-c", "import torch; print(torch.get_num_threads())"],
+                           capture_output=True, text=True, check=True)
+    assert int(child.stdout) == expected
