@@ -9,13 +9,23 @@ ROOT = Path(__file__).resolve().parent
 # ``pytest --nbval`` runs in parallel (``-n auto --dist loadscope`` in pyproject.toml: every
 # notebook whole in one kernel, every test module on one worker). PyTorch would give each worker,
 # and each kernel a worker starts, a thread per core; on two cores two workers of two threads wait
-# on each other (notebook 09's training ran four times slower). So each worker, and every kernel
-# and command it starts, gets its share: one thread each on two cores. Set before torch is imported.
+# on each other (notebook 09 was still training after 20 minutes, where it takes 5 alone). So each
+# worker, and every kernel and command it starts, gets its share: one thread each on two cores.
+# Set before torch is imported.
+CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
-    _cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    _share = max(1, _cores // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))
+    _share = max(1, CORES // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))
     for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(_name, str(_share))
+
+
+def pytest_xdist_auto_num_workers(config):
+    """``-n auto`` for files named one by one (``pytest --nbval notebooks/08_training.ipynb``): no
+    more workers than files, so that one notebook keeps every core. Folders: one worker per core."""
+    paths = [Path(arg.split("::")[0]) for arg in config.args]
+    if paths and all(path.is_file() for path in paths):
+        return max(1, min(CORES, len(set(paths))))
+    return None  # pytest-xdist's own count
 
 
 def pytest_configure(config):

@@ -1,9 +1,11 @@
-"""The two install routes, pip (pyproject.toml) and conda (environment.yml), agree."""
+"""The two install routes, pip (pyproject.toml) and conda (environment.yml), agree; the suite runs on every core."""
 
+import importlib.util
 import os
 import re
 import subprocess
 import sys
+import types
 
 import pytest
 
@@ -73,3 +75,17 @@ def test_each_worker_and_the_kernels_it_starts_get_their_share_of_the_cores():
     child = subprocess.run([sys.executable, "-c", "import torch; print(torch.get_num_threads())"],
                            capture_output=True, text=True, check=True)
     assert int(child.stdout) == expected
+
+
+def test_a_notebook_named_alone_gets_one_worker_and_every_core():
+    spec = importlib.util.spec_from_file_location("root_conftest", ROOT / "conftest.py")
+    root_conftest = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(root_conftest)
+
+    def workers(*args):
+        return root_conftest.pytest_xdist_auto_num_workers(types.SimpleNamespace(args=[str(ROOT / a) for a in args]))
+
+    assert workers("notebooks/08_training.ipynb") == 1
+    assert workers("notebooks/08_training.ipynb::Cell 3", "notebooks/08_training.ipynb") == 1
+    assert workers("notebooks/08_training.ipynb", "tests/test_install.py") == min(2, root_conftest.CORES)
+    assert workers("notebooks") is None and workers() is None  # folders, or none named: one worker per core
