@@ -1,5 +1,6 @@
 """The two install routes, pip (pyproject.toml) and conda (environment.yml), agree; the suite runs on every core."""
 
+import functools
 import importlib.util
 import os
 import re
@@ -57,6 +58,16 @@ def test_torchtext_is_not_a_dependency():
     assert not any(r.lower().startswith("torchtext") for r in everything)
 
 
+@functools.cache
+def root_conftest():
+    """The checkout's conftest.py, which sets the workers' share of the cores (loaded by path: the
+    name ``conftest`` is also tests/conftest.py)."""
+    spec = importlib.util.spec_from_file_location("root_conftest", ROOT / "conftest.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def test_the_suite_runs_on_every_core_with_a_notebook_whole_on_one_worker():
     options = pyproject()["tool"]["pytest"]["ini_options"]
     addopts = options["addopts"].split()
@@ -68,24 +79,20 @@ def test_the_suite_runs_on_every_core_with_a_notebook_whole_on_one_worker():
 def test_each_worker_and_the_kernels_it_starts_get_their_share_of_the_cores():
     import torch
 
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    share = max(1, cores // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))
+    share = max(1, root_conftest().CORES // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))
     expected = int(os.environ.get("OMP_NUM_THREADS", share))  # a count the user set is kept
-    assert torch.get_num_threads() == expected, "this worker's torch does not use its share of the cores (conftest.py sets it before torch is imported)"
+    assert torch.get_num_threads() == expected, ("this worker's torch does not use its share of the cores "
+                                                 "(conftest.py sets it before torch is imported)")
     child = subprocess.run([sys.executable, "-c", "import torch; print(torch.get_num_threads())"],
                            capture_output=True, text=True, check=True)
     assert int(child.stdout) == expected
 
 
 def test_a_notebook_named_alone_gets_one_worker_and_every_core():
-    spec = importlib.util.spec_from_file_location("root_conftest", ROOT / "conftest.py")
-    root_conftest = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(root_conftest)
-
     def workers(*args):
-        return root_conftest.pytest_xdist_auto_num_workers(types.SimpleNamespace(args=[str(ROOT / a) for a in args]))
+        return root_conftest().pytest_xdist_auto_num_workers(types.SimpleNamespace(args=[str(ROOT / a) for a in args]))
 
     assert workers("notebooks/08_training.ipynb") == 1
     assert workers("notebooks/08_training.ipynb::Cell 3", "notebooks/08_training.ipynb") == 1
-    assert workers("notebooks/08_training.ipynb", "tests/test_install.py") == min(2, root_conftest.CORES)
+    assert workers("notebooks/08_training.ipynb", "tests/test_install.py") == min(2, root_conftest().CORES)
     assert workers("notebooks") is None and workers() is None  # folders, or none named: one worker per core
