@@ -92,6 +92,19 @@ def ffn_in_place_on_its_own_tensors(x, W_1, b_1, W_2, b_2, dropout):
     return out
 
 
+def ffn_flattening_the_positions(x, W_1, b_1, W_2, b_2, dropout):
+    # "Position-wise": the positions as rows of one (batch * L, d_model) matrix, then back.
+    d_model = x.size(-1)
+    hidden = dropout(F.relu(torch.addmm(b_1, x.reshape(-1, d_model), W_1)))  # (batch * L, d_ff)
+    return torch.addmm(b_2, hidden, W_2).view(*x.shape[:-1], -1)
+
+
+def ffn_flattening_with_the_modules_settings(x, W_1, b_1, W_2, b_2, dropout):
+    flat = x.reshape(-1, x.size(-1))
+    hidden = F.dropout(torch.relu(flat @ W_1 + b_1), dropout.p, dropout.training)
+    return (hidden @ W_2 + b_2).view(*x.shape[:-1], -1)
+
+
 def norm_position_by_position(x, gamma, beta, eps):
     rows = [gamma * (r - r.mean()) / torch.sqrt(((r - r.mean()) ** 2).mean() + eps) + beta
             for r in x.reshape(-1, x.size(-1))]
@@ -153,6 +166,8 @@ def connection_putting_the_mode_back(x, sublayer, norm, dropout, norm_first=Fals
     (check_feed_forward, ffn_reading_the_mode),
     (check_feed_forward, ffn_with_the_modules_settings),
     (check_feed_forward, ffn_in_place_on_its_own_tensors),
+    (check_feed_forward, ffn_flattening_the_positions),
+    (check_feed_forward, ffn_flattening_with_the_modules_settings),
     (check_layer_norm, norm_position_by_position),
     (check_layer_norm, norm_with_rsqrt),
     (check_layer_norm, norm_with_var_mean),
@@ -679,6 +694,29 @@ WRONG_ANSWERS = [
 def test_check_names_the_mistake_of_a_typical_wrong_answer(check, wrong, message):
     with pytest.raises(ExerciseFailed, match=message):
         check(wrong)
+
+
+def _flattened(feed_forward):
+    """``feed_forward`` run on the positions as rows of one (batch * L, d_model) matrix."""
+    def flattened(x, W_1, b_1, W_2, b_2, dropout):
+        return feed_forward(x.reshape(-1, x.size(-1)), W_1, b_1, W_2, b_2, dropout).view(*x.shape[:-1], -1)
+    flattened.__name__ = f"flattened_{feed_forward.__name__}"
+    return flattened
+
+
+@pytest.mark.parametrize("wrong, message", [
+    (_ffn(relu="twice"), r"a ReLU after the second layer as well"),
+    (_ffn(relu="none"), r"there is no ReLU"),
+    (_ffn(b_1=False), r"b_1 is missing"),
+    (_ffn(b_1="after"), r"b_1 is added after the ReLU"),
+    (_ffn(drop="output"), r"dropout was applied to a tensor of width d_model = 6, after the second layer"),
+    (ffn_dropping_the_input, r"dropout was applied to the input x"),
+], ids=["relu-twice", "no-relu", "no-b_1", "b_1-after", "dropout-on-output", "dropout-on-input"])
+def test_a_network_that_flattens_the_positions_gets_its_mistake_named_too(wrong, message):
+    # The stand-in dropout zeroes the same entries of a (batch * L, d_ff) hidden layer as of a
+    # (batch, L, d_ff) one, so flattening is accepted and the usual mistakes are still named.
+    with pytest.raises(ExerciseFailed, match=message):
+        check_feed_forward(_flattened(wrong))
 
 
 def test_the_layer_norm_check_feeds_a_position_where_eps_inside_or_outside_the_root_differs():

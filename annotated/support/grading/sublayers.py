@@ -77,8 +77,8 @@ def _named(name: str):
 class _FixedDropout(nn.Dropout):
     """A real ``nn.Dropout`` (``p``, ``inplace``, ``training``, ``train()`` and ``eval()``, its
     repr, ``isinstance(dropout, nn.Dropout)``) that zeroes the same entries at every call (a
-    fixed pattern per shape) and multiplies the others by 1/(1 - p), as nn.Dropout does in
-    training; in evaluation mode, or with p = 0, it returns its input, as nn.Dropout does. It
+    fixed pattern per number of entries, in memory order) and multiplies the others by
+    1/(1 - p), as nn.Dropout does in training; in evaluation mode, or with p = 0, it returns its input, as nn.Dropout does. It
     records the tensors it is called with in ``inputs``."""
 
     def __init__(self, p: float = DROPOUT_P, seed: int = 0):
@@ -87,10 +87,13 @@ class _FixedDropout(nn.Dropout):
         self.inputs: list[torch.Tensor] = []
 
     def keep(self, shape: torch.Size) -> torch.Tensor:
-        """The fixed pattern for ``shape``: True where an entry is kept."""
-        shape_seed = sum(n * 7919**i for i, n in enumerate(shape))
-        g = torch.Generator().manual_seed(self.seed + shape_seed)
-        return torch.rand(shape, generator=g) >= self.p
+        """The fixed pattern for ``shape``: True where an entry is kept. It depends on the number
+        of entries only, drawn in memory order and viewed to ``shape``, so a network that flattens
+        the positions, (batch * L, d_ff) instead of (batch, L, d_ff), gets the same entries zeroed,
+        as it would from ``nn.Dropout`` with a seeded generator."""
+        numel = shape.numel()
+        g = torch.Generator().manual_seed(self.seed + numel)
+        return (torch.rand(numel, generator=g) >= self.p).view(shape)
 
     def forward(self, t: torch.Tensor) -> torch.Tensor:
         self.inputs.append(t.detach().clone())
@@ -298,8 +301,9 @@ def _check_ffn_once(fn: Callable, name: str, sizes: dict, g: torch.Generator) ->
     if len(inputs) > 1:
         raise ExerciseFailed(f"{name} called dropout {len(inputs)} times; call it once, on the "
                              "ReLU's output.")
-    if inputs[0].shape[-1] == d_model and inputs[0].shape == x.shape:
-        if torch.equal(inputs[0], x):
+    # Compared by their entries, so that a network that flattens the positions is named too.
+    if inputs[0].shape[-1] == d_model and inputs[0].numel() == x.numel():
+        if torch.equal(inputs[0].reshape(x.shape), x):
             raise ExerciseFailed(
                 "dropout was applied to the input x: the course applies it to the hidden layer, "
                 "the ReLU's output of width d_ff, dropout(relu(x @ W_1 + b_1)) @ W_2 + b_2."
