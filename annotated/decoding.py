@@ -8,15 +8,29 @@ decoder layer, the self-attention keys and values of the positions decoded so fa
 and the encoder memory's keys and values for cross-attention, computed once. Each
 step then runs the decoder on the newest position only, with exactly the same result.
 
-Notebook: ``08_training.ipynb``. With its arguments checked first: ``annotated.support.guarded_training``.
+Notebooks: ``08_training.ipynb`` (``greedy_decode_simple``) and ``09_decoding.ipynb`` (the cache). With its arguments checked first: ``annotated.support.guarded_training``.
 """
 
 import torch
+import torch.nn as nn
 
 from annotated.attention import scaled_dot_product_attention
 from annotated.masks import subsequent_mask
 from annotated.model import DecoderLayer, EncoderDecoder
 from annotated.multi_head import MultiHeadAttention
+from annotated.synthetic import BOS_IDX
+
+
+@torch.no_grad()
+def greedy_decode_simple(model: nn.Module, src: torch.Tensor, src_mask: torch.Tensor, max_len: int) -> torch.Tensor:
+    memory = model.encode(src, src_mask)  # (batch, L_src, d_model), once
+    ys = torch.full((src.size(0), 1), BOS_IDX)  # (batch, 1): every output starts with <s>
+    for _ in range(max_len - 1):
+        tgt_mask = subsequent_mask(ys.size(1)).unsqueeze(0)  # (1, t, t)
+        states = model.decode(memory, src_mask, ys, tgt_mask)  # (batch, t, d_model): all t positions, again
+        next_token = model.generator(states[:, -1]).argmax(dim=-1)  # (batch,): only the last one is used
+        ys = torch.cat([ys, next_token.unsqueeze(1)], dim=1)  # (batch, t + 1)
+    return ys
 
 
 def init_cache(model: EncoderDecoder, memory: torch.Tensor) -> list[dict[str, torch.Tensor]]:

@@ -5,9 +5,10 @@ import inspect
 import json
 from pathlib import Path
 
+import nbformat
 import pytest
 
-from annotated.support.course import NOTEBOOKS, ROOT, TAUGHT_MODULES
+from annotated.support.course import NOTEBOOKS, ROOT, SHOWN_IN_PROSE, TAUGHT_EARLIER, TAUGHT_MODULES
 from annotated.support.notebooks import code_cells
 
 EXECUTED_FOLDERS = ["notebooks", "solutions"]
@@ -45,14 +46,25 @@ def test_every_public_object_appears_verbatim_in_its_notebook(module_name):
     notebook = NOTEBOOKS / TAUGHT_MODULES[module_name]
     assert notebook.exists(), f"{module_name} is taught in {notebook.name}, which does not exist"
     cells = code_cells(notebook)
+    earlier_notebook, earlier_names = TAUGHT_EARLIER.get(module_name, (None, frozenset()))
+    earlier_cells = code_cells(NOTEBOOKS / earlier_notebook) if earlier_notebook else []
+    in_prose = SHOWN_IN_PROSE.get(module_name, frozenset())
     objects = list(public_objects(module_name))
     assert objects, f"{module_name} defines no public function or class"
+    names = {name for name, _ in objects}
+    assert earlier_names <= names and in_prose <= names, f"{module_name}: a listed name it does not define"
     for name, obj in objects:
+        if name in in_prose:
+            continue
+        where = earlier_cells if name in earlier_names else cells
+        shown = earlier_notebook if name in earlier_names else notebook.name
         source = inspect.getsource(obj).rstrip("\n")
-        assert any(source in cell for cell in cells), (
-            f"{module_name}.{name} differs from its definition in {notebook.name} (or is missing "
+        assert any(source in cell for cell in where), (
+            f"{module_name}.{name} differs from its definition in {shown} (or is missing "
             f"there): copy the package's code into the notebook cell, or the cell's into the package"
         )
+    taught = [name for name in names - in_prose - earlier_names]
+    assert taught, f"{module_name}: its notebook shows none of its code"
 
 
 def test_every_taught_module_is_mapped_to_a_notebook():
@@ -117,3 +129,25 @@ def test_settings_and_errors_allowed_only_in_a_copy(tmp_path, capsys, args, mess
     with pytest.raises(SystemExit) as exit_:
         main([*args, str(path)])
     assert exit_.value.code == 2 and message in capsys.readouterr().err
+
+
+# One sitting (README, "Notebook workflow for contributors"): at most 80 cells, 4,000 words of prose and 700
+# lines of code, so that a student reads a notebook in one session.
+MAX_CELLS, MAX_WORDS, MAX_CODE_LINES = 80, 4_000, 700
+
+
+def sitting_size(path: Path) -> tuple[int, int, int]:
+    """Cells, words of markdown prose, and non-blank lines of code of a notebook."""
+    nb = nbformat.read(path, as_version=4)
+    words = sum(len(cell.source.split()) for cell in nb.cells if cell.cell_type == "markdown")
+    lines = sum(sum(1 for line in cell.source.splitlines() if line.strip())
+                for cell in nb.cells if cell.cell_type == "code")
+    return len(nb.cells), words, lines
+
+
+@pytest.mark.parametrize("path", sorted(NOTEBOOKS.glob("*.ipynb")), ids=lambda p: p.name)
+def test_every_notebook_is_one_sitting_long(path):
+    cells, words, lines = sitting_size(path)
+    assert cells <= MAX_CELLS, f"{path.name}: {cells} cells, more than {MAX_CELLS}"
+    assert words <= MAX_WORDS, f"{path.name}: {words} words of prose, more than {MAX_WORDS}"
+    assert lines <= MAX_CODE_LINES, f"{path.name}: {lines} lines of code, more than {MAX_CODE_LINES}"

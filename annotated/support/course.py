@@ -24,12 +24,12 @@ TAUGHT_MODULES: dict[str, str] = {
     "annotated.label_smoothing": "08_training.ipynb",
     "annotated.schedule": "08_training.ipynb",
     "annotated.training": "08_training.ipynb",
-    "annotated.decoding": "08_training.ipynb",
-    "annotated.data": "09_translating_german_to_english.ipynb",
-    "annotated.bpe": "09_translating_german_to_english.ipynb",
-    "annotated.vocab": "09_translating_german_to_english.ipynb",
-    "annotated.beam_search": "09_translating_german_to_english.ipynb",
-    "annotated.evaluation": "09_translating_german_to_english.ipynb",
+    "annotated.decoding": "09_decoding.ipynb",
+    "annotated.beam_search": "09_decoding.ipynb",
+    "annotated.data": "10_data_and_byte_pairs.ipynb",
+    "annotated.bpe": "10_data_and_byte_pairs.ipynb",
+    "annotated.vocab": "10_data_and_byte_pairs.ipynb",
+    "annotated.evaluation": "11_translating_german_to_english.ipynb",
     "annotated.heads": "10_what_the_heads_learned.ipynb",
     "annotated.alignment": "10_what_the_heads_learned.ipynb",
     "annotated.local_attention": "11_the_cost_of_attention.ipynb",
@@ -39,6 +39,20 @@ TAUGHT_MODULES: dict[str, str] = {
     "annotated.relative_positions": "12_positions.ipynb",
     "annotated.rotary": "12_positions.ipynb",
     "annotated.variations": "13_model_variations.ipynb",
+}
+
+# Public objects of a taught module whose code an earlier notebook shows: module -> (notebook, names).
+# ``greedy_decode_simple`` is notebook 08's way of reading the copy task's answers, before 09 builds the cache.
+TAUGHT_EARLIER: dict[str, tuple[str, frozenset[str]]] = {
+    "annotated.decoding": ("08_training.ipynb", frozenset({"greedy_decode_simple"})),
+}
+
+# Public objects of a taught module that its notebook describes in prose and imports instead of showing:
+# machinery whose idea a shorter function of the same notebook teaches. module -> (names, the notebook's stand-in).
+SHOWN_IN_PROSE: dict[str, frozenset[str]] = {
+    # The batched beam search: 40 lines of index arithmetic; notebook 09 teaches ``simple_beam_search``, traces
+    # it by hand, and checks the batched version against it token for token.
+    "annotated.beam_search": frozenset({"beam_search", "select_rows", "set_aside_finished", "compete_live"}),
 }
 
 
