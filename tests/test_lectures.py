@@ -1,6 +1,6 @@
 """The lecture cut (annotated/support/lecture.py): every notebook has a plan that names its cells,
-figures drawn from the cells as they are now, 25 to 40 slides of at most 60 words, talking points on
-every slide, and guide timetables whose slide ranges exist. What an audience sees in the browser
+figures drawn from the cells as they are now, 16 to 40 slides (SLIDES_PER_SESSION) of at most 60
+words, talking points on every slide, and guide timetables whose slide ranges exist. What an audience sees in the browser
 (font sizes, figure text, overflow) is measured by tests/test_browser.py on the built site."""
 
 import json
@@ -30,7 +30,7 @@ def plan_of(name: str) -> lecture.Plan:
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_every_notebook_has_a_lecture_of_25_to_40_slides(name):
+def test_every_notebook_has_a_lecture_of_16_to_40_slides(name):
     plan = plan_of(name)
     low, high = lecture.SLIDES_PER_SESSION
     assert low <= len(plan.slides) + 2 <= high, f"{name}: {len(plan.slides) + 2} slides"

@@ -6,10 +6,11 @@
     python -m annotated.support.lecture --figures notebooks/04_multi_head_attention.ipynb
     python -m annotated.support.lecture --list             # the slides of every lecture, numbered
 
-The full notebook deck (:mod:`annotated.support.slides`) shows every cell; a lecture shows 25 to 40
-slides for a 90-minute session, each with a title, a few words (60 at most), and one figure, one short
-piece of code or one result, large enough to read from the back of a hall. What the speaker says goes
-to the speaker notes (press S): talking points, the notebook's prose, the plotting code.
+The full notebook deck (:mod:`annotated.support.slides`) shows every cell; a lecture shows 16 to 40
+slides (``SLIDES_PER_SESSION``: from 16, so that a notebook of one sitting may have a 50-minute
+lecture), each with a title, a few words (60 at most), and one figure, one short piece of code or
+one result, large enough to read from the back of a hall. What the speaker says goes to the speaker
+notes (press S): talking points, the notebook's prose, the plotting code.
 
 A lecture is a plan, ``lectures/NN_name.toml``, that names the notebook's cells by their id, so it
 cannot drift from the notebook: a cell that is gone, or changed since its figure was drawn, stops the
@@ -56,7 +57,9 @@ LECTURES = ROOT / "lectures"
 FIGURES = LECTURES / "figures"
 DEFAULT_OUT = ROOT / "build" / "lectures"
 MAX_WORDS = 60  # of prose on a slide, its title included
-SLIDES_PER_SESSION = (25, 40)  # for a 90-minute session, title and closing slides included
+# Slides a deck may have, title and closing slides included: from 16, so that a notebook of one sitting
+# (at most 80 cells) may have a 50-minute lecture; the guide's 90-minute session adds exercises and discussion.
+SLIDES_PER_SESSION = (16, 40)
 # A figure is drawn FIGURE_INCHES large and shown up to 1200 x 540 px: 1 pt of SVG (72 per inch) is
 # then about 1.35 px on screen, so MIN_FONT_PT keeps every label above 14 px with room to spare.
 FIGURE_INCHES = (12.0, 5.4)
