@@ -28,8 +28,8 @@ def scaled_dot_product_attention(
     True where a query may attend to a key. Output (..., L_q, d_v), weights (..., L_q, L_k).
 
     A query whose keys are all masked gets all-zero weights (and a zero output), not NaN.
-    ``dropout`` on the weights is later practice, not the paper's (notebook 02); the model's
-    ``TransformerConfig.attention_dropout`` is 0 unless asked for.
+    ``dropout`` on the weights is tensor2tensor's ``attention_dropout``, not one of §5.4's two
+    dropout sites (notebook 02); ``TransformerConfig.attention_dropout`` is 0 unless asked for.
     """
     check_attention_inputs(query, key, value, mask)  # shapes that fit, or a clear error
     # Scale: unit-variance scores for unit-variance queries and keys, whatever d_k (notebook 01).

@@ -70,6 +70,20 @@ def test_an_unconnected_stack_says_so():
         intro.layers_to_connect(lambda: (lambda y: y), n=4, max_layers=3)
 
 
+def test_rnn_and_gru_batch_their_input_products_and_the_lstm_is_one_fused_call():
+    for n in (4, 8):
+        for kind in ("RNN", "GRU"):  # W_ih x_t of all n positions in one product, then W_hh h once per step
+            ops = intro.recurrent_operators(kind, n, d=16)
+            assert (ops["products of all n positions"], ops["products of one position"]) == (1, n), (kind, ops)
+            assert ops["fused oneDNN calls"] == 0
+        lstm = intro.recurrent_operators("LSTM", n, d=16)
+        assert lstm["fused oneDNN calls"] == 1 and lstm["products of one position"] == 0, lstm
+    # The plain layers' operator calls grow with every position, the fused LSTM's do not.
+    calls = {(kind, n): intro.recurrent_operators(kind, n, d=16)["operator calls"]
+             for kind in ("RNN", "LSTM") for n in (4, 8)}
+    assert calls["RNN", 8] > calls["RNN", 4] and calls["LSTM", 8] == calls["LSTM", 4], calls
+
+
 def test_timings_come_for_every_layer_and_length():
     seconds = intro.time_layers([4, 8], d=8)
     assert set(seconds) == {"attention layer", *intro.GATES}

@@ -1,7 +1,8 @@
 """The measuring machinery of notebook 00 (the paper's §1 and §4, Table 1): the layers it
 compares, written without the course's later modules where a few lines do; autograd's record
 walked back to count the operations that wait for each other; FLOP counts; the number of
-stacked layers that connect the first position to the last; and timings.
+stacked layers that connect the first position to the last; the operators a recurrent layer
+runs; and timings.
 
 Notebook ``00_introduction.ipynb`` calls these and shows their results; the course does not
 teach this code (it is how the introduction measures, not what the Transformer is), so it
@@ -18,6 +19,7 @@ from collections.abc import Callable
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode
 
 # Autograd's record walked back, and the stacked layers that connect two positions: the same
@@ -161,6 +163,40 @@ def attention_and_recurrent_flops(lengths: list[int], d: int, seed: int = 0) -> 
         for name, layer in layers.items():
             counts[name].append(count_flops(lambda: layer(x)))
     return counts
+
+
+class _OperatorLog(TorchDispatchMode):
+    """Records every ATen operator that runs inside it, with the shapes of its tensor arguments."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls: list[tuple[str, list[tuple[int, ...]]]] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        shapes = [tuple(a.shape) for a in args if isinstance(a, torch.Tensor)]
+        self.calls.append((str(func.overloadpacket), shapes))
+        return func(*args, **(kwargs or {}))
+
+
+def recurrent_operators(kind: str, n: int, d: int, seed: int = 0) -> dict[str, int]:
+    """What one forward pass of PyTorch's RNN, GRU or LSTM layer runs on n positions (batch 1,
+    no gradients), as the dispatcher records it: the matrix products whose input is all n
+    positions at once, those whose input is one position, the fused oneDNN layer calls (which
+    do their products inside), and the operator calls in all (n > 1; torch.profiler shows the
+    same products)."""
+    torch.manual_seed(seed)
+    layer, x = recurrent_layer(kind, d), torch.randn(1, n, d)
+    with torch.no_grad():
+        layer(x)  # a first call, so that one-time set-up is not recorded
+        with _OperatorLog() as log:
+            layer(x)
+    rows = [shapes[1][0] for name, shapes in log.calls if name == "aten.addmm"]  # addmm(bias, input, weight^T)
+    return {
+        "products of all n positions": rows.count(n),
+        "products of one position": rows.count(1),
+        "fused oneDNN calls": sum(name == "aten.mkldnn_rnn_layer" for name, _ in log.calls),
+        "operator calls": len(log.calls),
+    }
 
 
 def median_seconds(fn: Callable[[], object], repeats: int = 9) -> float:
