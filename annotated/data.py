@@ -92,7 +92,8 @@ def load_pairs(split: str, data_dir: str | Path | None = None) -> list[tuple[str
 
 # The input guard (annotated/support/translation_guards.py), which the notebook's cells leave out: a
 # known split, and two files of as many lines, none empty, else a DataError naming the file and the line.
-load_pairs = guarded(load_pairs, guards.load_pairs_inputs)
+# It is handed SPLITS and read_lines: the guards' module does not import this one, which imports it.
+load_pairs = guarded(load_pairs, functools.partial(guards.load_pairs_inputs, splits=SPLITS, read_lines=read_lines))
 
 
 if __name__ == "__main__":

@@ -232,6 +232,26 @@ def test_select_rows_keeps_the_chosen_rows_in_order():
     assert cache[0]["self_v"].flatten().tolist() == [12.0, 12.0, 10.0]
 
 
+def test_drop_done_keeps_the_same_cache_rows_as_select_rows():
+    """support/beams.py writes select_rows out (it may not import beam_search back): the two agree."""
+    from annotated.support.beams import drop_done
+
+    names = ("self_k", "self_v", "memory_k", "memory_v")
+    n, k = 3, 2  # three sentences of two rows each; the middle one is done
+    cache = [{name: torch.randn(n * k, 2, 1, 4) for name in names} for _ in range(2)]
+    expected = [dict(layer) for layer in cache]
+    keep_rows = torch.tensor([0, 1, 4, 5])
+    select_rows(expected, keep_rows, names)
+    done = torch.tensor([False, True, False])
+    ys, memory = torch.arange(n * k).view(n * k, 1), torch.randn(n * k, 5, 4)
+    active, log_prob, ys, memory, src_mask = drop_done(done, k, torch.arange(n), torch.randn(n, k), ys, memory, None,
+                                                       cache)
+    assert active.tolist() == [0, 2] and ys.flatten().tolist() == keep_rows.tolist() and src_mask is None
+    for layer, wanted in zip(cache, expected, strict=True):
+        for name in names:
+            assert torch.equal(layer[name], wanted[name]), name
+
+
 @pytest.mark.parametrize("beam_size", [0, -1])
 def test_a_beam_smaller_than_1_is_a_clear_error(beam_size):
     model = bigram_model({BOS: {EOS: 1.0}})

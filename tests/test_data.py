@@ -82,10 +82,11 @@ def write_gz(path, text: str, encoding: str = "utf-8") -> None:
 
 @pytest.fixture
 def unchecked_folder(monkeypatch):
-    """load_pairs reads data_dir as it is, without comparing SHA-256 hashes."""
-    import annotated.data
+    """load_pairs reads data_dir as it is, without comparing SHA-256 hashes (in its guard and in
+    itself: both resolve data_dir with annotated.support.download.resolve_data_dir)."""
+    import annotated.support.download
 
-    monkeypatch.setattr(annotated.data, "resolve_data_dir", lambda data_dir: Path(data_dir))
+    monkeypatch.setattr(annotated.support.download, "check_local_dir", lambda directory, *_, **__: Path(directory))
 
 
 def test_a_latin1_file_names_the_file_the_line_and_both_fixes(tmp_path):

@@ -18,11 +18,13 @@ def drop_done(done: torch.Tensor, k: int, active: torch.Tensor, log_prob: torch.
     """Keep only the sentences not ``done`` (n,): their entries of ``active`` (n,) and
     ``log_prob`` (n, k), their k rows of ``ys``, ``memory`` and ``src_mask`` (n * k, ...) and of every
     cached tensor. Returns the new ``active, log_prob, ys, memory, src_mask``; ``cache`` in place."""
-    from annotated.beam_search import select_rows
-
     keep = (~done).nonzero().squeeze(1)
     keep_rows = (keep.unsqueeze(1) * k + torch.arange(k, device=keep.device)).view(-1)
-    select_rows(cache, keep_rows, ("self_k", "self_v", "memory_k", "memory_v"))
+    # select_rows of annotated.beam_search, written out: that module imports this one, so this one does
+    # not import it back (tests/test_beam_search.py checks that the two keep the same rows).
+    for layer_cache in cache:
+        for name in ("self_k", "self_v", "memory_k", "memory_v"):
+            layer_cache[name] = layer_cache[name].index_select(0, keep_rows)  # (len(keep_rows), h, t, d_k)
     src_mask = src_mask[keep_rows] if src_mask is not None else None
     return active[keep], log_prob[keep], ys[keep_rows], memory[keep_rows], src_mask
 

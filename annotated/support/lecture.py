@@ -50,7 +50,7 @@ from pathlib import Path
 from annotated.support.course import NOTEBOOKS, ROOT, course_paths
 from annotated.support.errors import CourseError, run_command
 from annotated.support.files import atomic_write, build_folder, check_output_folder
-from annotated.support.slides import SLIDE_HEIGHT, SLIDE_WIDTH, install_assets, read_notebook
+from annotated.support.slides import SLIDE_HEIGHT, SLIDE_WIDTH, install_assets, read_notebook, title_of
 from annotated.support.web_assets import mathjax_html
 
 LECTURES = ROOT / "lectures"
@@ -481,7 +481,6 @@ def deck_html(plan: Plan, assets: str, links: Links, rewrite=None) -> str:
     cells = {cell.get("id"): cell for cell in nb.cells}
     figures = {key: (figure_folder(plan) / f"{key}.svg").read_text(encoding="utf-8")
                for key in (s.figure_key() for s in plan.slides) if key}
-    from annotated.support.site import title_of
     title = title_of(plan.notebook)
     total = len(plan.slides) + 2
 
@@ -545,7 +544,6 @@ def repo_links(plan: Plan, out: Path, next_plan: Plan | None) -> Links:
     def rel(path: Path) -> str:
         return Path(os.path.relpath(path, out.resolve())).as_posix()
     guide = ROOT / "guide" / f"{plan.name}.md"
-    from annotated.support.site import title_of
     return Links(course=rel(ROOT / "README.md"), guide=rel(guide) if guide.is_file() else None,
                  notebook=rel(plan.notebook), full_deck=None,
                  next_deck=f"{next_plan.name}.html" if next_plan else None,

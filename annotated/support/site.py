@@ -35,7 +35,7 @@ from annotated.support.files import build_folder, check_output_folder
 from annotated.support.explorer import WidgetToExplorer, build as build_explorer
 from annotated.support.lecture import LECTURES, Links, build as build_lectures, plans as lecture_plans
 from annotated.support.slides import (TEMPLATES, build as build_decks, deck_name, install_assets, map_links,
-                                      read_notebook)
+                                      read_notebook, title_of)
 from annotated.support.web_assets import mathjax_html
 
 DEFAULT_OUT = ROOT / "build" / "site"
@@ -53,17 +53,6 @@ class Notebook:
     folder: str  # notebooks, solutions or exercises
     path: Path
     title: str
-
-
-def title_of(path: Path) -> str:
-    """The notebook's title: the text of its first heading ("03 · Masking")."""
-    nb = read_notebook(path)
-    for cell in nb.cells:
-        if cell.cell_type == "markdown":
-            for line in cell.source.splitlines():
-                if line.startswith("#"):
-                    return line.lstrip("#").strip()
-    return path.stem
 
 
 def github_slug(heading_html: str) -> str:

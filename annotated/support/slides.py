@@ -53,6 +53,17 @@ def read_notebook(path: Path) -> nbformat.NotebookNode:
                           f"Jupyter to repair it, or restore it with git checkout") from None
 
 
+def title_of(path: Path) -> str:
+    """The notebook's title: the text of its first heading ("03 · Masking")."""
+    nb = read_notebook(path)
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            for line in cell.source.splitlines():
+                if line.startswith("#"):
+                    return line.lstrip("#").strip()
+    return path.stem
+
+
 def slide_type(cell) -> str | None:
     """The cell's slide type as Jupyter stores it, or None if it has none."""
     return cell.get("metadata", {}).get("slideshow", {}).get("slide_type")

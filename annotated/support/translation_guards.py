@@ -48,18 +48,20 @@ def guarded(function: Callable, check: Callable, by_name: bool = True) -> Callab
 
 # ------------------------------------------------------------------------ annotated.data
 
-def load_pairs_inputs(split, data_dir, **_):
+def load_pairs_inputs(split, data_dir, *, splits: tuple[str, ...], read_lines: Callable, **_):
     """A known split, and two files whose line i translates each other: the same number of lines,
     none empty (else a DataError naming the file and the line). Reads the two files once more than
-    ``load_pairs`` itself (tens of milliseconds) so that a bad file gets its clear message."""
-    import annotated.data as data  # its names looked up at the call: a test may replace resolve_data_dir
-    from annotated.support.download import check_aligned
+    ``load_pairs`` itself (tens of milliseconds) so that a bad file gets its clear message.
 
-    if split not in data.SPLITS:
-        raise ValueError(f"unknown split {split!r}; choose one of {data.SPLITS}")
-    directory = data.resolve_data_dir(data_dir)
+    ``splits`` and ``read_lines`` are annotated.data's, given by that module when it wraps
+    ``load_pairs`` (``functools.partial``): it imports this module, so this one does not import it."""
+    from annotated.support.download import check_aligned, resolve_data_dir
+
+    if split not in splits:
+        raise ValueError(f"unknown split {split!r}; choose one of {splits}")
+    directory = resolve_data_dir(data_dir)
     german_path, english_path = directory / f"{split}.de.gz", directory / f"{split}.en.gz"
-    check_aligned(german_path, data.read_lines(german_path), english_path, data.read_lines(english_path))
+    check_aligned(german_path, read_lines(german_path), english_path, read_lines(english_path))
     return {"data_dir": directory}
 
 
