@@ -21,7 +21,7 @@ Notebook: ``11_the_cost_of_attention.ipynb``.
 
 import torch
 
-from annotated.support.checks import check_sizes
+from annotated.support.variant_checks import check_bigbird_arguments, check_square_mask
 
 
 def bigbird_mask(n: int, window: int = 3, n_random: int = 2, n_global: int = 1,
@@ -32,12 +32,7 @@ def bigbird_mask(n: int, window: int = 3, n_random: int = 2, n_global: int = 1,
     without replacement, among the n positions; n_global: the first positions, which attend to and
     are attended by every position.
     """
-    check_sizes(allow_zero=True, n_random=n_random, n_global=n_global)
-    check_sizes(n=n, window=window)
-    if window % 2 == 0:
-        raise ValueError(f"window={window} must be odd: the query in the middle, window // 2 keys each side")
-    if n_random > n or n_global > n:
-        raise ValueError(f"n_random={n_random} and n_global={n_global} cannot exceed the n={n} positions")
+    check_bigbird_arguments(n, window, n_random, n_global)  # sizes that fit, an odd window, or a clear error
     position = torch.arange(n)
     mask = (position.unsqueeze(1) - position.unsqueeze(0)).abs() <= window // 2  # the band
     # n_random keys per query: the first n_random of a random permutation of each row.
@@ -59,8 +54,7 @@ def graph_diameter(mask: torch.Tensor) -> int:
     Position j reaches position i in one layer when query i may attend to key j; in t layers
     when a chain of t such steps connects them. Raises ValueError if some pair never connects.
     """
-    if mask.dim() != 2 or mask.size(0) != mask.size(1):
-        raise ValueError(f"mask of shape {tuple(mask.shape)} must be (n, n): one self-attention mask")
+    check_square_mask(mask)  # (n, n), or a ValueError
     n = mask.size(0)
     # A sparse step: a few keys per query make each layer cost O(n · keys) per source.
     step = (mask | torch.eye(n, dtype=torch.bool)).float().to_sparse()  # a position keeps what it had

@@ -19,6 +19,7 @@ Notebook: ``11_the_cost_of_attention.ipynb``.
 import torch
 
 from annotated.attention import scaled_dot_product_attention
+from annotated.support.variant_checks import check_energy, check_projections
 
 
 def linformer_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
@@ -28,13 +29,7 @@ def linformer_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Ten
     Shapes: query (..., n, d_k), key (..., n, d_k), value (..., n, d_v), E and F (k, n).
     Returns the output (..., n, d_v) and the weights (..., n, k).
     """
-    n = key.size(-2)
-    for name, P in (("E", E), ("F", F)):
-        if P.dim() != 2 or P.size(1) != n:
-            raise ValueError(
-                f"{name} of shape {tuple(P.shape)} must be (k, n) = (k, {n}): it mixes the n "
-                f"positions of the keys and values into k rows; build it for this length n"
-            )
+    check_projections(key, E, F)  # E and F (k, n) for the n positions of the keys, or a clear error
     projected_key = E @ key  # (k, n) @ (..., n, d_k) -> (..., k, d_k)
     projected_value = F @ value  # (..., k, d_v)
     return scaled_dot_product_attention(query, projected_key, projected_value)
@@ -48,8 +43,7 @@ def singular_values(weights: torch.Tensor) -> torch.Tensor:
 def rank_for_energy(weights: torch.Tensor, energy: float = 0.9) -> torch.Tensor:
     """The smallest rank r whose best rank-r approximation keeps ``energy`` of each matrix's
     squared singular values: (...,) integers between 1 and min(L_q, L_k)."""
-    if not 0 < energy <= 1:
-        raise ValueError(f"energy={energy} is a share of the spectrum: give a number in (0, 1], e.g. 0.9")
+    check_energy(energy)  # a share in (0, 1], or a ValueError
     s2 = singular_values(weights) ** 2  # (..., r_max)
     kept = s2.cumsum(-1) / s2.sum(-1, keepdim=True)  # share kept by ranks 1, 2, ...
     # Ranks whose share is still short of the goal, plus one (a small slack for rounding).

@@ -23,6 +23,7 @@ import torch.nn.functional as F
 
 from annotated.attention import scaled_dot_product_attention
 from annotated.support.checks import check_sizes
+from annotated.support.variant_checks import check_local_attention
 
 
 def block_band_mask(n: int, b: int, causal: bool = False, device: torch.device | str | None = None) -> torch.Tensor:
@@ -43,12 +44,7 @@ def local_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
     and the weights (..., n_blocks, b, 2b): block i's queries against blocks i - 1 and i.
     n need not be a multiple of b: the last block is padded, and padding is never attended to.
     """
-    check_sizes(b=b)
-    if key.shape[-2] != query.shape[-2]:
-        raise ValueError(
-            f"local attention is self-attention: query has {query.shape[-2]} positions and key "
-            f"{key.shape[-2]}; give both the same sequence"
-        )
+    check_local_attention(query, key, b)  # a positive b, one sequence for query and key, or a clear error
     n = query.size(-2)
     n_blocks = -(-n // b)  # ceil(n / b)
     pad = n_blocks * b - n
