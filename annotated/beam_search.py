@@ -19,7 +19,8 @@ With alpha = 0 that bound is log P itself, and ``beam_size=1`` is exactly greedy
 with alpha > 0 a single beam may go on past greedy's ``</s>`` when a longer output could
 still score higher.
 
-Notebook: ``09_translating_german_to_english.ipynb``.
+Notebook: ``09_decoding.ipynb`` (``lp`` and ``simple_beam_search`` are shown there; the batched
+``beam_search`` is described in its prose and checked against ``simple_beam_search``).
 """
 
 from collections.abc import Callable

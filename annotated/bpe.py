@@ -17,11 +17,11 @@ next piece continues ends in ``@@`` (Sennrich et al.'s convention). The course a
 thing: a word that follows the previous one *without a space* ("." after "dog") starts
 with ``@@``, so that ``detokenize`` gives the text back exactly.
 
-This code is written for reading; ``tests/test_bpe.py`` proves it learns exactly the
-merges of ``subword-nmt`` (the authors' own package) on Multi30k and segments every test
+This code is written for reading; ``tests/test_bpe.py`` checks that it learns exactly the
+merges of ``subword-nmt`` (Sennrich et al.'s package, from the byte-pair paper) on Multi30k and segments every test
 sentence as it does.
 
-Notebook: ``09_translating_german_to_english.ipynb``.
+Notebook: ``10_data_and_byte_pairs.ipynb``.
 """
 
 import heapq

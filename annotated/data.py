@@ -5,7 +5,7 @@ course uses Multi30k, 29,000 pairs of image captions, small enough to train on a
 Tokens come from spaCy's rule-based tokenizers for German and English ("blank"
 pipelines: no statistical model to download), lowercased.
 
-Notebook: ``09_translating_german_to_english.ipynb``.
+Notebook: ``10_data_and_byte_pairs.ipynb``.
 Fetch the data ahead of time with ``python -m annotated.data download [--dest DIR]``.
 """
 

@@ -7,7 +7,7 @@ cannot be compared, so the field uses sacrebleu (Post, 2018): it takes plain
 detokenized text, tokenizes it the same way every time, and prints a signature naming
 every setting. The course lowercases its data, so BLEU here is lowercased too.
 
-Notebook: ``09_translating_german_to_english.ipynb``.
+Notebook: ``11_translating_german_to_english.ipynb``.
 """
 
 from collections.abc import Callable

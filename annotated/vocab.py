@@ -5,7 +5,7 @@ during training; words seen fewer than ``min_freq`` times map to ``<unk>``. The 
 follows ``torchtext.vocab`` (``build_vocab_from_iterator``, ``lookup_indices``,
 ``set_default_index``, ...), so code written against it reads the same.
 
-Notebook: ``09_translating_german_to_english.ipynb``.
+Notebook: ``10_data_and_byte_pairs.ipynb``.
 """
 
 from collections import Counter

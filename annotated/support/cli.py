@@ -1,6 +1,6 @@
 """``python -m annotated.train``: train a German -> English Transformer on Multi30k, then report BLEU.
 
-    python -m annotated.train --preset notebook                  # notebook 09's run, minutes on a laptop
+    python -m annotated.train --preset notebook                  # notebook 11's run, minutes on a laptop
     python -m annotated.train --preset cpu --keep-last 5         # the shipped model's recipe, over an hour
     python -m annotated.train --preset base --out base.pt        # the paper's base model, a GPU
     torchrun --standalone --nproc_per_node=4 -m annotated.train --preset base   # 4 GPUs
@@ -86,7 +86,7 @@ class Preset:
 
 
 PRESETS: dict[str, Preset] = {
-    # Notebook 09's run: 1.5M parameters with 4,000 byte-pair merges, 1,100 updates of at most 1,500
+    # Notebook 11's run: 1.5M parameters with 4,000 byte-pair merges, 1,100 updates of at most 1,500
     # padded tokens, about 5 minutes on a quiet 2-core CPU; warm-up and factor chosen on validation
     # loss by benchmarks/sweep_schedule.py. A fixed number of updates: every machine trains the same model.
     "notebook": Preset(N=2, d_model=128, h=4, d_ff=512, dropout=0.1, max_tokens=1500, accum_steps=1,

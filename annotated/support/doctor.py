@@ -314,7 +314,7 @@ def check_data(data_dir: str | Path | None = None, offline: bool = False, base_u
     problem = _unreachable(url, timeout)
     if problem:
         return failed("Multi30k data", f"{have}, and {url} cannot be reached ({problem})", fix)
-    return passed("Multi30k data", f"{have}; {base_url} answers, notebook 09 will download them on first use")
+    return passed("Multi30k data", f"{have}; {base_url} answers, notebooks 10 and 11 will download them on first use")
 
 
 def _missing_and_corrupt(folder: Path) -> tuple[list[str], list[str]]:

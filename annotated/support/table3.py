@@ -3,7 +3,7 @@ the base recipe, the rows, one run's training and measurement, and the record of
 
 The taught parts (the row-B attention, the row-E positions, the parameter count, the reading of a
 row against the seeds' spread) are ``annotated.variations``; this module only wires them to the
-data and to notebook 08's and 09's training and evaluation.
+data and to notebook 08's training and notebook 11's evaluation.
 """
 
 import dataclasses
@@ -30,7 +30,7 @@ from annotated.vocab import PAD, UNK
 
 @dataclasses.dataclass(frozen=True)
 class Recipe:
-    """The base row and its training: notebook 09's model and schedule, a fixed number of updates."""
+    """The base row and its training: notebook 11's model and schedule, a fixed number of updates."""
 
     N: int = 2
     d_model: int = 128

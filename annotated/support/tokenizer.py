@@ -1,7 +1,7 @@
 """Text to token ids and back, as a trained model needs it: whole words or byte-pair pieces.
 
 ``annotated.data`` (spaCy's words) and ``annotated.bpe`` (byte-pair pieces) are what
-notebook 09 teaches; this module bundles them with the vocabularies of one model, so that
+notebook 10 teaches; this module bundles them with the vocabularies of one model, so that
 training (``python -m annotated.train``), the shipped model (``annotated.load_pretrained``)
 and the ``translate`` command tokenize the same way.
 """

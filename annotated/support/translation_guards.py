@@ -1,4 +1,4 @@
-"""The input guards of notebook 09's modules, kept out of the code the notebook teaches.
+"""The input guards of notebooks 09–11's modules, kept out of the code the notebook teaches.
 
 A program needs its functions to refuse bad input with one clear line (a string where a list of
 sentences belongs would be translated letter by letter; ``batch_size=0`` would loop forever); a

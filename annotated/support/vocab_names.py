@@ -1,6 +1,6 @@
 """The rest of torchtext's ``Vocab`` interface, and what a checkpoint stores of a vocabulary.
 
-``annotated.vocab.Vocab`` (notebook 09) teaches the table itself: tokens to ids and back, with a
+``annotated.vocab.Vocab`` (notebook 10) teaches the table itself: tokens to ids and back, with a
 default index for unknown tokens. The accessors below give the same table under torchtext's names
 (``get_itos``, ``get_stoi``, ``get_default_index``), so that code written against torchtext reads
 the same, and the plain lists a checkpoint holds (``state_dict``), which load with

@@ -1,8 +1,8 @@
 """Whole words back into text: the joining rules of the word-level path (``--bpe-merges 0``).
 
 The course's models read and write byte-pair pieces, which ``annotated.bpe.detokenize`` joins by
-their ``@@`` marks (notebook 09, section 3b). A model trained on whole words (``BPE_MERGES = 0`` in
-notebook 09, ``--bpe-merges 0`` on the command line) writes spaCy's word tokens, which carry no such
+their ``@@`` marks (notebook 10, section 3). A model trained on whole words (``BPE_MERGES = 0`` in
+notebook 11, ``--bpe-merges 0`` on the command line) writes spaCy's word tokens, which carry no such
 marks: :func:`detokenize_words` undoes what the English tokenizer split off (punctuation, ``'s``,
 ``n't``, hyphens, quotes). ``tests/test_evaluation.py`` checks that it gives every test reference
 back from its tokens, lowercased.
