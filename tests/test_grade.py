@@ -115,13 +115,13 @@ def test_a_notebook_is_known_by_its_name_or_its_headings(tmp_path):
 def test_the_solutions_pass_every_exercise(capsys, tmp_path):
     """Four solution notebooks through the grader (every solution runs its checks under nbval, and the
     catalogue test above ties every exercise to its notebook): the first, a decorated def (09), the last."""
-    chosen = ("01_softmax_and_scaling", "04_multi_head_attention", "09_translating_german_to_english", "13_model_variations")
+    chosen = ("01_softmax_and_scaling", "04_multi_head_attention", "09_decoding", "13_model_variations")
     for name in chosen:
         shutil.copy(SOLUTIONS / f"{name}.ipynb", tmp_path)
     code, out, _ = grade(capsys, tmp_path, "--jobs", "2")
     assert code == 0
     found, count = rows(out), sum(len(NOTEBOOKS[name]) for name in chosen)
-    assert len(found) == count >= 14
+    assert len(found) == count >= 13
     assert all(verdict(line) == "passed" for line in found)
     for name in chosen:
         for e in NOTEBOOKS[name]:

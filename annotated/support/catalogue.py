@@ -75,11 +75,20 @@ NOTEBOOKS: dict[str, tuple[Exercise, ...]] = {
         Exercise("8.3", "`rate` (§5.3)", "rate", "check_rate"),
         Exercise("8.4", "`teacher_forcing_loss` (§3.1, §5)", "teacher_forcing_loss", "check_teacher_forcing_loss"),
     ),
-    "09_translating_german_to_english": (
+    "09_decoding": (
         Exercise("9.1", "`self_attention_step` (§3.2.3)", "self_attention_step", "check_self_attention_step"),
         Exercise("9.2", "`cached_greedy_decode`", "cached_greedy_decode", "check_cached_greedy_decode"),
-        Exercise("9.3", "`bpe_merge_step` (§5.1)", "bpe_merge_step", "check_bpe_merge_step"),
-        Exercise("9.4", "`bleu` (§6.1)", "bleu", "check_bleu"),
+        Exercise("9.3", "`beam_step` (§6.1)", "beam_step", "check_beam_step"),
+    ),
+    "10_data_and_byte_pairs": (
+        Exercise("10.1", "`bpe_merge_step` (§5.1)", "bpe_merge_step", "check_bpe_merge_step"),
+        Exercise("10.2", "`build_vocab`", "build_vocab", "check_build_vocab"),
+        Exercise("10.3", "`segment` (§5.1)", "segment", "check_segment"),
+    ),
+    "11_translating_german_to_english": (
+        Exercise("11.1", "`bleu` (§6.1)", "bleu", "check_bleu"),
+        Exercise("11.2", "`ids_to_tokens`", "ids_to_tokens", "check_ids_to_tokens"),
+        Exercise("11.3", "`sequence_scores` (§6.1)", "sequence_scores", "check_sequence_scores"),
     ),
     "10_what_the_heads_learned": (
         Exercise("10.1", "`to_words`", "to_words", "check_to_words"),

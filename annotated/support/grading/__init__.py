@@ -6,7 +6,8 @@ is one.
     check_attention(attention)   # prints one line when it passes, raises ExerciseFailed if not
 
 One module per notebook holds the checks of its exercises (``softmax`` for notebook 01,
-``attention`` for 02, ... ``positions`` for 12, ``variations`` for 13, in ``MODULES``); ``core`` holds what they share.
+``attention`` for 02, ... ``decoding`` for 09, ``data`` for 10, ``translation`` for 11, ...
+``variations`` for 15, in ``MODULES``); ``core`` holds what they share.
 Every ``check_...`` function of those modules is importable from here. Each check first
 compares with a list of typical mistakes, so a wrong answer gets a diagnosis rather than a
 table of numbers, and runs on several sets of sizes (each module's ``SIZE_SETS``), so an
@@ -17,9 +18,10 @@ import importlib
 
 from annotated.support.grading.core import ExerciseFailed
 
-# The notebook each module checks: 01 softmax ... 10 heads, 11 cost, 12 positions, 13 variations.
+# The notebook each module checks: 01 softmax ... 08 training, 09 decoding, 10 data (and byte pairs),
+# 11 translation, 12 heads, 13 cost, 14 positions, 15 variations.
 MODULES = ("softmax", "attention", "masking", "multi_head", "positional", "sublayers", "model",
-           "training", "translation", "heads", "cost", "positions", "variations")
+           "training", "decoding", "data", "translation", "heads", "cost", "positions", "variations")
 
 CHECKS: dict = {}      # name -> check function, of every module
 SIZE_SETS: dict = {}   # check name -> the sets of sizes it runs (a list of dicts)

@@ -1,68 +1,26 @@
-"""Checks of notebook 09's exercises: the key/value cache of greedy decoding
-(``annotated.decoding``), one merge of byte-pair encoding (``annotated.bpe``, compared with
-``subword-nmt``) and corpus BLEU (``annotated.evaluation``, compared with ``sacrebleu``).
+"""Checks of notebook 11's exercises: corpus BLEU (``annotated.evaluation``, compared with
+``sacrebleu``), the tokens of a decoded row (``annotated.evaluation.ids_to_tokens``) and the
+length-penalized score s(Y) of decoded outputs under teacher forcing (notebook 11, section 5).
 
-The decoding checks build small random models of their own, seeded, never the shipped one;
-the byte-pair and BLEU checks run toy corpora small enough to count by hand.
+The BLEU check runs toy corpora small enough to count by hand; the others small vocabularies,
+rows and random logits of their own, seeded.
 """
 
 import contextlib
-import io
 import math
 from collections import Counter
 from collections.abc import Callable
 
 import torch
-import torch.nn as nn
 from sacrebleu.metrics import BLEU
 
-from annotated.bpe import END, learn_bpe, merge, spell
-from annotated.decoding import decoder_layer_step, greedy_decode, init_cache
-from annotated.evaluation import corpus_bleu
-from annotated.masks import padding_mask, subsequent_mask
-from annotated.model import EncoderDecoder, TransformerConfig, make_model
-from annotated.multi_head import MultiHeadAttention
+from annotated.beam_search import lp
+from annotated.evaluation import corpus_bleu, ids_to_tokens
 from annotated.support.grading.core import (
     ExerciseFailed, _assert_close, _call, _function, _generic, _hard_coded_hint, _run_on_all_sizes,
-    _same, _same64, _shape, _sizes, _tensor,
+    _same, _shape, _sizes, _squeezed, _tensor,
 )
-
-# ---------------------------------------------------------------- the sizes and the toy corpora
-
-STEP_SIZES = [dict(batch=2, h=3, d_k=5, steps=6), dict(batch=3, h=2, d_k=7, steps=4),
-              dict(batch=1, h=4, d_k=16, steps=5), dict(batch=4, h=5, d_k=1, steps=3),
-              dict(batch=5, h=1, d_k=64, steps=7)]
-# Per set: the dtype, and the scores: "normal"; "far below zero", every score below -10^3 (keys
-# that are minus the queries, inputs with a large common offset), where exp() of each underflows
-# to 0; "very large", every score above +10^3, where exp() overflows. float64 from the third set
-# on, compared to float64 precision: a step through float32 shows. Their d_k (16, 1, 64) have a
-# square root and its inverse exact in float32, so that a scale computed as a float32 tensor,
-# torch.sqrt(torch.tensor(d_k)), stays a right answer (as in notebook 02's check).
-_STEP_SETTINGS = [dict(dtype=torch.float32, scores="normal"), dict(dtype=torch.float32, scores="normal"),
-                  dict(dtype=torch.float64, scores="normal"), dict(dtype=torch.float64, scores="far below zero"),
-                  dict(dtype=torch.float64, scores="very large")]
-
-# Small random models: post-norm with the first set, pre-norm with the second (whose final
-# LayerNorm then matters). The special ids change too, so that none can be written in. The
-# seeds give models whose sentences all end, at different steps, and on which every mistake
-# the check names gives an output of its own.
-DECODE_SIZES = [
-    dict(batch=3, L_src=5, N=1, h=2, d_k=7, vocab=11, max_len=9),  # d_model = h * d_k is even:
-    dict(batch=4, L_src=7, N=2, h=3, d_k=6, vocab=13, max_len=12),  # the sinusoids come in pairs
-]
-_DECODE_SETTINGS = [dict(norm_first=False, bos=1, pad=0, seed=22),  # eos is chosen per model, below
-                    dict(norm_first=True, bos=3, pad=1, seed=6)]
-
-# Word counts: Sennrich et al.'s example of notebook 09 (a tie at the first merge); captions
-# with the one-letter word "a" (a pair across two words would win); runs of one letter (a
-# pair that overlaps itself, "a a a") and "hahah", which holds the pair ("h", "a") twice apart
-# (a merge must join both).
-BPE_CORPORA = [
-    {"low": 5, "lower": 2, "newest": 6, "widest": 3},
-    {"the": 7, "a": 12, "dog": 4, "dogs": 3, "runs": 5, "sand": 2, "on": 6, "and": 3, "sun": 2},
-    {"aaah": 3, "baaa": 2, "aha": 4, "ha": 5, "hah": 2, "haa": 1, "hahah": 2},
-]
-_MERGES = [learn_bpe(words, 10_000) for words in BPE_CORPORA]  # min_frequency=2, as the course
+from annotated.vocab import BOS, EOS, PAD, SPECIALS, UNK, Vocab
 
 # (hypotheses, references), words without punctuation, so that sacrebleu's 13a tokenizer, the
 # course's, splits them where str.split() does (the course's corpus_bleu is called with
@@ -97,824 +55,34 @@ def _bleu_sizes(hypotheses: list[str], references: list[str]) -> dict:
                 ref_words=sum(len(r.split()) for r in references))
 
 
+# A vocabulary and decoded rows (<s> first, as greedy_decode and beam_search return them) per set:
+# padded rows, a row that ran out of length without </s>, an empty output; tokens after a first
+# </s> (decoding with eos_idx=None goes on), <pad> or <s> written by the model inside a sentence,
+# <unk> (which stays: it is what the model wrote). The specials' ids change from set to set.
+TOKEN_CASES = [
+    (SPECIALS + ["a", "dog", "runs", "the", "cat"],
+     [[1, 4, 5, 6, 2, 8, 2], [1, 7, 8, 2, 0, 0, 0], [1, 4, 3, 5, 0, 6, 8], [1, 2, 0, 0, 0, 0, 0]]),
+    ([UNK, PAD, EOS, BOS, "ein", "hund", "läuft", "im", "park", "zwei", "kinder", "spielen"],
+     [[3, 4, 5, 6, 2, 9, 2, 10], [3, 9, 10, 11, 7, 8, 2, 1], [3, 4, 1, 5, 2, 1, 1, 1], [3, 0, 11, 2, 1, 1, 1, 1],
+      [3, 2, 4, 5, 2, 1, 1, 1]]),
+    ([BOS, EOS, PAD, UNK, "a", "man", "sleeps", "."],
+     [[0, 4, 5, 6, 7, 1, 2, 2], [0, 4, 0, 5, 1, 2, 2, 2], [0, 3, 3, 1, 3, 2, 2, 2]]),
+]
+
+# Random logits (batch, L - 1, V) and decoded rows ys (batch, L), <s> first, row b shorter by b
+# tokens and padded (the last row of the second set fills L: an output that ran out of length);
+# the ids of <s> and <pad> and alpha change from set to set; a batch of one in the last.
+SCORE_SIZES = [dict(batch=3, L=7, vocab=11), dict(batch=4, L=9, vocab=13), dict(batch=1, L=6, vocab=17)]
+_SCORE_SETTINGS = [dict(bos=1, pad=0, alpha=0.6), dict(bos=2, pad=1, alpha=1.0), dict(bos=0, pad=3, alpha=0.8)]
+
 SIZE_SETS = {
-    "check_self_attention_step": STEP_SIZES,
-    "check_cached_greedy_decode": DECODE_SIZES,
-    "check_bpe_merge_step": [dict(word_types=len(w), merges=len(m)) for w, m in zip(BPE_CORPORA, _MERGES)],
     "check_bleu": [_bleu_sizes(*corpus) for corpus in BLEU_CORPORA],
+    "check_ids_to_tokens": [dict(rows=len(rows), vocab=len(itos)) for itos, rows in TOKEN_CASES],
+    "check_sequence_scores": SCORE_SIZES,
 }
 
 
-@contextlib.contextmanager
-def _one_thread():
-    """Tiny models run faster on one thread, above all on a busy machine (a decoding step is
-    many small products, each paying to start the threads); the count is restored after."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
-
-
-# ---------------------------------------------------------------- 9.1 the cache of one attention
-# A message about an exception names the arguments of the call: these say what they are in a
-# few words, where a module or a dict of tensors would print whole.
-
-
-class _Attention(MultiHeadAttention):
-    def __repr__(self) -> str:
-        return f"attn (MultiHeadAttention, d_model={self.d_model}, h={self.h})"
-
-
-class _Cache(dict):
-    def __repr__(self) -> str:
-        return f"cache (a dict holding {sorted(map(str, self))})"
-
-
-class _Model(EncoderDecoder):
-    def __repr__(self) -> str:
-        layer = self.decoder.layers[0].self_attn
-        return f"model (EncoderDecoder, N={len(self.decoder.layers)}, d_model={layer.d_model}, h={layer.h})"
-
-
-def _attention_module(d_model: int, h: int, seed: int) -> MultiHeadAttention:
-    """A seeded MultiHeadAttention in eval mode; the global random state is left as it was."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        return _Attention(d_model, h).eval()
-
-
-def _cache_shape_mistake(tensor: torch.Tensor, name: str, sizes: dict, held: int,
-                         dimensions_only: bool = False) -> str | None:
-    """What a cache entry of the wrong shape says about how it was built; ``held`` positions
-    are expected in it. None when the shape says nothing known. ``dimensions_only``: name an
-    append along a wrong dimension only (after an exception, an entry may just not be stored yet)."""
-    batch, h, d_k = sizes["batch"], sizes["h"], sizes["d_k"]
-    shape = tuple(tensor.shape)
-    expected = (batch, h, held, d_k)
-    fix = (f"append the new one along the positions, dim=2: torch.cat([cache[{name!r}], k], dim=2), "
-           f"so that after {held} steps it is (batch, h, {held}, d_k) = {expected}.")
-    wrong_dims = {
-        (batch * held, h, 1, d_k): "dim=0, the batch",
-        (batch, h * held, 1, d_k): "dim=1, the heads",
-        (batch, h, 1, d_k * held): "dim=3 (-1), the width d_k",
-    }
-    if held > 1 and shape in wrong_dims:
-        return (f"after {held} steps cache[{name!r}] has shape {shape}: you appended the new position "
-                f"along {wrong_dims[shape]}, so the positions pile up where they do not belong; {fix}")
-    if dimensions_only:
-        return None
-    if held > 1 and shape == (batch, h, 1, d_k):
-        return (f"after {held} steps cache[{name!r}] still holds one position, shape {shape}: each step "
-                "replaced it instead of appending, so the new query sees itself only. Keep the earlier "
-                f"positions and {fix}")
-    if shape == (batch, held, h * d_k):
-        return (f"cache[{name!r}] has shape {shape}, (batch, t, d_model): keep it split into heads, "
-                f"(batch, h, t, d_k) = {expected}, as init_cache keeps the memory's keys: the course's "
-                "decoding and beam search read the number of positions from its dimension 2.")
-    return None
-
-
-def _cache_entries(cache: dict, sizes: dict, held: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """cache["self_k"] and cache["self_v"], present and of the shape of ``held`` positions."""
-    missing = [key for key in ("self_k", "self_v") if key not in cache]
-    if missing:
-        found = f" (it holds {sorted(map(str, cache))})" if cache else " (it is empty)"
-        raise ExerciseFailed(
-            f"after the call the cache has no {' and no '.join(repr(m) for m in missing)}{found}: store "
-            "the keys and the values of the positions so far in the dict you are given, "
-            "cache['self_k'] = k and cache['self_v'] = v, each (batch, h, t, d_k); the next step "
-            "reads them back."
-        )
-    entries = []
-    for key in ("self_k", "self_v"):
-        value = cache[key]
-        if not torch.is_tensor(value):
-            raise ExerciseFailed(f"cache[{key!r}] is {type(value).__name__}, not a tensor: store one "
-                                 "(batch, h, t, d_k) tensor of the positions so far, not a list of them.")
-        expected = (sizes["batch"], sizes["h"], held, sizes["d_k"])
-        if tuple(value.shape) != expected:
-            mistake = _cache_shape_mistake(value, key, sizes, held)
-            raise ExerciseFailed(mistake) if mistake else _generic(
-                f"after {held} steps cache[{key!r}] has shape {tuple(value.shape)}; expected "
-                f"(batch, h, t, d_k) = {expected}: one key (value) per position so far, in every head."
-            )
-        entries.append(value)
-    return entries[0], entries[1]
-
-
-_STEP_HINTS = ((r"must match the size|size mismatch|cannot be multiplied|Expected size|do not broadcast",
-                "\nHint: the cache holds (batch, h, t, d_k): append the newest key and value along "
-                "dim=2, the positions, torch.cat([cache['self_k'], k], dim=2)."),)
-
-
-def _step_inputs(sizes: dict, settings: dict) -> tuple[MultiHeadAttention, torch.Tensor, torch.Tensor]:
-    """The attention module and two sequences (batch, steps, d_model) of one set of sizes."""
-    batch, h, d_k, steps = sizes["batch"], sizes["h"], sizes["d_k"], sizes["steps"]
-    d_model = h * d_k
-    attn = _attention_module(d_model, h, seed=d_model).to(settings["dtype"])
-    g = torch.Generator().manual_seed(steps)
-    xs = [torch.randn(batch, steps, d_model, generator=g, dtype=torch.float64) for _ in range(2)]
-    if settings["scores"] != "normal":
-        with torch.no_grad():  # q . k = +-|W_Q x + b|^2: the same sign for every query and key
-            sign = -1.0 if settings["scores"] == "far below zero" else 1.0
-            attn.W_K.weight.copy_(sign * attn.W_Q.weight)
-            attn.W_K.bias.copy_(sign * attn.W_Q.bias)
-        offset = 250.0 * torch.randn(d_model, generator=g, dtype=torch.float64)  # shared by every position
-        xs = [x + offset for x in xs]
-    return attn, xs[0].to(settings["dtype"]), xs[1].to(settings["dtype"])
-
-
-def _check_sequence_step(fn: Callable, name: str, sizes: dict, settings: dict, attn, x: torch.Tensor,
-                         cache: dict, t: int, which: str) -> torch.Tensor:
-    """Step t of one sequence: the call, its output and the cache compared with full attention."""
-    batch, h, d_k, steps = sizes["batch"], sizes["h"], sizes["d_k"], sizes["steps"]
-    d_model, dtype = h * d_k, settings["dtype"]
-    with torch.no_grad():
-        # What training computes: every position at once, with the look-ahead mask.
-        full = attn(x, x, x, subsequent_mask(steps).unsqueeze(0))  # (batch, steps, d_model)
-        keys, values = attn.split_heads(attn.W_K(x)), attn.split_heads(attn.W_V(x))  # (batch, h, steps, d_k)
-        alone = attn.W_O(attn.merge_heads(values))  # each position attending to itself only
-    y = x[:, t : t + 1].clone()  # (batch, 1, d_model): the newest position
-    dtype_text = "" if dtype == torch.float32 else f", {dtype}"
-    call = f"{name}(attn, y of shape ({batch}, 1, {d_model}){dtype_text}, cache) at step {t + 1}{which}"
-    try:
-        with torch.no_grad():
-            out = _call(fn, attn, y, cache, hints=_STEP_HINTS, roles=("attn", "y", "cache"))
-    except ExerciseFailed as err:
-        # A cache appended along the wrong dimension usually breaks the attention that
-        # follows: the cache, stored before it, says why.
-        for key in ("self_k", "self_v"):
-            if torch.is_tensor(cache.get(key)):
-                mistake = _cache_shape_mistake(cache[key], key, sizes, t + 1, dimensions_only=True)
-                if mistake:
-                    raise ExerciseFailed(mistake) from None
-        if getattr(err, "generic", False) and dtype != torch.float32:
-            raise _generic(f"{err}\nNote: this call's attn and y are {dtype}: create every tensor with "
-                           "dtype=y.dtype (not .float() or torch.zeros without dtype=).") from None
-        raise
-    out = _tensor(out, name, "the output", like=y)
-    k, v = _cache_entries(cache, sizes, t + 1)
-    hint = ""
-    if tuple(out.shape) == (batch, h, 1, d_k):
-        hint = " Merge the heads and apply W_O: attn.W_O(attn.merge_heads(...)), or use attend."
-    elif batch == 1 and out.dim() < 3:
-        hint = " The batch here is one sentence: a squeeze() dropped its dimension; keep (batch, 1, d_model)."
-    _shape(out, (batch, 1, d_model), call, hint)
-    if not _same(k, keys[:, :, : t + 1]):
-        if t > 0 and _same(k, keys[:, :, : t + 1].flip(2)):
-            raise ExerciseFailed(
-                "cache['self_k'] holds the positions newest first: torch.cat([k, cache['self_k']]) "
-                "puts the new key in front. Attention does not care about the order, but position "
-                "i of the cache must be position i of the sentence (beam search reorders and "
-                "trims the cache by it): torch.cat([cache['self_k'], k], dim=2)."
-            )
-        if _same(k, values[:, :, : t + 1]):
-            raise ExerciseFailed("cache['self_k'] holds the values: keys come from attn.W_K, values "
-                                 "from attn.W_V; store each under its own name.")
-        if _same(k, attn.split_heads(x[:, : t + 1])):
-            raise ExerciseFailed("cache['self_k'] holds the inputs y split into heads, without the "
-                                 "projection: the keys are attn.split_heads(attn.W_K(y)).")
-        _assert_close(k, keys[:, :, : t + 1], f"cache['self_k'] after step {t + 1}{which}")
-    if not _same(v, values[:, :, : t + 1]):
-        _assert_close(v, values[:, :, : t + 1], f"cache['self_v'] after step {t + 1}{which}")
-    expected = full[:, t : t + 1]
-    if not _same(out, expected):
-        if t > 0 and _same(out, alone[:, t : t + 1]):
-            raise ExerciseFailed(
-                f"at step {t + 1} your output is the newest position attending to itself only: the "
-                "query must attend over every key and value of the cache, the earlier positions "
-                "and the new one (no mask needed: nothing later exists yet)."
-            )
-        if not out.isfinite().all() and settings["scores"] != "normal":
-            with torch.no_grad():
-                q = attn.split_heads(attn.W_Q(y))
-                scores = q @ keys[:, :, : t + 1].transpose(-2, -1) / math.sqrt(d_k)
-            if settings["scores"] == "far below zero":
-                where = f"far below zero (the largest is {scores.max().item():.0f})"
-                fate = "exp() of each underflows to 0, and 0 / 0 is NaN"
-            else:
-                where = f"very large (up to {scores.max().item():.0f})"
-                fate = "exp() overflows to inf, and inf / inf is NaN"
-            raise ExerciseFailed(
-                f"{call} returned NaN or inf: the scores here are all {where}: {fate}. Legitimate "
-                "scores can be that large either way (a large common offset in the "
-                "inputs, large weights). Subtract each row's largest score before exp(), always, not only "
-                "when a score looks large (the softmax is unchanged by it), or use torch.softmax or attend, "
-                "which do."
-            )
-        _assert_close(out, expected, f"the output at step {t + 1}{which}, compared with "
-                      "MultiHeadAttention over the whole prefix with the look-ahead mask")
-    if dtype == torch.float64:
-        tight = [(out, expected, "the output"), (k, keys[:, :, : t + 1], "cache['self_k']"),
-                 (v, values[:, :, : t + 1], "cache['self_v']")]
-        for got, reference, what in tight:
-            if not _same64(got, reference):
-                raise ExerciseFailed(
-                    f"{call}: {what} is right only to float32's precision (it differs from the float64 "
-                    f"reference by {(got - reference).abs().max().item():.1e}): a step of your function goes "
-                    "through float32, a .float(), a softmax(..., dtype=torch.float32), or a tensor created "
-                    "without dtype= (torch.zeros(...)). Keep the dtype of y and attn throughout."
-                )
-    return out
-
-
-def _check_step_once(fn: Callable, name: str, sizes: dict, settings: dict) -> None:
-    """Two sequences decoded side by side, each with its own cache, a step of one then a step
-    of the other (as two sentences, or beam search's hypotheses, keep caches of their own): the
-    entries of one cache and every output returned must stay as they were while the function
-    works on the other."""
-    attn, x_first, x_second = _step_inputs(sizes, settings)
-    sentences = [(x_first, _Cache(), "", "the first sentence's cache"),
-                 (x_second, _Cache(), " of a second sentence", "the second sentence's cache")]
-    kept = []  # (a tensor returned or stored, its copy, what it is, whose cache holds it)
-    for t in range(sizes["steps"]):
-        for x, cache, which, owner in sentences:
-            for got, copy, what, _ in kept:
-                if got.shape != copy.shape or not torch.equal(got, copy):
-                    raise ExerciseFailed(
-                        f"{what} changed when {name} was called again, on another cache: it shares its "
-                        "memory with a tensor your function reuses from call to call (a buffer created "
-                        "once, outside the function, written in place). Each cache must hold tensors of "
-                        "its own (two sentences, or the hypotheses of beam search, keep a cache each), and "
-                        "each call must return a new tensor: torch.cat returns one."
-                    )
-            out = _check_sequence_step(fn, name, sizes, settings, attn, x, cache, t, which)
-            step = f"step {t + 1}{which}"
-            kept = [item for item in kept if item[3] != owner]  # this cache's older entries may go
-            kept += [(out, out.clone(), f"the output {name} returned at {step}", None)]
-            kept += [(cache[key], cache[key].clone(), f"cache[{key!r}] after {step}", owner)
-                     for key in ("self_k", "self_v")]
-
-
-def _step_hint(passed: list, sizes: dict, message: str) -> str:
-    hint = _hard_coded_hint(passed, sizes, message,
-                            "Read every size from the inputs: batch from y, h and d_k from attn.")
-    settings = _STEP_SETTINGS[STEP_SIZES.index(sizes)]
-    notes = []
-    if sizes["batch"] == 1:
-        notes.append("the batch here is one sentence: a squeeze() drops its dimension")
-    if sizes["h"] == 1 or sizes["d_k"] == 1:
-        notes.append("a size here is 1 (one head, or heads of width 1): a squeeze() drops its dimension")
-    if settings["dtype"] == torch.float64 and "Note: this call's attn and y are" not in message:
-        notes.append("attn and y are float64 here: keep every step in their dtype")
-    if settings["scores"] != "normal":
-        notes.append(f"the scores here are all {settings['scores']} (beyond 10^3 either way): exp() of them "
-                     "underflows or overflows unless each row's largest score is subtracted first")
-    return hint + "".join(f"\nNote: {note}." for note in notes)
-
-
-def check_self_attention_step(self_attention_step: Callable) -> None:
-    """Check ``self_attention_step(attn, y, cache)``: one decoding step of masked self-attention
-    with a key/value cache, on the sizes of ``STEP_SIZES``.
-
-    Feeds a sequence one position at a time and compares every output with
-    ``MultiHeadAttention`` over the whole prefix with the look-ahead mask, and the cache with
-    the keys and values of the positions so far, (batch, h, t, d_k).
-
-    Runs two sentences side by side, each with its own cache, and besides the notebook's
-    sizes a batch of one, float64 (compared to float64 precision), and scores all far below
-    zero or all very large (below -10^3, above +10^3).
-
-    Diagnoses: an input changed in place, a result of another dtype or shape, keys or values
-    not stored, appended along the batch, the heads or d_k instead of the positions, replaced
-    instead of appended, stored newest first, unsplit or unprojected, keys and values swapped,
-    a query that attends to itself only, a batch of one squeezed away, a softmax without its
-    shift by the row's largest score (or with it only when a score looks large), a step
-    through float32, a cache or an output that the next call overwrites (a buffer shared by
-    every call), and sizes written into the code.
-    """
-    name = _function(self_attention_step, "check_self_attention_step", "self_attention_step")
-    settings = dict(zip(map(_sizes, STEP_SIZES), _STEP_SETTINGS))
-    with _one_thread():
-        _run_on_all_sizes(lambda sizes: _check_step_once(self_attention_step, name, sizes,
-                                                         settings[_sizes(sizes)]),
-                          STEP_SIZES, _step_hint)
-    print(
-        f"check_self_attention_step passed: step by step, {name} gives what MultiHeadAttention gives "
-        "over the whole prefix with the look-ahead mask, and its cache holds the keys and values of "
-        f"the positions so far, (batch, h, t, d_k), for {len(STEP_SIZES)} sets of sizes (a batch of one, "
-        "float64, scores far below zero and very large among them), two sentences side by side, each "
-        "with its own cache."
-    )
-
-
-# ---------------------------------------------------------------- 9.2 greedy decoding with the cache
-
-
-def _decoding_model(sizes: dict, settings: dict) -> nn.Module:
-    """A small random model in eval mode whose output depends on the source and the step: an
-    untrained tied generator predicts nearly the same token everywhere, so it gets weights of
-    its own; it never predicts <s> or <pad>."""
-    d_model = sizes["h"] * sizes["d_k"]
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(settings["seed"])
-        config = TransformerConfig(sizes["vocab"], sizes["vocab"], N=sizes["N"], d_model=d_model,
-                                   d_ff=2 * d_model, h=sizes["h"], dropout=0.0,
-                                   norm_first=settings["norm_first"])
-        model = make_model(config)
-        model.generator.proj.weight = nn.Parameter(torch.randn(sizes["vocab"], d_model))
-        with torch.no_grad():
-            model.generator.proj.bias[[settings["bos"], settings["pad"]]] = -1e4
-    model.__class__ = _Model  # a short repr, nothing else
-    return model.eval()
-
-
-def _decoding_source(sizes: dict, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """(batch, L_src) source ids, padded with 0 after a length that differs by row, and its mask."""
-    batch, length = sizes["batch"], sizes["L_src"]
-    src = torch.randint(3, sizes["vocab"], (batch, length), generator=torch.Generator().manual_seed(seed))
-    for row in range(1, batch):
-        src[row, max(2, length - 2 * row) :] = 0
-    return src, padding_mask(src, 0)
-
-
-@torch.no_grad()
-def _decode(model, src, src_mask, max_len: int, bos: int, eos: int | None, pad: int, *, feed: str = "newest",
-            start: str = "t-1", final_norm: bool = True, mask_source: bool = True, pad_after_eos: bool = True,
-            stop: str = "all", remember_done: bool = True) -> torch.Tensor:
-    """Greedy decoding with the cache, as the exercise asks, or with one mistake switched on:
-    ``feed="prefix"`` runs the whole prefix through the cached layers; ``start`` "0" or "t"
-    puts the newest token at position 0 or one too far; ``final_norm=False`` skips the
-    decoder's final norm; ``mask_source=False`` attends to the source padding; and the
-    stopping rule can forget the padding, never stop, stop at the first finished sentence, or
-    forget which sentences finished."""
-    memory = model.encode(src, src_mask)
-    cache = init_cache(model, memory)
-    embed, position = model.tgt_embed
-    ys = torch.full((src.size(0), 1), bos, dtype=torch.long)
-    done = torch.zeros(src.size(0), dtype=torch.bool)
-    for _ in range(max_len - 1):
-        t = ys.size(1)
-        tokens = ys if feed == "prefix" else ys[:, -1:]
-        first = {"t-1": t - tokens.size(1), "0": 0, "t": t}[start]
-        x = position(embed(tokens), start=first)
-        for layer, layer_cache in zip(model.decoder.layers, cache):
-            x = decoder_layer_step(layer, x, src_mask if mask_source else None, layer_cache)
-        if final_norm:
-            x = model.decoder.norm(x)
-        next_token = model.generator(x[:, -1]).argmax(dim=-1)  # (batch,)
-        if pad_after_eos:
-            next_token = next_token.masked_fill(done, pad)
-        ys = torch.cat([ys, next_token.unsqueeze(1)], dim=1)
-        if eos is not None:
-            done = (done | (next_token == eos)) if remember_done else next_token == eos
-        if (stop == "all" and done.all()) or (stop == "any" and done.any()):
-            break
-    return ys
-
-
-def _choose_eos(unstopped: torch.Tensor, bos: int, pad: int, vocab: int) -> int:
-    """An end token that every sentence produces, at different steps, before the length
-    limit; among those, the one whose ends are spread most."""
-    best, best_spread = None, 0
-    for token in range(vocab):
-        if token in (bos, pad):
-            continue
-        ends = []
-        for row in unstopped:
-            hits = (row[1:-1] == token).nonzero()
-            ends.append(int(hits[0]) + 1 if len(hits) else None)
-        if None in ends:
-            continue
-        spread = len(set(ends))
-        if spread > best_spread:
-            best, best_spread = token, spread
-    if best is None or best_spread < 2:
-        raise RuntimeError("the check's model never ends its sentences at different steps: pick another seed")
-    return best
-
-
-_DECODE_ROLES = ("model", "src", "src_mask", "max_len", "bos_idx", "eos_idx", "pad_idx")
-
-
-def _token_ids(result, name: str, batch: int, max_len: int) -> torch.Tensor:
-    """The learner's output, checked to be a (batch, <= max_len) int64 tensor on the cpu."""
-    if result is None:
-        raise ExerciseFailed(f"{name} returned None: did you forget to return ys?")
-    if not torch.is_tensor(result):
-        raise ExerciseFailed(f"{name} should return the token ids as a tensor, got {type(result).__name__}")
-    if result.device != torch.device("cpu"):
-        raise ExerciseFailed(f"{name} returned the ids on {result.device}; the inputs are on the cpu: create "
-                             "ys where src is (device=src.device), with no .cuda() or .to(...).")
-    if result.dtype != torch.long:
-        raise ExerciseFailed(
-            f"{name} returned the ids as {result.dtype}; token ids are int64 (torch.long), what an "
-            "embedding looks up and what argmax gives: create ys with torch.full(..., dtype=torch.long)."
-        )
-    if result.dim() != 2 or result.size(0) != batch:
-        raise _generic(f"{name} returned ids of shape {tuple(result.shape)}; expected (batch, <= max_len) "
-                       f"with batch = {batch}: one row per sentence.")
-    if result.size(1) > max_len:
-        raise ExerciseFailed(
-            f"{name} returned {result.size(1)} columns with max_len = {max_len}: max_len counts every "
-            "token of the output, <s> included, so decode at most max_len - 1 new tokens."
-        )
-    return result
-
-
-def _first_difference(got: torch.Tensor, expected: torch.Tensor) -> str:
-    for row, (g, e) in enumerate(zip(got.tolist(), expected.tolist())):
-        if g != e:
-            return f"sentence {row}: expected {e}, got {g}"
-    return f"shapes: expected {tuple(expected.shape)}, got {tuple(got.shape)}"
-
-
-def _check_decode_once(fn: Callable, name: str, sizes: dict, settings: dict) -> None:
-    batch, max_len, vocab = sizes["batch"], sizes["max_len"], sizes["vocab"]
-    bos, pad = settings["bos"], settings["pad"]
-    model = _decoding_model(sizes, settings)
-    src, src_mask = _decoding_source(sizes, seed=vocab + 1)
-    unstopped = greedy_decode(model, src, src_mask, max_len, bos, None, pad_idx=pad)  # (batch, max_len)
-    eos = _choose_eos(unstopped, bos, pad, vocab)
-    expected = greedy_decode(model, src, src_mask, max_len, bos, eos, use_cache=True, pad_idx=pad)
-    without_cache = greedy_decode(model, src, src_mask, max_len, bos, eos, use_cache=False, pad_idx=pad)
-    mine = _decode(model, src, src_mask, max_len, bos, eos, pad)
-    if not (torch.equal(expected, without_cache) and torch.equal(expected, mine)):
-        raise RuntimeError("the check's references disagree: greedy_decode with and without the cache")
-
-    # The decoder's self-attention sees how many positions at once: 1 with the cache.
-    seen: list[int] = []
-    hooks = [layer.self_attn.W_Q.register_forward_pre_hook(lambda _, inputs: seen.append(inputs[0].size(1)))
-             for layer in model.decoder.layers]
-    try:
-        with torch.no_grad():
-            result = _call(fn, model, src, src_mask, max_len, bos, eos, pad, roles=_DECODE_ROLES)
-    finally:
-        for hook in hooks:
-            hook.remove()
-    got = _token_ids(result, name, batch, max_len)
-    call = (f"{name}(model, src of shape ({batch}, {sizes['L_src']}), src_mask, max_len={max_len}, "
-            f"bos_idx={bos}, eos_idx={eos}, pad_idx={pad})")
-    right = torch.equal(got, expected)
-    if max(seen, default=1) > 1:
-        prefix = _decode(model, src, src_mask, max_len, bos, eos, pad, feed="prefix")
-        if right:
-            raise ExerciseFailed(
-                f"the output is right, but without the cache: the decoder's self-attention ran on up to "
-                f"{max(seen)} positions at once, the whole prefix, as model.decode does. With the cache "
-                "every step runs the newest token only, through decoder_layer_step, which appends its "
-                "keys and values to the cache; that is the saving the exercise is about."
-            )
-        if torch.equal(got, prefix):
-            raise ExerciseFailed(
-                "you fed the whole prefix ys through the cached layers at every step: the cache already "
-                "holds the keys and values of the earlier positions, so they enter it again at each "
-                "step (and the new queries see each other unmasked). Run the newest token only, "
-                "ys[:, -1:], at its position ys.size(1) - 1."
-            )
-        raise _generic(
-            f"the decoder's self-attention ran on up to {max(seen)} positions at once, and the output "
-            f"differs from greedy_decode's ({_first_difference(got, expected)}). With the cache each "
-            "step runs the newest token only, ys[:, -1:], through decoder_layer_step."
-        )
-    if right:
-        return
-    if not (got[:, 0] == bos).all():
-        if got.size(1) < expected.size(1) and torch.equal(got, expected[:, 1 : got.size(1) + 1]):
-            raise ExerciseFailed(
-                f"your outputs lack the <s> they start from: every row of the output begins with "
-                f"bos_idx = {bos}, as greedy_decode's and the training targets' do; keep it in ys."
-            )
-        raise ExerciseFailed(
-            f"the first token of every output must be <s>, bos_idx = {bos}; yours are "
-            f"{got[:, 0].tolist()}. Start from ys = torch.full((batch, 1), bos_idx, dtype=torch.long)."
-        )
-    variant = lambda **mistake: _decode(model, src, src_mask, max_len, bos, eos, pad, **mistake)  # noqa: E731
-    mistakes = [
-        (dict(start="0"), "every token went in at position 0: the positional encoding must say where the "
-                          "newest token stands, position(embed(ys[:, -1:]), start=ys.size(1) - 1)."),
-        (dict(start="t"), "the newest token went in one position too far: ys holds t tokens, at positions "
-                          "0 .. t - 1, so the newest is at start=ys.size(1) - 1, not ys.size(1)."),
-        (dict(final_norm=False), "the decoder's final norm is missing: a pre-norm decoder ends with a "
-                                 "LayerNorm (model.decoder.norm; nn.Identity in a post-norm one) before "
-                                 "the generator."),
-        (dict(mask_source=False), "the cross-attention looked at the source's padding: pass src_mask to "
-                                  "decoder_layer_step, so that no query attends to a <pad> of the source."),
-        (dict(pad_after_eos=False), f"a sentence that has produced </s> went on producing tokens while the "
-                                    f"others finished: after its </s> a sentence gets pad_idx = {pad} only "
-                                    "(next_token.masked_fill(done, pad_idx))."),
-        (dict(stop="never"), "your decoding does not stop when every sentence has produced </s>: it runs "
-                             "to max_len. Stop as soon as all are done (if done.all(): break), as the "
-                             "course's greedy_decode does, so a batch costs no more steps than it needs."),
-        (dict(stop="never", pad_after_eos=False), "your decoding does not stop at </s>: it runs every "
-                                                  "sentence to max_len. After its </s> a sentence gets "
-                                                  "pad_idx only, and decoding stops when all are done."),
-        (dict(stop="any"), "your decoding stopped as soon as one sentence produced </s>: the others are cut "
-                           "short. Stop when every sentence is done, done.all(), not done.any()."),
-        (dict(remember_done=False), "a sentence that produced </s> started again a step later: `done` must "
-                                    "remember every sentence that has finished, done = done | (next_token "
-                                    "== eos_idx), not only those that finish at this step."),
-    ]
-    for mistake, message in mistakes:
-        if torch.equal(got, variant(**mistake)):
-            raise ExerciseFailed(message)
-    raise _generic(f"{call} differs from the course's greedy_decode: {_first_difference(got, expected)}.")
-
-
-def _check_decode_edges(fn: Callable, name: str, sizes: dict, settings: dict) -> None:
-    """The calls the signature allows beyond a batch of sentences, on the model of one set of
-    sizes, once every set has passed: one sentence (a squeeze() would drop its batch
-    dimension), int32 ids (the output stays int64), and max_len = 1 (<s> alone, no step) and
-    2 (one step)."""
-    bos, pad, max_len = settings["bos"], settings["pad"], sizes["max_len"]
-    model = _decoding_model(sizes, settings)
-    src, src_mask = _decoding_source(sizes, seed=sizes["vocab"] + 1)
-    eos = _choose_eos(greedy_decode(model, src, src_mask, max_len, bos, None, pad_idx=pad), bos, pad, sizes["vocab"])
-    calls = [
-        (src[-1:], src_mask[-1:], max_len, "a batch of one sentence",
-         " Read the batch size from src, src.size(0); and a squeeze() drops the batch dimension of one "
-         "sentence: index instead, x[:, -1] and next_token.unsqueeze(1)."),
-        (src.int(), src_mask, max_len, "int32 source ids",
-         " The output is int64 whatever the dtype of src: create ys with dtype=torch.long, not src's dtype."),
-        (src, src_mask, 1, "max_len = 1",
-         " max_len counts <s>: with max_len = 1 the output is <s> alone, (batch, 1), after no step at all."),
-        (src, src_mask, 2, "max_len = 2", " max_len = 2 allows exactly one step after <s>."),
-    ]
-    for source, mask, length, what, hint in calls:
-        with torch.no_grad():
-            expected = greedy_decode(model, source.long(), mask, length, bos, eos, use_cache=True, pad_idx=pad)
-        call = (f"{name}(model, src of shape {tuple(source.shape)} ({source.dtype}), src_mask, max_len={length}, "
-                f"bos_idx={bos}, eos_idx={eos}, pad_idx={pad}), {what}")
-        try:
-            with torch.no_grad():
-                result = _call(fn, model, source, mask, length, bos, eos, pad, roles=_DECODE_ROLES)
-            got = _token_ids(result, name, source.size(0), length)
-        except ExerciseFailed as err:
-            raise ExerciseFailed(f"{err}\nThis call: {call}.{hint}") from None
-        if not torch.equal(got, expected):
-            raise ExerciseFailed(f"{call} differs from the course's greedy_decode: "
-                                 f"{_first_difference(got, expected)}.{hint}")
-
-
-def _decode_hint(passed: list, sizes: dict, message: str) -> str:
-    return _hard_coded_hint(passed, sizes, message,
-                            "Read the batch size from src (src.size(0)) and use the ids you are given.")
-
-
-def check_cached_greedy_decode(cached_greedy_decode: Callable) -> None:
-    """Check ``cached_greedy_decode(model, src, src_mask, max_len, bos_idx, eos_idx, pad_idx)``
-    against the course's ``greedy_decode``, with and without its cache, on two small random
-    models (``DECODE_SIZES``: post-norm, then pre-norm) whose sentences end at different steps.
-
-    Then the first model also decodes one sentence alone, int32 source ids, and max_len = 1
-    and 2.
-    Ties of the argmax are not tried: the course's greedy decoding takes argmax's first index,
-    its beam search topk's, and neither is wrong.
-
-    Diagnoses: an input changed in place, ids of another dtype or device, too many columns,
-    the decoder run on the whole prefix (right output without the cache, or the prefix fed
-    through the cache), <s> missing or not first, the newest token at position 0 or one too
-    far, the final norm skipped, the source padding not masked, no padding after </s>, no
-    stop at </s>, a stop at the first finished sentence, a `done` that forgets, a batch of
-    one sentence squeezed away, ids in the dtype of int32 sources, a step taken with
-    max_len = 1, and sizes or special ids written into the code.
-    """
-    name = _function(cached_greedy_decode, "check_cached_greedy_decode", "cached_greedy_decode")
-    settings = dict(zip(map(_sizes, DECODE_SIZES), _DECODE_SETTINGS))
-    with _one_thread():
-        _run_on_all_sizes(lambda sizes: _check_decode_once(cached_greedy_decode, name, sizes,
-                                                           settings[_sizes(sizes)]),
-                          DECODE_SIZES, _decode_hint)
-        _check_decode_edges(cached_greedy_decode, name, DECODE_SIZES[0], _DECODE_SETTINGS[0])
-    print(
-        f"check_cached_greedy_decode passed: {name} gives greedy_decode's tokens, with and without its "
-        "cache, on a post-norm and a pre-norm random model, running one new position per step, "
-        "stopping when every sentence has produced </s> and padding after it; also for one sentence "
-        "alone, int32 source ids, and max_len = 1 and 2."
-    )
-
-
-# ---------------------------------------------------------------- 9.3 one byte-pair merge
-
-
-def _pair_counts(corpus: dict, weighted: bool = True, once_per_word: bool = False) -> Counter:
-    """Neighbouring pairs, each word weighted by its count (or counted once); with
-    ``once_per_word`` a pair a word holds twice ("a a a h" holds ("a", "a") twice) counts once."""
-    pairs = Counter()
-    for symbols, n in corpus.items():
-        found = list(zip(symbols, symbols[1:]))
-        for pair in (dict.fromkeys(found) if once_per_word else found):
-            pairs[pair] += n if weighted else 1
-    return pairs
-
-
-def _best(pairs: Counter) -> tuple[str, str]:
-    return max(pairs, key=lambda pair: (pairs[pair], pair))  # ties: the larger pair, as subword-nmt
-
-
-def _merge_without_skip(symbols: tuple, pair: tuple) -> tuple:
-    """Every occurrence joined, overlapping ones too ("a a a" -> "aa aa"): the i += 2 forgotten."""
-    out = []
-    for i, symbol in enumerate(symbols):
-        if i + 1 < len(symbols) and (symbol, symbols[i + 1]) == pair:
-            out.append(symbol + symbols[i + 1])
-        elif not (i > 0 and (symbols[i - 1], symbol) == pair):
-            out.append(symbol)
-    return tuple(out)
-
-
-def _merge_from_the_right(symbols: tuple, pair: tuple) -> tuple:
-    """The pair joined scanning from the right ("a a a" -> "a aa")."""
-    out, i = [], len(symbols) - 1
-    while i >= 0:
-        if i > 0 and (symbols[i - 1], symbols[i]) == pair:
-            out.append(symbols[i - 1] + symbols[i])
-            i -= 2
-        else:
-            out.append(symbols[i])
-            i -= 1
-    return tuple(reversed(out))
-
-
-def _merge_first_only(symbols: tuple, pair: tuple) -> tuple:
-    """The first occurrence joined, the later ones left ("h a h a h" -> "ha h a h")."""
-    for i in range(len(symbols) - 1):
-        if (symbols[i], symbols[i + 1]) == pair:
-            return symbols[:i] + (symbols[i] + symbols[i + 1],) + symbols[i + 2 :]
-    return symbols
-
-
-def _merge_as_text(symbols: tuple, pair: tuple) -> tuple:
-    """str.replace on the symbols joined by spaces: blind to where a symbol begins and ends."""
-    return tuple(" ".join(symbols).replace(" ".join(pair), "".join(pair)).split(" "))
-
-
-def _subword_nmt_merges(word_counts: dict) -> list[tuple[str, str]]:
-    from subword_nmt.learn_bpe import learn_bpe as reference_learn_bpe
-
-    codes = io.StringIO()
-    lines = io.StringIO("".join(f"{word} {n}\n" for word, n in word_counts.items()))
-    with contextlib.redirect_stderr(io.StringIO()):  # its progress bar
-        reference_learn_bpe(lines, codes, 10_000, min_frequency=2, is_dict=True)
-    return [tuple(line.split(" ")) for line in codes.getvalue().splitlines()[1:]]  # after "#version: 0.2"
-
-
-def _show(symbols) -> str:
-    return " ".join(symbols) if isinstance(symbols, tuple) else repr(symbols)
-
-
-def _check_pair(pair, corpus: dict, step: int) -> None:
-    pairs = _pair_counts(corpus)
-    best = _best(pairs)
-    if pair == best:
-        return
-    where = f"at merge {step}"
-    if pair[0].endswith(END):
-        raise ExerciseFailed(
-            f"{where} your pair {pair} joins the end of one word ({pair[0]!r} ends in {END}) to the start of "
-            "another: pairs are counted inside each word only, zip(symbols, symbols[1:]) for each word of "
-            "the corpus, never across the words. (Merges never cross a word: a piece is part of one word.)"
-        )
-    if pair not in pairs:
-        raise _generic(f"{where} your pair {pair} is not a pair of neighbouring symbols of any word; "
-                       f"the most frequent pair is {best}, {pairs[best]} times.")
-    if pairs[pair] == pairs[best]:
-        tied = [p for p in pairs if pairs[p] == pairs[best]]
-        why = []
-        if pair == max(pairs, key=pairs.__getitem__):  # max keeps the first of equal counts
-            why.append("the first one counted (what max(pairs, key=pairs.get) and Counter.most_common give)")
-        if pair == min(tied):
-            why.append("the smallest as Python compares tuples of strings")
-        raise ExerciseFailed(
-            f"{where} {', '.join(map(str, tied))} all occur {pairs[best]} times, and you took {pair}"
-            f"{', ' + ' and '.join(why) if why else ''}. The course and subword-nmt break a tie by taking "
-            f"the largest pair as Python compares tuples of strings, here {best}: "
-            "max(pairs, key=lambda pair: (pairs[pair], pair))."
-        )
-    if pair == _best(_pair_counts(corpus, weighted=False)):
-        raise ExerciseFailed(
-            f"{where} you counted each word once: {pair} is in the most words, but {best} occurs "
-            f"{pairs[best]} times in the text against {pairs[pair]}. Weight every pair by the count of its "
-            "word: pairs[pair] += count."
-        )
-    if pair == _best(_pair_counts(corpus, once_per_word=True)):
-        raise ExerciseFailed(
-            f"{where} you counted a pair once per word, however often the word holds it (a set of its "
-            "pairs?); 'a a a h' holds ('a', 'a') twice, and the course and subword-nmt count both, "
-            f"so {best} occurs {pairs[best]} times and {pair} {pairs[pair]}. Count every item of "
-            "zip(symbols, symbols[1:])."
-        )
-    raise _generic(f"{where} your pair {pair} occurs {pairs[pair]} times, but {best} occurs {pairs[best]} "
-                   "times: merge the most frequent pair, each word weighted by its count.")
-
-
-def _check_corpus(merged, corpus: dict, pair: tuple, step: int) -> None:
-    expected = {merge(symbols, pair): n for symbols, n in corpus.items()}
-    if not isinstance(merged, dict):
-        raise ExerciseFailed(f"the second item your function returns is {type(merged).__name__}; return "
-                             "the merged corpus as a dict, symbols (a tuple) -> count, like its input.")
-    if merged == expected:
-        return
-    where = f"at merge {step} ({' + '.join(pair)})"
-    bad_keys = [key for key in merged if not isinstance(key, tuple)]
-    if bad_keys:
-        raise ExerciseFailed(f"{where} the merged corpus has the key {bad_keys[0]!r}; keep each word as a "
-                             "tuple of its symbols, ('n', 'e', 'w', 'e', 'st</w>'), as in the input.")
-    if len(merged) < len(expected) and all(expected.get(k) == n for k, n in merged.items()):
-        left_out = next(_show(k) for k in expected if k not in merged)
-        raise ExerciseFailed(f"{where} words are missing from the merged corpus (such as {left_out!r}): "
-                             "return every word, merged or unchanged.")
-    if set(merged) == set(expected):
-        word = next(k for k in expected if merged[k] != expected[k])
-        raise ExerciseFailed(f"{where} the word {_show(word)!r} has the count {merged[word]} instead of "
-                             f"{expected[word]}: a merge changes how a word is spelled, never how often "
-                             "it occurs.")
-    mistakes = [
-        (_merge_without_skip, "you joined overlapping occurrences twice: in 'a a a' the pair ('a', 'a') "
-                              "occurs at positions 0 and 1, but once the first two are joined the second "
-                              "a belongs to 'aa'. Scan left to right and skip both symbols of a merged "
-                              "pair (i += 2), giving 'aa a'."),
-        (_merge_from_the_right, "you merged from the right: 'a a a' must become 'aa a', the leftmost "
-                                "occurrence first, as the course's merge and subword-nmt do."),
-        (_merge_first_only, "you joined only the first occurrence of the pair in each word (a loop that "
-                            "stops at the first match, or str.replace(..., 1)): a merge joins every "
-                            "occurrence, scanning the whole word left to right (skipping the two symbols "
-                            "of each pair it joins)."),
-        (_merge_as_text, "you replaced the pair in the text of the word, with the symbols joined by spaces: "
-                         "str.replace does not see where a symbol ends, so the text of the pair also "
-                         "matches the start of a longer symbol. Compare whole symbols: (symbols[i], "
-                         "symbols[i + 1]) == pair."),
-    ]
-    for wrong_merge, message in mistakes:
-        if merged == {wrong_merge(symbols, pair): n for symbols, n in corpus.items()}:
-            word = next(k for k in corpus if wrong_merge(k, pair) != merge(k, pair))
-            wrong = _show(wrong_merge(word, pair))
-            raise ExerciseFailed(f"{where} {message} Here {_show(word)!r} became {wrong!r} instead of "
-                                 f"{_show(merge(word, pair))!r}.")
-    word = next((k for k in corpus if merge(k, pair) not in merged), None)
-    detail = (f"the word {_show(word)!r} should become {_show(merge(word, pair))!r}" if word is not None
-              else "it holds words that the corpus did not")
-    raise _generic(f"{where} your merged corpus differs from the course's merge: {detail}.")
-
-
-def _check_bpe_once(fn: Callable, name: str, word_counts: dict, merges: list) -> None:
-    corpus = {spell(word): n for word, n in word_counts.items()}
-    returned = None  # the dict returned at the merge before, and a copy of it
-    for step, best in enumerate(merges, start=1):
-        given = dict(corpus)
-        result = _call(fn, given, roles=("corpus",))
-        if given != corpus:
-            raise ExerciseFailed(f"{name} changed the corpus it was given (at merge {step}): build a new "
-                                 "dict and return it; the caller keeps using its own.")
-        if returned is not None and returned[0] != returned[1]:
-            raise ExerciseFailed(
-                f"the merged corpus {name} returned at merge {step - 1} changed when it was called again, "
-                f"at merge {step}: your function returns the same dict every time (one created outside it, "
-                "emptied and refilled), so each call overwrites the result of the one before; learning "
-                "passes that result back in as the next corpus. Build a new dict in every call."
-            )
-        if not isinstance(result, tuple) or len(result) != 2:
-            got = (f"a {type(result).__name__} of {len(result)} items" if isinstance(result, (tuple, list))
-                   else type(result).__name__)
-            raise ExerciseFailed(f"{name} should return a pair (the merged pair, the merged corpus), "
-                                 f"got {got}")
-        pair, merged = result
-        if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and all(isinstance(s, str) for s in pair)):
-            hint = " (the two symbols apart, not joined)" if isinstance(pair, str) else ""
-            raise ExerciseFailed(f"the pair {name} returns should be a tuple of two symbols, such as "
-                                 f"('s', 't</w>'){hint}; got {pair!r}")
-        pair = tuple(pair)
-        _check_pair(pair, corpus, step)
-        _check_corpus(merged, corpus, pair, step)
-        returned, corpus = (merged, dict(merged)), dict(merged)
-
-
-def _bpe_hint(passed: list, sizes: dict, message: str) -> str:
-    return _hard_coded_hint(passed, sizes, message,
-                            "Count the pairs of the corpus you are given, all its words.")
-
-
-def check_bpe_merge_step(bpe_merge_step: Callable) -> None:
-    """Check ``bpe_merge_step(corpus) -> (pair, merged corpus)``: learning byte-pair merges
-    by calling it until no pair occurs twice, on the toy corpora of ``BPE_CORPORA``, must give
-    the merges of ``annotated.bpe.learn_bpe`` and of ``subword-nmt``'s ``learn_bpe``.
-
-    Diagnoses: the corpus changed in place, a result of another kind, a pair across two
-    words, word counts ignored, ties broken another way (the first seen, the smaller pair),
-    overlapping pairs counted once, words or counts lost in the merged corpus, overlapping
-    pairs joined twice, merging from the right, only the first occurrence in a word joined,
-    str.replace on the spelled word, the same dict returned (and overwritten) at every call,
-    and code that only works on one corpus.
-    """
-    name = _function(bpe_merge_step, "check_bpe_merge_step", "bpe_merge_step")
-    for words, merges in zip(BPE_CORPORA, _MERGES):
-        if _subword_nmt_merges(words) != merges:
-            raise RuntimeError(f"annotated.bpe.learn_bpe and subword-nmt disagree on {words}")
-    sets = SIZE_SETS["check_bpe_merge_step"]
-    by_sizes = {_sizes(s): (w, m) for s, w, m in zip(sets, BPE_CORPORA, _MERGES)}
-    _run_on_all_sizes(lambda sizes: _check_bpe_once(bpe_merge_step, name, *by_sizes[_sizes(sizes)]),
-                      sets, _bpe_hint)
-    print(
-        f"check_bpe_merge_step passed: step by step, {name} learns the merges of annotated.bpe.learn_bpe "
-        f"and of subword-nmt's learn_bpe, {' + '.join(str(len(m)) for m in _MERGES)} merges on "
-        f"{len(BPE_CORPORA)} toy corpora (a tie, a one-letter word, runs like 'a a a', a pair twice in "
-        "'h a h a h'), with the corpus after each merge."
-    )
-
-
-# ---------------------------------------------------------------- 9.4 BLEU
+# ---------------------------------------------------------------- 11.1 BLEU
 
 
 def _ngrams(words: list[str], n: int) -> Counter:
@@ -1152,4 +320,259 @@ def check_bleu(bleu: Callable) -> None:
         "outputs shorter than the references (brevity penalty below 1), longer ones (penalty 1), one "
         "without a 4-gram match (BLEU 0), capitals and stray spaces with a one-word and an empty output, "
         "and one without a 3-gram (BLEU 0)."
+    )
+
+
+
+# ---------------------------------------------------------------- 11.2 from ids to tokens
+
+
+def _row_tokens(ids: list[int], vocab: Vocab, *, cut: str = "first", keep_eos: bool = False,
+                drop: tuple = (BOS, PAD), course_ids: bool = False) -> list[str]:
+    """``ids_to_tokens`` written out, or with one mistake switched on: ``cut`` "last" (the last
+    </s>), "none" (no cut, </s> dropped) or "pad" (at the first </s> or <pad>); ``keep_eos``;
+    ``drop`` the specials left out; ``course_ids`` the ids 1, 2, 0 written in for <s>, </s>, <pad>."""
+    bos, eos, pad = (1, 2, 0) if course_ids else (vocab[BOS], vocab[EOS], vocab[PAD])
+    stops = [i for i, t in enumerate(ids) if t == eos or (cut == "pad" and t == pad)]
+    if stops and cut != "none":
+        end = stops[-1] if cut == "last" else stops[0]
+        ids = ids[: end + 1] if keep_eos else ids[:end]
+    dropped = {bos if s == BOS else pad if s == PAD else vocab[s] for s in drop}
+    if cut == "none":
+        dropped.add(eos)
+    return [vocab.itos[t] for t in ids if t not in dropped]
+
+
+_TOKEN_MISTAKES = [
+    (dict(keep_eos=True), "the output keeps its </s>: the tokens are what lies between <s> and the first </s>, "
+                          "both left out (BLEU would count '</s>' as a word of the translation)."),
+    (dict(cut="last"), "you cut at the last </s>, not the first: a row decoded without stopping (eos_idx=None) "
+                       "goes on after its first </s>, and what follows is not part of the translation. Cut at "
+                       "ids.index(eos)."),
+    (dict(cut="last", keep_eos=True), "you cut after the last </s>: the translation ends before the first "
+                                      "</s>, ids[: ids.index(eos)]."),
+    (dict(cut="none"), "you dropped the </s> tokens but did not cut at the first one: what follows the first "
+                       "</s> (a row decoded with eos_idx=None) is not part of the translation."),
+    (dict(cut="pad"), "you stopped at the first <pad> as well as at </s>: a model may write <pad> inside a "
+                      "sentence; it is dropped there, and the sentence goes on to its </s>."),
+    (dict(drop=(PAD,)), "the output keeps its <s>: leave out every <s> of the row, the first included."),
+    (dict(drop=(BOS,)), "the output keeps <pad> tokens: a row of a batch is padded, and a model may write <pad> "
+                        "itself; leave out every <pad> before the first </s>."),
+    (dict(drop=()), "the output keeps <s> and <pad>: leave out both (the row starts with <s>, and <pad> may "
+                    "occur before </s>)."),
+    (dict(drop=(BOS, PAD, UNK)), "you dropped <unk> too: it is what the model wrote where it had no better "
+                                 "word, and a translation that lost it would look better than it is (sacrebleu "
+                                 "counts it as words that match nothing). Leave out <s> and <pad> only."),
+    (dict(course_ids=True), "the ids of the specials are written into your code (<s> = 1, </s> = 2, <pad> = 0): "
+                            "another vocabulary numbers them otherwise. Read them from the vocabulary you are "
+                            "given: vocab['</s>'], vocab['<s>'], vocab['<pad>']."),
+]
+
+
+def _check_tokens_once(fn: Callable, name: str, itos: list[str], rows: list[list[int]]) -> None:
+    """Every row of the set through the learner's function, then the mistake named by what it does
+    to every row: the first known mistake that gives the learner's tokens for all of them."""
+    vocab = Vocab(itos)
+    expected = [ids_to_tokens(list(row), vocab) for row in rows]
+    if expected != [_row_tokens(row, vocab) for row in rows]:
+        raise RuntimeError("the check's own ids_to_tokens disagrees with annotated.evaluation's")
+    results = []
+    for row, right in zip(rows, expected):
+        given = list(row)
+        call = f"{name}({row}, vocab) with the vocabulary {itos}"
+        try:
+            result = _call(fn, given, vocab, roles=("ids", "vocab"))
+        except ExerciseFailed:
+            if any(got != want for got, want in zip(results, expected)):
+                break  # an earlier row came out wrong already: name that mistake
+            raise
+        if given != row:
+            raise ExerciseFailed(f"{call} changed the list of ids it was given (now {given}): the caller uses the "
+                                 "row again. Build a new list (a slice, ids[:end], is a new list) instead of "
+                                 "removing items from it (remove, pop, del).")
+        if isinstance(result, str):
+            raise ExerciseFailed(f"{call} returned the string {result!r}; return the list of tokens, such as "
+                                 f"{right}: joining them into text is the detokenizer's work.")
+        if not isinstance(result, (list, tuple)):
+            raise ExerciseFailed(f"{call} should return a list of tokens, got {type(result).__name__}")
+        if result and all(isinstance(t, int) for t in result):
+            raise ExerciseFailed(f"{call} returned ids, {list(result)}; return the tokens themselves, "
+                                 "vocab.lookup_tokens(ids) (or vocab.itos[i] for each id).")
+        results.append(list(result))
+    if len(results) == len(rows) and results == expected:
+        return
+    tried = rows[: len(results)]
+
+    def first_wrong(outputs: list) -> str:
+        i = next(i for i, (out, want) in enumerate(zip(outputs, expected)) if out != want)
+        return (f"{name}({tried[i]}, vocab) with the vocabulary {itos} gives {results[i]}, where the tokens are "
+                f"{expected[i]}")
+
+    for mistake, message in _TOKEN_MISTAKES:
+        wrong = [_row_tokens(row, vocab, **mistake) for row in tried]
+        if wrong != expected[: len(tried)] and wrong == results:
+            raise ExerciseFailed(f"{first_wrong(wrong)}: {message}")
+    raise _generic(f"{first_wrong(results)} (annotated.evaluation.ids_to_tokens).")
+
+
+def _tokens_hint(passed: list, sizes: dict, message: str) -> str:
+    itos = TOKEN_CASES[SIZE_SETS["check_ids_to_tokens"].index(sizes)][0]
+    hint = _hard_coded_hint(passed, sizes, message, "Read the ids of <s>, </s> and <pad> from the vocabulary.")
+    return hint + (f"\nNote: in this vocabulary <s> is {itos.index(BOS)}, </s> is {itos.index(EOS)} and <pad> "
+                   f"is {itos.index(PAD)}.")
+
+
+def check_ids_to_tokens(ids_to_tokens_fn: Callable) -> None:
+    """Check ``ids_to_tokens(ids, vocab) -> tokens``, the tokens of one decoded row, against
+    ``annotated.evaluation.ids_to_tokens`` on the vocabularies and rows of ``TOKEN_CASES``:
+    padded rows, a row without </s>, an empty output, tokens after a first </s>, <pad> and <s>
+    written inside a sentence, <unk>, and the specials numbered otherwise from set to set.
+
+    Diagnoses: the ids changed in place, a string, ids or another kind of result, </s> kept,
+    a cut at the last </s> (or after it), no cut, a stop at the first <pad>, <s> or <pad> (or
+    both) kept, <unk> dropped, and the ids of the specials written into the code.
+    """
+    name = _function(ids_to_tokens_fn, "check_ids_to_tokens", "ids_to_tokens")
+    sets = SIZE_SETS["check_ids_to_tokens"]
+    by_sizes = {_sizes(s): case for s, case in zip(sets, TOKEN_CASES)}
+    _run_on_all_sizes(lambda sizes: _check_tokens_once(ids_to_tokens_fn, name, *by_sizes[_sizes(sizes)]), sets,
+                      _tokens_hint)
+    print(
+        f"check_ids_to_tokens passed: {name} gives annotated.evaluation.ids_to_tokens's tokens for "
+        f"{sum(len(rows) for _, rows in TOKEN_CASES)} decoded rows of {len(TOKEN_CASES)} vocabularies: cut at the "
+        "first </s>, without <s> and <pad>, <unk> kept."
+    )
+
+
+# ---------------------------------------------------------------- 11.3 s(Y) under teacher forcing
+
+
+def _score_inputs(sizes: dict, settings: dict) -> tuple[torch.Tensor, torch.Tensor]:
+    """Random logits (batch, L - 1, V) and rows ys (batch, L): <s>, then ids other than <s> and
+    <pad> (0 among them where <pad> is not 0), row b shorter by b tokens, then padding."""
+    batch, L, vocab = sizes["batch"], sizes["L"], sizes["vocab"]
+    bos, pad = settings["bos"], settings["pad"]
+    g = torch.Generator().manual_seed(L * vocab)
+    logits = 2.0 * torch.randn(batch, L - 1, vocab, generator=g)
+    words = torch.tensor([t for t in range(vocab) if t not in (bos, pad)])
+    ys = words[torch.randint(len(words), (batch, L), generator=g)]
+    ys[:, 0] = bos
+    for b in range(batch):
+        ys[b, max(3, L - b) :] = pad
+    return logits, ys
+
+
+def _scores(logits: torch.Tensor, ys: torch.Tensor, alpha: float, pad: int, *, normalize: str = "log_softmax",
+            shift: bool = True, mask: bool = True, length: str = "real", penalty: str = "divide") -> torch.Tensor:
+    """s(Y) = log P(Y | X) / lp(|Y|) of each row, or with one mistake switched on."""
+    if normalize == "log_softmax":
+        log_probs = logits.log_softmax(-1)
+    elif normalize == "softmax":  # probabilities, not their logarithms
+        log_probs = logits.softmax(-1)
+    elif normalize == "positions":
+        log_probs = logits.log_softmax(1)
+    else:  # the raw logits
+        log_probs = logits
+    labels = ys[:, 1:] if shift else ys[:, :-1]  # (batch, L - 1)
+    picked = log_probs.gather(-1, labels.unsqueeze(-1)).squeeze(-1)  # (batch, L - 1)
+    real = ys[:, 1:] != pad
+    log_p = (picked.masked_fill(~real, 0.0) if mask else picked).sum(-1)  # (batch,)
+    n = real.sum(-1).to(logits.dtype)
+    n = {"real": n, "with <s>": n + 1, "without </s>": n - 1, "padded": torch.full_like(n, ys.size(1) - 1)}[length]
+    if penalty == "none":
+        return log_p
+    if penalty == "mean":
+        return log_p / n
+    if penalty == "factor":
+        return log_p / ((5 + n) / 6 * alpha)
+    return log_p * lp(n, alpha) if penalty == "multiply" else log_p / lp(n, alpha)
+
+
+def _score_mistakes(alpha: float) -> list[tuple[dict, str]]:
+    return [
+        (dict(normalize="none"), "you summed the raw logits: log P needs log-probabilities, "
+                                 "logits.log_softmax(-1), before picking each label's."),
+        (dict(normalize="softmax"), "you summed probabilities, softmax(-1): log P(Y | X) is the sum of the "
+                                    "log-probabilities, log_softmax(-1) (the product of the probabilities)."),
+        (dict(normalize="positions"), "you normalized over the positions, log_softmax(1): each position's logits "
+                                      "are a distribution over the vocabulary, log_softmax(-1)."),
+        (dict(shift=False), "you scored the tokens the decoder reads, ys[:, :-1]: the logits at position i predict "
+                            "the next token, so the labels are ys[:, 1:], y_1 ... </s>."),
+        (dict(mask=False), "the padding was scored too: after a row's </s> come <pad> tokens, whose log-"
+                           "probabilities are not part of its output; keep only the positions where ys[:, 1:] "
+                           "!= pad_idx."),
+        (dict(length="with <s>"), "|Y| counted <s>: |Y| is the number of tokens after <s>, </s> included, (ys[:, "
+                                  "1:] != pad_idx).sum(-1)."),
+        (dict(length="without </s>"), "|Y| left out </s>: |Y| counts the tokens after <s>, </s> included, as "
+                                      "simple_beam_search's len(tokens) - 1 does."),
+        (dict(length="padded"), "every row got the same |Y|, the padded length: each row has its own length, the "
+                                "tokens after <s> that are not padding."),
+        (dict(penalty="none"), f"the length penalty is missing: s(Y) = log P(Y | X) / lp(|Y|), with lp(|Y|) = "
+                               f"((5 + |Y|) / 6)^alpha and alpha = {alpha} here."),
+        (dict(penalty="multiply"), "you multiplied log P by lp(|Y|): s(Y) divides by it."),
+        (dict(penalty="mean"), "you divided by |Y|, the mean log-probability per token: the length penalty "
+                               "divides by lp(|Y|) = ((5 + |Y|) / 6)^alpha."),
+        (dict(penalty="factor"), "you computed lp(|Y|) as ((5 + |Y|) / 6) * alpha: alpha is an exponent, "
+                                 "((5 + |Y|) / 6) ** alpha."),
+    ]
+
+
+def _check_scores_once(fn: Callable, name: str, sizes: dict, settings: dict) -> None:
+    logits, ys = _score_inputs(sizes, settings)
+    alpha, pad = settings["alpha"], settings["pad"]
+    expected = _scores(logits, ys, alpha, pad)
+    for b in range(ys.size(0)):  # the reference, row by row as notebook 11 scores one output
+        row = ys[b][ys[b] != pad]
+        one = logits[b, : row.numel() - 1].log_softmax(-1).gather(-1, row[1:, None]).sum() / lp(row.numel() - 1.0,
+                                                                                                    alpha)
+        if not math.isclose(float(one), float(expected[b]), rel_tol=1e-5, abs_tol=1e-5):
+            raise RuntimeError("the check's batched s(Y) disagrees with the row-by-row one")
+    batch, L, vocab = sizes["batch"], sizes["L"], sizes["vocab"]
+    call = (f"{name}(logits of shape ({batch}, {L - 1}, {vocab}), ys of shape ({batch}, {L}), alpha={alpha}, "
+            f"pad_idx={pad})")
+    result = _call(fn, logits, ys, alpha, pad, roles=("logits", "ys", "alpha", "pad_idx"))
+    got = _tensor(result, name, "the scores", like=logits)
+    _shape(got, (batch,), call, _squeezed(got.shape, (batch,)) or " One score per row of ys: (batch,).")
+    got = got.detach()
+    if _same(got, expected):
+        return
+    for mistake, message in _score_mistakes(alpha):
+        wrong = _scores(logits, ys, alpha, pad, **mistake)
+        if not _same(wrong, expected) and _same(got, wrong):
+            raise ExerciseFailed(f"{call}: {message}")
+    _assert_close(got, expected, f"the scores of {call}")
+
+
+def _scores_hint(passed: list, sizes: dict, message: str) -> str:
+    settings = _SCORE_SETTINGS[SCORE_SIZES.index(sizes)]
+    hint = _hard_coded_hint(passed, sizes, message, "Read the sizes from the inputs, and use the pad_idx and "
+                                                    "alpha you are given.")
+    notes = [f"here <pad> is {settings['pad']} and alpha is {settings['alpha']}"]
+    if sizes["batch"] == 1:
+        notes.append("the batch here is one row: a squeeze() drops its dimension")
+    return hint + "".join(f"\nNote: {note}." for note in notes)
+
+
+def check_sequence_scores(sequence_scores: Callable) -> None:
+    """Check ``sequence_scores(logits, ys, alpha, pad_idx) -> (batch,)``, s(Y) = log P(Y | X) /
+    lp(|Y|) of decoded rows ys from the logits a forward pass gives with teacher forcing,
+    against the course's formula (``annotated.beam_search.lp``) computed in one batch and row by
+    row as notebook 11 scores one output, on the random inputs of ``SCORE_SIZES``: rows of
+    different lengths, padded, other ids of <s> and <pad> and other alphas from set to set, and
+    a batch of one.
+
+    Diagnoses: an input changed in place, a result of another dtype, kind or shape (a batch of
+    one squeezed away), raw logits, probabilities or a softmax over the positions, the labels
+    not shifted, padding scored, |Y| counted with <s>, without </s> or as the padded length,
+    the length penalty missing, multiplied, replaced by the length or with alpha as a factor,
+    and sizes or a padding id written into the code.
+    """
+    name = _function(sequence_scores, "check_sequence_scores", "sequence_scores")
+    settings = dict(zip(map(_sizes, SCORE_SIZES), _SCORE_SETTINGS))
+    _run_on_all_sizes(lambda sizes: _check_scores_once(sequence_scores, name, sizes, settings[_sizes(sizes)]),
+                      SCORE_SIZES, _scores_hint)
+    print(
+        f"check_sequence_scores passed: {name} gives s(Y) = log P(Y | X) / lp(|Y|) of every row, its "
+        f"log-probabilities summed over the tokens after <s> up to the padding, on {len(SCORE_SIZES)} random "
+        "batches (rows of different lengths, a batch of one)."
     )

@@ -1,28 +1,21 @@
 """The checks of notebook 09's exercises pass on the course's code and name the mistake of
-each typical wrong answer: the key/value cache, greedy decoding with it, one byte-pair merge
-and corpus BLEU."""
+each typical wrong answer: the key/value cache, greedy decoding with it, and one step of beam
+search with the length penalty."""
 
 import math
-import re
-from collections import Counter
 
 import pytest
 import torch
 import torch.nn.functional as F
-from sacrebleu.metrics import BLEU
 
-from annotated.bpe import merge
+from annotated.beam_search import lp, simple_beam_search
 from annotated.decoding import attend, decoder_layer_step, greedy_decode, init_cache
-from annotated.evaluation import corpus_bleu
 from annotated.support.grading import (
     ExerciseFailed,
-    check_bleu,
-    check_bpe_merge_step,
+    check_beam_step,
     check_cached_greedy_decode,
     check_self_attention_step,
 )
-from annotated.support.grading.translation import _bleu
-
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models, a busy machine
 
@@ -170,6 +163,12 @@ def step_from_an_empty_float32_cache(attn, y, cache):  # right: torch.cat promot
     return _step()(attn, y, cache)
 
 
+
+def step_clamping_the_output(attn, y, cache):  # a mistake without a diagnosis, seen with large values only
+    return _step()(attn, y, cache).clamp(-50, 50)
+
+
+
 # ---------------------------------------------------------------- 9.2 greedy decoding with the cache
 
 
@@ -263,198 +262,83 @@ def greedy_by_topk(model, src, src_mask, max_len, bos_idx, eos_idx, pad_idx):
     return ys
 
 
-# ---------------------------------------------------------------- 9.3 one byte-pair merge
+
+# ---------------------------------------------------------------- 9.3 one step of beam search
 
 
-def _merge_step(count="weighted", tie="larger", merge_word=merge, words=None, counts="kept", only_merged=False,
-                in_place=False, joined_pair=False):
-    """A configurable bpe_merge_step, to write each wrong answer in one line."""
-    def bpe_merge_step(corpus):
-        pairs = Counter()
-        counted = list(corpus.items())[:words] if words else list(corpus.items())
-        if count == "across words":  # every symbol of the corpus in one row, weighted by its word
-            row = [(symbol, n) for symbols, n in counted for symbol in symbols]
-            for (a, n), (b, _) in zip(row, row[1:]):
-                pairs[a, b] += n
-        else:
-            for symbols, n in counted:
-                found = zip(symbols, symbols[1:])
-                for pair in (set(found) if count == "once per word" else found):
-                    pairs[pair] += 1 if count == "once per word type" else n
-        best = {"larger": max(pairs, key=lambda p: (pairs[p], p)), "first": max(pairs, key=pairs.get),
-                "smaller": min(pairs, key=lambda p: (-pairs[p], p))}[tie]
-        merged = {merge_word(symbols, best): (1 if counts == "ones" else n) for symbols, n in corpus.items()
-                  if not only_merged or best in zip(symbols, symbols[1:])}
-        if in_place:
-            corpus.clear()
-            corpus.update(merged)
-            merged = corpus
-        return ("".join(best) if joined_pair else best), merged
-    return bpe_merge_step
+def _beam(**mistake):
+    """The check's own step (simple_beam_search's lines) with one mistake, as a learner's function."""
+    from annotated.support.grading.decoding import _beam_step
+
+    def beam_step(live, log_probs, k, alpha, eos):
+        return _beam_step(live, log_probs, k, alpha, eos, **mistake)
+    return beam_step
 
 
-def merge_without_skip(symbols, pair):
-    out = []
-    for i in range(len(symbols)):
-        if i + 1 < len(symbols) and (symbols[i], symbols[i + 1]) == pair:
-            out.append(symbols[i] + symbols[i + 1])
-        elif not (i > 0 and (symbols[i - 1], symbols[i]) == pair):
-            out.append(symbols[i])
-    return tuple(out)
+def beam_step_by_hand(live, log_probs, k, alpha, eos, *, key=lambda c: -c[1], per_hypothesis=None,
+                      keep_finished=False, penalty=lambda logp, n, alpha: logp / lp(n, alpha)):
+    """A learner's step written out, with a switch or two for the usual slips."""
+    candidates = []
+    for (tokens, logp), row in zip(live, log_probs.tolist()):
+        extensions = list(enumerate(row))
+        if per_hypothesis:
+            extensions = sorted(extensions, key=lambda item: -item[1])[:per_hypothesis(k)]
+        candidates += [(tokens + [t], logp + lt) for t, lt in extensions]
+    candidates.sort(key=key)
+    finished = [(y, penalty(logp, len(y) - 1, alpha)) for y, logp in candidates[:k] if y[-1] == eos]
+    if keep_finished:
+        return candidates[:k], finished
+    return [(y, logp) for y, logp in candidates if y[-1] != eos][:k], finished
 
 
-def merge_from_the_right(symbols, pair):
-    out, i = [], len(symbols) - 1
-    while i >= 0:
-        if i > 0 and (symbols[i - 1], symbols[i]) == pair:
-            out.insert(0, symbols[i - 1] + symbols[i])
-            i -= 2
-        else:
-            out.insert(0, symbols[i])
-            i -= 1
-    return tuple(out)
+def beam_step_appending_in_place(live, log_probs, k, alpha, eos):
+    candidates = []
+    for (tokens, logp), row in zip(live, log_probs.tolist()):
+        for t, lt in enumerate(row):
+            y = tokens
+            y.append(t)  # the caller's list, shared by every extension of the hypothesis
+            candidates.append((list(y), logp + lt))
+            y.pop()
+            if t == 3:
+                y.append(t)  # ... and one left behind
+    candidates.sort(key=lambda c: -c[1])
+    return ([c for c in candidates if c[0][-1] != eos][:k],
+            [(y, logp / lp(len(y) - 1, alpha)) for y, logp in candidates[:k] if y[-1] == eos])
 
 
-def merge_as_text(symbols, pair):
-    return tuple(" ".join(symbols).replace(" ".join(pair), "".join(pair)).split(" "))
+def beam_step_with_k_written_in(live, log_probs, k, alpha, eos):
+    return beam_step_by_hand(live, log_probs, 2, alpha, eos)
 
 
-def merge_first_only(symbols, pair):  # the loop stops at the first match
-    for i in range(len(symbols) - 1):
-        if (symbols[i], symbols[i + 1]) == pair:
-            return symbols[:i] + (symbols[i] + symbols[i + 1],) + symbols[i + 2:]
-    return symbols
+def beam_step_with_eos_written_in(live, log_probs, k, alpha, eos):
+    return beam_step_by_hand(live, log_probs, k, alpha, 2)
 
 
-def merge_replacing_once(symbols, pair):  # str.replace(..., 1), with the symbols' boundaries kept
-    text = f" {' '.join(symbols)} "
-    return tuple(text.replace(f" {' '.join(pair)} ", f" {''.join(pair)} ", 1).split())
+def beam_step_by_topk(live, log_probs, k, alpha, eos):
+    """Right: the batched search's way, in float32: one topk of the 2k best over all n * V candidates."""
+    n, vocab = log_probs.shape
+    scores = torch.tensor([logp for _, logp in live]).unsqueeze(1) + log_probs  # (n, V), float32
+    values, flat = scores.view(-1).topk(min(2 * k, n * vocab))
+    kept, finished = [], []
+    for rank, (value, index) in enumerate(zip(values, flat)):
+        tokens = live[index // vocab][0] + [index % vocab]  # ids as 0-d tensors
+        if index % vocab == eos:
+            if rank < k:
+                finished.append((tuple(tokens), value / lp(len(tokens) - 1, alpha)))  # a tuple, a 0-d tensor
+        elif len(kept) < k:
+            kept.append((tokens, value))
+    return kept, finished
 
 
-_MERGED = {}
+def beam_step_with_heapq(live, log_probs, k, alpha, eos):
+    """Right: heapq.nlargest over the candidates, lp written out."""
+    import heapq
 
+    candidates = heapq.nlargest(2 * k, ((logp + lt, tokens + [t]) for (tokens, logp), row in
+                                        zip(live, log_probs.tolist()) for t, lt in enumerate(row)))
+    finished = [(y, s / ((5 + len(y) - 1) / 6) ** alpha) for s, y in candidates[:k] if y[-1] == eos]
+    return [(y, s) for s, y in candidates if y[-1] != eos][:k], finished
 
-def merge_step_into_one_dict(corpus):  # the same dict returned at every call, emptied and refilled
-    best, merged = course_merge_step(corpus)
-    _MERGED.clear()
-    _MERGED.update(merged)
-    return best, _MERGED
-
-
-def merge_step_by_regex(corpus):  # right: ties by sorting, the merge by a regex on whole symbols
-    pairs = Counter()
-    for symbols, n in corpus.items():
-        for pair in zip(symbols, symbols[1:]):
-            pairs[pair] += n
-    best = sorted(pairs.items(), key=lambda item: (item[1], item[0]))[-1][0]
-    pattern = re.compile(r"(?<!\S)" + re.escape(" ".join(best)) + r"(?!\S)")
-    return best, {tuple(pattern.sub("".join(best), " ".join(s)).split(" ")): n for s, n in corpus.items()}
-
-
-def course_merge_step(corpus):
-    """One merge with the course's own pieces: the count of annotated.bpe.learn_bpe, its tie rule, and merge."""
-    pairs = Counter()
-    for symbols, n in corpus.items():
-        for pair in zip(symbols, symbols[1:]):
-            pairs[pair] += n
-    best = max(pairs, key=lambda pair: (pairs[pair], pair))
-    return best, {merge(symbols, best): n for symbols, n in corpus.items()}
-
-
-# ---------------------------------------------------------------- 9.4 BLEU
-
-
-def _bleu_answer(sentences=None, **mistake):
-    """The check's own BLEU with one mistake, as a learner's function; ``sentences``: only the first few."""
-    def bleu(hypotheses, references):
-        if sentences:
-            hypotheses, references = hypotheses[:sentences], references[:sentences]
-        return _bleu(hypotheses, references, **mistake)
-    return bleu
-
-
-def clipped_counts(hypotheses, references, split=str.split):
-    """Clipped n-gram matches and totals (n = 1..4) and the two lengths, counted by hand."""
-    matches, totals, c, r = [0] * 4, [0] * 4, 0, 0
-    for hyp, ref in zip(hypotheses, references):
-        hyp, ref = split(hyp), split(ref)
-        c, r = c + len(hyp), r + len(ref)
-        for n in range(1, 5):
-            h = Counter(tuple(hyp[i : i + n]) for i in range(len(hyp) - n + 1))
-            g = Counter(tuple(ref[i : i + n]) for i in range(len(ref) - n + 1))
-            matches[n - 1] += sum(min(k, g[x]) for x, k in h.items())
-            totals[n - 1] += sum(h.values())
-    return matches, totals, c, r
-
-
-def bleu_taking_log_of_zero(hypotheses, references):
-    matches, totals, c, r = clipped_counts(hypotheses, references)
-    bp = 1.0 if c > r else math.exp(1 - r / c)
-    return 100 * bp * math.exp(sum(math.log(m / t) for m, t in zip(matches, totals)) / 4)  # log(0) fails
-
-
-def course_bleu(hypotheses, references):
-    return corpus_bleu(hypotheses, references).score  # sacrebleu, as notebook 09 scores the test set
-
-
-def sacrebleu_unsmoothed(hypotheses, references):
-    return BLEU(tokenize="none", smooth_method="none").corpus_score(hypotheses, [references]).score
-
-
-def bleu_from_sacrebleu_counts(hypotheses, references):
-    # The counts by hand, the formula left to sacrebleu: still not the exercise.
-    return BLEU.compute_bleu(*clipped_counts(hypotheses, references), smooth_method="none").score
-
-
-def _bleu_of_counts(matches, totals, c, r):
-    if min(matches) == 0:
-        return 0.0
-    bp = 1.0 if c > r else math.exp(1 - r / c)
-    return 100 * bp * math.exp(sum(math.log(m / t) for m, t in zip(matches, totals)) / 4)
-
-
-def bleu_split_at_single_spaces(hypotheses, references):
-    return _bleu_of_counts(*clipped_counts(hypotheses, references, split=lambda text: text.split(" ")))
-
-
-def bleu_lowercased(hypotheses, references):  # "to be safe"
-    return _bleu_of_counts(*clipped_counts([h.lower() for h in hypotheses], [r.lower() for r in references]))
-
-
-def bleu_skipping_short_outputs(hypotheses, references):
-    kept = [(h, r) for h, r in zip(hypotheses, references) if len(h.split()) >= 4]
-    return _bleu_of_counts(*clipped_counts([h for h, _ in kept], [r for _, r in kept]))
-
-
-def bleu_counting_len_minus_n_plus_1(hypotheses, references):
-    matches, _, c, r = clipped_counts(hypotheses, references)
-    totals = [sum(len(h.split()) - n + 1 for h in hypotheses) for n in range(1, 5)]
-    return _bleu_of_counts(matches, totals, c, r)
-
-
-def bleu_dividing_before_testing(hypotheses, references):
-    matches, totals, c, r = clipped_counts(hypotheses, references)
-    precisions = [m / t for m, t in zip(matches, totals)]  # 0 / 0 where no output has n words
-    return 0.0 if min(precisions) == 0 else _bleu_of_counts(matches, totals, c, r)
-
-
-def bleu_of_lowercase_letter_runs(hypotheses, references):  # a mistake without a diagnosis: "A" is dropped
-    return _bleu_of_counts(*clipped_counts(hypotheses, references, split=lambda text: re.findall(r"[a-z]+", text)))
-
-
-def step_clamping_the_output(attn, y, cache):  # a mistake without a diagnosis, seen with large values only
-    return _step()(attn, y, cache).clamp(-50, 50)
-
-
-def bleu_by_regex_words(hypotheses, references):  # right: words as runs of non-spaces
-    return _bleu_of_counts(*clipped_counts(hypotheses, references, split=lambda text: re.findall(r"\S+", text)))
-
-
-class BLEUScoreLike:
-    """A result with a .score, as sacrebleu returns, computed without sacrebleu."""
-
-    def __init__(self, score):
-        self.score = score
 
 
 WRONG_ANSWERS = [
@@ -519,61 +403,51 @@ WRONG_ANSWERS = [
     (check_cached_greedy_decode, _greedy(batch=3),
      r"passed with \(batch=3, L_src=5, N=1, h=2, d_k=7, vocab=11, max_len=9\) but not with \(batch=4, "),
     # 9.3
-    (check_bpe_merge_step, not_done, r"raised NotImplementedError: the exercise is not done"),
-    (check_bpe_merge_step, _merge_step(count="once per word type"), r"you counted each word once"),
-    (check_bpe_merge_step, _merge_step(tie="first"),
-     r"all occur 9 times, and you took \('e', 's'\), the first one counted .*the largest pair"),
-    (check_bpe_merge_step, _merge_step(tie="smaller"),
-     r"and the smallest as Python compares tuples of strings\. .*the largest pair.*\('s', 't</w>'\)"),
-    (check_bpe_merge_step, _merge_step(count="across words"), r"joins the end of one word .* to the start of another"),
-    (check_bpe_merge_step, _merge_step(count="once per word"), r"counted a pair once per word"),
-    (check_bpe_merge_step, _merge_step(merge_word=merge_without_skip), r"joined overlapping occurrences twice"),
-    (check_bpe_merge_step, _merge_step(merge_word=merge_from_the_right), r"merged from the right"),
-    (check_bpe_merge_step, _merge_step(merge_word=merge_as_text), r"str\.replace does not see where a symbol ends"),
-    (check_bpe_merge_step, _merge_step(in_place=True), r"changed the corpus it was given"),
-    (check_bpe_merge_step, _merge_step(only_merged=True), r"words are missing from the merged corpus"),
-    (check_bpe_merge_step, _merge_step(counts="ones"), r"has the count 1 instead of"),
-    (check_bpe_merge_step, _merge_step(joined_pair=True), r"a tuple of two symbols.*not joined.*'st</w>'"),
-    (check_bpe_merge_step, _merge_step(merge_word=merge_first_only),
-     r"at merge 3 \(h \+ a\) you joined only the first occurrence of the pair in each word.*Here 'h a h a h</w>' "
-     r"became 'ha h a h</w>' instead of 'ha ha h</w>'"),
-    (check_bpe_merge_step, _merge_step(merge_word=merge_replacing_once), r"joined only the first occurrence"),
-    (check_bpe_merge_step, merge_step_into_one_dict,
-     r"the merged corpus merge_step_into_one_dict returned at merge 1 changed when it was called again"),
-    (check_bpe_merge_step, _merge_step(words=4),
-     r"passed with \(word_types=4, merges=13\) but not with \(word_types=9, merges=15\)"),
-    # 9.4
-    (check_bleu, not_done, r"raised NotImplementedError: the exercise is not done"),
-    (check_bleu, _bleu_answer(percent=False), r"your score is a fraction; BLEU is reported in percent"),
-    (check_bleu, _bleu_answer(bp="inverted"), r"brevity penalty is inverted: .*c = 14 .* r = 15"),
-    (check_bleu, _bleu_answer(bp="inverted min"), r"brevity penalty is missing, or inverted and capped at 1"),
-    (check_bleu, _bleu_answer(bp="no min"), r"rewards long outputs: with c = 26 > r = 22"),
-    (check_bleu, _bleu_answer(bp="none"), r"brevity penalty is missing"),
-    (check_bleu, _bleu_answer(clip=False), r"matches are not clipped"),
-    (check_bleu, _bleu_answer(mean="arithmetic"), r"arithmetic mean of the four precisions"),
-    (check_bleu, _bleu_answer(level="sentence"), r"averaged the BLEU of each sentence"),
-    (check_bleu, _bleu_answer(level="macro"), r"averaged the precisions of the sentences"),
-    (check_bleu, _bleu_answer(max_n=3), r"1- to 3-gram precisions"),
-    (check_bleu, _bleu_answer(denominator="reference"), r"divided the matches by the reference's n-grams"),
-    (check_bleu, bleu_taking_log_of_zero, r"(?s)math domain error.*\nHint: a precision p_n is 0 here[^\n]*$"),
-    (check_bleu, bleu_lowercased, r"you lowercased the sentences: BLEU compares the words as they are written"),
-    (check_bleu, bleu_split_at_single_spaces, r"you split at single spaces, str\.split\(' '\)"),
-    (check_bleu, bleu_skipping_short_outputs, r"you left out the outputs shorter than 4 words"),
-    (check_bleu, bleu_counting_len_minus_n_plus_1, r"you counted len\(words\) - n \+ 1 n-grams"),
-    (check_bleu, _bleu_answer(short="truncated"), r"counted an output shorter than n words as one n-gram"),
-    (check_bleu, bleu_dividing_before_testing,
-     r"(?s)\(\['a dog'\], \['a dog runs'\]\) raised ZeroDivisionError.*\nHint: the outputs here are shorter "
-     r"than 4 words.*p_n = 0 / 0[^\n]*$"),
-    (check_bleu, bleu_of_lowercase_letter_runs,
-     r"(?s)gives .* on 5 sentences where sacrebleu's corpus BLEU is 23\.0314.*Note: these sentences hold capitals"),
-    (check_bleu, _bleu_answer(sentences=2),
-     r"passed with \(sentences=2, hyp_words=14, ref_words=15\) but not with \(sentences=3, "),
-    (check_bleu, lambda h, r: BLEU().corpus_score(h, [r]), r"calls sacrebleu \(corpus_score\).*compute BLEU yourself"),
-    (check_bleu, course_bleu, r"calls sacrebleu \(corpus_score\), directly or through the course's corpus_bleu"),
-    (check_bleu, sacrebleu_unsmoothed, r"calls sacrebleu \(corpus_score\)"),
-    (check_bleu, bleu_from_sacrebleu_counts, r"calls sacrebleu \(compute_bleu\)"),
-    (check_bleu, lambda h, r: BLEUScoreLike(_bleu(h, r)), r"returned a BLEUScoreLike; return the score itself"),
-    (check_bleu, lambda h, r: f"{_bleu(h, r):.2f}", r"should return BLEU as a number \(a float\), got str"),
+    (check_beam_step, not_done, r"raised NotImplementedError: the exercise is not done"),
+    (check_beam_step, _beam(order="worst first"), r"the worst candidates, not the best: you sorted .* ascending"),
+    (check_beam_step, lambda live, lp_, k, a, e: beam_step_by_hand(live, lp_, k, a, e, key=lambda c: c[1]),
+     r"at step 1 of a search with k=2, .*sorted the candidates in ascending order"),
+    (check_beam_step, _beam(cumulative=False), r"ranked the candidates by the new token's log-probability alone"),
+    (check_beam_step, _beam(pool="best"), r"extended each live hypothesis by its own best token only"),
+    (check_beam_step, lambda live, lp_, k, a, e: beam_step_by_hand(live, lp_, k, a, e, per_hypothesis=lambda k: k),
+     r"at step 1 of a search with k=2, .*took each hypothesis's k best tokens \(k = 2\) before ranking"),
+    (check_beam_step, _beam(live_from="k best"), r"the place of a finished hypothesis was left empty"),
+    (check_beam_step, _beam(finished_from="every candidate"),
+     r"set aside every candidate that ends in </s>, even those outside the k best"),
+    (check_beam_step, lambda live, lp_, k, a, e: beam_step_by_hand(live, lp_, k, a, e, keep_finished=True),
+     r"at step 1 of a search with k=2, alpha=0.6, eos=2, .*your live hypotheses include \[1 2\], which ends in "
+     r"</s> \(eos = 2\): a finished hypothesis leaves the beam"),
+    (check_beam_step, _beam(penalty="none"), r"scored by log P alone: .*alpha = 0\.6 here"),
+    (check_beam_step, _beam(penalty="multiply"), r"you multiplied log P by lp\(\|Y\|\)"),
+    (check_beam_step, _beam(penalty="length"), r"you divided log P by the length \|Y\| itself"),
+    (check_beam_step, lambda live, lp_, k, a, e: beam_step_by_hand(live, lp_, k, a, e,
+                                                                   penalty=lambda s, n, a: s / ((5 + n) / 6 * a)),
+     r"as \(\(5 \+ \|Y\|\) / 6\) \* alpha: alpha is an exponent"),
+    (check_beam_step, _beam(length="with <s>"), r"the wrong length: you counted <s>, len\(tokens\)"),
+    (check_beam_step, lambda live, lp_, k, a, e: beam_step_by_hand(live, lp_, k, a, e,
+                                                                   penalty=lambda s, n, a: s / lp(n - 1, a)),
+     r"the wrong length: you left out </s>"),
+    (check_beam_step, _beam(penalize_live=True), r"your live hypotheses carry log P / lp\(\|Y\|\)"),
+    (check_beam_step, beam_step_appending_in_place,
+     r"changed the live hypotheses it was given \(the tokens of \[1\] became \[1 3\]\): tokens\.append\(t\)"),
+    (check_beam_step, lambda live, lp_, k, a, e: [[(s, y) for y, s in h]
+                                                  for h in beam_step_by_hand(live, lp_, k, a, e)],
+     r"the tokens of each of the live hypotheses .* should be a list of ids, <s> first; got float"),
+    (check_beam_step, lambda live, lp_, k, a, e: {"live": beam_step_by_hand(live, lp_, k, a, e)[0]},
+     r"should return a pair \(live, finished\), got dict"),
+    (check_beam_step, lambda live, lp_, k, a, e: [[(y, float(s)) for y, s in reversed(h)]
+                                                  for h in beam_step_by_hand(live, lp_, k, a, e)],
+     r"the hypotheses are right but not in order: return each list best first"),
+    (check_beam_step, beam_step_with_k_written_in,
+     r"at step 1 of a search with k=3, .*the beam holds 2 hypotheses where k = 3: is k written into your code\?"),
+    (check_beam_step, beam_step_with_eos_written_in,
+     r"at step 1 of a search with k=3, .*does not treat 5 as </s>; .*\(.*2.*would all fit\)\. Is the id of </s> "
+     r"written into your code"),
+    (check_beam_step, lambda live, lp_, k, a, e: beam_step_by_hand(live, lp_, k, 0.6, e),
+     r"at step \d of a search with k=3, .*your scores are those of alpha = 0.6, where alpha = 1.0: is alpha written"),
+    (check_beam_step, lambda live, lp_, k, a, e: beam_step_by_hand(live, lp_[:, :7], k, a, e),
+     r"(?s)passed with \(k=2, vocab=7, max_len=6\) but not with \(k=3, vocab=11, max_len=5\).*Note: here <s> is 0, "
+     r"</s> is 5 and alpha is 1\.0"),
 ]
 
 
@@ -587,8 +461,7 @@ def test_check_names_the_mistake_of_a_typical_wrong_answer(check, wrong, message
 RIGHT_ANSWERS = [
     (check_self_attention_step, _step()),  # decoder_layer_step's self-attention, as a function
     (check_cached_greedy_decode, course_greedy),
-    (check_bpe_merge_step, course_merge_step),
-    (check_bleu, _bleu_answer()),
+    (check_beam_step, _beam()),  # simple_beam_search's lines
     # Other right answers, written otherwise.
     (check_self_attention_step, step_with_a_buffer_in_each_cache),
     (check_self_attention_step, step_with_torch_sdpa),
@@ -596,9 +469,9 @@ RIGHT_ANSWERS = [
     (check_self_attention_step, step_from_an_empty_float32_cache),
     (check_self_attention_step, step_scaled_by_a_float32_tensor),
     (check_cached_greedy_decode, greedy_by_topk),
-    (check_bpe_merge_step, merge_step_by_regex),
-    (check_bleu, bleu_by_regex_words),
-    (check_bleu, lambda h, r: _bleu_of_counts(*clipped_counts(h, r))),  # the solution's order: 0 before dividing
+    (check_beam_step, beam_step_by_hand),
+    (check_beam_step, beam_step_by_topk),
+    (check_beam_step, beam_step_with_heapq),
 ]
 
 
@@ -611,7 +484,7 @@ def test_check_passes_on_the_course_code_and_other_right_answers(check, fn, caps
 
 def test_a_check_leaves_the_global_random_state_as_it_was(capsys):
     before = torch.random.get_rng_state()
-    for check, fn in RIGHT_ANSWERS[:4]:
+    for check, fn in RIGHT_ANSWERS[:3]:
         check(fn)
     assert torch.equal(torch.random.get_rng_state(), before)
 
@@ -619,7 +492,7 @@ def test_a_check_leaves_the_global_random_state_as_it_was(capsys):
 def test_the_decoding_check_gives_every_mistake_an_output_of_its_own():
     # Each diagnosis is found by comparing with one mistake's output: two mistakes with the
     # same output on a model would get the first one's message.
-    from annotated.support.grading.translation import (
+    from annotated.support.grading.decoding import (
         _DECODE_SETTINGS, DECODE_SIZES, _choose_eos, _decode, _decoding_model, _decoding_source,
     )
     variants = [dict(start="0"), dict(start="t"), dict(mask_source=False), dict(pad_after_eos=False),
@@ -628,7 +501,8 @@ def test_the_decoding_check_gives_every_mistake_an_output_of_its_own():
     for sizes, settings in zip(DECODE_SIZES, _DECODE_SETTINGS):
         model, (src, src_mask) = _decoding_model(sizes, settings), _decoding_source(sizes, seed=sizes["vocab"] + 1)
         bos, pad, max_len = settings["bos"], settings["pad"], sizes["max_len"]
-        eos = _choose_eos(greedy_decode(model, src, src_mask, max_len, bos, None, pad_idx=pad), bos, pad, sizes["vocab"])
+        unstopped = greedy_decode(model, src, src_mask, max_len, bos, None, pad_idx=pad)
+        eos = _choose_eos(unstopped, bos, pad, sizes["vocab"])
         outputs = [_decode(model, src, src_mask, max_len, bos, eos, pad)]
         outputs += [_decode(model, src, src_mask, max_len, bos, eos, pad, **v) for v in variants]
         if settings["norm_first"]:
@@ -640,17 +514,49 @@ def test_the_decoding_check_gives_every_mistake_an_output_of_its_own():
         assert len(set(ends)) >= 3  # ... at different steps
 
 
-def test_the_toy_corpora_are_what_their_comments_say():
-    from annotated.support.grading.translation import BLEU_CORPORA, _bleu_sizes
 
-    sizes = [_bleu_sizes(*corpus) for corpus in BLEU_CORPORA]
-    assert sizes[0]["hyp_words"] < sizes[0]["ref_words"] and sizes[1]["hyp_words"] > sizes[1]["ref_words"]
-    scores = [BLEU(tokenize="none", smooth_method="none").corpus_score(h, [r]) for h, r in BLEU_CORPORA]
-    assert all(min(s.counts) > 0 for s in scores[:2]) and scores[2].counts[3] == 0 and scores[2].score == 0
-    assert corpus_bleu(*BLEU_CORPORA[2]).score > 0  # the course's corpus_bleu smooths
-    hypotheses, references = BLEU_CORPORA[3]  # capitals, stray spaces, a one-word and an empty output
-    assert min(scores[3].counts) > 0 and "" in hypotheses and min(len(h.split()) for h in hypotheses if h) == 1
-    assert any("  " in h for h in hypotheses) and any(h != h.strip() for h in hypotheses)
-    assert BLEU(tokenize="none", smooth_method="none", lowercase=True).corpus_score(
-        hypotheses, [references]).score > scores[3].score  # lowercasing changes it
-    assert scores[4].totals[2:] == [0, 0] and scores[4].score == 0  # no 3-gram at all
+def test_the_beam_check_runs_simple_beam_search_and_every_mistake_shows_in_it():
+    # The check's step is simple_beam_search's: run step by step from <s>, it gives the search's trace,
+    # on the check's models and on notebook 09's table; each known mistake gives another result at
+    # some step of some search, and </s> is among the k best at the first step of the searches with
+    # k > 1 (so that a beam short of k there is seen).
+    from annotated.support.grading.decoding import (
+        _BEAM_SETTINGS, BEAM_SIZES, _beam_mistakes, _beam_model, _beam_step,
+    )
+    shown = set()
+    for sizes, settings in zip(BEAM_SIZES, _BEAM_SETTINGS):
+        k, bos, eos, alpha = sizes["k"], settings["bos"], settings["eos"], settings["alpha"]
+        model = _beam_model(sizes["vocab"], eos, settings["seed"])
+        trace = []
+        simple_beam_search(lambda p: dict(enumerate(model(p).tolist())), k, sizes["max_len"], alpha, bos, eos, trace)
+        live, finished = [([bos], 0.0)], []
+        for step, (expected_live, expected_finished) in enumerate(trace, start=1):
+            log_probs = torch.stack([model(tokens) for tokens, _ in live])
+            new_live, new_finished = _beam_step(live, log_probs, k, alpha, eos)
+            assert (new_live, finished + new_finished) == (expected_live, expected_finished)
+            if step == 1 and k > 1:
+                assert new_finished, sizes
+            for mistake, _ in _beam_mistakes(k, alpha, eos):
+                if _beam_step(live, log_probs, k, alpha, eos, **mistake) != (new_live, new_finished):
+                    shown.add(str(mistake))
+            live, finished = new_live, finished + new_finished
+        assert len(trace) >= 3, sizes
+    assert shown == {str(mistake) for mistake, _ in _beam_mistakes(2, 0.6, 2)}
+    # Notebook 09's hand trace (its table, k = 2, alpha = 0.6).
+    words = ["<pad>", "<s>", "</s>", "a", "the", "dog", "cat", "runs"]
+    table = {(1,): {3: 0.5, 4: 0.4, 2: 0.1}, (1, 3): {5: 0.4, 6: 0.3, 2: 0.3}, (1, 4): {5: 0.9, 2: 0.1},
+             (1, 3, 5): {2: 0.6, 7: 0.4}, (1, 4, 5): {7: 0.7, 2: 0.3}}
+
+    def row(prefix):
+        probs = table.get(tuple(prefix), {2: 1.0})
+        return torch.tensor([math.log(probs.get(t, 1e-9)) for t in range(len(words))], dtype=torch.float64)
+
+    trace = []
+    simple_beam_search(lambda p: dict(enumerate(row(p).tolist())), 2, 10, 0.6, 1, 2, trace)
+    live, finished = [([1], 0.0)], []
+    for expected_live, expected_finished in trace:
+        new_live, new_finished = _beam_step(live, torch.stack([row(t) for t, _ in live]), 2, 0.6, 2)
+        live, finished = new_live, finished + new_finished
+        assert (live, finished) == (expected_live, expected_finished)
+    assert [" ".join(words[t] for t in y[1:]) for y, _ in finished] == ["a dog </s>", "the dog runs </s>",
+                                                                        "a dog runs </s>"]

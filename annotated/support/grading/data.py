@@ -1,0 +1,560 @@
+"""Checks of notebook 10's exercises: one merge of byte-pair encoding (``annotated.bpe``,
+compared with ``subword-nmt``), a vocabulary built from token counts (``annotated.vocab``,
+which numbers tokens as torchtext does) and one word segmented by learned merges
+(``annotated.bpe.BytePairEncoder``, compared with ``subword-nmt``'s ``BPE``).
+
+Every check runs toy corpora small enough to count by hand.
+"""
+
+import contextlib
+import io
+from collections import Counter
+from collections.abc import Callable
+
+from annotated.bpe import END, JOIN, BytePairEncoder, learn_bpe, merge, spell
+from annotated.support.grading.core import (
+    ExerciseFailed, _call, _function, _generic, _hard_coded_hint, _run_on_all_sizes, _sizes,
+)
+from annotated.vocab import SPECIALS, build_vocab_from_iterator
+
+# ---------------------------------------------------------------- the toy corpora
+
+# Word counts: Sennrich et al.'s example of notebook 10 (a tie at the first merge); captions
+# with the one-letter word "a" (a pair across two words would win); runs of one letter (a
+# pair that overlaps itself, "a a a") and "hahah", which holds the pair ("h", "a") twice apart
+# (a merge must join both).
+BPE_CORPORA = [
+    {"low": 5, "lower": 2, "newest": 6, "widest": 3},
+    {"the": 7, "a": 12, "dog": 4, "dogs": 3, "runs": 5, "sand": 2, "on": 6, "and": 3, "sun": 2},
+    {"aaah": 3, "baaa": 2, "aha": 4, "ha": 5, "hah": 2, "haa": 1, "hahah": 2},
+]
+_MERGES = [learn_bpe(words, 10_000) for words in BPE_CORPORA]  # min_frequency=2, as the course
+
+# Tokenized sentences, min_freq and the specials. Ties of counts in every corpus; a special that
+# occurs in the text itself (a corpus that already wrote <unk>, </s>); a word several times in one
+# sentence (each occurrence counts); other specials, in another order, in the second corpus.
+VOCAB_CORPORA = [
+    ([["a", "dog", "runs", "."], ["a", "cat", "sits", "."], ["the", "dog", "sits", "<unk>", "."],
+      ["a", "<unk>", "runs", "!"], ["the", "cat", "runs", "."]],
+     2, SPECIALS),
+    ([["ein", "hund", "läuft"], ["ein", "Hund", "und", "ein", "Ball"], ["zwei", "hunde", "laufen"],
+      ["ein", "ball"], ["der", "ball", "rollt", "."], ["<s>", "ein", "ball", "</s>"], ["und", "ein", "hund"]],
+     1, ["<blank>", "<s>", "</s>", "<unk>"]),
+    ([["a", "man", "and", "a", "dog"], ["a", "man", "</s>"], ["the", "man", "and", "the", "dog", "and", "a", "cat"],
+      ["a", "dog", "and", "a", "dog"], ["the", "cat"], ["a", "man", "and", "a", "woman"],
+      ["</s>", "the", "end"], ["a", "big", "dog", "a", "cat"]],
+     3, SPECIALS),
+]
+
+# Merges learned from BPE_CORPORA, each with words to segment: training words, new words, a
+# one-letter word, letters no merge holds, and words where the order of the merges matters.
+SEGMENT_WORDS = [
+    ["newest", "lowest", "slow", "stone", "widest", "lower", "l", "newer", "west", "wider", "zest"],
+    ["dogs", "sand", "sun", "sundog", "and", "a", "ands", "thesand", "xyz", "runs"],
+    ["aaaa", "hahaha", "ah", "a", "h", "baa", "aaab", "ahah", "hahah"],
+]
+
+
+SIZE_SETS = {
+    "check_bpe_merge_step": [dict(word_types=len(w), merges=len(m)) for w, m in zip(BPE_CORPORA, _MERGES)],
+    "check_build_vocab": [dict(sentences=len(s), types=len({t for line in s for t in line}), min_freq=m)
+                          for s, m, _ in VOCAB_CORPORA],
+    "check_segment": [dict(merges=len(m), words=len(w)) for m, w in zip(_MERGES, SEGMENT_WORDS)],
+}
+
+
+# ---------------------------------------------------------------- 10.1 one byte-pair merge
+
+
+def _pair_counts(corpus: dict, weighted: bool = True, once_per_word: bool = False) -> Counter:
+    """Neighbouring pairs, each word weighted by its count (or counted once); with
+    ``once_per_word`` a pair a word holds twice ("a a a h" holds ("a", "a") twice) counts once."""
+    pairs = Counter()
+    for symbols, n in corpus.items():
+        found = list(zip(symbols, symbols[1:]))
+        for pair in (dict.fromkeys(found) if once_per_word else found):
+            pairs[pair] += n if weighted else 1
+    return pairs
+
+
+def _best(pairs: Counter) -> tuple[str, str]:
+    return max(pairs, key=lambda pair: (pairs[pair], pair))  # ties: the larger pair, as subword-nmt
+
+
+def _merge_without_skip(symbols: tuple, pair: tuple) -> tuple:
+    """Every occurrence joined, overlapping ones too ("a a a" -> "aa aa"): the i += 2 forgotten."""
+    out = []
+    for i, symbol in enumerate(symbols):
+        if i + 1 < len(symbols) and (symbol, symbols[i + 1]) == pair:
+            out.append(symbol + symbols[i + 1])
+        elif not (i > 0 and (symbols[i - 1], symbol) == pair):
+            out.append(symbol)
+    return tuple(out)
+
+
+def _merge_from_the_right(symbols: tuple, pair: tuple) -> tuple:
+    """The pair joined scanning from the right ("a a a" -> "a aa")."""
+    out, i = [], len(symbols) - 1
+    while i >= 0:
+        if i > 0 and (symbols[i - 1], symbols[i]) == pair:
+            out.append(symbols[i - 1] + symbols[i])
+            i -= 2
+        else:
+            out.append(symbols[i])
+            i -= 1
+    return tuple(reversed(out))
+
+
+def _merge_first_only(symbols: tuple, pair: tuple) -> tuple:
+    """The first occurrence joined, the later ones left ("h a h a h" -> "ha h a h")."""
+    for i in range(len(symbols) - 1):
+        if (symbols[i], symbols[i + 1]) == pair:
+            return symbols[:i] + (symbols[i] + symbols[i + 1],) + symbols[i + 2 :]
+    return symbols
+
+
+def _merge_as_text(symbols: tuple, pair: tuple) -> tuple:
+    """str.replace on the symbols joined by spaces: blind to where a symbol begins and ends."""
+    return tuple(" ".join(symbols).replace(" ".join(pair), "".join(pair)).split(" "))
+
+
+def _subword_nmt_merges(word_counts: dict) -> list[tuple[str, str]]:
+    from subword_nmt.learn_bpe import learn_bpe as reference_learn_bpe
+
+    codes = io.StringIO()
+    lines = io.StringIO("".join(f"{word} {n}\n" for word, n in word_counts.items()))
+    with contextlib.redirect_stderr(io.StringIO()):  # its progress bar
+        reference_learn_bpe(lines, codes, 10_000, min_frequency=2, is_dict=True)
+    return [tuple(line.split(" ")) for line in codes.getvalue().splitlines()[1:]]  # after "#version: 0.2"
+
+
+def _show(symbols) -> str:
+    return " ".join(symbols) if isinstance(symbols, tuple) else repr(symbols)
+
+
+def _check_pair(pair, corpus: dict, step: int) -> None:
+    pairs = _pair_counts(corpus)
+    best = _best(pairs)
+    if pair == best:
+        return
+    where = f"at merge {step}"
+    if pair[0].endswith(END):
+        raise ExerciseFailed(
+            f"{where} your pair {pair} joins the end of one word ({pair[0]!r} ends in {END}) to the start of "
+            "another: pairs are counted inside each word only, zip(symbols, symbols[1:]) for each word of "
+            "the corpus, never across the words. (Merges never cross a word: a piece is part of one word.)"
+        )
+    if pair not in pairs:
+        raise _generic(f"{where} your pair {pair} is not a pair of neighbouring symbols of any word; "
+                       f"the most frequent pair is {best}, {pairs[best]} times.")
+    if pairs[pair] == pairs[best]:
+        tied = [p for p in pairs if pairs[p] == pairs[best]]
+        why = []
+        if pair == max(pairs, key=pairs.__getitem__):  # max keeps the first of equal counts
+            why.append("the first one counted (what max(pairs, key=pairs.get) and Counter.most_common give)")
+        if pair == min(tied):
+            why.append("the smallest as Python compares tuples of strings")
+        raise ExerciseFailed(
+            f"{where} {', '.join(map(str, tied))} all occur {pairs[best]} times, and you took {pair}"
+            f"{', ' + ' and '.join(why) if why else ''}. The course and subword-nmt break a tie by taking "
+            f"the largest pair as Python compares tuples of strings, here {best}: "
+            "max(pairs, key=lambda pair: (pairs[pair], pair))."
+        )
+    if pair == _best(_pair_counts(corpus, weighted=False)):
+        raise ExerciseFailed(
+            f"{where} you counted each word once: {pair} is in the most words, but {best} occurs "
+            f"{pairs[best]} times in the text against {pairs[pair]}. Weight every pair by the count of its "
+            "word: pairs[pair] += count."
+        )
+    if pair == _best(_pair_counts(corpus, once_per_word=True)):
+        raise ExerciseFailed(
+            f"{where} you counted a pair once per word, however often the word holds it (a set of its "
+            "pairs?); 'a a a h' holds ('a', 'a') twice, and the course and subword-nmt count both, "
+            f"so {best} occurs {pairs[best]} times and {pair} {pairs[pair]}. Count every item of "
+            "zip(symbols, symbols[1:])."
+        )
+    raise _generic(f"{where} your pair {pair} occurs {pairs[pair]} times, but {best} occurs {pairs[best]} "
+                   "times: merge the most frequent pair, each word weighted by its count.")
+
+
+def _check_corpus(merged, corpus: dict, pair: tuple, step: int) -> None:
+    expected = {merge(symbols, pair): n for symbols, n in corpus.items()}
+    if not isinstance(merged, dict):
+        raise ExerciseFailed(f"the second item your function returns is {type(merged).__name__}; return "
+                             "the merged corpus as a dict, symbols (a tuple) -> count, like its input.")
+    if merged == expected:
+        return
+    where = f"at merge {step} ({' + '.join(pair)})"
+    bad_keys = [key for key in merged if not isinstance(key, tuple)]
+    if bad_keys:
+        raise ExerciseFailed(f"{where} the merged corpus has the key {bad_keys[0]!r}; keep each word as a "
+                             "tuple of its symbols, ('n', 'e', 'w', 'e', 'st</w>'), as in the input.")
+    if len(merged) < len(expected) and all(expected.get(k) == n for k, n in merged.items()):
+        left_out = next(_show(k) for k in expected if k not in merged)
+        raise ExerciseFailed(f"{where} words are missing from the merged corpus (such as {left_out!r}): "
+                             "return every word, merged or unchanged.")
+    if set(merged) == set(expected):
+        word = next(k for k in expected if merged[k] != expected[k])
+        raise ExerciseFailed(f"{where} the word {_show(word)!r} has the count {merged[word]} instead of "
+                             f"{expected[word]}: a merge changes how a word is spelled, never how often "
+                             "it occurs.")
+    mistakes = [
+        (_merge_without_skip, "you joined overlapping occurrences twice: in 'a a a' the pair ('a', 'a') "
+                              "occurs at positions 0 and 1, but once the first two are joined the second "
+                              "a belongs to 'aa'. Scan left to right and skip both symbols of a merged "
+                              "pair (i += 2), giving 'aa a'."),
+        (_merge_from_the_right, "you merged from the right: 'a a a' must become 'aa a', the leftmost "
+                                "occurrence first, as the course's merge and subword-nmt do."),
+        (_merge_first_only, "you joined only the first occurrence of the pair in each word (a loop that "
+                            "stops at the first match, or str.replace(..., 1)): a merge joins every "
+                            "occurrence, scanning the whole word left to right (skipping the two symbols "
+                            "of each pair it joins)."),
+        (_merge_as_text, "you replaced the pair in the text of the word, with the symbols joined by spaces: "
+                         "str.replace does not see where a symbol ends, so the text of the pair also "
+                         "matches the start of a longer symbol. Compare whole symbols: (symbols[i], "
+                         "symbols[i + 1]) == pair."),
+    ]
+    for wrong_merge, message in mistakes:
+        if merged == {wrong_merge(symbols, pair): n for symbols, n in corpus.items()}:
+            word = next(k for k in corpus if wrong_merge(k, pair) != merge(k, pair))
+            wrong = _show(wrong_merge(word, pair))
+            raise ExerciseFailed(f"{where} {message} Here {_show(word)!r} became {wrong!r} instead of "
+                                 f"{_show(merge(word, pair))!r}.")
+    word = next((k for k in corpus if merge(k, pair) not in merged), None)
+    detail = (f"the word {_show(word)!r} should become {_show(merge(word, pair))!r}" if word is not None
+              else "it holds words that the corpus did not")
+    raise _generic(f"{where} your merged corpus differs from the course's merge: {detail}.")
+
+
+def _check_bpe_once(fn: Callable, name: str, word_counts: dict, merges: list) -> None:
+    corpus = {spell(word): n for word, n in word_counts.items()}
+    returned = None  # the dict returned at the merge before, and a copy of it
+    for step, best in enumerate(merges, start=1):
+        given = dict(corpus)
+        result = _call(fn, given, roles=("corpus",))
+        if given != corpus:
+            raise ExerciseFailed(f"{name} changed the corpus it was given (at merge {step}): build a new "
+                                 "dict and return it; the caller keeps using its own.")
+        if returned is not None and returned[0] != returned[1]:
+            raise ExerciseFailed(
+                f"the merged corpus {name} returned at merge {step - 1} changed when it was called again, "
+                f"at merge {step}: your function returns the same dict every time (one created outside it, "
+                "emptied and refilled), so each call overwrites the result of the one before; learning "
+                "passes that result back in as the next corpus. Build a new dict in every call."
+            )
+        if not isinstance(result, tuple) or len(result) != 2:
+            got = (f"a {type(result).__name__} of {len(result)} items" if isinstance(result, (tuple, list))
+                   else type(result).__name__)
+            raise ExerciseFailed(f"{name} should return a pair (the merged pair, the merged corpus), "
+                                 f"got {got}")
+        pair, merged = result
+        if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and all(isinstance(s, str) for s in pair)):
+            hint = " (the two symbols apart, not joined)" if isinstance(pair, str) else ""
+            raise ExerciseFailed(f"the pair {name} returns should be a tuple of two symbols, such as "
+                                 f"('s', 't</w>'){hint}; got {pair!r}")
+        pair = tuple(pair)
+        _check_pair(pair, corpus, step)
+        _check_corpus(merged, corpus, pair, step)
+        returned, corpus = (merged, dict(merged)), dict(merged)
+
+
+def _bpe_hint(passed: list, sizes: dict, message: str) -> str:
+    return _hard_coded_hint(passed, sizes, message,
+                            "Count the pairs of the corpus you are given, all its words.")
+
+
+def check_bpe_merge_step(bpe_merge_step: Callable) -> None:
+    """Check ``bpe_merge_step(corpus) -> (pair, merged corpus)``: learning byte-pair merges
+    by calling it until no pair occurs twice, on the toy corpora of ``BPE_CORPORA``, must give
+    the merges of ``annotated.bpe.learn_bpe`` and of ``subword-nmt``'s ``learn_bpe``.
+
+    Diagnoses: the corpus changed in place, a result of another kind, a pair across two
+    words, word counts ignored, ties broken another way (the first seen, the smaller pair),
+    overlapping pairs counted once, words or counts lost in the merged corpus, overlapping
+    pairs joined twice, merging from the right, only the first occurrence in a word joined,
+    str.replace on the spelled word, the same dict returned (and overwritten) at every call,
+    and code that only works on one corpus.
+    """
+    name = _function(bpe_merge_step, "check_bpe_merge_step", "bpe_merge_step")
+    for words, merges in zip(BPE_CORPORA, _MERGES):
+        if _subword_nmt_merges(words) != merges:
+            raise RuntimeError(f"annotated.bpe.learn_bpe and subword-nmt disagree on {words}")
+    sets = SIZE_SETS["check_bpe_merge_step"]
+    by_sizes = {_sizes(s): (w, m) for s, w, m in zip(sets, BPE_CORPORA, _MERGES)}
+    _run_on_all_sizes(lambda sizes: _check_bpe_once(bpe_merge_step, name, *by_sizes[_sizes(sizes)]),
+                      sets, _bpe_hint)
+    print(
+        f"check_bpe_merge_step passed: step by step, {name} learns the merges of annotated.bpe.learn_bpe "
+        f"and of subword-nmt's learn_bpe, {' + '.join(str(len(m)) for m in _MERGES)} merges on "
+        f"{len(BPE_CORPORA)} toy corpora (a tie, a one-letter word, runs like 'a a a', a pair twice in "
+        "'h a h a h'), with the corpus after each merge."
+    )
+
+
+
+
+# ---------------------------------------------------------------- 10.2 the vocabulary
+
+
+def _vocab(sentences: list[list[str]], min_freq: int, specials: list[str], *, count: str = "occurrences",
+           ties: str = "alphabetical", order: str = "descending", threshold: str = ">=", place: str = "first",
+           given: bool = True) -> list[str]:
+    """The itos of ``build_vocab_from_iterator``, written out, or with one mistake switched on."""
+    specials = list(specials) if given else list(SPECIALS)
+    if count == "sentences":  # each token once per sentence
+        counts = Counter(token for tokens in sentences for token in set(tokens))
+    else:
+        counts = Counter(token for tokens in sentences for token in tokens)
+    if place != "twice":
+        for special in specials:
+            counts.pop(special, None)
+    sign = 1 if order == "descending" else -1
+    if ties == "alphabetical":
+        ranked = sorted(counts.items(), key=lambda item: (-sign * item[1], item[0]))
+    elif ties == "reversed":
+        ranked = sorted(counts.items(), key=lambda item: (sign * item[1], item[0]), reverse=True)
+    else:  # "first seen": a stable sort on the count alone, or Counter.most_common
+        ranked = sorted(counts.items(), key=lambda item: -sign * item[1])
+    keep = {">=": lambda n: n >= min_freq, ">": lambda n: n > min_freq, "none": lambda n: True}[threshold]
+    words = [token for token, n in ranked if keep(n)]
+    if place == "last":
+        return words + specials
+    if place == "missing":
+        return words
+    return specials + words
+
+
+_VOCAB_MISTAKES = [
+    (dict(ties="first seen"), "tokens with the same count are in the order they were first seen (what "
+                              "Counter.most_common and a sort on the count alone give): ties are broken "
+                              "alphabetically, as torchtext does, so that the ids do not depend on the order of "
+                              "the sentences. Sort by (-count, token)."),
+    (dict(ties="reversed"), "tokens with the same count are in reverse alphabetical order: sorting by (count, "
+                            "token) with reverse=True reverses the ties too. Sort by (-count, token), without "
+                            "reverse."),
+    (dict(order="ascending"), "the rarest tokens come first: the most frequent tokens get the smallest ids, "
+                              "sort by descending count, key=lambda item: (-item[1], item[0])."),
+    (dict(order="ascending", ties="reversed"), "the rarest tokens come first, and ties are reversed: you "
+                                               "reversed the whole order of the vocabulary. Sort by "
+                                               "(-count, token): most frequent first, ties alphabetically."),
+    (dict(threshold=">"), "tokens seen exactly min_freq times are missing: a token is kept when it is seen at "
+                          "least min_freq times, count >= min_freq."),
+    (dict(threshold="none"), "min_freq is ignored: tokens seen fewer than min_freq times must be left out (they "
+                             "become <unk> when the vocabulary is used)."),
+    (dict(count="sentences"), "you counted each token once per sentence (a set of its tokens?): a token counts "
+                              "every time it occurs, so 'a' twice in one sentence counts twice."),
+    (dict(place="last"), "the specials come after the words: they come first, in the order given, so that "
+                         "<pad> is 0, <s> 1, </s> 2 and <unk> 3 whatever the text."),
+    (dict(place="missing"), "the specials are missing: the vocabulary starts with them, in the order given, "
+                            "then come the words."),
+    (dict(place="twice"), "a special that also occurs in the text is listed twice, once among the words: "
+                          "remove the specials from the counts before ranking the words, so that each keeps its "
+                          "fixed place at the front."),
+    (dict(given=False), "the specials are the course's four, not the ones given: use the argument "
+                        "`specials`, in its order (another vocabulary may have other specials)."),
+]
+
+
+def _check_vocab_once(fn: Callable, name: str, sentences: list, min_freq: int, specials: list) -> None:
+    expected = build_vocab_from_iterator(sentences, min_freq, specials).get_itos()
+    if expected != _vocab(sentences, min_freq, specials):
+        raise RuntimeError("the check's own vocabulary disagrees with annotated.vocab's")
+    given_sentences, given_specials = [list(tokens) for tokens in sentences], list(specials)
+    result = _call(fn, given_sentences, min_freq, given_specials, roles=("sentences", "min_freq", "specials"))
+    if given_specials != list(specials) or given_sentences != sentences:
+        which = "specials" if given_specials != list(specials) else "sentences"
+        raise ExerciseFailed(
+            f"{name} changed the list `{which}` it was given: itos = specials, then itos += ... or .extend(...), "
+            "grows the caller's list (and a default argument such as SPECIALS, for every later call). "
+            "Build a new list: itos = list(specials) + words.")
+    if hasattr(result, "get_itos") and callable(result.get_itos):
+        raise ExerciseFailed(f"{name} returned a {type(result).__name__}; return the list of tokens itself, "
+                             "index -> token (a Vocab's get_itos() gives it).")
+    if not isinstance(result, (list, tuple)) or not all(isinstance(t, str) for t in result):
+        raise ExerciseFailed(f"{name} should return the tokens, a list of strings, the token of id i at "
+                             f"index i; got {type(result).__name__}")
+    got = list(result)
+    if got == expected:
+        return
+    if len(set(got)) != len(got) and len(set(got)) == len(expected) and set(got) == set(expected) and \
+            got != _vocab(sentences, min_freq, specials, place="twice"):
+        raise ExerciseFailed(f"a token is listed more than once ({next(t for t in got if got.count(t) > 1)!r}): "
+                             "each token gets one id.")
+    where = f"with min_freq={min_freq} and specials {list(specials)}"
+    for mistake, message in _VOCAB_MISTAKES:
+        wrong = _vocab(sentences, min_freq, specials, **mistake)
+        if wrong != expected and got == wrong:
+            raise ExerciseFailed(f"{where}: {message}")
+    if got[: len(specials)] == list(specials) and sorted(got[len(specials):]) == sorted(expected[len(specials):]):
+        raise _generic(f"{where}: the right tokens, in another order: {got[len(specials):]}, where the "
+                       f"order is {expected[len(specials):]}: most frequent first, ties alphabetically.")
+    first = next((i for i, (g, e) in enumerate(zip(got, expected)) if g != e), min(len(got), len(expected)))
+    raise _generic(f"{where}: your vocabulary is {got}, where build_vocab_from_iterator gives {expected} "
+                   f"(the first difference at id {first}).")
+
+
+def _vocab_hint(passed: list, sizes: dict, message: str) -> str:
+    return _hard_coded_hint(passed, sizes, message,
+                            "Count the sentences you are given, and use the min_freq and specials given.")
+
+
+def check_build_vocab(build_vocab: Callable) -> None:
+    """Check ``build_vocab(sentences, min_freq, specials) -> itos``, the tokens of a vocabulary in
+    the order of their ids, against ``annotated.vocab.build_vocab_from_iterator`` (torchtext's
+    numbering) on the toy corpora of ``VOCAB_CORPORA``: ties of counts, a special that occurs in
+    the text, a word twice in one sentence, min_freq 1 to 3, and other specials in another order.
+
+    Diagnoses: the specials or the sentences changed in place (a list extended), a Vocab or
+    another kind of result, a token listed twice, ties in the order first seen or in reverse, the
+    rarest tokens first, tokens seen exactly min_freq times left out, min_freq ignored, a
+    token counted once per sentence, the specials last, missing, listed again among the words
+    or not the ones given, the right tokens in another order, and code that reads only part of
+    the input.
+    """
+    name = _function(build_vocab, "check_build_vocab", "build_vocab")
+    sets = SIZE_SETS["check_build_vocab"]
+    by_sizes = {_sizes(s): corpus for s, corpus in zip(sets, VOCAB_CORPORA)}
+    _run_on_all_sizes(lambda sizes: _check_vocab_once(build_vocab, name, *by_sizes[_sizes(sizes)]), sets,
+                      _vocab_hint)
+    print(
+        f"check_build_vocab passed: {name} numbers the tokens as annotated.vocab.build_vocab_from_iterator "
+        f"(and torchtext) do, on {len(VOCAB_CORPORA)} toy corpora: the specials first, in the order given, then "
+        "every token seen at least min_freq times, the most frequent first, ties alphabetically."
+    )
+
+
+# ---------------------------------------------------------------- 10.3 one word in pieces
+
+
+def _segment(word: str, merges: list, *, mark: bool = True, rank: str = "first learned", once: bool = False,
+             joins: str = "end", keep_end: bool = False, as_text: bool = False) -> list[str]:
+    """``BytePairEncoder(merges).segment(word)``, written out, or with one mistake switched on:
+    ``mark`` False spells without </w>; ``rank`` "last learned" or "leftmost" picks another pair;
+    ``once`` stops after one merge; ``joins`` "none", "every piece" or "start" places @@ elsewhere;
+    ``keep_end`` leaves </w> on the last piece; ``as_text`` merges with str.replace."""
+    order = {tuple(pair): i for i, pair in reversed(list(enumerate(merges)))}
+    symbols = spell(word) if mark else tuple(word)
+    while len(symbols) > 1:
+        pairs = [pair for pair in zip(symbols, symbols[1:]) if pair in order]
+        if not pairs:
+            break
+        best = {"first learned": min(pairs, key=order.__getitem__), "last learned": max(pairs, key=order.__getitem__),
+                "leftmost": pairs[0]}[rank]
+        if as_text:
+            symbols = tuple(" ".join(symbols).replace(" ".join(best), "".join(best)).split(" "))
+        else:
+            symbols = merge(symbols, best)
+        if once:
+            break
+    last = symbols[-1] if keep_end else symbols[-1].removesuffix(END)
+    pieces = [*symbols[:-1], last]
+    if joins == "end":
+        return [piece + JOIN for piece in pieces[:-1]] + [pieces[-1]]
+    if joins == "every piece":
+        return [piece + JOIN for piece in pieces]
+    if joins == "start":
+        return [pieces[0]] + [JOIN + piece for piece in pieces[1:]]
+    return pieces
+
+
+_SEGMENT_MISTAKES = [
+    (dict(mark=False), "you spelled the word without the end-of-word mark: its last letter is written with "
+                       "</w> (spell(word)), as it was when the merges were learned, so that a merge of a word's "
+                       "end, such as ('s', 't</w>'), applies to the end only."),
+    (dict(keep_end=True), "the last piece still carries </w>: the mark serves the merges only, and is removed "
+                          "from the last piece, symbols[-1].removesuffix('</w>')."),
+    (dict(joins="none"), "the pieces have no @@: every piece but the last ends in '@@', so that the text can "
+                         "be put back together ('new@@ est' -> 'newest')."),
+    (dict(joins="every piece"), "the last piece ends in @@ too: @@ says that the next piece continues the word, "
+                                "and after the last piece nothing does."),
+    (dict(joins="start"), "you put @@ at the start of the following pieces: Sennrich et al.'s mark, and the "
+                          "course's for pieces of one word, ends every piece but the last ('new@@ est'); a @@ "
+                          "at the start is the course's mark for a word glued to the previous one."),
+    (dict(rank="last learned"), "you did not merge the pair learned first: among the learned pairs of the word "
+                                "you took the one learned last, or the leftmost one in the word (on these merges "
+                                "both give the same pieces). Training merged in the order of the merges, and a "
+                                "word gets its training pieces only when it is merged in that order: each time, "
+                                "the pair of the word that was learned first."),
+    (dict(once=True), "you applied one merge and stopped: keep merging while the word holds a learned pair."),
+    (dict(as_text=True), "you merged with str.replace on the symbols joined by spaces: it does not see where a "
+                         "symbol ends, so the text of a pair also matches inside longer symbols. Compare whole "
+                         "symbols: merge(symbols, pair)."),
+]
+
+
+def _check_segment_once(fn: Callable, name: str, merges: list, words: list) -> None:
+    """Every word of the set through the learner's function, then the mistake named by what it does
+    to every word: the first known mistake that gives the learner's pieces for all of them."""
+    encoder = BytePairEncoder(merges)
+    expected = [encoder.segment(word) for word in words]
+    if expected != [_segment(word, merges) for word in words]:
+        raise RuntimeError("the check's own segmentation disagrees with annotated.bpe's")
+    results = []
+    for word, right in zip(words, expected):
+        given = [tuple(pair) for pair in merges]
+        try:
+            result = _call(fn, word, given, roles=("word", "merges"))
+        except ExerciseFailed:
+            if any(got != want for got, want in zip(results, expected)):
+                break  # an earlier word came out wrong already: name that mistake
+            raise
+        if given != [tuple(pair) for pair in merges]:
+            raise ExerciseFailed(f"{name} changed the list of merges it was given (sorted it, or removed merges "
+                                 "from it): it is the learned model, used for every word. Leave it as it is.")
+        if isinstance(result, str):
+            raise ExerciseFailed(f"{name}({word!r}, merges) returned the string {result!r}; return the list of "
+                                 f"pieces, such as {right}.")
+        if not isinstance(result, (list, tuple)) or not all(isinstance(p, str) for p in result):
+            raise ExerciseFailed(f"{name} should return the pieces, a list of strings; got {type(result).__name__}")
+        results.append(list(result))
+    if results == expected[: len(results)] and len(results) == len(words):
+        return
+    tried = words[: len(results)]
+    word, got, right = next((w, g, e) for w, g, e in zip(tried, results, expected) if g != e)
+    where = f"{name}({word!r}, merges) gives {got}, where the course's BytePairEncoder gives {right}"
+    for mistake, message in _SEGMENT_MISTAKES:
+        wrong = [_segment(w, merges, **mistake) for w in tried]
+        if wrong != expected[: len(tried)] and wrong == results:
+            first = next(i for i, (w, e) in enumerate(zip(wrong, expected)) if w != e)
+            raise ExerciseFailed(f"{name}({tried[first]!r}, merges) gives {results[first]}, where the course's "
+                                 f"BytePairEncoder gives {expected[first]}: {message}")
+    raise _generic(f"{where}.")
+
+
+def _subword_nmt_segments(merges: list, words: list) -> list[list[str]]:
+    from subword_nmt.apply_bpe import BPE
+
+    reference = BPE(io.StringIO("#version: 0.2\n" + "".join(f"{a} {b}\n" for a, b in merges)), separator=JOIN)
+    return [reference.segment_tokens([word]) for word in words]
+
+
+def _segment_hint(passed: list, sizes: dict, message: str) -> str:
+    return _hard_coded_hint(passed, sizes, message, "Use the merges you are given, all of them.")
+
+
+def check_segment(segment: Callable) -> None:
+    """Check ``segment(word, merges) -> pieces``, one word split by learned byte-pair merges,
+    against ``annotated.bpe.BytePairEncoder.segment`` and ``subword-nmt``'s ``BPE`` on the merges
+    learned from the toy corpora of ``BPE_CORPORA`` and the words of ``SEGMENT_WORDS``: training
+    words, new words, one-letter words, letters no merge holds, runs such as 'aaaa'.
+
+    Diagnoses: the merges changed in place, a string or another kind of result, the word spelled
+    without </w>, </w> left on the last piece, @@ missing, on the last piece too or at the start
+    of the pieces, the merge learned last (or the leftmost learned pair) merged first, a single
+    merge, str.replace on the spelled word, and merges other than the ones given.
+    """
+    name = _function(segment, "check_segment", "segment")
+    for merges, words in zip(_MERGES, SEGMENT_WORDS):
+        encoder = BytePairEncoder(merges)
+        if _subword_nmt_segments(merges, words) != [encoder.segment(word) for word in words]:
+            raise RuntimeError(f"annotated.bpe and subword-nmt segment {words} differently")
+    sets = SIZE_SETS["check_segment"]
+    by_sizes = {_sizes(s): (m, w) for s, m, w in zip(sets, _MERGES, SEGMENT_WORDS)}
+    _run_on_all_sizes(lambda sizes: _check_segment_once(segment, name, *by_sizes[_sizes(sizes)]), sets,
+                      _segment_hint)
+    print(
+        f"check_segment passed: {name} cuts {sum(map(len, SEGMENT_WORDS))} words into the pieces that "
+        f"annotated.bpe.BytePairEncoder and subword-nmt give, with the merges learned from {len(_MERGES)} toy "
+        "corpora: the learned pair learned first merged first, </w> on the last letter while merging, @@ at "
+        "the end of every piece but the last."
+    )

@@ -1,0 +1,976 @@
+"""Checks of notebook 09's exercises: the key/value cache of greedy decoding
+(``annotated.decoding``) and one step of beam search with the length penalty
+(``annotated.beam_search``).
+
+The decoding checks build small random models of their own, seeded, never the shipped one; the
+beam-search check runs ``simple_beam_search`` itself on small random "models" (a table of
+next-token log-probabilities for every prefix) and compares each of its steps with the
+learner's.
+"""
+
+import contextlib
+import math
+from collections.abc import Callable
+
+import torch
+import torch.nn as nn
+
+from annotated.beam_search import lp, simple_beam_search
+from annotated.decoding import decoder_layer_step, greedy_decode, init_cache
+from annotated.masks import padding_mask, subsequent_mask
+from annotated.model import EncoderDecoder, TransformerConfig, make_model
+from annotated.multi_head import MultiHeadAttention
+from annotated.support.grading.core import (
+    ExerciseFailed, _assert_close, _call, _function, _generic, _hard_coded_hint, _run_on_all_sizes,
+    _same, _same64, _shape, _sizes, _tensor,
+)
+
+# ---------------------------------------------------------------- the sizes
+
+STEP_SIZES = [dict(batch=2, h=3, d_k=5, steps=6), dict(batch=3, h=2, d_k=7, steps=4),
+              dict(batch=1, h=4, d_k=16, steps=5), dict(batch=4, h=5, d_k=1, steps=3),
+              dict(batch=5, h=1, d_k=64, steps=7)]
+# Per set: the dtype, and the scores: "normal"; "far below zero", every score below -10^3 (keys
+# that are minus the queries, inputs with a large common offset), where exp() of each underflows
+# to 0; "very large", every score above +10^3, where exp() overflows. float64 from the third set
+# on, compared to float64 precision: a step through float32 shows. Their d_k (16, 1, 64) have a
+# square root and its inverse exact in float32, so that a scale computed as a float32 tensor,
+# torch.sqrt(torch.tensor(d_k)), stays a right answer (as in notebook 02's check).
+_STEP_SETTINGS = [dict(dtype=torch.float32, scores="normal"), dict(dtype=torch.float32, scores="normal"),
+                  dict(dtype=torch.float64, scores="normal"), dict(dtype=torch.float64, scores="far below zero"),
+                  dict(dtype=torch.float64, scores="very large")]
+
+# Small random models: post-norm with the first set, pre-norm with the second (whose final
+# LayerNorm then matters). The special ids change too, so that none can be written in. The
+# seeds give models whose sentences all end, at different steps, and on which every mistake
+# the check names gives an output of its own.
+DECODE_SIZES = [
+    dict(batch=3, L_src=5, N=1, h=2, d_k=7, vocab=11, max_len=9),  # d_model = h * d_k is even:
+    dict(batch=4, L_src=7, N=2, h=3, d_k=6, vocab=13, max_len=12),  # the sinusoids come in pairs
+]
+_DECODE_SETTINGS = [dict(norm_first=False, bos=1, pad=0, seed=22),  # eos is chosen per model, below
+                    dict(norm_first=True, bos=3, pad=1, seed=6)]
+
+# Random "models" for beam search, one per set: a table of next-token log-probabilities for
+# every prefix, k, the size of the vocabulary and the longest output. Per set the ids of <s> and
+# </s> and alpha change too, so that none can be written in; alpha = 0 with k = 1 (greedy).
+# The seeds give searches in which </s> is among the k best candidates at the first step and
+# later ones, among the k next best at others, and every mistake the check names shows.
+BEAM_SIZES = [dict(k=2, vocab=7, max_len=6), dict(k=3, vocab=11, max_len=5),
+              dict(k=4, vocab=13, max_len=8), dict(k=1, vocab=9, max_len=4)]
+_BEAM_SETTINGS = [dict(bos=1, eos=2, alpha=0.6, seed=3), dict(bos=0, eos=5, alpha=1.0, seed=2),
+                  dict(bos=3, eos=0, alpha=0.8, seed=3), dict(bos=2, eos=7, alpha=0.0, seed=2)]
+
+SIZE_SETS = {
+    "check_self_attention_step": STEP_SIZES,
+    "check_cached_greedy_decode": DECODE_SIZES,
+    "check_beam_step": BEAM_SIZES,
+}
+
+
+@contextlib.contextmanager
+def _one_thread():
+    """Tiny models run faster on one thread, above all on a busy machine (a decoding step is
+    many small products, each paying to start the threads); the count is restored after."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+# ---------------------------------------------------------------- 9.1 the cache of one attention
+# A message about an exception names the arguments of the call: these say what they are in a
+# few words, where a module or a dict of tensors would print whole.
+
+
+class _Attention(MultiHeadAttention):
+    def __repr__(self) -> str:
+        return f"attn (MultiHeadAttention, d_model={self.d_model}, h={self.h})"
+
+
+class _Cache(dict):
+    def __repr__(self) -> str:
+        return f"cache (a dict holding {sorted(map(str, self))})"
+
+
+class _Model(EncoderDecoder):
+    def __repr__(self) -> str:
+        layer = self.decoder.layers[0].self_attn
+        return f"model (EncoderDecoder, N={len(self.decoder.layers)}, d_model={layer.d_model}, h={layer.h})"
+
+
+def _attention_module(d_model: int, h: int, seed: int) -> MultiHeadAttention:
+    """A seeded MultiHeadAttention in eval mode; the global random state is left as it was."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return _Attention(d_model, h).eval()
+
+
+def _cache_shape_mistake(tensor: torch.Tensor, name: str, sizes: dict, held: int,
+                         dimensions_only: bool = False) -> str | None:
+    """What a cache entry of the wrong shape says about how it was built; ``held`` positions
+    are expected in it. None when the shape says nothing known. ``dimensions_only``: name an
+    append along a wrong dimension only (after an exception, an entry may just not be stored yet)."""
+    batch, h, d_k = sizes["batch"], sizes["h"], sizes["d_k"]
+    shape = tuple(tensor.shape)
+    expected = (batch, h, held, d_k)
+    fix = (f"append the new one along the positions, dim=2: torch.cat([cache[{name!r}], k], dim=2), "
+           f"so that after {held} steps it is (batch, h, {held}, d_k) = {expected}.")
+    wrong_dims = {
+        (batch * held, h, 1, d_k): "dim=0, the batch",
+        (batch, h * held, 1, d_k): "dim=1, the heads",
+        (batch, h, 1, d_k * held): "dim=3 (-1), the width d_k",
+    }
+    if held > 1 and shape in wrong_dims:
+        return (f"after {held} steps cache[{name!r}] has shape {shape}: you appended the new position "
+                f"along {wrong_dims[shape]}, so the positions pile up where they do not belong; {fix}")
+    if dimensions_only:
+        return None
+    if held > 1 and shape == (batch, h, 1, d_k):
+        return (f"after {held} steps cache[{name!r}] still holds one position, shape {shape}: each step "
+                "replaced it instead of appending, so the new query sees itself only. Keep the earlier "
+                f"positions and {fix}")
+    if shape == (batch, held, h * d_k):
+        return (f"cache[{name!r}] has shape {shape}, (batch, t, d_model): keep it split into heads, "
+                f"(batch, h, t, d_k) = {expected}, as init_cache keeps the memory's keys: the course's "
+                "decoding and beam search read the number of positions from its dimension 2.")
+    return None
+
+
+def _cache_entries(cache: dict, sizes: dict, held: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """cache["self_k"] and cache["self_v"], present and of the shape of ``held`` positions."""
+    missing = [key for key in ("self_k", "self_v") if key not in cache]
+    if missing:
+        found = f" (it holds {sorted(map(str, cache))})" if cache else " (it is empty)"
+        raise ExerciseFailed(
+            f"after the call the cache has no {' and no '.join(repr(m) for m in missing)}{found}: store "
+            "the keys and the values of the positions so far in the dict you are given, "
+            "cache['self_k'] = k and cache['self_v'] = v, each (batch, h, t, d_k); the next step "
+            "reads them back."
+        )
+    entries = []
+    for key in ("self_k", "self_v"):
+        value = cache[key]
+        if not torch.is_tensor(value):
+            raise ExerciseFailed(f"cache[{key!r}] is {type(value).__name__}, not a tensor: store one "
+                                 "(batch, h, t, d_k) tensor of the positions so far, not a list of them.")
+        expected = (sizes["batch"], sizes["h"], held, sizes["d_k"])
+        if tuple(value.shape) != expected:
+            mistake = _cache_shape_mistake(value, key, sizes, held)
+            raise ExerciseFailed(mistake) if mistake else _generic(
+                f"after {held} steps cache[{key!r}] has shape {tuple(value.shape)}; expected "
+                f"(batch, h, t, d_k) = {expected}: one key (value) per position so far, in every head."
+            )
+        entries.append(value)
+    return entries[0], entries[1]
+
+
+_STEP_HINTS = ((r"must match the size|size mismatch|cannot be multiplied|Expected size|do not broadcast",
+                "\nHint: the cache holds (batch, h, t, d_k): append the newest key and value along "
+                "dim=2, the positions, torch.cat([cache['self_k'], k], dim=2)."),)
+
+
+def _step_inputs(sizes: dict, settings: dict) -> tuple[MultiHeadAttention, torch.Tensor, torch.Tensor]:
+    """The attention module and two sequences (batch, steps, d_model) of one set of sizes."""
+    batch, h, d_k, steps = sizes["batch"], sizes["h"], sizes["d_k"], sizes["steps"]
+    d_model = h * d_k
+    attn = _attention_module(d_model, h, seed=d_model).to(settings["dtype"])
+    g = torch.Generator().manual_seed(steps)
+    xs = [torch.randn(batch, steps, d_model, generator=g, dtype=torch.float64) for _ in range(2)]
+    if settings["scores"] != "normal":
+        with torch.no_grad():  # q . k = +-|W_Q x + b|^2: the same sign for every query and key
+            sign = -1.0 if settings["scores"] == "far below zero" else 1.0
+            attn.W_K.weight.copy_(sign * attn.W_Q.weight)
+            attn.W_K.bias.copy_(sign * attn.W_Q.bias)
+        offset = 250.0 * torch.randn(d_model, generator=g, dtype=torch.float64)  # shared by every position
+        xs = [x + offset for x in xs]
+    return attn, xs[0].to(settings["dtype"]), xs[1].to(settings["dtype"])
+
+
+def _check_sequence_step(fn: Callable, name: str, sizes: dict, settings: dict, attn, x: torch.Tensor,
+                         cache: dict, t: int, which: str) -> torch.Tensor:
+    """Step t of one sequence: the call, its output and the cache compared with full attention."""
+    batch, h, d_k, steps = sizes["batch"], sizes["h"], sizes["d_k"], sizes["steps"]
+    d_model, dtype = h * d_k, settings["dtype"]
+    with torch.no_grad():
+        # What training computes: every position at once, with the look-ahead mask.
+        full = attn(x, x, x, subsequent_mask(steps).unsqueeze(0))  # (batch, steps, d_model)
+        keys, values = attn.split_heads(attn.W_K(x)), attn.split_heads(attn.W_V(x))  # (batch, h, steps, d_k)
+        alone = attn.W_O(attn.merge_heads(values))  # each position attending to itself only
+    y = x[:, t : t + 1].clone()  # (batch, 1, d_model): the newest position
+    dtype_text = "" if dtype == torch.float32 else f", {dtype}"
+    call = f"{name}(attn, y of shape ({batch}, 1, {d_model}){dtype_text}, cache) at step {t + 1}{which}"
+    try:
+        with torch.no_grad():
+            out = _call(fn, attn, y, cache, hints=_STEP_HINTS, roles=("attn", "y", "cache"))
+    except ExerciseFailed as err:
+        # A cache appended along the wrong dimension usually breaks the attention that
+        # follows: the cache, stored before it, says why.
+        for key in ("self_k", "self_v"):
+            if torch.is_tensor(cache.get(key)):
+                mistake = _cache_shape_mistake(cache[key], key, sizes, t + 1, dimensions_only=True)
+                if mistake:
+                    raise ExerciseFailed(mistake) from None
+        if getattr(err, "generic", False) and dtype != torch.float32:
+            raise _generic(f"{err}\nNote: this call's attn and y are {dtype}: create every tensor with "
+                           "dtype=y.dtype (not .float() or torch.zeros without dtype=).") from None
+        raise
+    out = _tensor(out, name, "the output", like=y)
+    k, v = _cache_entries(cache, sizes, t + 1)
+    hint = ""
+    if tuple(out.shape) == (batch, h, 1, d_k):
+        hint = " Merge the heads and apply W_O: attn.W_O(attn.merge_heads(...)), or use attend."
+    elif batch == 1 and out.dim() < 3:
+        hint = " The batch here is one sentence: a squeeze() dropped its dimension; keep (batch, 1, d_model)."
+    _shape(out, (batch, 1, d_model), call, hint)
+    if not _same(k, keys[:, :, : t + 1]):
+        if t > 0 and _same(k, keys[:, :, : t + 1].flip(2)):
+            raise ExerciseFailed(
+                "cache['self_k'] holds the positions newest first: torch.cat([k, cache['self_k']]) "
+                "puts the new key in front. Attention does not care about the order, but position "
+                "i of the cache must be position i of the sentence (beam search reorders and "
+                "trims the cache by it): torch.cat([cache['self_k'], k], dim=2)."
+            )
+        if _same(k, values[:, :, : t + 1]):
+            raise ExerciseFailed("cache['self_k'] holds the values: keys come from attn.W_K, values "
+                                 "from attn.W_V; store each under its own name.")
+        if _same(k, attn.split_heads(x[:, : t + 1])):
+            raise ExerciseFailed("cache['self_k'] holds the inputs y split into heads, without the "
+                                 "projection: the keys are attn.split_heads(attn.W_K(y)).")
+        _assert_close(k, keys[:, :, : t + 1], f"cache['self_k'] after step {t + 1}{which}")
+    if not _same(v, values[:, :, : t + 1]):
+        _assert_close(v, values[:, :, : t + 1], f"cache['self_v'] after step {t + 1}{which}")
+    expected = full[:, t : t + 1]
+    if not _same(out, expected):
+        if t > 0 and _same(out, alone[:, t : t + 1]):
+            raise ExerciseFailed(
+                f"at step {t + 1} your output is the newest position attending to itself only: the "
+                "query must attend over every key and value of the cache, the earlier positions "
+                "and the new one (no mask needed: nothing later exists yet)."
+            )
+        if not out.isfinite().all() and settings["scores"] != "normal":
+            with torch.no_grad():
+                q = attn.split_heads(attn.W_Q(y))
+                scores = q @ keys[:, :, : t + 1].transpose(-2, -1) / math.sqrt(d_k)
+            if settings["scores"] == "far below zero":
+                where = f"far below zero (the largest is {scores.max().item():.0f})"
+                fate = "exp() of each underflows to 0, and 0 / 0 is NaN"
+            else:
+                where = f"very large (up to {scores.max().item():.0f})"
+                fate = "exp() overflows to inf, and inf / inf is NaN"
+            raise ExerciseFailed(
+                f"{call} returned NaN or inf: the scores here are all {where}: {fate}. Legitimate "
+                "scores can be that large either way (a large common offset in the "
+                "inputs, large weights). Subtract each row's largest score before exp(), always, not only "
+                "when a score looks large (the softmax is unchanged by it), or use torch.softmax or attend, "
+                "which do."
+            )
+        _assert_close(out, expected, f"the output at step {t + 1}{which}, compared with "
+                      "MultiHeadAttention over the whole prefix with the look-ahead mask")
+    if dtype == torch.float64:
+        tight = [(out, expected, "the output"), (k, keys[:, :, : t + 1], "cache['self_k']"),
+                 (v, values[:, :, : t + 1], "cache['self_v']")]
+        for got, reference, what in tight:
+            if not _same64(got, reference):
+                raise ExerciseFailed(
+                    f"{call}: {what} is right only to float32's precision (it differs from the float64 "
+                    f"reference by {(got - reference).abs().max().item():.1e}): a step of your function goes "
+                    "through float32, a .float(), a softmax(..., dtype=torch.float32), or a tensor created "
+                    "without dtype= (torch.zeros(...)). Keep the dtype of y and attn throughout."
+                )
+    return out
+
+
+def _check_step_once(fn: Callable, name: str, sizes: dict, settings: dict) -> None:
+    """Two sequences decoded side by side, each with its own cache, a step of one then a step
+    of the other (as two sentences, or beam search's hypotheses, keep caches of their own): the
+    entries of one cache and every output returned must stay as they were while the function
+    works on the other."""
+    attn, x_first, x_second = _step_inputs(sizes, settings)
+    sentences = [(x_first, _Cache(), "", "the first sentence's cache"),
+                 (x_second, _Cache(), " of a second sentence", "the second sentence's cache")]
+    kept = []  # (a tensor returned or stored, its copy, what it is, whose cache holds it)
+    for t in range(sizes["steps"]):
+        for x, cache, which, owner in sentences:
+            for got, copy, what, _ in kept:
+                if got.shape != copy.shape or not torch.equal(got, copy):
+                    raise ExerciseFailed(
+                        f"{what} changed when {name} was called again, on another cache: it shares its "
+                        "memory with a tensor your function reuses from call to call (a buffer created "
+                        "once, outside the function, written in place). Each cache must hold tensors of "
+                        "its own (two sentences, or the hypotheses of beam search, keep a cache each), and "
+                        "each call must return a new tensor: torch.cat returns one."
+                    )
+            out = _check_sequence_step(fn, name, sizes, settings, attn, x, cache, t, which)
+            step = f"step {t + 1}{which}"
+            kept = [item for item in kept if item[3] != owner]  # this cache's older entries may go
+            kept += [(out, out.clone(), f"the output {name} returned at {step}", None)]
+            kept += [(cache[key], cache[key].clone(), f"cache[{key!r}] after {step}", owner)
+                     for key in ("self_k", "self_v")]
+
+
+def _step_hint(passed: list, sizes: dict, message: str) -> str:
+    hint = _hard_coded_hint(passed, sizes, message,
+                            "Read every size from the inputs: batch from y, h and d_k from attn.")
+    settings = _STEP_SETTINGS[STEP_SIZES.index(sizes)]
+    notes = []
+    if sizes["batch"] == 1:
+        notes.append("the batch here is one sentence: a squeeze() drops its dimension")
+    if sizes["h"] == 1 or sizes["d_k"] == 1:
+        notes.append("a size here is 1 (one head, or heads of width 1): a squeeze() drops its dimension")
+    if settings["dtype"] == torch.float64 and "Note: this call's attn and y are" not in message:
+        notes.append("attn and y are float64 here: keep every step in their dtype")
+    if settings["scores"] != "normal":
+        notes.append(f"the scores here are all {settings['scores']} (beyond 10^3 either way): exp() of them "
+                     "underflows or overflows unless each row's largest score is subtracted first")
+    return hint + "".join(f"\nNote: {note}." for note in notes)
+
+
+def check_self_attention_step(self_attention_step: Callable) -> None:
+    """Check ``self_attention_step(attn, y, cache)``: one decoding step of masked self-attention
+    with a key/value cache, on the sizes of ``STEP_SIZES``.
+
+    Feeds a sequence one position at a time and compares every output with
+    ``MultiHeadAttention`` over the whole prefix with the look-ahead mask, and the cache with
+    the keys and values of the positions so far, (batch, h, t, d_k).
+
+    Runs two sentences side by side, each with its own cache, and besides the notebook's
+    sizes a batch of one, float64 (compared to float64 precision), and scores all far below
+    zero or all very large (below -10^3, above +10^3).
+
+    Diagnoses: an input changed in place, a result of another dtype or shape, keys or values
+    not stored, appended along the batch, the heads or d_k instead of the positions, replaced
+    instead of appended, stored newest first, unsplit or unprojected, keys and values swapped,
+    a query that attends to itself only, a batch of one squeezed away, a softmax without its
+    shift by the row's largest score (or with it only when a score looks large), a step
+    through float32, a cache or an output that the next call overwrites (a buffer shared by
+    every call), and sizes written into the code.
+    """
+    name = _function(self_attention_step, "check_self_attention_step", "self_attention_step")
+    settings = dict(zip(map(_sizes, STEP_SIZES), _STEP_SETTINGS))
+    with _one_thread():
+        _run_on_all_sizes(lambda sizes: _check_step_once(self_attention_step, name, sizes,
+                                                         settings[_sizes(sizes)]),
+                          STEP_SIZES, _step_hint)
+    print(
+        f"check_self_attention_step passed: step by step, {name} gives what MultiHeadAttention gives "
+        "over the whole prefix with the look-ahead mask, and its cache holds the keys and values of "
+        f"the positions so far, (batch, h, t, d_k), for {len(STEP_SIZES)} sets of sizes (a batch of one, "
+        "float64, scores far below zero and very large among them), two sentences side by side, each "
+        "with its own cache."
+    )
+
+
+# ---------------------------------------------------------------- 9.2 greedy decoding with the cache
+
+
+def _decoding_model(sizes: dict, settings: dict) -> nn.Module:
+    """A small random model in eval mode whose output depends on the source and the step: an
+    untrained tied generator predicts nearly the same token everywhere, so it gets weights of
+    its own; it never predicts <s> or <pad>."""
+    d_model = sizes["h"] * sizes["d_k"]
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(settings["seed"])
+        config = TransformerConfig(sizes["vocab"], sizes["vocab"], N=sizes["N"], d_model=d_model,
+                                   d_ff=2 * d_model, h=sizes["h"], dropout=0.0,
+                                   norm_first=settings["norm_first"])
+        model = make_model(config)
+        model.generator.proj.weight = nn.Parameter(torch.randn(sizes["vocab"], d_model))
+        with torch.no_grad():
+            model.generator.proj.bias[[settings["bos"], settings["pad"]]] = -1e4
+    model.__class__ = _Model  # a short repr, nothing else
+    return model.eval()
+
+
+def _decoding_source(sizes: dict, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(batch, L_src) source ids, padded with 0 after a length that differs by row, and its mask."""
+    batch, length = sizes["batch"], sizes["L_src"]
+    src = torch.randint(3, sizes["vocab"], (batch, length), generator=torch.Generator().manual_seed(seed))
+    for row in range(1, batch):
+        src[row, max(2, length - 2 * row) :] = 0
+    return src, padding_mask(src, 0)
+
+
+@torch.no_grad()
+def _decode(model, src, src_mask, max_len: int, bos: int, eos: int | None, pad: int, *, feed: str = "newest",
+            start: str = "t-1", final_norm: bool = True, mask_source: bool = True, pad_after_eos: bool = True,
+            stop: str = "all", remember_done: bool = True) -> torch.Tensor:
+    """Greedy decoding with the cache, as the exercise asks, or with one mistake switched on:
+    ``feed="prefix"`` runs the whole prefix through the cached layers; ``start`` "0" or "t"
+    puts the newest token at position 0 or one too far; ``final_norm=False`` skips the
+    decoder's final norm; ``mask_source=False`` attends to the source padding; and the
+    stopping rule can forget the padding, never stop, stop at the first finished sentence, or
+    forget which sentences finished."""
+    memory = model.encode(src, src_mask)
+    cache = init_cache(model, memory)
+    embed, position = model.tgt_embed
+    ys = torch.full((src.size(0), 1), bos, dtype=torch.long)
+    done = torch.zeros(src.size(0), dtype=torch.bool)
+    for _ in range(max_len - 1):
+        t = ys.size(1)
+        tokens = ys if feed == "prefix" else ys[:, -1:]
+        first = {"t-1": t - tokens.size(1), "0": 0, "t": t}[start]
+        x = position(embed(tokens), start=first)
+        for layer, layer_cache in zip(model.decoder.layers, cache):
+            x = decoder_layer_step(layer, x, src_mask if mask_source else None, layer_cache)
+        if final_norm:
+            x = model.decoder.norm(x)
+        next_token = model.generator(x[:, -1]).argmax(dim=-1)  # (batch,)
+        if pad_after_eos:
+            next_token = next_token.masked_fill(done, pad)
+        ys = torch.cat([ys, next_token.unsqueeze(1)], dim=1)
+        if eos is not None:
+            done = (done | (next_token == eos)) if remember_done else next_token == eos
+        if (stop == "all" and done.all()) or (stop == "any" and done.any()):
+            break
+    return ys
+
+
+def _choose_eos(unstopped: torch.Tensor, bos: int, pad: int, vocab: int) -> int:
+    """An end token that every sentence produces, at different steps, before the length
+    limit; among those, the one whose ends are spread most."""
+    best, best_spread = None, 0
+    for token in range(vocab):
+        if token in (bos, pad):
+            continue
+        ends = []
+        for row in unstopped:
+            hits = (row[1:-1] == token).nonzero()
+            ends.append(int(hits[0]) + 1 if len(hits) else None)
+        if None in ends:
+            continue
+        spread = len(set(ends))
+        if spread > best_spread:
+            best, best_spread = token, spread
+    if best is None or best_spread < 2:
+        raise RuntimeError("the check's model never ends its sentences at different steps: pick another seed")
+    return best
+
+
+_DECODE_ROLES = ("model", "src", "src_mask", "max_len", "bos_idx", "eos_idx", "pad_idx")
+
+
+def _token_ids(result, name: str, batch: int, max_len: int) -> torch.Tensor:
+    """The learner's output, checked to be a (batch, <= max_len) int64 tensor on the cpu."""
+    if result is None:
+        raise ExerciseFailed(f"{name} returned None: did you forget to return ys?")
+    if not torch.is_tensor(result):
+        raise ExerciseFailed(f"{name} should return the token ids as a tensor, got {type(result).__name__}")
+    if result.device != torch.device("cpu"):
+        raise ExerciseFailed(f"{name} returned the ids on {result.device}; the inputs are on the cpu: create "
+                             "ys where src is (device=src.device), with no .cuda() or .to(...).")
+    if result.dtype != torch.long:
+        raise ExerciseFailed(
+            f"{name} returned the ids as {result.dtype}; token ids are int64 (torch.long), what an "
+            "embedding looks up and what argmax gives: create ys with torch.full(..., dtype=torch.long)."
+        )
+    if result.dim() != 2 or result.size(0) != batch:
+        raise _generic(f"{name} returned ids of shape {tuple(result.shape)}; expected (batch, <= max_len) "
+                       f"with batch = {batch}: one row per sentence.")
+    if result.size(1) > max_len:
+        raise ExerciseFailed(
+            f"{name} returned {result.size(1)} columns with max_len = {max_len}: max_len counts every "
+            "token of the output, <s> included, so decode at most max_len - 1 new tokens."
+        )
+    return result
+
+
+def _first_difference(got: torch.Tensor, expected: torch.Tensor) -> str:
+    for row, (g, e) in enumerate(zip(got.tolist(), expected.tolist())):
+        if g != e:
+            return f"sentence {row}: expected {e}, got {g}"
+    return f"shapes: expected {tuple(expected.shape)}, got {tuple(got.shape)}"
+
+
+def _check_decode_once(fn: Callable, name: str, sizes: dict, settings: dict) -> None:
+    batch, max_len, vocab = sizes["batch"], sizes["max_len"], sizes["vocab"]
+    bos, pad = settings["bos"], settings["pad"]
+    model = _decoding_model(sizes, settings)
+    src, src_mask = _decoding_source(sizes, seed=vocab + 1)
+    unstopped = greedy_decode(model, src, src_mask, max_len, bos, None, pad_idx=pad)  # (batch, max_len)
+    eos = _choose_eos(unstopped, bos, pad, vocab)
+    expected = greedy_decode(model, src, src_mask, max_len, bos, eos, use_cache=True, pad_idx=pad)
+    without_cache = greedy_decode(model, src, src_mask, max_len, bos, eos, use_cache=False, pad_idx=pad)
+    mine = _decode(model, src, src_mask, max_len, bos, eos, pad)
+    if not (torch.equal(expected, without_cache) and torch.equal(expected, mine)):
+        raise RuntimeError("the check's references disagree: greedy_decode with and without the cache")
+
+    # The decoder's self-attention sees how many positions at once: 1 with the cache.
+    seen: list[int] = []
+    hooks = [layer.self_attn.W_Q.register_forward_pre_hook(lambda _, inputs: seen.append(inputs[0].size(1)))
+             for layer in model.decoder.layers]
+    try:
+        with torch.no_grad():
+            result = _call(fn, model, src, src_mask, max_len, bos, eos, pad, roles=_DECODE_ROLES)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    got = _token_ids(result, name, batch, max_len)
+    call = (f"{name}(model, src of shape ({batch}, {sizes['L_src']}), src_mask, max_len={max_len}, "
+            f"bos_idx={bos}, eos_idx={eos}, pad_idx={pad})")
+    right = torch.equal(got, expected)
+    if max(seen, default=1) > 1:
+        prefix = _decode(model, src, src_mask, max_len, bos, eos, pad, feed="prefix")
+        if right:
+            raise ExerciseFailed(
+                f"the output is right, but without the cache: the decoder's self-attention ran on up to "
+                f"{max(seen)} positions at once, the whole prefix, as model.decode does. With the cache "
+                "every step runs the newest token only, through decoder_layer_step, which appends its "
+                "keys and values to the cache; that is the saving the exercise is about."
+            )
+        if torch.equal(got, prefix):
+            raise ExerciseFailed(
+                "you fed the whole prefix ys through the cached layers at every step: the cache already "
+                "holds the keys and values of the earlier positions, so they enter it again at each "
+                "step (and the new queries see each other unmasked). Run the newest token only, "
+                "ys[:, -1:], at its position ys.size(1) - 1."
+            )
+        raise _generic(
+            f"the decoder's self-attention ran on up to {max(seen)} positions at once, and the output "
+            f"differs from greedy_decode's ({_first_difference(got, expected)}). With the cache each "
+            "step runs the newest token only, ys[:, -1:], through decoder_layer_step."
+        )
+    if right:
+        return
+    if not (got[:, 0] == bos).all():
+        if got.size(1) < expected.size(1) and torch.equal(got, expected[:, 1 : got.size(1) + 1]):
+            raise ExerciseFailed(
+                f"your outputs lack the <s> they start from: every row of the output begins with "
+                f"bos_idx = {bos}, as greedy_decode's and the training targets' do; keep it in ys."
+            )
+        raise ExerciseFailed(
+            f"the first token of every output must be <s>, bos_idx = {bos}; yours are "
+            f"{got[:, 0].tolist()}. Start from ys = torch.full((batch, 1), bos_idx, dtype=torch.long)."
+        )
+    variant = lambda **mistake: _decode(model, src, src_mask, max_len, bos, eos, pad, **mistake)  # noqa: E731
+    mistakes = [
+        (dict(start="0"), "every token went in at position 0: the positional encoding must say where the "
+                          "newest token stands, position(embed(ys[:, -1:]), start=ys.size(1) - 1)."),
+        (dict(start="t"), "the newest token went in one position too far: ys holds t tokens, at positions "
+                          "0 .. t - 1, so the newest is at start=ys.size(1) - 1, not ys.size(1)."),
+        (dict(final_norm=False), "the decoder's final norm is missing: a pre-norm decoder ends with a "
+                                 "LayerNorm (model.decoder.norm; nn.Identity in a post-norm one) before "
+                                 "the generator."),
+        (dict(mask_source=False), "the cross-attention looked at the source's padding: pass src_mask to "
+                                  "decoder_layer_step, so that no query attends to a <pad> of the source."),
+        (dict(pad_after_eos=False), f"a sentence that has produced </s> went on producing tokens while the "
+                                    f"others finished: after its </s> a sentence gets pad_idx = {pad} only "
+                                    "(next_token.masked_fill(done, pad_idx))."),
+        (dict(stop="never"), "your decoding does not stop when every sentence has produced </s>: it runs "
+                             "to max_len. Stop as soon as all are done (if done.all(): break), as the "
+                             "course's greedy_decode does, so a batch costs no more steps than it needs."),
+        (dict(stop="never", pad_after_eos=False), "your decoding does not stop at </s>: it runs every "
+                                                  "sentence to max_len. After its </s> a sentence gets "
+                                                  "pad_idx only, and decoding stops when all are done."),
+        (dict(stop="any"), "your decoding stopped as soon as one sentence produced </s>: the others are cut "
+                           "short. Stop when every sentence is done, done.all(), not done.any()."),
+        (dict(remember_done=False), "a sentence that produced </s> started again a step later: `done` must "
+                                    "remember every sentence that has finished, done = done | (next_token "
+                                    "== eos_idx), not only those that finish at this step."),
+    ]
+    for mistake, message in mistakes:
+        if torch.equal(got, variant(**mistake)):
+            raise ExerciseFailed(message)
+    raise _generic(f"{call} differs from the course's greedy_decode: {_first_difference(got, expected)}.")
+
+
+def _check_decode_edges(fn: Callable, name: str, sizes: dict, settings: dict) -> None:
+    """The calls the signature allows beyond a batch of sentences, on the model of one set of
+    sizes, once every set has passed: one sentence (a squeeze() would drop its batch
+    dimension), int32 ids (the output stays int64), and max_len = 1 (<s> alone, no step) and
+    2 (one step)."""
+    bos, pad, max_len = settings["bos"], settings["pad"], sizes["max_len"]
+    model = _decoding_model(sizes, settings)
+    src, src_mask = _decoding_source(sizes, seed=sizes["vocab"] + 1)
+    eos = _choose_eos(greedy_decode(model, src, src_mask, max_len, bos, None, pad_idx=pad), bos, pad, sizes["vocab"])
+    calls = [
+        (src[-1:], src_mask[-1:], max_len, "a batch of one sentence",
+         " Read the batch size from src, src.size(0); and a squeeze() drops the batch dimension of one "
+         "sentence: index instead, x[:, -1] and next_token.unsqueeze(1)."),
+        (src.int(), src_mask, max_len, "int32 source ids",
+         " The output is int64 whatever the dtype of src: create ys with dtype=torch.long, not src's dtype."),
+        (src, src_mask, 1, "max_len = 1",
+         " max_len counts <s>: with max_len = 1 the output is <s> alone, (batch, 1), after no step at all."),
+        (src, src_mask, 2, "max_len = 2", " max_len = 2 allows exactly one step after <s>."),
+    ]
+    for source, mask, length, what, hint in calls:
+        with torch.no_grad():
+            expected = greedy_decode(model, source.long(), mask, length, bos, eos, use_cache=True, pad_idx=pad)
+        call = (f"{name}(model, src of shape {tuple(source.shape)} ({source.dtype}), src_mask, max_len={length}, "
+                f"bos_idx={bos}, eos_idx={eos}, pad_idx={pad}), {what}")
+        try:
+            with torch.no_grad():
+                result = _call(fn, model, source, mask, length, bos, eos, pad, roles=_DECODE_ROLES)
+            got = _token_ids(result, name, source.size(0), length)
+        except ExerciseFailed as err:
+            raise ExerciseFailed(f"{err}\nThis call: {call}.{hint}") from None
+        if not torch.equal(got, expected):
+            raise ExerciseFailed(f"{call} differs from the course's greedy_decode: "
+                                 f"{_first_difference(got, expected)}.{hint}")
+
+
+def _decode_hint(passed: list, sizes: dict, message: str) -> str:
+    return _hard_coded_hint(passed, sizes, message,
+                            "Read the batch size from src (src.size(0)) and use the ids you are given.")
+
+
+def check_cached_greedy_decode(cached_greedy_decode: Callable) -> None:
+    """Check ``cached_greedy_decode(model, src, src_mask, max_len, bos_idx, eos_idx, pad_idx)``
+    against the course's ``greedy_decode``, with and without its cache, on two small random
+    models (``DECODE_SIZES``: post-norm, then pre-norm) whose sentences end at different steps.
+
+    Then the first model also decodes one sentence alone, int32 source ids, and max_len = 1
+    and 2.
+    Ties of the argmax are not tried: the course's greedy decoding takes argmax's first index,
+    its beam search topk's, and neither is wrong.
+
+    Diagnoses: an input changed in place, ids of another dtype or device, too many columns,
+    the decoder run on the whole prefix (right output without the cache, or the prefix fed
+    through the cache), <s> missing or not first, the newest token at position 0 or one too
+    far, the final norm skipped, the source padding not masked, no padding after </s>, no
+    stop at </s>, a stop at the first finished sentence, a `done` that forgets, a batch of
+    one sentence squeezed away, ids in the dtype of int32 sources, a step taken with
+    max_len = 1, and sizes or special ids written into the code.
+    """
+    name = _function(cached_greedy_decode, "check_cached_greedy_decode", "cached_greedy_decode")
+    settings = dict(zip(map(_sizes, DECODE_SIZES), _DECODE_SETTINGS))
+    with _one_thread():
+        _run_on_all_sizes(lambda sizes: _check_decode_once(cached_greedy_decode, name, sizes,
+                                                           settings[_sizes(sizes)]),
+                          DECODE_SIZES, _decode_hint)
+        _check_decode_edges(cached_greedy_decode, name, DECODE_SIZES[0], _DECODE_SETTINGS[0])
+    print(
+        f"check_cached_greedy_decode passed: {name} gives greedy_decode's tokens, with and without its "
+        "cache, on a post-norm and a pre-norm random model, running one new position per step, "
+        "stopping when every sentence has produced </s> and padding after it; also for one sentence "
+        "alone, int32 source ids, and max_len = 1 and 2."
+    )
+
+
+
+
+# ---------------------------------------------------------------- 9.3 one step of beam search
+
+
+def _beam_model(vocab: int, eos: int, seed: int) -> Callable[[list[int]], torch.Tensor]:
+    """A random "model" for one sentence: prefix -> (vocab,) float32 next-token log-probabilities,
+    the same every time for the same prefix. </s> gets more likely as the prefix grows: near the
+    top from the first step on, so that hypotheses finish at several steps."""
+    def next_log_probs(prefix: list[int]) -> torch.Tensor:
+        key = seed
+        for token in prefix:  # a seed of the prefix's own: the table's row for that prefix
+            key = (key * 1_000_003 + token + 1) % 2**31
+        g = torch.Generator().manual_seed(key)
+        logits = 2.0 * torch.randn(vocab, generator=g)
+        others = torch.cat([logits[:eos], logits[eos + 1 :]])
+        logits[eos] = others.max() - 1.5 + 0.35 * len(prefix) + 0.3 * torch.randn(1, generator=g).item()
+        return logits.log_softmax(-1)
+    return next_log_probs
+
+
+def _beam_step(live: list, log_probs: torch.Tensor, k: int, alpha: float, eos: int, *, order: str = "best first",
+               pool: str = "every token", cumulative: bool = True, live_from: str = "candidates",
+               finished_from: str = "k best", length: str = "after <s>", penalty: str = "divide",
+               penalize_live: bool = False) -> tuple[list, list]:
+    """One step of ``simple_beam_search`` (annotated/beam_search.py), its lines as they are: the
+    candidates, the finished ones among the k best, the k best live ones; or with one mistake
+    switched on (``order``, ``pool``, ``cumulative``, ``live_from``, ``finished_from``,
+    ``length``, ``penalty``, ``penalize_live``). Returns (live, finished)."""
+    rows = log_probs.tolist()
+    if pool == "every token":
+        extensions = [list(enumerate(row)) for row in rows]
+    else:  # each hypothesis's own k best tokens ("top k"), or its best one ("best")
+        keep = k if pool == "top k" else 1
+        extensions = [sorted(enumerate(row), key=lambda item: -item[1])[:keep] for row in rows]
+    candidates = sorted(((tokens + [t], (logp if cumulative else 0.0) + lt)
+                         for (tokens, logp), tokens_row in zip(live, extensions) for t, lt in tokens_row),
+                        key=lambda c: -c[1] if order == "best first" else c[1])
+
+    def score(y: list[int], logp: float) -> float:
+        n = {"after <s>": len(y) - 1, "with <s>": len(y), "without </s>": len(y) - 2}[length]
+        if penalty == "none":
+            return logp
+        if penalty == "length":
+            return logp / n
+        if penalty == "factor":  # ((5 + |Y|) / 6) * alpha
+            return logp / ((5 + n) / 6 * alpha) if alpha else float("nan")
+        return logp * lp(n, alpha) if penalty == "multiply" else logp / lp(n, alpha)
+
+    pool_of_finished = candidates[:k] if finished_from == "k best" else candidates
+    finished = [(y, score(y, logp)) for y, logp in pool_of_finished if y[-1] == eos]
+    if live_from == "candidates":
+        live = [(y, logp) for y, logp in candidates if y[-1] != eos][:k]
+    elif live_from == "k best":  # the places of the finished ones left empty
+        live = [(y, logp) for y, logp in candidates[:k] if y[-1] != eos]
+    else:  # "with finished": the k best, finished ones included
+        live = candidates[:k]
+    if penalize_live:
+        live = [(y, logp / lp(len(y) - 1, alpha)) for y, logp in live]
+    return live, finished
+
+
+_BEAM_ROLES = ("live", "log_probs", "k", "alpha", "eos")
+
+
+def _show_tokens(tokens: list[int]) -> str:
+    return "[" + " ".join(map(str, tokens)) + "]"
+
+
+def _show_hypotheses(hypotheses: list) -> str:
+    if not hypotheses:
+        return "none"
+    return ", ".join(f"{_show_tokens(tokens)} {value:.4f}" for tokens, value in hypotheses)
+
+
+def _as_token(value, name: str, what: str) -> int:
+    if torch.is_tensor(value) and value.numel() == 1 and not value.is_floating_point() and value.dtype != torch.bool:
+        return int(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if type(value).__module__ == "numpy" and hasattr(value, "dtype") and value.dtype.kind in "iu":
+        return int(value)
+    raise ExerciseFailed(
+        f"{name}: the tokens of {what} should be token ids, ints, but one of them is {value!r} "
+        f"({type(value).__name__}). Append the id itself, t or int(t), to a copy of the list: tokens + [t]."
+    )
+
+
+def _as_number(value, name: str, what: str) -> float:
+    if torch.is_tensor(value) and value.numel() == 1 and value.is_floating_point():
+        return float(value)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if type(value).__module__ == "numpy" and hasattr(value, "dtype") and value.dtype.kind == "f":
+        return float(value)
+    raise ExerciseFailed(f"{name}: the score of {what} should be a number (a float), got "
+                         f"{type(value).__name__} {value!r}.")
+
+
+def _hypotheses(items, name: str, which: str) -> list[tuple[list[int], float]]:
+    """The learner's list of (tokens, number) pairs, as lists of ints and floats."""
+    if not isinstance(items, (list, tuple)):
+        raise ExerciseFailed(f"{name} should return the {which} hypotheses as a list of (tokens, score) "
+                             f"pairs, got {type(items).__name__}")
+    out = []
+    for item in items:
+        if not (isinstance(item, (list, tuple)) and len(item) == 2):
+            raise ExerciseFailed(
+                f"each of the {which} hypotheses {name} returns should be a pair (tokens, score), such as "
+                f"([1, 4, 6], -1.23); got {item!r}")
+        tokens, value = item
+        if torch.is_tensor(tokens) and tokens.dim() == 1:
+            tokens = list(tokens)
+        if not isinstance(tokens, (list, tuple)):
+            raise ExerciseFailed(f"the tokens of each of the {which} hypotheses {name} returns should be a list "
+                                 f"of ids, <s> first; got {type(tokens).__name__} {tokens!r}")
+        what = f"the {which} hypothesis {list(tokens)!r}"
+        out.append(([_as_token(t, name, what) for t in tokens], _as_number(value, name, what)))
+    return out
+
+
+def _same_hypotheses(got: list, expected: list) -> bool:
+    return len(got) == len(expected) and all(
+        g_tokens == e_tokens and math.isclose(g_value, e_value, rel_tol=1e-5, abs_tol=1e-5)
+        for (g_tokens, g_value), (e_tokens, e_value) in zip(got, expected))
+
+
+def _separated(candidates: list[float], k: int) -> bool:
+    """True when the 2k + 1 best candidates' log P differ by more than float32 sums can move them."""
+    best = sorted(candidates, reverse=True)[: 2 * k + 1]
+    return all(a - b > 1e-4 for a, b in zip(best, best[1:]))
+
+
+def _beam_mistakes(k: int, alpha: float, eos: int) -> list[tuple[dict, str]]:
+    """Each known mistake, as the switches of ``_beam_step``, and its diagnosis."""
+    return [
+        (dict(order="worst first"),
+         "your hypotheses are the worst candidates, not the best: you sorted the candidates in ascending "
+         "order of log P, so the k lowest came first. A log-probability is higher when the hypothesis is "
+         "more likely: sort by decreasing log P (sorted(..., key=lambda c: -c[1]), or reverse=True)."),
+        (dict(cumulative=False),
+         "you ranked the candidates by the new token's log-probability alone: a candidate's log P is its "
+         "hypothesis's log P plus the token's, log P(y_1 .. y_t) = log P(y_1 .. y_t-1) + log P(y_t | ...), "
+         "so that the beam compares whole hypotheses, not their last tokens."),
+        (dict(pool="best"),
+         "you extended each live hypothesis by its own best token only: that is k greedy searches side by "
+         "side. Beam search ranks every extension of every hypothesis together, all n * V candidates, and "
+         "keeps the k best: two of them may extend the same hypothesis, and another hypothesis may have none."),
+        (dict(pool="top k"),
+         f"you took each hypothesis's k best tokens (k = {k}) before ranking: when </s> is among them, that "
+         "hypothesis offers only k - 1 live continuations, and the beam falls short of k live hypotheses (at "
+         "the first step there is one hypothesis, <s>). Rank all n * V candidates (or each hypothesis's k + 1 "
+         "best, as the batched beam_search takes the 2k best overall), so that k live ones always remain."),
+        (dict(live_from="k best"),
+         "the place of a finished hypothesis was left empty: you kept the live candidates among the k best "
+         "only, so after a </s> the beam holds fewer than k. A finished hypothesis leaves the beam and its "
+         "place goes to the next best candidate that does not end in </s>: the k best of all the candidates "
+         "that do not end in </s>."),
+        (dict(finished_from="every candidate"),
+         "you set aside every candidate that ends in </s>, even those outside the k best: a hypothesis is "
+         "finished only if its </s> makes it one of the k best candidates of the step; the others are "
+         "pruned, as every candidate outside the beam is."),
+        (dict(penalty="none"),
+         "the finished hypotheses are scored by log P alone: set aside, each is scored by s(Y) = log P / "
+         f"lp(|Y|), lp(|Y|) = ((5 + |Y|) / 6)^alpha, with alpha = {alpha} here, so that longer outputs are "
+         "not beaten just for having more (negative) terms."),
+        (dict(penalty="multiply"),
+         "you multiplied log P by lp(|Y|): s(Y) = log P / lp(|Y|) divides by it. log P is negative and lp >= "
+         "1, so dividing brings a long output's score closer to 0, which is the point of the penalty; "
+         "multiplying pushes it further down."),
+        (dict(penalty="length"),
+         "you divided log P by the length |Y| itself: the length penalty divides by lp(|Y|) = ((5 + |Y|) / "
+         f"6)^alpha (alpha = {alpha} here; Wu et al., 2016), which is 1 for one token and grows more slowly."),
+        (dict(penalty="factor"),
+         "you computed lp(|Y|) as ((5 + |Y|) / 6) * alpha: alpha is an exponent, lp(|Y|) = ((5 + |Y|) / "
+         "6) ** alpha (lp from annotated.beam_search)."),
+        (dict(length="with <s>"),
+         "the length penalty used the wrong length: you counted <s>, len(tokens). |Y| counts the tokens "
+         "after <s>, </s> included: lp(len(tokens) - 1, alpha), as simple_beam_search does."),
+        (dict(length="without </s>"),
+         "the length penalty used the wrong length: you left out </s> (or used the length before the "
+         "step). |Y| counts the tokens after <s>, </s> included: lp(len(tokens) - 1, alpha), as "
+         "simple_beam_search does."),
+        (dict(penalize_live=True),
+         "your live hypotheses carry log P / lp(|Y|): the length penalty scores the finished hypotheses "
+         "only. A live hypothesis keeps its log P, which the next step adds to; all live ones have the "
+         "same length, so lp would not change their order anyway."),
+    ]
+
+
+def _beam_result(result, name: str) -> tuple[list, list]:
+    """The learner's (live, finished), checked to be a pair of lists of (tokens, number) pairs."""
+    if not (isinstance(result, (tuple, list)) and len(result) == 2):
+        got = (f"a {type(result).__name__} of {len(result)} items" if isinstance(result, (tuple, list))
+               else type(result).__name__)
+        raise ExerciseFailed(f"{name} should return a pair (live, finished), got {got}")
+    return _hypotheses(result[0], name, "live"), _hypotheses(result[1], name, "finished")
+
+
+def _same_step(got: tuple[list, list], expected: tuple[list, list]) -> bool:
+    return _same_hypotheses(got[0], expected[0]) and _same_hypotheses(got[1], expected[1])
+
+
+def _diagnose_beam(steps: list, k: int, alpha: float, eos: int) -> None:
+    """Name the mistake of the learner's steps, each (where, live given, log_probs, expected, got):
+    a finished hypothesis in the beam at the first wrong step, else the first known mistake that
+    gives what the learner gave at every step (and something wrong at one), else the first
+    difference."""
+    wrong = [step for step in steps if not _same_step(step[4], step[3])]
+    where, _, _, (expected_live, expected_finished), (live, finished) = wrong[0]
+    vocab = steps[0][2].size(-1)
+
+    def fits(**change) -> bool:  # the learner's every step is the right one with other arguments
+        arguments = {**dict(k=k, alpha=alpha, eos=eos), **change}
+        return all(_same_step(got, _beam_step(given, log_probs, **arguments)) for _, given, log_probs, _, got in steps)
+
+    other_k = [other for other in range(1, 2 * k + 2) if other != k and fits(k=other)]
+    if other_k:
+        raise ExerciseFailed(f"{where}: the beam holds {other_k[0]} hypotheses where k = {k}: is k written into "
+                             "your code? Use the k you are given.")
+    other_eos = [other for other in range(vocab) if other != eos and fits(eos=other)]
+    if other_eos:
+        raise ExerciseFailed(
+            f"{where}: your search does not treat {eos} as </s>; it keeps and sets aside the hypotheses as if </s> "
+            f"were another id ({', '.join(map(str, other_eos))} would all fit). Is the id of </s> written into "
+            "your code? Use the eos you are given: another vocabulary numbers its specials otherwise.")
+    other_alpha = [other for other in (0.5, 0.6, 0.8, 1.0) if other != alpha and fits(alpha=other)]
+    if other_alpha:
+        raise ExerciseFailed(f"{where}: your scores are those of alpha = {other_alpha[0]}, where alpha = {alpha}: is "
+                             "alpha written into your code? Use the alpha you are given.")
+    ended = [tokens for tokens, _ in live if tokens and tokens[-1] == eos]
+    if ended:
+        raise ExerciseFailed(
+            f"{where}: your live hypotheses include {_show_tokens(ended[0])}, which ends in </s> (eos = {eos}): "
+            "a finished hypothesis leaves the beam, set aside with its score s(Y), and its place goes to the "
+            "next best candidate that does not end in </s>. Kept in the beam, it would be extended past its "
+            "end, and take the place of a live one.")
+    for mistake, message in _beam_mistakes(k, alpha, eos):
+        outputs = [_beam_step(given, log_probs, k, alpha, eos, **mistake) for _, given, log_probs, _, _ in steps]
+        if all(_same_step(step[4], out) for step, out in zip(steps, outputs)):
+            first = next(step[0] for step, out in zip(steps, outputs) if not _same_step(out, step[3]))
+            raise ExerciseFailed(f"{first}: {message}")
+    if _same_hypotheses(sorted(live, key=lambda h: -h[1]), expected_live) and \
+            _same_hypotheses(sorted(finished, key=lambda h: -h[1]), expected_finished):
+        raise ExerciseFailed(f"{where}: the hypotheses are right but not in order: return each list best "
+                             "first, by decreasing log P (and s(Y)), as simple_beam_search keeps them.")
+    if not _same_hypotheses(live, expected_live):
+        raise _generic(f"{where}: your live hypotheses are {_show_hypotheses(live)}, where simple_beam_search "
+                       f"keeps {_show_hypotheses(expected_live)} (tokens, log P; best first).")
+    raise _generic(f"{where}: your finished hypotheses are {_show_hypotheses(finished)}, where simple_beam_search "
+                   f"sets aside {_show_hypotheses(expected_finished)} (tokens, s(Y)).")
+
+
+def _check_beam_once(fn: Callable, name: str, sizes: dict, settings: dict) -> None:
+    """simple_beam_search on the set's random model, with its trace; at every step, the learner's
+    function on the same live hypotheses and the model's log-probabilities for them. Every step
+    is run before a mistake is named, so that a mistake is named by what it does at every step."""
+    k, vocab, max_len = sizes["k"], sizes["vocab"], sizes["max_len"]
+    bos, eos, alpha = settings["bos"], settings["eos"], settings["alpha"]
+    model = _beam_model(vocab, eos, settings["seed"])
+    trace: list = []
+    simple_beam_search(lambda prefix: dict(enumerate(model(prefix).tolist())), k, max_len, alpha, bos, eos, trace)
+    live, seen, steps = [([bos], 0.0)], 0, []
+    for step, (expected_live, finished_so_far) in enumerate(trace, start=1):
+        log_probs = torch.stack([model(tokens) for tokens, _ in live])  # (n, vocab)
+        expected = (expected_live, finished_so_far[seen:])
+        if expected != _beam_step(live, log_probs, k, alpha, eos) or not _separated(
+                [logp + lt for (_, logp), row in zip(live, log_probs.tolist()) for lt in row], k):
+            raise RuntimeError("the check's beam step disagrees with simple_beam_search's, or its candidates "
+                               "are too close: pick another seed")
+        given = [(list(tokens), logp) for tokens, logp in live]
+        where = (f"at step {step} of a search with k={k}, alpha={alpha}, eos={eos}, vocab={vocab} "
+                 f"({len(live)} live: {_show_hypotheses(live)})")
+        try:
+            result = _call(fn, given, log_probs, k, alpha, eos, roles=_BEAM_ROLES)
+        except ExerciseFailed:
+            if any(not _same_step(s[4], s[3]) for s in steps):
+                break  # an earlier step was wrong already: name that mistake
+            raise
+        if given != [(list(tokens), logp) for tokens, logp in live]:
+            changed = next((f"the tokens of {_show_tokens(b[0])} became {_show_tokens(a[0])}"
+                            for a, b in zip(given, live) if isinstance(a, tuple) and a != b),
+                           "the list itself changed")
+            raise ExerciseFailed(
+                f"{name} changed the live hypotheses it was given ({changed}): tokens.append(t) changes the "
+                "caller's list, which every other extension of the same hypothesis shares. Build a new list "
+                "for each candidate, tokens + [t].")
+        steps.append((where, given, log_probs, expected, _beam_result(result, name)))
+        live, seen = [(list(tokens), logp) for tokens, logp in expected_live], len(finished_so_far)
+    if any(not _same_step(got, expected) for _, _, _, expected, got in steps):
+        _diagnose_beam(steps, k, alpha, eos)
+
+
+def _beam_hint(passed: list, sizes: dict, message: str) -> str:
+    settings = _BEAM_SETTINGS[BEAM_SIZES.index(sizes)]
+    hint = _hard_coded_hint(passed, sizes, message,
+                            "Read every size from the inputs, and use the k, alpha and eos you are given.")
+    return hint + (f"\nNote: here <s> is {settings['bos']}, </s> is {settings['eos']} and alpha is "
+                   f"{settings['alpha']}.")
+
+
+def check_beam_step(beam_step: Callable) -> None:
+    """Check ``beam_step(live, log_probs, k, alpha, eos) -> (live, finished)``, one step of beam
+    search for one sentence, against the steps of ``annotated.beam_search.simple_beam_search``:
+    the check runs that search on a random model (a table of next-token log-probabilities per
+    prefix) for each set of ``BEAM_SIZES`` (k = 1 to 4, alpha = 0 to 1, other ids of <s> and </s>),
+    records every step, and calls ``beam_step`` on the same live hypotheses and log-probabilities.
+
+    Diagnoses: the live hypotheses changed in place (tokens.append), a result of another kind,
+    a finished hypothesis kept in the beam, the candidates sorted worst first, ranked by the
+    new token alone, each hypothesis extended by its best token only or ranked among its own k
+    best tokens (a beam short of k after a </s>), the place of a finished hypothesis left empty,
+    every candidate ending in </s> set aside, the length penalty missing, multiplied, replaced by
+    the length or with alpha as a factor, |Y| counted with <s> or without </s>, live hypotheses
+    scored with the penalty, lists out of order, and sizes, k, alpha or ids written into the code.
+    """
+    name = _function(beam_step, "check_beam_step", "beam_step")
+    settings = dict(zip(map(_sizes, BEAM_SIZES), _BEAM_SETTINGS))
+    _run_on_all_sizes(lambda sizes: _check_beam_once(beam_step, name, sizes, settings[_sizes(sizes)]),
+                      BEAM_SIZES, _beam_hint)
+    print(
+        f"check_beam_step passed: step by step, {name} keeps the live hypotheses and sets aside the finished "
+        f"ones, with their s(Y), as simple_beam_search does, on {len(BEAM_SIZES)} random models (k = 1 to 4, "
+        "alpha = 0 to 1)."
+    )
