@@ -4,10 +4,11 @@
 
 applied to every position separately and identically.
 
-The paper's formula has no dropout inside the network (§5.4 drops out only the sub-layer
-outputs and the embedding sums). ``dropout`` here acts on the ReLU's output, as tensor2tensor's
-later ``relu_dropout`` setting and the Harvard Annotated Transformer do; it defaults to 0.0,
-the paper's network.
+The paper's formula has no dropout inside the network, and the paper never mentions one there
+(§5.4 specifies dropout for the translation models at the sub-layer outputs and the embedding
+sums only). ``dropout`` here acts on the ReLU's output, as tensor2tensor's later
+``relu_dropout`` setting and the Harvard Annotated Transformer do; it defaults to 0.0, the
+paper's network.
 
 Notebook: ``06_feed_forward_residual_layer_norm.ipynb``.
 """
@@ -15,7 +16,8 @@ Notebook: ``06_feed_forward_residual_layer_norm.ipynb``.
 import torch
 import torch.nn as nn
 
-from annotated.support.checks import check_probability, check_sizes
+from annotated.support.checks import check_feed_forward_arguments
+from annotated.support.class_guards import check_arguments
 
 
 class PositionwiseFeedForward(nn.Module):
@@ -24,8 +26,6 @@ class PositionwiseFeedForward(nn.Module):
 
     def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0):
         super().__init__()
-        check_sizes(d_model=d_model, d_ff=d_ff)  # positive integers, or a ValueError naming them
-        check_probability("dropout", dropout)
         self.W_1 = nn.Linear(d_model, d_ff)
         self.W_2 = nn.Linear(d_ff, d_model)
         self.dropout = nn.Dropout(dropout)
@@ -33,3 +33,8 @@ class PositionwiseFeedForward(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """(batch, L, d_model) -> (batch, L, d_model); positions never mix."""
         return self.W_2(self.dropout(self.W_1(x).relu()))
+
+
+# The input guard, kept out of the class: sizes that are not positive integers, or a dropout
+# outside [0, 1), get a ValueError naming them before any weight is built.
+check_arguments(PositionwiseFeedForward, check_feed_forward_arguments)

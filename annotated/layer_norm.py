@@ -6,7 +6,8 @@ Notebook: ``06_feed_forward_residual_layer_norm.ipynb``.
 import torch
 import torch.nn as nn
 
-from annotated.support.checks import check_features, check_positive, check_sizes
+from annotated.support.checks import check_layer_norm_arguments, check_layer_norm_call
+from annotated.support.class_guards import check_arguments, check_call
 
 
 class LayerNorm(nn.Module):
@@ -15,15 +16,18 @@ class LayerNorm(nn.Module):
 
     def __init__(self, d_model: int, eps: float = 1e-5):
         super().__init__()
-        check_sizes(d_model=d_model)
-        check_positive("eps", eps)  # eps = 0 divides by zero on a constant input
         self.gamma = nn.Parameter(torch.ones(d_model))
         self.beta = nn.Parameter(torch.zeros(d_model))
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        check_features(x, self.gamma.numel(), "LayerNorm")
         mean = x.mean(dim=-1, keepdim=True)
         # The biased variance (divide by d_model), as nn.LayerNorm uses.
         var = x.var(dim=-1, keepdim=True, unbiased=False)
         return self.gamma * (x - mean) / torch.sqrt(var + self.eps) + self.beta
+
+
+# The input guards, kept out of the class: a width that is not a positive integer, eps <= 0 (which
+# divides by zero on a constant input) or an input of another width get a ValueError naming them.
+check_arguments(LayerNorm, check_layer_norm_arguments)  # d_model > 0, eps > 0
+check_call(LayerNorm, check_layer_norm_call)  # the last dimension is d_model

@@ -1,5 +1,14 @@
 """The encoder-decoder Transformer (paper §3.1, §3.4) and ``make_model`` (Table 3).
 
+Dropout follows §5.4 by default: the paper specifies it for the translation models in two places
+only, each sub-layer's output (before the residual sum and the norm) and the sums of embeddings and
+positional encodings. ``attention_dropout`` (on the attention weights) and ``ff_dropout`` (on the
+feed-forward hidden layer) are options, 0.0 by default. The paper mentions attention dropout once,
+in §6.3 on parsing ("the dropout, both attention and residual"), without saying where or how much;
+tensor2tensor, the authors' code base, applies its ``attention_dropout`` to the attention weights,
+and its later settings add ``relu_dropout`` in the feed-forward network, which the paper never
+mentions.
+
 Notebook: ``07_the_full_model.ipynb``.
 """
 
@@ -14,8 +23,8 @@ from annotated.layer_norm import LayerNorm
 from annotated.multi_head import MultiHeadAttention
 from annotated.positional import Embeddings, PositionalEncoding
 from annotated.residual import SublayerConnection
-from annotated.support.checks import check_config
-from annotated.support.class_guards import check_instance
+from annotated.support.checks import check_config, check_make_model_arguments
+from annotated.support.class_guards import check_instance, checked
 
 
 class EncoderLayer(nn.Module):
@@ -126,7 +135,7 @@ class EncoderDecoder(nn.Module):
 @dataclass
 class TransformerConfig:
     """Hyperparameters; the defaults are the paper's base model (Table 3), with dropout
-    only where §5.4 puts it. The two extra dropouts are later practice, off by default."""
+    only where §5.4 puts it. Attention and feed-forward dropout are options, off by default."""
 
     src_vocab_size: int
     tgt_vocab_size: int
@@ -135,16 +144,12 @@ class TransformerConfig:
     d_ff: int = 2048
     h: int = 8
     dropout: float = 0.1  # P_drop (§5.4): sub-layer outputs, and embeddings + positions
-    attention_dropout: float = 0.0  # not in the paper: on the attention weights (tensor2tensor v2, Harvard)
-    ff_dropout: float = 0.0  # not in the paper: on the feed-forward hidden layer (tensor2tensor v2, Harvard)
+    attention_dropout: float = 0.0  # on the attention weights: not in §5.4 (§6.3 mentions it; tensor2tensor)
+    ff_dropout: float = 0.0  # on the feed-forward hidden layer: not in the paper (tensor2tensor v2, Harvard)
     max_len: int = 5000  # rows of the positional table, not a paper setting
     norm_first: bool = False  # False: post-norm, as in the paper
     share_embeddings: bool = False  # one table for source, target and generator (§3.4)
     fast_attention: bool = True  # F.scaled_dot_product_attention when weights are not kept
-
-
-# The guard, kept out of the dataclass: every field usable, or a ValueError that names it.
-check_instance(TransformerConfig, check_config)
 
 
 def make_model(config: TransformerConfig) -> EncoderDecoder:
@@ -152,11 +157,6 @@ def make_model(config: TransformerConfig) -> EncoderDecoder:
     always share one weight matrix, and with ``share_embeddings`` the source embedding
     shares it too (the paper's setup for a joint vocabulary, §3.4)."""
     c = config
-    if c.share_embeddings and c.src_vocab_size != c.tgt_vocab_size:
-        raise ValueError(
-            f"share_embeddings needs one vocabulary, got src_vocab_size={c.src_vocab_size} and "
-            f"tgt_vocab_size={c.tgt_vocab_size}; build a joint vocabulary or set share_embeddings=False"
-        )
     attn = MultiHeadAttention(c.d_model, c.h, c.attention_dropout, fast=c.fast_attention)
     ff = PositionwiseFeedForward(c.d_model, c.d_ff, c.ff_dropout)
     model = EncoderDecoder(
@@ -183,3 +183,9 @@ def make_model(config: TransformerConfig) -> EncoderDecoder:
 def count_parameters(model: nn.Module) -> int:
     """Number of distinct trainable parameters (a tied matrix counts once)."""
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+# The input guards, kept out of the code above: a config field that is not usable, or tied tables
+# for two vocabularies, get a ValueError naming them before anything is built.
+check_instance(TransformerConfig, check_config)  # every field usable
+make_model = checked(make_model, check_make_model_arguments)  # share_embeddings needs one vocabulary

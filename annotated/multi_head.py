@@ -6,6 +6,12 @@
 The h per-head projections W_i^Q (d_model x d_k) sit side by side in one
 d_model x (h * d_k) matrix, so one matrix multiply projects every head at once.
 
+``dropout`` acts on the attention weights and is 0.0 by default, as in the translation models
+of §5.4, which specifies dropout in two places only (each sub-layer's output, and the sums of
+embeddings and positional encodings). The paper mentions attention dropout once, in §6.3 on
+parsing ("the dropout, both attention and residual"), without saying where or how much;
+tensor2tensor, the authors' code base, applies its ``attention_dropout`` to the attention weights.
+
 Notebook: ``04_multi_head_attention.ipynb``.
 """
 
@@ -27,7 +33,7 @@ class MultiHeadAttention(nn.Module):
         self.d_model, self.h, self.d_k = d_model, h, d_model // h  # h divides d_model
         # All h heads' W_i^Q side by side: (d_model, h * d_k); likewise K, V. nn.Linear adds biases.
         self.W_Q, self.W_K, self.W_V, self.W_O = (nn.Linear(d_model, d_model) for _ in range(4))
-        self.dropout = nn.Dropout(dropout)  # on the attention weights: not in the paper (default 0)
+        self.dropout = nn.Dropout(dropout)  # on the attention weights: off by default, as in §5.4
         self.fast, self.keep_attention, self.attention = fast, False, None  # keep_attention: below
 
     def split_heads(self, x: torch.Tensor) -> torch.Tensor:

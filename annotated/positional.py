@@ -11,15 +11,14 @@ import math
 import torch
 import torch.nn as nn
 
-from annotated.support.checks import check_features, check_sizes
+from annotated.support.checks import (
+    check_embeddings_call, check_positional_call, check_sinusoidal_table_arguments,
+)
+from annotated.support.class_guards import check_call, checked
 
 
 def sinusoidal_table(max_len: int, d_model: int) -> torch.Tensor:
-    """(max_len, d_model) table whose row ``pos`` is the encoding of position ``pos``."""
-    check_sizes(allow_zero=True, max_len=max_len)
-    check_sizes(d_model=d_model)
-    if d_model % 2 != 0:
-        raise ValueError(f"d_model={d_model} must be even: dimensions come in sin/cos pairs")
+    """(max_len, d_model) table whose row ``pos`` is the encoding of position ``pos``; d_model even."""
     pos = torch.arange(max_len, dtype=torch.float32).unsqueeze(1)  # (max_len, 1)
     # 1 / 10000^(2i / d_model) for i = 0 .. d_model/2 - 1, computed in log space.
     inv_freq = torch.exp(torch.arange(0, d_model, 2) * (-math.log(10000.0) / d_model))
@@ -42,16 +41,7 @@ class PositionalEncoding(nn.Module):
 
     def forward(self, x: torch.Tensor, start: int = 0) -> torch.Tensor:
         """x (batch, L, d_model), the embeddings of positions start .. start + L - 1."""
-        check_features(x, self.pe.size(1), "PositionalEncoding")
-        check_sizes(allow_zero=True, start=start)
-        length = x.size(1)
-        if start + length > self.max_len:
-            raise ValueError(
-                f"sequence of length {start + length} is longer than the positional table "
-                f"(max_len={self.max_len}); build the model with a larger max_len or "
-                f"truncate the input"
-            )
-        return self.dropout(x + self.pe[start : start + length])
+        return self.dropout(x + self.pe[start : start + x.size(1)])
 
 
 class Embeddings(nn.Module):
@@ -65,11 +55,11 @@ class Embeddings(nn.Module):
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         """tokens (batch, L) int64 -> (batch, L, d_model)."""
-        vocab = self.lut.num_embeddings
-        if tokens.numel() and (tokens.min() < 0 or tokens.max() >= vocab):
-            bad = tokens[(tokens < 0) | (tokens >= vocab)].unique()[:5].tolist()
-            raise ValueError(
-                f"token ids {bad} are outside the vocabulary of size {vocab} (valid ids: "
-                f"0..{vocab - 1}); encode text with the same vocabulary the model was built with"
-            )
         return self.lut(tokens) * math.sqrt(self.d_model)
+
+
+# The input guards, kept out of the code above: bad sizes, a sequence longer than the table or a
+# token id outside the vocabulary get a ValueError naming them, before any work.
+sinusoidal_table = checked(sinusoidal_table, check_sinusoidal_table_arguments)  # max_len >= 0, d_model even
+check_call(PositionalEncoding, check_positional_call)  # (batch, L, d_model), start + L <= max_len
+check_call(Embeddings, check_embeddings_call)  # token ids inside the vocabulary

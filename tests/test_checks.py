@@ -78,3 +78,56 @@ def test_check_pieces_names_shapes_that_do_not_fit_and_empty_pieces():
     with pytest.raises(TypeError, match="key_pieces must be a list of byte-pair pieces, got a single string"):
         check_pieces(torch.rand(2, 3), ["a", "b"], "abc")
     check_pieces(torch.rand(2, 2, 3), ["a", "b"], ["c@@", "d", "e"])
+
+
+def test_a_checked_function_runs_its_check_first_and_unwraps_to_the_plain_function():
+    import inspect
+
+    from annotated.positional import sinusoidal_table
+    from annotated.support.class_guards import checked
+
+    seen = []
+
+    def add(a: int, b: int = 2) -> int:
+        return a + b
+
+    def check(a, b):
+        seen.append((a, b))
+        if a < 0:
+            raise ValueError(f"a must be >= 0, got {a}")
+
+    guarded = checked(add, check)
+    assert guarded(1) == 3 and seen == [(1, 2)]  # the check gets every argument by name, defaults included
+    with pytest.raises(ValueError, match="a must be >= 0, got -1"):
+        guarded(-1, b=5)
+    assert inspect.unwrap(guarded) is add and inspect.signature(guarded) == inspect.signature(add)
+    # The package's sinusoidal_table is guarded; the plain one, as notebook 05 teaches it, gives the same table.
+    plain = inspect.unwrap(sinusoidal_table)
+    assert plain is not sinusoidal_table and torch.equal(plain(7, 6), sinusoidal_table(7, 6))
+    with pytest.raises(ValueError, match="d_model=5 must be even"):
+        sinusoidal_table(7, 5)
+
+
+@pytest.mark.parametrize("module, guarded", [
+    ("annotated.positional", ["sinusoidal_table", "PositionalEncoding.forward", "Embeddings.forward"]),
+    ("annotated.feed_forward", ["PositionwiseFeedForward.__init__"]),
+    ("annotated.layer_norm", ["LayerNorm.__init__", "LayerNorm.forward"]),
+    ("annotated.model", ["TransformerConfig.__init__", "make_model"]),
+    ("annotated.multi_head", ["MultiHeadAttention.__init__", "MultiHeadAttention.forward"]),
+])
+def test_the_taught_code_holds_no_guard_and_the_package_attaches_one(module, guarded):
+    # The notebooks show the plain code; the package wraps it with its input checks (class_guards).
+    import importlib
+    import inspect
+
+    m = importlib.import_module(module)
+    for name in guarded:
+        obj = m
+        for part in name.split("."):
+            obj = getattr(obj, part)
+        assert obj is not inspect.unwrap(obj), f"{module}.{name} has no guard attached"
+        try:
+            source = inspect.getsource(inspect.unwrap(obj))
+        except OSError:  # a dataclass's generated __init__ has no source, and no check
+            continue
+        assert "check_" not in source, f"{module}.{name} holds a check itself"

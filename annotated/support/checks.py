@@ -244,6 +244,69 @@ def check_features(x: torch.Tensor, d_model: int, where: str) -> None:
                          f"embeddings (1, L, {d_model})")
 
 
+def check_sinusoidal_table_arguments(max_len: int, d_model: int) -> None:
+    """Raise a ValueError unless ``sinusoidal_table(max_len, d_model)`` can be built: max_len >= 0,
+    and d_model a positive even integer (the dimensions come in sine/cosine pairs, §3.5)."""
+    check_sizes(allow_zero=True, max_len=max_len)
+    check_sizes(d_model=d_model)
+    if d_model % 2 != 0:
+        raise ValueError(f"d_model={d_model} must be even: dimensions come in sin/cos pairs")
+
+
+def check_positional_call(module, x: torch.Tensor, start: int = 0) -> None:
+    """Raise a ValueError unless a PositionalEncoding call fits its table: x (batch, L, d_model) of
+    the table's width, start >= 0, and positions start .. start + L - 1 inside its max_len rows."""
+    check_features(x, module.pe.size(1), "PositionalEncoding")
+    check_sizes(allow_zero=True, start=start)
+    if start + x.size(1) > module.max_len:
+        raise ValueError(
+            f"sequence of length {start + x.size(1)} is longer than the positional table "
+            f"(max_len={module.max_len}); build the model with a larger max_len or "
+            f"truncate the input"
+        )
+
+
+def check_embeddings_call(module, tokens: torch.Tensor) -> None:
+    """Raise a ValueError naming the token ids outside the vocabulary of an ``Embeddings`` module
+    (often: text encoded with another vocabulary than the model's)."""
+    vocab = module.lut.num_embeddings
+    if tokens.numel() and (tokens.min() < 0 or tokens.max() >= vocab):
+        bad = tokens[(tokens < 0) | (tokens >= vocab)].unique()[:5].tolist()
+        raise ValueError(
+            f"token ids {bad} are outside the vocabulary of size {vocab} (valid ids: "
+            f"0..{vocab - 1}); encode text with the same vocabulary the model was built with"
+        )
+
+
+def check_feed_forward_arguments(d_model: int, d_ff: int, dropout: float = 0.0) -> None:
+    """Raise a ValueError unless PositionwiseFeedForward(d_model, d_ff, dropout) can be built:
+    positive integer sizes and a dropout probability."""
+    check_sizes(d_model=d_model, d_ff=d_ff)
+    check_probability("dropout", dropout)
+
+
+def check_layer_norm_arguments(d_model: int, eps: float = 1e-5) -> None:
+    """Raise a ValueError unless LayerNorm(d_model, eps) can be built: a positive integer width and
+    eps > 0 (eps = 0 divides by zero on a constant input)."""
+    check_sizes(d_model=d_model)
+    check_positive("eps", eps)
+
+
+def check_layer_norm_call(module, x: torch.Tensor) -> None:
+    """Raise a ValueError unless the last dimension of ``x`` is the layer norm's width."""
+    check_features(x, module.gamma.numel(), "LayerNorm")
+
+
+def check_make_model_arguments(config) -> None:
+    """Raise a ValueError unless ``make_model(config)`` can tie its tables: ``share_embeddings``
+    needs one vocabulary for source and target (§3.4)."""
+    if config.share_embeddings and config.src_vocab_size != config.tgt_vocab_size:
+        raise ValueError(
+            f"share_embeddings needs one vocabulary, got src_vocab_size={config.src_vocab_size} and "
+            f"tgt_vocab_size={config.tgt_vocab_size}; build a joint vocabulary or set share_embeddings=False"
+        )
+
+
 def check_multi_head_inputs(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, d_model: int) -> None:
     """Raise a ValueError unless query (batch, L_q, d_model), key and value (batch, L_k, d_model) fit
     multi-head attention: three dimensions each, the width d_model, one batch, one value per key."""

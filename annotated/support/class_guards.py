@@ -1,6 +1,8 @@
-"""Input guards attached to taught classes from outside, so that a class's cell in its notebook
-shows the idea alone: ``MultiHeadAttention`` (notebook 04, paper §3.2.2) and ``TransformerConfig``
-(notebook 07, Table 3).
+"""Input guards attached to taught classes and functions from outside, so that their cells in a
+notebook show the idea alone: ``MultiHeadAttention`` (notebook 04, paper §3.2.2),
+``sinusoidal_table``, ``PositionalEncoding`` and ``Embeddings`` (notebook 05, §3.4, §3.5),
+``PositionwiseFeedForward`` and ``LayerNorm`` (notebook 06, §3.3, §3.1), ``TransformerConfig`` and
+``make_model`` (notebook 07, Table 3).
 
 ``check_arguments(cls, check)`` runs ``check`` on the arguments of ``cls(...)`` before the class's
 own ``__init__``; ``check_instance(cls, check)`` runs ``check`` on the finished instance (what a
@@ -8,7 +10,8 @@ dataclass's ``__post_init__`` would do); ``check_call(cls, check)`` runs ``check
 of every call of ``forward``. Each replaces the method by a wrapper that checks, then calls the
 original, so the class computes exactly what its notebook shows, and bad input gets the check's
 ValueError, naming the argument, before any work. A subclass that calls ``super().__init__`` is
-checked too; one that overrides ``forward`` is not (its own forward decides).
+checked too; one that overrides ``forward`` is not (its own forward decides). A function cannot be
+changed in place: ``checked(function, check)`` returns it wrapped, and its module rebinds the name.
 """
 
 import functools
@@ -69,3 +72,18 @@ def check_call(cls: type, check: Callable[..., None]) -> None:
         return forward(self, *args, **kwargs)
 
     cls.forward = checked_forward
+
+
+def checked(function: Callable, check: Callable[..., None]) -> Callable:
+    """``function``, calling ``check(**arguments)`` (every argument by name, defaults filled in)
+    before it runs; ``inspect.unwrap`` gives back the plain function."""
+    signature = inspect.signature(function)
+
+    @functools.wraps(function)
+    def checked_function(*args, **kwargs):
+        arguments = _arguments(signature, args, kwargs)
+        if arguments is not None:
+            check(**arguments)
+        return function(*args, **kwargs)
+
+    return checked_function
