@@ -25,6 +25,7 @@ import torch.nn.functional as F
 
 from annotated.multi_head import MultiHeadAttention
 from annotated.support.checks import check_mask_shape, check_sizes
+from annotated.support.variant_checks import check_offset_table, check_relative_vectors
 
 
 def relative_positions(length_q: int, length_k: int, max_distance: int) -> torch.Tensor:
@@ -38,9 +39,7 @@ def relative_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tens
                        a_v: torch.Tensor, mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Shaw et al.'s eqs. 3 and 4. query (..., L_q, d_k), key and value (..., L_k, d_k),
     a_k and a_v (L_q, L_k, d_k), mask bool (..., L_q or 1, L_k). Returns output and weights."""
-    if a_k.shape != (query.size(-2), key.size(-2), query.size(-1)) or a_v.shape != a_k.shape:
-        raise ValueError(f"a_k {tuple(a_k.shape)} and a_v {tuple(a_v.shape)} must both be (L_q, L_k, d_k) = "
-                         f"{(query.size(-2), key.size(-2), query.size(-1))}: one vector per (query, key) pair")
+    check_relative_vectors(query, key, a_k, a_v)  # both (L_q, L_k, d_k), or a ValueError
     content = query @ key.transpose(-2, -1)  # (..., L_q, L_k): q_i . k_j
     position = torch.einsum("...id,ijd->...ij", query, a_k)  # (..., L_q, L_k): q_i . a^K_ij
     scores = (content + position) / math.sqrt(query.size(-1))
@@ -83,9 +82,8 @@ def naive_relative_logits(q: torch.Tensor, E: torch.Tensor) -> torch.Tensor:
     """S_rel[i, j] = q_i . E_{j - i} for j <= i (0 above the diagonal), by building the
     (L, L, D) tensor R[i, j] = E_{j - i}: O(L^2 D) memory. q (..., L, D); E (L, D), row r
     the vector of offset r - (L - 1), i.e. offsets -(L-1) .. 0."""
+    check_offset_table(q, E)  # (L, D), or a ValueError
     L = q.size(-2)
-    if E.shape != (L, q.size(-1)):
-        raise ValueError(f"E {tuple(E.shape)} must be (L, D) = {(L, q.size(-1))}: one row per offset -(L-1) .. 0")
     offsets = torch.arange(L)[None, :] - torch.arange(L)[:, None]  # (L, L): j - i
     R = E[(offsets + L - 1).clamp(max=L - 1)]  # (L, L, D), the memory the skew avoids
     R = R * (offsets <= 0)[..., None]  # no offset > 0 in a decoder: zero there
@@ -104,6 +102,5 @@ def skew(qe: torch.Tensor) -> torch.Tensor:
 def skewed_relative_logits(q: torch.Tensor, E: torch.Tensor) -> torch.Tensor:
     """The same S_rel as ``naive_relative_logits`` on and below the diagonal, from the
     (L, L) product Q E^T: O(L D) memory beyond the logits."""
-    if E.shape != (q.size(-2), q.size(-1)):
-        raise ValueError(f"E {tuple(E.shape)} must be (L, D) = {(q.size(-2), q.size(-1))}: one row per offset")
+    check_offset_table(q, E)  # (L, D), or a ValueError
     return skew(q @ E.transpose(-2, -1))  # (..., L, L)

@@ -18,15 +18,13 @@ import torch
 
 from annotated.attention import scaled_dot_product_attention
 from annotated.multi_head import MultiHeadAttention
-from annotated.support.checks import check_mask_shape, check_sizes
+from annotated.support.checks import check_mask_shape
+from annotated.support.variant_checks import check_rotary_sizes
 
 
 def rotary_angles(length: int, d: int, start: int = 0, base: float = 10000.0) -> torch.Tensor:
     """(length, d/2) angles m * theta_i for positions m = start .. start + length - 1."""
-    check_sizes(allow_zero=True, length=length, start=start)
-    check_sizes(d=d)
-    if d % 2 != 0:
-        raise ValueError(f"d={d} must be even: rotary embeddings turn the features in pairs; use an even d_k")
+    check_rotary_sizes(length, d, start)  # sizes >= 0, an even d, or a ValueError
     theta = base ** (-torch.arange(0, d, 2, dtype=torch.float32) / d)  # (d/2,) theta_i
     positions = torch.arange(start, start + length, dtype=torch.float32)  # (length,)
     return positions[:, None] * theta[None, :]  # (length, d/2)
