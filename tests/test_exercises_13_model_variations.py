@@ -353,6 +353,8 @@ WRONG_ANSWERS = [
     (check_compare_to_base, comparing(swap=True), r"'better' and 'worse' are swapped"),
     (check_compare_to_base, comparing(strict=True),
      r"\(\(24\.0, 25\.0\), \(25\.0, 26\.0\), 0\.5, True\) returned 'better'.*exactly at the margin is ranked"),
+    (check_compare_to_base, comparing(margin=lambda s, nr, nb: 1.96 * s * math.sqrt(1 / nr + 1 / nb)),
+     r"\(24\.9921875, 25\.9921875\), 0\.5, True\) returned 'better'.*under two standard errors \(1\.96"),
     (check_compare_to_base, compare_bool, r"returned False; return exactly one of the strings"),
     (check_compare_to_base, comparing(words=("Better", "Worse", "within noise")),
      r"returned 'within noise'; return exactly one .*The words matter"),
@@ -401,6 +403,9 @@ def test_the_compare_cases_put_every_mistake_on_another_side_than_the_rule_in_th
     right = tuple(compare_to_base(*c[:3], c[3] if c[3] is not None else True) for c in cases)
     strict = vectors.pop(wrong.index(next(a for c, a, m in WRONG_ANSWERS if "exactly at the margin" in m)))
     assert strict == right  # the strict < differs only at the margin itself: the edges find it
+    wrong.remove(next(a for c, a, m in WRONG_ANSWERS if "exactly at the margin" in m))
+    below_two = vectors.pop(wrong.index(next(a for c, a, m in WRONG_ANSWERS if m.endswith(r"standard errors \(1\.96"))))
+    assert below_two == right  # 1.96 standard errors differs only just inside the margin: the near edge finds it
     assert right not in vectors and len(set(vectors)) == len(vectors)
 
 

@@ -103,6 +103,10 @@ COMPARE_CASES = [
 # A difference exactly at the margin, in numbers exact in binary floating point: 2 and 2 seeds,
 # spread 0.5, margin 2 * 0.5 * sqrt(1/2 + 1/2) = 1.0 and means 1.0 apart. Not ranked.
 COMPARE_EDGES = [((24.0, 25.0), (25.0, 26.0), 0.5, True), ((6.5, 5.5), (4.5, 5.5), 0.5, False)]
+# Just inside that margin, 1 - 1/128 (exact in binary): within the noise for the course's rule and for a strict
+# <, ranked by a margin of fewer than about 1.984 standard errors (1.96 or 1.645, the normal distribution's
+# two- and one-sided 95% points).
+COMPARE_NEAR_EDGE = ((24.0, 25.0), (24.9921875, 25.9921875), 0.5, True)
 RESULTS = ("better", "worse", "within the noise")
 
 SIZE_SETS = {
@@ -616,6 +620,9 @@ _COMPARE_MISTAKES = [
 _BEST_OF_DIRECTION = (
     "you compared the best seeds (max for BLEU, min for perplexity): compare the means of the seeds; the best "
     "of several runs is itself noise, and it grows with the number of seeds")
+_BELOW_TWO = ("your margin is under two standard errors (1.96 or 1.645, the normal distribution's two- and one-sided "
+              "95% points, would do this): the course's rule ranks a difference only beyond 2 * spread * "
+              "sqrt(1/seeds of the row + 1/seeds of the base), with exactly 2, a round rule fixed before the results")
 _STRICT = ("a difference exactly at the margin is ranked: the rule ranks a difference only beyond two standard "
            "errors, abs(difference) > margin; at the margin itself it is 'within the noise' (<= margin)")
 
@@ -673,7 +680,8 @@ def check_compare_to_base(compare_to_base_fn: Callable) -> None:
     Diagnoses: a result other than the three strings (a bool, other words); the margin without its square
     root, 2 * spread alone, or one standard error instead of two; the best seeds or the first seeds
     compared instead of the means; higher_is_better ignored (perplexity: lower is better); 'better' and
-    'worse' swapped; a difference exactly at the margin ranked (< for <=); the scores changed in place
+    'worse' swapped; a margin of fewer standard errors than two (1.96); a difference exactly at the
+    margin ranked (< for <=); the scores changed in place
     (sorted); numbers of seeds written into the code."""
     name = _function(compare_to_base_fn, "check_compare_to_base", "compare_to_base")
     _run_on_all_sizes(lambda sizes: _check_compare_once(compare_to_base_fn, name, sizes), COMPARE_SIZES,
@@ -681,6 +689,12 @@ def check_compare_to_base(compare_to_base_fn: Callable) -> None:
     for case in COMPARE_EDGES:
         got, call = _compare_call(compare_to_base_fn, name, case)
         if got != "within the noise":
+            near, near_call = _compare_call(compare_to_base_fn, name, COMPARE_NEAR_EDGE)
+            if near != "within the noise":  # a difference inside the margin ranked too: the margin is too small
+                raise ExerciseFailed(
+                    f"{call} returned {got!r}, and {near_call} returned {near!r}: the means differ by 0.9921875, "
+                    f"inside the margin 2 * 0.5 * sqrt(1/2 + 1/2) = 1.0; {_BELOW_TWO}."
+                )
             raise ExerciseFailed(
                 f"{call} returned {got!r}: the means differ by exactly the margin, 2 * 0.5 * sqrt(1/2 + 1/2) "
                 f"= 1.0; {_STRICT}."
