@@ -13,7 +13,7 @@ Expectation-maximization learns it from sentence pairs alone:
 Only pairs (e, f) that occur in one sentence pair can get a probability, so the table is
 stored sparsely: one entry per co-occurring pair, a few million on Multi30k.
 
-Notebook: ``10_what_the_heads_learned.ipynb``.
+Notebook: ``12_what_the_heads_learned.ipynb``.
 """
 
 import numpy as np

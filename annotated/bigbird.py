@@ -16,7 +16,7 @@ The paper's "ITC" variant makes existing tokens global, as here; its "ETC" varia
 The mask follows the course's convention, True = may attend, so it drops into the course's
 ``MultiHeadAttention`` and encoder as it is (combined with a padding mask by ``&``).
 
-Notebook: ``11_the_cost_of_attention.ipynb``.
+Notebook: ``13_the_cost_of_attention.ipynb``.
 """
 
 import torch

@@ -10,7 +10,7 @@ Look At?"; Voita et al., 2019, "Analyzing Multi-Head Self-Attention"; Vig and Be
 off to see which ones matter (Michel et al., 2019, "Are Sixteen Heads Really Better than
 One?").
 
-Notebook: ``10_what_the_heads_learned.ipynb``.
+Notebook: ``12_what_the_heads_learned.ipynb``.
 """
 
 from collections import defaultdict

@@ -8,7 +8,7 @@ was: a drop-in for ``annotated.positional.PositionalEncoding`` (same arguments, 
 The price is in the table's size: a position beyond ``max_len`` has no vector, and a
 position the training data never reached keeps its random initial one.
 
-Notebook: ``12_positions.ipynb``.
+Notebook: ``14_positions.ipynb``.
 """
 
 import torch

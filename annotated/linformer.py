@@ -13,7 +13,7 @@ E = F = I it is attention exactly (tested). The premise can be measured on any t
 whose best rank-r approximation keeps a given share of the energy (the sum of squared
 singular values, Eckart–Young).
 
-Notebook: ``11_the_cost_of_attention.ipynb``.
+Notebook: ``13_the_cost_of_attention.ipynb``.
 """
 
 import torch

@@ -15,7 +15,7 @@ The blocked computation equals full attention under a band of blocks, ``block_ba
 (tested). Image Transformer adds the look-ahead mask inside the memory block, since it
 generates pixels in order; ``causal=True`` does the same.
 
-Notebook: ``11_the_cost_of_attention.ipynb``.
+Notebook: ``13_the_cost_of_attention.ipynb``.
 """
 
 import torch

@@ -14,7 +14,7 @@ looks back only), and get the L x L relative logits S_rel[i, j] = q_i . E_{j-i} 
 L x L product Q E^T by a "skew": pad a zero column on the left, reshape to (L + 1, L), drop
 the first row. The memory is O(L D) for E plus the L x L logits the attention has anyway.
 
-Notebook: ``12_positions.ipynb``.
+Notebook: ``14_positions.ipynb``.
 """
 
 import math

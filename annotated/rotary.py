@@ -11,7 +11,7 @@ difference of their angles:
 
 so attention scores see only the offset n - m, not the absolute positions.
 
-Notebook: ``12_positions.ipynb``.
+Notebook: ``14_positions.ipynb``.
 """
 
 import torch

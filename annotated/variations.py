@@ -12,7 +12,7 @@ exactly, as notebook 07 counts the base and big models. ``pooled_std`` and ``com
 row against the base through the spread between seeds: a difference smaller than the noise is not
 ranked.
 
-Notebook: ``13_model_variations.ipynb``. Benchmark: ``benchmarks/table3.py``.
+Notebook: ``15_model_variations.ipynb``. Benchmark: ``benchmarks/table3.py``.
 """
 
 import torch

@@ -1,6 +1,6 @@
 """Which outputs of the notebooks depend on the processor's math code path, and by how much.
 
-    python benchmarks/code_paths.py notebooks/08_training.ipynb notebooks/12_positions.ipynb \
+    python benchmarks/code_paths.py notebooks/08_training.ipynb notebooks/14_positions.ipynb \
         [--paths stored sse4_2 avx2] [--out runs/code_paths]
 
 PyTorch's CPU build picks MKL's, oneDNN's and its own (ATen) kernels by processor, and each

@@ -87,7 +87,7 @@ def test_the_guide_pages_link_their_lecture_decks_not_pages_of_their_source(repo
 def test_the_explorer_page_loads_offline_and_notebook_10_links_to_it(report, built_site):
     by_page = {p.page: p for p in report.pages}
     assert by_page["explorer/index.html"].problems == []
-    page = (built_site.out / "notebooks" / "10_what_the_heads_learned.html").read_text(encoding="utf-8")
+    page = (built_site.out / "notebooks" / "12_what_the_heads_learned.html").read_text(encoding="utf-8")
     assert 'href="../explorer/index.html"' in page and "widget-view+json" not in page
 
 

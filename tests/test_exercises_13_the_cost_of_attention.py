@@ -93,7 +93,7 @@ _POSITIONS = torch.arange(512)  # a table made for the notebook's lengths
 _MASK = torch.zeros(2048, 2048, dtype=torch.bool)  # a buffer every call fills
 
 
-def band_from_a_table_of_512_positions(n, b):
+def band_from_a_table_of_514_positions(n, b):
     block = _POSITIONS[:n] // b
     offset = block[:, None] - block[None, :]
     return (offset == 0) | (offset == 1)
@@ -254,7 +254,7 @@ def rank_by_loops(weights, energy):  # right: one matrix and one rank at a time
 
 CLASS_WRONG_ANSWERS = [
     # sizes beyond a table made for the notebook's lengths; a buffer reused by every call
-    (check_block_band_mask, band_from_a_table_of_512_positions,
+    (check_block_band_mask, band_from_a_table_of_514_positions,
      r"(?s)expected \(1030, 1030\), got \(512, 512\).*no table of positions made in advance"),
     (check_block_band_mask, band_in_a_global_buffer, r"a second call of band_in_a_global_buffer, on other inputs, changed"),
     # sizes not a multiple of the block, n < b, n = 1

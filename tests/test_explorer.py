@@ -253,7 +253,7 @@ def test_the_widget_output_becomes_a_link_to_the_explorer_and_other_outputs_stay
 def test_notebook_10_shows_the_link_where_its_widget_was():
     from nbconvert import HTMLExporter
 
-    nb = nbformat.read(ROOT / "notebooks" / "10_what_the_heads_learned.ipynb", as_version=4)
+    nb = nbformat.read(ROOT / "notebooks" / "12_what_the_heads_learned.ipynb", as_version=4)
     outputs = lambda notebook: [o for c in notebook.cells if c.cell_type == "code" for o in c.outputs]
     before = json.loads(json.dumps(outputs(nb)))
     after, _ = WidgetToExplorer("../explorer/index.html").preprocess(nbformat.from_dict(json.loads(json.dumps(nb))), {})

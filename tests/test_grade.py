@@ -115,7 +115,7 @@ def test_a_notebook_is_known_by_its_name_or_its_headings(tmp_path):
 def test_the_solutions_pass_every_exercise(capsys, tmp_path):
     """Four solution notebooks through the grader (every solution runs its checks under nbval, and the
     catalogue test above ties every exercise to its notebook): the first, a decorated def (09), the last."""
-    chosen = ("01_softmax_and_scaling", "04_multi_head_attention", "09_decoding", "13_model_variations")
+    chosen = ("01_softmax_and_scaling", "04_multi_head_attention", "09_decoding", "15_model_variations")
     for name in chosen:
         shutil.copy(SOLUTIONS / f"{name}.ipynb", tmp_path)
     code, out, _ = grade(capsys, tmp_path, "--jobs", "2")
@@ -137,7 +137,7 @@ def test_the_solutions_pass_every_exercise(capsys, tmp_path):
 
 def test_the_blank_exercises_are_not_attempted(capsys, tmp_path):
     """Three blank notebooks as handed out (tests/test_exercises.py runs every check on every blank)."""
-    blanks = ("01_softmax_and_scaling", "07_the_full_model", "10_what_the_heads_learned")
+    blanks = ("01_softmax_and_scaling", "07_the_full_model", "12_what_the_heads_learned")
     for name in blanks:
         shutil.copy(EXERCISES / f"{name}.ipynb", tmp_path)
     json_path = tmp_path / "blank.json"

@@ -90,27 +90,27 @@ NOTEBOOKS: dict[str, tuple[Exercise, ...]] = {
         Exercise("11.2", "`ids_to_tokens`", "ids_to_tokens", "check_ids_to_tokens"),
         Exercise("11.3", "`sequence_scores` (§6.1)", "sequence_scores", "check_sequence_scores"),
     ),
-    "10_what_the_heads_learned": (
-        Exercise("10.1", "`to_words`", "to_words", "check_to_words"),
-        Exercise("10.2", "`normalized_entropy`", "normalized_entropy", "check_normalized_entropy"),
-        Exercise("10.3", "`previous_token_share`", "previous_token_share", "check_previous_token_share"),
-        Exercise("10.4", "`em_step`", "em_step", "check_em_step"),
+    "12_what_the_heads_learned": (
+        Exercise("12.1", "`to_words`", "to_words", "check_to_words"),
+        Exercise("12.2", "`normalized_entropy`", "normalized_entropy", "check_normalized_entropy"),
+        Exercise("12.3", "`previous_token_share`", "previous_token_share", "check_previous_token_share"),
+        Exercise("12.4", "`em_step`", "em_step", "check_em_step"),
     ),
-    "11_the_cost_of_attention": (
-        Exercise("11.1", "`block_band_mask` (Image Transformer)", "block_band_mask", "check_block_band_mask"),
-        Exercise("11.2", "`linformer_attention` (Linformer)", "linformer_attention", "check_linformer_attention"),
-        Exercise("11.3", "`rank_for_energy` (Linformer, Figure 1)", "rank_for_energy", "check_rank_for_energy"),
+    "13_the_cost_of_attention": (
+        Exercise("13.1", "`block_band_mask` (Image Transformer)", "block_band_mask", "check_block_band_mask"),
+        Exercise("13.2", "`linformer_attention` (Linformer)", "linformer_attention", "check_linformer_attention"),
+        Exercise("13.3", "`rank_for_energy` (Linformer, Figure 1)", "rank_for_energy", "check_rank_for_energy"),
     ),
-    "12_positions": (
-        Exercise("12.1", "`relative_positions` (Shaw et al., 2018, §3.2)", "relative_positions",
+    "14_positions": (
+        Exercise("14.1", "`relative_positions` (Shaw et al., 2018, §3.2)", "relative_positions",
                  "check_relative_positions"),
-        Exercise("12.2", "`skew` (Huang et al., 2018, §3.4.1)", "skew", "check_skew"),
-        Exercise("12.3", "`rotate` (Su et al., 2021, eq. 34)", "rotate", "check_rotate"),
+        Exercise("14.2", "`skew` (Huang et al., 2018, §3.4.1)", "skew", "check_skew"),
+        Exercise("14.3", "`rotate` (Su et al., 2021, eq. 34)", "rotate", "check_rotate"),
     ),
-    "13_model_variations": (
-        Exercise("13.1", "`row_parameters` (§6.2, Table 3)", "row_parameters", "check_row_parameters"),
-        Exercise("13.2", "`pooled_std`", "pooled_std", "check_pooled_std"),
-        Exercise("13.3", "`compare_to_base`", "compare_to_base", "check_compare_to_base"),
+    "15_model_variations": (
+        Exercise("15.1", "`row_parameters` (§6.2, Table 3)", "row_parameters", "check_row_parameters"),
+        Exercise("15.2", "`pooled_std`", "pooled_std", "check_pooled_std"),
+        Exercise("15.3", "`compare_to_base`", "compare_to_base", "check_compare_to_base"),
     ),
 }
 

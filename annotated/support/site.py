@@ -278,7 +278,7 @@ class Site:
         for notebook in notebooks():
             self.notebook_page(notebook)
         build_explorer(self.out / "explorer", links={"Course": "../index.html",
-                                                    "Notebook 10": "../notebooks/10_what_the_heads_learned.html"})
+                                                    "Notebook 10": "../notebooks/12_what_the_heads_learned.html"})
         self.markdown_page(PurePosixPath("README.md"), before=self.course_map())
         for md in sorted((ROOT / "guide").glob("*.md")):
             self.markdown_page(PurePosixPath("guide", md.name))
