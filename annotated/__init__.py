@@ -19,21 +19,21 @@ module                              notebook
 ``annotated.label_smoothing``       08
 ``annotated.schedule``              08
 ``annotated.training``              08
-``annotated.decoding``              08
-``annotated.data``                  09 Translating German to English
-``annotated.vocab``                 09
+``annotated.decoding``              09 Decoding (``greedy_decode_simple``: 08)
 ``annotated.beam_search``           09
-``annotated.bpe``                   09
-``annotated.evaluation``            09
-``annotated.heads``                 10 What the heads learned
-``annotated.alignment``             10
-``annotated.local_attention``       11 The cost of attention
-``annotated.linformer``             11
-``annotated.bigbird``               11
-``annotated.learned_positions``     12 Positions beyond the sinusoids
-``annotated.relative_positions``    12
-``annotated.rotary``                12
-``annotated.variations``            13 Model variations: Table 3 in small
+``annotated.data``                  10 The data: words, byte-pair pieces and one vocabulary
+``annotated.vocab``                 10
+``annotated.bpe``                   10
+``annotated.evaluation``            11 Translating German to English
+``annotated.heads``                 12 What the heads learned
+``annotated.alignment``             12
+``annotated.local_attention``       13 The cost of attention
+``annotated.linformer``             13
+``annotated.bigbird``               13
+``annotated.learned_positions``     14 Positions beyond the sinusoids
+``annotated.relative_positions``    14
+``annotated.rotary``                14
+``annotated.variations``            15 Model variations: Table 3 in small
 ==================================  ========================================
 
 ``annotated.support`` holds what the course uses but does not teach line by line.

@@ -5,7 +5,7 @@ Rows (A), (C) and (D) are settings ``TransformerConfig`` and the training recipe
 
 * (B) a smaller attention key size d_k alone: queries and keys are projected to h x d_k columns,
   values keep d_v = d_model / h (the paper's row B leaves d_v at the base's 64);
-* (E) learned positions instead of sinusoids: notebook 12's ``LearnedPositionalEncoding``.
+* (E) learned positions instead of sinusoids: notebook 14's ``LearnedPositionalEncoding``.
 
 ``make_variant`` builds either from a config; ``table3_parameters`` counts a row's parameters
 exactly, as notebook 07 counts the base and big models. ``pooled_std`` and ``compare_to_base`` read a
@@ -53,7 +53,7 @@ def make_variant(config: TransformerConfig, d_k: int | None = None, learned_posi
                 for p in (new.W_Q.weight, new.W_K.weight, new.W_V.weight, new.W_O.weight):
                     nn.init.xavier_uniform_(p)  # as make_model initializes every matrix
                 setattr(parent, name, new)
-    if learned_positions:  # N(0, 1) rows, as in notebook 12
+    if learned_positions:  # N(0, 1) rows, as in notebook 14
         for embed in (model.src_embed, model.tgt_embed):
             embed[1] = LearnedPositionalEncoding(config.d_model, config.dropout, max_len)
     return model

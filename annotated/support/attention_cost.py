@@ -1,4 +1,4 @@
-"""Measuring what attention costs, for notebook 11: wall-clock time, peak memory, FLOPs, a
+"""Measuring what attention costs, for notebook 13: wall-clock time, peak memory, FLOPs, a
 power-law fit, and the autograd path counters of notebook 00 (the same code, importable here).
 
 Nothing here is taught; the notebook shows what each measurement says.

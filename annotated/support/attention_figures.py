@@ -1,5 +1,5 @@
 """Pictures of attention weights: one map, every head of a block, a layer x head grid of a
-number, and an interactive view for Jupyter. Notebooks 04, 08, 09 and 10 draw with these.
+number, and an interactive view for Jupyter. Notebooks 04, 09, 11 and 12 draw with these.
 
 Drawing code only; the course does not teach it. In every map rows are queries and columns
 keys, each labelled with its token, in order.

@@ -1,4 +1,4 @@
-"""Notebook 10's interactive view of the heads, for the static site: the shipped model's
+"""Notebook 12's interactive view of the heads, for the static site: the shipped model's
 attention on a few dozen test sentences, computed once and viewed in the browser.
 
 The notebook's view (``attention_figures.attention_explorer``) needs a running kernel; a page of
@@ -13,7 +13,7 @@ Each map is stored as bytes, round(255 x weight), in base64: a weight read back 
 0.5 / 255 of the model's. The decoder is teacher-forced on the model's own greedy translation,
 as the notebook's ``sentence_attention`` does, so the maps show what it looked at while writing it.
 
-``WidgetToExplorer`` is for the site's page of notebook 10: it puts a link to the explorer where
+``WidgetToExplorer`` is for the site's page of notebook 12: it puts a link to the explorer where
 the notebook's widget would be (a static page shows nothing there).
 """
 
@@ -145,7 +145,7 @@ def read_data(path: Path = DATA_FILE) -> dict:
 def build(out: Path, links: dict[str, str] | None = None) -> Path:
     """Write the explorer into the folder ``out`` (``index.html`` and the files it loads, all
     side by side) and return the page. ``links``, text -> URL relative to ``out``, are shown at
-    the top of the page (on the site: the course and notebook 10)."""
+    the top of the page (on the site: the course and notebook 12)."""
     import html
 
     out.mkdir(parents=True, exist_ok=True)

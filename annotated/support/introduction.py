@@ -23,7 +23,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode
 
 # Autograd's record walked back, and the stacked layers that connect two positions: the same
-# counters notebook 11 uses.
+# counters notebook 13 uses.
 from annotated.support.attention_cost import layers_to_connect, longest_chain
 
 # Matrix-vector products per position of one recurrent layer: W_ih x_t and W_hh h_{t-1} for each

@@ -5,7 +5,7 @@ Train the copy (or reverse) task on sequences of 1 .. ``max_train_length`` symbo
 kind of position until it fits them (exact match on held-out sequences of the training
 lengths), then measure exact-match accuracy (greedy decoding) on longer ones. A kind that
 does not fit within its budget of updates is reported as such: its extrapolation says nothing. The
-machinery of notebook 12: the course's model (``annotated.model.make_model``), batches,
+machinery of notebook 14: the course's model (``annotated.model.make_model``), batches,
 loss, schedule, ``train_epoch`` and ``greedy_decode``, with the positions swapped:
 
 - ``sinusoidal``: the paper's ``PositionalEncoding`` (notebook 05), unchanged;

@@ -1,4 +1,4 @@
-"""Where the model reorders (notebook 10, section 5, "Where the model reorders"): the model's own
+"""Where the model reorders (notebook 12, section 5, "Where the model reorders"): the model's own
 translations as teacher-forced batches, the rules that find German sentences whose verb or verb
 particle comes last, and the pick of one example per group.
 

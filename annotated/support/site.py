@@ -174,7 +174,7 @@ class Site:
         page = site_path(repo_file)
         assets = self.relative(page, "assets")
         exporter = HTMLExporter(template_name="course_page", extra_template_basedirs=[str(TEMPLATES)])
-        # A widget (notebook 10's interactive view) shows nothing on a static page: a link to the explorer instead.
+        # A widget (notebook 12's interactive view) shows nothing on a static page: a link to the explorer instead.
         exporter.register_preprocessor(WidgetToExplorer(self.relative(page, "explorer/index.html")), enabled=True)
         resources = {"metadata": {"name": notebook.title}, "course_css": f"{assets}/course.css",
                      "course_mathjax": mathjax_html(assets), "course_nav": self.nav(page, notebook)}
@@ -278,7 +278,7 @@ class Site:
         for notebook in notebooks():
             self.notebook_page(notebook)
         build_explorer(self.out / "explorer", links={"Course": "../index.html",
-                                                    "Notebook 10": "../notebooks/12_what_the_heads_learned.html"})
+                                                    "Notebook 12": "../notebooks/12_what_the_heads_learned.html"})
         self.markdown_page(PurePosixPath("README.md"), before=self.course_map())
         for md in sorted((ROOT / "guide").glob("*.md")):
             self.markdown_page(PurePosixPath("guide", md.name))

@@ -1,4 +1,4 @@
-"""The machinery of ``benchmarks/table3.py`` (Table 3 at the course's scale), which notebook 13 reads:
+"""The machinery of ``benchmarks/table3.py`` (Table 3 at the course's scale), which notebook 15 reads:
 the base recipe, the rows, one run's training and measurement, and the record of runs.
 
 The taught parts (the row-B attention, the row-E positions, the parameter count, the reading of a

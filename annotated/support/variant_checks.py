@@ -1,4 +1,4 @@
-"""Input checks of the attention variants of notebooks 11 and 12: local attention, Linformer, BigBird,
+"""Input checks of the attention variants of notebooks 13 and 14: local attention, Linformer, BigBird,
 learned, relative and rotary positions.
 
 The taught functions call one of these in a single line, so that the lesson shows the algorithm and a

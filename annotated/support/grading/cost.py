@@ -1,4 +1,4 @@
-"""Checks of notebook 11's exercises: the band-of-blocks mask of local attention, Linformer's
+"""Checks of notebook 13's exercises: the band-of-blocks mask of local attention, Linformer's
 attention over projected keys and values, and the rank that keeps a share of a matrix's energy,
 each against the course's ``annotated.local_attention`` and ``annotated.linformer``."""
 
@@ -44,7 +44,7 @@ def _alias_check(fn: Callable, name: str, first_args: tuple, second_args: tuple,
     _aliasing(lambda: _call(fn, *second_args, roles=roles), first, name, f"the result of {call}")
 
 
-# ---------------------------------------------------------------- exercise 11.1: the band mask
+# ---------------------------------------------------------------- exercise 13.1: the band mask
 
 
 def _band(n: int, b: int, offsets: tuple) -> torch.Tensor:
@@ -113,7 +113,7 @@ def check_block_band_mask(block_band_mask_fn: Callable) -> None:
     print(f"check_block_band_mask passed: {name} equals the course's band of blocks for {shown}.")
 
 
-# ---------------------------------------------------------------- exercise 11.2: Linformer
+# ---------------------------------------------------------------- exercise 13.2: Linformer
 
 
 def _linformer(q, k, v, E, F_, scale=None, dim=-1):
@@ -261,7 +261,7 @@ def check_linformer_attention(linformer_attention_fn: Callable) -> None:
           "float32 and float64, and attention itself (F.scaled_dot_product_attention) with E = F = I.")
 
 
-# ---------------------------------------------------------------- exercise 11.3: rank for energy
+# ---------------------------------------------------------------- exercise 13.3: rank for energy
 
 
 def _rank(weights, energy, square=True, plus_one=True, strict=True):

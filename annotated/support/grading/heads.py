@@ -1,11 +1,11 @@
-"""Checks of notebook 10's exercises: pieces brought to words, the entropy of a head, the
+"""Checks of notebook 12's exercises: pieces brought to words, the entropy of a head, the
 previous-token statistic, and one EM step of IBM Model 1.
 
 Each check runs the learner's function on random attention (or random sentence pairs) of
 several shapes, so that a size written into the code fails, and compares it with the
 course's own code: ``annotated.heads.to_words`` and ``head_statistics``, and
 ``annotated.alignment.train_ibm_model1``. The three checks about attention then run it on
-the shipped model's own attention of four sentences, in one padded batch, as notebook 10
+the shipped model's own attention of four sentences, in one padded batch, as notebook 12
 measures it (the model is loaded once per process, in about two seconds).
 """
 
@@ -199,10 +199,10 @@ def _words_mistake(got: torch.Tensor, weights: torch.Tensor, queries: list[str],
          "pieces. Attention TO a word (columns, keys) is the SUM over its pieces, attention FROM a "
          "word (rows, queries) the MEAN."),
         (q_first.T @ w @ k_sum,
-         "each word's row is the row of its FIRST piece only; Clark et al. (2019), as notebook 10, "
+         "each word's row is the row of its FIRST piece only; Clark et al. (2019), as notebook 12, "
          "take the MEAN of the rows of all its pieces."),
         (q_last.T @ w @ k_sum,
-         "each word's row is the row of its LAST piece only; Clark et al. (2019), as notebook 10, "
+         "each word's row is the row of its LAST piece only; Clark et al. (2019), as notebook 12, "
          "take the MEAN of the rows of all its pieces."),
     ]
     for candidate, message in mistakes:
@@ -231,7 +231,7 @@ def _check_words_on(fn: Callable, name: str, weights: torch.Tensor, queries: lis
         hint = " Your result is transposed: rows are the query words, columns the key words."
     elif shape[-2:] == (max(_ids_joining_at_both_ends(queries)) + 1, max(_ids_joining_at_both_ends(keys)) + 1):
         hint = (" You have fewer words: a piece that STARTS with '@@' (such as '@@.') was joined to "
-                "the previous word. In notebook 10, '@@' at the start only means 'no space before "
+                "the previous word. In notebook 12, '@@' at the start only means 'no space before "
                 "it': '@@.' is a word of its own. Only a piece that ENDS in '@@' is continued by the "
                 "next one: a new word starts after every piece that does not end in '@@'.")
     elif got.numel() == expected.numel() and 1 in (*lead, W_q, W_k):
@@ -395,9 +395,9 @@ def _entropy_mistake(got: torch.Tensor, weights, mask, query_valid, case: str) -
          "-sum_j p_j log p_j."),
         (-ratio, "your ratio is negative: the entropy is MINUS sum_j p_j log p_j (each log p_j <= 0)."),
         (ratio / _LN2, "you took the entropy in bits (log2) and log n in nats (natural log): use one "
-                       "base for both (the ratio is then the same in any base; notebook 10 uses nats)."),
+                       "base for both (the ratio is then the same in any base; notebook 12 uses nats)."),
         (ratio * _LN2, "you took the entropy in nats (natural log) and log n in bits (log2): use one "
-                       "base for both (the ratio is then the same in any base; notebook 10 uses nats)."),
+                       "base for both (the ratio is then the same in any base; notebook 12 uses nats)."),
         (ratio / _LN10, "you took the entropy in log10 and log n in natural log: use one base for both."),
         (ratio * _LN10, "you took the entropy in natural log and log n in log10: use one base for both."),
         (per_head(entropy) / (per_head(torch.ones_like(entropy)) * math.log(L_k)),
@@ -406,7 +406,7 @@ def _entropy_mistake(got: torch.Tensor, weights, mask, query_valid, case: str) -
          "mask.sum(-1), row by row."),
         (per_head(entropy, 1) / per_head(log_n, 1),
          "you counted the padded query rows too: only rows where query_valid is True count, in "
-         "both sums (a padded position is not a word; notebook 10 leaves its rows out)."),
+         "both sums (a padded position is not a word; notebook 12 leaves its rows out)."),
         (per_head(entropy) / per_head(log_n, 1),
          "you counted the padded query rows in the sum of log n: only rows where query_valid is "
          "True count, in both sums."),
@@ -414,7 +414,7 @@ def _entropy_mistake(got: torch.Tensor, weights, mask, query_valid, case: str) -
          "you counted the padded query rows in the sum of the entropies: only rows where "
          "query_valid is True count, in both sums."),
         ((per_row * rows).sum((0, 2)) / rows.sum((0, 2)),
-         "you divided row by row and averaged the ratios: notebook 10 divides the mean entropy by "
+         "you divided row by row and averaged the ratios: notebook 12 divides the mean entropy by "
          "the mean log n, sum(entropy) / sum(log n) over the valid rows of each head (a row that "
          "sees one key has 0 / 0; leaving such rows out of the mean of ratios does not make it "
          "the ratio of the sums)."),
@@ -480,7 +480,7 @@ def _entropy_hint(passed: list, sizes: dict, message: str) -> str:
 
 def check_normalized_entropy(normalized_entropy: Callable) -> None:
     """Check ``normalized_entropy(weights, mask, query_valid) -> (h,)``: per head, the mean
-    entropy of the valid rows over their mean log n, as notebook 10's ``entropy / log n``, on
+    entropy of the valid rows over their mean log n, as notebook 12's ``entropy / log n``, on
     random attention of the sizes of ``ENTROPY_SIZES`` (each without padding, with padded keys
     and queries, and with a causal mask; one head with exact zeros on keys its mask allows),
     a batch of one (``ENTROPY_EDGES``), in float64, twice in a row (the first result must survive the second call),
@@ -593,7 +593,7 @@ def _previous_mistake(got: torch.Tensor, weights: torch.Tensor, query_valid: tor
          "index -1 (or torch.roll, or % L) wraps around to the end. The first token has no "
          "previous token: compare the argmax with i - 1 itself, which is never equal at i = 0."),
         (share(previous, counted=rows & (i >= 1)),
-         "you left the first row out of the count of rows: notebook 10 divides by every valid row, "
+         "you left the first row out of the count of rows: notebook 12 divides by every valid row, "
          "the first one included (it just can never be on i - 1)."),
         (share(previous, every),
          "you counted the padded rows too: only rows where query_valid is True count, above and "
@@ -605,7 +605,7 @@ def _previous_mistake(got: torch.Tensor, weights: torch.Tensor, query_valid: tor
          "you counted padded rows whose maximum is on i - 1: only rows where query_valid is True "
          "count, above and below the fraction bar."),
         ((on_previous * rows[..., 1:]).sum((0, 2)) / rows.sum((0, 2)),
-         "that is the mean WEIGHT on the previous token (notebook 10's 'previous' statistic), not "
+         "that is the mean WEIGHT on the previous token (notebook 12's 'previous' statistic), not "
          "the share of rows whose LARGEST weight is on it: take weights.argmax(-1) and count the "
          "rows where it equals i - 1."),
         (share(weights.argmax(-2) == i - 1),
@@ -645,7 +645,7 @@ def _check_previous_on(fn: Callable, name: str, weights: torch.Tensor, query_val
         raise ExerciseFailed(
             f"your shares are right on rows with one largest weight but not on rows where two keys "
             f"share the largest weight exactly (weights of shape {tuple(weights.shape)}: ties of key "
-            "i - 1 with an earlier or a later key). Notebook 10 counts a row as on i - 1 when "
+            "i - 1 with an earlier or a later key). Notebook 12 counts a row as on i - 1 when "
             "weights.argmax(-1) == i - 1: argmax gives the FIRST of the tied keys, so a tie with an "
             "earlier key is not on i - 1 and a tie with a later key is. Comparing the weight on i - 1 "
             "with the row's maximum counts every tie; topk, sort and an argmax of the flipped row may "
@@ -671,7 +671,7 @@ def _previous_hint(passed: list, sizes: dict, message: str) -> str:
 
 def check_previous_token_share(previous_token_share: Callable) -> None:
     """Check ``previous_token_share(weights, query_valid) -> (h,)``: per head, the share of
-    valid query rows whose largest weight is on key i - 1 (notebook 10's offset -1), on random
+    valid query rows whose largest weight is on key i - 1 (notebook 12's offset -1), on random
     self-attention of the sizes of ``PREVIOUS_SIZES`` and a batch of one (``PREVIOUS_EDGES``),
     each without and with exact ties for the largest weight, in float64, twice in a row (the first result must
     survive the second call), then on the shipped model's encoder and decoder self-attention of

@@ -1,4 +1,4 @@
-"""Checks of notebook 12's exercises: Shaw et al.'s clipped relative positions, Music
+"""Checks of notebook 14's exercises: Shaw et al.'s clipped relative positions, Music
 Transformer's skew and the rotation of RoPE, against ``annotated.relative_positions`` and
 ``annotated.rotary``.
 

@@ -1,4 +1,4 @@
-"""Checks of notebook 13's exercises: the parameter count of a row of the paper's Table 3, the spread
+"""Checks of notebook 15's exercises: the parameter count of a row of the paper's Table 3, the spread
 between seeds pooled over rows, and the rule that reads a row against the base, against
 ``annotated.variations`` (``table3_parameters``, ``pooled_std``, ``compare_to_base``).
 
@@ -122,7 +122,7 @@ def _hint(how: str) -> Callable:
     return hint
 
 
-# ---------------------------------------------------------------- 13.1 the parameters of a row
+# ---------------------------------------------------------------- 15.1 the parameters of a row
 
 
 def _row_count(vocab: int, N: int, d_model: int, d_ff: int, h: int, d_k: int | None, **wrong) -> int:
@@ -366,7 +366,7 @@ def check_row_parameters(row_parameters: Callable) -> None:
     )
 
 
-# ---------------------------------------------------------------- 13.2 the spread between seeds
+# ---------------------------------------------------------------- 15.2 the spread between seeds
 
 
 def _rows_of(runs: dict, at_least: int = 2) -> list[list[float]]:
@@ -575,7 +575,7 @@ def check_pooled_std(pooled_std_fn: Callable) -> None:
     )
 
 
-# ---------------------------------------------------------------- 13.3 a row against the base
+# ---------------------------------------------------------------- 15.3 a row against the base
 
 
 def _mean(x) -> float:
