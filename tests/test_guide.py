@@ -36,8 +36,8 @@ def notebook_title(name: str) -> str:
     return first.splitlines()[0].removeprefix("# ").split(" · ", 1)[1].strip()
 
 
-def test_the_course_has_fourteen_notebooks_numbered_in_order():
-    assert [name[:2] for name in NAMES] == [f"{i:02d}" for i in range(14)]
+def test_the_course_has_sixteen_notebooks_numbered_in_order():
+    assert [name[:2] for name in NAMES] == [f"{i:02d}" for i in range(16)]
 
 
 def test_the_index_links_every_guide_and_names_the_generator():
