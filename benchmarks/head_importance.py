@@ -21,7 +21,7 @@
 4. The most heads that can go, every count on the way costing less than 0.5 validation BLEU,
    is read off the curve; that pruned model, and only it, is scored once on the test set.
 
-Notebook 10 plots the file this writes and checks two of its numbers again.
+Notebook 12 plots the file this writes and checks two of its numbers again.
 """
 
 import argparse

@@ -1,4 +1,4 @@
-"""Warm-up and scale of the learning-rate schedule for notebook 09's budget, chosen on validation loss.
+"""Warm-up and scale of the learning-rate schedule for notebook 11's budget, chosen on validation loss.
 
     python benchmarks/sweep_schedule.py --preset notebook --warmups 200 400 800 --factors 0.5 1 \
         --threads 2 --compare-words --out benchmarks/results/schedule_sweep.json
@@ -7,12 +7,12 @@ The schedule is the paper's formula (§5.3), scaled by a factor:
 
     lrate = factor * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)
 
-Notebook 09 trains for a fixed number of updates, a few minutes on a laptop CPU. With the paper's
+Notebook 11 trains for a fixed number of updates, a few minutes on a laptop CPU. With the paper's
 4,000 warm-up steps such a run would never leave the warm-up; this sweep trains the notebook's
 recipe once per (warm-up, factor) pair, for the preset's number of updates and seed, and records
 the validation loss after each epoch and at the end, with greedy BLEU on the validation split.
 With --compare-words it also trains the best pair on whole words (--bpe-merges 0): pieces against
-words at the same budget, on validation BLEU. The test split is not touched. Notebook 09 plots the
+words at the same budget, on validation BLEU. The test split is not touched. Notebook 11 plots the
 file this writes; it does not re-run the sweep.
 """
 

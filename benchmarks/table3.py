@@ -4,7 +4,7 @@
     python benchmarks/table3.py --out benchmarks/results/table3.jsonl --rows A1 B16 --seeds 0
     python benchmarks/table3.py --list                                            # the rows and their runs
 
-The base is notebook 09's model (N=2, d_model=128, h=4, d_ff=512, P_drop=0.1, label smoothing 0.1,
+The base is notebook 11's model (N=2, d_model=128, h=4, d_ff=512, P_drop=0.1, label smoothing 0.1,
 4,000 byte-pair merges shared by both languages) and its schedule (warm-up 400, factor 0.5, batches of
 at most 1,500 padded tokens), trained for a fixed number of updates (``--updates``, 600 by default)
 with one CPU thread. Each row changes one thing (``ROWS``): the base runs with three seeds, every other
