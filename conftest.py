@@ -9,7 +9,8 @@ ROOT = Path(__file__).resolve().parent
 # ``pytest --nbval`` runs in parallel (``-n auto --dist loadscope`` in pyproject.toml: every
 # notebook whole in one kernel, every test module on one worker). PyTorch would give each worker,
 # and each kernel a worker starts, a thread per core; on two cores two workers of two threads wait
-# on each other (notebook 09 was still training after 20 minutes, where it takes 5 alone). So each
+# on each other (the translation notebook, 11 now and 09 then, was still training after 20 minutes,
+# where it takes 5 alone: benchmarks/RESULTS.md, "The test suite's time"). So each
 # worker, and every kernel and command it starts, gets its share: one thread each on two cores.
 # Set before torch is imported.
 CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)

@@ -1,4 +1,4 @@
-"""annotated.alignment (notebook 10): IBM Model 1, checked against a plain dense EM."""
+"""annotated.alignment (notebook 12): IBM Model 1, checked against a plain dense EM."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""The measuring tools of notebook 11: peak memory, FLOPs, power-law fits, crossovers, path counters."""
+"""The measuring tools of notebook 13: peak memory, FLOPs, power-law fits, crossovers, path counters."""
 
 import math
 

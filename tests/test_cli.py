@@ -41,7 +41,7 @@ def test_notebook_preset_is_notebook_09s_recipe_with_a_fixed_number_of_updates()
     notebook = PRESETS["notebook"]
     assert (notebook.N, notebook.d_model, notebook.h, notebook.d_ff) == (2, 128, 4, 512)
     assert (notebook.max_tokens, notebook.warmup, notebook.lr_factor, notebook.max_steps) == (1500, 400, 0.5, 1100)
-    assert notebook.bpe_merges == 4000  # byte-pair pieces and three-way tying, as notebook 09 trains
+    assert notebook.bpe_merges == 4000  # byte-pair pieces and three-way tying, as notebook 11 trains
     assert notebook.max_minutes is None
 
 

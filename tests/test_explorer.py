@@ -1,6 +1,6 @@
 """annotated.support.explorer: the site's attention explorer, its stored weights checked against
 the shipped model, its page driven in headless Chromium with the network off, and the link that
-replaces notebook 10's widget on the site."""
+replaces notebook 12's widget on the site."""
 
 import json
 
@@ -229,7 +229,7 @@ def test_the_largest_map_fits_a_1280_by_720_screen_with_labels_of_at_least_14_px
     assert size["smallest"] >= 14 and size["cell"] >= 16, size
 
 
-# ------------------------------------------------------------ the link on notebook 10's page
+# ------------------------------------------------------------ the link on notebook 12's page
 
 
 def widget_notebook():

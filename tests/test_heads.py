@@ -1,4 +1,4 @@
-"""annotated.heads (notebook 10): reading, summarising and masking the heads of a model."""
+"""annotated.heads (notebook 12): reading, summarising and masking the heads of a model."""
 
 import math
 
@@ -272,7 +272,7 @@ def test_the_interactive_view_redraws_for_every_control(shipped):
 
 
 def test_the_head_importance_record_is_the_shipped_models_and_follows_its_own_rules():
-    """benchmarks/results/head_importance.json, which notebook 10 plots: recorded for the shipped
+    """benchmarks/results/head_importance.json, which notebook 12 plots: recorded for the shipped
     weights, heads ranked by their loss increase, and the 0.5-BLEU answer read off its own curve."""
     import json
 

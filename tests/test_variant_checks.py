@@ -1,4 +1,4 @@
-"""The input checks of notebooks 11 and 12's attention variants: each passes what its function accepts and
+"""The input checks of notebooks 13 and 14's attention variants: each passes what its function accepts and
 names what is wrong otherwise."""
 
 import pytest
