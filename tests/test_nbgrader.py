@@ -155,7 +155,7 @@ def course_grader(submissions: Path, report: Path) -> subprocess.Popen | None:
 
 @pytest.fixture(scope="module")
 def course(tmp_path_factory):
-    """A course directory in which nbgrader has released the 13 notebooks as one assignment and
+    """A course directory in which nbgrader has released the 15 exercise notebooks as one assignment and
     autograded three students: ``solved`` (the solution notebooks 01 and 03), ``blank`` (the
     exercise notebooks 01 and 03, as handed out) and ``cheater`` (notebook 01, ``cheat``). The
     course's grader grades the same submissions meanwhile, into ``ours.json``."""
