@@ -24,8 +24,8 @@ class LearnedPositionalEncoding(nn.Module):
     The table is an ``nn.Embedding(max_len, d_model)``, initialized N(0, 1) (PyTorch's
     default; the paper states none). That is the spread of the scaled token embeddings only for
     a small vocabulary: after ``make_model``'s Glorot initialization and the sqrt(d_model) scaling
-    theirs is sqrt(2 d_model / (V + d_model)), 1.21 for notebook 12's copy task (V = 24, d_model = 64)
-    but 0.235 at notebook 13's size (V = 4523, d_model = 128) and 0.243 at the shipped model's
+    theirs is sqrt(2 d_model / (V + d_model)), 1.21 for notebook 14's copy task (V = 24, d_model = 64)
+    but 0.235 at notebook 15's size (V = 4523, d_model = 128) and 0.243 at the shipped model's
     (V = 8413, d_model = 256): there the table starts about 4 times the token signal, where the
     sinusoids' RMS is 0.71.
     """

@@ -53,7 +53,7 @@ def make_variant(config: TransformerConfig, d_k: int | None = None, learned_posi
                 for p in (new.W_Q.weight, new.W_K.weight, new.W_V.weight, new.W_O.weight):
                     nn.init.xavier_uniform_(p)  # as make_model initializes every matrix
                 setattr(parent, name, new)
-    if learned_positions:  # N(0, 1) rows, as in notebook 12
+    if learned_positions:  # N(0, 1) rows, as in notebook 14
         for embed in (model.src_embed, model.tgt_embed):
             embed[1] = LearnedPositionalEncoding(config.d_model, config.dropout, max_len)
     return model
