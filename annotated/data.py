@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from annotated.support import translation_guards as guards
-from annotated.support.download import explain_read_errors, resolve_data_dir
+from annotated.support.download import explaining_read_errors, resolve_data_dir
 from annotated.support.translation_guards import guarded
 
 if TYPE_CHECKING:
@@ -69,7 +69,7 @@ def read_lines(path: str | Path) -> list[str]:
     at the very end. A file that is not gzip, is cut short or is not UTF-8 raises
     ``DataError`` naming it and the fix.
     """
-    with explain_read_errors(path), gzip.open(path, "rt", encoding="utf-8-sig") as f:
+    with gzip.open(path, "rt", encoding="utf-8-sig") as f:
         lines = [line.strip() for line in f]
     while lines and not lines[-1]:  # blank lines after the last sentence
         lines.pop()
@@ -89,6 +89,10 @@ def load_pairs(split: str, data_dir: str | Path | None = None) -> list[tuple[str
     english = read_lines(directory / f"{split}.en.gz")
     return list(zip(german, english, strict=True))
 
+
+# Read errors (not gzip, cut short, not UTF-8) become a DataError naming the file and the fix
+# (annotated/support/download.py), which the notebook's cell leaves out.
+read_lines = explaining_read_errors(read_lines)
 
 # The input guard (annotated/support/translation_guards.py), which the notebook's cells leave out: a
 # known split, and two files of as many lines, none empty, else a DataError naming the file and the line.

@@ -8,7 +8,8 @@ decoder layer, the self-attention keys and values of the positions decoded so fa
 and the encoder memory's keys and values for cross-attention, computed once. Each
 step then runs the decoder on the newest position only, with exactly the same result.
 
-Notebooks: ``08_training.ipynb`` (``greedy_decode_simple``) and ``09_decoding.ipynb`` (the cache). With its arguments checked first: ``annotated.support.guarded_training``.
+Notebook: ``09_decoding.ipynb``. ``greedy_decode_simple``, the loop without a cache, is shown earlier, in
+notebook 08. With its arguments checked first: ``annotated.support.guarded_training``.
 """
 
 import torch
@@ -18,6 +19,7 @@ from annotated.attention import scaled_dot_product_attention
 from annotated.masks import subsequent_mask
 from annotated.model import DecoderLayer, EncoderDecoder
 from annotated.multi_head import MultiHeadAttention
+from annotated.support.translation_guards import cache_in_step, guarded
 from annotated.synthetic import BOS_IDX
 
 
@@ -92,10 +94,6 @@ def next_token_logits(model: EncoderDecoder, memory: torch.Tensor, src_mask: tor
     if cache is None:
         tgt_mask = subsequent_mask(ys.size(1), ys.device).unsqueeze(0)  # (1, t, t)
         return model.generator(model.decode(memory, src_mask, ys, tgt_mask)[:, -1])
-    held = cache[0]["self_k"].size(2) if cache and "self_k" in cache[0] else 0
-    if cache and held != ys.size(1) - 1:
-        raise ValueError(f"the cache holds {held} positions but ys has {ys.size(1)} tokens; it must hold "
-                         f"all but the newest: call next_token_logits once per new token, from init_cache")
     embed, position = model.tgt_embed  # Embeddings, PositionalEncoding
     x = position(embed(ys[:, -1:]), start=ys.size(1) - 1)  # (batch, 1, d_model)
     for layer, layer_cache in zip(model.decoder.layers, cache):
@@ -126,3 +124,8 @@ def greedy_decode(model: EncoderDecoder, src: torch.Tensor, src_mask: torch.Tens
         if done.all():
             break
     return ys
+
+
+# The cache's length checked against the tokens before each step (annotated/support/translation_guards.py),
+# which the notebook's cell leaves out: a cache out of step with ys is a ValueError saying how to call it.
+next_token_logits = guarded(next_token_logits, cache_in_step, by_name=False)

@@ -34,6 +34,7 @@ non-commercial research and educational use.
 import argparse
 import contextlib
 import errno
+import functools
 import gzip
 import hashlib
 import http.client
@@ -43,7 +44,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import zlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
@@ -488,3 +489,15 @@ def _base_url(text: str) -> str:
             f"{text!r} is not an https://, http:// or file:// URL (default: {BASE_URL})"
         )
     return text
+
+
+def explaining_read_errors(read: Callable) -> Callable:
+    """``read(path, ...)`` inside :func:`explain_read_errors`: what the package wraps around the notebook's
+    ``read_lines``, whose cell trusts its file."""
+
+    @functools.wraps(read)
+    def wrapper(path: str | Path, *args, **kwargs):
+        with explain_read_errors(path):
+            return read(path, *args, **kwargs)
+
+    return wrapper

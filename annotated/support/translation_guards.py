@@ -148,3 +148,11 @@ def corpus_bleu_inputs(hypotheses, references, **_):
             f"got {len(hypotheses)} hypotheses but {len(references)} references; "
             f"BLEU needs one reference per hypothesis, in the same order"
         )
+
+
+def cache_in_step(model, memory, src_mask, ys, cache=None) -> None:
+    """``next_token_logits``'s cache must hold every position of ``ys`` but the newest."""
+    held = cache[0]["self_k"].size(2) if cache and "self_k" in cache[0] else 0
+    if cache and held != ys.size(1) - 1:
+        raise ValueError(f"the cache holds {held} positions but ys has {ys.size(1)} tokens; it must hold "
+                         f"all but the newest: call next_token_logits once per new token, from init_cache")
