@@ -42,7 +42,7 @@ def test_every_cell_of_every_notebook_has_a_slide_type_that_follows_the_layout_r
 
 def test_every_notebook_has_slides_and_sub_slides_and_puts_long_code_in_the_notes():
     kinds = [slide_type(c) for nb in COURSE for c in nbformat.read(nb, as_version=4).cells]
-    assert len(COURSE) == 14
+    assert len(COURSE) == 16
     assert {"slide", "subslide", "-", "notes"} <= set(kinds)
     assert kinds.count("slide") >= 4 * len(COURSE)
 
