@@ -258,3 +258,15 @@ def test_a_read_only_output_is_one_line_before_any_deck_is_built(tmp_path, capsy
     assert slides_main(str(small_notebook(tmp_path / "one.ipynb")), "--out", str(tmp_path / "decks")) == 1
     err = capsys.readouterr().err
     assert "Read-only file system; that file system is read-only" in err and err.count("\n") == 1
+
+
+def test_a_cut_cell_keeps_its_id_on_its_first_part_so_lecture_plans_still_find_it():
+    from annotated.support.slide_layout import shorten_tall_cells
+
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_markdown_cell("\n\n".join(f"Paragraph {i} " + "word " * 40 for i in range(6)))
+    cell.id = "c0ffee01"
+    nb.cells = [cell]
+    assert shorten_tall_cells(nb, [3_000.0], budget=700.0) == 1
+    assert len(nb.cells) > 1 and nb.cells[0].id == "c0ffee01"
+    assert len({c.id for c in nb.cells}) == len(nb.cells)

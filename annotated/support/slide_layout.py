@@ -162,7 +162,9 @@ def shorten_tall_cells(nb, heights: Sequence[float], budget: float = BUDGET) -> 
         if cell.cell_type == "markdown":
             pieces = split_markdown(cell.source, math.ceil(height / (0.9 * budget)))
             if len(pieces) > 1:
-                nb.cells[i:i + 1] = [nbformat.v4.new_markdown_cell(piece) for piece in pieces]
+                parts = [nbformat.v4.new_markdown_cell(piece) for piece in pieces]
+                parts[0].id = cell.id  # a lecture plan that names the cell still finds its first part
+                nb.cells[i:i + 1] = parts
                 changed += 1
         elif cell.cell_type == "code" and cell.get("outputs"):
             tags = cell.metadata.setdefault("tags", [])
