@@ -1,9 +1,9 @@
 """The German -> English model that ships with the course: ``annotated.load_pretrained()``.
 
     from annotated import load_pretrained
-    from annotated.translate import translate
     model, tokenizer = load_pretrained()
-    translate(["Zwei Hunde spielen im Schnee."], model, tokenizer)   # ['two dogs play in the snow.']
+    # then ``translate`` of annotated/translate.py (which imports this module, not the other way):
+    # translate(["Zwei Hunde spielen im Schnee."], model, tokenizer)   -> ['two dogs play in the snow.']
 
 The model lives in ``annotated/pretrained/`` and comes with ``pip install``, in the formats the
 field ships models in, none of them pickle:
