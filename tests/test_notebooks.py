@@ -63,8 +63,7 @@ def test_every_public_object_appears_verbatim_in_its_notebook(module_name):
             f"{module_name}.{name} differs from its definition in {shown} (or is missing "
             f"there): copy the package's code into the notebook cell, or the cell's into the package"
         )
-    taught = [name for name in names - in_prose - earlier_names]
-    assert taught, f"{module_name}: its notebook shows none of its code"
+    assert names - in_prose - earlier_names, f"{module_name}: its notebook shows none of its code"
 
 
 def test_every_taught_module_is_mapped_to_a_notebook():
