@@ -7,11 +7,16 @@
 The base is notebook 11's model (N=2, d_model=128, h=4, d_ff=512, P_drop=0.1, label smoothing 0.1,
 4,000 byte-pair merges shared by both languages) and its schedule (warm-up 400, factor 0.5, batches of
 at most 1,500 padded tokens), trained for a fixed number of updates (``--updates``, 600 by default)
-with one CPU thread. Each row changes one thing (``ROWS``): the base runs with three seeds, every other
-row with two, so that a difference can be read against the spread between seeds.
+with one CPU thread. Each row changes one thing (``ROWS``), and every row runs the base's seeds (0-3): a
+seed fixes the initialization and the batch order, so each row is read through its differences from the
+base seed by seed (``annotated.variations``). ``--updates`` sets the budget: the record keeps each budget's
+runs apart (the recipe holds it), so a longer budget can be added to the same file:
+
+    python benchmarks/table3.py --out benchmarks/results/table3.jsonl --updates 4000 --rows base A1 A16 B16 C-N4 D-drop0 --seeds 0 1 2
 
 Each run appends one JSON line to ``--out``: the row, its changes, the seed, parameters, updates,
-minutes, the validation loss as trained (label-smoothed), the validation perplexity per byte-pair
+minutes, the validation loss as trained (label-smoothed) and its curve (after each pass over the
+training pairs), the validation perplexity per byte-pair
 piece (plain cross-entropy, no smoothing), validation BLEU greedy and beam 4 (alpha 0.6), and the
 code path (torch, ATen's capability, MKL's setting, threads) with the command. A run whose row, seed
 and recipe are already in ``--out`` is skipped, so the table fills over several sittings; two processes
@@ -28,7 +33,7 @@ from pathlib import Path
 
 import torch
 
-from annotated.support.table3 import (COST, ROWS, Data, Recipe, claim, code_path, read_records, release, runs,
+from annotated.support.table3 import (BASE_SEEDS, COST, ROWS, Data, Recipe, claim, code_path, read_records, release, runs,
                                       train_one)
 
 
@@ -36,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, help="the JSON-lines record (appended to; recorded runs are skipped)")
     parser.add_argument("--rows", nargs="+", choices=[r[0] for r in ROWS], help="only these rows (default: all)")
-    parser.add_argument("--seeds", nargs="+", type=int, help="only these seeds (default: 0-2 base, 0-1 others)")
+    parser.add_argument("--seeds", nargs="+", type=int, help="only these seeds (default: 0-3, every row)")
     parser.add_argument("--updates", type=int, default=Recipe.updates, help="optimizer updates per run")
     parser.add_argument("--limit", type=int, help="the first N pairs of each split only (a quick check)")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads per process (default 1)")
@@ -49,6 +54,14 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--out is required to train")
     if args.out is not None and not args.out.parent.is_dir():
         parser.error(f"--out {args.out}: the folder {args.out.parent} does not exist")
+    if args.out is not None and args.out.exists() and not args.out.is_file():
+        parser.error(f"--out {args.out}: a folder, not a record file (name a .jsonl file)")
+    if args.threads < 1:
+        parser.error(f"--threads {args.threads}: at least one thread")
+    unknown = sorted(set(args.seeds or ()) - set(BASE_SEEDS))
+    if unknown:
+        parser.error(f"--seeds {' '.join(map(str, unknown))}: no row runs that seed (the seeds are "
+                     f"{', '.join(map(str, BASE_SEEDS))})")
     base = dataclasses.replace(Recipe(), updates=args.updates, limit=args.limit)
     done = {(r["row"], r["seed"], json.dumps(r["recipe"], sort_keys=True)) for r in read_records(args.out)} \
         if args.out else set()

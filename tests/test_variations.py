@@ -16,7 +16,10 @@ from annotated.model import TransformerConfig, count_parameters, make_model
 from annotated.multi_head import MultiHeadAttention
 from annotated.positional import PositionalEncoding
 from annotated.support.course import ROOT
-from annotated.variations import NarrowKeyAttention, compare_to_base, make_variant, pooled_std, table3_parameters
+from annotated.support.table3 import claim, read_records
+from annotated.variations import (NarrowKeyAttention, compare_to_base, holm, make_variant, paired_differences,
+                                  paired_spread, paired_test, pooled_std, smallest_detectable, table3_parameters,
+                                  unstable_runs, verdict)
 from tests.test_data import needs_real_data
 
 
@@ -105,6 +108,68 @@ def test_compare_to_base_counts_only_differences_beyond_two_standard_errors():
     assert compare_to_base([5.0, 5.0], [6.5, 6.5], 0.5, higher_is_better=False) == "worse"  # perplexity
 
 
+def test_paired_differences_pair_runs_by_seed_and_skip_unpaired_seeds():
+    assert paired_differences({0: 20.0, 1: 17.0, 2: 19.0}, {2: 18.0, 0: 21.5, 3: 30.0}) == {0: 1.5, 2: -1.0}
+
+
+def test_an_odd_run_is_unstable_and_a_row_of_two_seeds_is_not_judged():
+    rows = {"a": {0: 1.0, 1: 1.2, 2: 0.8, 3: 1.1}, "b": {0: -0.5, 1: -0.3, 2: -0.6, 3: -8.0},
+            "c": {0: 0.1, 1: 0.3, 2: 0.2}, "d": {0: 50.0, 1: -50.0}}
+    assert unstable_runs(rows) == {("b", 3)}
+    assert unstable_runs({"d": {0: 50.0, 1: -50.0}}) == set()
+    assert unstable_runs(rows, cutoff=1000.0) == set()
+
+
+def test_the_paired_spread_pools_deviations_around_each_rows_mean():
+    # deviations +-1 in a, +-2 in b; c has one seed: sqrt((1 + 1 + 4 + 4) / 2) with 2 degrees of freedom
+    assert paired_spread({"a": [0.0, 2.0], "b": [8.0, 12.0], "c": [5.0]}) == (pytest.approx(5 ** 0.5), 2)
+    with pytest.raises(ValueError, match="no row has two paired seeds"):
+        paired_spread({"a": [1.0]})
+
+
+def test_the_paired_test_is_a_t_test_with_the_pooled_freedom():
+    result = paired_test([1.0, 2.0, 3.0, 2.0], spread=1.0, freedom=10)
+    # mean 2, standard error 1 / 2, t = 4 with 10 degrees of freedom: p = 0.0025, half-width 2.228 / 2
+    assert result["effect"] == 2.0 and result["p"] == pytest.approx(0.002518, abs=1e-6)
+    assert (result["low"], result["high"]) == (pytest.approx(2 - 1.1141, abs=1e-4), pytest.approx(2 + 1.1141, abs=1e-4))
+    assert paired_test([-2.0, -2.0], 1.0, 10)["p"] == paired_test([2.0, 2.0], 1.0, 10)["p"]  # two-sided
+
+
+def test_holm_steps_down_and_stops_at_the_first_failure():
+    # m = 4: 0.01 <= 0.0125, 0.015 <= 0.0167, 0.03 > 0.025: stop; 0.04 is not rejected though <= 0.05
+    assert holm({"a": 0.03, "b": 0.01, "c": 0.04, "d": 0.015}) == {"b", "d"}
+    assert holm({"a": 0.026, "b": 0.5}) == set()  # the smallest fails alpha / 2: nothing rejected
+    assert holm({"a": 0.02, "b": 0.04}) == {"a", "b"}  # Bonferroni (0.025 each) would reject only a
+
+
+def test_the_smallest_detectable_difference_and_the_verdicts():
+    # normal-like freedom: (z_{1 - 0.05/36/2} + z_0.8) * 1 / 2 = (3.20 + 0.84) / 2 ~ 2.03
+    assert smallest_detectable(1.0, 10_000, seeds=4, comparisons=36) == pytest.approx(2.02, abs=0.02)
+    assert smallest_detectable(1.0, 3, 4, 36) > smallest_detectable(1.0, 54, 4, 36)  # fewer freedoms, wider
+    assert verdict(-3.0, True, -0.9) == "agrees with the paper"
+    assert verdict(3.0, True, -0.9) == verdict(1.0, True, 0.0) == "disagrees with the paper"
+    assert verdict(-3.0, False, -0.9) == "cannot tell at this budget"
+    assert verdict(-3.0, True, None) == "a change (the paper has no such row)"
+
+
+def test_a_cut_last_line_of_the_record_is_named_and_skipped(tmp_path):
+    out = tmp_path / "t.jsonl"
+    out.write_text('{"row": "base", "seed": 0}\n{"row": "A1", "se')
+    warnings = []
+    assert read_records(out, warn=warnings.append) == [{"row": "base", "seed": 0}]
+    assert len(warnings) == 1 and "line 2" in warnings[0] and "skipped" in warnings[0]
+
+
+def test_a_claim_held_by_a_process_that_is_not_table3_is_refused_with_a_clear_error(tmp_path):
+    out = tmp_path / "t.jsonl"
+    out.with_name("t.jsonl.A1.seed0.running").write_text("1")  # pid 1: alive, and not a table3.py run
+    with pytest.raises(SystemExit, match="alive but not a table3.py run"):
+        claim(out, "A1", 0)
+    dead = out.with_name("t.jsonl.A2.seed0.running")
+    dead.write_text("999999999")  # no such process: the claim is taken over
+    assert claim(out, "A2", 0) and dead.read_text() != "999999999"
+
+
 def run_table3(*args):
     return subprocess.run([sys.executable, str(ROOT / "benchmarks" / "table3.py"), *map(str, args)],
                           capture_output=True, text=True, timeout=600)
@@ -112,9 +177,12 @@ def run_table3(*args):
 
 def test_the_benchmark_lists_every_row_and_seed_and_refuses_bad_options(tmp_path):
     listed = run_table3("--list")
-    assert listed.returncode == 0 and len(listed.stdout.splitlines()) == 3 + 2 * 18
+    assert listed.returncode == 0 and len(listed.stdout.splitlines()) == 4 * 19
     for args, message in [(["--updates", "0"], "at least one update"),
                           (["--out", tmp_path / "missing" / "t.jsonl"], "does not exist"),
+                          (["--out", tmp_path], "a folder, not a record file"),
+                          (["--out", tmp_path / "t.jsonl", "--threads", "0"], "at least one thread"),
+                          (["--out", tmp_path / "t.jsonl", "--seeds", "0", "7"], "--seeds 7: no row runs that seed"),
                           ([], "--out is required")]:
         result = run_table3(*args)
         assert result.returncode == 2 and message in result.stderr, (args, result.stderr)

@@ -123,6 +123,7 @@ def train_one(data: Data, recipe: Recipe, seed: int) -> dict:
         bleu[name] = round(corpus_bleu(hypotheses, references).score, 2)
     return {"parameters": count_parameters(model), "updates": scheduler.last_epoch,
             "val_loss": round(history["val_loss"][-1], 4), "val_nll_per_piece": round(nll, 4),
+            "val_loss_curve": {"step": history["step"], "val_loss": [round(x, 4) for x in history["val_loss"]]},
             "val_ppl_per_piece": round(math.exp(nll), 3),
             "val_ppl_per_word": round(math.exp(nll * data.pieces_per_word), 2),
             "pieces_per_word": round(data.pieces_per_word, 4),
@@ -151,7 +152,12 @@ def claim(out: Path, row: str, seed: int) -> bool:
             return True
         except FileExistsError:
             try:
-                os.kill(int(path.read_text() or 0), 0)
+                pid = int(path.read_text() or 0)
+                os.kill(pid, 0)
+                if not _is_table3(pid):
+                    raise SystemExit(f"{path}: claimed by process {pid}, which is alive but not a table3.py run "
+                                     "(a claim left by a run that died, its number since reused?): delete the file "
+                                     "if no table3.py process is training this run, then start again")
                 return False  # alive: its run
             except (ProcessLookupError, ValueError):
                 path.unlink(missing_ok=True)  # a claim left by a process that died: take it over
@@ -160,11 +166,29 @@ def claim(out: Path, row: str, seed: int) -> bool:
     return False
 
 
+def _is_table3(pid: int) -> bool:
+    """Whether process ``pid`` runs this script (its command line names table3); True where that cannot be read."""
+    try:
+        return b"table3" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return True
+
+
 def release(out: Path, row: str, seed: int) -> None:
     claim_path(out, row, seed).unlink(missing_ok=True)
 
 
-def read_records(path: Path) -> list[dict]:
+def read_records(path: Path, warn=print) -> list[dict]:
+    """The runs recorded in ``path``, one JSON object per line. A line that does not parse (the last one of a
+    run killed while appending) is named through ``warn`` and skipped, so that the table still resumes."""
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    records = []
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            warn(f"{path}, line {number}: not a whole record (a run cut off while it was written?); skipped")
+    return records
