@@ -131,16 +131,16 @@ def test_settings_and_errors_allowed_only_in_a_copy(tmp_path, capsys, args, mess
 
 
 # One sitting (README, "Notebook workflow for contributors"): at most 80 cells, 4,000 words of prose and 700
-# lines of code, so that a student reads a notebook in one session.
+# lines of code, no code cell over 40 lines, so that a student reads a notebook in one session.
 MAX_CELLS, MAX_WORDS, MAX_CODE_LINES = 80, 4_000, 700
+MAX_CELL_LINES = 40  # a taught cell is as short as its idea
 
 
 def sitting_size(path: Path) -> tuple[int, int, int]:
-    """Cells, words of markdown prose, and non-blank lines of code of a notebook."""
+    """Cells, words of markdown prose, and lines of code of a notebook (blank lines count: they are read)."""
     nb = nbformat.read(path, as_version=4)
     words = sum(len(cell.source.split()) for cell in nb.cells if cell.cell_type == "markdown")
-    lines = sum(sum(1 for line in cell.source.splitlines() if line.strip())
-                for cell in nb.cells if cell.cell_type == "code")
+    lines = sum(len(cell.source.splitlines()) for cell in nb.cells if cell.cell_type == "code")
     return len(nb.cells), words, lines
 
 
@@ -150,3 +150,7 @@ def test_every_notebook_is_one_sitting_long(path):
     assert cells <= MAX_CELLS, f"{path.name}: {cells} cells, more than {MAX_CELLS}"
     assert words <= MAX_WORDS, f"{path.name}: {words} words of prose, more than {MAX_WORDS}"
     assert lines <= MAX_CODE_LINES, f"{path.name}: {lines} lines of code, more than {MAX_CODE_LINES}"
+    nb = nbformat.read(path, as_version=4)
+    long = [(i, n) for i, cell in enumerate(nb.cells) if cell.cell_type == "code"
+            and (n := len(cell.source.splitlines())) > MAX_CELL_LINES]
+    assert not long, f"{path.name}: code cells (index, lines) over {MAX_CELL_LINES} lines: {long}"
