@@ -85,6 +85,19 @@ def test_a_notebook_page_keeps_its_outputs_figures_and_the_course_bar(built_site
     assert '<script src="../assets/mathjax/es5/tex-svg-full.js"></script>' in page
 
 
+def test_a_lecture_deck_of_the_site_links_the_sites_pages_and_the_guide_only_in_its_notes(built_site):
+    for deck in sorted((built_site.out / "lectures").glob("*.html")):
+        text = deck.read_text(encoding="utf-8")
+        shown = re.sub(r'<aside class="notes">.*?</aside>|<script\b.*?</script>', "", text, flags=re.S)
+        stem = deck.stem
+        assert 'href="../index.html"' in shown and f'href="../notebooks/{stem}.html"' in shown, stem
+        assert "guide" not in shown.lower(), stem  # the audience sees no link to the instructor guide
+        assert f'href="../guide/{stem}.html"' in text, stem  # the speaker does, in the notes
+        targets = {t.split("#")[0] for t in re.findall(r'href="([^"]+)"', text)} - {""}
+        assert not [t for t in targets if PurePosixPath(t).suffix in (".md", ".ipynb", ".toml")], (stem, targets)
+        assert not [t for t in targets if not re.match(r"[a-z]+:", t) and not (deck.parent / t).exists()], stem
+
+
 # ---------------------------------------------------------------- nothing of the user's is lost or published
 
 

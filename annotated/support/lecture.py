@@ -1,20 +1,30 @@
 """The lecture cut of every notebook: a deck an audience can read, ``python -m annotated.support.lecture``.
 
     python -m annotated.support.lecture                    # every lecture -> build/lectures/NN_name.html
+    python -m annotated.support.lecture --core             # the 50-minute cores -> build/lectures-core/
     python -m annotated.support.lecture --pdf              # and a PDF handout of each -> build/lectures/pdf/
+    python -m annotated.support.lecture --pdf --per-page 4 --handout-notes   # 4 slides an A4 page, with notes
     python -m annotated.support.lecture lectures/04_multi_head_attention.toml --out /tmp/lectures
     python -m annotated.support.lecture --figures notebooks/04_multi_head_attention.ipynb
     python -m annotated.support.lecture --list             # the slides of every lecture, numbered
 
-The full notebook deck (:mod:`annotated.support.slides`) shows every cell; a lecture shows 16 to 40
-slides (``SLIDES_PER_SESSION``: from 16, so that a notebook of one sitting may have a 50-minute
-lecture), each with a title, a few words (60 at most), and one figure, one short piece of code or
-one result, large enough to read from the back of a hall. What the speaker says goes to the speaker
-notes (press S): talking points, the notebook's prose, the plotting code.
+The full notebook deck (:mod:`annotated.support.slides`) shows every cell; a lecture is a 50-minute
+talk of at most 25 core slides (``MAX_CORE_SLIDES``, the title and closing slides included), and may
+carry optional slides beyond them (``SLIDES_PER_SESSION`` bounds the whole deck). Each slide has a
+title, a few words (60 at most), and one figure, one short piece of code or one result, large enough
+to read from the back of a hall. What the speaker says goes to the speaker notes (press S): talking
+points and the notebook's prose, never code.
+
+An optional slide carries a small "optional" tag in its corner and "Optional." first in its notes;
+the key O skips from any slide to the next core slide, and ``--core`` leaves the optional slides out
+(slide numbers stay those of the whole deck, so the instructor guide's timetable still reads). The
+slide that opens a section carries its time, and the build writes "About N minutes for this section
+(M of 50 elapsed at its end)." first in its notes; the core sections add up to 50 minutes.
 
 A lecture is a plan, ``lectures/NN_name.toml``, that names the notebook's cells by their id, so it
 cannot drift from the notebook: a cell that is gone, or changed since its figure was drawn, stops the
-build with a message saying what to run. Each ``[[slide]]`` of the plan takes these keys:
+build with a message saying what to run. Each ``[[slide]]`` of the plan takes these keys, every one
+checked (type, range, the cell it names) before anything is built (:func:`check_slide`):
 
 ``title``       the slide's title (required)
 ``points``      a list of short lines (Markdown, ``$math$``); ``build = true`` shows them one by one
@@ -26,12 +36,21 @@ build with a message saying what to run. Each ``[[slide]]`` of the plan takes th
 ``code``        ``"<cell id>"``: the cell's code (``code_lines = [first, last]`` to show a part)
 ``output``      ``"<cell id>"``: what the cell printed (``output_lines = [first, last]`` for a part)
 ``notes``       talking points for the speaker notes
-``notes_from``  cell ids whose Markdown goes to the speaker notes as it stands in the notebook
+``notes_from``  Markdown cell ids whose prose goes to the speaker notes as it stands in the notebook
+                (a code block in it is left out: the notes are prose)
+``optional``    ``true``: not part of the 50-minute core
+``minutes``     the lecturing time of the section this (core) slide opens, until the next ``minutes``
+
+A deck built on its own (``build/lectures/``) links only to the decks beside it: the notebook and the
+instructor guide are named in its speaker notes as text (a link would open a notebook's JSON or the
+guide's Markdown); the site's copies (:mod:`annotated.support.site`) link the site's pages. The PDF
+handout links only to the web.
 
 Figures are drawn by executing the notebook once with the slide style (:func:`slide_style`: SVG with
 its text kept as text, at least ``MIN_FONT_PT``, scaled to the slide) and stored in
 ``lectures/figures/NN_name/`` with the SHA-256 of the cell that drew each, so that the decks build in
-seconds and a stale figure is caught (``--figures`` draws them again; it runs the whole notebook).
+seconds and a stale figure is caught (``--figures`` draws them again; it runs the whole notebook, and
+rewrites only the figures whose SVG changed: the SVG of a figure is the same bytes each time).
 """
 
 import argparse
@@ -56,22 +75,28 @@ from annotated.support.web_assets import mathjax_html
 LECTURES = ROOT / "lectures"
 FIGURES = LECTURES / "figures"
 DEFAULT_OUT = ROOT / "build" / "lectures"
+DEFAULT_CORE_OUT = ROOT / "build" / "lectures-core"  # the --core decks, beside the whole ones
 MAX_WORDS = 60  # of prose on a slide, its title included
-# Slides a deck may have, title and closing slides included: from 16, so that a notebook of one sitting
-# (at most 80 cells) may have a 50-minute lecture; the guide's 90-minute session adds exercises and discussion.
+# Slides a deck may have, title and closing slides and optional slides included: from 16, so that a notebook
+# of one sitting (at most 80 cells) has a 50-minute lecture, to 40, so that the optional slides stay a few.
 SLIDES_PER_SESSION = (16, 40)
 # A figure is drawn FIGURE_INCHES large and shown up to 1200 x 540 px: 1 pt of SVG (72 per inch) is
 # then about 1.35 px on screen, so MIN_FONT_PT keeps every label above 14 px with room to spare.
 FIGURE_INCHES = (12.0, 5.4)
 MIN_FONT_PT = 14.0
+SVG_SALT = "annotated-lecture"  # matplotlib's svg.hashsalt: the ids of a figure's SVG depend on its content only
 KEYS = {"title", "points", "build", "text", "figure", "run", "after", "diagram", "code", "code_lines",
-        "output", "output_lines", "notes", "notes_from"}
+        "output", "output_lines", "notes", "notes_from", "optional", "minutes"}
 CELL_REF = re.compile(r"^([0-9a-zA-Z_-]+)(?:#(\d+))?$")
+LECTURE_MINUTES = 50  # a lecture: the core slides' sections add up to this
+MAX_CORE_SLIDES = 25  # core slides of a deck, title and closing slides included
+RAW_SUFFIXES = (".md", ".ipynb", ".toml")  # files a browser shows as source text: never a deck's link target
 
 
 class LectureError(CourseError, ValueError):
     """A plan that names a cell the notebook lacks, a figure not drawn or stale, a key that does
-    not exist; the message says which file, which slide and what to run."""
+    not exist, a value of the wrong type or out of range; the message says which file, which slide
+    (its number and title), which key and what to write instead."""
 
 
 # ------------------------------------------------------------------ the plan
@@ -93,6 +118,8 @@ class Slide:
     output_lines: tuple[int, int] | None = None
     notes: list[str] = field(default_factory=list)
     notes_from: list[str] = field(default_factory=list)
+    optional: bool = False  # not part of the 50-minute core: tagged, skipped with O, left out by --core
+    minutes: int | None = None  # lecturing time of the section this slide opens (core slides only)
 
     def words(self) -> int:
         """Words of prose on the slide (title, points, text; math counts as one word)."""
@@ -120,9 +147,207 @@ class Plan:
     def name(self) -> str:
         return self.notebook.stem
 
+    @property
+    def total(self) -> int:
+        """Slides of the whole deck, the title and closing slides included."""
+        return len(self.slides) + 2
+
+    def core(self) -> list[Slide]:
+        """The slides of the 50-minute lecture (the plan's, without the optional ones)."""
+        return [s for s in self.slides if not s.optional]
+
+    def timing(self) -> dict[int, tuple[int, int]]:
+        """{slide number: (its section's minutes, minutes elapsed at the section's end)} for every core
+        slide that opens a section (carries ``minutes``), in order."""
+        elapsed, result = 0, {}
+        for slide in self.core():
+            if slide.minutes is not None:
+                elapsed += slide.minutes
+                result[slide.number] = (slide.minutes, elapsed)
+        return result
+
+
+def timing_problems(plan: Plan) -> list[str]:
+    """What keeps ``plan`` from being a 50-minute lecture, one line each: more than MAX_CORE_SLIDES core
+    slides, a first core slide that opens no timed section, core minutes that do not add up to
+    LECTURE_MINUTES. (Checked by tests/test_lectures.py; a deck still builds while its plan is edited.)"""
+    problems, core = [], plan.core()
+    where = plan.path.name
+    if len(core) + 2 > MAX_CORE_SLIDES:
+        problems.append(f"{where}: {len(core) + 2} core slides (title and closing included), more than "
+                        f"{MAX_CORE_SLIDES}; mark some optional = true")
+    if core and core[0].minutes is None:
+        problems.append(f"{where}: slide {core[0].number}, the first core slide, has no minutes, so the time "
+                        f"before the first timed section is not counted")
+    total = sum(minutes for minutes, _ in plan.timing().values())
+    if total != LECTURE_MINUTES:
+        problems.append(f"{where}: the core sections' minutes add up to {total}, not {LECTURE_MINUTES}")
+    return problems
+
+
+def _cell_lines(text: str) -> int:
+    return len(text.rstrip("\n").split("\n")) if text.strip() else 0
+
+
+class _Check:
+    """The checks of one ``[[slide]]`` table; every failure is one LectureError naming the file, the
+    slide (number and title), the key and what to write."""
+
+    def __init__(self, plan_name: str, number: int, table: dict, cells: dict, notebook: Path):
+        self.table, self.cells, self.notebook = table, cells, notebook
+        title = table.get("title")
+        shown = f" ({title!r})" if isinstance(title, str) and title.strip() else ""
+        self.where = f"{plan_name}, slide {number}{shown}"
+
+    def fail(self, message: str) -> None:
+        raise LectureError(f"{self.where}: {message}")
+
+    def value(self, key: str) -> str:
+        return f"{key} = {_toml(self.table[key])}"
+
+    def text(self, key: str, example: str) -> None:
+        if key in self.table and not (isinstance(self.table[key], str) and self.table[key].strip()):
+            what = "empty" if isinstance(self.table[key], str) else "not text"
+            self.fail(f"{self.value(key)} is {what}; write {key} = {example}")
+
+    def texts(self, key: str, example: str) -> None:
+        if key not in self.table:
+            return
+        value = self.table[key]
+        if isinstance(value, str):
+            self.fail(f"{self.value(key)} is one text, not a list; write {key} = {example}")
+        if not isinstance(value, list) or not all(isinstance(x, str) and x.strip() for x in value):
+            self.fail(f"{self.value(key)} is not a list of texts; write {key} = {example}")
+
+    def flag(self, key: str) -> None:
+        if key in self.table and not isinstance(self.table[key], bool):
+            self.fail(f"{self.value(key)} is not true or false; write {key} = true (or leave the key out)")
+
+    def cell(self, key: str, kinds: tuple[str, ...] = ("code", "markdown"), ref: str | None = None):
+        """The cell that ``key`` names (``ref``: one entry of a list), of one of ``kinds``."""
+        ref = self.table[key] if ref is None else ref
+        match = CELL_REF.match(ref)
+        if not match or match.group(1) not in self.cells or (match.group(2) and key != "figure"):
+            self.fail(f"{key} names {ref!r}, no cell of {self.notebook.name}; cell ids are in the notebook's JSON "
+                      f"(\"id\"){', and #k (its k-th figure) belongs to figure only' if match and match.group(2) else ''}")
+        if match.group(2) is not None and int(match.group(2)) < 1:
+            self.fail(f"{key} = {ref!r}: figures count from 1 (#1 is the cell's first figure)")
+        cell = self.cells[match.group(1)]
+        if cell.cell_type not in kinds:
+            self.fail(f"{key} names {ref!r}, a {cell.cell_type} cell; {key} takes a {' or '.join(kinds)} cell")
+        return cell
+
+    def lines(self, key: str, of: str, available: int, what: str) -> None:
+        """``key = [first, last]``, 1 <= first <= last <= available, for the cell that ``of`` names."""
+        if key not in self.table:
+            return
+        if of not in self.table:
+            self.fail(f"{self.value(key)} without {of}: {key} picks lines of the cell that {of} shows; add {of} "
+                      f"or leave {key} out")
+        value = self.table[key]
+        hint = f"give [first, last], 1 <= first <= last <= {available} ({what} has {available} lines)"
+        if not (isinstance(value, list) and len(value) == 2 and all(type(x) is int for x in value)):
+            self.fail(f"{self.value(key)} is not two line numbers; {hint}, e.g. {key} = [1, {min(3, available)}]")
+        first, last = value
+        if first < 1:
+            self.fail(f"{self.value(key)}: lines count from 1; {hint}")
+        if first > last:
+            self.fail(f"{self.value(key)}: the first line comes after the last; {hint}")
+        if last > available:
+            self.fail(f"{self.value(key)}: past the last line; {hint}")
+
+
+def _toml(value) -> str:
+    """A value as the plan writes it (so that a message quotes the line to fix)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k} = {_toml(v)}" for k, v in value.items()) + "}"
+    return str(value)
+
+
+def check_slide(plan_name: str, number: int, table, cells: dict, notebook: Path) -> Slide:
+    """One ``[[slide]]`` table of a plan, every key's type and range checked, as a Slide."""
+    if not isinstance(table, dict):
+        raise LectureError(f"{plan_name}, slide {number}: {_toml(table)} is not a table; write each slide as a "
+                           f"[[slide]] table of keys (title = \"...\", points = [...])")
+    c = _Check(plan_name, number, table, cells, notebook)
+    unknown = sorted(set(table) - KEYS)
+    if unknown:
+        c.fail(f"unknown keys {unknown}; the keys are {sorted(KEYS)}")
+    if "title" not in table:
+        c.fail("no title; every slide has one (title = \"...\")")
+    for key, example in (("title", '"A few words"'), ("text", '"""a small Markdown table"""'),
+                         ("run", '"""code run in the notebook\'s state"""'), ("after", '"<cell id>"'),
+                         ("figure", '"<cell id>" or "<cell id>#2"'), ("code", '"<cell id>"'),
+                         ("output", '"<cell id>"'), ("diagram", f'"{next(iter(_diagrams()))}"')):
+        c.text(key, example)
+    for key in ("points", "notes", "notes_from"):
+        c.texts(key, '["a short line", "another"]' if key != "notes_from" else '["<cell id>", "<cell id>"]')
+    for key in ("build", "optional"):
+        c.flag(key)
+    if "minutes" in table:
+        minutes = table["minutes"]
+        if type(minutes) is not int or minutes < 1:
+            c.fail(f"{c.value('minutes')} is not a positive whole number of minutes; write minutes = 5 (the "
+                   f"lecturing time of the section this slide opens)")
+        if table.get("optional"):
+            c.fail(f"{c.value('minutes')} on an optional slide: only core slides are timed (the optional ones are "
+                   f"not in the {LECTURE_MINUTES} minutes); move minutes to a core slide or leave it out")
+    if table.get("build") and not table.get("points"):
+        c.fail("build = true without points: build shows the points one by one; add points or leave build out")
+    if "diagram" in table and table["diagram"] not in _diagrams():
+        c.fail(f"{c.value('diagram')} is no diagram of annotated/support/diagrams.py; the diagrams are "
+               f"{sorted(_diagrams())}")
+    for key, kinds in (("figure", ("code",)), ("after", ("code", "markdown")), ("code", ("code",)),
+                       ("output", ("code",))):
+        if key in table:
+            c.cell(key, kinds)
+    for ref in table.get("notes_from", []):
+        c.cell("notes_from", ("markdown",), ref)  # prose for the speaker: a code cell's source is not
+    if "code" in table:
+        c.lines("code_lines", "code", _cell_lines(cells[table["code"]].source), f"cell {table['code']}")
+    elif "code_lines" in table:
+        c.lines("code_lines", "code", 0, "no cell")
+    if "output" in table:
+        shown = _output_html(cells[table["output"]])
+        if not shown.strip():
+            c.fail(f"output names {table['output']!r}, a cell that printed nothing (in the notebook as saved); "
+                   f"run the notebook, or name the cell that prints")
+        if "output_lines" in table and shown.startswith("<div"):
+            c.fail(f"{c.value('output_lines')}: cell {table['output']} shows a table, which is shown whole; leave "
+                   f"output_lines out")
+        c.lines("output_lines", "output", _cell_lines(shown), f"the output of cell {table['output']}")
+    elif "output_lines" in table:
+        c.lines("output_lines", "output", 0, "no cell")
+    if "run" in table and "after" not in table:
+        c.fail("`run` needs `after`, the cell after which its code runs")
+    if "after" in table and "run" not in table:
+        c.fail(f"{c.value('after')} without run: after says where the code of run goes; add run or leave after out")
+    if sum(key in table for key in ("figure", "run", "diagram")) > 1:
+        c.fail("one figure per slide (figure, run or diagram)")
+    values = dict(table)
+    for key in ("code_lines", "output_lines"):
+        if key in values:
+            values[key] = tuple(values[key])
+    slide = Slide(number=number, **values)
+    if slide.words() > MAX_WORDS:
+        c.fail(f"{slide.words()} words of prose, more than {MAX_WORDS}; move the rest to `notes`")
+    return slide
+
+
+def _diagrams() -> dict:
+    from annotated.support.diagrams import STAGES
+    return STAGES
+
 
 def read_plan(path: Path) -> Plan:
-    """The plan at ``path`` (``lectures/NN_name.toml``), checked against its notebook."""
+    """The plan at ``path`` (``lectures/NN_name.toml``), every slide's keys, types and ranges
+    checked against its notebook (:func:`check_slide`)."""
     path = Path(path)
     notebook = NOTEBOOKS / f"{path.stem}.ipynb"
     if not notebook.is_file():
@@ -132,41 +357,20 @@ def read_plan(path: Path) -> Plan:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as error:
         raise LectureError(f"{path}: not valid TOML ({error})") from None
+    except UnicodeDecodeError as error:
+        raise LectureError(f"{path}: not UTF-8 text ({error.reason} at byte {error.start})") from None
     extra = set(data) - {"slide"}
     if extra:
         raise LectureError(f"{path}: unknown top-level keys {sorted(extra)}; a plan holds [[slide]] tables only")
+    tables = data.get("slide", [])
+    if isinstance(tables, dict):
+        raise LectureError(f"{path}: [slide] is written as one table; write each slide as [[slide]] (two brackets: "
+                           f"an array of tables, one per slide)")
+    if not isinstance(tables, list) or not tables:
+        raise LectureError(f"{path}: no slides; write each slide as a [[slide]] table with a title")
     cells = {cell.get("id"): cell for cell in read_notebook(notebook).cells}
-    slides = []
-    for i, table in enumerate(data.get("slide", []), start=2):  # slide 1 is the title slide
-        where = f"{path.name}, slide {i}"
-        unknown = set(table) - KEYS
-        if unknown:
-            raise LectureError(f"{where}: unknown keys {sorted(unknown)}; the keys are {sorted(KEYS)}")
-        if "title" not in table:
-            raise LectureError(f"{where}: no title")
-        for key in ("code_lines", "output_lines"):
-            if key in table:
-                table[key] = tuple(table[key])
-        slide = Slide(number=i, **table)
-        for key in ("figure", "code", "output", "after"):
-            ref = getattr(slide, key)
-            if not ref:
-                continue
-            match = CELL_REF.match(ref)
-            if not match or match.group(1) not in cells:
-                raise LectureError(f"{where}: {key} = {ref!r} names no cell of {notebook.name}; cell ids are in "
-                                   f"the notebook's JSON (\"id\")")
-        for ref in slide.notes_from:
-            if ref not in cells:
-                raise LectureError(f"{where}: notes_from names {ref!r}, no cell of {notebook.name}")
-        if slide.run and not slide.after:
-            raise LectureError(f"{where}: `run` needs `after`, the cell after which its code runs")
-        if sum(bool(x) for x in (slide.figure, slide.run, slide.diagram)) > 1:
-            raise LectureError(f"{where}: one figure per slide (figure, run or diagram)")
-        if slide.words() > MAX_WORDS:
-            raise LectureError(f"{where}: {slide.words()} words of prose, more than {MAX_WORDS}; move the rest "
-                               f"to `notes`")
-        slides.append(slide)
+    # slide 1 is the title slide
+    slides = [check_slide(path.name, i, table, cells, notebook) for i, table in enumerate(tables, start=2)]
     return Plan(path, notebook, slides)
 
 
@@ -209,6 +413,7 @@ def slide_svg(fig) -> str:
     import io
     import warnings
 
+    import matplotlib
     from matplotlib.text import Text
 
     width, height = fig.get_size_inches()
@@ -225,17 +430,31 @@ def slide_svg(fig) -> str:
             except Exception:  # a figure laid out by hand keeps its layout
                 pass
         buffer = io.StringIO()
-        fig.savefig(buffer, format="svg", bbox_inches="tight")
+        # The same figure gives the same bytes: ids from a fixed salt, no date (so --figures leaves it as it was).
+        with matplotlib.rc_context({"svg.hashsalt": SVG_SALT}):
+            fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
     return buffer.getvalue()
+
+
+def write_if_changed(path: Path, content: str) -> bool:
+    """Write ``content`` to ``path`` (through a temporary file beside it) unless the file already
+    holds exactly these bytes; return whether it was written."""
+    data = content.encode("utf-8")
+    if path.is_file() and not path.is_symlink() and path.read_bytes() == data:
+        return False
+    with atomic_write(path) as handle:
+        handle.write(data)
+    return True
 
 
 def figure_folder(plan: Plan) -> Path:
     return FIGURES / plan.name
 
 
-def draw_figures(plan: Plan, timeout: int = 3600) -> list[Path]:
+def draw_figures(plan: Plan, timeout: int = 3600) -> tuple[list[Path], list[Path]]:
     """Execute the plan's notebook with the slide style, code of ``run`` slides inserted after their
-    cells, and store the figures the plan shows; returns their files."""
+    cells, and store the figures the plan shows; returns their files and those of them that changed
+    (a figure drawn as it was is not written again: :func:`write_if_changed`)."""
     import nbformat
     from nbclient import NotebookClient
 
@@ -265,7 +484,7 @@ def draw_figures(plan: Plan, timeout: int = 3600) -> list[Path]:
     # Run up to the last cell a figure needs; the cells that raise on purpose (NBVAL_RAISES_EXCEPTION)
     # may raise, a cell that draws a figure may not.
     if not wanted:
-        return []
+        return [], []
     last = max(i for i, cell in enumerate(cells) if cell.get("id") in {c for c, _, _ in wanted.values()})
     nb.cells = cells[:last + 1]
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=True,
@@ -278,26 +497,23 @@ def draw_figures(plan: Plan, timeout: int = 3600) -> list[Path]:
             raise LectureError(f"{plan.path.name}: cell {cell_id} raised {errors[0]['ename']}: {errors[0]['evalue']}")
     folder = figure_folder(plan)
     folder.mkdir(parents=True, exist_ok=True)
-    manifest, written = {}, []
+    manifest, files, changed = {}, [], []
     for key, (cell_id, k, digest) in sorted(wanted.items()):
         svgs = [o["data"]["image/svg+xml"] for o in outputs[cell_id] if "image/svg+xml" in o.get("data", {})]
         if not svgs or (k is not None and k > len(svgs)):
             raise LectureError(f"{plan.path.name}: cell {cell_id} drew {len(svgs)} figures, the plan wants "
                                f"{'figure ' + str(k) if k else 'one'}")
         svg = svgs[-1] if k is None else svgs[k - 1]
-        svg = svg if isinstance(svg, str) else "".join(svg)
         path = folder / f"{key}.svg"
-        with atomic_write(path, mode="w") as handle:
-            handle.write(svg)
+        if write_if_changed(path, svg if isinstance(svg, str) else "".join(svg)):
+            changed.append(path)
         manifest[key] = digest
-        written.append(path)
+        files.append(path)
     old = _manifest(plan)
     for key in set(old) - set(manifest):  # figures of this command that the plan no longer shows
         (folder / f"{key}.svg").unlink(missing_ok=True)
-    with atomic_write(folder / "manifest.json", mode="w") as handle:
-        json.dump(manifest, handle, indent=1, sort_keys=True)
-        handle.write("\n")
-    return written
+    write_if_changed(folder / "manifest.json", json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    return files, changed
 
 
 def _manifest(plan: Plan) -> dict[str, str]:
@@ -419,7 +635,38 @@ def diagram_svgs(name: str) -> list[str]:
     return result
 
 
-def slide_html(plan: Plan, slide: Slide, cells: dict, figures: dict[str, str]) -> str:
+def timing_line(minutes: int, elapsed: int) -> str:
+    """The first line of the notes of a slide that opens a section."""
+    return (f"About {minutes} minute{'s' if minutes != 1 else ''} for this section ({elapsed} of {LECTURE_MINUTES} "
+            f"elapsed at its end).")
+
+
+def _prose_only(notes_html: str) -> str:
+    """Speaker notes are prose read at a glance: a code block of the notebook's text (```...```) is
+    left out, with a word saying so."""
+    notes_html = re.sub(r'<a class="anchor-link"[^>]*>.*?</a>', "", notes_html, flags=re.S)  # nbconvert's ¶
+    return re.sub(r"<pre\b.*?</pre>", '<p class="lecture-left-out">(A code block of the notebook, not shown here.)'
+                  '</p>', notes_html, flags=re.S)
+
+
+def notes_html(slide: Slide, cells: dict, timing: dict[int, tuple[int, int]]) -> str:
+    """The speaker notes of a slide: "Optional." or its section's time first, then the talking
+    points, then the notebook's prose (``notes_from``). Prose only: no code block."""
+    notes = []
+    if slide.optional:
+        notes.append('<p class="lecture-optional-note"><strong>Optional.</strong> Not in the '
+                     f'{LECTURE_MINUTES}-minute core; O skips to the next core slide.</p>')
+    if slide.number in timing:
+        notes.append(f'<p class="lecture-timing"><strong>{timing_line(*timing[slide.number])}</strong></p>')
+    if slide.notes:
+        notes.append("<ul>" + "".join(f"<li>{_inline(n)}</li>" for n in slide.notes) + "</ul>")
+    for ref in slide.notes_from:
+        notes.append(_prose_only(_markdown(cells[ref].source)))
+    return "".join(notes)
+
+
+def slide_html(plan: Plan, slide: Slide, cells: dict, figures: dict[str, str],
+               timing: dict[int, tuple[int, int]] | None = None) -> str:
     parts = [f"<h2>{_inline(slide.title)}</h2>"]
     if slide.points:
         item = ' class="fragment"' if slide.build else ""
@@ -445,64 +692,78 @@ def slide_html(plan: Plan, slide: Slide, cells: dict, figures: dict[str, str]) -
             f'<div class="lecture-step{" fragment" if k else ""}">'
             f'{_unique_ids(_svg_body(svg), f"s{slide.number}-{k}-")}</div>' for k, svg in enumerate(steps))
         parts.append(f'<figure class="lecture-figure r-stack">{layers}</figure>')
-    notes = []
-    if slide.notes:
-        notes.append("<ul>" + "".join(f"<li>{_inline(n)}</li>" for n in slide.notes) + "</ul>")
-    for ref in slide.notes_from:
-        notes.append(_markdown(cells[ref].source))
-    for ref in {slide.figure.split("#")[0], slide.code} - {""}:
-        if cells[ref].cell_type == "code":
-            notes.append(f"<p>Cell <code>{ref}</code> of the notebook:</p><pre>{html.escape(cells[ref].source)}</pre>")
-    if slide.run:
-        notes.append(f"<p>Drawn for the lecture, after cell <code>{slide.after}</code>:</p>"
-                     f"<pre>{html.escape(slide.run)}</pre>")
-    return (f'<section class="lecture-slide" id="s{slide.number}" data-slide="{slide.number}">\n'
-            + "\n".join(parts) + f'\n<aside class="notes">{"".join(notes)}</aside>\n</section>')
+    optional = ' lecture-optional" data-optional="true' if slide.optional else ""
+    return (f'<section class="lecture-slide{optional}" id="s{slide.number}" data-slide="{slide.number}">\n'
+            + "\n".join(parts) + f'\n<aside class="notes">{notes_html(slide, cells, timing or {})}</aside>\n'
+                                 f'</section>')
 
 
 @dataclass(frozen=True)
 class Links:
-    """Where a deck's title and closing slides point: the course, the guide, the notebook, the
-    full deck, and the next lecture (None where there is none)."""
-    course: str
-    guide: str | None
-    notebook: str
-    full_deck: str | None
-    next_deck: str | None
-    next_title: str | None
+    """Where a deck points. On its title and closing slides: the course, the notebook, the full
+    deck and the next lecture; in the speaker notes only: the instructor guide (the audience sees
+    no link to it). None where the target is not shipped with the deck: a deck built on its own
+    names the repository's files in its notes, as text, and links none of them."""
+    course: str | None = None
+    notebook: str | None = None
+    full_deck: str | None = None
+    guide: str | None = None
+    next_deck: str | None = None
+    next_title: str | None = None
 
 
-def deck_html(plan: Plan, assets: str, links: Links, rewrite=None) -> str:
+def _nav(items) -> str:
+    shown = [f'<a href="{html.escape(url)}">{html.escape(label)}</a>' for label, url in items if url]
+    return f'<p class="lecture-links">{" · ".join(shown)}</p>' if shown else ""
+
+
+def _where(label: str, url: str | None, repo_path: str) -> str:
+    """A file of the course in the speaker notes: a link where the deck ships it, else its path as text."""
+    return f'<a href="{html.escape(url)}">{label}</a>' if url else f"{label} (<code>{repo_path}</code>)"
+
+
+def deck_html(plan: Plan, assets: str, links: Links, rewrite=None, core: bool = False) -> str:
     """The lecture as one reveal.js page; ``assets`` is the relative URL of the assets folder;
     ``rewrite(html)`` points the links of the notebook's own text (written from notebooks/) at
-    their targets from the deck's folder."""
+    their targets from the deck's folder; ``core`` leaves the optional slides out."""
     require_fresh_figures(plan)
     nb = read_notebook(plan.notebook)
     cells = {cell.get("id"): cell for cell in nb.cells}
+    shown = plan.core() if core else plan.slides
     figures = {key: (figure_folder(plan) / f"{key}.svg").read_text(encoding="utf-8")
-               for key in (s.figure_key() for s in plan.slides) if key}
+               for key in (s.figure_key() for s in shown) if key}
     title = title_of(plan.notebook)
-    total = len(plan.slides) + 2
-
-    def nav(items) -> str:
-        return '<p class="lecture-links">' + " · ".join(
-            f'<a href="{html.escape(url)}">{html.escape(label)}</a>' for label, url in items if url) + "</p>"
-
-    course = [("Course", links.course), ("Instructor guide", links.guide), ("Notebook", links.notebook),
-              ("Every cell as slides", links.full_deck)]
+    total, last = len(shown) + 2, plan.total  # slides in this deck; the closing slide's number in the plan
+    optional = len(plan.slides) - len(plan.core())
+    timing = plan.timing()
+    course = [("Course", links.course), ("Notebook", links.notebook), ("Every cell as slides", links.full_deck)]
+    repo = f"notebooks/{plan.notebook.name}"
+    guide = _where("instructor guide", links.guide, f"guide/{plan.name}.md")
+    if core:
+        extent = (f"This is the {LECTURE_MINUTES}-minute core ({total} slides); the {optional} optional slides "
+                  f"are left out (slide numbers are those of the whole deck).")
+    else:
+        extent = (f"The {LECTURE_MINUTES}-minute core is {len(plan.core()) + 2} of the {total} slides; "
+                  + (f"the {optional} optional ones are tagged “optional” in a corner and begin their notes with "
+                     f"“Optional.”; O skips past them to the next core slide. " if optional else "")
+                  + "Each section's time is at the top of its first slide's notes.")
     opening = (f'<section class="lecture-slide lecture-title" id="s1" data-slide="1">\n<h1>{html.escape(title)}</h1>\n'
-               f'<p>"Attention Is All You Need", built step by step · {total} slides</p>\n{nav(course)}\n'
-               f'<aside class="notes">Press S for these notes, F for full screen, Esc for an overview. '
-               f'Slide numbers match the instructor guide\'s timetable.</aside>\n</section>')
+               f'<p>"Attention Is All You Need", built step by step · {total} slides</p>\n{_nav(course)}\n'
+               f'<aside class="notes"><p>Press S for these notes, F for full screen, Esc for an overview, O to skip '
+               f'to the next core slide, ? for every key.</p><p>{extent}</p><p>Slide numbers match the '
+               f'{guide}\'s timetable; the {_where("notebook", links.notebook, repo)} holds the whole argument.</p>'
+               f'</aside>\n</section>')
     following = [("Next: " + (links.next_title or ""), links.next_deck)] if links.next_deck else []
-    closing = (f'<section class="lecture-slide lecture-title" id="s{total}" data-slide="{total}">\n'
+    closing = (f'<section class="lecture-slide lecture-title" id="s{last}" data-slide="{last}">\n'
                f'<h2>{"Next: " + html.escape(links.next_title) if links.next_title else "The end of the course"}</h2>\n'
-               f'{nav(following + course)}\n<aside class="notes">The exercises of this notebook are linked from '
-               f'the course page.</aside>\n</section>')
-    slides = "\n".join(slide_html(plan, s, cells, figures) for s in plan.slides)
+               f'{_nav(following + course)}\n<aside class="notes"><p>The exercises of this notebook are linked '
+               f'from the course page and from the notebook.</p></aside>\n</section>')
+    slides = "\n".join(slide_html(plan, s, cells, figures, timing) for s in shown)
     body = "\n".join([opening, rewrite(slides) if rewrite else slides, closing])
+    # A core deck numbers its slides as the whole deck does, so the guide's timetable still reads.
+    number = "(slide) => [Number(slide.dataset.slide || 0)]" if core else '"c/t"'
     return PAGE.format(title=html.escape(title), assets=assets, mathjax=mathjax_html(assets), body=body,
-                       width=SLIDE_WIDTH, height=SLIDE_HEIGHT)
+                       width=SLIDE_WIDTH, height=SLIDE_HEIGHT, slide_number=number)
 
 
 PAGE = """<!DOCTYPE html>
@@ -523,9 +784,17 @@ PAGE = """<!DOCTYPE html>
 <script src="{assets}/reveal.js/dist/reveal.js"></script>
 <script src="{assets}/reveal.js/plugin/notes/notes.js"></script>
 <script>
-Reveal.initialize({{hash: true, center: false, controls: true, progress: true, slideNumber: "c/t",
+Reveal.initialize({{hash: true, center: false, controls: true, progress: true, slideNumber: {slide_number},
     width: {width}, height: {height}, margin: 0, display: "flex", transition: "fade",
     pdfSeparateFragments: false, pdfMaxPagesPerSlide: 1, plugins: [RevealNotes]}});
+// O: on to the next core slide, past the optional ones (the overview stays on Esc).
+Reveal.addKeyBinding({{keyCode: 79, key: "O", description: "Skip to the next core slide (past the optional ones)"}},
+    () => {{
+        const slides = Reveal.getSlides(), here = slides.indexOf(Reveal.getCurrentSlide());
+        const next = slides.slice(here + 1).find(slide => !slide.hasAttribute("data-optional"));
+        if (next) {{ const at = Reveal.getIndices(next); Reveal.slide(at.h, at.v); }}
+    }});
+Reveal.registerKeyboardShortcut("ESC, O", "Slide overview (Esc; O skips the optional slides)");
 </script>
 </body>
 </html>
@@ -535,62 +804,177 @@ Reveal.initialize({{hash: true, center: false, controls: true, progress: true, s
 def install_lecture_assets(dest: Path) -> Path:
     install_assets(dest)
     css = Path(__file__).resolve().parent / "templates" / "lecture.css"
-    (dest / "lecture.css").write_text(css.read_text(encoding="utf-8"), encoding="utf-8")
+    with atomic_write(dest / "lecture.css") as handle:
+        handle.write(css.read_bytes())
     return dest
 
 
 def repo_links(plan: Plan, out: Path, next_plan: Plan | None) -> Links:
-    """Links from a deck in ``out`` to the repository's files (the site maps them to its pages)."""
-    def rel(path: Path) -> str:
-        return Path(os.path.relpath(path, out.resolve())).as_posix()
-    guide = ROOT / "guide" / f"{plan.name}.md"
-    return Links(course=rel(ROOT / "README.md"), guide=rel(guide) if guide.is_file() else None,
-                 notebook=rel(plan.notebook), full_deck=None,
-                 next_deck=f"{next_plan.name}.html" if next_plan else None,
+    """The links of a deck built on its own (``build/lectures/``): the next lecture's deck beside it,
+    nothing else. The course's files are named in the notes as text; linked, a browser would show a
+    notebook's JSON and the guide's Markdown source (the site's decks link their pages instead)."""
+    return Links(next_deck=f"{next_plan.name}.html" if next_plan else None,
                  next_title=title_of(next_plan.notebook) if next_plan else None)
 
 
-def build(plan_paths: Sequence[Path], out: Path, assets_dir: Path | None = None, links=None,
-          rewrite=None) -> list[Path]:
-    """Write one lecture deck per plan into ``out``; ``links(plan, out, next_plan) -> Links`` and
-    ``rewrite(html, plan, out)`` for the links of the notebook's text (by default to the repository's files)."""
-    from annotated.support.slides import links_to_files
+def drop_links(text: str, folder: Path, keep) -> str:
+    """Every ``<a href>`` of ``text`` (written from ``folder``) whose relative target fails
+    ``keep(path)`` becomes its text: a link to the raw source of a page, or to a file that is not
+    shipped, reads as words instead of leading nowhere. Links with a scheme, absolute paths and
+    bare ``#fragments`` stay."""
+    def one(match: re.Match) -> str:
+        target, inner = match.group(1), match.group(2)
+        path_part = html.unescape(target).split("#", 1)[0]
+        if not path_part or re.match(r"[a-z][a-z0-9+.-]*:", target) or target.startswith("/"):
+            return match.group(0)
+        file = folder / path_part
+        if keep(file):
+            return match.group(0)
+        try:  # a file of the course named by its path, so that the reader can still find it
+            named = file.resolve().relative_to(ROOT).as_posix() if is_raw(file) and file.exists() else None
+        except ValueError:
+            named = None
+        return f"{inner} (<code>{named}</code>)" if named and named not in inner else inner
+    return re.sub(r'<a\b[^>]*?\bhref="([^"]*)"[^>]*>(.*?)</a>', one, text, flags=re.S)
 
+
+def is_raw(path: Path) -> bool:
+    """A file a browser would show as source text, not as a page: Markdown, a notebook, a plan."""
+    return Path(path).suffix.lower() in RAW_SUFFIXES
+
+
+def build(plan_paths: Sequence[Path], out: Path, assets_dir: Path | None = None, links=None,
+          rewrite=None, core: bool = False, keep_link=None) -> list[Path]:
+    """Write one lecture deck per plan into ``out``; ``links(plan, out, next_plan) -> Links``,
+    ``rewrite(html, plan, out)`` for the links of the notebook's text (by default to the repository's
+    files) and ``keep_link(path)`` for the links that stay links (by default: to a file that exists
+    and is not raw source; see :func:`drop_links`). ``core`` leaves the optional slides out.
+
+    A symbolic link left in ``out`` is removed, never written through, and every file is written
+    through a temporary file beside it (:func:`annotated.support.files.atomic_write`)."""
+    from annotated.support.slides import links_to_files, remove_links
+
+    out.mkdir(parents=True, exist_ok=True)
+    remove_links(out)
     links = links or repo_links
     rewrite = rewrite or (lambda text, plan, folder: links_to_files(text, plan.notebook, folder))
     assets_dir = install_lecture_assets(assets_dir or out / "assets")
-    out.mkdir(parents=True, exist_ok=True)
     relative = Path(os.path.relpath(assets_dir, out)).as_posix()
     # The next lecture is named by its file alone: a plan being edited elsewhere does not stop this one.
     every = [Plan(p, NOTEBOOKS / f"{p.stem}.ipynb", []) for p in plans() if (NOTEBOOKS / f"{p.stem}.ipynb").is_file()]
     names = [p.name for p in every]
+    building = {f"{Path(p).stem}.html" for p in plan_paths}
+
+    def standalone(path: Path) -> bool:
+        return not is_raw(path) and (path.exists() or (path.parent.resolve() == out.resolve()
+                                                       and path.name in building))
+    keep_link = keep_link or standalone
     decks = []
     for path in plan_paths:
         plan = read_plan(path)
         i = names.index(plan.name) if plan.name in names else -1
         next_plan = every[i + 1] if 0 <= i < len(every) - 1 else None
         deck = out / f"{plan.name}.html"
-        deck.write_text(deck_html(plan, relative, links(plan, out, next_plan),
-                                  rewrite=lambda text, plan=plan: rewrite(text, plan, out)), encoding="utf-8")
+        text = deck_html(plan, relative, links(plan, out, next_plan),
+                         rewrite=lambda text, plan=plan: rewrite(text, plan, out), core=core)
+        with atomic_write(deck, mode="w") as handle:
+            handle.write(drop_links(text, out, keep_link))
         decks.append(deck)
     return decks
 
 
-def write_pdfs(decks: Sequence[Path], folder: Path) -> list[Path]:
-    """A PDF handout of every deck (one page per slide, every step shown), printed by headless
-    Chromium through reveal.js's print view (``?print-pdf``)."""
-    from annotated.support.browser import PageLog, offline_browser, open_page, wait_for_mathjax
+HANDOUT_LAYOUTS = (1, 2, 4)  # slides a page of the PDF handout
 
+# Run in reveal.js's print view once it has laid the slides out (one .pdf-page each): links that
+# would print as paths of the build machine become text; then, for 2 or 4 slides a page or with the
+# speaker notes, the pages are grouped into A4 sheets.
+HANDOUT = """([perPage, withNotes]) => {
+    document.querySelectorAll('a[href]').forEach(a => {
+        if (/^https?:/i.test(a.href)) return;
+        const span = document.createElement('span');
+        span.innerHTML = a.innerHTML;
+        a.replaceWith(span);
+    });
+    if (perPage === 1 && !withNotes) return 0;
+    const slides = document.querySelector('.reveal .slides');
+    const pages = Array.from(slides.querySelectorAll(':scope > .pdf-page'));
+    const landscape = perPage === 4 && !withNotes;
+    const style = document.createElement('style');
+    style.textContent = `@page { size: ${landscape ? '297mm 210mm' : '210mm 297mm'}; margin: 10mm; }`;
+    document.head.appendChild(style);
+    document.documentElement.classList.add('lecture-handout', `lecture-handout-${perPage}`);
+    if (withNotes) document.documentElement.classList.add('lecture-handout-notes');
+    document.body.style.width = landscape ? '277mm' : '190mm';
+    document.body.style.height = 'auto';
+    const boxes = [];
+    const box = (page, parent) => {
+        const frame = document.createElement('div');
+        frame.className = 'handout-slide';
+        parent.appendChild(frame);
+        frame.appendChild(page);
+        page.style.width = '1280px';
+        boxes.push([frame, page]);
+        return frame;
+    };
+    let sheet = null;
+    pages.forEach((page, i) => {
+        if (withNotes) {
+            const item = document.createElement('div');
+            item.className = 'handout-item';
+            slides.appendChild(item);
+            box(page, item);
+            const notes = document.createElement('div');
+            notes.className = 'handout-notes';
+            const section = page.querySelector('section');
+            const aside = section && section.querySelector('aside.notes');
+            notes.innerHTML = aside ? aside.innerHTML : '';
+            item.appendChild(notes);
+        } else {
+            if (i % perPage === 0) {
+                sheet = document.createElement('div');
+                sheet.className = 'handout-sheet';
+                slides.appendChild(sheet);
+            }
+            box(page, sheet);
+        }
+    });
+    boxes.forEach(([frame, page]) => {
+        const zoom = Math.min(frame.clientWidth / 1280, (frame.clientHeight || 1e9) / 720);
+        page.style.zoom = zoom;
+        frame.style.height = `${720 * zoom}px`;
+    });
+    return boxes.length;
+}"""
+
+
+def write_pdfs(decks: Sequence[Path], folder: Path, notes: bool = False, per_page: int = 1) -> list[Path]:
+    """A PDF handout of every deck (every step of a slide shown), printed by headless Chromium
+    through reveal.js's print view (``?print-pdf``): one slide a page (1280 x 720), or ``per_page``
+    2 or 4 to an A4 sheet; ``notes`` prints each slide's speaker notes beside it. The handout links
+    only to the web: a link to a file would print as a path of the machine that built it."""
+    from annotated.support.browser import PageLog, offline_browser, open_page, wait_for_mathjax
+    from annotated.support.slides import remove_links
+
+    if per_page not in HANDOUT_LAYOUTS:
+        raise ValueError(f"per_page = {per_page}: a handout prints {', '.join(map(str, HANDOUT_LAYOUTS))} slides a page")
     folder.mkdir(parents=True, exist_ok=True)
+    remove_links(folder)
     pdfs = []
     with offline_browser(SLIDE_WIDTH, SLIDE_HEIGHT) as context:
         for deck in decks:
             page = open_page(context, deck.as_uri() + "?print-pdf", PageLog())
             wait_for_mathjax(page)
             page.wait_for_function("() => window.Reveal && Reveal.isReady()")
-            pdf = folder / f"{deck.stem}.pdf"
-            page.pdf(path=str(pdf), width=f"{SLIDE_WIDTH}px", height=f"{SLIDE_HEIGHT}px", print_background=True)
+            page.wait_for_function("() => document.querySelector('.reveal .slides > .pdf-page')")
+            page.evaluate(HANDOUT, [per_page, notes])
+            if per_page == 1 and not notes:
+                data = page.pdf(width=f"{SLIDE_WIDTH}px", height=f"{SLIDE_HEIGHT}px", print_background=True)
+            else:
+                data = page.pdf(prefer_css_page_size=True, print_background=True)
             page.close()
+            pdf = folder / f"{deck.stem}.pdf"
+            with atomic_write(pdf) as handle:
+                handle.write(data)
             pdfs.append(pdf)
     return pdfs
 
@@ -610,49 +994,63 @@ def main(argv: Sequence[str] | None = None) -> int:
                                                  "offline, and PDF handouts.")
     parser.add_argument("plans", nargs="*", type=_plan_arg,
                         help="lecture plans (lectures/NN_name.toml) or their notebooks (default: every plan)")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"folder for the decks (default: {DEFAULT_OUT})")
+    parser.add_argument("--out", type=Path, default=None,
+                        help=f"folder for the decks (default: {_shown(DEFAULT_OUT)}, with --core "
+                             f"{_shown(DEFAULT_CORE_OUT)})")
+    parser.add_argument("--core", action="store_true",
+                        help=f"the {LECTURE_MINUTES}-minute core of each deck: the optional slides left out")
     parser.add_argument("--pdf", action="store_true", help="also print a PDF handout of each deck into OUT/pdf/ "
                                                            "(needs Chromium)")
+    parser.add_argument("--per-page", type=int, choices=HANDOUT_LAYOUTS, default=1,
+                        help="slides a page of the PDF handout: 1 (a page the slide's size, the default), or 2 or 4 "
+                             "on an A4 sheet")
+    parser.add_argument("--handout-notes", action="store_true",
+                        help="print each slide's speaker notes beside it in the PDF handout (A4)")
     parser.add_argument("--figures", action="store_true",
                         help="draw the plans' figures again by executing their notebooks (minutes per notebook), "
-                             "into lectures/figures/; no deck is built")
+                             "into lectures/figures/, rewriting only the figures that changed; no deck is built")
     parser.add_argument("--list", action="store_true", help="print every slide's number and title, build nothing")
     parser.add_argument("--force", action="store_true",
                         help="write into --out even if this command did not make it (what it holds is replaced)")
     args = parser.parse_args(argv)
+    if (args.per_page != 1 or args.handout_notes) and not args.pdf:
+        parser.error("--per-page and --handout-notes shape the PDF handout: add --pdf")
+    out = args.out or (DEFAULT_CORE_OUT if args.core else DEFAULT_OUT)
     chosen = args.plans or plans()
 
     def body() -> int:
         loaded = [read_plan(p) for p in chosen]  # every plan checked before any work
         if args.list:
             for plan in loaded:
-                print(f"{plan.name}: {len(plan.slides) + 2} slides")
+                print(f"{plan.name}: {plan.total} slides, {len(plan.core()) + 2} of them the core")
                 for slide in plan.slides:
-                    print(f"  {slide.number:3d}  {slide.title}")
+                    print(f"  {slide.number:3d}  {slide.title}{'  (optional)' if slide.optional else ''}")
             return 0
         if args.figures:
             for plan in loaded:
-                files = draw_figures(plan)
-                print(f"{plan.name}: {len(files)} figures in {_shown(figure_folder(plan))}")
+                files, changed = draw_figures(plan)
+                print(f"{plan.name}: {len(files)} figures in {_shown(figure_folder(plan))}, {len(changed)} of them "
+                      f"changed")
             return 0
         for plan in loaded:
             require_fresh_figures(plan)  # before any work
-        check_output_folder(args.out, args.force, inputs=chosen, protected=course_paths())
+        check_output_folder(out, args.force, inputs=chosen, protected=course_paths())
         try:
-            with build_folder(args.out, parser.prog, force=args.force, keep=True, inputs=chosen,
+            with build_folder(out, parser.prog, force=args.force, keep=True, inputs=chosen,
                               protected=course_paths()) as tmp:
-                names = [deck.name for deck in build(chosen, tmp)]
+                names = [deck.name for deck in build(chosen, tmp, core=args.core)]
                 if args.pdf:
-                    write_pdfs([tmp / name for name in names], tmp / "pdf")
+                    write_pdfs([tmp / name for name in names], tmp / "pdf", notes=args.handout_notes,
+                               per_page=args.per_page)
         except KeyboardInterrupt:
-            print(f"{parser.prog}: interrupted; {args.out} is as it was before", file=sys.stderr)
+            print(f"{parser.prog}: interrupted; {out} is as it was before", file=sys.stderr)
             return 130
         for name in names:
-            print(args.out / name)
+            print(out / name)
         if args.pdf:
-            print(f"PDF handouts in {args.out / 'pdf'}")
-        print(f"{len(names)} lectures in {args.out}; open one in a browser (no network needed), press S for the "
-              f"speaker notes")
+            print(f"PDF handouts in {out / 'pdf'}")
+        print(f"{len(names)} lectures in {out}; open one in a browser (no network needed), press S for the "
+              f"speaker notes, O to skip the optional slides")
         return 0
 
     return run_command(body, parser.prog)

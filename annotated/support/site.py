@@ -33,7 +33,7 @@ from annotated.support.course import ROOT, course_paths, is_course_file
 from annotated.support.errors import run_command
 from annotated.support.files import build_folder, check_output_folder
 from annotated.support.explorer import WidgetToExplorer, build as build_explorer
-from annotated.support.lecture import LECTURES, Links, build as build_lectures, plans as lecture_plans
+from annotated.support.lecture import LECTURES, Links, build as build_lectures, is_raw, plans as lecture_plans
 from annotated.support.slides import (TEMPLATES, build as build_decks, deck_name, install_assets, map_links,
                                       read_notebook, title_of)
 from annotated.support.web_assets import mathjax_html
@@ -249,7 +249,8 @@ class Site:
                 + "\n".join(rows) + "\n</tbody>\n</table>\n")
 
     def lecture_links(self, plan, out: Path, next_plan) -> Links:
-        """Where a lecture deck of the site points: the index, its guide, notebook and full deck, the next lecture."""
+        """Where a lecture deck of the site points: on its slides the index, its notebook's page, its full
+        deck and the next lecture; in its speaker notes the guide's page (the audience sees no guide link)."""
         stem = plan.name
         guide = ROOT / "guide" / f"{stem}.md"
         return Links(course="../index.html", guide=f"../guide/{stem}.html" if guide.is_file() else None,
@@ -286,13 +287,19 @@ class Site:
         for repo_file in sorted(self.sources):  # the files the pages above link to
             self.source_page(repo_file)
         if with_slides:
+            # A deck's links go to the site's pages; one that would still open a raw file (Markdown, a notebook's
+            # JSON, a plan) is left as its text.
             build_lectures(lecture_plans(), self.out / "lectures", self.out / "assets", links=self.lecture_links,
                            rewrite=lambda text, plan, _: self.rewrite_links(
                                text, PurePosixPath("notebooks", plan.notebook.name),
-                               PurePosixPath("lectures", f"{plan.name}.html")))
+                               PurePosixPath("lectures", f"{plan.name}.html")),
+                           keep_link=lambda path: not is_raw(path))
             build_decks([nb.path for nb in self.course], self.out / "slides", self.out / "assets",
                         links=lambda text, notebook, _: self.rewrite_links(
                             text, PurePosixPath("notebooks", notebook.name), PurePosixPath("slides", deck_name(notebook))))
+            for repo_file in sorted(self.sources):  # the source files that only a deck links to
+                if not (self.out / site_path(repo_file)).is_file():
+                    self.source_page(repo_file)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

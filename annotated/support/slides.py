@@ -30,7 +30,7 @@ from nbconvert.preprocessors import Preprocessor
 
 from annotated.support.course import NOTEBOOKS, ROOT, course_paths
 from annotated.support.errors import CourseError, run_command
-from annotated.support.files import build_folder, check_output_folder
+from annotated.support.files import atomic_write, build_folder, check_output_folder
 from annotated.support.web_assets import install, mathjax_html
 
 SLIDE_WIDTH, SLIDE_HEIGHT = 1280, 720
@@ -154,21 +154,40 @@ def build(notebooks: Sequence[Path], out: Path, assets_dir: Path | None = None,
           links: Callable[[str, Path, Path], str] = links_to_files) -> list[Path]:
     """Write one deck per notebook into ``out``, with the assets in ``assets_dir`` (default
     ``out/assets``), its links rewritten by ``links(html, notebook, out)``; return the decks' paths."""
-    assets_dir = install_assets(assets_dir or out / "assets")
     out.mkdir(parents=True, exist_ok=True)
+    remove_links(out)
+    assets_dir = install_assets(assets_dir or out / "assets")
     relative = Path(os.path.relpath(assets_dir, out)).as_posix()
     decks = []
     for notebook in notebooks:
         deck = out / deck_name(notebook)
-        deck.write_text(links(export_deck(notebook, relative), notebook, out), encoding="utf-8")
+        with atomic_write(deck, mode="w") as handle:
+            handle.write(links(export_deck(notebook, relative), notebook, out))
         decks.append(deck)
     return decks
 
 
+def remove_links(folder: Path) -> list[Path]:
+    """Remove every symbolic link inside ``folder`` (one left there by hand, or copied from an
+    earlier build) and return them: a build writes its own files in their place and never writes
+    through a link to a file outside its folder. What a link points to is left untouched."""
+    found = []
+    for parent, dirs, files in os.walk(folder):  # does not follow links to folders
+        for name in dirs + files:
+            path = Path(parent) / name
+            if path.is_symlink():
+                path.unlink()
+                found.append(path)
+    return found
+
+
 def install_assets(dest: Path) -> Path:
     """reveal.js, MathJax and the course's style sheet, into ``dest``."""
+    dest.mkdir(parents=True, exist_ok=True)
+    remove_links(dest)
     install(dest)
-    (dest / "course.css").write_text((TEMPLATES / "course.css").read_text(encoding="utf-8"), encoding="utf-8")
+    with atomic_write(dest / "course.css") as handle:
+        handle.write((TEMPLATES / "course.css").read_bytes())
     return dest
 
 
