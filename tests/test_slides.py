@@ -226,6 +226,23 @@ def test_decks_are_added_to_the_commands_own_folder_and_a_users_folder_is_refuse
     assert "(the input)" in capsys.readouterr().err and one.is_file()
 
 
+def test_a_rebuild_replaces_a_link_left_in_its_folder_and_never_writes_through_it(tmp_path):
+    one = small_notebook(tmp_path / "one.ipynb")
+    out, outside = tmp_path / "decks", tmp_path / "outside"
+    assert slides_main(str(one), "--out", str(out)) == 0
+    outside.mkdir()
+    (outside / "mine.html").write_text("mine")
+    (outside / "course.css").write_text("my css")
+    (out / "one.slides.html").unlink()
+    (out / "one.slides.html").symlink_to(outside / "mine.html")
+    (out / "assets" / "course.css").unlink()
+    (out / "assets" / "course.css").symlink_to(outside / "course.css")
+    assert slides_main(str(one), "--out", str(out)) == 0
+    assert (outside / "mine.html").read_text() == "mine" and (outside / "course.css").read_text() == "my css"
+    assert not (out / "one.slides.html").is_symlink() and "reveal" in (out / "one.slides.html").read_text()
+    assert not (out / "assets" / "course.css").is_symlink()
+
+
 def test_a_ctrl_c_during_a_build_keeps_the_earlier_decks(tmp_path, capsys, monkeypatch):
     import annotated.support.slides as slides
 

@@ -284,7 +284,7 @@ def check_slide(plan_name: str, number: int, table, cells: dict, notebook: Path)
     for key, example in (("title", '"A few words"'), ("text", '"""a small Markdown table"""'),
                          ("run", '"""code run in the notebook\'s state"""'), ("after", '"<cell id>"'),
                          ("figure", '"<cell id>" or "<cell id>#2"'), ("code", '"<cell id>"'),
-                         ("output", '"<cell id>"'), ("diagram", f'"{next(iter(_diagrams()))}"')):
+                         ("output", '"<cell id>"'), ("diagram", '"attention_flow"')):
         c.text(key, example)
     for key in ("points", "notes", "notes_from"):
         c.texts(key, '["a short line", "another"]' if key != "notes_from" else '["<cell id>", "<cell id>"]')
