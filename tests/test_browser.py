@@ -7,16 +7,18 @@ The screenshots go to ``build/screenshots/`` for a person to look at.
 
 import re
 import struct
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 import nbformat
 import pytest
 
-from annotated.support.browser import browser_missing
+from annotated.support.browser import PageLog, browser_missing, offline_browser, open_page
 from annotated.support.course import ROOT
 from annotated.support.site_check import (
     OVERFLOW_ALLOWED, SCREENSHOT_PAGES, SCREENSHOTS, check_site,
 )
-from annotated.support.lecture import plans as lecture_plans, write_pdfs
+from annotated.support.lecture import SLIDES_PER_SESSION, build as build_lectures, plans as lecture_plans, write_pdfs
 from annotated.support.slides import SLIDE_HEIGHT, build as build_decks, install_assets
 
 NO_BROWSER = browser_missing()
@@ -69,11 +71,11 @@ def test_every_notebook_has_a_lecture_deck_that_passes_the_audience_check(report
     is tested rule by rule in tests/test_audience.py; here every lecture deck of the site passes it."""
     stats = report.lectures
     assert stats.decks == len(list((ROOT / "notebooks").glob("*.ipynb"))) == len(lecture_plans())
-    assert stats.slides >= 25 * stats.decks, stats.summary()
+    assert stats.slides >= SLIDES_PER_SESSION[0] * stats.decks, stats.summary()
     assert not stats.problems, "\n".join(stats.problems[:20])
+    print(stats.summary())  # the sizes the README states: run with -s to read them
     assert stats.most_words <= 60 and stats.smallest_prose_px >= 24 and stats.smallest_code_px >= 20
     assert stats.smallest_figure_text_px >= 14, stats.summary()
-    print(stats.summary())
 
 
 def test_the_guide_pages_link_their_lecture_decks_not_pages_of_their_source(report):
@@ -91,13 +93,82 @@ def test_the_explorer_page_loads_offline_and_notebook_10_links_to_it(report, bui
     assert 'href="../explorer/index.html"' in page and "widget-view+json" not in page
 
 
-def test_a_pdf_handout_has_one_page_per_slide(built_site, tmp_path):
+def pdf_pages(pdf) -> int:
+    return len(re.findall(rb"/Type\s*/Page(?!s)", pdf.read_bytes()))
+
+
+def pdf_links(pdf) -> list[str]:
+    """The targets of a PDF's links (Chromium writes each as a /URI action)."""
+    return [uri.decode("latin-1") for uri in re.findall(rb"/URI\s*\(([^)]*)\)", pdf.read_bytes())]
+
+
+def test_a_pdf_handout_has_one_page_per_slide_and_links_only_to_the_web(built_site, tmp_path):
     deck = built_site.out / "lectures" / "02_scaled_dot_product_attention.html"
     pdf = write_pdfs([deck], tmp_path)[0]
-    data = pdf.read_bytes()
-    assert data[:5] == b"%PDF-"
-    pages = len(re.findall(rb"/Type\s*/Page(?!s)", data))
-    assert pages == deck.read_text(encoding="utf-8").count('<section class="lecture-slide'), pages
+    assert pdf.read_bytes()[:5] == b"%PDF-"
+    slides = deck.read_text(encoding="utf-8").count('<section class="lecture-slide')
+    assert pdf_pages(pdf) == slides
+    # No path of the machine that printed it, no link into the folder it was built in (since deleted).
+    assert not [uri for uri in pdf_links(pdf) if not uri.startswith(("https://", "http://"))], pdf_links(pdf)
+
+
+def test_a_handout_prints_2_or_4_slides_a_page_and_the_speaker_notes(standalone_decks, tmp_path):
+    deck = standalone_decks / "04_multi_head_attention.html"
+    slides = deck.read_text(encoding="utf-8").count('<section class="lecture-slide')
+    two = write_pdfs([deck], tmp_path / "two", per_page=2)[0]
+    four = write_pdfs([deck], tmp_path / "four", per_page=4)[0]
+    assert (pdf_pages(two), pdf_pages(four)) == (-(-slides // 2), -(-slides // 4))
+    noted = write_pdfs([deck], tmp_path / "notes", notes=True, per_page=4)[0]
+    assert pdf_pages(noted) >= -(-slides // 4) and noted.stat().st_size > four.stat().st_size
+    for pdf in (two, four, noted):
+        assert not [uri for uri in pdf_links(pdf) if not uri.startswith(("https://", "http://"))], pdf
+
+
+RAW = (".md", ".ipynb", ".toml")  # a browser shows these as source text
+
+
+def raw_or_missing(url: str) -> str | None:
+    """Why a link found in a page is wrong (it opens raw source, or nothing), or None."""
+    parts = urlsplit(url)
+    if parts.scheme != "file":
+        return None
+    target = Path(unquote(parts.path))
+    if target.suffix.lower() in RAW:
+        return f"{url} opens raw source"
+    if not target.exists():
+        return f"{url} does not exist"
+    return None
+
+
+@pytest.fixture(scope="module")
+def standalone_decks(tmp_path_factory):
+    """Every lecture deck built on its own, as ``python -m annotated.support.lecture`` builds build/lectures/."""
+    out = tmp_path_factory.mktemp("lectures") / "lectures"
+    build_lectures(lecture_plans(), out)
+    return out
+
+
+def test_no_link_of_a_deck_built_on_its_own_opens_a_raw_or_missing_file_nor_the_guide(standalone_decks):
+    decks = sorted(standalone_decks.glob("*.html"))
+    assert len(decks) == len(lecture_plans())
+    problems = []
+    with offline_browser(1280, 720) as context:
+        for deck in decks:
+            page = open_page(context, deck.as_uri(), PageLog())
+            found = page.evaluate("""() => ({
+                links: Array.from(document.querySelectorAll('a[href]')).map(a => a.href),
+                shown: Array.from(document.querySelectorAll('a[href]')).filter(a => !a.closest('aside.notes'))
+                            .map(a => a.textContent)})""")
+            page.close()
+            problems += [f"{deck.name}: {why}" for why in map(raw_or_missing, found["links"]) if why]
+            problems += [f"{deck.name}: a link the audience sees: {text}" for text in found["shown"]
+                         if "guide" in text.lower()]
+    assert not problems, "\n".join(problems[:20])
+
+
+def test_no_link_of_the_site_opens_a_raw_or_missing_file(report):
+    problems = [f"{page.page}: {why}" for page in report.pages for why in map(raw_or_missing, page.links) if why]
+    assert not problems, "\n".join(problems[:20])
 
 
 def test_the_screenshots_are_written_for_a_person_to_look_at(report):

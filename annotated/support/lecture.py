@@ -228,8 +228,9 @@ class _Check:
         ref = self.table[key] if ref is None else ref
         match = CELL_REF.match(ref)
         if not match or match.group(1) not in self.cells or (match.group(2) and key != "figure"):
+            only = ", and #k (its k-th figure) belongs to figure only" if match and match.group(2) else ""
             self.fail(f"{key} names {ref!r}, no cell of {self.notebook.name}; cell ids are in the notebook's JSON "
-                      f"(\"id\"){', and #k (its k-th figure) belongs to figure only' if match and match.group(2) else ''}")
+                      f"(\"id\"){only}")
         if match.group(2) is not None and int(match.group(2)) < 1:
             self.fail(f"{key} = {ref!r}: figures count from 1 (#1 is the cell's first figure)")
         cell = self.cells[match.group(1)]
@@ -956,7 +957,8 @@ def write_pdfs(decks: Sequence[Path], folder: Path, notes: bool = False, per_pag
     from annotated.support.slides import remove_links
 
     if per_page not in HANDOUT_LAYOUTS:
-        raise ValueError(f"per_page = {per_page}: a handout prints {', '.join(map(str, HANDOUT_LAYOUTS))} slides a page")
+        raise ValueError(f"per_page = {per_page}: a handout prints {', '.join(map(str, HANDOUT_LAYOUTS))} "
+                         f"slides a page")
     folder.mkdir(parents=True, exist_ok=True)
     remove_links(folder)
     pdfs = []
