@@ -954,13 +954,11 @@ def write_pdfs(decks: Sequence[Path], folder: Path, notes: bool = False, per_pag
     2 or 4 to an A4 sheet; ``notes`` prints each slide's speaker notes beside it. The handout links
     only to the web: a link to a file would print as a path of the machine that built it."""
     from annotated.support.browser import PageLog, offline_browser, open_page, wait_for_mathjax
-    from annotated.support.slides import remove_links
 
     if per_page not in HANDOUT_LAYOUTS:
         raise ValueError(f"per_page = {per_page}: a handout prints {', '.join(map(str, HANDOUT_LAYOUTS))} "
                          f"slides a page")
     folder.mkdir(parents=True, exist_ok=True)
-    remove_links(folder)
     pdfs = []
     with offline_browser(SLIDE_WIDTH, SLIDE_HEIGHT) as context:
         for deck in decks:
