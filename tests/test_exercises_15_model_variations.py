@@ -1,26 +1,27 @@
-"""Notebook 13's checks: each passes on the course's code and on right answers written otherwise, and
+"""Notebook 15's checks: each passes on the course's code and on right answers written otherwise, and
 names the mistake of a typical wrong answer."""
 
 import math
 import statistics
-import warnings
 
 import numpy as np
 import pytest
 import torch
+from scipy import stats
 
 from annotated.support.grading.core import ExerciseFailed
 from annotated.support.grading.variations import (
-    COMPARE_CASES, COMPARE_EDGES, POOLED_RUNS, check_compare_to_base, check_pooled_std, check_row_parameters,
+    _HALF_RIGHT, _HALVES, _P_RIGHT, _PS, HOLM_CASES, HOLM_EDGES, PAIRED_CASES, PAIRED_SIZES, _facts, _holm_variant,
+    check_holm, check_paired_test, check_row_parameters,
 )
-from annotated.variations import compare_to_base, pooled_std, table3_parameters
+from annotated.variations import holm, paired_test, table3_parameters
 
 
 def not_done(*args):
     raise NotImplementedError()
 
 
-# ---------------------------------------------------------------- 13.1 row_parameters
+# ---------------------------------------------------------------- 15.1 row_parameters
 
 
 def row(vocab_size, N=6, d_model=512, d_ff=2048, h=8, d_k=None, *, attention_bias=True, ff_bias=True,
@@ -104,191 +105,217 @@ def row_numpy(vocab_size, N=6, d_model=512, d_ff=2048, h=8, d_k=None):  # right:
     return np.int64(row(vocab_size, N, d_model, d_ff, h, d_k))
 
 
-# ---------------------------------------------------------------- 13.2 pooled_std
+# ---------------------------------------------------------------- 15.2 paired_test
 
 
-def pooled_by_numpy(runs):  # right
-    rows = [np.asarray(s, dtype=float) for s in runs.values() if len(s) > 1]
-    if not rows:
-        raise ValueError("no row has two seeds")
-    return float(np.sqrt(sum(((r - r.mean()) ** 2).sum() for r in rows) / sum(len(r) - 1 for r in rows)))
+def paired_recipe(critical=lambda f, n: stats.t.ppf(0.975, f), p_of=lambda t, f, n: 2 * stats.t.sf(abs(t), f),
+            error=lambda s, n: s / math.sqrt(n)):
+    """A learner's paired_test, with the point of the interval, the p-value or the standard error written
+    another way."""
+    def paired_test(ds, spread, freedom):
+        n = len(ds)
+        mean = sum(ds) / n
+        se = error(spread, n)
+        half = float(critical(freedom, n)) * se
+        return {"effect": mean, "low": mean - half, "high": mean + half, "p": float(p_of(mean / se, freedom, n))}
+    return paired_test
 
 
-def pooled_by_statistics(runs):  # right: statistics.variance (n - 1) weighted by n - 1
-    rows = [s for s in runs.values() if len(s) >= 2]
-    if not rows:
-        raise ValueError("no row has two seeds")
-    return math.sqrt(sum(statistics.variance(s) * (len(s) - 1) for s in rows) / sum(len(s) - 1 for s in rows))
+def paired_ttest_1samp(ds, spread, freedom):  # the row's own spread and n - 1 freedom, as scipy does
+    result = stats.ttest_1samp(ds, 0.0)
+    low, high = result.confidence_interval(0.95)
+    return {"effect": float(np.mean(ds)), "low": float(low), "high": float(high), "p": float(result.pvalue)}
 
 
-def pooled_by_torch(runs):  # right: float32 tensors, a 0-d tensor returned
-    rows = [torch.tensor(s) for s in runs.values() if len(s) > 1]
-    if not rows:
-        raise ValueError("no row has two seeds")
-    squares = sum(((r - r.mean()) ** 2).sum() for r in rows)
-    return (squares / sum(len(r) - 1 for r in rows)).sqrt()
+def paired_as_tuple(ds, spread, freedom):
+    test = paired_test(ds, spread, freedom)
+    return test["effect"], test["low"], test["high"], test["p"]
 
 
-def pooled_no_row_of_two_by_statistics(runs):  # right: statistics raises StatisticsError, a ValueError
-    rows = [s for s in runs.values() if len(s) >= 2]
-    pooled = statistics.fmean([statistics.variance(s) for s in rows for _ in range(len(s) - 1)])
-    return pooled ** 0.5
+def paired_with_an_interval_key(ds, spread, freedom):
+    test = paired_test(ds, spread, freedom)
+    return {"effect": test["effect"], "interval": (test["low"], test["high"]), "p": test["p"]}
 
 
-def pooled_grand(runs):
-    return statistics.stdev([x for s in runs.values() for x in s])
+def paired_sorting_in_place(ds, spread, freedom):  # sorts the caller's list (to look at the median)
+    if isinstance(ds, list):
+        ds.sort()
+    return paired_test(ds, spread, freedom)
 
 
-def pooled_grand_numpy(runs):
-    return float(np.std([x for s in runs.values() for x in s]))
+def paired_seeds_written_in(ds, spread, freedom):  # 4 seeds, the notebook's design
+    mean = sum(ds) / 4
+    half = stats.t.ppf(0.975, freedom) * spread / 2
+    return {"effect": mean, "low": mean - half, "high": mean + half, "p": 2 * stats.t.sf(abs(mean) / (spread / 2), freedom)}
 
 
-def pooled_by_n(runs):
-    rows = [s for s in runs.values() if len(s) > 1]
-    return math.sqrt(sum(sum((x - sum(s) / len(s)) ** 2 for x in s) for s in rows) / sum(len(s) for s in rows))
+def paired_low_high_swapped(ds, spread, freedom):
+    test = paired_test(ds, spread, freedom)
+    return {**test, "low": test["high"], "high": test["low"]}
 
 
-def pooled_mean_of_stdevs(runs):
-    return statistics.mean(statistics.stdev(s) for s in runs.values() if len(s) > 1)
+def paired_median(ds, spread, freedom):
+    test = paired_test(ds, spread, freedom)
+    shift = statistics.median(ds) - test["effect"]
+    return {**test, "effect": test["effect"] + shift, "low": test["low"] + shift, "high": test["high"] + shift}
 
 
-def pooled_mean_of_np_std(runs):
-    return float(np.mean([np.std(s) for s in runs.values() if len(s) > 1]))
+def paired_by_numpy(ds, spread, freedom):  # right: numpy, stats.t.interval, numpy floats returned
+    d = np.asarray(ds, dtype=float)
+    error = spread / np.sqrt(d.size)
+    low, high = stats.t.interval(0.95, freedom, loc=d.mean(), scale=error)
+    return {"effect": d.mean(), "low": low, "high": high, "p": 2 * stats.t.sf(np.abs(d.mean()) / error, freedom)}
 
 
-def pooled_mean_of_variances(runs):
-    return math.sqrt(statistics.mean(statistics.variance(s) for s in runs.values() if len(s) > 1))
+def paired_by_statistics(ds, spread, freedom):  # right: statistics.fmean, 1 - cdf for the tail
+    mean = statistics.fmean(ds)
+    error = spread / math.sqrt(len(ds))
+    t = mean / error
+    point = stats.t.ppf(0.975, freedom)
+    return {"p": 2 * (1 - stats.t.cdf(abs(t), freedom)), "effect": mean,
+            "low": mean - point * error, "high": mean + point * error}
 
 
-def pooled_single_seed_with_a_degree_of_freedom(runs):
-    squares = sum(sum((x - sum(s) / len(s)) ** 2 for x in s) for s in runs.values())
-    return math.sqrt(squares / sum(max(len(s) - 1, 1) for s in runs.values()))
+def paired_by_torch(ds, spread, freedom):  # right: float32 tensors, 0-d tensors returned
+    d = torch.tensor(ds)
+    error = spread / len(ds) ** 0.5
+    t = d.mean() / error
+    half = float(stats.t.ppf(0.975, freedom)) * error
+    return {"effect": d.mean(), "low": d.mean() - half, "high": d.mean() + half,
+            "p": torch.tensor(2 * stats.t.sf(abs(float(t)), freedom))}
 
 
-def pooled_stdev_of_every_row(runs):  # statistics.stdev of a row of one seed raises
-    rows = list(runs.values())
-    return math.sqrt(sum(statistics.variance(s) * (len(s) - 1) for s in rows) / sum(len(s) - 1 for s in rows))
+# ---------------------------------------------------------------- 15.3 holm
 
 
-def pooled_np_var_of_every_row(runs):  # np.var(ddof=1) of one seed is nan, and nan * 0 is nan
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # numpy warns of the 0 / 0
-        rows = list(runs.values())
-        pooled = sum(np.var(s, ddof=1) * (len(s) - 1) for s in rows) / sum(len(s) - 1 for s in rows)
-    return float(np.sqrt(pooled))
+def holm_by(how):
+    """A learner's holm that makes one of the usual mistakes (the check's own recipes, as a learner
+    would write them, are below; these are written independently)."""
+    def holm(p_values, alpha=0.05):
+        m = len(p_values)
+        names = sorted(p_values, key=p_values.get, reverse=how == "descending")
+        rejected = set()
+        for k, name in enumerate(names):
+            threshold = {"skip": alpha / (m - k), "descending": alpha / (m - k), "strict": alpha / (m - k + 1),
+                         "reversed": alpha / (k + 1), "bonferroni": alpha / m}[how]
+            if p_values[name] <= threshold:
+                rejected.add(name)
+            elif how not in ("skip", "bonferroni"):
+                break
+        return rejected
+    return holm
 
 
-def pooled_variance(runs):
-    rows = [s for s in runs.values() if len(s) > 1]
-    return sum(sum((x - sum(s) / len(s)) ** 2 for x in s) for s in rows) / sum(len(s) - 1 for s in rows)
+def holm_from_one(p_values, alpha=0.05):  # enumerate from 1 with m - k: alpha / (m - 1) first, alpha / 0 last
+    m = len(p_values)
+    rejected = set()
+    for k, (name, p) in enumerate(sorted(p_values.items(), key=lambda item: item[1]), start=1):
+        if p > alpha / (m - k):
+            break
+        rejected.add(name)
+    return rejected
 
 
-def pooled_sorting_in_place(runs):  # sorts each list (to look at the extremes) before pooling
-    for scores in runs.values():
-        if isinstance(scores, list):
-            scores.sort()
-    return pooled_std(runs)
+def holm_from_one_guarded(p_values, alpha=0.05):  # the same, with alpha / 0 avoided: alpha / 1 at the last
+    m = len(p_values)
+    rejected = set()
+    for k, (name, p) in enumerate(sorted(p_values.items(), key=lambda item: item[1]), start=1):
+        if p > alpha / max(m - k, 1):
+            break
+        rejected.add(name)
+    return rejected
 
 
-def pooled_dropping_single_rows(runs):  # pops the rows of one seed out of the caller's record
-    for name in [n for n, s in runs.items() if len(s) < 2]:
-        runs.pop(name)
-    return pooled_std(runs)
+def holm_step_up(p_values, alpha=0.05):  # Hochberg: from the largest down, everything from the first that passes
+    ascending = sorted(p_values, key=p_values.get)
+    m = len(ascending)
+    for k in range(m - 1, -1, -1):
+        if p_values[ascending[k]] <= alpha / (m - k):
+            return set(ascending[: k + 1])
+    return set()
 
 
-def pooled_zero_without_two_seeds(runs):
-    rows = [s for s in runs.values() if len(s) > 1]
-    if not rows:
-        return 0.0
-    return pooled_std(runs)
+def holm_kept(p_values, alpha=0.05):  # the names that are not rejected
+    return set(p_values) - holm(p_values, alpha)
 
 
-def pooled_dividing_by_zero(runs):
-    rows = [s for s in runs.values() if len(s) > 1]
-    squares = sum(sum((x - sum(s) / len(s)) ** 2 for x in s) for s in rows)
-    return math.sqrt(squares / sum(len(s) - 1 for s in rows))
+def holm_alpha_written_in(p_values, alpha=0.05):
+    return holm(p_values, 0.05)
 
 
-def pooled_three_seeds_written_in(runs):
-    rows = [s for s in runs.values() if len(s) > 1]
-    return math.sqrt(sum(sum((x - sum(s) / 3) ** 2 for x in s) for s in rows) / (2 * len(rows)))
+def holm_other_default(p_values, alpha=0.1):
+    return holm(p_values, alpha)
 
 
-def pooled_base_only(runs):
-    return statistics.stdev(runs["base"])
+def holm_strict(p_values, alpha=0.05):  # p < threshold: a p-value at its threshold is kept
+    rejected = set()
+    for k, (name, p) in enumerate(sorted(p_values.items(), key=lambda item: item[1])):
+        if p >= alpha / (len(p_values) - k):
+            break
+        rejected.add(name)
+    return rejected
 
 
-# ---------------------------------------------------------------- 13.3 compare_to_base
+def holm_as_list(p_values, alpha=0.05):
+    return sorted(holm(p_values, alpha), key=p_values.get)
 
 
-def mean(x):
-    return sum(x) / len(x)
+def holm_p_values(p_values, alpha=0.05):  # the p-values of the rejected ones, not their names
+    return {p_values[name] for name in holm(p_values, alpha)}
 
 
-def comparing(margin=lambda s, nr, nb: 2 * s * math.sqrt(1 / nr + 1 / nb), pick=mean, strict=False,
-              swap=False, direction=True, words=("better", "worse", "within the noise")):
-    def compare(base, row, spread, higher_is_better=True):
-        difference = pick(row) - pick(base)
-        if swap:
-            difference = -difference
-        m = margin(spread, len(row), len(base))
-        if (abs(difference) < m) if strict else (abs(difference) <= m):
-            return words[2]
-        up = difference > 0
-        return words[0] if (up == higher_is_better if direction else up) else words[1]
-    return compare
+def holm_positions(p_values, alpha=0.05):  # positions in the sorted order
+    return set(range(len(holm(p_values, alpha))))
 
 
-def compare_best_by_direction(base, row, spread, higher_is_better=True):
-    best = max if higher_is_better else min
-    difference = best(row) - best(base)
-    if abs(difference) <= 2 * spread * math.sqrt(1 / len(row) + 1 / len(base)):
-        return "within the noise"
-    return "better" if (difference > 0) == higher_is_better else "worse"
+def holm_popping(p_values, alpha=0.05):  # takes the smallest out of the caller's dict, one at a time
+    m, rejected, k = len(p_values), set(), 0
+    while p_values:
+        name = min(p_values, key=p_values.get)
+        if p_values.pop(name) > alpha / (m - k):
+            break
+        rejected.add(name)
+        k += 1
+    return rejected
 
 
-def compare_bool(base, row, spread, higher_is_better=True):
-    difference = mean(row) - mean(base)
-    return abs(difference) > 2 * spread * math.sqrt(1 / len(row) + 1 / len(base))
+def holm_comparisons_written_in(p_values, alpha=0.05):  # 8 comparisons
+    rejected = set()
+    for k, (name, p) in enumerate(sorted(p_values.items(), key=lambda item: item[1])):
+        if p > alpha / (8 - k):
+            break
+        rejected.add(name)
+    return rejected
 
 
-def compare_median_by_sorting(base, row, spread, higher_is_better=True):  # sorts the caller's lists
-    row.sort()
-    return compare_to_base(base, row, spread, higher_is_better)
+def holm_without_alpha(p_values):
+    return holm(p_values)
 
 
-def compare_seeds_written_in(base, row, spread, higher_is_better=True):  # 3 and 2 seeds, as in the first set
-    difference = mean(row) - mean(base)
-    if abs(difference) <= 2 * spread * math.sqrt(1 / 2 + 1 / 3):
-        return "within the noise"
-    return "better" if (difference > 0) == higher_is_better else "worse"
+def holm_while(p_values, alpha=0.05):  # right: a while loop over the sorted names
+    names = sorted(p_values, key=lambda name: p_values[name])
+    k = 0
+    while k < len(names) and p_values[names[k]] <= alpha / (len(names) - k):
+        k += 1
+    return set(names[:k])
 
 
-def compare_squared(base, row, spread, higher_is_better=True):  # right: squares, statistics.fmean
-    difference = statistics.fmean(row) - statistics.fmean(base)
-    if difference ** 2 <= 4 * spread ** 2 * (1 / len(row) + 1 / len(base)):
-        return "within the noise"
-    return ("better" if difference > 0 else "worse") if higher_is_better else ("worse" if difference > 0 else "better")
+def holm_by_numpy(p_values, alpha=0.05):  # right: numpy, the first failure found with cumprod
+    names = list(p_values)
+    p = np.array([p_values[n] for n in names])
+    order = np.argsort(p)
+    passes = p[order] <= alpha / (len(p) - np.arange(len(p)))
+    return {names[i] for i in order[np.cumprod(passes).astype(bool)]}
 
 
-def compare_by_numpy(base, row, spread, higher_is_better=True):  # right: numpy, the sign flipped first
-    difference = float(np.mean(row) - np.mean(base))
-    if not higher_is_better:
-        difference = -difference
-    standard_error = spread * np.sqrt(1 / len(row) + 1 / len(base))
-    if difference > 2 * standard_error:
-        return "better"
-    if difference < -2 * standard_error:
-        return "worse"
-    return "within the noise"
-
-
-def compare_by_torch(base, row, spread, higher_is_better=True):  # right: float64 tensors
-    difference = torch.tensor(row, dtype=torch.float64).mean() - torch.tensor(base, dtype=torch.float64).mean()
-    margin = 2 * spread * math.sqrt(1 / len(row) + 1 / len(base))
-    if difference.abs() <= margin:
-        return "within the noise"
-    return "better" if bool(difference > 0) == higher_is_better else "worse"
+def holm_adjusted(p_values, alpha=0.05):  # right: Holm's adjusted p-values, max over the steps so far
+    ascending = sorted(p_values.items(), key=lambda item: item[1])
+    m, adjusted, rejected = len(ascending), 0.0, frozenset()
+    for k, (name, p) in enumerate(ascending):
+        adjusted = max(adjusted, min(1.0, (m - k) * p))
+        if adjusted <= alpha:
+            rejected |= {name}
+    return rejected
 
 
 WRONG_ANSWERS = [
@@ -321,47 +348,55 @@ WRONG_ANSWERS = [
      r"(?s)counts .* parameters \(small sizes, d_k given\).*passed with every row of Table 3 at the paper's "
      r"sizes but not with \(vocab_size=11.*written into your code"),
     (check_row_parameters, row_other_defaults, r"row_other_defaults\(37000\) counts .* defaults of the exercise"),
-    (check_pooled_std, not_done, "not done yet|NotImplementedError"),
-    (check_pooled_std, pooled_grand, r"all the scores together, around one grand mean"),
-    (check_pooled_std, pooled_grand_numpy, r"all the scores together, around one grand mean"),
-    (check_pooled_std, pooled_by_n, r"divided the sum of squared deviations by the number of scores"),
-    (check_pooled_std, pooled_mean_of_stdevs, r"averaged the rows' standard deviations \(statistics\.stdev"),
-    (check_pooled_std, pooled_mean_of_np_std, r"each divided by n \(np\.std's default"),
-    (check_pooled_std, pooled_mean_of_variances, r"averaged the rows' variances, each row alike"),
-    (check_pooled_std, pooled_single_seed_with_a_degree_of_freedom, r"a row with one seed is counted"),
-    (check_pooled_std, pooled_stdev_of_every_row,
-     r"(?s)raised StatisticsError.*Hint: a row with one seed has no spread"),
-    (check_pooled_std, pooled_np_var_of_every_row, r"returned nan: a row with one seed"),
-    (check_pooled_std, pooled_variance, r"the pooled variance: the spread is its square root"),
-    (check_pooled_std, pooled_sorting_in_place, r"changed the record of runs in place.*sorted\(scores\)"),
-    (check_pooled_std, pooled_dropping_single_rows, r"changed the record of runs in place"),
-    (check_pooled_std, pooled_zero_without_two_seeds, r"returned 0\.0; no row has two seeds.*raise ValueError"),
-    (check_pooled_std, pooled_dividing_by_zero, r"raised ZeroDivisionError: .*no row has two seeds.*raise ValueError"),
-    (check_pooled_std, pooled_three_seeds_written_in,
-     r"(?s)Hint: the same function passed with \(rows=4, scores=12\) but not with \(rows=5, scores=11\): is a size "
+    (check_paired_test, not_done, "not done yet|NotImplementedError"),
+    (check_paired_test, paired_recipe(critical=lambda f, n: stats.norm.ppf(0.975), p_of=lambda t, f, n: 2 * stats.norm.sf(abs(t))),
+     r"the normal distribution instead of Student's t"),
+    (check_paired_test, paired_recipe(critical=lambda f, n: 1.96), r"mean ± 1\.96 standard errors, the normal distribution's"),
+    (check_paired_test, paired_recipe(p_of=lambda t, f, n: 2 * stats.norm.sf(abs(t))), r"p-value comes from the normal"),
+    (check_paired_test, paired_recipe(critical=lambda f, n: 2), r"mean ± 2 standard errors, a round rule"),
+    (check_paired_test, paired_recipe(critical=lambda f, n: stats.t.ppf(0.95, f)), r"stats\.t\.ppf\(0\.95, freedom\), a one-sided"),
+    (check_paired_test, paired_recipe(p_of=lambda t, f, n: stats.t.sf(abs(t), f)), r"your p-value is one-sided"),
+    (check_paired_test, paired_recipe(p_of=lambda t, f, n: stats.t.sf(t, f)), r"your p-value is one-sided"),
+    (check_paired_test, paired_recipe(p_of=lambda t, f, n: 2 * stats.t.sf(t, f)), r"without abs\(\): .*above 1"),
+    (check_paired_test, paired_recipe(p_of=lambda t, f, n: 2 * stats.t.cdf(abs(t), f)), r"2 \* stats\.t\.cdf\(abs\(t\)"),
+    (check_paired_test, paired_recipe(critical=lambda f, n: stats.t.ppf(0.975, n - 1), p_of=lambda t, f, n: 2 * stats.t.sf(abs(t), n - 1)),
+     r"len\(ds\) - 1 degrees of freedom: the spread is given, pooled"),
+    (check_paired_test, paired_recipe(error=lambda s, n: s), r"divided by the spread alone.*spread / sqrt\(len\(ds\)\)"),
+    (check_paired_test, paired_recipe(error=lambda s, n: s / n), r"divided the spread by n"),
+    (check_paired_test, paired_recipe(error=lambda s, n: s * math.sqrt(2 / n)), r"two independent means"),
+    (check_paired_test, paired_ttest_1samp, r"row's own standard deviation \(statistics\.stdev\(ds\), as scipy\.stats\.ttest_1samp"),
+    (check_paired_test, paired_recipe(critical=lambda f, n: 1.96, p_of=lambda t, f, n: stats.t.sf(abs(t), f)),
+     r"your p-value is one-sided.*; and your interval is the mean ± 1\.96"),
+    (check_paired_test, paired_as_tuple, r"returned a tuple of 4 items; return a dict with the keys"),
+    (check_paired_test, paired_with_an_interval_key, r"misses \['low', 'high'\]"),
+    (check_paired_test, paired_sorting_in_place, r"changed ds in place.*sorted\(ds\)"),
+    (check_paired_test, paired_low_high_swapped, r"your 'low' is above your 'high'"),
+    (check_paired_test, paired_median, r"the effect is the mean of the paired differences"),
+    (check_paired_test, paired_seeds_written_in,
+     r"(?s)Hint: the same function passed with \(seeds=4, freedom=54\) but not with \(seeds=3, freedom=8\): is a size "
      r"written into your code"),
-    (check_pooled_std, pooled_base_only, r"standard deviation of one row only"),
-    (check_compare_to_base, not_done, "not done yet|NotImplementedError"),
-    (check_compare_to_base, comparing(margin=lambda s, nr, nb: 2 * s * (1 / nr + 1 / nb)), r"no square root"),
-    (check_compare_to_base, comparing(margin=lambda s, nr, nb: 2 * s), r"your margin is 2 \* spread"),
-    (check_compare_to_base, comparing(margin=lambda s, nr, nb: s * math.sqrt(1 / nr + 1 / nb)),
-     r"one standard error"),
-    (check_compare_to_base, comparing(pick=max), r"best seeds \(max\)"),
-    (check_compare_to_base, compare_best_by_direction, r"best seeds \(max for BLEU, min for perplexity\)"),
-    (check_compare_to_base, comparing(pick=lambda x: x[0]), r"compared the first seeds"),
-    (check_compare_to_base, comparing(direction=False), r"ignore higher_is_better"),
-    (check_compare_to_base, comparing(swap=True), r"'better' and 'worse' are swapped"),
-    (check_compare_to_base, comparing(strict=True),
-     r"\(\(24\.0, 25\.0\), \(25\.0, 26\.0\), 0\.5, True\) returned 'better'.*exactly at the margin is ranked"),
-    (check_compare_to_base, comparing(margin=lambda s, nr, nb: 1.96 * s * math.sqrt(1 / nr + 1 / nb)),
-     r"\(24\.9921875, 25\.9921875\), 0\.5, True\) returned 'better'.*under two standard errors \(1\.96"),
-    (check_compare_to_base, compare_bool, r"returned False; return exactly one of the strings"),
-    (check_compare_to_base, comparing(words=("Better", "Worse", "within noise")),
-     r"returned 'within noise'; return exactly one .*The words matter"),
-    (check_compare_to_base, compare_median_by_sorting, r"changed row in place"),
-    (check_compare_to_base, compare_seeds_written_in,
-     r"(?s)Hint: the same function passed with \(base_seeds=3, row_seeds=2\) but not with \(base_seeds=5, "
-     r"row_seeds=4\): is a size written into your code"),
+    (check_holm, not_done, "not done yet|NotImplementedError"),
+    (check_holm, holm_by("bonferroni"), r"every p-value with alpha / m \(Bonferroni's correction\)"),
+    (check_holm, holm_by("skip"), r"went on past the first p-value that fails"),
+    (check_holm, holm_step_up, r"a step-up, Hochberg's procedure"),
+    (check_holm, holm_from_one, r"(?s)raised ZeroDivisionError.*your thresholds are off by one"),
+    (check_holm, holm_from_one_guarded, r"your thresholds are off by one: .*you used m - k - 1"),
+    (check_holm, holm_by("strict"), r"off by one: the smallest p-value is tested against alpha / m, not alpha / \(m \+ 1\)"),
+    (check_holm, holm_by("reversed"), r"your thresholds go the wrong way"),
+    (check_holm, holm_by("descending"), r"sorted the p-values in descending order"),
+    (check_holm, holm_kept, r"returned the comparisons that are not rejected"),
+    (check_holm, holm_alpha_written_in, r"alpha is ignored: the threshold uses 0\.05 written into your code"),
+    (check_holm, holm_other_default, r"wrong when it is left out: its default must be alpha=0\.05"),
+    (check_holm, holm_strict, r"\{'A1': 0\.0625.*returned \[\].*thresholds are 0\.0625, 0\.08333, 0\.125, 0\.25, and the p-value of "
+     r"'A1', 0\.0625, is exactly at its own; a p-value exactly at its threshold is kept"),
+    (check_holm, holm_as_list, r"returned a list; return a set of the rejected names"),
+    (check_holm, holm_p_values, r"your set holds the p-values themselves"),
+    (check_holm, holm_positions, r"your set holds positions"),
+    (check_holm, holm_popping, r"changed p_values in place"),
+    (check_holm, holm_without_alpha, r"(?s)raised TypeError.*give your function the parameters of the exercise's"),
+    (check_holm, holm_comparisons_written_in,
+     r"(?s)Hint: the same function passed with \(comparisons=8\) but not with \(comparisons=5\): is a size written "
+     r"into your code"),
 ]
 
 
@@ -377,11 +412,9 @@ RIGHT_ANSWERS = [
     (check_row_parameters, wrong_row()),  # the piece-by-piece count with no mistake switched on
     (check_row_parameters, row_in_one_expression), (check_row_parameters, row_by_shapes),
     (check_row_parameters, row_numpy),
-    (check_pooled_std, pooled_std), (check_pooled_std, pooled_by_numpy), (check_pooled_std, pooled_by_statistics),
-    (check_pooled_std, pooled_by_torch), (check_pooled_std, pooled_no_row_of_two_by_statistics),
-    (check_compare_to_base, compare_to_base), (check_compare_to_base, comparing()),
-    (check_compare_to_base, compare_squared), (check_compare_to_base, compare_by_numpy),
-    (check_compare_to_base, compare_by_torch),
+    (check_paired_test, paired_test), (check_paired_test, paired_recipe()), (check_paired_test, paired_by_numpy),
+    (check_paired_test, paired_by_statistics), (check_paired_test, paired_by_torch),
+    (check_holm, holm), (check_holm, holm_while), (check_holm, holm_by_numpy), (check_holm, holm_adjusted),
 ]
 
 
@@ -393,30 +426,46 @@ def test_each_check_passes_on_the_course_code_and_other_right_answers(check, ans
     assert f"{check.__name__} passed: " in capsys.readouterr().out
 
 
-def test_the_compare_cases_put_every_mistake_on_another_side_than_the_rule_in_the_first_set():
-    """Each wrong rule of the tests gives, on the first set of cases, answers of its own: none equals the
-    course's, and no two are equal, so the first set alone names the mistake."""
-    wrong = [a for c, a, _ in WRONG_ANSWERS if c is check_compare_to_base and a is not not_done
-             and a not in (compare_bool, compare_median_by_sorting, compare_seeds_written_in)]
-    cases = COMPARE_CASES[0]
-    vectors = [tuple(f(*c[:3], c[3] if c[3] is not None else True) for c in cases) for f in wrong]
-    right = tuple(compare_to_base(*c[:3], c[3] if c[3] is not None else True) for c in cases)
-    strict = vectors.pop(wrong.index(next(a for c, a, m in WRONG_ANSWERS if "exactly at the margin" in m)))
-    assert strict == right  # the strict < differs only at the margin itself: the edges find it
-    wrong.remove(next(a for c, a, m in WRONG_ANSWERS if "exactly at the margin" in m))
-    below_two = vectors.pop(wrong.index(next(a for c, a, m in WRONG_ANSWERS if m.endswith(r"standard errors \(1\.96"))))
-    assert below_two == right  # 1.96 standard errors differs only just inside the margin: the near edge finds it
-    assert right not in vectors and len(set(vectors)) == len(vectors)
+def test_the_paired_cases_put_every_recipe_of_a_mistake_away_from_the_rule_in_the_first_set():
+    """On the first set alone, each wrong recipe for the interval's half-width and for the p-value differs from
+    the rule's and from every other mistake's on some case, beyond the check's tolerance; so the first set names
+    the mistake."""
+    facts = [_facts(ds, spread, PAIRED_SIZES[0]["freedom"]) for ds, spread in PAIRED_CASES[0]]
+    for right, recipes in ((_HALF_RIGHT, _HALVES), (_P_RIGHT, _PS)):
+        vectors = {(key, i): [recipe(c) for c in facts] for key, group in recipes.items() for i, recipe in enumerate(group)}
+        vectors[("right", 0)] = [right(c) for c in facts]
+        for (a, va), (b, vb) in ((x, y) for x in vectors.items() for y in vectors.items() if x[0][0] < y[0][0]):
+            assert any(not math.isclose(x, y, rel_tol=1e-3) for x, y in zip(va, vb)), (a, b)
 
 
-def test_the_margin_of_the_edges_is_exact_in_binary_floating_point():
-    for base, row, spread, _ in COMPARE_EDGES:
-        assert abs(sum(row) / len(row) - sum(base) / len(base)) == 2 * spread * math.sqrt(1 / len(row) + 1 / len(base))
+def test_the_holm_cases_put_every_mistake_on_another_side_than_the_rule_in_every_set():
+    """In each set of p-values every wrong recipe rejects, somewhere, another set than Holm's rule, and no two
+    recipes agree on the whole set, so each set alone names the mistake."""
+    recipes = ["bonferroni", "skip", "hochberg", "lenient", "strict", "reversed", "descending", "complement",
+               "alpha written in"]
+    for cases in HOLM_CASES:
+        right = [holm(p, 0.05 if a is None else a) for p, a in cases]
+        vectors = {how: [_holm_variant(p, 0.05 if a is None else a, how) for p, a in cases] for how in recipes}
+        for how, vector in vectors.items():
+            assert vector != right, how
+        assert len({tuple(map(frozenset, v)) for v in vectors.values()}) == len(vectors)
+        for p, _ in cases:
+            assert len(set(p.values())) == len(p) and list(p.values()) != sorted(p.values())
 
 
-def test_the_records_are_not_sorted_so_that_a_sort_shows():
-    for runs in POOLED_RUNS:
-        assert any(list(s) != sorted(s) for s in runs.values() if len(s) > 1)
+def test_the_holm_edges_sit_exactly_on_thresholds_exact_in_binary_floating_point():
+    for p_values, alpha in HOLM_EDGES:
+        m = len(p_values)
+        on = [p for k, p in enumerate(sorted(p_values.values())) if p == alpha / (m - k)]
+        assert on and all((m - k) * (alpha / (m - k)) == alpha for k in range(m) if alpha / (m - k) in on)
+        assert holm(p_values, alpha) != holm_strict(p_values, alpha)
+
+
+def test_the_paired_lists_are_not_sorted_so_that_a_sort_shows():
+    for cases in PAIRED_CASES:
+        assert any(list(ds) != sorted(ds) for ds, _ in cases if isinstance(ds, list))
+        for ds, _ in cases:
+            assert len(ds) - 1 not in (s["freedom"] for s in PAIRED_SIZES)  # n - 1 never the pooled freedom
 
 
 def test_a_check_leaves_the_global_random_state_as_it_was(capsys):
@@ -426,37 +475,29 @@ def test_a_check_leaves_the_global_random_state_as_it_was(capsys):
     assert torch.equal(torch.random.get_rng_state(), before)
 
 
-def test_a_function_that_sorts_or_pops_leaves_the_checks_own_records_as_they_were():
-    records = [{name: list(s) for name, s in runs.items()} for runs in POOLED_RUNS]
-    cases = [[(list(b), list(r)) for b, r, _, _ in group] for group in COMPARE_CASES]
-    for check, answer in [(check_pooled_std, pooled_sorting_in_place), (check_pooled_std, pooled_dropping_single_rows),
-                          (check_compare_to_base, compare_median_by_sorting)]:
+def test_a_function_that_sorts_or_pops_leaves_the_checks_own_inputs_as_they_were():
+    paired = [[(list(ds), spread) for ds, spread in cases] for cases in PAIRED_CASES]
+    tables = [[(dict(p), a) for p, a in cases] for cases in HOLM_CASES]
+    for check, answer in [(check_paired_test, paired_sorting_in_place), (check_holm, holm_popping)]:
         with pytest.raises(ExerciseFailed, match="in place"):
             check(answer)
-    assert [{name: list(s) for name, s in runs.items()} for runs in POOLED_RUNS] == records
-    assert [[(list(b), list(r)) for b, r, _, _ in group] for group in COMPARE_CASES] == cases
+    assert [[(list(ds), spread) for ds, spread in cases] for cases in PAIRED_CASES] == paired
+    assert [[(dict(p), a) for p, a in cases] for cases in HOLM_CASES] == tables
 
 
-def pooled_as_numpy_array(runs):  # an array of one number per row: not one number
-    return np.array([pooled_std(runs)] * len(runs))
+def paired_as_numpy_array(ds, spread, freedom):  # every value an array of one number per seed: not one number
+    test = paired_test(ds, spread, freedom)
+    return {**test, "effect": np.asarray(ds) - test["effect"] + test["effect"]}
 
 
-def pooled_as_bool(runs):
-    return pooled_std(runs) > 0
+def paired_p_as_bool(ds, spread, freedom):
+    test = paired_test(ds, spread, freedom)
+    return {**test, "p": test["p"] < 0.05}
 
 
-def pooled_numpy_scalar(runs):  # right: np.float64
-    return np.float64(pooled_std(runs))
-
-
-def test_a_spread_that_is_not_one_real_number_is_named():
-    with pytest.raises(ExerciseFailed, match=r"returned ndarray of shape \(4,\) and dtype float64; return the "
-                                              r"spread as one real number"):
-        check_pooled_std(pooled_as_numpy_array)
-    with pytest.raises(ExerciseFailed, match=r"returned True: return the spread as a number"):
-        check_pooled_std(pooled_as_bool)
-
-
-def test_a_numpy_scalar_is_a_spread(capsys):
-    check_pooled_std(pooled_numpy_scalar)
-    assert "check_pooled_std passed: " in capsys.readouterr().out
+def test_a_value_that_is_not_one_real_number_is_named():
+    with pytest.raises(ExerciseFailed, match=r"returned ndarray of shape \(4,\) and dtype float64 for 'effect'; "
+                                              r"return one real number"):
+        check_paired_test(paired_as_numpy_array)
+    with pytest.raises(ExerciseFailed, match=r"returned True for 'p': return a number"):
+        check_paired_test(paired_p_as_bool)

@@ -109,8 +109,8 @@ NOTEBOOKS: dict[str, tuple[Exercise, ...]] = {
     ),
     "15_model_variations": (
         Exercise("15.1", "`row_parameters` (§6.2, Table 3)", "row_parameters", "check_row_parameters"),
-        Exercise("15.2", "`pooled_std`", "pooled_std", "check_pooled_std"),
-        Exercise("15.3", "`compare_to_base`", "compare_to_base", "check_compare_to_base"),
+        Exercise("15.2", "`paired_test`", "paired_test", "check_paired_test"),
+        Exercise("15.3", "`holm` (Holm, 1979)", "holm", "check_holm"),
     ),
 }
 

@@ -1,12 +1,14 @@
-"""Checks of notebook 15's exercises: the parameter count of a row of the paper's Table 3, the spread
-between seeds pooled over rows, and the rule that reads a row against the base, against
-``annotated.variations`` (``table3_parameters``, ``pooled_std``, ``compare_to_base``).
+"""Checks of notebook 15's exercises: the parameter count of a row of the paper's Table 3, a row's
+paired test against the base, and Holm's correction over the table's comparisons, against
+``annotated.variations`` (``table3_parameters``, ``paired_test``, ``holm``).
 
 The count is tried on every row of Table 3 at the paper's sizes (one shared vocabulary of 37000),
-then on small sizes where every size differs, each with a d_k of its own and with d_k = None. The two
-statistics are tried on made-up records of BLEU scores and perplexities, rows of one seed and rows of
-several, lists and tuples; the rule also on a difference exactly at its margin (numbers exact in
-binary floating point), which is not ranked.
+then on small sizes where every size differs, each with a d_k of its own and with d_k = None. The
+paired test is tried on made-up paired differences of BLEU and log-perplexity (negative, positive and
+zero means, lists and tuples) with a pooled spread whose degrees of freedom are never the row's
+seeds - 1; Holm's correction on made-up tables of p-values placed so that every usual mistake rejects
+another set than the rule, with the default alpha and others, and on p-values exactly at their
+threshold (numbers exact in binary floating point), which are rejected.
 """
 
 import copy
@@ -14,15 +16,18 @@ import functools
 import itertools
 import math
 import numbers
-from collections.abc import Callable
+import statistics
+from collections.abc import Callable, Mapping
+from collections.abc import Set as AbstractSet
 
 import torch
 import torch.nn as nn
+from scipy import stats
 
 from annotated.support.grading.core import (
     ExerciseFailed, _call, _function, _generic, _hard_coded_hint, _run_on_all_sizes,
 )
-from annotated.variations import compare_to_base, pooled_std, table3_parameters
+from annotated.variations import FAMILY_ALPHA, holm, paired_test, table3_parameters
 
 # ---------------------------------------------------------------- sizes
 
@@ -53,66 +58,63 @@ ROW_SIZES = [dict(vocab_size=11, N=1, d_model=18, d_ff=26, h=3, d_k=2),
              dict(vocab_size=13, N=3, d_model=20, d_ff=40, h=2, d_k=5)]
 _ROW_ARGUMENTS = ("vocab_size", "N", "d_model", "d_ff", "h", "d_k")
 
-# Records of a benchmark, row name -> scores (one per seed): BLEU (every row three seeds), then
-# BLEU with rows of one to four seeds, then perplexities as tuples, a row of five seeds among them.
-# No list is sorted, so that a sort shows.
-POOLED_RUNS = [
-    {"base": [25.3, 24.8, 25.6], "(A) h=1": [24.1, 24.9, 24.4], "(B) d_k=16": [24.7, 25.2, 24.5],
-     "(C) N=2": [23.6, 22.5, 23.9]},
-    {"base": [25.4, 24.6, 25.9, 25.1], "(A) h=4": [24.2, 25.3], "(C) d_model=256": [23.9, 23.2, 23.4],
-     "(D) P_drop=0.0": [24.4], "(E) learned positions": [25.0]},
-    {"base": (5.12, 4.87, 5.31, 4.95, 5.06), "(C) d_ff=4096": (4.71, 4.93), "big": (4.41,)},
+# paired_test: each set gives a number of paired seeds and the degrees of freedom of the pooled spread
+# (never seeds - 1, so that a test with the row's own freedom shows), then cases (ds, spread): changes of
+# BLEU and of log-perplexity, lists and tuples, negative, positive and zero means, no list sorted. The
+# first set is the notebook's design: 4 seeds, a spread pooled over 18 rows of 4 (54 degrees of freedom).
+PAIRED_SIZES = [dict(seeds=4, freedom=54), dict(seeds=3, freedom=8), dict(seeds=6, freedom=15)]
+PAIRED_CASES = [
+    [([-3.4, -4.7, -2.1, -3.9], 1.1), ((0.8, -0.3, 1.9, 0.2), 0.9), ([0.052, -0.018, 0.113, 0.031], 0.061),
+     ([0.5, -0.25, -0.5, 0.25], 0.5), ([1.6, 2.3, 0.9, 1.8], 0.7)],
+    [([-1.2, -2.6, -0.7], 0.8), ((0.21, 0.35, 0.08), 0.12), ([2.9, 4.1, 3.2], 1.3), ([-0.4, 0.9, 0.1], 0.6)],
+    [([0.7, -0.2, 1.1, 0.4, 0.9, 0.3], 0.5), ((-0.061, -0.094, -0.032, -0.075, -0.058, -0.049), 0.03),
+     ([-2.8, -1.1, -3.6, -2.2, -0.9, -1.7], 1.2)],
 ]
-SIZE_SETS_POOLED = [dict(rows=len(r), scores=sum(map(len, r.values()))) for r in POOLED_RUNS]
-# No row with two seeds: the spread cannot be measured.
-POOLED_EDGES = [{"base": [25.2], "(A) h=16": [24.7]}, {}]
+PAIRED_KEYS = ("effect", "low", "high", "p")
 
-# compare_to_base: for each set a number of seeds for the base and for the row, and cases
-# (base, row, spread, higher_is_better); None for higher_is_better leaves the default out of the
-# call. Each case puts the difference of the means somewhere between the margins of the usual
-# mistakes, or the best or the first seeds on another side than the means.
-COMPARE_SIZES = [dict(base_seeds=3, row_seeds=2), dict(base_seeds=5, row_seeds=4),
-                 dict(base_seeds=2, row_seeds=6)]
-COMPARE_CASES = [
-    [  # spread 0.4: margin 0.730; without the sqrt 0.667, 2 * spread 0.8, one standard error 0.365
-        ([25.0, 25.6, 25.2], [25.8, 26.1], 0.4, None),     # +0.683: within (without the sqrt: better)
-        ([25.0, 25.6, 25.2], [26.05, 25.95], 0.4, None),   # +0.733: better (2 * spread: within)
-        ([25.0, 25.6, 25.2], [24.6, 24.9], 0.4, True),     # -0.517: within (one standard error: worse)
-        ([25.0, 25.6, 25.2], [26.3, 24.3], 0.4, True),     # +0.033: within (first seeds: better)
-        ([5.1, 4.8, 5.4], [4.2, 4.1], 0.4, False),         # perplexity -0.95: better
-        ([5.1, 4.8, 5.4], [5.3, 6.1], 0.4, False),         # perplexity +0.6: within
-        ([24.6, 26.2, 25.0], [27.2, 24.0], 0.4, True),     # +0.333: within (best seeds: better)
+# holm: each set a number of comparisons m, then cases (p_values, alpha); None for alpha leaves the default
+# out of the call. In every set the p-values put each usual mistake (Bonferroni, going on past a failure,
+# Hochberg's step-up, thresholds off by one either way or in reverse order, a descending sort, the
+# complement, alpha ignored) on another side than Holm's rule in some case. Names are the notebook's rows,
+# or (row, score) pairs as the notebook's table keys them.
+HOLM_SIZES = [dict(comparisons=8), dict(comparisons=5), dict(comparisons=12)]
+HOLM_CASES = [
+    [  # alpha / (8 - k): 0.00625, 0.00714, 0.00833, 0.01, 0.0125, 0.0167, 0.025, 0.05
+        ({"A1": 0.0065, "A2": 0.3, "B8": 0.001, "C-N1": 0.016, "C-d64": 0.0095, "D-drop0": 0.07, "D-ls0": 0.013,
+          "E": 0.011}, None),
+        ({"A1": 0.045, "A2": 0.9, "B8": 0.03, "C-N1": 0.055, "C-d64": 0.02, "D-drop0": 0.5, "D-ls0": 0.06,
+          "E": 0.05}, 0.2),
+        ({"A1": 0.35, "A2": 0.0095, "B8": 0.006, "C-N1": 0.81, "C-d64": 0.002, "D-drop0": 0.2, "D-ls0": 0.6,
+          "E": 0.007}, None),
+        ({"A1": 0.003, "A2": 0.0005, "B8": 0.0001, "C-N1": 0.004, "C-d64": 0.0008, "D-drop0": 0.002,
+          "D-ls0": 0.0003, "E": 0.001}, 0.1),
     ],
-    [  # spread 0.3: margin 0.402; without the sqrt 0.270, 2 * spread 0.6, one standard error 0.201
-        ([25.0, 24.4, 25.5, 24.9, 25.2], [24.3, 24.7, 24.5, 24.5], 0.3, None),   # -0.5: worse
-        ([25.0, 24.4, 25.5, 24.9, 25.2], [25.6, 25.3, 25.2, 25.3], 0.3, True),   # +0.35: within
-        ([4.9, 5.2, 5.0, 5.3, 4.6], [4.5, 4.7, 4.4, 4.6], 0.3, False),          # ppl -0.45: better
-        ([4.9, 5.2, 5.0, 5.3, 4.6], [5.6, 5.3, 5.4, 5.5], 0.3, False),          # ppl +0.5: worse
-        ([4.9, 5.2, 5.0, 5.3, 4.6], [5.2, 4.8, 5.3, 5.1], 0.3, False),          # ppl +0.1: within
-        ([25.0, 24.4, 25.5, 24.9, 25.2], [25.3, 25.1, 24.8, 24.9], 0.3, None),   # +0.025: within
-        ([25.0, 24.4, 25.5, 24.9, 25.2], [25.3, 25.1, 25.2, 25.36], 0.3, True),  # +0.24: within
-        ([25.0, 24.4, 25.5, 24.9, 25.2], [25.6, 25.5, 25.6, 25.58], 0.3, True),  # +0.57: better
+    [  # (row, score) keys; alpha / (5 - k): 0.01, 0.0125, 0.0167, 0.025, 0.05
+        ({("A1", "BLEU"): 0.013, ("A1", "log PPL"): 0.004, ("B8", "BLEU"): 0.045, ("B8", "log PPL"): 0.016,
+          ("E", "log PPL"): 0.03}, None),
+        ({("A1", "BLEU"): 0.0125, ("A1", "log PPL"): 0.045, ("B8", "BLEU"): 0.0009, ("B8", "log PPL"): 0.024,
+          ("E", "log PPL"): 0.0095}, 0.04),
+        ({("A1", "BLEU"): 0.011, ("A1", "log PPL"): 0.3, ("B8", "BLEU"): 0.002, ("B8", "log PPL"): 0.022,
+          ("E", "log PPL"): 0.009}, None),
     ],
-    [  # spread 0.5: margin 0.816; without the sqrt 0.667, 2 * spread 1.0, one standard error 0.408
-        ([26.0, 25.0], [26.4, 26.2, 26.1, 26.5, 26.0, 26.2], 0.5, None),   # +0.733: within
-        ([26.0, 25.0], [26.3, 26.4, 26.5, 26.6, 26.2, 26.2], 0.5, None),   # +0.867: better
-        ([26.0, 25.0], [25.1, 24.7, 24.9, 25.0, 25.3, 24.6], 0.5, None),   # -0.6: within
-        ([5.0, 5.4], [4.3, 4.2, 4.4, 4.1, 4.4, 4.2], 0.5, False),          # ppl -0.933: better
+    [  # alpha / (12 - k): 0.00417, 0.00455, 0.005, 0.00556, 0.00625, 0.00714, 0.00833, 0.01, 0.0125, ...
+        ({f"row {i}": p for i, p in enumerate([0.0044, 0.2, 0.001, 0.006, 0.0052, 0.9, 0.0048, 0.011, 0.5, 0.007,
+                                                0.0124, 0.012])}, None),
+        ({f"row {i}": p for i, p in enumerate([0.3, 0.0002, 0.0045, 0.75, 0.015, 0.0009, 0.005, 0.008, 0.026, 0.018,
+                                                0.011, 0.04])}, 0.1),
+        ({f"row {i}": p for i, p in enumerate([0.0041, 0.0042, 0.0046, 0.45, 0.0051, 0.00005, 0.95, 0.0061, 0.07,
+                                                0.0075, 0.033, 0.0099])}, None),
     ],
 ]
-# A difference exactly at the margin, in numbers exact in binary floating point: 2 and 2 seeds,
-# spread 0.5, margin 2 * 0.5 * sqrt(1/2 + 1/2) = 1.0 and means 1.0 apart. Not ranked.
-COMPARE_EDGES = [((24.0, 25.0), (25.0, 26.0), 0.5, True), ((6.5, 5.5), (4.5, 5.5), 0.5, False)]
-# Just inside that margin, 1 - 1/128 (exact in binary): within the noise for the course's rule and for a strict
-# <, ranked by a margin of fewer than about 1.984 standard errors (1.96 or 1.645, the normal distribution's
-# two- and one-sided 95% points).
-COMPARE_NEAR_EDGE = ((24.0, 25.0), (24.9921875, 25.9921875), 0.5, True)
-RESULTS = ("better", "worse", "within the noise")
+# p-values exactly at their threshold, in numbers exact in binary floating point (alpha = 0.25, m = 4: the
+# thresholds 0.0625, 0.125 and 0.25 are exact): p <= alpha / (m - k) rejects them.
+HOLM_EDGES = [({"A1": 0.0625, "B8": 0.5, "C-N1": 0.75, "E": 0.375}, 0.25),
+              ({"A1": 0.03125, "A16": 0.0625, "D-ls0": 0.125, "E": 0.25}, 0.25)]
 
 SIZE_SETS = {
     "check_row_parameters": ROW_SIZES,
-    "check_pooled_std": SIZE_SETS_POOLED,
-    "check_compare_to_base": COMPARE_SIZES,
+    "check_paired_test": PAIRED_SIZES,
+    "check_holm": HOLM_SIZES,
 }
 
 
@@ -366,117 +368,45 @@ def check_row_parameters(row_parameters: Callable) -> None:
     )
 
 
-# ---------------------------------------------------------------- 15.2 the spread between seeds
 
-
-def _rows_of(runs: dict, at_least: int = 2) -> list[list[float]]:
-    return [list(s) for s in runs.values() if len(s) >= at_least]
-
-
-def _std(scores: list[float], ddof: int = 1) -> float:
-    mean = sum(scores) / len(scores)
-    return (sum((x - mean) ** 2 for x in scores) / (len(scores) - ddof)) ** 0.5
-
-
-def _pooled_variant(runs: dict, how: str) -> float:
-    """The spread by one of the usual wrong recipes."""
-    several = _rows_of(runs)
-    everything = [x for s in runs.values() for x in s]
-    squares = sum(sum((x - sum(s) / len(s)) ** 2 for x in s) for s in several)
-    freedom = sum(len(s) - 1 for s in several)
-    if how == "grand":  # one mean for every score
-        return _std(everything)
-    if how == "grand_n":
-        return _std(everything, ddof=0)
-    if how == "grand_several":  # the rows of one seed left out, but still one grand mean
-        return _std([x for s in several for x in s])
-    if how == "by_n":
-        return (squares / sum(len(s) for s in several)) ** 0.5
-    if how == "by_n_all":
-        return (squares / len(everything)) ** 0.5
-    if how == "mean_of_stds":
-        return sum(_std(s) for s in several) / len(several)
-    if how == "mean_of_stds_n":
-        return sum(_std(s, ddof=0) for s in several) / len(several)
-    if how == "mean_of_stds_zeros":  # a row of one seed counted with a spread of 0
-        return sum(_std(s) if len(s) > 1 else 0.0 for s in runs.values()) / len(runs)
-    if how == "mean_of_stds_n_zeros":  # np.std (ddof=0) of every row, one seed giving 0
-        return sum(_std(s, ddof=0) for s in runs.values()) / len(runs)
-    if how == "mean_of_variances":
-        return (sum(_std(s) ** 2 for s in several) / len(several)) ** 0.5
-    if how == "single_freedom":  # a row of one seed adds 0 to the squares and 1 to the freedom
-        return (squares / sum(max(len(s) - 1, 1) for s in runs.values())) ** 0.5
-    if how == "variance":
-        return squares / freedom
-    if how == "first_row":
-        return _std(list(next(iter(runs.values()))))
-    raise ValueError(how)
-
-
-_POOLED_MISTAKES = [
-    (("grand", "grand_n", "grand_several"),
-     "you took the standard deviation of all the scores together, around one grand mean: the differences "
-     "between the rows, which are what the benchmark measures, are counted as noise. Take each score's "
-     "deviation from its own row's mean"),
-    (("by_n", "by_n_all"),
-     "you divided the sum of squared deviations by the number of scores; each row's mean uses up one "
-     "degree of freedom, so divide by the sum of (seeds - 1) over the rows with two seeds or more (the "
-     "unbiased n - 1, as statistics.stdev and np.std(ddof=1) do; np.std divides by n unless given ddof=1)"),
-    (("mean_of_stds",),
-     "you averaged the rows' standard deviations (statistics.stdev of each row, then the mean): pool the "
-     "variances instead, sqrt(sum of squared deviations / sum of (seeds - 1)), so that a row of four seeds "
-     "weighs more than a row of two and the square root comes last"),
-    (("mean_of_stds_n",),
-     "you averaged the rows' standard deviations, each divided by n (np.std's default, ddof=0): pool the "
-     "variances, sqrt(sum of squared deviations / sum of (seeds - 1))"),
-    (("mean_of_stds_zeros", "mean_of_stds_n_zeros", "single_freedom"),
-     "a row with one seed is counted: it has no spread to measure (its deviation from its own mean is 0), "
-     "and counting it as a spread of 0 or a degree of freedom makes the noise look smaller than it is. "
-     "Skip the rows with fewer than two seeds"),
-    (("mean_of_variances",),
-     "you averaged the rows' variances, each row alike: pool them weighted by their degrees of freedom, "
-     "sum of squared deviations / sum of (seeds - 1), so that a row of four seeds weighs more than a "
-     "row of two"),
-    (("variance",),
-     "your result is the pooled variance: the spread is its square root, sqrt(sum of squared "
-     "deviations / sum of (seeds - 1))"),
-    (("first_row",),
-     "your result is the standard deviation of one row only: pool every row with two seeds or more"),
-]
+# ---------------------------------------------------------------- 15.2 a row's paired test
 
 
 def _close(a: float, b: float) -> bool:
-    """Equal up to the rounding of float32 (torch's default dtype) on scores of about 25."""
+    """Equal up to the rounding of float32 (torch's default dtype) on changes of a few BLEU points."""
     return math.isclose(a, b, rel_tol=1e-4, abs_tol=1e-6)
 
 
-def _show_runs(runs: dict) -> str:
-    text = repr(runs)
+def _close_p(a: float, b: float) -> bool:
+    """Two p-values equal up to float32 rounding of the statistic (the smallest here is about 1e-8)."""
+    return math.isclose(a, b, rel_tol=1e-4, abs_tol=1e-12)
+
+
+def _show(x) -> str:
+    text = repr(x)
     return text if len(text) <= 120 else text[:117] + "..."
-
-
-def _unchanged(call: str, before, after, what: str) -> None:
-    if before != after or [type(v) for v in _values(before)] != [type(v) for v in _values(after)]:
-        now = _show_runs(after) if isinstance(after, dict) else repr(after)
-        raise ExerciseFailed(
-            f"{call} changed {what} in place (now {now}): "
-            "a function must not change its inputs, whoever called it uses them again (the notebook's "
-            "record of runs, the scores of the base). Work on copies: sorted(scores) rather than "
-            "scores.sort(), a new dict or list rather than del, pop or append on the one you were given."
-        )
 
 
 def _values(x) -> list:
     return list(x.values()) if isinstance(x, dict) else list(x) if isinstance(x, (list, tuple)) else [x]
 
 
+def _unchanged(call: str, before, after, what: str, example: str) -> None:
+    if before != after or [type(v) for v in _values(before)] != [type(v) for v in _values(after)]:
+        raise ExerciseFailed(
+            f"{call} changed {what} in place (now {_show(after)}): a function must not change its inputs, "
+            f"whoever called it uses them again (the notebook reads every row's differences and p-values "
+            f"more than once). Work on copies: {example}."
+        )
+
+
 def _real(result, call: str, what: str) -> float:
     """A result that stands for one real number: a Python or numpy number, or a tensor or array
     holding one number (torch and numpy are fine for the sums)."""
     if result is None:
-        raise ExerciseFailed(f"{call} returned None: did you forget the `return` of {what}?")
+        raise ExerciseFailed(f"{call} returned None for {what}: did you forget to compute it?")
     if isinstance(result, bool):
-        raise ExerciseFailed(f"{call} returned {result}: return {what} as a number.")
+        raise ExerciseFailed(f"{call} returned {result} for {what}: return a number.")
     if torch.is_tensor(result) or type(result).__module__ == "numpy":
         shape = tuple(getattr(result, "shape", ()))
         if torch.is_tensor(result):
@@ -485,223 +415,375 @@ def _real(result, call: str, what: str) -> float:
             unreal = getattr(getattr(result, "dtype", None), "kind", "O") not in "fiu"
         if math.prod(shape) != 1 or unreal:
             raise ExerciseFailed(f"{call} returned {type(result).__name__} of shape {shape} and dtype "
-                                 f"{getattr(result, 'dtype', '?')}; return {what} as one real number, a float.")
+                                 f"{getattr(result, 'dtype', '?')} for {what}; return one real number, a float.")
         return float(result.item())
     if not isinstance(result, numbers.Real):
         raise ExerciseFailed(f"{call} should return {what} as a float, got {type(result).__name__}")
     return float(result)
 
 
-_ONE_SEED_HINTS = (
-    (r"division by zero|at least two data points|divide by zero",
-     "\nHint: a row with one seed has no spread (its seeds - 1 is 0): skip the rows with fewer than two "
-     "seeds, len(scores) >= 2."),
+def _facts(ds, spread: float, freedom: int) -> dict:
+    """What every recipe, right or wrong, is made of: n, the mean, the row's own standard deviation."""
+    n = len(ds)
+    return dict(n=n, mean=sum(ds) / n, own=statistics.stdev(ds), s=spread, f=freedom)
+
+
+def _t(q: float, f: float) -> float:
+    return float(stats.t.ppf(q, f))
+
+
+def _two_sided(statistic: float, f: float) -> float:
+    return float(2 * stats.t.sf(abs(statistic), f))
+
+
+# Half-widths of the interval: the course's, then each usual mistake's (a key may have several recipes).
+_HALF_RIGHT = lambda c: _t(0.975, c["f"]) * c["s"] / c["n"] ** 0.5  # noqa: E731
+_HALVES = {
+    "normal": [lambda c: float(stats.norm.ppf(0.975)) * c["s"] / c["n"] ** 0.5,
+               lambda c: 1.96 * c["s"] / c["n"] ** 0.5],
+    "two": [lambda c: 2 * c["s"] / c["n"] ** 0.5],
+    "t95": [lambda c: _t(0.95, c["f"]) * c["s"] / c["n"] ** 0.5],
+    "n-1": [lambda c: _t(0.975, c["n"] - 1) * c["s"] / c["n"] ** 0.5],
+    "no sqrt": [lambda c: _t(0.975, c["f"]) * c["s"]],
+    "by n": [lambda c: _t(0.975, c["f"]) * c["s"] / c["n"]],
+    "own": [lambda c: _t(0.975, c["n"] - 1) * c["own"] / c["n"] ** 0.5,
+            lambda c: _t(0.975, c["f"]) * c["own"] / c["n"] ** 0.5],
+    "unpaired": [lambda c: _t(0.975, c["f"]) * c["s"] * (2 / c["n"]) ** 0.5],
+}
+# p-values: the course's, then each usual mistake's.
+_P_RIGHT = lambda c: _two_sided(c["mean"] / (c["s"] / c["n"] ** 0.5), c["f"])  # noqa: E731
+_PS = {
+    "one-sided": [lambda c: float(stats.t.sf(abs(c["mean"]) / (c["s"] / c["n"] ** 0.5), c["f"])),
+                  lambda c: float(stats.t.sf(c["mean"] / (c["s"] / c["n"] ** 0.5), c["f"])),
+                  lambda c: float(stats.t.cdf(c["mean"] / (c["s"] / c["n"] ** 0.5), c["f"]))],
+    "no abs": [lambda c: float(2 * stats.t.sf(c["mean"] / (c["s"] / c["n"] ** 0.5), c["f"]))],
+    "cdf": [lambda c: float(2 * stats.t.cdf(abs(c["mean"]) / (c["s"] / c["n"] ** 0.5), c["f"]))],
+    "normal": [lambda c: float(2 * stats.norm.sf(abs(c["mean"]) / (c["s"] / c["n"] ** 0.5)))],
+    "n-1": [lambda c: _two_sided(c["mean"] / (c["s"] / c["n"] ** 0.5), c["n"] - 1)],
+    "no sqrt": [lambda c: _two_sided(c["mean"] / c["s"], c["f"])],
+    "by n": [lambda c: _two_sided(c["mean"] / (c["s"] / c["n"]), c["f"])],
+    "own": [lambda c: _two_sided(c["mean"] / (c["own"] / c["n"] ** 0.5), c["n"] - 1),
+            lambda c: _two_sided(c["mean"] / (c["own"] / c["n"] ** 0.5), c["f"])],
+    "unpaired": [lambda c: _two_sided(c["mean"] / (c["s"] * (2 / c["n"]) ** 0.5), c["f"])],
+}
+_CRITICAL = "stats.t.ppf(0.975, freedom)"
+_PAIRED_MISTAKES = {  # one key: the same mistake in the p-value and the interval, or in the one field it shows in
+    "normal": ("you used the normal distribution instead of Student's t: the spread is itself estimated, from "
+               "`freedom` degrees of freedom, so the statistic mean / (spread / sqrt(n)) follows a t distribution "
+               f"with `freedom` degrees of freedom; p = 2 * stats.t.sf(abs(t), freedom), the interval's point "
+               f"{_CRITICAL} (not stats.norm, not 1.96)"),
+    "normal p": ("your p-value comes from the normal distribution (stats.norm): the statistic follows Student's t "
+                 "with `freedom` degrees of freedom, p = 2 * stats.t.sf(abs(t), freedom)"),
+    "normal interval": ("your interval is the mean ± 1.96 standard errors, the normal distribution's 95% point: with "
+                        f"a spread estimated from `freedom` degrees of freedom, the point is Student's, {_CRITICAL}, "
+                        "a little wider"),
+    "two": ("your interval is the mean ± 2 standard errors, a round rule: the 95% point of Student's t with the "
+            f"spread's degrees of freedom is {_CRITICAL}"),
+    "t95": ("your interval uses stats.t.ppf(0.95, freedom), a one-sided point (a 90% interval): a two-sided 95% "
+            f"interval leaves 2.5% out on each side, {_CRITICAL}"),
+    "one-sided": ("your p-value is one-sided: the test asks whether the row changed the score in either direction, "
+                  "so p is the chance of a statistic at least as far from 0 on either side, 2 * stats.t.sf(abs(t), "
+                  "freedom)"),
+    "no abs": ("your p-value is 2 * stats.t.sf(t, freedom) without abs(): for a negative mean change it is above 1. "
+               "Take p = 2 * stats.t.sf(abs(t), freedom)"),
+    "cdf": ("your p-value is 2 * stats.t.cdf(abs(t), freedom), the chance of a statistic closer to 0, above 1 "
+            "whenever t is not 0: the p-value is the chance of one farther out, 2 * stats.t.sf(abs(t), freedom)"),
+    "n-1": ("you took len(ds) - 1 degrees of freedom: the spread is given, pooled over every row of the table, and "
+            "its degrees of freedom are `freedom`, the sum of (seeds - 1) over those rows; use them for the t "
+            "distribution"),
+    "no sqrt": ("you divided by the spread alone: the spread is that of one seed's difference; the mean of n of them "
+                "varies less, its standard error is spread / sqrt(len(ds))"),
+    "by n": ("you divided the spread by n: the standard error of a mean of n differences is spread / sqrt(n), "
+             "not spread / n"),
+    "own": ("you used the row's own standard deviation (statistics.stdev(ds), as scipy.stats.ttest_1samp does): "
+            "the rule pools the spread over every row, which is what `spread` is, with `freedom` degrees of "
+            "freedom; the standard error is spread / sqrt(len(ds))"),
+    "unpaired": ("your standard error is spread * sqrt(1/n + 1/n), that of a difference of two independent means: "
+                 "each paired difference already is a difference, with standard deviation `spread`; their mean's "
+                 "standard error is spread / sqrt(n)"),
+}
+
+
+def _paired_reference(case: tuple, freedom: int) -> dict:
+    ds, spread = case
+    return paired_test(list(ds), spread, freedom)
+
+
+def _paired_call(fn: Callable, name: str, case: tuple, freedom: int) -> tuple[dict, str]:
+    """The learner's result for one case, as four floats, after checking its type and that ``ds`` is
+    left as it was."""
+    ds, spread = case
+    call = f"{name}({ds!r}, {spread!r}, {freedom!r})"
+    given = copy.deepcopy(ds)
+    result = _call(fn, given, spread, freedom, roles=("ds", "spread", "freedom"))
+    _unchanged(call, ds, given, "ds", "sorted(ds) rather than ds.sort()")
+    if result is None:
+        raise ExerciseFailed(f"{call} returned None: did you forget the `return` of the dict?")
+    if not isinstance(result, Mapping):
+        what = f"a {type(result).__name__}" + (f" of {len(result)} items" if isinstance(result, (tuple, list)) else "")
+        raise ExerciseFailed(
+            f"{call} returned {what}; return a dict with the keys 'effect', 'low', 'high' and 'p' (the notebook "
+            "reads test['effect'], test['p'] by name)."
+        )
+    missing = [k for k in PAIRED_KEYS if k not in result]
+    if missing:
+        raise ExerciseFailed(
+            f"{call} returned a dict with the keys {sorted(map(str, result))}; it misses {missing}. Return exactly "
+            "the keys 'effect' (the mean change), 'low' and 'high' (its 95% interval) and 'p' (the p-value)."
+        )
+    return {k: _real(result[k], call, f"'{k}'") for k in PAIRED_KEYS}, call
+
+
+def _field_mistake(got: list[float], right: list[float], candidates: dict, facts: list[dict], close) -> str | None:
+    """The key of the candidate recipe that gives ``got`` on every case, where ``got`` is not ``right``."""
+    if all(close(g, r) for g, r in zip(got, right)):
+        return ""
+    for key, recipes in candidates.items():
+        for recipe in recipes:
+            try:
+                values = [recipe(c) for c in facts]
+            except (ValueError, ZeroDivisionError):
+                continue
+            if all(close(g, v) for g, v in zip(got, values)):
+                return key
+    return None
+
+
+def _paired_once(fn: Callable, name: str, sizes: dict) -> None:
+    cases = PAIRED_CASES[PAIRED_SIZES.index(sizes)]
+    freedom = sizes["freedom"]
+    results = [_paired_call(fn, name, case, freedom) for case in cases]
+    expected = [_paired_reference(case, freedom) for case in cases]
+    got = [r for r, _ in results]
+    ok = [all((_close_p if k == "p" else _close)(g[k], e[k]) for k in PAIRED_KEYS) for g, e in zip(got, expected)]
+    if all(ok):
+        return
+    wrong = ok.index(False)
+    shown = lambda d: "{" + ", ".join(f"'{k}': {d[k]:.6g}" for k in PAIRED_KEYS) + "}"  # noqa: E731
+    where = f"{results[wrong][1]} returned {shown(got[wrong])}; the course's paired_test gives {shown(expected[wrong])}"
+    facts = [_facts(ds, spread, freedom) for ds, spread in cases]
+    if not all(_close(g["effect"], e["effect"]) for g, e in zip(got, expected)):
+        raise _generic(f"{where}: the effect is the mean of the paired differences, sum(ds) / len(ds).")
+    if any(g["low"] > g["high"] for g in got):
+        raise ExerciseFailed(f"{where}: your 'low' is above your 'high'; low = mean - half-width, high = mean + "
+                             "half-width.")
+    centres = [(g["low"] + g["high"]) / 2 for g in got]
+    if not all(_close(c, e["effect"]) for c, e in zip(centres, expected)):
+        raise _generic(f"{where}: the interval is centred on the mean change, mean ± {_CRITICAL} * spread / "
+                       "sqrt(len(ds)).")
+    half = _field_mistake([(g["high"] - g["low"]) / 2 for g in got], [_HALF_RIGHT(c) for c in facts], _HALVES,
+                          facts, _close)
+    p = _field_mistake([g["p"] for g in got], [e["p"] for e in expected], _PS, facts, _close_p)
+    if half is None or p is None:
+        raise _generic(
+            f"{where}. The standard error is spread / sqrt(len(ds)); the interval is the mean ± {_CRITICAL} times "
+            "it, and p = 2 * stats.t.sf(abs(mean / standard error), freedom)."
+        )
+    if not half and not p:  # each field right within its tolerance, the whole case not: no recipe to name
+        raise _generic(f"{where}.")
+    if half == p:  # one mistake in both: the same distribution, freedom or standard error
+        messages = [_PAIRED_MISTAKES[half]]
+    else:
+        named = {"normal": "normal p"} if p == "normal" else {}
+        messages = [_PAIRED_MISTAKES[named.get(p, p)]] if p else []
+        if half:
+            messages.append(_PAIRED_MISTAKES["normal interval" if half == "normal" else half])
+    raise ExerciseFailed(f"{where}: {'; and '.join(messages)}.")
+
+
+def check_paired_test(paired_test_fn: Callable) -> None:
+    """Check ``paired_test(ds, spread, freedom) -> dict`` against ``annotated.variations.paired_test`` on
+    made-up paired differences of BLEU and log-perplexity (``PAIRED_CASES``): 4 seeds with a spread of 54
+    degrees of freedom (the notebook's design), then 3 and 6 seeds with 8 and 15; negative, positive and
+    zero mean changes, lists and tuples. The effect, the interval and the p-value must agree within 1e-4,
+    relatively (numpy, scipy, statistics, torch and plain Python all pass).
+
+    Diagnoses: a result that is not a dict of the four keys, or a value that is not a number; the effect
+    not the mean; 'low' above 'high', or an interval not centred on the mean; the normal distribution
+    instead of Student's t (in the p-value, the interval or both), or an interval of ±1.96 or ±2 standard
+    errors; a one-sided point (stats.t.ppf(0.95)) for the interval; a one-sided p-value, one without
+    abs() (above 1 for a negative change), or 2 * stats.t.cdf (above 1); len(ds) - 1 degrees of freedom
+    where the pooled spread's are given; the spread alone, or the spread / n, as the standard error; the
+    row's own standard deviation (scipy.stats.ttest_1samp) instead of the pooled spread; the standard
+    error of two independent means, spread * sqrt(2 / n); ds changed in place (sorted); the number of
+    seeds written into the code."""
+    name = _function(paired_test_fn, "check_paired_test", "paired_test")
+    _run_on_all_sizes(lambda sizes: _paired_once(paired_test_fn, name, sizes), PAIRED_SIZES,
+                      _hint("Use len(ds), the number of paired seeds you are given, and the freedom argument."))
+    cases = sum(map(len, PAIRED_CASES))
+    print(
+        f"check_paired_test passed: {name} gives the course's paired_test on {cases} rows of paired differences "
+        f"(BLEU and log-perplexity, {', '.join(str(s['seeds']) for s in PAIRED_SIZES)} seeds, the spread's "
+        f"{', '.join(str(s['freedom']) for s in PAIRED_SIZES)} degrees of freedom): the mean change, its 95% "
+        "interval with Student's t and the two-sided p-value, leaving ds as it was."
+    )
+
+
+# ---------------------------------------------------------------- 15.3 Holm's correction
+
+
+def _holm_variant(p_values: dict, alpha: float, how: str) -> set:
+    """Holm's correction by one of the usual wrong recipes."""
+    m = len(p_values)
+    ascending = sorted(p_values.items(), key=lambda item: item[1])
+    if how == "bonferroni":
+        return {name for name, p in p_values.items() if p <= alpha / m}
+    if how == "hochberg":  # step-up: everything up to the largest p-value under its threshold
+        last = max((k for k, (_, p) in enumerate(ascending) if p <= alpha / (m - k)), default=-1)
+        return {name for name, _ in ascending[: last + 1]}
+    if how == "complement":
+        return set(p_values) - holm(p_values, alpha)
+    if how == "alpha written in":
+        return holm(p_values, FAMILY_ALPHA)
+    order = sorted(p_values.items(), key=lambda item: item[1], reverse=how == "descending")
+    rejected = set()
+    for k, (name, p) in enumerate(order):
+        divisor = {"skip": m - k, "descending": m - k, "lenient": max(m - k - 1, 1), "strict": m - k + 1,
+                   "reversed": k + 1}[how]  # lenient: alpha / 0 at the last made alpha / 1 (else it raises)
+        if p <= alpha / divisor:
+            rejected.add(name)
+        elif how != "skip":
+            break
+    return rejected
+
+
+_HOLM_MISTAKES = [
+    ("bonferroni",
+     "you compared every p-value with alpha / m (Bonferroni's correction): Holm's steps down, the k-th smallest "
+     "against alpha / (m - k + 1), so that once the smallest are rejected the rest are tested less strictly"),
+    ("skip",
+     "you went on past the first p-value that fails its threshold: Holm's procedure stops there, and every "
+     "larger p-value is kept, even one under its own threshold (break, not continue)"),
+    ("hochberg",
+     "you rejected every p-value up to the largest one under its threshold (a step-up, Hochberg's procedure): "
+     "Holm's steps down from the smallest and stops at the first that fails"),
+    ("lenient",
+     "your thresholds are off by one: the smallest p-value is tested against alpha / m and the largest against "
+     "alpha / 1; with k counting from 0 (enumerate), the divisor is m - k, you used m - k - 1"),
+    ("strict",
+     "your thresholds are off by one: the smallest p-value is tested against alpha / m, not alpha / (m + 1); "
+     "with k counting from 0 (enumerate) the divisor is m - k, from 1 it is m - k + 1"),
+    ("reversed",
+     "your thresholds go the wrong way: the smallest p-value is tested against the strictest, alpha / m, the "
+     "next against alpha / (m - 1), and the largest against alpha; you began with alpha"),
+    ("descending",
+     "you sorted the p-values in descending order: Holm's procedure starts from the smallest "
+     "(sorted(p_values.items(), key=lambda item: item[1])), tested against alpha / m"),
+    ("complement",
+     "you returned the comparisons that are not rejected: return the names whose no-change hypothesis is "
+     "rejected, the ones the table reads as a change"),
+    ("alpha written in",
+     "alpha is ignored: the threshold uses 0.05 written into your code; use the argument alpha (0.05 is only "
+     "its default)"),
+]
+_HOLM_EQUAL = ("a p-value exactly at its threshold is kept: Holm's procedure rejects when p <= alpha / (m - k + 1) "
+               "and stops at the first p-value above it (p > threshold, not p >= threshold)")
+_HOLM_HINTS = (
+    (r"division by zero|divide by zero",
+     "\nHint: a threshold alpha / 0. The largest of m p-values is tested against alpha / 1: with k counting from "
+     "0 (enumerate), the divisor is m - k, and your thresholds are off by one."),
 )
 
 
-def _pooled_call(fn: Callable, name: str, runs: dict):
-    """Call the learner's function on a copy of ``runs`` (a function that sorts or pops must not change
-    the check's own record for the next run), then compare the copy with ``runs``."""
-    given = copy.deepcopy(runs)
-    call = f"{name}({_show_runs(runs)})"
-    result = _call(fn, given, hints=_ONE_SEED_HINTS, roles=("runs",))
-    _unchanged(call, runs, given, "the record of runs")
-    return result, call
-
-
-def _check_pooled_once(fn: Callable, name: str, sizes: dict) -> None:
-    runs = POOLED_RUNS[SIZE_SETS_POOLED.index(sizes)]
+def _holm_call(fn: Callable, name: str, case: tuple) -> tuple[set, str]:
+    p_values, alpha = case
+    args = (p_values,) if alpha is None else (p_values, alpha)
+    call = f"{name}({', '.join(_show(a) for a in args)})"
+    given = copy.deepcopy(p_values)
     try:
-        result, call = _pooled_call(fn, name, runs)
+        result = _call(fn, given, *args[1:], hints=_HOLM_HINTS, roles=("p_values", "alpha"))
     except ExerciseFailed as err:
-        if _ONE_SEED_HINTS[0][1] in str(err):  # the cause is known: not a size written in
+        if _HOLM_HINTS[0][1] in str(err):  # the cause is named: not a size written in
             err.generic = False
         raise
-    got = _real(result, call, "the spread")
-    expected = pooled_std(runs)
-    if math.isnan(got):
+    _unchanged(call, p_values, given, "p_values",
+               "a sorted list of its items, sorted(p_values.items(), key=...), rather than pop or del on the dict")
+    if result is None:
+        raise ExerciseFailed(f"{call} returned None: did you forget the `return` of the set?")
+    if not isinstance(result, AbstractSet):
+        what = type(result).__name__
         raise ExerciseFailed(
-            f"{call} returned nan: a row with one seed has no spread (0 / 0 with n - 1 = 0, or np.std(ddof=1) "
-            "of one score): skip the rows with fewer than two seeds."
+            f"{call} returned a {what}; return a set of the rejected names, set() when none is (the notebook "
+            f"asks `key in rejected`{', and a dict is not the names alone' if isinstance(result, Mapping) else ''})."
         )
-    if _close(got, expected):
-        return
-    for recipes, message in _POOLED_MISTAKES:
-        for how in recipes:
-            if _close(got, _pooled_variant(runs, how)):
-                raise ExerciseFailed(f"{call} returned {got:.4f}, the pooled spread is {expected:.4f}: {message}.")
-    raise _generic(
-        f"{call} returned {got:.6g}; the spread pooled over the rows with two seeds or more is "
-        f"{expected:.6g}: sqrt(sum over those rows of the squared deviations from the row's own mean / sum "
-        "of (seeds - 1))."
-    )
+    strangers = [x for x in result if x not in p_values]
+    if strangers:
+        numbers_only = all(isinstance(x, numbers.Number) and not isinstance(x, bool) for x in result)
+        if numbers_only and all(x in p_values.values() for x in result):
+            why = "your set holds the p-values themselves; return the names (the keys of p_values) of the rejected ones"
+        elif numbers_only and all(isinstance(x, numbers.Integral) for x in result):
+            why = ("your set holds positions (the k of the sorted order); return the names (the keys of p_values) "
+                   "of the rejected ones")
+        else:
+            why = "return names that are keys of p_values"
+        raise ExerciseFailed(f"{call} returned {_show(result)}, with {_show(strangers[0])}, which is not a key of "
+                             f"p_values: {why}.")
+    return set(result), call
 
 
-def check_pooled_std(pooled_std_fn: Callable) -> None:
-    """Check ``pooled_std(runs) -> float`` against ``annotated.variations.pooled_std`` on made-up records
-    of a benchmark (row name -> a list or tuple of scores, one per seed): rows of three seeds each, rows
-    of one to four seeds, perplexities as tuples; then on records without a row of two seeds, which must
-    raise ValueError.
-
-    Diagnoses: a result that is not a number; the standard deviation of all the scores around one grand
-    mean (row differences counted as noise); dividing by n instead of n - 1 (np.std's default); the
-    rows' standard deviations averaged (statistics.stdev per row, then the mean), or their variances
-    averaged without weights; rows with one seed counted (a spread of 0, a degree of freedom), or
-    dividing by zero on them (an exception or nan); the variance without its square root; one row
-    only; the record or its lists changed in place (sorted, popped); no ValueError, or another
-    exception, when no row has two seeds; row names or numbers of seeds written into the code."""
-    name = _function(pooled_std_fn, "check_pooled_std", "pooled_std")
-    _run_on_all_sizes(lambda sizes: _check_pooled_once(pooled_std_fn, name, sizes), SIZE_SETS_POOLED,
-                      _hint("Loop over runs.values() (or .items()) and take len(scores) of each row."))
-    for runs in POOLED_EDGES:
-        call = f"{name}({_show_runs(runs)})"
-        why = ("no row has two seeds, so there is no spread to measure: raise ValueError with a message "
-               "that says so (a spread of 0 would rank every difference, and an exception of another "
-               "kind or a nan tells the caller nothing)")
-        try:
-            result, _ = _pooled_call(pooled_std_fn, name, runs)
-        except ExerciseFailed as err:
-            if isinstance(err.__cause__, ValueError):  # statistics.StatisticsError is one too
-                continue
-            if err.__cause__ is None:
-                raise
-            raise ExerciseFailed(f"{call} raised {type(err.__cause__).__name__}: {err.__cause__}; {why}.") from None
-        raise ExerciseFailed(f"{call} returned {result!r}; {why}.")
-    print(
-        f"check_pooled_std passed: {name} pools the spread between seeds as the course's pooled_std does on "
-        f"{len(POOLED_RUNS)} records ({', '.join(str(s['rows']) + ' rows' for s in SIZE_SETS_POOLED)}; rows "
-        "of one seed skipped, lists and tuples), leaves them as they were, and raises ValueError when no "
-        "row has two seeds."
-    )
-
-
-# ---------------------------------------------------------------- 15.3 a row against the base
-
-
-def _mean(x) -> float:
-    return sum(x) / len(x)
-
-
-def _rule(base, row, spread, higher_is_better, margin_of=None, pick=_mean, strict=False, sign=1,
-          ignore_direction=False) -> str:
-    """The course's rule, or one of the usual mistakes."""
-    if higher_is_better is None:
-        higher_is_better = True
-    difference = sign * (pick(row) - pick(base))
-    margin = (margin_of or (lambda s, nr, nb: 2 * s * (1 / nr + 1 / nb) ** 0.5))(spread, len(row), len(base))
-    if (abs(difference) < margin) if strict else (abs(difference) <= margin):
-        return "within the noise"
-    return "better" if (difference > 0) == (higher_is_better or ignore_direction) else "worse"
-
-
-_COMPARE_MISTAKES = [
-    (dict(margin_of=lambda s, nr, nb: 2 * s * (1 / nr + 1 / nb)),
-     "your margin has no square root: two standard errors of a difference of means are 2 * spread * "
-     "sqrt(1/seeds of the row + 1/seeds of the base) (variances add, standard deviations do not)"),
-    (dict(margin_of=lambda s, nr, nb: 2 * s),
-     "your margin is 2 * spread, the spread of single runs: the means of several seeds vary less, by "
-     "sqrt(1/seeds of the row + 1/seeds of the base); the margin is 2 * spread * that square root"),
-    (dict(margin_of=lambda s, nr, nb: s * (1 / nr + 1 / nb) ** 0.5),
-     "your margin is one standard error: the course's rule ranks a difference only beyond two, "
-     "2 * spread * sqrt(1/seeds of the row + 1/seeds of the base)"),
-    (dict(pick=max),
-     "you compared the best seeds (max): compare the means of the seeds; the best of several runs is "
-     "itself noise, and it grows with the number of seeds"),
-    (dict(pick=lambda x: x[0]),
-     "you compared the first seeds: compare the means of all the seeds, sum(row) / len(row) against "
-     "sum(base) / len(base)"),
-    (dict(ignore_direction=True),
-     "you ignore higher_is_better: for a perplexity (higher_is_better=False) lower is better, so a row "
-     "whose mean is below the base's by more than the margin is 'better'"),
-    (dict(sign=-1),
-     "'better' and 'worse' are swapped: the difference is the row's mean minus the base's; with "
-     "higher_is_better a positive difference beyond the margin is 'better'"),
-]
-_BEST_OF_DIRECTION = (
-    "you compared the best seeds (max for BLEU, min for perplexity): compare the means of the seeds; the best "
-    "of several runs is itself noise, and it grows with the number of seeds")
-_BELOW_TWO = ("your margin is under two standard errors (1.96 or 1.645, the normal distribution's two- and one-sided "
-              "95% points, would do this): the course's rule ranks a difference only beyond 2 * spread * "
-              "sqrt(1/seeds of the row + 1/seeds of the base), with exactly 2, a round rule fixed before the results")
-_STRICT = ("a difference exactly at the margin is ranked: the rule ranks a difference only beyond two standard "
-           "errors, abs(difference) > margin; at the margin itself it is 'within the noise' (<= margin)")
-
-
-def _compare_call(fn: Callable, name: str, case: tuple) -> tuple[str, str]:
-    base, row, spread, higher = case
-    args = (base, row, spread) if higher is None else (base, row, spread, higher)
-    shown = ", ".join(map(repr, args))
-    call = f"{name}({shown})"
-    given = copy.deepcopy(args)  # the check's own lists stay as they are, whatever the function does
-    result = _call(fn, *given, roles=("base", "row", "spread", "higher_is_better")[: len(args)])
-    _unchanged(call, base, given[0], "base")
-    _unchanged(call, row, given[1], "row")
-    if isinstance(result, str) and result in RESULTS:
-        return result, call
-    if isinstance(result, bool) or result is None:
-        what = "None (no `return`?)" if result is None else str(result)
-    else:
-        what = repr(result)
-    near = ""
-    if isinstance(result, str) and result.strip().lower().replace("_", " ") in RESULTS + ("within noise", "noise"):
-        near = " The words matter: the notebook's table and the benchmark compare these strings exactly."
-    raise ExerciseFailed(f"{call} returned {what}; return exactly one of the strings 'better', 'worse' or "
-                         f"'within the noise'.{near}")
-
-
-def _check_compare_once(fn: Callable, name: str, sizes: dict) -> None:
-    cases = COMPARE_CASES[COMPARE_SIZES.index(sizes)]
-    results = [_compare_call(fn, name, case) for case in cases]
+def _holm_once(fn: Callable, name: str, sizes: dict) -> None:
+    cases = HOLM_CASES[HOLM_SIZES.index(sizes)]
+    results = [_holm_call(fn, name, case) for case in cases]
     got = [r for r, _ in results]
-    expected = [compare_to_base(*c[:3], c[3] if c[3] is not None else True) for c in cases]
+    expected = [holm(p, FAMILY_ALPHA if a is None else a) for p, a in cases]
     if got == expected:
         return
     wrong = next(i for i, (g, e) in enumerate(zip(got, expected)) if g != e)
-    base, row, spread, _ = cases[wrong]
-    where = (f"{results[wrong][1]} returned {got[wrong]!r}; the course's rule gives {expected[wrong]!r} (the means "
-             f"differ by {_mean(row) - _mean(base):+.3f}, the margin is 2 * {spread} * sqrt(1/{len(row)} + "
-             f"1/{len(base)}) = {2 * spread * (1 / len(row) + 1 / len(base)) ** 0.5:.3f})")
-    if all(g == _rule(*c, pick=max if c[3] in (None, True) else min) for g, c in zip(got, cases)):
-        raise ExerciseFailed(f"{where}: {_BEST_OF_DIRECTION}.")
-    for keywords, message in _COMPARE_MISTAKES:
-        if all(g == _rule(*c, **keywords) for g, c in zip(got, cases)):
+    p_values, alpha = cases[wrong]
+    listed = lambda names: sorted(names, key=lambda n: p_values[n])  # noqa: E731
+    alpha = FAMILY_ALPHA if alpha is None else alpha
+    where = (f"{results[wrong][1]} returned {_show(listed(got[wrong]))}; Holm's correction rejects "
+             f"{_show(listed(expected[wrong]))} (m = {len(p_values)}, alpha = {alpha})")
+    for how, message in _HOLM_MISTAKES:
+        if all(g == _holm_variant(p, FAMILY_ALPHA if a is None else a, how) for g, (p, a) in zip(got, cases)):
             raise ExerciseFailed(f"{where}: {message}.")
-    raise _generic(f"{where}. A difference counts only beyond the margin, abs(difference) > margin; then "
-                   "'better' when the row is higher and higher_is_better (or lower and not), 'worse' otherwise.")
+    if all(g == e for g, e, (_, a) in zip(got, expected, cases) if a is not None):
+        raise ExerciseFailed(
+            f"{where}: your function is right whenever alpha is given, and wrong when it is left out: its default "
+            f"must be alpha=0.05, the notebook's FAMILY_ALPHA (the def line of the exercise)."
+        )
+    raise _generic(f"{where}. Sort the p-values from the smallest; the k-th of m (k from 1) is rejected when p <= "
+                   "alpha / (m - k + 1); stop at the first that is not.")
 
 
-def check_compare_to_base(compare_to_base_fn: Callable) -> None:
-    """Check ``compare_to_base(base, row, spread, higher_is_better=True) -> str`` against
-    ``annotated.variations.compare_to_base`` on rows of BLEU scores and perplexities with several numbers
-    of seeds (``COMPARE_SIZES``), each difference of means placed between the margins of the usual
-    mistakes, then on two differences exactly at the margin (numbers exact in binary floating point),
-    which are 'within the noise'.
+def check_holm(holm_fn: Callable) -> None:
+    """Check ``holm(p_values, alpha=0.05) -> set`` against ``annotated.variations.holm`` on made-up tables of
+    p-values (``HOLM_CASES``: 8, 5 and 12 comparisons, named by row or by (row, score) as the notebook keys
+    them, alpha left to its default or given), each placed so that every usual mistake rejects another set
+    than Holm's rule; then on p-values exactly at their threshold (``HOLM_EDGES``, exact in binary floating
+    point), which are rejected.
 
-    Diagnoses: a result other than the three strings (a bool, other words); the margin without its square
-    root, 2 * spread alone, or one standard error instead of two; the best seeds or the first seeds
-    compared instead of the means; higher_is_better ignored (perplexity: lower is better); 'better' and
-    'worse' swapped; a margin of fewer standard errors than two (1.96); a difference exactly at the
-    margin ranked (< for <=); the scores changed in place
-    (sorted); numbers of seeds written into the code."""
-    name = _function(compare_to_base_fn, "check_compare_to_base", "compare_to_base")
-    _run_on_all_sizes(lambda sizes: _check_compare_once(compare_to_base_fn, name, sizes), COMPARE_SIZES,
-                      _hint("Use len(row) and len(base), the numbers of seeds you are given."))
-    for case in COMPARE_EDGES:
-        got, call = _compare_call(compare_to_base_fn, name, case)
-        if got != "within the noise":
-            near, near_call = _compare_call(compare_to_base_fn, name, COMPARE_NEAR_EDGE)
-            if near != "within the noise":  # a difference inside the margin ranked too: the margin is too small
+    Diagnoses: a result that is not a set (a list, a dict), or a set of p-values or of positions instead of
+    names; Bonferroni's alpha / m for every p-value; going on past the first p-value that fails (skipping it)
+    or Hochberg's step-up; thresholds off by one either way (alpha / (m - k) with k from 1, which divides by
+    zero at the last, or alpha / (m + 1) first) or in reverse order (alpha first); the p-values sorted in
+    descending order; the names of the comparisons not rejected; alpha ignored (0.05 written into the code),
+    or a default other than 0.05; a p-value at its threshold kept (< for <=); p_values changed in place
+    (popped); the number of comparisons written into the code."""
+    name = _function(holm_fn, "check_holm", "holm")
+    _run_on_all_sizes(lambda sizes: _holm_once(holm_fn, name, sizes), HOLM_SIZES,
+                      _hint("Use len(p_values), the number of comparisons you are given."))
+    for case in HOLM_EDGES:
+        got, call = _holm_call(holm_fn, name, case)
+        expected = holm(*case)
+        if got != expected:
+            p_values, alpha = case
+            listed = sorted(expected, key=lambda n: p_values[n])
+            if got < expected:
+                m = len(p_values)
+                on = [name for k, name in enumerate(listed) if p_values[name] == alpha / (m - k)]
                 raise ExerciseFailed(
-                    f"{call} returned {got!r}, and {near_call} returned {near!r}: the means differ by 0.9921875, "
-                    f"inside the margin 2 * 0.5 * sqrt(1/2 + 1/2) = 1.0; {_BELOW_TWO}."
+                    f"{call} returned {_show(sorted(got, key=lambda n: p_values[n]))}; Holm's correction rejects "
+                    f"{_show(listed)}: with alpha = {alpha} and m = {m} the thresholds are "
+                    f"{', '.join(f'{alpha / (m - k):.4g}' for k in range(m))}, and the p-value of {_show(on[0])}, "
+                    f"{p_values[on[0]]}, is exactly at its own; {_HOLM_EQUAL}."
                 )
-            raise ExerciseFailed(
-                f"{call} returned {got!r}: the means differ by exactly the margin, 2 * 0.5 * sqrt(1/2 + 1/2) "
-                f"= 1.0; {_STRICT}."
-            )
-    cases = sum(map(len, COMPARE_CASES)) + len(COMPARE_EDGES)
+            raise _generic(f"{call} returned {_show(sorted(got, key=lambda n: p_values[n]))}; Holm's correction "
+                           f"rejects {_show(listed)}.")
+    cases = sum(map(len, HOLM_CASES)) + len(HOLM_EDGES)
     print(
-        f"check_compare_to_base passed: {name} reads {cases} rows against their base as the course's "
-        "compare_to_base does (BLEU and perplexity, 2 to 6 seeds), ranking a difference of means only "
-        "beyond 2 * spread * sqrt(1/seeds of the row + 1/seeds of the base), and not at the margin itself."
+        f"check_holm passed: {name} rejects what the course's holm does on {cases} tables of p-values "
+        f"({', '.join(str(s['comparisons']) for s in HOLM_SIZES)} and 4 comparisons, alpha 0.05 by default or "
+        "given), stepping down from the smallest against alpha / m, alpha / (m - 1), ... and stopping at the first "
+        "that fails; p-values at their threshold are rejected."
     )
