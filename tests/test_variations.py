@@ -17,9 +17,8 @@ from annotated.multi_head import MultiHeadAttention
 from annotated.positional import PositionalEncoding
 from annotated.support.course import ROOT
 from annotated.support.table3 import claim, read_records
-from annotated.variations import (NarrowKeyAttention, compare_to_base, holm, make_variant, paired_differences,
-                                  paired_spread, paired_test, pooled_std, smallest_detectable, table3_parameters,
-                                  unstable_runs, verdict)
+from annotated.variations import (NarrowKeyAttention, holm, make_variant, paired_differences, paired_spread,
+                                  paired_test, smallest_detectable, table3_parameters, unstable_runs, verdict)
 from tests.test_data import needs_real_data
 
 
@@ -92,22 +91,6 @@ def test_paper_sized_counts_match_table_3_to_its_rounding_in_their_change_from_t
     assert table3_parameters(37000, h=1) == table3_parameters(37000, h=32) == base  # row A keeps the count
 
 
-def test_pooled_std_pools_within_rows_and_skips_single_seeds():
-    # Row means 1 and 10: deviations +-1 in each, 2 degrees of freedom -> sqrt((1 + 1 + 1 + 1) / 2).
-    assert pooled_std({"a": [0.0, 2.0], "b": [9.0, 11.0], "c": [5.0]}) == pytest.approx(2 ** 0.5)
-    assert pooled_std({"a": [1.0, 2.0, 3.0]}) == pytest.approx(1.0)
-    with pytest.raises(ValueError, match="no row has two seeds"):
-        pooled_std({"a": [1.0], "b": [2.0]})
-
-
-def test_compare_to_base_counts_only_differences_beyond_two_standard_errors():
-    # spread 0.5, 2 and 2 seeds: margin 2 * 0.5 * sqrt(1) = 1.0 exactly.
-    assert compare_to_base([24.0, 25.0], [25.0, 26.0], 0.5) == "within the noise"  # exactly at the margin
-    assert compare_to_base([24.0, 25.0], [25.5, 26.0], 0.5) == "better"
-    assert compare_to_base([24.0, 25.0], [22.0, 23.0], 0.5) == "worse"
-    assert compare_to_base([5.0, 5.0], [6.5, 6.5], 0.5, higher_is_better=False) == "worse"  # perplexity
-
-
 def test_paired_differences_pair_runs_by_seed_and_skip_unpaired_seeds():
     assert paired_differences({0: 20.0, 1: 17.0, 2: 19.0}, {2: 18.0, 0: 21.5, 3: 30.0}) == {0: 1.5, 2: -1.0}
 
@@ -133,6 +116,8 @@ def test_the_paired_test_is_a_t_test_with_the_pooled_freedom():
     assert result["effect"] == 2.0 and result["p"] == pytest.approx(0.002518, abs=1e-6)
     assert (result["low"], result["high"]) == (pytest.approx(2 - 1.1141, abs=1e-4), pytest.approx(2 + 1.1141, abs=1e-4))
     assert paired_test([-2.0, -2.0], 1.0, 10)["p"] == paired_test([2.0, 2.0], 1.0, 10)["p"]  # two-sided
+    with pytest.raises(ValueError, match="spread=0"):
+        paired_test([1.0, 1.0], 0.0, 10)
 
 
 def test_holm_steps_down_and_stops_at_the_first_failure():
@@ -140,6 +125,7 @@ def test_holm_steps_down_and_stops_at_the_first_failure():
     assert holm({"a": 0.03, "b": 0.01, "c": 0.04, "d": 0.015}) == {"b", "d"}
     assert holm({"a": 0.026, "b": 0.5}) == set()  # the smallest fails alpha / 2: nothing rejected
     assert holm({"a": 0.02, "b": 0.04}) == {"a", "b"}  # Bonferroni (0.025 each) would reject only a
+    assert "a" not in holm({"a": float("nan"), "b": 0.001}) and holm({"a": float("nan")}) == set()  # NaN: never
 
 
 def test_the_smallest_detectable_difference_and_the_verdicts():
