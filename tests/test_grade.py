@@ -3,16 +3,20 @@ whatever the notebook's check cells say; a copy of each submission in a folder o
 limits that cost one exercise, not the notebook; gradebooks as CSV and JSON."""
 
 import csv
+import hashlib
 import io
 import json
+import os
 import re
 import shutil
+import socket
 import tempfile
 import time
 
 import nbformat
 import pytest
 
+from annotated.support import sandbox
 from annotated.support.exercises import EXERCISES, SOLUTIONS
 from annotated.support.grade import Result, defined_check_names, is_check_cell, main, table, which_notebook
 from annotated.support.grading import CHECKS
@@ -24,6 +28,16 @@ WRONG_SHIFT = "z = x - x.amax(dim=-1, keepdim=True)"  # the max along the last d
 NO_SCALE = "query @ key.transpose(-2, -1) / math.sqrt(d_k)  # (..., L_q, L_k)"
 NO_SCALE_FIXED = NO_SCALE.replace(" / math.sqrt(d_k)", "")
 EXERCISE_COUNT = sum(map(len, NOTEBOOKS.values()))
+BWRAP = sandbox.bubblewrap()
+
+
+def needs_bwrap():
+    """Skip a test of the sandbox where bubblewrap is missing, unless ANNOTATED_REQUIRE_BWRAP=1 (CI)."""
+    if not BWRAP.present:
+        message = f"{BWRAP.why_not}: the sandbox's tests need it (sudo apt-get install bubblewrap)"
+        if os.environ.get(sandbox.REQUIRE) == "1":
+            pytest.fail(f"{sandbox.REQUIRE}=1 but {message}", pytrace=False)
+        pytest.skip(message)
 
 
 def grade(capsys, *argv):
@@ -34,7 +48,7 @@ def grade(capsys, *argv):
 
 def rows(out: str) -> list[str]:
     """The table's lines, one per exercise: between the header and the blank line before the total."""
-    return out.split("\n\n")[0].splitlines()[1:]
+    return next(block for block in out.split("\n\n") if block.startswith("notebook ")).splitlines()[1:]
 
 
 def row_of(out: str, check: str, notebook: str = "") -> str:
@@ -297,7 +311,8 @@ def test_a_hostile_submission_changes_no_other_file_and_no_verdict(capsys, tmp_p
     assert code == 1
     assert (submissions / "zoe" / SOFTMAX).read_bytes() == zoe
     assert sorted(p.relative_to(tmp_path) for p in submissions.rglob("*")) == before
-    assert (scratch / "zoe" / SOFTMAX).exists()  # what '../zoe/...' reached: beside the copy, not zoe's file
+    # What '../zoe/...' reached: beside the copy, not zoe's file; in the sandbox, nothing outside it.
+    assert (scratch / "zoe" / SOFTMAX).exists() != BWRAP.present
     assert verdict(row_of(out, "check_stable_softmax", "mallory/")) == "FAILED"
     assert all(verdict(line) == "passed" for line in rows(out) if line.startswith("zoe/"))
 
@@ -308,6 +323,111 @@ def test_the_grader_never_changes_a_notebook(capsys, tmp_path):
     before = path.read_bytes()
     grade(capsys, path)
     assert path.read_bytes() == before and sorted(tmp_path.iterdir()) == [path]
+
+
+def _hostile_cell(victim, listener_port: int) -> nbformat.NotebookNode:
+    """A cell that overwrites ``victim`` (another student's notebook) by its absolute path and by a
+    ``../..`` path from where it runs, defines the exercises from solutions/ if it finds them, and
+    reports to ``listener_port`` on this machine."""
+    return nbformat.v4.new_code_cell(
+        "import json, os, pathlib, socket, annotated\n"
+        f"victim = {str(victim)!r}\n"
+        "blank = json.dumps({'cells': [], 'metadata': {}, 'nbformat': 4, 'nbformat_minor': 5})\n"
+        "for target in (victim, os.path.relpath(victim, os.getcwd())):\n"
+        "    try:\n"
+        "        pathlib.Path(target).write_text(blank)\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "solution = pathlib.Path(annotated.__file__).parent.parent / 'solutions' / '01_softmax_and_scaling.ipynb'\n"
+        "if solution.exists():\n"
+        "    for cell in json.loads(solution.read_text())['cells']:\n"
+        "        source = ''.join(cell['source'])\n"
+        "        if cell['cell_type'] == 'code' and source.lstrip().startswith(('import', 'def', 'from')):\n"
+        "            exec(source)\n"
+        "try:\n"
+        f"    socket.create_connection(('127.0.0.1', {listener_port}), timeout=5).sendall(b'graded?')\n"
+        "except OSError:\n"
+        "    pass")
+
+
+def _listener() -> socket.socket:
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    server.settimeout(0.5)
+    return server
+
+
+def _called(server: socket.socket) -> bool:
+    try:
+        server.accept()[0].close()
+        return True
+    except (socket.timeout, OSError):
+        return False
+
+
+def test_every_submission_is_graded_from_what_it_was_before_the_first_kernel_started(capsys, tmp_path):
+    """mallory, graded first, overwrites zoe's notebook by its absolute path: zoe is graded from the
+    bytes read before any kernel started (in the sandbox, her file is not even there to reach)."""
+    submissions = tmp_path / "submissions"
+    (submissions / "zoe").mkdir(parents=True)
+    shutil.copy(SOLUTIONS / SOFTMAX, submissions / "zoe")
+    zoe = (submissions / "zoe" / SOFTMAX).read_bytes()
+    server = _listener()
+    nb = nbformat.read(EXERCISES / SOFTMAX, as_version=4)
+    nb.cells.insert(1, _hostile_cell(submissions / "zoe" / SOFTMAX, server.getsockname()[1]))
+    (submissions / "mallory").mkdir()
+    nbformat.write(nb, submissions / "mallory" / SOFTMAX)
+    code, out, _ = grade(capsys, submissions, "--jobs", "1", "--json", tmp_path / "grades.json")
+    assert code == 1
+    assert all(verdict(line) == "passed" for line in rows(out) if line.startswith("zoe/")), out
+    document = json.loads((tmp_path / "grades.json").read_text())
+    hashes = {s["student"]: s["sha256"] for s in document["submissions"]}
+    assert hashes["zoe"] == hashlib.sha256(zoe).hexdigest()
+    assert document["sandbox"] == ("bubblewrap" if BWRAP.present else f"none: {BWRAP.why_not}")
+    assert out.startswith("sandbox: bubblewrap" if BWRAP.present else "NO SANDBOX: ")
+    server.close()
+
+
+def test_in_the_sandbox_a_submission_reaches_no_other_submission_no_solution_and_no_network(capsys, tmp_path,
+                                                                                           monkeypatch):
+    """The issue's attacks, from a blank notebook: another student's file overwritten by its absolute
+    path and by ../.., the exercises defined from solutions/ (found from annotated.__file__), a
+    connection to a port of this machine. In bubblewrap none of them reaches anything."""
+    needs_bwrap()
+    scratch = tmp_path / "scratch"  # where the grader's temporary folders go, for this test
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    submissions = tmp_path / "submissions"
+    (submissions / "zoe").mkdir(parents=True)
+    shutil.copy(SOLUTIONS / SOFTMAX, submissions / "zoe")
+    zoe = (submissions / "zoe" / SOFTMAX).read_bytes()
+    server = _listener()
+    nb = nbformat.read(EXERCISES / SOFTMAX, as_version=4)
+    nb.cells.insert(1, _hostile_cell(submissions / "zoe" / SOFTMAX, server.getsockname()[1]))
+    (submissions / "mallory").mkdir()
+    nbformat.write(nb, submissions / "mallory" / SOFTMAX)
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    code, out, _ = grade(capsys, submissions, "--jobs", "1")
+    assert code == 1
+    assert (submissions / "zoe" / SOFTMAX).read_bytes() == zoe
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before  # nothing written anywhere
+    assert not _called(server)
+    server.close()
+    assert all(verdict(line) == "passed" for line in rows(out) if line.startswith("zoe/")), out
+    mallory = [line for line in rows(out) if line.startswith("mallory/")]
+    assert len(mallory) == 3 and all(verdict(line) == "NOT ATTEMPTED" for line in mallory), out
+
+
+def test_without_bubblewrap_the_report_and_the_gradebook_say_so(capsys, tmp_path, monkeypatch):
+    monkeypatch.setattr(sandbox, "bubblewrap", lambda: sandbox.Bubblewrap(None, "bubblewrap (bwrap) is not installed"))
+    shutil.copy(SOLUTIONS / SOFTMAX, tmp_path)
+    code, out, _ = grade(capsys, tmp_path / SOFTMAX, "--json", tmp_path / "grades.json")
+    assert code == 0
+    assert out.startswith("NO SANDBOX: bubblewrap (bwrap) is not installed. Each notebook runs as you")
+    assert "sudo apt-get install bubblewrap" in out.split("\n")[0]
+    assert json.loads((tmp_path / "grades.json").read_text())["sandbox"] == (
+        "none: bubblewrap (bwrap) is not installed")
 
 
 # ------------------------------------------------------------------ reports
@@ -333,7 +453,8 @@ def test_a_class_is_graded_student_by_student_with_gradebooks_and_a_summary(caps
     assert "Exercise 1.3: `score_variances` (§3.2.1, footnote 4): 3 passed (of 3)" in summary
 
     table = list(csv.DictReader(io.StringIO((tmp_path / "grades.csv").read_text())))
-    assert list(table[0]) == ["student", "notebook", "exercise", "check", "verdict", "diagnosis", "notes", "seconds"]
+    assert list(table[0]) == ["student", "notebook", "exercise", "check", "verdict", "diagnosis", "notes", "seconds",
+                              "sandbox"]
     assert [(r["student"], r["verdict"]) for r in table if r["check"] == "check_stable_softmax"] == [
         ("ana", "passed"), ("ben", "failed"), ("cy", "failed")]
     assert all(r["diagnosis"] == "" for r in table if r["verdict"] == "passed")
@@ -348,7 +469,7 @@ def test_a_gradebook_can_go_to_the_standard_output(capsys, tmp_path):
     shutil.copy(SOLUTIONS / "03_masking.ipynb", tmp_path)
     code, out, err = grade(capsys, tmp_path, "--csv", "-")
     assert code == 0
-    assert out.splitlines()[0] == "student,notebook,exercise,check,verdict,diagnosis,notes,seconds"
+    assert out.splitlines()[0] == "student,notebook,exercise,check,verdict,diagnosis,notes,seconds,sandbox"
     assert len(out.splitlines()) == 1 + len(NOTEBOOKS["03_masking"]) and "4 of 4 exercises passed" in err
 
 

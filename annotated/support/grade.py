@@ -9,9 +9,13 @@
 The grader knows every exercise of every exercise notebook from the package
 (``annotated.support.catalogue``): the function each one defines and the check that
 grades it. A submission is recognised by its name (``04_multi_head_attention.ipynb``, or any
-name that starts with ``04_``) or else by its ``## Exercise 4.N`` headings. It is copied into a
-temporary folder of its own and run there in a fresh kernel, top to bottom, to define the
-student's functions; its own check cells are not run (a cell that starts with a ``check_...(``
+name that starts with ``04_``) or else by its ``## Exercise 4.N`` headings. Every submission is
+read and hashed before the first kernel starts and graded from those bytes (a notebook that
+changes another's file changes nothing of its grade). Each is written into a temporary folder of
+its own and run there in a fresh kernel, in bubblewrap's sandbox where it is installed
+(``annotated.support.sandbox``: its own copy writable, the package read-only, no solutions/, no
+other submission, no network, a private /tmp, limits on CPU time and memory; without it the
+report's first line says so), top to bottom, to define the student's functions; its own check cells are not run (a cell that starts with a ``check_...(``
 call, or that nbgrader marks as a test). Then the grader runs the course's check of each
 exercise itself, on the function the notebook defined. What the notebook's check cells say, or
 whether they are there at all, does not count; a missing or altered check cell, and a
@@ -34,7 +38,7 @@ a notebook given by itself). A notebook is never changed on disk. Several notebo
 by side, each in its own kernel (``--jobs``, by default as many as the machine has cores, at
 most 4); the table keeps the order of the paths.
 
-What the temporary folder protects, and what it does not: README, "Grading".
+What the sandbox and the temporary folder protect, and what they do not: README, "Exercises".
 
 Exit code: 0 when every exercise passed, 1 otherwise, 2 for a usage error (a path that is not a
 notebook or a folder of notebooks, a limit out of range, a gradebook that cannot be written).
@@ -43,6 +47,7 @@ notebook or a folder of notebooks, a limit out of range, a gradebook that cannot
 import argparse
 import ast
 import csv
+import hashlib
 import io
 import json
 import os
@@ -61,7 +66,9 @@ import nbformat
 
 from annotated.support.errors import UsageError, run_command
 from annotated.support.catalogue import BY_CHAPTER, BY_NUMBER, NOTEBOOKS, Exercise
+from annotated.support.course import ROOT
 from annotated.support.options import MAX_SECONDS, machine_cores
+from annotated.support import sandbox
 
 CELL_SECONDS, NOTEBOOK_SECONDS = 60, 600
 VERDICTS = ("passed", "failed", "not attempted", "error", "timed out")
@@ -69,6 +76,7 @@ EXERCISE_HEADING = re.compile(r"^##\s+Exercise\s+(\d+\.\d+)\b")
 CHECK_CALL = re.compile(r"^\s*(check_\w+)\s*\(")
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 NOT_DONE = "raised NotImplementedError: the exercise is not done yet"
+SOLUTIONS = ROOT / "solutions"  # never shown to a sandboxed kernel
 COLUMNS = ("student", "notebook", "exercise", "check", "verdict", "diagnosis", "notes", "seconds")
 
 
@@ -94,9 +102,56 @@ class Result:
 class Limits:
     cell: int = CELL_SECONDS
     notebook: int = NOTEBOOK_SECONDS
+    memory: int = 0  # bytes a kernel may hold in the sandbox (RLIMIT_DATA); 0: memory_default()
 
     def __str__(self) -> str:
         return f"time limits: {self.cell} s per cell and per check, {self.notebook} s per notebook"
+
+    @property
+    def cpu(self) -> int:
+        """CPU seconds a kernel may use in the sandbox: the notebook's limit on every core, a
+        stop for what the clock's limits miss (a process the kernel starts, say)."""
+        return self.notebook * machine_cores() + 60
+
+
+def memory_default(jobs: int) -> int:
+    """Bytes of memory a kernel may hold by default: the machine's memory shared by the kernels
+    that run at once, between 2 and 8 GiB."""
+    try:
+        total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        total = 8 * 2**30
+    return int(min(8 * 2**30, max(2 * 2**30, total / max(1, jobs))))
+
+
+@dataclass(frozen=True)
+class Submission:
+    """A submitted notebook as the grader read it, once, before any kernel started: it is graded
+    from these bytes, whatever happens to the file afterwards."""
+
+    path: Path
+    name: str      # as the table names it: ana/04_multi_head_attention.ipynb
+    student: str
+    data: bytes
+    sha256: str
+
+
+def snapshot(found: list[tuple[Path, str, str]]) -> list[Submission]:
+    """Read and hash every submission (path, name, student) before the first kernel starts."""
+    taken = []
+    for path, name, student in found:
+        data = path.read_bytes()
+        taken.append(Submission(path, name, student, data, hashlib.sha256(data).hexdigest()))
+    return taken
+
+
+@dataclass(frozen=True)
+class Isolation:
+    """Where each kernel runs: in bubblewrap (``bwrap``, the path) or, without it, as the user;
+    ``hidden``: the paths a sandbox must not show (the inputs, solutions/, the gradebooks)."""
+
+    bwrap: str | None = None
+    hidden: tuple[Path, ...] = ()
 
 
 # ------------------------------------------------------------------------------ finding notebooks
@@ -256,15 +311,24 @@ def _whole(student: str, name: str, verdict: str, diagnosis: str) -> list[Result
 
 
 def grade_notebook(path: Path, limits: Limits | None = None, name: str | None = None,
-                   student: str = "") -> list[Result]:
-    """Grade one submission on a copy in a temporary folder of its own: one Result per exercise."""
+                   student: str = "", isolation: Isolation | None = None) -> list[Result]:
+    """Grade one submitted notebook: read it once, then :func:`grade_submission`."""
+    (submission,) = snapshot([(path, name or path.name, student)])
+    return grade_submission(submission, limits, isolation)
+
+
+def grade_submission(submission: Submission, limits: Limits | None = None,
+                     isolation: Isolation | None = None) -> list[Result]:
+    """Grade one submission from its snapshot, on a copy in a temporary folder of its own (in the
+    sandbox when ``isolation`` names bubblewrap): one Result per exercise."""
     limits = limits or Limits()
-    name = name or path.name
+    isolation = isolation or Isolation()
+    name, student = submission.name, submission.student
     try:
-        nb = nbformat.read(path, as_version=4)
-    except Exception as err:  # not JSON, not a notebook
+        nb = nbformat.reads(submission.data.decode("utf-8"), as_version=4)
+    except Exception as err:  # not UTF-8, not JSON, not a notebook
         return _whole(student, name, "error", f"cannot read the notebook: {err}")
-    notebook = which_notebook(path, nb)
+    notebook = which_notebook(submission.path, nb)
     if notebook is None:
         return _whole(student, name, "error",
                       "not an exercise notebook of the course: keep the name it was handed out with "
@@ -273,8 +337,8 @@ def grade_notebook(path: Path, limits: Limits | None = None, name: str | None = 
     notes = notes_for(nb, exercises)
     with tempfile.TemporaryDirectory(prefix="annotated-grade-") as folder:
         copy = Path(folder) / f"{notebook}.ipynb"
-        shutil.copyfile(path, copy)  # the student's file is only read, once, here
-        return _run(copy, nb, exercises, notes, limits, name, student)
+        copy.write_bytes(submission.data)  # the snapshot, not the file as it is now
+        return _run(copy, nb, exercises, notes, limits, name, student, isolation)
 
 
 def _plan(nb, exercises: tuple[Exercise, ...]) -> list[tuple[str, object]]:
@@ -305,7 +369,18 @@ def _plan(nb, exercises: tuple[Exercise, ...]) -> list[tuple[str, object]]:
 RESTARTS = 2  # fresh kernels after a kernel that ignores the interrupt of a time limit
 
 
-def _run(copy: Path, nb, exercises, notes, limits: Limits, name: str, student: str) -> list[Result]:
+def _kernel(copy: Path, limits: Limits, isolation: Isolation, runtime: Path) -> dict:
+    """The keyword arguments of NotebookClient that start a kernel for ``copy``: in bubblewrap,
+    over Unix sockets in ``runtime``, when ``isolation`` names it; else the usual kernel."""
+    if not isolation.bwrap:
+        return {"kernel_name": "python3"}
+    prefix = sandbox.command(isolation.bwrap, copy.parent, runtime, isolation.hidden, limits.cpu,
+                             limits.memory or memory_default(1))
+    return {"km": sandbox.kernel_manager(prefix, runtime)}
+
+
+def _run(copy: Path, nb, exercises, notes, limits: Limits, name: str, student: str,
+         isolation: Isolation) -> list[Result]:
     from nbclient import NotebookClient
     from nbclient.exceptions import DeadKernelError
 
@@ -322,10 +397,12 @@ def _run(copy: Path, nb, exercises, notes, limits: Limits, name: str, student: s
 
     while position < len(plan) and not stopped:
         run = nbformat.v4.new_notebook(metadata=nb.get("metadata", {}))
-        client = NotebookClient(run, timeout=limits.cell, kernel_name="python3", allow_errors=True,
-                                interrupt_on_timeout=True,
+        # The kernel's sockets: a short path of their own (a Unix socket's path has at most 107 bytes).
+        runtime = Path(tempfile.mkdtemp(prefix="annotated-kernel-", dir="/tmp" if os.path.isdir("/tmp") else None))
+        client = NotebookClient(run, timeout=limits.cell, allow_errors=True, interrupt_on_timeout=True,
                                 error_on_timeout={"ename": "TimeoutError", "evalue": "time limit", "traceback": []},
-                                resources={"metadata": {"path": str(copy.parent)}})
+                                resources={"metadata": {"path": str(copy.parent)}},
+                                **_kernel(copy, limits, isolation, runtime))
 
         def execute(source: str, limit: float | None = None):
             """Run one cell within its limit: (the cell, timed out, seconds)."""
@@ -380,7 +457,9 @@ def _run(copy: Path, nb, exercises, notes, limits: Limits, name: str, student: s
                         diagnosis += ": run its cell, and keep the name of the exercise's `def` line"
                     row(exercise, found["verdict"], diagnosis, seconds)
         except DeadKernelError:
-            stopped = "the kernel died (out of memory, or the notebook ended it)"
+            stopped = "the kernel died (out of memory or CPU time, or the notebook ended it)"
+        finally:
+            shutil.rmtree(runtime, ignore_errors=True)
         if wedged:
             restarts += 1
             if restarts > RESTARTS:
@@ -462,17 +541,24 @@ def _write(path: str, text: str) -> None:
         Path(path).write_text(text, encoding="utf-8")
 
 
-def write_csv(results: list[Result], path: str) -> None:
+def _sandbox_word(wrap: sandbox.Bubblewrap | None) -> str:
+    return "bubblewrap" if wrap is not None and wrap.present else "none"
+
+
+def write_csv(results: list[Result], path: str, wrap: sandbox.Bubblewrap | None = None) -> None:
     buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=COLUMNS, lineterminator="\n")
+    writer = csv.DictWriter(buffer, fieldnames=(*COLUMNS, "sandbox"), lineterminator="\n")
     writer.writeheader()
     for r in results:
-        writer.writerow(asdict(r))
+        writer.writerow(asdict(r) | {"sandbox": _sandbox_word(wrap)})
     _write(path, buffer.getvalue())
 
 
-def write_json(results: list[Result], path: str, limits: Limits) -> None:
-    document = {"limits": {"cell_seconds": limits.cell, "notebook_seconds": limits.notebook},
+def write_json(results: list[Result], path: str, limits: Limits, wrap: sandbox.Bubblewrap | None = None,
+               submissions: list[Submission] = ()) -> None:
+    document = {"sandbox": _sandbox_word(wrap) if wrap is None or wrap.present else f"none: {wrap.why_not}",
+                "limits": {"cell_seconds": limits.cell, "notebook_seconds": limits.notebook},
+                "submissions": [{"student": s.student, "notebook": s.name, "sha256": s.sha256} for s in submissions],
                 "results": [asdict(r) for r in results], "summary": summary(results)}
     _write(path, json.dumps(document, indent=1, ensure_ascii=False) + "\n")
 
@@ -504,6 +590,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", metavar="PATH", help="write the gradebook and the class summary as JSON (- too)")
     parser.add_argument("--jobs", type=int, default=min(4, os.cpu_count() or 1),
                         help="notebooks run at once, each in its own kernel (default: the cores, at most 4)")
+    parser.add_argument("--memory", type=float, metavar="GB",
+                        help="GB of memory a kernel may hold in the sandbox (default: the machine's memory shared "
+                             "by the --jobs kernels, between 2 and 8)")
     args = parser.parse_args(argv)
     for option, value in (("--timeout", args.timeout), ("--notebook-timeout", args.notebook_timeout)):
         if not 1 <= value <= MAX_SECONDS:
@@ -515,30 +604,40 @@ def main(argv: list[str] | None = None) -> int:
                      f"or 4: each job is a kernel of its own, more only wait on each other), got {args.jobs}")
     if args.csv == "-" and args.json == "-":
         parser.error("--csv - and --json - would both write to the standard output: give one of them a file")
-    limits = Limits(args.timeout, args.notebook_timeout)
+    if args.memory is not None and not 0.5 <= args.memory <= 1024:
+        parser.error(f"--memory must be a number of GB between 0.5 and 1024, got {args.memory:g}")
+    memory = int(args.memory * 2**30) if args.memory else memory_default(args.jobs)
+    limits = Limits(args.timeout, args.notebook_timeout, memory)
 
     def body() -> int:
-        paths = [nb for p in args.paths for nb in notebooks_in(Path(p))]
+        found = [nb for p in args.paths for nb in notebooks_in(Path(p))]
         _writable(args.csv, "--csv")
         _writable(args.json, "--json")
+        submissions = snapshot(found)  # every file read and hashed before the first kernel starts
+        wrap = sandbox.bubblewrap()
+        hidden = (*(Path(p) for p in args.paths), SOLUTIONS,
+                  *(Path(p) for p in (args.csv, args.json) if p not in (None, "-")))
+        isolation = Isolation(wrap.path, tuple(hidden))
+        line = wrap.describe()
+        if wrap.present:
+            line += f"; each kernel may hold {limits.memory / 2**30:.1f} GB and use {limits.cpu} s of CPU time"
 
-        def run(found: tuple[Path, str, str]) -> list[Result]:
-            path, name, student = found
-            print(f"grading {path} ...", file=sys.stderr, flush=True)
-            return grade_notebook(path, limits, name, student)
+        def run(submission: Submission) -> list[Result]:
+            print(f"grading {submission.path} ...", file=sys.stderr, flush=True)
+            return grade_submission(submission, limits, isolation)
 
         # Each notebook runs in a kernel of its own (a separate process): threads only wait on them.
-        with ThreadPoolExecutor(max_workers=min(args.jobs, len(paths))) as pool:
-            results = [r for found in pool.map(run, paths) for r in found]
+        with ThreadPoolExecutor(max_workers=min(args.jobs, len(submissions))) as pool:
+            results = [r for done in pool.map(run, submissions) for r in done]
         to_stdout = "-" in (args.csv, args.json)
-        report = table(results, args.full, limits)
+        report = line + "\n\n" + table(results, args.full, limits)
         if len({(r.student, r.notebook) for r in results}) > 1 and any(r.check for r in results):
             report += "\n\n" + summary_text(results)
         print(report, file=sys.stderr if to_stdout else sys.stdout)
         if args.csv:
-            write_csv(results, args.csv)
+            write_csv(results, args.csv, wrap)
         if args.json:
-            write_json(results, args.json, limits)
+            write_json(results, args.json, limits, wrap, submissions)
         return 0 if all(r.passed for r in results) else 1
 
     return run_command(body, parser.prog)
