@@ -317,6 +317,43 @@ def test_a_hostile_submission_changes_no_other_file_and_no_verdict(capsys, tmp_p
     assert all(verdict(line) == "passed" for line in rows(out) if line.startswith("zoe/"))
 
 
+ATTACKS = {  # the issue's two-line attacks: each gave a blank notebook full marks, with no flag
+    "checks": "import annotated.support.grading as g\n[g.CHECKS.__setitem__(k, lambda fn: None) for k in list(g.CHECKS)]",
+    "torch": ("import torch, torch.testing\ntorch.allclose = torch.equal = lambda *a, **k: True\n"
+              "torch.testing.assert_close = lambda *a, **k: None"),
+    "record": ("import annotated.support.record as r\n"
+               "r.describe = lambda value, depth=0: {'kind': 'tensor', 'values': None}"),
+}
+
+
+def test_what_a_notebook_redefines_changes_no_verdict_of_a_declared_check(capsys, tmp_path):
+    """Blank notebooks 03 and 04 (and 04 with one wrong answer) that replace the check table, torch's
+    comparisons or the recorder in their kernel: the verdicts are computed in the grader's process,
+    from what the functions returned."""
+    for attack, source in ATTACKS.items():
+        for name in ("03_masking.ipynb", "04_multi_head_attention.ipynb"):
+            nb = nbformat.read(EXERCISES / name, as_version=4)
+            nb.cells.insert(1, nbformat.v4.new_code_cell(source))
+            (tmp_path / attack).mkdir(exist_ok=True)
+            nbformat.write(nb, tmp_path / attack / name)
+    nb = solution("04_multi_head_attention.ipynb")
+    nb.cells.insert(1, nbformat.v4.new_code_cell(ATTACKS["torch"]))
+    edited_copy(tmp_path / "wrong", "04_multi_head_attention.ipynb",
+                "x.view(batch, length, h, d_model // h).transpose(1, 2)", "x.view(batch, h, length, d_model // h)", nb)
+    code, out, _ = grade(capsys, tmp_path, "--jobs", "2")
+    assert code == 1
+    for line in rows(out):
+        if line.startswith("wrong/"):
+            # (the solution's multi_head_attention calls its split_heads)
+            expected = "FAILED" if re.search(r" check_(split_heads|multi_head_attention) ", line) else "passed"
+            assert verdict(line) == expected, line
+        elif line.startswith("record/"):  # the recorder replaced: its records are not the data the grader reads
+            assert verdict(line) in ("ERROR", "NOT ATTEMPTED"), line
+        else:
+            assert verdict(line) == "NOT ATTEMPTED", line
+    assert "grouped wrongly" in row_of(out, "check_split_heads", "wrong/")
+
+
 def test_the_grader_never_changes_a_notebook(capsys, tmp_path):
     path = tmp_path / "02_scaled_dot_product_attention.ipynb"
     shutil.copy(EXERCISES / "02_scaled_dot_product_attention.ipynb", path)

@@ -21,6 +21,24 @@ exercise itself, on the function the notebook defined. What the notebook's check
 whether they are there at all, does not count; a missing or altered check cell, and a
 ``check_...`` name the notebook defines itself, are noted beside the exercise.
 
+Where the verdict is computed. The checks written as declarations
+(``annotated.support.grading.DECLARATIONS``, run by ``annotated.support.grading.engine``) are
+judged in the grader's own process: the grader builds the probe inputs, sends them to the
+kernel as data, the kernel only calls the function on them (``annotated.support.record``) and
+writes what it returned as data (tensors read back with ``weights_only``), and the grader
+compares it with the reference and the known mistakes. Nothing the notebook redefines (torch,
+the checks, the catalogue, the recorder) changes such a verdict. Converted so far:
+
+    03_masking                 3.1 padding_mask, 3.2 subsequent_mask, 3.3 target_mask,
+                               3.4 decoder_input_and_labels
+    04_multi_head_attention    4.1 split_heads, 4.2 merge_heads, 4.3 multi_head_attention,
+                               4.4 head_contributions
+
+The other chapters' checks still run inside the submission's kernel (``report_in_kernel``),
+where the notebook can replace them: convert each to a declaration (``masking.py`` and
+``multi_head.py`` are the pattern; ``tests/test_declarations.py`` then tests every known
+mistake against its declaration) and it is judged here.
+
 Each exercise gets one verdict: ``passed``; ``failed`` (with the check's diagnosis; the first
 line of it, or all of it with ``--full``); ``not attempted`` (the function still raises the
 ``NotImplementedError`` of the blank handed out); ``error`` (the function is not defined, or
@@ -282,6 +300,49 @@ def report_in_kernel(function: str, check: str, token: str, namespace: dict) -> 
     print(token + json.dumps({"verdict": verdict, "diagnosis": diagnosis}))
 
 
+MAX_RECORD_BYTES = 2**30  # a kernel's record of a declared check larger than this is not read
+
+
+def declarations() -> dict:
+    """The declared checks (``annotated.support.grading.engine``), by name: those the grader
+    judges in its own process."""
+    from annotated.support.grading import DECLARATIONS
+
+    return DECLARATIONS
+
+
+def _record_cell(exercise: Exercise, plan: Path, out: Path) -> nbformat.NotebookNode:
+    """The grader's cell for a declared check: the kernel only calls the function on the probes
+    and writes what happened to ``out``, as data."""
+    return nbformat.v4.new_code_cell(
+        "import annotated.support.record as _annotated_record_\n"
+        f"_annotated_record_.record_file(globals(), {exercise.function!r}, {str(plan)!r}, {str(out)!r})"
+    )
+
+
+def _judged(decl, probes: list, out: Path) -> dict | None:
+    """The verdict on the record a kernel wrote to ``out``, judged in this process (None when the
+    kernel wrote none). The file is read as data only (``weights_only``): tensors, numbers,
+    strings; nothing of it runs."""
+    import torch
+
+    from annotated.support.grading import engine
+
+    if not out.is_file():
+        return None
+    size = out.stat().st_size
+    if size > MAX_RECORD_BYTES:
+        return {"verdict": "error", "diagnosis": f"the kernel's record of the calls is {size / 2**20:.0f} MB, "
+                f"more than the {MAX_RECORD_BYTES / 2**20:.0f} MB the grader reads", "mistake": "no record"}
+    try:
+        record = torch.load(out, weights_only=True)
+        found = engine.judge_record(decl, probes, record)
+    except Exception as err:  # noqa: BLE001 - a record a notebook wrote itself, or cut short
+        return {"verdict": "error", "diagnosis": f"the kernel's record of the calls cannot be read ({type(err).__name__}: "
+                f"{err})", "mistake": "no record"}
+    return {"verdict": found.verdict, "diagnosis": found.diagnosis, "mistake": found.mistake}
+
+
 def _grader_cell(exercise: Exercise, token: str) -> nbformat.NotebookNode:
     return nbformat.v4.new_code_cell(
         "import annotated.support.grade as _annotated_grade_\n"
@@ -384,8 +445,14 @@ def _run(copy: Path, nb, exercises, notes, limits: Limits, name: str, student: s
     from nbclient import NotebookClient
     from nbclient.exceptions import DeadKernelError
 
+    import torch
+
+    from annotated.support.grading import engine
+
     plan = _plan(nb, exercises)
     token = f"@@annotated-grade-{secrets.token_hex(16)}@@"
+    declared = {e.check: declarations()[e.check] for e in exercises if e.check in declarations()}
+    plans = {check: engine.plan(decl) for check, decl in declared.items()}  # built here, sent as data
     deadline = time.monotonic() + limits.notebook
     results: dict[str, Result] = {}
     cell_problem = {}   # exercise number -> the first error or time-out of one of its cells
@@ -441,15 +508,32 @@ def _run(copy: Path, nb, exercises, notes, limits: Limits, name: str, student: s
                             cell_problem.setdefault(number, f"its cell raised {error_text(cell)}")
                         continue
                     exercise = item
-                    cell, late, seconds = execute(_grader_cell(exercise, token).source)
+                    decl = declared.get(exercise.check)
+                    if decl is not None:  # the kernel records the calls; this process judges them
+                        probes, sent = plans[exercise.check]
+                        sent_to, out = (copy.parent / f".annotated-{part}-{secrets.token_hex(8)}.pt"
+                                        for part in ("probes", "record"))
+                        torch.save(sent, sent_to)
+                        cell, late, seconds = execute(_record_cell(exercise, sent_to, out).source)
+                    else:
+                        cell, late, seconds = execute(_grader_cell(exercise, token).source)
                     if late:
                         row(exercise, "timed out",
                             f"the check ran past its limit of {client.timeout} s (an endless loop?)", seconds)
                         wedged = not responsive()
                         continue
-                    found = _verdict_of(cell, token) or {
-                        "verdict": "error", "diagnosis": "the check gave no verdict: " + (
-                            error_text(cell) or "the notebook took over its output (sys.stdout replaced?)")}
+                    if decl is not None:
+                        found = _judged(decl, probes, out) or {
+                            "verdict": "error", "diagnosis": "the check gave no record: " + (
+                                error_text(cell) or "the grader's cell wrote nothing")}
+                        sent_to.unlink(missing_ok=True)
+                        out.unlink(missing_ok=True)
+                        if found["verdict"] == "not attempted":
+                            found["diagnosis"] = "the function still raises the NotImplementedError of the blank"
+                    else:
+                        found = _verdict_of(cell, token) or {
+                            "verdict": "error", "diagnosis": "the check gave no verdict: " + (
+                                error_text(cell) or "the notebook took over its output (sys.stdout replaced?)")}
                     diagnosis = found["diagnosis"]
                     if found["verdict"] == "error" and exercise.number in cell_problem:
                         diagnosis += f": {cell_problem[exercise.number]}"

@@ -1,6 +1,6 @@
-"""Checks of notebook 03's exercises: the padding, look-ahead and target masks of
-``annotated.masks``, and the right shift of ``annotated.batching.Batch`` that makes the
-decoder's input and labels.
+"""Checks of notebook 03's exercises, as declarations (``annotated.support.grading.engine``): the
+padding, look-ahead and target masks of ``annotated.masks``, and the right shift of
+``annotated.batching.Batch`` that makes the decoder's input and labels.
 
 A mask here is the course's: a bool tensor, True where a query may attend to a key, with
 the shape of ``annotated.masks`` (padding ``(batch, 1, L)``, look-ahead ``(L, L)``, target
@@ -18,14 +18,10 @@ between calls and filled again).
 from collections.abc import Callable
 
 import torch
-import torch.nn as nn
 
 from annotated.batching import Batch
 from annotated.masks import padding_mask, subsequent_mask, target_mask
-from annotated.support.grading.core import (
-    ExerciseFailed, _aliasing, _call, _flat_tensors, _function, _generic, _hard_coded_hint,
-    _run_on_all_sizes, _shape, _squeezed,
-)
+from annotated.support.grading.engine import Declaration, Items, Mistake, Probe, Tensor, check
 
 # Within a set all sizes differ (a swapped axis shows in the shape); from one set to the next
 # every size changes, the pad index too, so a size or a pad index written into the code fails.
@@ -51,9 +47,9 @@ SIZE_SETS = {
     "check_decoder_input_and_labels": SHIFT_SIZES,
 }
 
-# The other device the masks must be built on when asked: the GPU, where there is one. (The
-# device 'meta', which every machine has, costs seconds at its first use: too slow for a
-# notebook's check; the tests use it.)
+# The other device the masks must be built on when asked, in a notebook: the GPU, where there is
+# one. (The device 'meta', which every machine has, costs seconds at its first use: too slow for
+# a notebook's check; the grader and the tests use it.)
 OTHER_DEVICE: str | None = "cuda" if torch.cuda.is_available() else None
 
 VOCAB = 12  # token ids 0 .. 11 in the checks' batches; every id but pad_idx is a real token
@@ -62,54 +58,15 @@ _CONVENTION = ("the course's masks are bool, True where a query may attend to a 
                "(notebook 03, annotated.masks)")
 
 
-# ---------------------------------------------------------------- results and inputs
+# ---------------------------------------------------------------- what a mask must be
 
 
-def _not_a_tensor(result, name: str, what: str, kind: str) -> None:
-    if result is None:
-        raise ExerciseFailed(f"{name} returned None: did you forget the `return` of {what}?")
-    if not torch.is_tensor(result):
-        hint = ""
-        if isinstance(result, (tuple, list)):
-            hint = (f" of length {len(result)}: return the tensor itself, not a "
-                    f"{type(result).__name__}")
-        elif type(result).__module__ == "numpy" or isinstance(result, (int, float, bool)):
-            hint = (": keep to torch operations, which return tensors (no .numpy(), .tolist() or "
-                    ".item())")
-        raise ExerciseFailed(
-            f"{name} should return {what} as {kind} tensor, got {type(result).__name__}{hint}"
-        )
-
-
-def _mask(result, name: str, what: str, device: str = "cpu", asked: bool = False) -> torch.Tensor:
-    """``result`` as the bool mask it must be, on ``device``: anything else is named."""
-    _not_a_tensor(result, name, what, "a bool")
-    if result.device.type != device:
-        if asked:
-            where = (f"the check asked for device={device!r}: create it there, device=device in "
-                     "the torch.ones (or torch.arange) that builds it. target_mask needs this to "
-                     "build the look-ahead mask where the tokens are, on a GPU in training.")
-        elif device == "cpu":
-            where = ("the check expects it on the cpu, where its inputs are: leave out .cuda() "
-                     "and .to(...).")
-        else:
-            where = (f"the tokens are on {device}: build every tensor where the tokens are, "
-                     "device=tokens.device (subsequent_mask(L, tokens.device)).")
-        raise ExerciseFailed(f"{name} returned {what} on the device {result.device}, but {where}")
-    if result.layout != torch.strided:
-        raise ExerciseFailed(f"{name} returned {what} as a {result.layout} tensor; return an "
-                             "ordinary (dense) bool tensor, without .to_sparse().")
-    if result.dtype != torch.bool:
-        raise ExerciseFailed(_dtype_message(result, name, what))
-    return result
-
-
-def _dtype_message(result: torch.Tensor, name: str, what: str) -> str:
+def _dtype_message(found: dict, name: str, what: str, args: tuple = ()) -> str:
     """Why a mask of another dtype than bool is wrong, from what it holds."""
-    start = f"{name} returned {what} as a {result.dtype} tensor"
-    if result.device.type == "meta":  # no values to look at
+    start = f"{name} returned {what} as a torch.{found['dtype']} tensor"
+    values = found["values"]
+    if values is None:  # 'meta': no values to look at
         return f"{start}; {_CONVENTION}."
-    values = result.detach()
     if values.is_floating_point() and ((values == 0) | (values == float("-inf"))).all():
         return (
             f"{start} of 0.0 and -inf: that is the additive form of a mask, added to the "
@@ -133,24 +90,34 @@ def _dtype_message(result: torch.Tensor, name: str, what: str) -> str:
     return f"{start}; {_CONVENTION}: return the result of a comparison, or dtype=torch.bool."
 
 
-def _token_tensor(result, name: str, what: str, like: torch.Tensor) -> torch.Tensor:
-    """``result`` as a tensor of token ids: the dtype and device of the tokens ``like``."""
-    _not_a_tensor(result, name, what, "a token")
-    if result.device != like.device:
-        raise ExerciseFailed(f"{name} returned {what} on the device {result.device}, but the "
-                             f"target is on {like.device}: leave out .cuda() and .to(...).")
-    if result.dtype != like.dtype:
-        why = "(the embedding layer needs integer ids)"
-        if not result.is_floating_point() and result.dtype != torch.bool:
-            why = ("(the embedding layer takes int32 ids as well as int64 ones): no .long() "
-                   "\"for the embedding\", and a tensor you create and fill takes the target's "
-                   "dtype, torch.full(..., dtype=tgt.dtype), not torch.full's default int64")
-        raise ExerciseFailed(
-            f"{name} returned {what} as {result.dtype}; it holds token ids, taken from the "
-            f"target, so it keeps the target's dtype, {like.dtype}: slice the target, do not "
-            f"convert it {why}."
-        )
-    return result
+def _mismatch(got: torch.Tensor, expected: torch.Tensor, what: str) -> str:
+    """A mask that differs in a way no known mistake explains: where, with both masks shown."""
+    wrong = got != expected
+    first = tuple(wrong.nonzero()[0].tolist())
+    message = (f"mismatch in {what}: {int(wrong.sum())} of its {wrong.numel()} entries differ "
+               f"from the course's, the first at index {first}: yours {bool(got[first])}, "
+               f"expected {bool(expected[first])}.")
+    if got.numel() <= 128:
+        message += f"\nexpected (1 = may attend):\n{expected.int()}\nyours:\n{got.int()}"
+    return message
+
+
+_DEVICE_TEXT = {
+    "asked": ("the check asked for device={device!r}: create it there, device=device in "
+              "the torch.ones (or torch.arange) that builds it. target_mask needs this to "
+              "build the look-ahead mask where the tokens are, on a GPU in training."),
+    "cpu": "the check expects it on the cpu, where its inputs are: leave out .cuda() and .to(...).",
+    "elsewhere": ("the tokens are on {device}: build every tensor where the tokens are, "
+                  "device=tokens.device (subsequent_mask(L, tokens.device))."),
+}
+
+
+def _mask(what: str, like: int | None = 0, device_from: int | None = None, label: str | None = None) -> Tensor:
+    return Tensor(what, dtype="bool", like=like, device_from=device_from, kind="a bool", label=label,
+                  device_text=_DEVICE_TEXT, dtype_message=_dtype_message, mismatch=_mismatch)
+
+
+# ---------------------------------------------------------------- inputs
 
 
 def _tokens(g: torch.Generator, batch: int, L: int, pad_idx: int, pads: list[int],
@@ -171,21 +138,20 @@ def _tokens(g: torch.Generator, batch: int, L: int, pad_idx: int, pads: list[int
     return tokens.to(dtype)
 
 
-def _mismatch(got: torch.Tensor, expected: torch.Tensor, what: str) -> ExerciseFailed:
-    """A mask that differs in a way no known mistake explains: where, with both masks shown."""
-    wrong = got != expected
-    first = tuple(wrong.nonzero()[0].tolist())
-    message = (f"mismatch in {what}: {int(wrong.sum())} of its {wrong.numel()} entries differ "
-               f"from the course's, the first at index {first}: yours {bool(got[first])}, "
-               f"expected {bool(expected[first])}.")
-    if got.numel() <= 128:
-        message += f"\nexpected (1 = may attend):\n{expected.int()}\nyours:\n{got.int()}"
-    return _generic(message)
+def _table(size: int) -> torch.Tensor:
+    """A look-ahead table precomputed at a fixed size (a known mistake's example)."""
+    return torch.ones(size, size, dtype=torch.bool).tril()
 
 
 def _ids(sizes: dict) -> torch.dtype:
     """The dtype of the token ids of a set of sizes: int64 unless the set says otherwise."""
     return {"int32": torch.int32}.get(sizes.get("ids"), torch.int64)
+
+
+def _call_text(name: str, what: str, tokens: torch.Tensor, pad_idx: int) -> str:
+    """How the check called the function: the shape of the ids, their dtype if not int64."""
+    dtype = "" if tokens.dtype == torch.int64 else f" {str(tokens.dtype).replace('torch.', '')}"
+    return f"{name}({what} of shape {tuple(tokens.shape)}{dtype}, pad_idx={pad_idx})"
 
 
 def _table_hint(L: int) -> str:
@@ -198,90 +164,42 @@ def _table_hint(L: int) -> str:
             "next to nothing.")
 
 
-def _short_table(got: torch.Tensor, size: int) -> str:
+def _short_table(found: dict, probe: Probe) -> str | None:
     """A shape hint for a square mask smaller than (size, size): a sliced table."""
-    n = got.shape[-1] if got.dim() else 0
-    if got.dim() >= 2 and got.shape[-2] == n and 0 < n < size:
-        return (f" Your mask stops at {n} positions: a table precomputed at that size and "
+    shape, size = found["shape"], probe.tags["L"]
+    n = shape[-1] if shape else 0
+    if len(shape) >= 2 and shape[-2] == n and 0 < n < size:
+        return (f"Your mask stops at {n} positions: a table precomputed at that size and "
                 "sliced, table[:size, :size], cannot serve a longer sentence. Build the mask "
                 "from the size on every call.")
-    return ""
+    return None
 
 
 _BROADCAST = r"must match the size of tensor|not broadcastable|doesn't match the broadcast shape"
 
 
-def _unchanged_by_a_second_call(call_again: Callable, first, name: str, what: str) -> None:
-    """``_aliasing``, after checking that the first result kept its shape (a tensor kept
-    between calls and resized, .resize_, changes shape rather than numbers)."""
-    shapes = [(t, tuple(t.shape)) for t in _flat_tensors(first)]
-
-    def again():
-        second = call_again()
-        for t, shape in shapes:
-            if tuple(t.shape) != shape:
-                raise ExerciseFailed(
-                    f"a second call of {name}, on other inputs, changed the shape of {what} "
-                    f"that the first call had returned, from {shape} to {tuple(t.shape)}: your "
-                    "function returns a tensor it keeps between calls (a global buffer, resized "
-                    "or refilled), so every caller shares it. Create a new tensor on every call."
-                )
-        return second
-    _aliasing(again, first, name, what)
-
-
-def _hint(how: str) -> Callable:
-    def hint(passed: list, sizes: dict, message: str) -> str:
-        return _hard_coded_hint(passed, sizes, message, how)
-    return hint
-
-
-def _on_device(fn: Callable, name: str, args: tuple, device: str) -> torch.Tensor:
-    """Call ``fn`` on tokens on ``device``, outside ``_call``, whose comparison of the inputs
-    needs numbers ('meta' tensors have none); the call on the cpu has checked the rest."""
-    try:
-        return fn(*args)
-    except Exception as err:  # noqa: BLE001 - any error of the learner's code is reported
+def _on_device_error(device: str) -> Callable:
+    """The message of an exception with tokens on another device than the cpu."""
+    def message(err: dict, name: str) -> str:
         hint = ""
-        if "device" in str(err):
+        if "device" in err["message"]:
             hint = ("\nHint: a tensor of yours is created on the cpu while the tokens are "
                     "elsewhere; build each one where the tokens are, device=tokens.device "
                     "(subsequent_mask(L, tokens.device)).")
-        raise ExerciseFailed(
-            f"with tokens on the device {device!r} (another device than the cpu, as on a GPU), "
-            f"{name} raised {type(err).__name__}: {err}{hint}"
-        ) from err
+        return (f"with tokens on the device {device!r} (another device than the cpu, as on a GPU), "
+                f"{name} raised {err['type']}: {err['message']}{hint}")
+    return message
 
 
-# ---------------------------------------------------------------- 3.1 the padding mask
+def _small(probe: Probe) -> bool:
+    return probe.tags.get("L", 0) <= SMALL
 
 
-def _padding_shape_hint(shape: tuple, batch: int, L: int) -> str:
-    return {
-        (batch, L): (" You have (batch, L): without its query axis the mask lines up with the "
-                     "last two dimensions of the scores (L_q, L_k), and hides sentence n's "
-                     "padding from query n of every sentence. Add the axis of size 1 in the "
-                     "middle: (tokens != pad_idx).unsqueeze(-2)."),
-        (batch, L, 1): (" You have (batch, L, 1): that broadcasts over the keys, not the "
-                        "queries, so it hides whole query rows (the queries at padding "
-                        "positions) and lets every query see the padding keys. The 1 goes in "
-                        "the middle, (batch, 1, L): unsqueeze(-2), not unsqueeze(-1)."),
-        (batch, 1, 1, L): (" You have (batch, 1, 1, L), with an axis for the heads: "
-                           "MultiHeadAttention adds that axis itself (notebook 04); the mask of "
-                           "notebook 03 has one dimension per dimension of the scores "
-                           "(batch, L_q, L_k)."),
-        (batch, L, L): (" You expanded it to (batch, L, L): keep the axis of size 1 and let "
-                        "broadcasting repeat it. The same mask then serves any number of "
-                        "queries, as in the decoder's cross-attention, where L_q is the "
-                        "target's length and L the source's."),
-        (1, batch, L): (" You have (1, batch, L): the axis of size 1 goes after the batch, "
-                        "unsqueeze(-2) (or unsqueeze(1)), not unsqueeze(0)."),
-    }.get(shape, "")
-
-
-def _hard_coded_pad(got: torch.Tensor, tokens: torch.Tensor, pad_idx: int, full) -> str | None:
+def _hard_coded_pad(got: torch.Tensor | None, tokens: torch.Tensor, pad_idx: int, full: Callable) -> str | None:
     """The id an answer compared with instead of pad_idx, if ``got`` equals the mask of the
     tokens unequal to that id (``full`` turns a (batch, L) comparison into the mask)."""
+    if got is None:
+        return None
     for v in range(VOCAB):
         if v != pad_idx and torch.equal(got, full(tokens != v)):
             return (
@@ -292,6 +210,9 @@ def _hard_coded_pad(got: torch.Tensor, tokens: torch.Tensor, pad_idx: int, full)
     return None
 
 
+# ---------------------------------------------------------------- 3.1 the padding mask
+
+
 def _padding_tokens(g: torch.Generator, sizes: dict) -> torch.Tensor:
     """The tokens of a set of sizes: sentence b padded with 2b tokens (a sentence alone, 2)."""
     batch, L, pad_idx = sizes["batch"], sizes["L"], sizes["pad_idx"]
@@ -299,40 +220,79 @@ def _padding_tokens(g: torch.Generator, sizes: dict) -> torch.Tensor:
     return _tokens(g, batch, L, pad_idx, pads, dtype=_ids(sizes))
 
 
-def _call_text(name: str, what: str, tokens: torch.Tensor, pad_idx: int) -> str:
-    """How the check called the function: the shape of the ids, their dtype if not int64."""
-    dtype = "" if tokens.dtype == torch.int64 else f" {str(tokens.dtype).replace('torch.', '')}"
-    return f"{name}({what} of shape {tuple(tokens.shape)}{dtype}, pad_idx={pad_idx})"
-
-
-def _check_padding_once(fn: Callable, name: str, sizes: dict, g: torch.Generator) -> None:
-    batch, L, pad_idx = sizes["batch"], sizes["L"], sizes["pad_idx"]
+def _padding_probes(device: str | None) -> list[Probe]:
+    g = torch.Generator().manual_seed(0)
+    probes = []
+    for sizes in PADDING_SIZES:
+        tokens = _padding_tokens(g, sizes)
+        probes.append(Probe((tokens, sizes["pad_idx"]), "{what} of " + _call_text("{name}", "tokens", tokens,
+                                                                                  sizes["pad_idx"]),
+                            sizes=sizes, tags=dict(sizes)))
+    sizes = PADDING_SIZES[0]  # again, then its sentences in reverse order: another mask
     tokens = _padding_tokens(g, sizes)
-    expected = padding_mask(tokens, pad_idx)  # (batch, 1, L)
-    call = _call_text(name, "tokens", tokens, pad_idx)
-    got = _mask(_call(fn, tokens, pad_idx, roles=("tokens", "pad_idx")), name, "the padding mask")
-    _shape(got, (batch, 1, L), f"the padding mask of {call}",
-           # (batch, L) is the query axis not added, unless the batch is one sentence
-           (_squeezed(got.shape, (batch, 1, L)) if batch == 1 else "")
-           or _padding_shape_hint(tuple(got.shape), batch, L))
-    if torch.equal(got, expected):
-        return
-    if torch.equal(got, ~expected):
-        raise ExerciseFailed(
-            "your padding mask is inverted: it is True at the padding and False at the real "
+    probes.append(Probe((tokens, sizes["pad_idx"]), "{what} of " + _call_text("{name}", "tokens", tokens,
+                                                                              sizes["pad_idx"]),
+                        again=(tokens.flip(0), sizes["pad_idx"]), tags=dict(sizes)))
+    return probes
+
+
+def _shape_of(*sizes: str, when: Callable = lambda p: True) -> Callable:
+    return lambda p: tuple(p.tags[s] if isinstance(s, str) else s for s in sizes)
+
+
+PADDING_MISTAKES = (
+    # shapes
+    Mistake("You have (batch, L): without its query axis the mask lines up with the "
+            "last two dimensions of the scores (L_q, L_k), and hides sentence n's "
+            "padding from query n of every sentence. Add the axis of size 1 in the "
+            "middle: (tokens != pad_idx).unsqueeze(-2).", "the query axis missing", stage="shape",
+            shape=lambda p: (p.tags["batch"], p.tags["L"]), when=lambda p: p.tags["batch"] > 1,
+            example=lambda tokens, pad_idx: tokens != pad_idx),
+    Mistake("You have (batch, L, 1): that broadcasts over the keys, not the "
+            "queries, so it hides whole query rows (the queries at padding "
+            "positions) and lets every query see the padding keys. The 1 goes in "
+            "the middle, (batch, 1, L): unsqueeze(-2), not unsqueeze(-1).", "the axis of size 1 last",
+            stage="shape", shape=lambda p: (p.tags["batch"], p.tags["L"], 1),
+            example=lambda tokens, pad_idx: (tokens != pad_idx).unsqueeze(-1)),
+    Mistake("You have (batch, 1, 1, L), with an axis for the heads: "
+            "MultiHeadAttention adds that axis itself (notebook 04); the mask of "
+            "notebook 03 has one dimension per dimension of the scores "
+            "(batch, L_q, L_k).", "an axis for the heads", stage="shape",
+            shape=lambda p: (p.tags["batch"], 1, 1, p.tags["L"]),
+            example=lambda tokens, pad_idx: (tokens != pad_idx)[:, None, None, :]),
+    Mistake("You expanded it to (batch, L, L): keep the axis of size 1 and let "
+            "broadcasting repeat it. The same mask then serves any number of "
+            "queries, as in the decoder's cross-attention, where L_q is the "
+            "target's length and L the source's.", "expanded over the queries", stage="shape",
+            shape=lambda p: (p.tags["batch"], p.tags["L"], p.tags["L"]),
+            example=lambda tokens, pad_idx: (tokens != pad_idx).unsqueeze(1).expand(-1, tokens.size(1), -1)),
+    Mistake("You have (1, batch, L): the axis of size 1 goes after the batch, "
+            "unsqueeze(-2) (or unsqueeze(1)), not unsqueeze(0).", "the axis of size 1 first", stage="shape",
+            shape=lambda p: (1, p.tags["batch"], p.tags["L"]),
+            example=lambda tokens, pad_idx: (tokens != pad_idx).unsqueeze(0)),
+    # values
+    Mistake("your padding mask is inverted: it is True at the padding and False at the real "
             f"tokens, but {_CONVENTION}: tokens != pad_idx, not ==. (nn.Transformer's "
-            "key_padding_mask means the opposite, True = ignore: notebook 03's last section.)"
-        )
-    hard_coded = _hard_coded_pad(got, tokens, pad_idx, lambda m: m.unsqueeze(1))
-    if hard_coded:
-        raise ExerciseFailed(hard_coded)
-    if pad_idx > 0 and torch.equal(got, (tokens > pad_idx).unsqueeze(1)):
-        raise ExerciseFailed(
-            f"your mask keeps only the ids above pad_idx = {pad_idx}: ids below it (0 .. "
-            f"{pad_idx - 1} here, such as <s> or <unk>) are real tokens too. Hide the padding "
-            "only: tokens != pad_idx."
-        )
-    raise _mismatch(got, expected, f"the padding mask of {call}")
+            "key_padding_mask means the opposite, True = ignore: notebook 03's last section.)",
+            "an inverted mask", like=lambda tokens, pad_idx: ~padding_mask(tokens, pad_idx)),
+    Mistake("", "a pad index written into the code",
+            find=lambda found, p: _hard_coded_pad(found["values"], p.args[0], p.args[1], lambda m: m.unsqueeze(1)),
+            example=lambda tokens, pad_idx: (tokens != 0).unsqueeze(1)),
+    Mistake(lambda p: (f"your mask keeps only the ids above pad_idx = {p.args[1]}: ids below it (0 .. "
+                       f"{p.args[1] - 1} here, such as <s> or <unk>) are real tokens too. Hide the padding "
+                       "only: tokens != pad_idx."), "ids below the pad index taken for padding",
+            like=lambda tokens, pad_idx: (tokens > pad_idx).unsqueeze(1), when=lambda p: p.args[1] > 0),
+)
+
+PADDING = Declaration(
+    check="check_padding_mask", function="padding_mask", roles=("tokens", "pad_idx"), reference=padding_mask,
+    probes=_padding_probes, returns=_mask("the padding mask"), mistakes=PADDING_MISTAKES,
+    sizes_fix="Read batch and L from tokens.shape, and compare with the pad_idx you are given.",
+    passed=(f"check_padding_mask passed: {{name}} gives (batch, 1, L) bool masks, True at the real "
+            f"tokens, equal to the course's padding_mask for {len(PADDING_SIZES)} batches with "
+            f"pad indices {', '.join(str(s['pad_idx']) for s in PADDING_SIZES)} (one of a single sentence of "
+            "int32 ids), and a second call leaves the first mask as it was."),
+)
 
 
 def check_padding_mask(padding_mask_fn: Callable) -> None:
@@ -346,80 +306,66 @@ def check_padding_mask(padding_mask_fn: Callable) -> None:
     pad index taken for padding, a result that a second call overwrites (a tensor kept between
     calls), and sizes written into the code.
     """
-    name = _function(padding_mask_fn, "check_padding_mask", "padding_mask")
-    g = torch.Generator().manual_seed(0)
-    _run_on_all_sizes(lambda sizes: _check_padding_once(padding_mask_fn, name, sizes, g),
-                      PADDING_SIZES, _hint("Read batch and L from tokens.shape, and compare "
-                                           "with the pad_idx you are given."))
-    sizes = PADDING_SIZES[0]  # again, then its sentences in reverse order: another mask
-    tokens = _padding_tokens(g, sizes)
-    first = _call(padding_mask_fn, tokens, sizes["pad_idx"])
-    _unchanged_by_a_second_call(lambda: _call(padding_mask_fn, tokens.flip(0), sizes["pad_idx"]),
-                                first, name, "the padding mask")
-    pads = ", ".join(str(s["pad_idx"]) for s in PADDING_SIZES)
-    print(
-        f"check_padding_mask passed: {name} gives (batch, 1, L) bool masks, True at the real "
-        f"tokens, equal to the course's padding_mask for {len(PADDING_SIZES)} batches with "
-        f"pad indices {pads} (one of a single sentence of int32 ids), and a second call leaves "
-        "the first mask as it was."
-    )
+    check(PADDING, padding_mask_fn, OTHER_DEVICE)
 
 
 # ---------------------------------------------------------------- 3.2 the look-ahead mask
 
 
-def _look_ahead_mistake(got: torch.Tensor, size: int) -> str | None:
-    ones = torch.ones(size, size, dtype=torch.bool)
-    mistakes = [
-        (ones.tril(-1),
-         "the diagonal is excluded: query i must see key i, its own position. With the right "
-         "shift (notebook 03), input i is the previous word (<s> for i = 0), not the one "
-         "output i predicts; without the diagonal, query 0 sees nothing at all (a fully masked "
-         "row). Keep the diagonal: tril(), or key j <= query i."),
-        (ones.triu(1),
-         "your look-ahead mask is inverted: True above the diagonal, where the future keys "
-         "are. That is nn.Transformer's convention (True = masked out); in the course True "
-         "means 'may attend': the lower triangle, diagonal included, tril()."),
-        (ones.triu(),
-         "you built the upper triangle: query i sees keys j >= i, the future, and none of the "
-         "past. Query i may attend to keys j <= i: the lower triangle, tril() (row i is the "
-         "query, column j the key)."),
-        (ones,
-         "your mask is True everywhere: nothing is hidden, so every position sees the future. "
-         "Keep the lower triangle: tril()."),
-    ]
-    for candidate, message in mistakes:
-        if torch.equal(got, candidate):
-            return message
-    return None
+def _look_ahead_probes(device: str | None) -> list[Probe]:
+    probes = []
+    for sizes in LOOK_AHEAD_SIZES:
+        size = sizes["size"]
+        probes.append(Probe((size,), f"{{name}}({size})", sizes=sizes, tags=dict(L=size)))
+        if device:  # the device argument: the mask is built where it is asked for
+            probes.append(Probe((size, device), f"{{name}}({size}, device={device!r})", sizes=sizes, tags=dict(L=size),
+                                compare=device != "meta", mistakes=False))
+    size = LOOK_AHEAD_SIZES[0]["size"]  # again, then a smaller size
+    probes.append(Probe((size,), f"{{name}}({size})", again=(size - 2,), again_what=f"the mask of size {size}",
+                        tags=dict(L=size)))
+    return probes
 
 
-def _check_look_ahead_once(fn: Callable, name: str, sizes: dict) -> None:
-    size = sizes["size"]
-    expected = subsequent_mask(size)
-    # nn.Transformer's float mask is -inf exactly where the course's is False.
-    if size <= SMALL and not torch.equal(
-            ~expected, nn.Transformer.generate_square_subsequent_mask(size) == float("-inf")):
-        raise AssertionError("the course's look-ahead mask disagrees with nn.Transformer's")
-    got = _mask(_call(fn, size, roles=("size",)), name, "the look-ahead mask")
-    hint = _short_table(got, size)
-    if tuple(got.shape) == (1, size, size):
-        hint = (" (1, size, size) is the shape attention takes on a batch, after "
-                "unsqueeze(0); subsequent_mask itself returns the one (size, size) table "
-                "(notebook 03), which target_mask broadcasts against (batch, 1, L).")
-    _shape(got, (size, size), f"{name}({size})", hint)
-    if not torch.equal(got, expected):
-        message = _look_ahead_mistake(got, size) if size <= SMALL else None
-        if message:
-            raise ExerciseFailed(message)
-        raise _mismatch(got, expected, f"{name}({size})")
-    if OTHER_DEVICE:  # the device argument: the mask is built where it is asked for
-        got = _mask(_call(fn, size, OTHER_DEVICE, roles=("size", "device")), name,
-                    "the look-ahead mask", device=OTHER_DEVICE, asked=True)
-        call = f"{name}({size}, device={OTHER_DEVICE!r})"
-        _shape(got, (size, size), call)
-        if OTHER_DEVICE != "meta" and not torch.equal(got.cpu(), expected):
-            raise _mismatch(got.cpu(), expected, call)
+def _triangle(part: str, diagonal: int = 0) -> Callable:
+    def subsequent_mask(size, device=None):
+        return getattr(torch.ones(size, size, dtype=torch.bool, device=device), part)(diagonal)
+    return subsequent_mask
+
+
+LOOK_AHEAD_MISTAKES = (
+    Mistake("(1, size, size) is the shape attention takes on a batch, after "
+            "unsqueeze(0); subsequent_mask itself returns the one (size, size) table "
+            "(notebook 03), which target_mask broadcasts against (batch, 1, L).", "a batch axis added",
+            stage="shape", shape=lambda p: (1, p.tags["L"], p.tags["L"]),
+            example=lambda size, device=None: subsequent_mask(size, device).unsqueeze(0)),
+    Mistake("", "a table of a fixed size, sliced", stage="shape", find=_short_table,
+            example=lambda size, device=None: _table(512)[:size, :size].to(device or "cpu")),
+    Mistake("the diagonal is excluded: query i must see key i, its own position. With the right "
+            "shift (notebook 03), input i is the previous word (<s> for i = 0), not the one "
+            "output i predicts; without the diagonal, query 0 sees nothing at all (a fully masked "
+            "row). Keep the diagonal: tril(), or key j <= query i.", "the diagonal excluded",
+            like=_triangle("tril", -1), when=_small),
+    Mistake("your look-ahead mask is inverted: True above the diagonal, where the future keys "
+            "are. That is nn.Transformer's convention (True = masked out); in the course True "
+            "means 'may attend': the lower triangle, diagonal included, tril().", "an inverted mask",
+            like=_triangle("triu", 1), when=_small),
+    Mistake("you built the upper triangle: query i sees keys j >= i, the future, and none of the "
+            "past. Query i may attend to keys j <= i: the lower triangle, tril() (row i is the "
+            "query, column j the key).", "the upper triangle", like=_triangle("triu"), when=_small),
+    Mistake("your mask is True everywhere: nothing is hidden, so every position sees the future. "
+            "Keep the lower triangle: tril().", "nothing hidden", like=_triangle("tril", 10**6), when=_small),
+)
+
+LOOK_AHEAD = Declaration(
+    check="check_subsequent_mask", function="subsequent_mask", roles=("size", "device"),
+    reference=subsequent_mask, probes=_look_ahead_probes, returns=_mask("the look-ahead mask", like=None,
+                                                                        device_from=1),
+    mistakes=LOOK_AHEAD_MISTAKES, sizes_fix="Build the table from the size argument.",
+    passed=("check_subsequent_mask passed: {name} gives the lower triangle, diagonal included, "
+            f"for sizes {', '.join(format(s['size'], ',') for s in LOOK_AHEAD_SIZES)} "
+            "(the course's subsequent_mask, and ~ of nn.Transformer's -inf mask), and a later call leaves an "
+            "earlier mask as it was."),
+)
 
 
 def check_subsequent_mask(subsequent_mask_fn: Callable) -> None:
@@ -435,90 +381,10 @@ def check_subsequent_mask(subsequent_mask_fn: Callable) -> None:
     refilled or resized), and sizes written into the code. It also checks the course's mask
     against ``nn.Transformer.generate_square_subsequent_mask``.
     """
-    name = _function(subsequent_mask_fn, "check_subsequent_mask", "subsequent_mask")
-    _run_on_all_sizes(lambda sizes: _check_look_ahead_once(subsequent_mask_fn, name, sizes),
-                      LOOK_AHEAD_SIZES, _hint("Build the table from the size argument."))
-    size = LOOK_AHEAD_SIZES[0]["size"]  # again, then a smaller size
-    first = _call(subsequent_mask_fn, size)
-    _unchanged_by_a_second_call(lambda: _call(subsequent_mask_fn, size - 2), first, name,
-                                f"the mask of size {size}")
-    shown = ", ".join(f"{s['size']:,}" for s in LOOK_AHEAD_SIZES)
-    print(
-        f"check_subsequent_mask passed: {name} gives the lower triangle, diagonal included, "
-        f"for sizes {shown} (the course's subsequent_mask, and ~ of nn.Transformer's "
-        "-inf mask), and a later call leaves an earlier mask as it was."
-    )
+    check(LOOK_AHEAD, subsequent_mask_fn, OTHER_DEVICE)
 
 
 # ---------------------------------------------------------------- 3.3 the target mask
-
-
-def _target_mistake(got: torch.Tensor, tokens: torch.Tensor, pad_idx: int,
-                    left_padded: bool = True) -> str | None:
-    """Name the mistake behind a wrong (batch, L, L) target mask of ``tokens``, if known;
-    ``left_padded``: the last sentence of ``tokens`` is padded at the start."""
-    batch, L = tokens.shape
-    keys = padding_mask(tokens, pad_idx)  # (batch, 1, L): real keys
-    queries = keys.transpose(1, 2)  # (batch, L, 1): real queries
-    causal = subsequent_mask(L)
-    ones = torch.ones(L, L, dtype=torch.bool)
-    expected = keys & causal
-    mistakes = [
-        (~expected,
-         f"your target mask is inverted: True where a key is hidden, but {_CONVENTION}."),
-        (keys | causal,
-         "you combined the two masks with | (or): a key is then allowed when it is a real "
-         "token OR in the past, so the future real tokens and the past padding are visible. "
-         "Both conditions must hold: padding_mask & subsequent_mask."),
-        (causal.expand(batch, L, L),
-         "the padding keys are not hidden, only the future: the look-ahead mask alone. It "
-         "happens to hide right padding from the real queries (that padding comes after them), "
-         "but not from the queries at padding positions, and not left padding at all"
-         + (": in the check's last sentence, padded at the start, the real queries see the "
-            "padding. " if left_padded else ". ")
-         + "Combine both masks: padding_mask(tokens, pad_idx) & subsequent_mask(L)."),
-        (keys.expand(batch, L, L),
-         "the future is not hidden, only the padding: query i sees the keys j > i. Combine "
-         "both masks: padding_mask(tokens, pad_idx) & subsequent_mask(L)."),
-        (queries & causal,
-         "the padding hides query rows instead of key columns: your padding part has shape "
-         "(batch, L, 1), which broadcasts over the keys. It must be (batch, 1, L), the "
-         "padding_mask of exercise 3.1: the same keys hidden from every query."),
-        (queries & keys & causal,
-         "you also hid the queries at padding positions: their rows are all False, so a plain "
-         "softmax gives them NaN, and NaN spreads into the gradients (notebook 03, 'Rows with "
-         "nothing left to see'). The course hides padding keys only, columns: a query at a "
-         "padding position still sees the real tokens, and the loss ignores its output. "
-         "Combine padding_mask(tokens, pad_idx), (batch, 1, L), with subsequent_mask(L)."),
-        (keys & ones.triu(1),
-         "the look-ahead part is inverted: True above the diagonal (nn.Transformer's "
-         "convention, True = masked out). The course's subsequent_mask is the lower triangle, "
-         "True where key j <= query i."),
-        (keys & ones.triu(),
-         "the look-ahead part is the upper triangle: query i sees the future keys j >= i. It "
-         "must be the lower triangle, key j <= query i: tril()."),
-        (keys & ones.tril(-1),
-         "the look-ahead part excludes the diagonal: query i must see key i, its own position "
-         "(the input there is the previous word, after the right shift). Use tril(), not "
-         "tril(-1)."),
-    ]
-    for candidate, message in mistakes:
-        if torch.equal(got, candidate):
-            return message
-    return _hard_coded_pad(got, tokens, pad_idx, lambda m: m.unsqueeze(1) & causal)
-
-
-def _target_shape_hint(shape: tuple, batch: int, L: int) -> str:
-    return {
-        (batch, 1, L, L): (" You have (batch, 1, L, L), with an axis for the heads: "
-                           "MultiHeadAttention adds that axis itself; the target mask has one "
-                           "dimension per dimension of the scores (batch, L_q, L_k)."),
-        (L, L): (" You have (L, L), one table for the whole batch: the padding differs from "
-                 "sentence to sentence, so the mask has a batch axis: (batch, 1, L) & (L, L) "
-                 "broadcasts to (batch, L, L)."),
-        (batch, 1, L): (" You have the shape of the padding mask alone: & it with the "
-                        "look-ahead mask (L, L), and broadcasting gives (batch, L, L)."),
-    }.get(shape, "")
 
 
 def _target_tokens(g: torch.Generator, sizes: dict) -> torch.Tensor:
@@ -528,29 +394,124 @@ def _target_tokens(g: torch.Generator, sizes: dict) -> torch.Tensor:
     return _tokens(g, batch, L, pad_idx, pads, left=batch - 1, dtype=_ids(sizes))
 
 
-def _check_target_once(fn: Callable, name: str, sizes: dict, g: torch.Generator) -> None:
-    batch, L, pad_idx = sizes["batch"], sizes["L"], sizes["pad_idx"]
+def _target_probes(device: str | None) -> list[Probe]:
+    g = torch.Generator().manual_seed(1)
+    probes = []
+    for sizes in TARGET_SIZES:
+        L, pad_idx = sizes["L"], sizes["pad_idx"]
+        tokens = _target_tokens(g, sizes)
+        call = _call_text("{name}", "tokens", tokens, pad_idx)
+        hints = ((_BROADCAST, _table_hint(L)),) if L >= LONG else ()
+        tags = dict(sizes, left_padded=True)
+        probes.append(Probe((tokens, pad_idx), "{what} of " + call, sizes=sizes, hints=hints, tags=tags))
+        if device:  # built where the tokens are
+            probes.append(Probe((tokens.to(device), pad_idx), "{what} of " + call + f" on the device {device!r}",
+                                sizes=sizes, tags=tags, compare=device != "meta", mistakes=False,
+                                on_error=_on_device_error(device)))
+    sizes = TARGET_SIZES[0]  # again, then its sentences in reverse order: another mask
     tokens = _target_tokens(g, sizes)
-    expected = target_mask(tokens, pad_idx)
-    call = _call_text(name, "tokens", tokens, pad_idx)
-    hints = ((_BROADCAST, _table_hint(L)),) if L >= LONG else ()
-    got = _mask(_call(fn, tokens, pad_idx, hints=hints, roles=("tokens", "pad_idx")), name,
-                "the target mask")
-    _shape(got, (batch, L, L), f"the target mask of {call}",
-           _squeezed(got.shape, (batch, L, L)) or _short_table(got, L)
-           or _target_shape_hint(tuple(got.shape), batch, L))
-    if not torch.equal(got, expected):
-        message = _target_mistake(got, tokens, pad_idx) if L <= SMALL else None
-        if message:
-            raise ExerciseFailed(message)
-        raise _mismatch(got, expected, f"the target mask of {call}")
-    if OTHER_DEVICE:  # built where the tokens are
-        got = _mask(_on_device(fn, name, (tokens.to(OTHER_DEVICE), pad_idx), OTHER_DEVICE), name,
-                    "the target mask", device=OTHER_DEVICE)
-        call = f"{call} on the device {OTHER_DEVICE!r}"
-        _shape(got, (batch, L, L), f"the target mask of {call}")
-        if OTHER_DEVICE != "meta" and not torch.equal(got.cpu(), expected):
-            raise _mismatch(got.cpu(), expected, f"the target mask of {call}")
+    probes.append(Probe((tokens, sizes["pad_idx"]), "{what} of " + _call_text("{name}", "tokens", tokens,
+                                                                              sizes["pad_idx"]),
+                        again=(tokens.flip(0), sizes["pad_idx"]), tags=dict(sizes, left_padded=True)))
+    return probes
+
+
+def _wrong_targets() -> list[tuple[str, Callable, str | Callable]]:
+    """The usual wrong target masks: (name, the wrong mask of (tokens, pad_idx), its message;
+    a message that depends on the probe is a function of whether a sentence is padded at the
+    start)."""
+    def make(combine: Callable) -> Callable:
+        def wrong(tokens, pad_idx):
+            L = tokens.size(-1)
+            keys = padding_mask(tokens, pad_idx)  # (batch, 1, L): real keys
+            ones = torch.ones(L, L, dtype=torch.bool, device=tokens.device)
+            return combine(keys, keys.transpose(1, 2), subsequent_mask(L, tokens.device), ones)
+        return wrong
+
+    def left_message(left_padded: bool) -> str:
+        return ("the padding keys are not hidden, only the future: the look-ahead mask alone. It "
+                "happens to hide right padding from the real queries (that padding comes after them), "
+                "but not from the queries at padding positions, and not left padding at all"
+                + (": in the check's last sentence, padded at the start, the real queries see the "
+                   "padding. " if left_padded else ". ")
+                + "Combine both masks: padding_mask(tokens, pad_idx) & subsequent_mask(L).")
+
+    return [
+        ("an inverted mask", make(lambda k, q, c, o: ~(k & c)),
+         f"your target mask is inverted: True where a key is hidden, but {_CONVENTION}."),
+        ("| instead of &", make(lambda k, q, c, o: k | c),
+         "you combined the two masks with | (or): a key is then allowed when it is a real "
+         "token OR in the past, so the future real tokens and the past padding are visible. "
+         "Both conditions must hold: padding_mask & subsequent_mask."),
+        ("the padding part missing", make(lambda k, q, c, o: c.expand(k.size(0), -1, -1)), left_message),
+        ("the look-ahead part missing", make(lambda k, q, c, o: k.expand(-1, c.size(0), -1)),
+         "the future is not hidden, only the padding: query i sees the keys j > i. Combine "
+         "both masks: padding_mask(tokens, pad_idx) & subsequent_mask(L)."),
+        ("padding that hides queries", make(lambda k, q, c, o: q & c),
+         "the padding hides query rows instead of key columns: your padding part has shape "
+         "(batch, L, 1), which broadcasts over the keys. It must be (batch, 1, L), the "
+         "padding_mask of exercise 3.1: the same keys hidden from every query."),
+        ("padding queries hidden too", make(lambda k, q, c, o: q & k & c),
+         "you also hid the queries at padding positions: their rows are all False, so a plain "
+         "softmax gives them NaN, and NaN spreads into the gradients (notebook 03, 'Rows with "
+         "nothing left to see'). The course hides padding keys only, columns: a query at a "
+         "padding position still sees the real tokens, and the loss ignores its output. "
+         "Combine padding_mask(tokens, pad_idx), (batch, 1, L), with subsequent_mask(L)."),
+        ("the look-ahead part inverted", make(lambda k, q, c, o: k & o.triu(1)),
+         "the look-ahead part is inverted: True above the diagonal (nn.Transformer's "
+         "convention, True = masked out). The course's subsequent_mask is the lower triangle, "
+         "True where key j <= query i."),
+        ("the look-ahead part upper-triangular", make(lambda k, q, c, o: k & o.triu()),
+         "the look-ahead part is the upper triangle: query i sees the future keys j >= i. It "
+         "must be the lower triangle, key j <= query i: tril()."),
+        ("the look-ahead part without its diagonal", make(lambda k, q, c, o: k & o.tril(-1)),
+         "the look-ahead part excludes the diagonal: query i must see key i, its own position "
+         "(the input there is the previous word, after the right shift). Use tril(), not "
+         "tril(-1)."),
+    ]
+
+
+def _target_message(message) -> str | Callable:
+    return (lambda p: message(p.tags["left_padded"])) if callable(message) else message
+
+
+_TARGET_SHAPES = (
+    ("an axis for the heads", lambda p: (p.tags["batch"], 1, p.tags["L"], p.tags["L"]),
+     "You have (batch, 1, L, L), with an axis for the heads: MultiHeadAttention adds that axis itself; the "
+     "target mask has one dimension per dimension of the scores (batch, L_q, L_k).",
+     lambda tokens, pad_idx: target_mask(tokens, pad_idx).unsqueeze(1)),
+    ("one table for the whole batch", lambda p: (p.tags["L"], p.tags["L"]),
+     "You have (L, L), one table for the whole batch: the padding differs from "
+     "sentence to sentence, so the mask has a batch axis: (batch, 1, L) & (L, L) "
+     "broadcasts to (batch, L, L).", lambda tokens, pad_idx: target_mask(tokens, pad_idx)[0]),
+    ("the padding mask alone", lambda p: (p.tags["batch"], 1, p.tags["L"]),
+     "You have the shape of the padding mask alone: & it with the "
+     "look-ahead mask (L, L), and broadcasting gives (batch, L, L).", padding_mask),
+)
+
+
+TARGET_MISTAKES = (
+    Mistake("", "a table of a fixed size, sliced", stage="shape", find=_short_table,
+            example=lambda tokens, pad_idx: target_mask(tokens, pad_idx)[..., :512, :512]),
+    *(Mistake(message, name, stage="shape", shape=shape, example=example,
+              when=lambda p: not (p.tags["batch"] == 1))
+      for name, shape, message, example in _TARGET_SHAPES),
+    *(Mistake(_target_message(message), name, like=wrong, when=_small) for name, wrong, message in _wrong_targets()),
+    Mistake("", "a pad index written into the code", when=_small,
+            find=lambda found, p: _hard_coded_pad(found["values"], p.args[0], p.args[1],
+                                                  lambda m: m.unsqueeze(1) & subsequent_mask(p.args[0].size(-1))),
+            example=lambda tokens, pad_idx: target_mask(tokens, 0)),
+)
+
+TARGET = Declaration(
+    check="check_target_mask", function="target_mask", roles=("tokens", "pad_idx"), reference=target_mask,
+    probes=_target_probes, returns=_mask("the target mask"), mistakes=TARGET_MISTAKES,
+    sizes_fix="Read L from tokens.shape (tokens.size(-1)) and compare with the pad_idx you are given.",
+    passed=(f"check_target_mask passed: {{name}} equals the course's target_mask, padding & "
+            f"look-ahead, for {len(TARGET_SIZES)} batches padded on the right and on the left (the "
+            f"last a single sentence of {LONG:,} int32 ids), and a second call leaves the first "
+            "mask as it was."),
+)
 
 
 def check_target_mask(target_mask_fn: Callable) -> None:
@@ -568,22 +529,7 @@ def check_target_mask(target_mask_fn: Callable) -> None:
     a second call overwrites (a tensor kept between calls), a pad index or sizes written into
     the code, and a look-ahead mask built on the cpu for tokens elsewhere.
     """
-    name = _function(target_mask_fn, "check_target_mask", "target_mask")
-    g = torch.Generator().manual_seed(1)
-    _run_on_all_sizes(lambda sizes: _check_target_once(target_mask_fn, name, sizes, g),
-                      TARGET_SIZES, _hint("Read L from tokens.shape (tokens.size(-1)) and "
-                                          "compare with the pad_idx you are given."))
-    sizes = TARGET_SIZES[0]  # again, then its sentences in reverse order: another mask
-    tokens = _target_tokens(g, sizes)
-    first = _call(target_mask_fn, tokens, sizes["pad_idx"])
-    _unchanged_by_a_second_call(lambda: _call(target_mask_fn, tokens.flip(0), sizes["pad_idx"]),
-                                first, name, "the target mask")
-    print(
-        f"check_target_mask passed: {name} equals the course's target_mask, padding & "
-        f"look-ahead, for {len(TARGET_SIZES)} batches padded on the right and on the left (the "
-        f"last a single sentence of {LONG:,} int32 ids), and a second call leaves the first "
-        "mask as it was."
-    )
+    check(TARGET, target_mask_fn, OTHER_DEVICE)
 
 
 # ---------------------------------------------------------------- 3.4 the right shift
@@ -605,75 +551,10 @@ def _target_batch(g: torch.Generator, batch: int, L: int, pad_idx: int,
     return tgt.to(dtype), bos, eos
 
 
-def _shift_mistake(tgt_in: torch.Tensor, tgt_y: torch.Tensor, tgt: torch.Tensor) -> str | None:
-    """Name a wrong pair (input, labels) of the right shapes, (batch, L - 1) each."""
-    first, last = tgt[:, :-1], tgt[:, 1:]  # without the last token, without the first
-    same = torch.equal
-    if same(tgt_in, last) and same(tgt_y, first):
-        return ("you shifted the wrong way: your input is the target without its first token "
-                "(it starts at y_1, not <s>) and your labels are the target without its last "
-                "(they start with <s>), so output i is trained to give back the token it was "
-                "fed. The input is tgt[:, :-1] (<s> y_1 .. y_n), the labels tgt[:, 1:] (y_1 .. "
-                "</s>): each output predicts the next token.")
-    if same(tgt_in, first) and same(tgt_y, first):
-        return ("your labels are the decoder's input itself, tgt[:, :-1]: label i sits at "
-                "input position i, which the look-ahead mask lets output i see (the "
-                "diagonal), so the model learns to copy. The labels are the target without "
-                "its first token, tgt[:, 1:]: output i predicts the token after the ones it sees.")
-    if same(tgt_in, last) and same(tgt_y, last):
-        return ("your input and your labels are both tgt[:, 1:]: the input lost its <s> and "
-                "each label sits at its own input position, visible on the diagonal of the "
-                "look-ahead mask. The input is tgt[:, :-1] (it starts with <s>), the labels "
-                "tgt[:, 1:].")
-    if same(tgt_in, last):
-        return ("your input is the target without its first token: it lost <s>, and output 0 "
-                "has nothing to start from. The decoder's input is the target without its "
-                "last token, tgt[:, :-1]: <s> y_1 .. y_n.")
-    if same(tgt_y, first):
-        return ("your labels are the target without its last token: they start with <s>, "
-                "which is never to be predicted. The labels are the target without its first "
-                "token, tgt[:, 1:]: y_1 .. y_n </s>.")
-    return None
-
-
-def _triple(result, name: str) -> tuple:
-    if isinstance(result, (tuple, list)) and len(result) == 3:
-        return tuple(result)
-    if torch.is_tensor(result):
-        got = f"one tensor of shape {tuple(result.shape)}"
-    elif isinstance(result, (tuple, list)):
-        kinds = ", ".join(type(r).__name__ for r in result)
-        got = f"a {type(result).__name__} of {len(result)} items ({kinds})"
-    else:
-        got = "None (a missing `return`?)" if result is None else type(result).__name__
-    raise ExerciseFailed(
-        f"{name} should return the triple (tgt_in, tgt_y, tgt_mask): the decoder's input, the "
-        f"labels and the input's target mask; got {got}"
-    )
-
-
-def _full_length_message(got: torch.Tensor, tgt: torch.Tensor, what: str) -> str:
-    """Why the input or the labels kept all L positions, when the reason is known."""
-    if torch.equal(got, tgt):
-        if what == "input":
-            return (" Your input is the whole target, unshifted. Drop its last token, "
-                    "tgt[:, :-1]: then input position i holds the token before label i (<s> "
-                    "before y_1), and the label itself stays hidden, one position to the right "
-                    "of what the look-ahead mask lets output i see.")
-        return (" Your labels are the whole target: drop its first token, <s>, which is never "
-                "predicted: tgt[:, 1:].")
-    if what == "input" and torch.equal(got, tgt.roll(1, dims=1)):
-        return (" torch.roll moved the last token (</s> or padding) round to the front, and "
-                "kept the length. The target already begins with <s>: the shift is a slice, "
-                "tgt[:, :-1], L - 1 positions.")
-    if what == "input" and torch.equal(got, torch.cat([tgt[:, :1], tgt[:, :-1]], dim=1)):
-        return (" You put <s> in front once more, but the target already begins with it "
-                "(<s> y_1 .. y_n </s>): the input is the target without its last token, "
-                "tgt[:, :-1].")
-    if what == "labels" and torch.equal(got[:, :-1], tgt[:, 1:]):
-        return (" You added a position at the end to keep the length L; the labels are "
-                "tgt[:, 1:], L - 1 positions, one per position of the input.")
-    return ""
+def course_shift(tgt: torch.Tensor, pad_idx: int) -> tuple:
+    """The course's (tgt_in, tgt_y, tgt_mask), from ``annotated.batching.Batch``."""
+    batch = Batch(tgt, tgt, pad_idx)  # the source is unused here
+    return batch.tgt_in, batch.tgt_y, batch.tgt_mask
 
 
 def _tokens_text(ids: torch.Tensor) -> str:
@@ -683,49 +564,158 @@ def _tokens_text(ids: torch.Tensor) -> str:
     return str([row[:12] + ["..."] for row in ids.tolist()]).replace("'...'", "...")
 
 
-def _check_shift_once(fn: Callable, name: str, sizes: dict, g: torch.Generator) -> None:
-    batch, L, pad_idx = sizes["batch"], sizes["L"], sizes["pad_idx"]
-    tgt, bos, eos = _target_batch(g, batch, L, pad_idx, _ids(sizes))
-    reference = Batch(tgt, tgt, pad_idx)  # the course's shift and mask (the source is unused here)
-    call = _call_text(name, "tgt", tgt, pad_idx)
-    hints = ((_BROADCAST, _table_hint(L - 1)),) if L - 1 >= LONG else ()
-    result = _triple(_call(fn, tgt, pad_idx, hints=hints, roles=("tgt", "pad_idx")), name)
-    tgt_in = _token_tensor(result[0], name, "the decoder's input tgt_in", tgt)
-    tgt_y = _token_tensor(result[1], name, "the labels tgt_y", tgt)
-    for got, what in ((tgt_in, "input"), (tgt_y, "labels")):
-        hint = _full_length_message(got, tgt, what) if tuple(got.shape) == (batch, L) else ""
-        _shape(got, (batch, L - 1), f"the {what} of {call}, with the target <s> y_1 .. y_n </s> "
-               "and padding", _squeezed(got.shape, (batch, L - 1)) or hint)
-    if not (torch.equal(tgt_in, reference.tgt_in) and torch.equal(tgt_y, reference.tgt_y)):
-        message = _shift_mistake(tgt_in, tgt_y, tgt)
-        if message:
-            raise ExerciseFailed(message)
-        wrong, what = ((tgt_in, "input") if not torch.equal(tgt_in, reference.tgt_in)
-                       else (tgt_y, "labels"))
-        expected = reference.tgt_in if what == "input" else reference.tgt_y
-        raise _generic(
-            f"mismatch in the {what} of {call} (<s> = {bos}, </s> = {eos}):\nexpected "
-            f"{_tokens_text(expected)}\nyours    {_tokens_text(wrong)}"
-        )
-    mask = _mask(result[2], name, "the target mask tgt_mask")
-    hint = (_squeezed(mask.shape, (batch, L - 1, L - 1)) or _short_table(mask, L - 1)
-            or _target_shape_hint(tuple(mask.shape), batch, L - 1))
-    if tuple(mask.shape) == (batch, L, L):
-        hint = (" That is the mask of the whole target; the decoder reads tgt_in, L - 1 "
-                "positions: target_mask(tgt_in, pad_idx).")
-    _shape(mask, (batch, L - 1, L - 1), f"the target mask of {call}", hint)
-    if not torch.equal(mask, reference.tgt_mask):
-        if torch.equal(mask, target_mask(tgt_y, pad_idx)):
-            raise ExerciseFailed(
-                "your mask is built from the labels; the decoder's self-attention runs over its "
-                "input, so the keys to hide are the input's padding: target_mask(tgt_in, "
-                "pad_idx). (They differ where a shorter sentence's input holds </s> and its "
-                "label is padding.)"
-            )
-        message = _target_mistake(mask, tgt_in, pad_idx, left_padded=False) if L <= SMALL else None
-        if message:
-            raise ExerciseFailed(f"in tgt_mask, {message}")
-        raise _mismatch(mask, reference.tgt_mask, f"the target mask of {call}")
+def _ids_mismatch(got: torch.Tensor, expected: torch.Tensor, label: str) -> str:
+    return f"mismatch in {label}:\nexpected {_tokens_text(expected)}\nyours    {_tokens_text(got)}"
+
+
+def _ids_dtype(found: dict, name: str, what: str, args: tuple) -> str:
+    like = args[0]
+    why = "(the embedding layer needs integer ids)"
+    dtype = getattr(torch, found["dtype"])
+    if not dtype.is_floating_point and dtype != torch.bool:
+        why = ("(the embedding layer takes int32 ids as well as int64 ones): no .long() "
+               "\"for the embedding\", and a tensor you create and fill takes the target's "
+               "dtype, torch.full(..., dtype=tgt.dtype), not torch.full's default int64")
+    return (f"{name} returned {what} as {dtype}; it holds token ids, taken from the "
+            f"target, so it keeps the target's dtype, {like.dtype}: slice the target, do not "
+            f"convert it {why}.")
+
+
+def _token_ids(what: str, label: str) -> Tensor:
+    return Tensor(what, dtype="ids", like=0, kind="a token", label=label, dtype_message=_ids_dtype,
+                  mismatch=_ids_mismatch,
+                  device_text={"cpu": "the target is on {device}: leave out .cuda() and .to(...).",
+                               "elsewhere": "the target is on {device}: leave out .cuda() and .to(...)."})
+
+
+def _shift_probes(device: str | None) -> list[Probe]:
+    g = torch.Generator().manual_seed(2)
+    probes = []
+    for sizes in SHIFT_SIZES:
+        L, pad_idx = sizes["L"], sizes["pad_idx"]
+        tgt, bos, eos = _target_batch(g, sizes["batch"], L, pad_idx, _ids(sizes))
+        hints = ((_BROADCAST, _table_hint(L - 1)),) if L - 1 >= LONG else ()
+        label = "{what} of " + _call_text("{name}", "tgt", tgt, pad_idx) + f" (<s> = {bos}, </s> = {eos})"
+        probes.append(Probe((tgt, pad_idx), label, sizes=sizes, hints=hints,
+                            tags=dict(sizes, L=L - 1, left_padded=False)))
+    sizes = SHIFT_SIZES[0]  # again, then its sentences in reverse order: another triple
+    tgt, bos, eos = _target_batch(g, sizes["batch"], sizes["L"], sizes["pad_idx"])
+    label = "{what} of " + _call_text("{name}", "tgt", tgt, sizes["pad_idx"]) + f" (<s> = {bos}, </s> = {eos})"
+    probes.append(Probe((tgt, sizes["pad_idx"]), label, again=(tgt.flip(0), sizes["pad_idx"]),
+                        tags=dict(sizes, L=sizes["L"] - 1, left_padded=False)))
+    return probes
+
+
+def _shift(tgt_in: Callable = lambda t: t[:, :-1], tgt_y: Callable = lambda t: t[:, 1:],
+           mask: Callable | None = None) -> Callable:
+    """A right shift with one thing changed (a known mistake, or its example)."""
+    def decoder_input_and_labels(tgt, pad_idx):
+        x, y = tgt_in(tgt), tgt_y(tgt)
+        return x, y, target_mask(x, pad_idx) if mask is None else mask(tgt, x, y, pad_idx)
+    return decoder_input_and_labels
+
+
+def _first(t):   # the target without its last token: <s> y_1 .. y_n
+    return t[:, :-1]
+
+
+def _last(t):    # the target without its first token: y_1 .. </s>
+    return t[:, 1:]
+
+
+def _added_position(found: dict, p: Probe) -> str | None:
+    values, tgt = found["values"], p.args[0]
+    if values is not None and values.dim() == 2 and values.shape == tgt.shape and torch.equal(values[:, :-1],
+                                                                                             tgt[:, 1:]):
+        return ("You added a position at the end to keep the length L; the labels are "
+                "tgt[:, 1:], L - 1 positions, one per position of the input.")
+    return None
+
+
+SHIFT_MISTAKES = (
+    # shapes of the input and the labels
+    Mistake("Your input is the whole target, unshifted. Drop its last token, "
+            "tgt[:, :-1]: then input position i holds the token before label i (<s> "
+            "before y_1), and the label itself stays hidden, one position to the right "
+            "of what the look-ahead mask lets output i see.", "the input unshifted", stage="shape",
+            like=_shift(tgt_in=lambda t: t), items=(0,)),
+    Mistake("torch.roll moved the last token (</s> or padding) round to the front, and "
+            "kept the length. The target already begins with <s>: the shift is a slice, "
+            "tgt[:, :-1], L - 1 positions.", "torch.roll", stage="shape",
+            like=_shift(tgt_in=lambda t: t.roll(1, dims=1)), items=(0,)),
+    Mistake("You put <s> in front once more, but the target already begins with it "
+            "(<s> y_1 .. y_n </s>): the input is the target without its last token, "
+            "tgt[:, :-1].", "<s> put in front again", stage="shape",
+            like=_shift(tgt_in=lambda t: torch.cat([t[:, :1], t[:, :-1]], dim=1)), items=(0,)),
+    Mistake("Your labels are the whole target: drop its first token, <s>, which is never "
+            "predicted: tgt[:, 1:].", "the labels unshifted", stage="shape",
+            like=_shift(tgt_y=lambda t: t), items=(1,)),
+    Mistake("", "a position added to the labels", stage="shape", item=1, find=_added_position,
+            example=_shift(tgt_y=lambda t: torch.cat([t[:, 1:], t[:, -1:]], dim=1))),
+    Mistake("That is the mask of the whole target; the decoder reads tgt_in, L - 1 "
+            "positions: target_mask(tgt_in, pad_idx).", "the mask of the whole target", stage="shape", item=2,
+            shape=lambda p: (p.args[0].size(0), p.args[0].size(1), p.args[0].size(1)),
+            example=_shift(mask=lambda tgt, x, y, pad: target_mask(tgt, pad))),
+    Mistake("", "a table of a fixed size, sliced", stage="shape", item=2, find=_short_table,
+            example=_shift(mask=lambda tgt, x, y, pad: target_mask(x, pad)[..., :512, :512])),
+    *(Mistake(message, name, stage="shape", item=2, when=lambda p: p.tags["batch"] > 1, shape=shape,
+              example=_shift(mask=lambda tgt, x, y, pad, wrong=wrong: wrong(x, pad)))
+      for name, shape, message, wrong in _TARGET_SHAPES),  # (the probes' tags say L - 1: the input's length)
+    # the input and the labels
+    Mistake("you shifted the wrong way: your input is the target without its first token "
+            "(it starts at y_1, not <s>) and your labels are the target without its last "
+            "(they start with <s>), so output i is trained to give back the token it was "
+            "fed. The input is tgt[:, :-1] (<s> y_1 .. y_n), the labels tgt[:, 1:] (y_1 .. "
+            "</s>): each output predicts the next token.", "shifted the wrong way",
+            like=_shift(tgt_in=_last, tgt_y=_first), items=(0, 1)),
+    Mistake("your labels are the decoder's input itself, tgt[:, :-1]: label i sits at "
+            "input position i, which the look-ahead mask lets output i see (the "
+            "diagonal), so the model learns to copy. The labels are the target without "
+            "its first token, tgt[:, 1:]: output i predicts the token after the ones it sees.",
+            "labels equal to the input", like=_shift(tgt_y=_first), items=(0, 1)),
+    Mistake("your input and your labels are both tgt[:, 1:]: the input lost its <s> and "
+            "each label sits at its own input position, visible on the diagonal of the "
+            "look-ahead mask. The input is tgt[:, :-1] (it starts with <s>), the labels "
+            "tgt[:, 1:].", "input and labels both without <s>", like=_shift(tgt_in=_last), items=(0, 1)),
+    Mistake("your input is the target without its first token: it lost <s>, and output 0 "
+            "has nothing to start from. The decoder's input is the target without its "
+            "last token, tgt[:, :-1]: <s> y_1 .. y_n.", "<s> dropped from the input",
+            like=_shift(tgt_in=_last, tgt_y=lambda t: t[:, 1:].flip(0)), items=(0,)),
+    Mistake("your labels are the target without its last token: they start with <s>, "
+            "which is never to be predicted. The labels are the target without its first "
+            "token, tgt[:, 1:]: y_1 .. y_n </s>.", "<s> kept in the labels",
+            like=_shift(tgt_in=lambda t: t[:, :-1].flip(0), tgt_y=_first), items=(1,)),
+    # the mask
+    Mistake("your mask is built from the labels; the decoder's self-attention runs over its "
+            "input, so the keys to hide are the input's padding: target_mask(tgt_in, "
+            "pad_idx). (They differ where a shorter sentence's input holds </s> and its "
+            "label is padding.)", "the mask of the labels",
+            like=_shift(mask=lambda tgt, x, y, pad: target_mask(y, pad)), items=(2,)),
+    # (Without a sentence padded at the start, "padding queries hidden too" gives the mask of
+    # "padding that hides queries": the first names both.)
+    *(Mistake(_target_message(message), name, prefix="in tgt_mask, ", when=_small, items=(2,),
+              like=_shift(mask=lambda tgt, x, y, pad, wrong=wrong: wrong(x, pad)))
+      for name, wrong, message in _wrong_targets() if name != "padding queries hidden too"),
+    Mistake("", "a pad index written into the code", prefix="in tgt_mask, ", item=2, when=_small,
+            find=lambda found, p: _hard_coded_pad(found["values"], p.args[0][:, :-1], p.args[1],
+                                                  lambda m: m.unsqueeze(1) & subsequent_mask(p.args[0].size(1) - 1)),
+            example=_shift(mask=lambda tgt, x, y, pad: target_mask(x, 0))),
+)
+
+
+SHIFT = Declaration(
+    check="check_decoder_input_and_labels", function="decoder_input_and_labels", roles=("tgt", "pad_idx"),
+    reference=course_shift, probes=_shift_probes,
+    returns=Items((_token_ids("the decoder's input tgt_in", "the input"), _token_ids("the labels tgt_y", "the labels"),
+                   _mask("the target mask tgt_mask", label="the target mask")),
+                  what=("the triple (tgt_in, tgt_y, tgt_mask): the decoder's input, the "
+                        "labels and the input's target mask"), again_what="the input, labels and mask"),
+    mistakes=SHIFT_MISTAKES, sizes_fix="Slice the target whatever its length, and use the pad_idx you are given.",
+    passed=("check_decoder_input_and_labels passed: {name} gives the input <s> y_1 .. y_n, the "
+            "labels y_1 .. </s> and the input's target mask, as the course's Batch does, for "
+            f"{len(SHIFT_SIZES)} batches (the last a single sentence of {LONG + 1:,} int32 ids, "
+            "kept int32): output i sees <s> y_1 .. y_i and predicts y_(i+1)."),
+)
 
 
 def check_decoder_input_and_labels(decoder_input_and_labels: Callable) -> None:
@@ -743,21 +733,7 @@ def check_decoder_input_and_labels(decoder_input_and_labels: Callable) -> None:
     positions among them), a result that a second call overwrites, and sizes written into the
     code.
     """
-    name = _function(decoder_input_and_labels, "check_decoder_input_and_labels",
-                     "decoder_input_and_labels")
-    g = torch.Generator().manual_seed(2)
-    _run_on_all_sizes(lambda sizes: _check_shift_once(decoder_input_and_labels, name, sizes, g),
-                      SHIFT_SIZES, _hint("Slice the target whatever its length, and use the "
-                                         "pad_idx you are given."))
-    sizes = SHIFT_SIZES[0]  # again, then its sentences in reverse order: another triple
-    tgt, _, _ = _target_batch(g, sizes["batch"], sizes["L"], sizes["pad_idx"])
-    first = _call(decoder_input_and_labels, tgt, sizes["pad_idx"])
-    _unchanged_by_a_second_call(
-        lambda: _call(decoder_input_and_labels, tgt.flip(0), sizes["pad_idx"]), first, name,
-        "the input, labels and mask")
-    print(
-        f"check_decoder_input_and_labels passed: {name} gives the input <s> y_1 .. y_n, the "
-        "labels y_1 .. </s> and the input's target mask, as the course's Batch does, for "
-        f"{len(SHIFT_SIZES)} batches (the last a single sentence of {LONG + 1:,} int32 ids, "
-        "kept int32): output i sees <s> y_1 .. y_i and predicts y_(i+1)."
-    )
+    check(SHIFT, decoder_input_and_labels, OTHER_DEVICE)
+
+
+DECLARATIONS = {d.check: d for d in (PADDING, LOOK_AHEAD, TARGET, SHIFT)}

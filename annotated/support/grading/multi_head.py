@@ -1,7 +1,8 @@
-"""Checks of notebook 04's exercises: the head split and merge of
-``annotated.multi_head.MultiHeadAttention``, its whole forward pass (compared with the
-course's module and ``torch.nn.MultiheadAttention``), and each head's share of the output
-through its rows of W^O.
+"""Checks of notebook 04's exercises, as declarations (``annotated.support.grading.engine``): the
+head split and merge of ``annotated.multi_head.MultiHeadAttention``, its whole forward pass
+(compared with the course's module; ``tests/test_exercises_04_multi_head_attention.py`` checks
+that module against ``torch.nn.MultiheadAttention`` on every probe), and each head's share of the
+output through its rows of W^O.
 
 Besides the notebook's sizes, the checks run a batch of one (a ``.squeeze()`` drops its axis),
 float64 inputs (the result must come back float64, to float64 precision), gradients that must
@@ -15,13 +16,10 @@ import math
 from collections.abc import Callable
 
 import torch
-import torch.nn as nn
+from torch.func import functional_call
 
 from annotated.multi_head import MultiHeadAttention
-from annotated.support.grading.core import (
-    ExerciseFailed, _aliasing, _assert_close, _assert_close64, _call, _function,
-    _gradients_flow, _hard_coded_hint, _run_on_all_sizes, _same, _shape, _squeezed, _tensor,
-)
+from annotated.support.grading.engine import Declaration, Mistake, Probe, Tensor, check
 
 # The third set is a batch of one (and for the split and merge, the fourth a single position,
 # in float64): a .squeeze() drops an axis there, and a tensor created without dtype= turns
@@ -63,55 +61,67 @@ _DTYPE_HINT = (
 )
 
 
-def _check_split_once(split_heads: Callable, name: str, sizes: dict) -> None:
-    batch, L, h, d_k = sizes["batch"], sizes["L"], sizes["h"], sizes["d_k"]
-    d_model = h * d_k
-    dtype = _dtype(sizes)
-    # Distinct numbers: every way of regrouping them gives a different tensor.
-    x = torch.arange(batch * L * d_model, dtype=dtype).view(batch, L, d_model)
-    expected = x.view(batch, L, h, d_k).transpose(1, 2)  # (batch, h, L, d_k)
-
-    hints = ((_DTYPE_ERROR, _DTYPE_HINT),) if dtype != torch.float32 else ()
-    got = _tensor(_call(split_heads, x, h, hints=hints, roles=("x", "h")), name,
-                  "the split tensor", like=x)
-    hint = _squeezed(got.shape, (batch, h, L, d_k))
-    if tuple(got.shape) == (batch, L, h, d_k):
-        hint = (" You have (batch, L, h, d_k): the heads must come before the positions, so "
-                "that attention runs over the L positions of each head; add .transpose(1, 2).")
-    call = f"{name}(x of shape (batch={batch}, L={L}, d_model={d_model}){_of(dtype)}, h={h})"
-    _shape(got, (batch, h, L, d_k), call, hint)
-    if _same(got, expected):
-        return
-    if _same(got, x.view(batch, h, L, d_k)):
-        raise ExerciseFailed(
-            "the shape is right but the numbers are grouped wrongly: view(batch, h, L, d_k) "
-            "without a transpose cuts each sequence's memory into h consecutive blocks, so a head "
-            "gets whole positions' vectors (features of different positions mixed) instead of "
-            f"its own d_k = {d_k} columns of every position. View as (batch, L, h, d_k) first, "
-            "then .transpose(1, 2)."
-        )
-    if _same(got, x.view(batch, L, d_k, h).permute(0, 3, 1, 2)):
-        raise ExerciseFailed(
-            "head i takes every h-th column (i, i + h, i + 2h, ...) instead of the block of "
-            "d_k consecutive columns i*d_k .. (i+1)*d_k - 1: view as (batch, L, h, d_k), "
-            "not (batch, L, d_k, h)."
-        )
-    _assert_close(got, expected, f"{name}(x, h={h})")
+def _hints(dtype: torch.dtype) -> tuple:
+    return ((_DTYPE_ERROR, _DTYPE_HINT),) if dtype != torch.float32 else ()
 
 
-def _heads_hint(passed: list, sizes: dict, message: str) -> str:
-    return _hard_coded_hint(
-        passed, sizes, message, "Read the sizes from the input (batch, L, d_model = x.shape, or "
-        "batch, h, L, d_k = x.shape) and use the h you are given.")
+_HEADS_FIX = ("Read the sizes from the input (batch, L, d_model = x.shape, or batch, h, L, d_k = x.shape) "
+              "and use the h you are given.")
 
 
-def _in_training(fn: Callable, name: str, x: torch.Tensor, args: tuple, what: str) -> None:
-    """Gradients flow from ``fn(x, *args)`` back to ``x`` (a layer of the model in training),
-    and a second call, on another input, leaves the first result as it was."""
-    x = x.detach().requires_grad_()
-    first = _call(fn, x, *args)
-    _gradients_flow(first, {"x": x}, name, what)
-    _aliasing(lambda: _call(fn, x.detach() + 1, *args), first, name, what)
+# ---------------------------------------------------------------- 4.1 the split
+
+
+def course_split(x: torch.Tensor, h: int) -> torch.Tensor:
+    """(batch, L, d_model) -> (batch, h, L, d_k): MultiHeadAttention.split_heads."""
+    batch, length, d_model = x.shape
+    return x.view(batch, length, h, d_model // h).transpose(1, 2)
+
+
+def _split_probes(device: str | None) -> list[Probe]:
+    probes = []
+    for sizes in HEAD_SIZES:
+        batch, L, h, d_k = sizes["batch"], sizes["L"], sizes["h"], sizes["d_k"]
+        dtype = _dtype(sizes)
+        # Distinct numbers: every way of regrouping them gives a different tensor.
+        x = torch.arange(batch * L * h * d_k, dtype=dtype).view(batch, L, h * d_k)
+        probes.append(Probe((x, h), f"{{name}}(x of shape (batch={batch}, L={L}, d_model={h * d_k}){_of(dtype)}, "
+                                    f"h={h})", sizes=sizes, hints=_hints(dtype), tags=dict(sizes)))
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 3, 8, generator=g)  # in training, and twice
+    probes.append(Probe((x, 2), "{name}(x of shape (batch=2, L=3, d_model=8), h=2)", grad=(0,), again=(x + 1, 2),
+                        tags=dict(batch=2, L=3, h=2, d_k=4)))
+    return probes
+
+
+def _split_sizes(p: Probe) -> tuple:
+    return p.tags["batch"], p.tags["L"], p.tags["h"], p.tags["d_k"]
+
+
+SPLIT = Declaration(
+    check="check_split_heads", function="split_heads", roles=("x", "h"), reference=course_split,
+    probes=_split_probes, returns=Tensor("the split tensor"), sizes_fix=_HEADS_FIX,
+    mistakes=(
+        Mistake("You have (batch, L, h, d_k): the heads must come before the positions, so "
+                "that attention runs over the L positions of each head; add .transpose(1, 2).",
+                "the transpose missing", stage="shape",
+                shape=lambda p: (p.tags["batch"], p.tags["L"], p.tags["h"], p.tags["d_k"]),
+                example=lambda x, h: x.view(x.size(0), x.size(1), h, x.size(2) // h)),
+        Mistake(lambda p: ("the shape is right but the numbers are grouped wrongly: view(batch, h, L, d_k) "
+                           "without a transpose cuts each sequence's memory into h consecutive blocks, so a head "
+                           "gets whole positions' vectors (features of different positions mixed) instead of "
+                           f"its own d_k = {p.tags['d_k']} columns of every position. View as (batch, L, h, d_k) "
+                           "first, then .transpose(1, 2)."), "a view to (batch, h, L, d_k) without a transpose",
+                like=lambda x, h: x.reshape(x.size(0), h, x.size(1), x.size(2) // h)),
+        Mistake("head i takes every h-th column (i, i + h, i + 2h, ...) instead of the block of "
+                "d_k consecutive columns i*d_k .. (i+1)*d_k - 1: view as (batch, L, h, d_k), "
+                "not (batch, L, d_k, h).", "every h-th column",
+                like=lambda x, h: x.reshape(x.size(0), x.size(1), x.size(2) // h, h).permute(0, 3, 1, 2)),
+    ),
+    passed=("check_split_heads passed: head i of {name} holds columns i*d_k .. (i+1)*d_k - 1 of "
+            f"every position, in shape (batch, h, L, d_k), for {len(HEAD_SIZES)} sets of sizes "
+            "(a batch of one, float64), and lets gradients through."),
+)
 
 
 def check_split_heads(split_heads: Callable) -> None:
@@ -126,50 +136,50 @@ def check_split_heads(split_heads: Callable) -> None:
     (@torch.no_grad(), .detach(), .data), a result that a second call overwrites, and sizes
     written into the code.
     """
-    name = _function(split_heads, "check_split_heads", "split_heads")
-    _run_on_all_sizes(lambda sizes: _check_split_once(split_heads, name, sizes), HEAD_SIZES,
-                      _heads_hint)
+    check(SPLIT, split_heads)
+
+
+# ---------------------------------------------------------------- 4.2 the merge
+
+
+def course_merge(x: torch.Tensor) -> torch.Tensor:
+    """(batch, h, L, d_k) -> (batch, L, h * d_k): MultiHeadAttention.merge_heads."""
+    batch, h, length, d_k = x.shape
+    return x.transpose(1, 2).reshape(batch, length, h * d_k)
+
+
+def _merge_probes(device: str | None) -> list[Probe]:
+    probes = []
+    for sizes in HEAD_SIZES:
+        batch, L, h, d_k = sizes["batch"], sizes["L"], sizes["h"], sizes["d_k"]
+        dtype = _dtype(sizes)
+        # Contiguous, like the output of attention: the state merge_heads receives in the model.
+        x = torch.arange(batch * h * L * d_k, dtype=dtype).view(batch, h, L, d_k)
+        probes.append(Probe((x,), f"{{name}}(x of shape (batch={batch}, h={h}, L={L}, d_k={d_k}){_of(dtype)})",
+                            sizes=sizes, hints=_hints(dtype), tags=dict(sizes)))
+        # The round trip: merging the split of y gives y back (a transposed view, as split_heads gives).
+        y = torch.arange(batch * L * h * d_k, dtype=dtype).view(batch, L, h * d_k)
+        probes.append(Probe((course_split(y, h),), "the round trip {name}(split_heads(y)), which should give y back",
+                            sizes=sizes, hints=_hints(dtype), tags=dict(sizes), mistakes=False))
     g = torch.Generator().manual_seed(0)
-    _in_training(split_heads, name, torch.randn(2, 3, 8, generator=g), (2,), "the split tensor")
-    print(
-        f"check_split_heads passed: head i of {name} holds columns i*d_k .. (i+1)*d_k - 1 of "
-        f"every position, in shape (batch, h, L, d_k), for {len(HEAD_SIZES)} sets of sizes "
-        "(a batch of one, float64), and lets gradients through."
-    )
+    x = torch.randn(2, 3, 4, 5, generator=g)  # in training, and twice
+    probes.append(Probe((x,), "{name}(x of shape (batch=2, h=3, L=4, d_k=5))", grad=(0,), again=(x + 1,)))
+    return probes
 
 
-def _check_merge_once(merge_heads: Callable, name: str, sizes: dict) -> None:
-    batch, L, h, d_k = sizes["batch"], sizes["L"], sizes["h"], sizes["d_k"]
-    d_model = h * d_k
-    dtype = _dtype(sizes)
-    # Contiguous, like the output of attention: the state merge_heads receives in the model.
-    x = torch.arange(batch * h * L * d_k, dtype=dtype).view(batch, h, L, d_k)
-    expected = x.transpose(1, 2).reshape(batch, L, d_model)  # (batch, L, d_model)
-
-    hints = ((_DTYPE_ERROR, _DTYPE_HINT),) if dtype != torch.float32 else ()
-    got = _tensor(_call(merge_heads, x, hints=hints, roles=("x",)), name, "the merged tensor",
-                  like=x)
-    _shape(got, (batch, L, d_model),
-           f"{name}(x of shape (batch={batch}, h={h}, L={L}, d_k={d_k}){_of(dtype)})",
-           _squeezed(got.shape, (batch, L, d_model)))
-    if not _same(got, expected):
-        if _same(got, x.reshape(batch, L, d_model)):
-            raise ExerciseFailed(
-                "you merged without transposing back: reshape(batch, L, d_model) straight from "
+MERGE = Declaration(
+    check="check_merge_heads", function="merge_heads", roles=("x",), reference=course_merge,
+    probes=_merge_probes, returns=Tensor("the merged tensor"), sizes_fix=_HEADS_FIX,
+    mistakes=(
+        Mistake("you merged without transposing back: reshape(batch, L, d_model) straight from "
                 "(batch, h, L, d_k) mixes the positions. First .transpose(1, 2), to "
-                "(batch, L, h, d_k), then .reshape(batch, L, h * d_k)."
-            )
-        _assert_close(got, expected, f"{name}(x)")
-
-    # The round trip: merging the split of y gives y back.
-    y = torch.arange(batch * L * d_model, dtype=dtype).view(batch, L, d_model)
-    split = y.view(batch, L, h, d_k).transpose(1, 2)  # (batch, h, L, d_k)
-    merged = _tensor(_call(merge_heads, split, hints=hints, roles=("x",)), name,
-                     "the merged tensor", like=split)
-    # torch's assert_close costs seconds at its first call: only on a failure.
-    if not _same(merged, y):
-        _assert_close(merged, y,
-                      f"the round trip {name}(split_heads(y)), which should give y back")
+                "(batch, L, h, d_k), then .reshape(batch, L, h * d_k).", "merged without transposing back",
+                like=lambda x: x.reshape(x.size(0), x.size(2), x.size(1) * x.size(3))),
+    ),
+    passed=("check_merge_heads passed: {name} puts the h heads side by side, (batch, L, h * d_k), "
+            f"and undoes the split, for {len(HEAD_SIZES)} sets of sizes (a batch of one, float64), "
+            "and lets gradients through."),
+)
 
 
 def check_merge_heads(merge_heads: Callable) -> None:
@@ -184,17 +194,7 @@ def check_merge_heads(merge_heads: Callable) -> None:
     second call overwrites, sizes written into the code, and a round trip that does not give
     back the input.
     """
-    name = _function(merge_heads, "check_merge_heads", "merge_heads")
-    _run_on_all_sizes(lambda sizes: _check_merge_once(merge_heads, name, sizes), HEAD_SIZES,
-                      _heads_hint)
-    g = torch.Generator().manual_seed(0)
-    _in_training(merge_heads, name, torch.randn(2, 3, 4, 5, generator=g), (), "the merged tensor")
-    print(
-        f"check_merge_heads passed: {name} puts the h heads side by side, (batch, L, h * d_k), "
-        f"and undoes the split, for {len(HEAD_SIZES)} sets of sizes (a batch of one, float64), "
-        "and lets gradients through."
-    )
-
+    check(MERGE, merge_heads)
 
 
 # ---------------------------------------------------------------- 4.3 the whole forward pass
@@ -212,18 +212,12 @@ _MASK_HEADS_HINT = (
 )
 
 
-def _agree(reference: torch.Tensor, other: torch.Tensor, what: str) -> None:
-    """The check's own references must agree (torch.testing.assert_close would cost seconds at
-    its first call, in every notebook)."""
-    if not _same(reference, other):
-        raise AssertionError(f"the check's reference disagrees with {what}: a bug of the check")
-
-
 def _course_module(weights: tuple, h: int) -> MultiHeadAttention:
-    """The course's module holding the paper's matrices W (x @ W) and zero biases; it runs
-    the explicit attention, so a query that sees nothing gets a zero output, as in notebook 02."""
+    """The course's module holding the paper's matrices W (x @ W, in their dtype) and zero
+    biases; it runs the explicit attention, so a query that sees nothing gets a zero output, as
+    in notebook 02."""
     with torch.random.fork_rng(devices=[]):  # its own initialization, overwritten below
-        module = MultiHeadAttention(weights[0].size(0), h, fast=False).eval()
+        module = MultiHeadAttention(weights[0].size(0), h, fast=False).eval().to(weights[0].dtype)
     with torch.no_grad():
         for linear, W in zip((module.W_Q, module.W_K, module.W_V, module.W_O), weights):
             linear.weight.copy_(W.T)  # nn.Linear computes x @ weight.T + bias
@@ -231,23 +225,17 @@ def _course_module(weights: tuple, h: int) -> MultiHeadAttention:
     return module
 
 
-def _torch_output(query, key, value, weights: tuple, h: int, mask, kind: str) -> torch.Tensor:
-    """nn.MultiheadAttention (no biases) with the same matrices, its masks inverted (True =
-    masked out there)."""
-    W_Q, W_K, W_V, W_O = weights
-    with torch.random.fork_rng(devices=[]):  # its own initialization, overwritten below
-        theirs = nn.MultiheadAttention(W_Q.size(0), h, bias=False, batch_first=True).eval()
-    with torch.no_grad():
-        theirs.in_proj_weight.copy_(torch.cat([W_Q.T, W_K.T, W_V.T]))
-        theirs.out_proj.weight.copy_(W_O.T)
-        options = {}
-        if kind == "padding":  # (batch, 1, L_k) -> key_padding_mask (batch, L_k)
-            options["key_padding_mask"] = ~mask.squeeze(1)
-        elif kind == "causal":  # (1, L, L) -> (L, L)
-            options["attn_mask"] = ~mask[0]
-        elif kind == "full":  # (batch, L_q, L_k) -> one per sequence and head, (batch * h, ...)
-            options["attn_mask"] = ~mask.repeat_interleave(h, dim=0)
-        return theirs(query, key, value, need_weights=False, **options)[0]
+def course_multi_head(query, key, value, W_Q, W_K, W_V, W_O, h, mask=None) -> torch.Tensor:
+    """The course's MultiHeadAttention (its explicit path) called with the matrices as its
+    parameters (nn.Linear computes x @ weight.T, so weight = W.T) and zero biases: it keeps
+    their dtype and lets gradients reach them."""
+    with torch.random.fork_rng(devices=[]):  # its own initialization, replaced by the matrices
+        module = MultiHeadAttention(W_Q.size(0), h, fast=False).eval()
+    zero = torch.zeros(W_Q.size(0), dtype=query.dtype)
+    params = {}
+    for layer, W in zip(("W_Q", "W_K", "W_V", "W_O"), (W_Q, W_K, W_V, W_O)):
+        params |= {f"{layer}.weight": W.T, f"{layer}.bias": zero}
+    return functional_call(module, params, (query, key, value, mask))
 
 
 def _multi_head_variant(query, key, value, weights: tuple, h: int, mask, scale: str = "sqrt_d_k",
@@ -294,84 +282,26 @@ def _multi_head_variant(query, key, value, weights: tuple, h: int, mask, scale: 
     return concat @ W_O if with_W_O else concat
 
 
-def _multi_head_mistake(got, args: tuple, sizes: dict, masked: bool) -> str | None:
-    """Name the mistake behind a wrong output, if one of the usual ones gives it."""
-    query, key, value, weights, h, mask = args
-    d_k, d_model = sizes["d_k"], sizes["h"] * sizes["d_k"]
-    mistakes = [
-        (dict(with_W_O=False),
-         "you left out W^O: your output is Concat(head_1, ..., head_h) itself. The paper "
-         "projects the concatenation once more, MultiHead(Q, K, V) = Concat(head_1, ..., "
-         "head_h) W^O: multiply the merged heads by W_O (notebook 04, 'Why $W^O$?')."),
-        (dict(scale="sqrt_d_model"),
-         f"you divided the scores by sqrt(d_model) = {math.sqrt(d_model):.4g} instead of "
-         f"sqrt(d_k) = {math.sqrt(d_k):.4g}: each head's queries and keys have d_k = d_model / h "
-         f"= {d_k} dimensions, and it is their dot products that the scaling tames (notebook 01). "
-         "scaled_dot_product_attention of notebook 02, called on the split heads, reads d_k "
-         "from them."),
-        (dict(scale="none"),
-         f"you forgot the 1/sqrt(d_k) scaling of the scores (sqrt(d_k) = {math.sqrt(d_k):.4g} "
-         "here): each head runs the scaled attention of §3.2.1. Call scaled_dot_product_attention "
-         "(notebook 02) on the split heads, or divide by math.sqrt(d_k)."),
-        (dict(scale="d_k"),
-         f"you divided the scores by d_k = {d_k} instead of sqrt(d_k) = {math.sqrt(d_k):.4g}."),
-        (dict(split="view", merge="view"),
-         "the heads are split without a transpose: view(batch, h, L, d_k) straight from "
-         "(batch, L, d_model) gives a head whole positions' vectors instead of its own d_k "
-         "columns of every position (and the merge by view back undoes it, so the shapes all "
-         "fit). Split as in exercise 4.1: view(batch, L, h, d_k), then transpose(1, 2); merge "
-         "as in 4.2."),
-        (dict(split="view"),
-         "the heads are split without a transpose: view(batch, h, L, d_k) straight from "
-         "(batch, L, d_model) has the right shape but groups the wrong numbers. Use the "
-         "split_heads of exercise 4.1: view(batch, L, h, d_k), then transpose(1, 2)."),
-        (dict(merge="view"),
-         "the heads are merged without transposing back: reshape(batch, L, d_model) straight "
-         "from (batch, h, L, d_k) mixes the positions. Use the merge_heads of exercise 4.2: "
-         "transpose(1, 2), then reshape."),
-        (dict(transposed=True),
-         "you multiplied by the transposes of the matrices, x @ W.T: here W_Q, W_K, W_V and W_O "
-         "are the paper's matrices, (d_model, d_model), used as x @ W_Q. (nn.Linear stores the "
-         "transpose and computes x @ weight.T; notebook 04's loop over heads slices its rows for "
-         "that reason.)"),
-        (dict(inputs="query"),
-         "your output ignores the key and value arguments: the keys and values are projected "
-         "from the query too. In cross-attention they come from elsewhere (the encoder's "
-         "output): key @ W_K and value @ W_V."),
-        (dict(inputs="key as value"),
-         "your values are projected from the key: use value @ W_V (in the check the key and "
-         "the value are different tensors)."),
-    ]
-    if masked:
-        mistakes = [
-            (dict(mask_mode="ignored"),
-             "the mask was ignored: with a mask your output is the same as without one. Pass it "
-             "to the attention, with an axis for the heads: mask.unsqueeze(1)."),
-            (dict(mask_mode="inverted"),
-             "your mask is inverted: keys where the mask is True were hidden. True means 'may "
-             "attend' (notebook 03): hide the keys where it is False."),
-        ] + mistakes
-    for options, message in mistakes:
-        try:
-            candidate = _multi_head_variant(query, key, value, weights, h, mask, **options)
-        except RuntimeError:  # shapes that do not fit (the query as key, with L_q != L_k)
-            continue
-        if _same(got, candidate):
-            return message
-    return None
+def _variant(**options) -> Callable:
+    """A wrong multi_head_attention, with the learner's signature."""
+    def multi_head_attention(query, key, value, W_Q, W_K, W_V, W_O, h, mask=None):
+        return _multi_head_variant(query, key, value, (W_Q, W_K, W_V, W_O), h, mask, **options)
+    return multi_head_attention
 
 
-def _check_multi_head_once(fn: Callable, name: str, sizes: dict, g: torch.Generator) -> None:
+def _weights(g: torch.Generator, d_model: int, dtype: torch.dtype = torch.float32) -> tuple:
+    """The paper's matrices, (d_model, d_model), scaled so that the scores stay moderate."""
+    return tuple(torch.randn(d_model, d_model, generator=g, dtype=dtype) / math.sqrt(d_model) for _ in range(4))
+
+
+def _sized_probes(g: torch.Generator, sizes: dict) -> list[Probe]:
     batch, L_q, L_k, h, d_k = (sizes[k] for k in ("batch", "L_q", "L_k", "h", "d_k"))
     d_model = h * d_k
-    # The paper's matrices, (d_model, d_model), scaled so that the scores stay moderate.
-    weights = tuple(torch.randn(d_model, d_model, generator=g) / math.sqrt(d_model)
-                    for _ in range(4))
+    weights = _weights(g, d_model)
     query = torch.randn(batch, L_q, d_model, generator=g)
     key = torch.randn(batch, L_k, d_model, generator=g)
     value = torch.randn(batch, L_k, d_model, generator=g)
     x = torch.randn(batch, L_q, d_model, generator=g)  # for self-attention
-    module = _course_module(weights, h)
     lengths = torch.tensor([max(1, L_k - 1 - b) for b in range(batch)])
     padding = (torch.arange(L_k) < lengths.unsqueeze(1)).unsqueeze(1)  # (batch, 1, L_k)
     causal = torch.ones(L_q, L_q, dtype=torch.bool).tril().unsqueeze(0)  # (1, L_q, L_q)
@@ -379,44 +309,18 @@ def _check_multi_head_once(fn: Callable, name: str, sizes: dict, g: torch.Genera
     full[..., 0] = True  # every query sees at least one key
     blind = full.clone()
     blind[0, 1] = False  # query 1 of sentence 0 may attend to nothing
-    cases = [  # (what, query, key, value, mask, kind for nn.MultiheadAttention)
-        ("cross-attention without a mask", query, key, value, None, "none"),
-        ("a padding mask (batch, 1, L_k)", query, key, value, padding, "padding"),
-        ("self-attention with a causal mask (1, L, L)", x, x, x, causal, "causal"),
-        ("a full mask (batch, L_q, L_k)", query, key, value, full, "full"),
-        ("a query whose keys are all masked", query, key, value, blind, None),
+    cases = [  # (what, query, key, value, mask)
+        ("cross-attention without a mask", query, key, value, None),
+        ("a padding mask (batch, 1, L_k)", query, key, value, padding),
+        ("self-attention with a causal mask (1, L, L)", x, x, x, causal),
+        ("a full mask (batch, L_q, L_k)", query, key, value, full),
+        ("a query whose keys are all masked", query, key, value, blind),
     ]
-    for what, q, k, v, mask, kind in cases:
-        with torch.no_grad():
-            expected = module(q, k, v, mask)
-            if kind is not None:  # nn.MultiheadAttention gives NaN to a query that sees nothing
-                theirs = _torch_output(q, k, v, weights, h, mask, kind)
-                _agree(expected, theirs, "nn.MultiheadAttention")
-        hints = ((_BROADCAST_ERROR, _MASK_HEADS_HINT),) if mask is not None else ()
-        got = _call(fn, q, k, v, *weights, h, mask, hints=hints, roles=_MHA_ROLES)
-        got = _tensor(got, name, "the output", like=q)
-        hint = _squeezed(got.shape, (batch, q.size(1), d_model))
-        if tuple(got.shape) == (batch, h, q.size(1), d_k):
-            hint = (" You returned the heads: merge them back to (batch, L_q, d_model) "
-                    "(exercise 4.2) and multiply by W_O.")
-        _shape(got, (batch, q.size(1), d_model), f"the output with {what} (batch, L_q, d_model)",
-               hint)
-        if _same(got, expected):
-            continue
-        if got.isnan().any() and mask is blind:
-            raise ExerciseFailed(
-                "a query whose keys are all masked gets NaN: the softmax of a row of -inf is "
-                "0/0. The course gives it zero weights, so a zero output: call "
-                "scaled_dot_product_attention of notebook 02 (or your attention of exercise "
-                "2.1) on the heads, which does."
-            )
-        message = _multi_head_mistake(got, (q, k, v, weights, h, mask), sizes, mask is not None)
-        if message:
-            raise ExerciseFailed(message)
-        _assert_close(got, expected, f"the output with {what}")
+    return [Probe((q, k, v, *weights, h, mask), "{what} with " + what, sizes=sizes,
+                  hints=((_BROADCAST_ERROR, _MASK_HEADS_HINT),) if mask is not None else (),
+                  tags=dict(sizes, sized=True, masked=mask is not None, blind=mask is blind, L_q=q.size(1)))
+            for what, q, k, v, mask in cases]
 
-
-# ------------------------------------ scores far from zero, float64, gradients, a second call
 
 _EXTREME = dict(batch=2, L_q=3, L_k=5, h=2, d_k=3)
 
@@ -445,13 +349,12 @@ def _extreme_inputs(g: torch.Generator, sign: float, scale: float) -> tuple:
     return tuple(t.float() for t in (query, key, value, W_Q, W_K, W_V, W_O))
 
 
-def _one_hot_output(value, W_V, W_O, mask, sign: float) -> torch.Tensor:
-    """The output when each query takes the value of one key: its allowed key of the highest
-    score (the smallest c_j when sign < 0, the largest when sign > 0)."""
+def one_hot_output(value, W_V, W_O, mask, sign: float) -> torch.Tensor:
+    """The output of _extreme_inputs when each query takes the value of one key: its allowed
+    key of the highest score (the smallest c_j when sign < 0, the largest when sign > 0)."""
     c = torch.tensor([1.0, 3.0, 2.0, 5.0, 4.0])
     batch, L_k, _ = value.shape
-    L_q = _EXTREME["L_q"]
-    score = (sign * c).expand(batch, L_q, L_k)
+    score = (sign * c).expand(batch, _EXTREME["L_q"], L_k)
     if mask is not None:
         score = score.masked_fill(~mask, float("-inf"))
     best = score.argmax(-1)  # (batch, L_q)
@@ -459,59 +362,24 @@ def _one_hot_output(value, W_V, W_O, mask, sign: float) -> torch.Tensor:
     return chosen @ W_V @ W_O
 
 
-def _check_extreme_scores(fn: Callable, name: str, g: torch.Generator) -> None:
+def _extreme_probes(g: torch.Generator) -> list[Probe]:
     """Scores far below zero (a softmax without its max shift underflows to 0/0; a mask filled
     with a finite -1e4 lets the masked keys win) and far above zero (exp overflows)."""
-    h = _EXTREME["h"]
     below = _extreme_inputs(g, -1.0, 3e4)  # scores from -3e4 down to -4.5e5
     above = _extreme_inputs(g, 1.0, 100.0)  # scores from 100 up to 1,500
     lengths = torch.tensor([3, 2])  # the padding hides the keys of the lowest scores
     padding = (torch.arange(_EXTREME["L_k"]) < lengths.unsqueeze(1)).unsqueeze(1)
     cases = [
         ("scores far below zero (-3e4 to -4.5e5), no mask", below, None, -1.0),
-        ("scores far below zero (-3e4 to -4.5e5) and a padding mask (batch, 1, L_k)", below,
-         padding, -1.0),
+        ("scores far below zero (-3e4 to -4.5e5) and a padding mask (batch, 1, L_k)", below, padding, -1.0),
         ("scores far above zero (100 to 1,500), no mask", above, None, 1.0),
     ]
-    for what, (q, k, v, *weights), mask, sign in cases:
-        module = _course_module(tuple(weights), h)
-        with torch.no_grad():
-            expected = module(q, k, v, mask)
-        _agree(expected, _one_hot_output(v, weights[2], weights[3], mask, sign),
-               "each query taking its best key's value")
-        got = _tensor(_call(fn, q, k, v, *weights, h, mask, roles=_MHA_ROLES), name,
-                      "the output", like=q)
-        _shape(got, tuple(expected.shape), f"the output with {what}",
-               _squeezed(got.shape, expected.shape))
-        if _same(got, expected):
-            continue
-        if not got.isfinite().all():
-            way = ("underflows: exp of every score is 0, and 0/0 is NaN" if sign < 0 else
-                   "overflows: exp(100) is already inf in float32, and inf/inf is NaN")
-            raise ExerciseFailed(
-                f"with {what}, your output holds NaN or inf: a softmax computed as "
-                f"exp(s) / sum(exp(s)) without subtracting each row's maximum {way}. Subtract "
-                "the row's maximum every time (not only when the scores look large: scores far "
-                "below zero need it too), or use scores.softmax(dim=-1), as "
-                "scaled_dot_product_attention of notebook 02 does."
-            )
-        if mask is not None:
-            for zero_after in (True, False):
-                candidate = _multi_head_variant(q, k, v, tuple(weights), h, mask, fill=-1e4,
-                                                zero_after=zero_after)
-                if _same(got, candidate):
-                    raise ExerciseFailed(
-                        f"with {what}, the masked keys took the weight: your masked scores are "
-                        "filled with a finite number (such as -1e4), and "
-                        "here every allowed score lies below it, so the softmax prefers the "
-                        "hidden keys. Fill with float('-inf'), which no score goes below (and "
-                        "give a query that sees nothing zero weights), as "
-                        "scaled_dot_product_attention of notebook 02 does."
-                    )
-        _assert_close(got, expected, f"the output with {what}")
+    return [Probe((*inputs, _EXTREME["h"], mask), "{what} with " + what,
+                  tags=dict(extreme=True, what=what, sign=sign, masked=mask is not None))
+            for what, inputs, mask, sign in cases]
 
 
-def _check_float64_and_gradients(fn: Callable, name: str, g: torch.Generator) -> None:
+def _float64_probe(g: torch.Generator) -> Probe:
     """float64 inputs that require gradients, with a padding mask: a float64 output equal to
     the course's module in float64, gradients that reach every input, and a second call that
     leaves the first output as it was. d_k = 16, whose square root is exact in float32 too:
@@ -519,36 +387,158 @@ def _check_float64_and_gradients(fn: Callable, name: str, g: torch.Generator) ->
     changes nothing, while steps computed in float32 show."""
     batch, L_q, L_k, h, d_k = 2, 4, 3, 2, 16
     d_model = h * d_k
-    weights = tuple(torch.randn(d_model, d_model, generator=g, dtype=torch.float64)
-                    / math.sqrt(d_model) for _ in range(4))
+    weights = _weights(g, d_model, torch.float64)
     query = torch.randn(batch, L_q, d_model, generator=g, dtype=torch.float64)
     key = torch.randn(batch, L_k, d_model, generator=g, dtype=torch.float64)
     value = torch.randn(batch, L_k, d_model, generator=g, dtype=torch.float64)
     padding = (torch.arange(L_k) < torch.tensor([[L_k], [L_k - 1]])).unsqueeze(1)
-    module = _course_module(tuple(w.float() for w in weights), h).double()
-    with torch.no_grad():
-        for linear, W in zip((module.W_Q, module.W_K, module.W_V, module.W_O), weights):
-            linear.weight.copy_(W.T)  # the float64 matrices themselves, not rounded to float32
-        expected = module(query, key, value, padding)
-    inputs = {n: t.clone().requires_grad_() for n, t in
-              zip(("query", "key", "value", "W_Q", "W_K", "W_V", "W_O"),
-                  (query, key, value, *weights))}
-    args = (*inputs.values(), h, padding)
-    what = (f"the output for float64 inputs (batch={batch}, L_q={L_q}, L_k={L_k}, h={h}, "
+    what = (f"{{what}} for float64 inputs (batch={batch}, L_q={L_q}, L_k={L_k}, h={h}, "
             f"d_k={d_k}) with a padding mask")
-    got = _tensor(_call(fn, *args, hints=((_DTYPE_ERROR, _DTYPE_HINT),), roles=_MHA_ROLES), name,
-                  "the output", like=query)
-    _shape(got, tuple(expected.shape), what, _squeezed(got.shape, expected.shape))
-    _assert_close64(got.detach(), expected, what)
-    _gradients_flow(got, inputs, name, "the output")
-    _aliasing(lambda: _call(fn, query + 1, key, value, *weights, h, padding), got, name,
-              "the output")
+    return Probe((query, key, value, *weights, h, padding), what, grad=tuple(range(7)),
+                 again=(query + 1, key, value, *weights, h, padding), hints=((_DTYPE_ERROR, _DTYPE_HINT),))
 
 
-def _multi_head_hint(passed: list, sizes: dict, message: str) -> str:
-    return _hard_coded_hint(
-        passed, sizes, message, "Read batch, L_q, L_k and d_model from the inputs' shapes, "
-        "and d_k = d_model // h from the h you are given.")
+def _multi_head_probes(device: str | None) -> list[Probe]:
+    g = torch.Generator().manual_seed(0)
+    probes = [p for sizes in MULTI_HEAD_SIZES for p in _sized_probes(g, sizes)]
+    return probes + _extreme_probes(g) + [_float64_probe(g)]
+
+
+def _sized(p: Probe) -> bool:
+    return p.tags.get("sized", False)
+
+
+def _d(p: Probe) -> tuple[int, int]:
+    return p.tags["d_k"], p.tags["h"] * p.tags["d_k"]
+
+
+def _blind_nan(found: dict, p: Probe) -> str | None:
+    if p.tags.get("blind") and found["values"] is not None and found["values"].isnan().any():
+        return ("a query whose keys are all masked gets NaN: the softmax of a row of -inf is "
+                "0/0. The course gives it zero weights, so a zero output: call "
+                "scaled_dot_product_attention of notebook 02 (or your attention of exercise "
+                "2.1) on the heads, which does.")
+    return None
+
+
+def _not_finite(found: dict, p: Probe) -> str | None:
+    if found["values"] is None or found["values"].isfinite().all():
+        return None
+    way = ("underflows: exp of every score is 0, and 0/0 is NaN" if p.tags["sign"] < 0 else
+           "overflows: exp(100) is already inf in float32, and inf/inf is NaN")
+    return (f"with {p.tags['what']}, your output holds NaN or inf: a softmax computed as "
+            f"exp(s) / sum(exp(s)) without subtracting each row's maximum {way}. Subtract "
+            "the row's maximum every time (not only when the scores look large: scores far "
+            "below zero need it too), or use scores.softmax(dim=-1), as "
+            "scaled_dot_product_attention of notebook 02 does.")
+
+
+def _finite_fill(p: Probe) -> str:
+    return (f"with {p.tags['what']}, the masked keys took the weight: your masked scores are "
+            "filled with a finite number (such as -1e4), and "
+            "here every allowed score lies below it, so the softmax prefers the "
+            "hidden keys. Fill with float('-inf'), which no score goes below (and "
+            "give a query that sees nothing zero weights), as "
+            "scaled_dot_product_attention of notebook 02 does.")
+
+
+def _plain_softmax(query, key, value, W_Q, W_K, W_V, W_O, h, mask=None):
+    """Multi-head attention with a softmax written as exp(s) / sum(exp(s)), without the max
+    shift (a known mistake's example)."""
+    batch, L_q, d_model = query.shape
+    q, k, v = (course_split(x @ W, h) for x, W in ((query, W_Q), (key, W_K), (value, W_V)))
+    scores = q @ k.transpose(-2, -1) / math.sqrt(d_model // h)
+    if mask is not None:
+        scores = scores.masked_fill(~mask.unsqueeze(1), float("-inf"))
+    e = scores.exp()
+    weights = (e / e.sum(-1, keepdim=True)).nan_to_num(0.0) if mask is not None else e / e.sum(-1, keepdim=True)
+    return course_merge(weights @ v) @ W_O
+
+
+def _masked(p: Probe) -> bool:
+    return _sized(p) and p.tags["masked"]
+
+
+MULTI_HEAD_MISTAKES = (
+    Mistake("You returned the heads: merge them back to (batch, L_q, d_model) "
+            "(exercise 4.2) and multiply by W_O.", "the heads returned unmerged", stage="shape",
+            shape=lambda p: (p.tags["batch"], p.tags["h"], p.tags["L_q"], p.tags["d_k"]), when=_sized,
+            example=lambda *args: _variant()(*args).unflatten(-1, (args[7], -1)).transpose(1, 2)),
+    Mistake("", "NaN for a query that sees nothing", find=_blind_nan, when=_sized,
+            example=_variant(zero_after=False)),
+    Mistake("a query whose keys are all masked got uniform weights: your masked scores are filled with a "
+            "finite number (such as -1e4 or -1e9), so a row with every key masked is a row of equal scores, "
+            "and the softmax shares its weight out equally over the hidden keys. Fill with float('-inf') and "
+            "give such a query zero weights, as scaled_dot_product_attention of notebook 02 does.",
+            "uniform weights for a query that sees nothing", like=_variant(fill=-1e4, zero_after=False),
+            when=lambda p: _sized(p) and p.tags["blind"]),
+    Mistake("the mask was ignored: with a mask your output is the same as without one. Pass it "
+            "to the attention, with an axis for the heads: mask.unsqueeze(1).", "the mask ignored",
+            like=_variant(mask_mode="ignored"), when=_masked),
+    Mistake("your mask is inverted: keys where the mask is True were hidden. True means 'may "
+            "attend' (notebook 03): hide the keys where it is False.", "an inverted mask",
+            like=_variant(mask_mode="inverted"), when=_masked),
+    Mistake("you left out W^O: your output is Concat(head_1, ..., head_h) itself. The paper "
+            "projects the concatenation once more, MultiHead(Q, K, V) = Concat(head_1, ..., "
+            "head_h) W^O: multiply the merged heads by W_O (notebook 04, 'Why $W^O$?').", "W^O left out",
+            like=_variant(with_W_O=False), when=_sized),
+    Mistake(lambda p: (f"you divided the scores by sqrt(d_model) = {math.sqrt(_d(p)[1]):.4g} instead of "
+                       f"sqrt(d_k) = {math.sqrt(_d(p)[0]):.4g}: each head's queries and keys have d_k = d_model / h "
+                       f"= {_d(p)[0]} dimensions, and it is their dot products that the scaling tames (notebook 01). "
+                       "scaled_dot_product_attention of notebook 02, called on the split heads, reads d_k "
+                       "from them."), "scores divided by sqrt(d_model)", like=_variant(scale="sqrt_d_model"),
+            when=_sized),
+    Mistake(lambda p: (f"you forgot the 1/sqrt(d_k) scaling of the scores (sqrt(d_k) = {math.sqrt(_d(p)[0]):.4g} "
+                       "here): each head runs the scaled attention of §3.2.1. Call scaled_dot_product_attention "
+                       "(notebook 02) on the split heads, or divide by math.sqrt(d_k)."), "no scaling",
+            like=_variant(scale="none"), when=_sized),
+    Mistake(lambda p: f"you divided the scores by d_k = {_d(p)[0]} instead of sqrt(d_k) = {math.sqrt(_d(p)[0]):.4g}.",
+            "scores divided by d_k", like=_variant(scale="d_k"), when=_sized),
+    Mistake("the heads are split without a transpose: view(batch, h, L, d_k) straight from "
+            "(batch, L, d_model) gives a head whole positions' vectors instead of its own d_k "
+            "columns of every position (and the merge by view back undoes it, so the shapes all "
+            "fit). Split as in exercise 4.1: view(batch, L, h, d_k), then transpose(1, 2); merge "
+            "as in 4.2.", "split and merged without transposes", like=_variant(split="view", merge="view"),
+            when=_sized),
+    Mistake("the heads are split without a transpose: view(batch, h, L, d_k) straight from "
+            "(batch, L, d_model) has the right shape but groups the wrong numbers. Use the "
+            "split_heads of exercise 4.1: view(batch, L, h, d_k), then transpose(1, 2).",
+            "split without a transpose", like=_variant(split="view"), when=_sized),
+    Mistake("the heads are merged without transposing back: reshape(batch, L, d_model) straight "
+            "from (batch, h, L, d_k) mixes the positions. Use the merge_heads of exercise 4.2: "
+            "transpose(1, 2), then reshape.", "merged without transposing back", like=_variant(merge="view"),
+            when=_sized),
+    Mistake("you multiplied by the transposes of the matrices, x @ W.T: here W_Q, W_K, W_V and W_O "
+            "are the paper's matrices, (d_model, d_model), used as x @ W_Q. (nn.Linear stores the "
+            "transpose and computes x @ weight.T; notebook 04's loop over heads slices its rows for "
+            "that reason.)", "the matrices transposed", like=_variant(transposed=True), when=_sized),
+    Mistake("your output ignores the key and value arguments: the keys and values are projected "
+            "from the query too. In cross-attention they come from elsewhere (the encoder's "
+            "output): key @ W_K and value @ W_V.", "the key and value ignored", like=_variant(inputs="query"),
+            when=_sized),
+    Mistake("your values are projected from the key: use value @ W_V (in the check the key and "
+            "the value are different tensors).", "the key used as the value", like=_variant(inputs="key as value"),
+            when=_sized),
+    # scores far from zero
+    Mistake("", "a softmax without its max shift", find=_not_finite, when=lambda p: p.tags.get("extreme", False),
+            example=_plain_softmax),
+    Mistake(_finite_fill, "masked scores filled with a finite number", like=_variant(fill=-1e4),
+            when=lambda p: p.tags.get("extreme", False) and p.tags["masked"]),
+)
+
+MULTI_HEAD = Declaration(
+    check="check_multi_head_attention", function="multi_head_attention", roles=_MHA_ROLES,
+    reference=course_multi_head, probes=_multi_head_probes, returns=Tensor("the output"),
+    mistakes=MULTI_HEAD_MISTAKES,
+    sizes_fix="Read batch, L_q, L_k and d_model from the inputs' shapes, and d_k = d_model // h from the h you "
+              "are given.",
+    passed=("check_multi_head_attention passed: {name} equals the course's MultiHeadAttention and "
+            f"nn.MultiheadAttention holding the same matrices, for {len(MULTI_HEAD_SIZES)} sets of "
+            "sizes (a batch of one among them): cross-attention without a mask, with padding and "
+            "full masks, self-attention with a causal mask, and a query that may attend to nothing; "
+            "it stays exact for scores far below and far above zero and for float64 inputs, and "
+            "lets gradients through."),
+)
 
 
 def check_multi_head_attention(multi_head_attention: Callable) -> None:
@@ -576,20 +566,7 @@ def check_multi_head_attention(multi_head_attention: Callable) -> None:
     gradient (@torch.no_grad(), .detach()), a result that a second call overwrites, and sizes
     written into the code.
     """
-    name = _function(multi_head_attention, "check_multi_head_attention", "multi_head_attention")
-    g = torch.Generator().manual_seed(0)
-    _run_on_all_sizes(lambda sizes: _check_multi_head_once(multi_head_attention, name, sizes, g),
-                      MULTI_HEAD_SIZES, _multi_head_hint)
-    _check_extreme_scores(multi_head_attention, name, g)
-    _check_float64_and_gradients(multi_head_attention, name, g)
-    print(
-        f"check_multi_head_attention passed: {name} equals the course's MultiHeadAttention and "
-        f"nn.MultiheadAttention holding the same matrices, for {len(MULTI_HEAD_SIZES)} sets of "
-        "sizes (a batch of one among them): cross-attention without a mask, with padding and "
-        "full masks, self-attention with a causal mask, and a query that may attend to nothing; "
-        "it stays exact for scores far below and far above zero and for float64 inputs, and "
-        "lets gradients through."
-    )
+    check(MULTI_HEAD, multi_head_attention)
 
 
 # ---------------------------------------------------------------- 4.4 each head's share
@@ -600,72 +577,100 @@ def _per_head(heads: torch.Tensor, W_O: torch.Tensor, rows: Callable) -> torch.T
     return torch.stack([heads[:, i] @ rows(i) for i in range(heads.size(1))], dim=1)
 
 
-def _check_contributions_once(fn: Callable, name: str, sizes: dict, g: torch.Generator) -> None:
-    batch, L, h, d_k = sizes["batch"], sizes["L"], sizes["h"], sizes["d_k"]
-    d_model = sizes.get("d_model", h * d_k)  # W_O is (h * d_k, d_model), square or not
-    dtype = _dtype(sizes)
-    heads = torch.randn(batch, h, L, d_k, generator=g, dtype=dtype)  # before the merge
-    W_O = torch.randn(h * d_k, d_model, generator=g, dtype=dtype) / math.sqrt(d_model)  # x @ W_O
-    expected = _per_head(heads, W_O, lambda i: W_O[i * d_k : (i + 1) * d_k])
-    if d_model == h * d_k:  # their sum is the course's W_O applied to the merged heads
-        module = _course_module((W_O.float(),) * 4, h)  # (its bias set to zero)
-        with torch.no_grad():
-            _agree(expected.sum(1).float(), module.W_O(module.merge_heads(heads.float())),
-                   "the course's W_O layer")
+def course_contributions(heads: torch.Tensor, W_O: torch.Tensor) -> torch.Tensor:
+    """Term i: head i times rows i*d_k .. (i+1)*d_k - 1 of W_O."""
+    d_k = heads.size(-1)
+    return _per_head(heads, W_O, lambda i: W_O[i * d_k : (i + 1) * d_k])
 
-    hints = []
-    if d_model != h * d_k:
-        hints.append((r"invalid for input of size|must match|cannot be multiplied|size mismatch",
-                      f"\nHint: here W_O is ({h * d_k}, {d_model}), not square: its rows are "
-                      "the h * d_k columns of the concatenation, its columns the d_model "
-                      "features of the output. Read d_model from W_O.size(-1) (or view W_O as "
-                      "(h, d_k, -1)), not from h * d_k."))
-    if dtype != torch.float32:
-        hints.append((_DTYPE_ERROR, _DTYPE_HINT))
-    got = _tensor(_call(fn, heads, W_O, hints=tuple(hints), roles=("heads", "W_O")), name,
-                  "the contributions", like=heads)
-    hint = _squeezed(got.shape, (batch, h, L, d_model)) or {
-        (batch, L, d_model): (" That is the sum over the heads, Concat(head_1, ..., head_h) W^O, "
-                              "the layer's output: keep the heads apart, one term per head."),
-        (h, batch, L, d_model): " The head axis comes second, as in heads: (batch, h, L, d_model).",
-        (batch, L, h, d_model): " The head axis comes second, as in heads: (batch, h, L, d_model).",
-    }.get(tuple(got.shape), "")
-    _shape(got, (batch, h, L, d_model),
-           f"{name}(heads of shape (batch={batch}, h={h}, L={L}, d_k={d_k}){_of(dtype)}, W_O of "
-           f"shape ({h * d_k}, {d_model}))", hint)
-    if _same(got, expected):
-        if dtype != torch.float32:
-            _assert_close64(got, expected, f"{name}(heads, W_O)")
-        return
-    in_slot = torch.zeros(batch, h, L, h * d_k, dtype=dtype)
+
+def _contribution_probes(device: str | None) -> list[Probe]:
+    g = torch.Generator().manual_seed(0)
+    probes = []
+    for sizes in CONTRIBUTION_SIZES:
+        batch, L, h, d_k = sizes["batch"], sizes["L"], sizes["h"], sizes["d_k"]
+        d_model = sizes.get("d_model", h * d_k)  # W_O is (h * d_k, d_model), square or not
+        dtype = _dtype(sizes)
+        heads = torch.randn(batch, h, L, d_k, generator=g, dtype=dtype)  # before the merge
+        W_O = torch.randn(h * d_k, d_model, generator=g, dtype=dtype) / math.sqrt(d_model)  # x @ W_O
+        hints = []
+        if d_model != h * d_k:
+            hints.append((r"invalid for input of size|must match|cannot be multiplied|size mismatch",
+                          f"\nHint: here W_O is ({h * d_k}, {d_model}), not square: its rows are "
+                          "the h * d_k columns of the concatenation, its columns the d_model "
+                          "features of the output. Read d_model from W_O.size(-1) (or view W_O as "
+                          "(h, d_k, -1)), not from h * d_k."))
+        hints += _hints(dtype)
+        probes.append(Probe((heads, W_O), f"{{name}}(heads of shape (batch={batch}, h={h}, L={L}, d_k={d_k})"
+                                          f"{_of(dtype)}, W_O of shape ({h * d_k}, {d_model}))",
+                            sizes=sizes, hints=tuple(hints), tags=dict(sizes, d_model=d_model)))
+    heads, W_O = torch.randn(2, 3, 4, 5, generator=g), torch.randn(15, 15, generator=g)
+    probes.append(Probe((heads, W_O), "{name}(heads of shape (batch=2, h=3, L=4, d_k=5), W_O of shape (15, 15))",
+                        again=(heads + 1, W_O), tags=dict(batch=2, L=4, h=3, d_k=5, d_model=15)))
+    return probes
+
+
+def _in_slots(heads: torch.Tensor, W_O: torch.Tensor) -> torch.Tensor:
+    batch, h, L, d_k = heads.shape
+    in_slot = heads.new_zeros(batch, h, L, h * d_k)
     for i in range(h):
         in_slot[:, i, :, i * d_k : (i + 1) * d_k] = heads[:, i]
-    mistakes = [
-        (_per_head(heads, W_O, lambda i: W_O[:, i * d_k : (i + 1) * d_k].T),
-         "you took head i's block of columns of W_O (transposed), W_O[:, i*d_k:(i+1)*d_k].T: "
-         "that is how nn.Linear stores it (weight = W_O^T). Here W_O is the paper's matrix, "
-         "used as Concat(...) @ W_O, so head i, columns i*d_k .. (i+1)*d_k - 1 of the "
-         "concatenation, meets rows i*d_k .. (i+1)*d_k - 1 of W_O."),
-        (_per_head(heads, W_O, lambda i: W_O[i::h]),
-         "head i took every h-th row of W_O (i, i + h, ...): its rows are the block "
-         "i*d_k .. (i+1)*d_k - 1, the same block its output occupies in the concatenation."),
-        (expected / h,
-         f"your contributions are 1/h = 1/{h} of the right ones: the heads' terms add up to "
-         "the output, Concat(...) W^O = sum over i of head_i W_i^O, with no average."),
-        (in_slot,
-         "your contributions are the heads placed in their own slots of d_k features, with no "
-         "W^O: that is Concat without the projection. Multiply each head by its rows of W_O: "
-         "head_i @ W_O[i*d_k:(i+1)*d_k]."),
-    ]
-    for candidate, message in mistakes:
-        if _same(got, candidate):
-            raise ExerciseFailed(message)
-    if _same(got.sum(1), expected.sum(1)):
-        raise ExerciseFailed(
-            "your terms add up to the output, Concat(...) W^O, but they are not each head's "
-            "own: term i must depend on head i alone, head_i @ W_O[i*d_k:(i+1)*d_k]."
-        )
-    _assert_close(got, expected, f"{name}(heads, W_O)")
+    return in_slot
+
+
+def _mixed(found: dict, p: Probe) -> str | None:
+    expected = course_contributions(*p.args)
+    got = found["values"]
+    if got is not None and got.shape == expected.shape and torch.allclose(
+            got.sum(1).double(), expected.sum(1).double(), atol=1e-5, rtol=1e-4):
+        return ("your terms add up to the output, Concat(...) W^O, but they are not each head's "
+                "own: term i must depend on head i alone, head_i @ W_O[i*d_k:(i+1)*d_k].")
+    return None
+
+
+def _contribution_shape(*dims: str) -> Callable:
+    return lambda p: tuple(p.tags[d] for d in dims)
+
+
+CONTRIBUTIONS = Declaration(
+    check="check_head_contributions", function="head_contributions", roles=("heads", "W_O"),
+    reference=course_contributions, probes=_contribution_probes, returns=Tensor("the contributions"),
+    sizes_fix=_HEADS_FIX,
+    mistakes=(
+        Mistake("That is the sum over the heads, Concat(head_1, ..., head_h) W^O, "
+                "the layer's output: keep the heads apart, one term per head.", "the sum of the terms",
+                stage="shape", shape=_contribution_shape("batch", "L", "d_model"),
+                example=lambda heads, W_O: course_contributions(heads, W_O).sum(1)),
+        Mistake("The head axis comes second, as in heads: (batch, h, L, d_model).", "the head axis misplaced",
+                stage="shape", shape=_contribution_shape("h", "batch", "L", "d_model"),
+                example=lambda heads, W_O: course_contributions(heads, W_O).transpose(0, 1)),
+        Mistake("The head axis comes second, as in heads: (batch, h, L, d_model).", "the head axis misplaced",
+                stage="shape", shape=_contribution_shape("batch", "L", "h", "d_model"),
+                example=lambda heads, W_O: course_contributions(heads, W_O).transpose(1, 2)),
+        Mistake("you took head i's block of columns of W_O (transposed), W_O[:, i*d_k:(i+1)*d_k].T: "
+                "that is how nn.Linear stores it (weight = W_O^T). Here W_O is the paper's matrix, "
+                "used as Concat(...) @ W_O, so head i, columns i*d_k .. (i+1)*d_k - 1 of the "
+                "concatenation, meets rows i*d_k .. (i+1)*d_k - 1 of W_O.", "columns of W_O instead of rows",
+                like=lambda heads, W_O: _per_head(heads, W_O, lambda i: W_O[:, i * heads.size(-1):
+                                                                                (i + 1) * heads.size(-1)].T)),
+        Mistake("head i took every h-th row of W_O (i, i + h, ...): its rows are the block "
+                "i*d_k .. (i+1)*d_k - 1, the same block its output occupies in the concatenation.",
+                "every h-th row", like=lambda heads, W_O: _per_head(heads, W_O, lambda i: W_O[i::heads.size(1)])),
+        Mistake(lambda p: (f"your contributions are 1/h = 1/{p.tags['h']} of the right ones: the heads' terms "
+                           "add up to the output, Concat(...) W^O = sum over i of head_i W_i^O, with no average."),
+                "an average instead of a sum",
+                like=lambda heads, W_O: course_contributions(heads, W_O) / heads.size(1)),
+        Mistake("your contributions are the heads placed in their own slots of d_k features, with no "
+                "W^O: that is Concat without the projection. Multiply each head by its rows of W_O: "
+                "head_i @ W_O[i*d_k:(i+1)*d_k].", "no W^O", like=_in_slots),
+        Mistake("", "terms that mix the heads", find=_mixed,
+                example=lambda heads, W_O: course_contributions(heads, W_O).sum(1, keepdim=True).expand(
+                    -1, heads.size(1), -1, -1) / heads.size(1)),
+    ),
+    passed=("check_head_contributions passed: term i of {name} is head i times rows "
+            "i*d_k .. (i+1)*d_k - 1 of W_O, and the h terms add up to Concat(heads) W^O, the "
+            f"course's output projection, for {len(CONTRIBUTION_SIZES)} sets of sizes (a batch of "
+            "one with a W_O of (h * d_k, d_model) = (8, 9), float64)."),
+)
 
 
 def check_head_contributions(head_contributions: Callable) -> None:
@@ -685,16 +690,7 @@ def check_head_contributions(head_contributions: Callable) -> None:
     that is not square fails), a dimension of size 1 dropped (a .squeeze()), a result that a
     second call overwrites, and sizes written into the code.
     """
-    name = _function(head_contributions, "check_head_contributions", "head_contributions")
-    g = torch.Generator().manual_seed(0)
-    _run_on_all_sizes(lambda sizes: _check_contributions_once(head_contributions, name, sizes, g),
-                      CONTRIBUTION_SIZES, _heads_hint)
-    heads, W_O = torch.randn(2, 3, 4, 5, generator=g), torch.randn(15, 15, generator=g)
-    first = _call(head_contributions, heads, W_O)
-    _aliasing(lambda: _call(head_contributions, heads + 1, W_O), first, name, "the contributions")
-    print(
-        f"check_head_contributions passed: term i of {name} is head i times rows "
-        "i*d_k .. (i+1)*d_k - 1 of W_O, and the h terms add up to Concat(heads) W^O, the "
-        f"course's output projection, for {len(CONTRIBUTION_SIZES)} sets of sizes (a batch of "
-        "one with a W_O of (h * d_k, d_model) = (8, 9), float64)."
-    )
+    check(CONTRIBUTIONS, head_contributions)
+
+
+DECLARATIONS = {d.check: d for d in (SPLIT, MERGE, MULTI_HEAD, CONTRIBUTIONS)}

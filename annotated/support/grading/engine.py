@@ -1,0 +1,776 @@
+"""One engine for every declared check: a check is data, the engine runs it.
+
+A :class:`Declaration` says what an exercise is: the function's name and the roles of its
+arguments, the probes (the inputs it is called on, in order: sizes that change from one set to
+the next, edge values, another device, gradients, a second call), the course's reference, the
+output contract (:class:`Tensor`, or :class:`Items` of them: type, dtype, device, shape) and the
+known mistakes (:class:`Mistake`: a wrong answer's result, a shape or a test, each with its
+message). The engine derives everything else, with messages written once here: an exception of
+the learner's function (with its line, and why: an earlier exercise not done, parameters that do
+not fit, a size written into the code), an input changed in place, a result of another type,
+device, layout, dtype or shape (a dimension of size 1 dropped), numbers that differ (NaN, or the
+precision of float32 for float64 inputs), no gradient, a result kept between calls and changed
+by the next, a module's mode changed, and a size written into the code when a failure shows only
+after earlier sets of sizes passed.
+
+The learner's function is called by ``annotated.support.record``, which describes what it did as
+data; the engine judges the description. In a notebook (``check_...(fn)``) both run in the
+kernel, one probe at a time. The grader (``annotated.support.grade``) builds the probes in its
+own process, has the submission's kernel record the calls (``record.record_file``), and judges
+the records in its own process (:func:`judge_record`): nothing the notebook redefines changes
+the verdict.
+"""
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+
+from annotated.support import record as recorder
+from annotated.support.grading.core import (
+    _DTYPE_HINTS, _IN_PLACE, _ORDINALS, _TO_FLOAT32, ATOL, ATOL64, RTOL, RTOL64, ExerciseFailed, _a, _describe,
+    _function, _squeezed,
+)
+
+# ---------------------------------------------------------------- what a declaration is made of
+
+
+@dataclass
+class Probe:
+    """One call of the learner's function.
+
+    ``label``: how a message names the result of this call, with ``{name}`` (the learner's
+    function) and ``{what}`` (the output's ``what``): "{what} of {name}(tokens of shape (3, 6),
+    pad_idx=0)". ``sizes``: the set of sizes it belongs to (a failure no mistake explains, after
+    whole sets passed, is blamed on a size written into the code); ``grad``: the arguments that
+    require grad, through which gradients must flow; ``again``: the arguments of a second call
+    after which the first result must be unchanged (``again_what`` names it); ``hints``:
+    (pattern, text) added to an exception whose message matches; ``tags``: what mistakes select
+    on; ``compare``: whether numbers are compared (not on 'meta'); ``mistakes``: whether known
+    mistakes are tried; ``on_error``: (exception as data, name) -> message, instead of the usual
+    one."""
+
+    args: tuple
+    label: str
+    sizes: dict | None = None
+    grad: tuple = ()
+    again: tuple | None = None
+    again_what: str | None = None
+    hints: tuple = ()
+    tags: dict = field(default_factory=dict)
+    compare: bool = True
+    mistakes: bool = True
+    on_error: Callable | None = None
+
+    def text(self, name: str, what: str = "the result") -> str:
+        return self.label.replace("{name}", name).replace("{what}", what)
+
+
+@dataclass
+class Tensor:
+    """A result that is one tensor.
+
+    ``dtype``: "floating" (the dtype of argument ``like``, real and floating), "bool" (a mask:
+    ``kind`` names it), "ids" (the integer dtype of argument ``like``). ``like``: the argument
+    whose dtype and device it takes (None: the cpu); ``device_from``: the argument that names
+    the device instead (a device, or None for the cpu). ``kind``: "a bool", "a token", "" (how
+    "should return {what} as {kind} tensor" reads). ``device_text``: what to do, by case
+    ("asked", "cpu", "elsewhere"), where the engine's words do not fit; ``dtype_message``:
+    (tensor data, name, what, args) -> message for another dtype; ``label``: how a probe's label
+    names it, when not by ``what``; ``mismatch``: (got, expected, label)
+    -> message for numbers that differ, when no known mistake explains them."""
+
+    what: str
+    dtype: str = "floating"
+    like: int | None = 0
+    label: str | None = None
+    device_from: int | None = None
+    kind: str = ""
+    device_text: dict = field(default_factory=dict)
+    dtype_message: Callable | None = None
+    mismatch: Callable | None = None
+
+
+@dataclass
+class Items:
+    """A result that is a tuple of tensors, ``what`` naming the tuple ("the triple (tgt_in, tgt_y,
+    tgt_mask): ...")."""
+
+    items: tuple
+    what: str
+    again_what: str = "the result"
+
+
+@dataclass
+class Mistake:
+    """A known wrong answer and the message it earns.
+
+    It is found by ``like`` (a wrong answer, with the learner's signature: its result on the
+    probe's inputs equals the learner's, on the items ``items`` of a tuple), by ``shape`` (the
+    probe -> the shape the learner's result, or item ``item``, has) or by ``find`` (the
+    learner's result or item as data, ``found["shape"]``, ``found["values"]`` (None on 'meta'),
+    and the probe -> a message, or None). ``stage``: "shape"
+    adds the message to the report of a wrong shape; "value" (the default) is the whole message,
+    when the shape is right and the numbers differ. ``when``: the probes it is tried on.
+    ``name``: the mistake in a few words, without the fix (``--feedback diagnosis``).
+    ``example``: a wrong answer that makes it, for the self-test (``like`` is one)."""
+
+    message: str | Callable
+    name: str
+    like: Callable | None = None
+    items: tuple | None = None
+    shape: Callable | None = None
+    find: Callable | None = None
+    item: int = 0
+    stage: str = "value"
+    when: Callable = lambda probe: True
+    example: Callable | None = None
+    prefix: str = ""
+
+    def text(self, probe: Probe) -> str:
+        return self.message(probe) if callable(self.message) else self.message
+
+
+@dataclass
+class Declaration:
+    """An exercise, as data: see the module's docstring."""
+
+    check: str                      # check_padding_mask
+    function: str                   # padding_mask
+    roles: tuple                    # the arguments, in order: ("tokens", "pad_idx")
+    reference: Callable             # the course's function, called as the learner's is
+    probes: Callable                # (other device or None) -> [Probe, ...]
+    returns: Tensor | Items
+    mistakes: tuple = ()
+    passed: str | Callable = ""     # the line printed when it passes ({name}: the learner's function)
+    sizes_fix: str = ""             # how to read a size rather than write it, for the hint
+
+
+class Failure(ExerciseFailed):
+    """A failed check, with the mistake's short name (``--feedback diagnosis``) and whether a
+    size written into the code may explain it (``generic``)."""
+
+    def __init__(self, message: str, name: str, generic: bool = False, mistake: Mistake | None = None):
+        super().__init__(message)
+        self.name, self.generic, self.mistake = name, generic, mistake
+
+    def _render_traceback_(self) -> list[str]:  # in a notebook: the message only, as ExerciseFailed's
+        return f"ExerciseFailed: {self}".splitlines()
+
+
+# ---------------------------------------------------------------- tensors as the records hold them
+
+
+def _clone(value):
+    if torch.is_tensor(value):
+        return value.detach().clone()
+    if isinstance(value, tuple):
+        return tuple(_clone(v) for v in value)
+    if isinstance(value, list):
+        return [_clone(v) for v in value]
+    return value
+
+
+def _dtype(name: str) -> torch.dtype:
+    return getattr(torch, name)
+
+
+def _is_float(dtype: str) -> bool:
+    return _dtype(dtype).is_floating_point
+
+
+def _shape(found: dict) -> tuple:
+    return tuple(found["shape"])
+
+
+def _plain(value):
+    """The reference's or a mistake's result as tensors on the cpu (a 'meta' tensor stays)."""
+    if torch.is_tensor(value):
+        return value.detach() if value.device.type in ("cpu", "meta") else value.detach().cpu()
+    if isinstance(value, (tuple, list)):
+        return tuple(_plain(v) for v in value)
+    return value
+
+
+def _equal(got: torch.Tensor, expected: torch.Tensor, precision: str = "float32") -> bool:
+    """``got`` (the learner's numbers) equals ``expected``: exactly for bool and integers, to
+    float32's rounding (or float64's) for floating tensors; NaN never equals."""
+    if got is None or expected is None or tuple(got.shape) != tuple(expected.shape):
+        return False
+    if expected.device.type == "meta":
+        return True
+    if not expected.is_floating_point() and not got.is_floating_point():
+        return bool(torch.equal(got, expected.to(got.dtype)))
+    atol, rtol = (ATOL64, RTOL64) if precision == "float64" else (ATOL, RTOL)
+    return bool(torch.allclose(got.double(), expected.double(), atol=atol, rtol=rtol))
+
+
+# ---------------------------------------------------------------- messages written once
+
+
+def _argument(i: int, signature: list | None, roles: tuple) -> str:
+    """'its second argument `k` (the key)': the i-th argument, by position, name and role."""
+    ordinal = _ORDINALS[i] if i < len(_ORDINALS) else f"argument number {i + 1}"
+    params = signature or []
+    text = f"its {ordinal} argument"
+    if i < len(params):
+        text += f" `{params[i]}`"
+    if i < len(roles) and (i >= len(params) or params[i] != roles[i]):
+        text += f" (the {roles[i]})"
+    return text
+
+
+def _changed(args: tuple, done: dict, signature, roles) -> str | None:
+    """Which tensor argument the call changed in place, and how (from its description after the
+    call and its layout before); None when all are as they were."""
+    for i, (arg, after) in enumerate(zip(args, done.get("inputs_after", []))):
+        if not torch.is_tensor(arg) or after is None:
+            continue
+        how = None
+        if tuple(after["shape"]) != tuple(arg.shape):
+            how = f"its shape went from {tuple(arg.shape)} to {tuple(after['shape'])}"
+        elif _dtype(after["dtype"]) != arg.dtype:
+            how = f"its dtype went from {arg.dtype} to torch.{after['dtype']}"
+        elif after["layout"] != done["layout_before"][i]:
+            how = "its layout in memory changed (a transpose_ of two dimensions of the same size?)"
+        elif after["values"] is not None and arg.device.type != "meta":
+            now, was = after["values"], arg.detach().cpu()
+            same = now == was
+            if now.is_floating_point():
+                same |= now.isnan() & was.isnan()
+            if not same.all():
+                how = f"{int((~same).sum())} of its {same.numel()} numbers changed"
+        if how:
+            return f"{_argument(i, signature, roles)} in place: {how}"
+    return None
+
+
+def _exception(err: dict, name: str, args: tuple, probe: Probe, done: dict, signature, roles) -> Failure:
+    """The message of an exception of the learner's function, from its description."""
+    if err["type"] == "NotImplementedError":
+        inner = err["inner"] or name
+        if inner not in (name, "<module>"):  # an earlier exercise that this one calls
+            return Failure(
+                f"{name} calls {inner}, which raised NotImplementedError: that earlier exercise is "
+                f"not done yet. Write {inner} first (its cell says `# YOUR CODE HERE`), run its "
+                "cell, then run this cell and this check again.", "an earlier exercise not done")
+        return Failure(
+            f"{name} raised NotImplementedError: the exercise is not done yet. Replace "
+            "`# YOUR CODE HERE` and `raise NotImplementedError()` in its cell with your code, "
+            "run that cell, then run this check again.", "not done")
+    if probe.on_error is not None:
+        return Failure(probe.on_error(err, name), f"an exception ({err['type']})", generic=True)
+    text, hint = err["message"], ""
+    if "view size is not compatible" in text:
+        hint = ("\nHint: after transpose(1, 2) the tensor is no longer contiguous in memory, so "
+                ".view cannot merge its dimensions; use .reshape(...) (or .contiguous().view(...)).")
+    fixed = re.search(r"shape '(\[[-\d, ]*\])' is invalid for input of size (\d+)", text)
+    if fixed:
+        hint = (f"\nHint: your function reshapes to the fixed shape {fixed.group(1)}, which does "
+                f"not fit the {fixed.group(2)} numbers of this input: is a size written into your "
+                "code? Read every size from the input's shape (batch, L, d_model = x.shape); the "
+                "check calls your function with several sizes.")
+    if err["system_exit"]:
+        hint = "\nHint: exit() and sys.exit() stop the program; return the result instead."
+    if err["type_error"] and err["frames"] == 1:  # the call itself failed: its parameters
+        passed = ", ".join(roles[: len(args)]) or f"{len(args)} arguments"
+        hint = (f"\nHint: the check calls {name}({passed}) here: give your function the "
+                "parameters of the exercise's `def` line.")
+    for pattern, extra in probe.hints:
+        if re.search(pattern, text):
+            hint += extra
+    where = ""
+    if err["where"]:
+        function, line, source = err["where"]
+        where = f"\n  in {function}, line {line}" + (f": {source}" if source else "")
+    message = f"{name}({_describe(args)}) raised {err['type']}: {text}{where}{hint}"
+    changed = _changed(args, done, signature, roles)
+    if changed:
+        message += (f"\nBefore that, {name} changed {changed}; a function must not change "
+                    "its inputs: use operations that return a new tensor.")
+    return Failure(message, f"an exception ({err['type']})", generic=True)
+
+
+def _not_a_tensor(found: dict, name: str, what: str, kind: str) -> Failure | None:
+    if found["kind"] == "tensor":
+        return None
+    if found["kind"] == "none":
+        return Failure(f"{name} returned None: did you forget the `return` of {what}?", "no result returned")
+    hint = ""
+    if found["kind"] == "sequence":
+        hint = f" of length {found['length']}: return the tensor itself, not a {found['type']}"
+    elif found.get("module") == "numpy" or found["type"] in ("int", "float", "bool"):
+        hint = ": keep to torch operations, which return tensors (no .numpy(), .tolist() or .item())"
+    return Failure(f"{name} should return {what} as {kind or 'a'} tensor, got {found['type']}{hint}",
+                   "not a tensor")
+
+
+def _device_wanted(contract: Tensor, args: tuple) -> tuple[str, str]:
+    """The device the result must be on, and the case: "asked" (a device argument), "elsewhere"
+    (the inputs' device, not the cpu) or "cpu"."""
+    if contract.device_from is not None:
+        given = args[contract.device_from] if contract.device_from < len(args) else None
+        if given is None:
+            return "cpu", "cpu"
+        return str(torch.device(given)), "asked"
+    if contract.like is not None and torch.is_tensor(args[contract.like]):
+        device = str(args[contract.like].device)
+        return device, "cpu" if device == "cpu" else "elsewhere"
+    return "cpu", "cpu"
+
+
+_DEVICE_TEXT = {
+    "asked": "the check asked for device={device!r}: create every tensor there, device=device.",
+    "elsewhere": ("the inputs are on {device}: build every tensor where the inputs are, with no "
+                  ".cuda() or .to(...), and device=x.device (an input's) for a tensor you create."),
+    "cpu": ("the check expects it on the cpu, where its inputs are: leave out .cuda(), .to(...) "
+            "and device=..."),
+}
+
+
+def _kind_of(found: dict) -> str:
+    dtype = _dtype(found["dtype"])
+    return "complex" if dtype.is_complex else "bool" if dtype == torch.bool else "integer"
+
+
+def _contract(contract: Tensor, found: dict, args: tuple, name: str, what: str) -> Failure | None:
+    """Type, device, layout and dtype of one tensor of the result, before any comparison."""
+    failure = _not_a_tensor(found, name, what, contract.kind)
+    if failure:
+        return failure
+    device, case = _device_wanted(contract, args)
+    have, want = torch.device(found["device"]), torch.device(device)
+    if have.type != want.type or (want.index is not None and have.index != want.index):
+        where = contract.device_text.get(case, _DEVICE_TEXT[case]).format(device=device)
+        return Failure(f"{name} returned {what} on the device {found['device']}, but {where}", "the wrong device")
+    if found["layout"] != "strided":
+        ordinary = "ordinary (dense) bool tensor" if contract.dtype == "bool" else "ordinary (dense) tensor"
+        return Failure(f"{name} returned {what} as a torch.{found['layout']} tensor; return an {ordinary}, "
+                       "without .to_sparse().", "a sparse tensor")
+    dtype = _dtype(found["dtype"])
+    if contract.dtype == "bool":
+        if dtype != torch.bool:
+            message = (contract.dtype_message(found, name, what, args) if contract.dtype_message else
+                       f"{name} returned {what} as a {dtype} tensor; expected a bool tensor.")
+            return Failure(message, "not a bool mask")
+        return None
+    like = args[contract.like] if contract.like is not None else None
+    if contract.dtype == "ids":
+        if dtype != like.dtype:
+            message = (contract.dtype_message(found, name, what, args) if contract.dtype_message else
+                       f"{name} returned {what} as {dtype}; it keeps the dtype of its input, {like.dtype}.")
+            return Failure(message, "the wrong dtype")
+        return None
+    expected = like.dtype if like is not None else torch.float32
+    if not dtype.is_floating_point:
+        kind = _kind_of(found)
+        same = ", the dtype of the inputs" if like is not None else ""
+        return Failure(f"{name} returned {what} as a {dtype} tensor, {_a(kind)} one; expected a real "
+                       f"floating tensor, {expected}{same}. {_DTYPE_HINTS[kind]}", f"{_a(kind)} tensor")
+    if dtype != expected:
+        fix = ("Remove the conversion (.double(), .half(), .to(...)) or the dtype=... of a tensor "
+               "you create.")
+        if dtype == torch.float32:
+            fix = _TO_FLOAT32
+        return Failure(f"{name} returned {what} as {dtype} for {expected} inputs; it must keep the "
+                       f"dtype of its inputs, {expected} (in a model, another dtype changes the precision, "
+                       f"or the dtype, of every later step). {fix}", "the wrong dtype")
+    return None
+
+
+def _default_mismatch(got: torch.Tensor, expected: torch.Tensor, label: str) -> str:
+    """Numbers that differ and no known mistake explains: NaN named, else where they differ."""
+    if not expected.is_floating_point():
+        wrong = got != expected.to(got.dtype)
+        first = tuple(wrong.nonzero()[0].tolist())
+        return (f"mismatch in {label}: {int(wrong.sum())} of its {wrong.numel()} entries differ from the "
+                f"course's, the first at index {first}: yours {got[first].item()}, expected {expected[first].item()}.")
+    bad = ~got.isfinite() & expected.isfinite()
+    if bad.any():
+        first = tuple(bad.nonzero()[0].tolist())
+        return (f"{label} contains NaN or inf in {int(bad.sum())} of its {bad.numel()} numbers, "
+                f"where the reference has finite numbers (the first at index {first}: "
+                f"{got[first].item()} instead of {expected[first].item():.4g}). Look for a "
+                "division by zero, a log or sqrt of a number <= 0, or a tensor left uninitialized "
+                "(torch.empty).")
+    try:
+        torch.testing.assert_close(got.double(), expected.double(), atol=ATOL, rtol=RTOL)
+    except AssertionError as err:
+        return f"mismatch in {label}, compared with the reference:\n{err}"
+    return f"mismatch in {label}, compared with the reference"
+
+
+def _float32_precision(got: torch.Tensor, expected: torch.Tensor, label: str) -> str:
+    worst = float((got.double() - expected.double()).abs().max())
+    return (f"for float64 inputs, the float64 reference and {label} differ by up to "
+            f"{worst:.1e}, about float32's precision (float64 results agree to about 1e-15): "
+            "a step computes in float32 and converts back. Look for a .float() or a tensor "
+            "created without dtype= (torch.zeros, torch.ones, torch.tensor of Python floats are "
+            "float32): keep every step in the input's dtype, dtype=x.dtype.")
+
+
+_CUT = ("A function used in training must let gradients flow: remove @torch.no_grad() or "
+        "`with torch.no_grad():` (they are for evaluation and decoding), and .detach(), .data, "
+        ".item(), .numpy() or torch.tensor(...) of computed numbers, which cut the graph.")
+
+
+def _gradients(found: dict, probe: Probe, name: str, what: str, roles: tuple) -> Failure | None:
+    if not found["requires_grad"]:
+        return Failure(f"{name} returned {what} without a gradient (requires_grad is False) for inputs "
+                       f"that require one, so training could not learn through it. {_CUT}", "no gradient")
+    if "error" in found:
+        if "modified by an inplace operation" not in found["error"]:
+            return Failure(f"the backward pass through {what} of {name} raised RuntimeError: {found['error']}",
+                           "no gradient", generic=True)
+        return Failure(
+            f"the backward pass through {what} of {name} fails: a tensor that the gradient "
+            "needs was changed in place after it was used (a method ending in `_`, such as "
+            "weights.masked_fill_(...) after the softmax, or `+=`, `/=` on it), so training "
+            "would stop with \"one of the variables needed for gradient computation has been "
+            "modified by an inplace operation\". Use the operation that returns a new tensor: "
+            "weights = weights.masked_fill(...).", "a tensor changed in place after use")
+    for i, grad in zip(probe.grad, found["grads"]):
+        role = roles[i] if i < len(roles) else f"argument {i + 1}"
+        if grad is None or not grad.any():
+            return Failure(f"no gradient reaches {role} through {what} of {name}: part of the computation is "
+                           f"cut from the graph. {_CUT}", "no gradient")
+        if not grad.isfinite().all():
+            return Failure(f"the gradient of {what} of {name} with respect to {role} holds NaN or inf.",
+                           "gradients not finite", generic=True)
+    return None
+
+
+def _flat_found(found: dict) -> list:
+    if found["kind"] == "tensor":
+        return [found]
+    if found["kind"] == "sequence":
+        return [f for f in found["items"] if f["kind"] == "tensor"]
+    return []
+
+
+def _kept_between_calls(first: dict, after: dict, name: str, what: str) -> Failure | None:
+    for was, now in zip(_flat_found(first), _flat_found(after)):
+        if was["shape"] != now["shape"]:
+            return Failure(
+                f"a second call of {name}, on other inputs, changed the shape of {what} "
+                f"that the first call had returned, from {tuple(was['shape'])} to {tuple(now['shape'])}: your "
+                "function returns a tensor it keeps between calls (a global buffer, resized "
+                "or refilled), so every caller shares it. Create a new tensor on every call.",
+                "a result kept between calls")
+        if was["values"] is None or now["values"] is None:
+            continue
+        same = now["values"] == was["values"]
+        if now["values"].is_floating_point():
+            same |= now["values"].isnan() & was["values"].isnan()
+        if not same.all():
+            return Failure(
+                f"a second call of {name}, on other inputs, changed {what} that the first call "
+                f"had returned ({int((~same).sum())} of its {same.numel()} numbers): your "
+                "function writes its result into a tensor it keeps between calls (a global "
+                "buffer, a default argument such as out=torch.zeros(...), an attribute) and "
+                "returns that tensor, so every caller shares it. Create a new tensor on every "
+                "call (torch.zeros(..., dtype=x.dtype) inside the function, or an expression "
+                "such as e / e.sum(...)).", "a result kept between calls")
+    return None
+
+
+def _modes_changed(done: dict, name: str) -> Failure | None:
+    for before, after in zip(done.get("modes_before", []), done.get("modes_after", [])):
+        if before is None:
+            continue
+        changed = [n for n, was in before.items() if after.get(n) != was]
+        if changed:
+            first = changed[0]
+            was = "training" if before[first] else "evaluation"
+            now = "training" if after.get(first) else "evaluation"
+            return Failure(
+                f"{name} switched {first} from {was} mode to {now} mode and left it there "
+                f"({len(changed)} module(s) changed): whoever called it finds the module in another "
+                "mode (dropout on or off) for every later step. Do not call .eval() or .train() in "
+                "the function; if it must, put the mode back before returning: "
+                "was = module.training ... module.train(was).", "a mode changed")
+    return None
+
+
+# ---------------------------------------------------------------- judging one call
+
+
+def _items(decl: Declaration) -> tuple:
+    return decl.returns.items if isinstance(decl.returns, Items) else (decl.returns,)
+
+
+def _as_items(decl: Declaration, value) -> tuple:
+    return tuple(value) if isinstance(decl.returns, Items) else (value,)
+
+
+def _structure(decl: Declaration, found: dict, name: str) -> list | Failure:
+    """The described result as one description per item of the contract."""
+    if not isinstance(decl.returns, Items):
+        return [found]
+    count = len(decl.returns.items)
+    if found["kind"] == "sequence" and found["length"] == count:
+        return found["items"]
+    if found["kind"] == "tensor":
+        got = f"one tensor of shape {tuple(found['shape'])}"
+    elif found["kind"] == "sequence":
+        kinds = ", ".join("Tensor" if f["kind"] == "tensor" else "NoneType" if f["kind"] == "none" else f["type"]
+                          for f in found["items"])
+        got = f"a {found['type']} of {found['length']} items ({kinds})"
+    else:
+        got = "None (a missing `return`?)" if found["kind"] == "none" else found["type"]
+    return Failure(f"{name} should return {decl.returns.what}; got {got}", "not the tuple asked for")
+
+
+class _Candidates:
+    """The known mistakes' results on one probe, computed once, when first needed."""
+
+    def __init__(self, decl: Declaration, probe: Probe):
+        self.decl, self.probe, self.cache = decl, probe, {}
+
+    def result(self, mistake: Mistake):
+        if id(mistake) not in self.cache:
+            try:
+                with torch.no_grad():
+                    self.cache[id(mistake)] = _as_items(self.decl, _plain(mistake.like(*_clone(self.probe.args))))
+            except Exception:  # noqa: BLE001 - a mistake that does not fit this probe's shapes
+                self.cache[id(mistake)] = None
+        return self.cache[id(mistake)]
+
+
+def _matches(mistake: Mistake, got: list, candidates: _Candidates, item: int | None) -> str | None:
+    """The message of ``mistake`` if the learner's result (its items' numbers) is it; for the
+    shape stage, ``item`` is the item whose shape is wrong."""
+    probe = candidates.probe
+    if not mistake.when(probe):
+        return None
+    if mistake.like is not None:
+        wrong = candidates.result(mistake)
+        if wrong is None:
+            return None
+        chosen = mistake.items if mistake.items is not None else range(len(wrong))
+        if item is not None and item not in chosen:
+            return None
+        for i in chosen:
+            if wrong[i] is None or got[i]["values"] is None:
+                return None
+            if not _equal(got[i]["values"], wrong[i]):
+                return None
+        return mistake.text(probe)
+    target = mistake.item if item is None else item
+    if item is not None and mistake.item != item:
+        return None
+    if mistake.shape is not None:
+        return mistake.text(probe) if tuple(got[target]["shape"]) == tuple(mistake.shape(probe)) else None
+    if mistake.find is not None:
+        return mistake.find(got[target], probe)
+    return None
+
+
+def judge(decl: Declaration, probe: Probe, done: dict, name: str, signature, reference=None) -> None:
+    """Judge one recorded call (``done``, from :func:`record.call`) of the learner's function
+    named ``name``; raise :class:`Failure` with the first thing wrong. ``reference``: the
+    course's result on the probe, if already computed."""
+    args, roles = probe.args, decl.roles
+    if "raised" in done:
+        raise _exception(done["raised"], name, args, probe, done, signature, roles)
+    changed = _changed(args, done, signature, roles)
+    if changed:
+        raise Failure(f"{name} changed {changed}. {_IN_PLACE}", "an input changed in place")
+    contracts = _items(decl)
+    got = _structure(decl, done["result"], name)
+    if isinstance(got, Failure):
+        raise got
+    whats = [c.label or c.what for c in contracts]
+    for contract, found in zip(contracts, got):
+        what = contract.what
+        failure = _contract(contract, found, args, name, what)
+        if failure:
+            raise failure
+    if reference is None:
+        with torch.no_grad():
+            reference = _plain(decl.reference(*_clone(args)))
+    expected = _as_items(decl, reference)
+    candidates = _Candidates(decl, probe)
+    mistakes = decl.mistakes if probe.mistakes else ()
+    for i, (found, wanted, what) in enumerate(zip(got, expected, whats)):
+        if tuple(found["shape"]) == tuple(wanted.shape):
+            continue
+        label = probe.text(name, what)
+        hint, mistake = "", None
+        for m in mistakes:
+            text = _matches(m, got, candidates, i) if m.stage == "shape" else None
+            if text:
+                hint, mistake = f" {m.prefix}{text}", m
+                break
+        hint = hint or _squeezed(found["shape"], wanted.shape)
+        raise Failure(f"wrong shape for {label}: expected {tuple(wanted.shape)}, got {tuple(found['shape'])}.{hint}",
+                      mistake.name if mistake else "the wrong shape", generic=True, mistake=mistake)
+    if probe.compare:
+        precision = ["float64" if w.dtype == torch.float64 else "float32" for w in expected]
+        if not all(_equal(f["values"], w, p) for f, w, p in zip(got, expected, precision)):
+            coarse = all(_equal(f["values"], w) for f, w in zip(got, expected))
+            if not coarse:
+                for mistake in mistakes:
+                    if mistake.stage == "value":
+                        text = _matches(mistake, got, candidates, None)
+                        if text:
+                            raise Failure(mistake.prefix + text, mistake.name, mistake=mistake)
+            for contract, found, wanted, what, p in zip(contracts, got, expected, whats, precision):
+                if _equal(found["values"], wanted, p):
+                    continue
+                label = probe.text(name, what)
+                if coarse:
+                    raise Failure(_float32_precision(found["values"], wanted, label), "float32 precision",
+                                  generic=True)
+                values = found["values"]
+                message = (contract.mismatch(values, wanted, label) if contract.mismatch
+                           else _default_mismatch(values, wanted, label))
+                raise Failure(message, "wrong values", generic=True)
+    if probe.grad:
+        failure = _gradients(done["gradients"], probe, name, decl.returns.what if isinstance(decl.returns, Tensor)
+                             else "the result", roles)
+        if failure:
+            raise failure
+    failure = _modes_changed(done, name)
+    if failure:
+        raise failure
+    if probe.again is not None:
+        what = probe.again_what or (decl.returns.what if isinstance(decl.returns, Tensor) else decl.returns.again_what)
+        if "again_raised" in done:
+            raise _exception(done["again_raised"], name, probe.again, probe, {}, signature, roles)
+        failure = _kept_between_calls(done["result"], done["first_after"], name, what)
+        if failure:
+            raise failure
+
+
+def _sizes(sizes: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sizes.items())
+
+
+def _with_sizes_hint(failure: Failure, passed: list, sizes: dict | None, fix: str) -> Failure:
+    """A failure no known mistake explains, after whole sets of sizes passed: a size written into
+    the code is the suspect."""
+    if not failure.generic or not passed or sizes is None or sizes in passed:
+        return failure
+    before = "; ".join(f"({_sizes(p)})" for p in passed)
+    hint = f"\nHint: the same function passed with {before} but not with ({_sizes(sizes)})"
+    message = str(failure)
+    hint += "." if "written into your code" in message else f": is a size written into your code? {fix}"
+    name = failure.mistake.name if failure.mistake else "a size written into the code?"
+    return Failure(message + hint, name, generic=True, mistake=failure.mistake)
+
+
+class _Sets:
+    """The sets of sizes whose probes have all passed so far."""
+
+    def __init__(self, probes: list):
+        self.left = {}
+        for p in probes:
+            if p.sizes is not None:
+                key = repr(p.sizes)
+                self.left[key] = self.left.get(key, 0) + 1
+        self.passed: list = []
+
+    def done(self, probe: Probe) -> None:
+        if probe.sizes is not None:
+            key = repr(probe.sizes)
+            self.left[key] -= 1
+            if self.left[key] == 0:
+                self.passed.append(probe.sizes)
+
+
+# ---------------------------------------------------------------- in a notebook
+
+
+def run(decl: Declaration, fn, device: str | None = None) -> str:
+    """The check in a notebook: call ``fn`` on each probe (``device``: the other device the
+    probes try, None for none) and judge it, in the kernel; raise :class:`Failure` at the first
+    thing wrong, else return the line that says it passed."""
+    name = _function(fn, decl.check, decl.function)
+    signature = recorder.parameters(fn)
+    with torch.random.fork_rng(devices=[]):
+        probes = decl.probes(device)
+        sets = _Sets(probes)
+        for probe in probes:
+            done = recorder.call(fn, _clone(probe.args), probe.grad,
+                                 None if probe.again is None else _clone(probe.again))
+            try:
+                judge(decl, probe, done, name, signature)
+            except Failure as failure:
+                failed = _with_sizes_hint(failure, sets.passed, probe.sizes, decl.sizes_fix)
+                raise failed from done.get("_error")  # the learner's exception, kept for a debugger
+            sets.done(probe)
+    return passed_line(decl, name)
+
+
+def passed_line(decl: Declaration, name: str) -> str:
+    return decl.passed(name) if callable(decl.passed) else decl.passed.replace("{name}", name)
+
+
+def check(decl: Declaration, fn, device: str | None = None) -> None:
+    """``check_...(fn)``: print the line that says it passed, or raise the failure. ``device``:
+    the other device the probes try (in a notebook, the GPU where there is one: the device
+    'meta', which every machine has, costs seconds at its first use; the grader and the tests
+    use it)."""
+    print(run(decl, fn, device))
+
+
+# ---------------------------------------------------------------- in the grader
+
+
+GRADER_DEVICE = "meta"  # the other device of the grader's probes: every machine has it
+
+
+def plan(decl: Declaration) -> tuple[list, dict]:
+    """The grader's probes and what the kernel is sent: each call's arguments as data."""
+    with torch.random.fork_rng(devices=[]):
+        probes = decl.probes(GRADER_DEVICE)
+    calls = [{"args": [recorder.encode(a) for a in p.args], "grad": list(p.grad),
+              "again": None if p.again is None else [recorder.encode(a) for a in p.again]} for p in probes]
+    return probes, {"calls": calls}
+
+
+@dataclass
+class Verdict:
+    verdict: str          # passed, failed, not attempted, error, defined outside
+    diagnosis: str = ""
+    mistake: str = ""     # the mistake in a few words, without the fix
+
+
+def judge_record(decl: Declaration, probes: list, record: dict) -> Verdict:
+    """The verdict on a submission's record (:func:`record.record_file`), judged here, in the
+    grader's process, against the reference and the known mistakes."""
+    if "missing" in record:
+        return Verdict("error", record["missing"], "not defined")
+    name, signature = record["name"], record["signature"]
+    sets = _Sets(probes)
+    with torch.random.fork_rng(devices=[]):
+        for probe, done in zip(probes, record["calls"]):
+            try:
+                judge(decl, probe, done, name, signature)
+            except Failure as failure:
+                failure = _with_sizes_hint(failure, sets.passed, probe.sizes, decl.sizes_fix)
+                verdict = "not attempted" if failure.name == "not done" else "failed"
+                return Verdict(verdict, str(failure), failure.name)
+            sets.done(probe)
+    if len(record["calls"]) < len(probes):
+        return Verdict("error", "the record stops before the last call (the kernel's record was cut short)",
+                       "no record")
+    return Verdict("passed")
+
+
+def defined_outside(record: dict) -> str | None:
+    """Why the graded function is not the notebook's own, or None: its code is not a cell of the
+    notebook (imported from the package, from solutions/ or from another file)."""
+    where = record.get("origin")
+    if not where or where.get("cell"):
+        return None
+    module, file = where.get("module") or "?", where.get("file")
+    source = f"{module}.{where.get('qualname', '?')}" + (f", from {file}" if file else "")
+    return (f"`{record['function']}` is not defined in the notebook: it is {source}. The function "
+            "graded must be written in its exercise's cell (no pass for one imported or copied in)")
+
+
+__all__ = ["Declaration", "Failure", "Items", "Mistake", "Probe", "Tensor", "Verdict", "check", "defined_outside",
+           "judge", "judge_record", "plan", "run"]

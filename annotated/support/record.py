@@ -1,0 +1,271 @@
+"""What a learner's function does on the inputs of a check, written down as data.
+
+The course's declared checks (``annotated.support.grading.engine``) never judge a function
+where it runs: this module calls it on the probe inputs and describes what happened (the result,
+as tensors and type names; an exception, as its type, message and line; the inputs as they are
+after the call; gradients; a first result after a second call; the training flags of module
+arguments), and the engine judges the description. In a notebook both happen in the kernel;
+when the grader grades a submission, this module runs in the submission's kernel, writes the
+description to a file (``record_file``), and the grader judges it in its own process, where
+nothing the notebook redefined (torch, the checks, this module) can change the verdict.
+
+A description holds only dicts, lists, strings, numbers, None and plain CPU tensors: what
+``torch.load(..., weights_only=True)`` reads back without running any code of the file's.
+Kept light: it imports torch and the standard library only.
+"""
+
+import functools
+import inspect
+import linecache
+import os
+import re
+import traceback
+
+import torch
+
+_TORCH_DIR = os.path.dirname(torch.__file__)
+MAX_NUMEL = 50_000_000  # a result larger than this is described without its numbers
+_CELL = re.compile(r"(^<ipython-input-\d+-[0-9a-f]+>$)|([/\\]ipykernel_\d+[/\\]\d+\.py$)")
+
+
+# ---------------------------------------------------------------- values as data
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+def describe(value, depth: int = 0) -> dict:
+    """``value`` as data: a tensor with its dtype, device, layout, shape, whether it requires grad
+    and its numbers (a dense CPU copy; none for 'meta' or huge tensors); a tuple or list with its
+    items; anything else by its type (and its value, for a number or a short string)."""
+    if value is None:
+        return {"kind": "none"}
+    if torch.is_tensor(value):
+        found = {"kind": "tensor", "dtype": _dtype_name(value.dtype), "device": str(value.device),
+                 "layout": str(value.layout).replace("torch.", ""), "shape": list(value.shape),
+                 "requires_grad": bool(value.requires_grad), "values": None}
+        if value.device.type != "meta" and value.numel() <= MAX_NUMEL:
+            values = value.detach()
+            if values.layout != torch.strided:
+                values = values.to_dense()
+            found["values"] = values.as_subclass(torch.Tensor).to("cpu").clone().contiguous()
+        return found
+    if isinstance(value, (tuple, list)) and depth < 4:
+        return {"kind": "sequence", "type": type(value).__name__, "length": len(value),
+                "items": [describe(item, depth + 1) for item in list(value)[:32]]}
+    found = {"kind": "object", "type": type(value).__name__, "module": type(value).__module__}
+    if isinstance(value, (bool, int, float)) or (isinstance(value, str) and len(value) <= 200):
+        found["value"] = value
+    try:
+        found["length"] = len(value)
+    except Exception:  # noqa: BLE001 - anything without a length, or whose __len__ fails
+        pass
+    return found
+
+
+def encode(value):
+    """An argument of a probe as data: a tensor with its layout in memory (the numbers of the
+    part of its storage it spans, its strides and offset), so that a transposed view arrives as
+    one; on 'meta' by its shape and dtype alone."""
+    if torch.is_tensor(value):
+        found = {"shape": list(value.shape), "dtype": _dtype_name(value.dtype), "device": str(value.device),
+                 "requires_grad": bool(value.requires_grad), "tensor": torch.zeros(0), "stride": None}
+        if value.device.type != "meta":
+            value = value.detach().to("cpu")
+            if value.is_contiguous() or value.numel() == 0 or min(value.stride(), default=1) < 0:
+                found["tensor"] = value.contiguous().clone()
+            else:
+                span = 1 + sum((n - 1) * s for n, s in zip(value.shape, value.stride()))
+                found["tensor"] = value.as_strided((span,), (1,)).clone()
+                found["stride"] = list(value.stride())
+        return found
+    if isinstance(value, torch.dtype):
+        return {"torch_dtype": _dtype_name(value)}
+    if isinstance(value, torch.device):
+        return {"torch_device": str(value)}
+    if isinstance(value, (tuple, list)):
+        return {"sequence": type(value).__name__, "items": [encode(v) for v in value]}
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    raise TypeError(f"a probe's argument cannot be sent as data: {type(value).__name__}")
+
+
+def decode(value):
+    """The argument :func:`encode` wrote."""
+    if not isinstance(value, dict):
+        return value
+    if "tensor" in value:
+        dtype = getattr(torch, value["dtype"])
+        if value["device"] == "meta":
+            tensor = torch.empty(value["shape"], dtype=dtype, device="meta")
+        elif value.get("stride") is not None:
+            tensor = value["tensor"].to(dtype).clone().as_strided(value["shape"], value["stride"])
+        else:
+            tensor = value["tensor"].to(dtype).reshape(value["shape"]).clone().to(value["device"])
+        return tensor.requires_grad_() if value.get("requires_grad") else tensor
+    if "torch_dtype" in value:
+        return getattr(torch, value["torch_dtype"])
+    if "torch_device" in value:
+        return torch.device(value["torch_device"])
+    if "sequence" in value:
+        items = [decode(v) for v in value["items"]]
+        return tuple(items) if value["sequence"] == "tuple" else items
+    raise ValueError(f"not an encoded argument: {sorted(value)}")
+
+
+# ---------------------------------------------------------------- one call
+
+
+def _layout(arg) -> list | None:
+    return [list(arg.stride()), int(arg.storage_offset())] if torch.is_tensor(arg) and arg.layout == torch.strided \
+        else None
+
+
+def _after(arg) -> dict | None:
+    """A tensor argument after the call: its shape, dtype, layout and numbers."""
+    if not torch.is_tensor(arg):
+        return None
+    found = {"shape": list(arg.shape), "dtype": _dtype_name(arg.dtype), "layout": _layout(arg), "values": None}
+    if arg.device.type != "meta" and arg.layout == torch.strided and arg.numel() <= MAX_NUMEL:
+        found["values"] = arg.detach().as_subclass(torch.Tensor).to("cpu").clone()
+    return found
+
+
+def _modes(arg) -> dict | None:
+    """The training flag of a module argument and of each of its submodules, by name."""
+    if not isinstance(arg, torch.nn.Module):
+        return None
+    return {n or "the model": bool(m.training) for n, m in arg.named_modules()}
+
+
+def exception(err: BaseException) -> dict:
+    """An exception of the learner's code as data: its type (and whether it is a TypeError), its
+    message, the line of the learner's code it came from, and how deep the call had gone."""
+    frames = traceback.extract_tb(err.__traceback__)
+    mine = [f for f in frames[1:] if not f.filename.startswith(_TORCH_DIR) and f.filename != __file__]
+    last = mine[-1] if mine else None
+    return {"type": type(err).__name__, "message": str(err),
+            "type_error": isinstance(err, TypeError), "system_exit": isinstance(err, SystemExit),
+            "frames": len(frames), "inner": last.name if last else None,
+            "where": [last.name, last.lineno, (last.line or "").strip()] if last else None}
+
+
+def _flat(result) -> list:
+    if torch.is_tensor(result):
+        return [result]
+    if isinstance(result, (tuple, list)):
+        return [t for t in result if torch.is_tensor(t)]
+    return []
+
+
+def _gradients(result, leaves: list) -> dict:
+    """Whether the result requires grad, and the gradient of a fixed weighted sum of it with
+    respect to each leaf (``torch.autograd.grad``: no ``.grad`` changes)."""
+    tensors = _flat(result)
+    if not any(t.requires_grad for t in tensors):
+        return {"requires_grad": False}
+    total = 0
+    for t in tensors:
+        if t.requires_grad and t.is_floating_point():
+            weights = torch.arange(t.numel(), dtype=t.dtype, device=t.device) % 7 - 3
+            total = total + (t * weights.view(t.shape)).sum()
+    try:
+        grads = torch.autograd.grad(total, leaves, allow_unused=True)
+    except RuntimeError as err:
+        return {"requires_grad": True, "error": str(err)}
+    return {"requires_grad": True,
+            "grads": [None if g is None else g.detach().to("cpu").clone() for g in grads]}
+
+
+def call(fn, args: tuple, grad: tuple = (), again: tuple | None = None) -> dict:
+    """Call ``fn(*args)`` and describe what happened. ``grad``: the arguments made to require
+    grad, whose gradients are recorded; ``again``: the arguments of a second call, after which
+    the first result is described once more (a function that keeps its result between calls
+    changes it)."""
+    args = list(args)
+    for i in grad:
+        args[i] = args[i].detach().requires_grad_()
+    record = {"layout_before": [_layout(a) for a in args], "modes_before": [_modes(a) for a in args]}
+    try:
+        result = fn(*args)
+    except (Exception, SystemExit) as err:  # SystemExit: exit() or sys.exit() in the function
+        record["raised"] = exception(err)
+        record["inputs_after"] = [_after(a) for a in args]
+        record["_error"] = err  # in a notebook, the cause of the check's failure (not written to a file)
+        return record
+    record["inputs_after"] = [_after(a) for a in args]
+    record["modes_after"] = [_modes(a) for a in args]
+    record["result"] = describe(result)
+    if grad:
+        record["gradients"] = _gradients(result, [args[i] for i in grad])
+    if again is not None:
+        try:
+            fn(*again)
+        except (Exception, SystemExit) as err:
+            record["again_raised"] = exception(err)
+        else:
+            record["first_after"] = describe(result)
+    return record
+
+
+# ---------------------------------------------------------------- where the function comes from
+
+
+def parameters(fn) -> list[str] | None:
+    """The names of the positional parameters of ``fn``; None without a signature."""
+    try:
+        return [p.name for p in inspect.signature(fn).parameters.values()
+                if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        return None
+
+
+def origin(fn) -> dict:
+    """Where ``fn`` was defined: its module, the file of its code and whether that file is a
+    cell of this kernel (IPython's name for a cell's code). A decorator (functools.wraps, lru_cache,
+    torch.no_grad) and functools.partial are seen through; an object with __call__ is known by its
+    class."""
+    target = fn
+    for _ in range(20):
+        if isinstance(target, functools.partial):
+            target = target.func
+        elif getattr(target, "__wrapped__", None) is not None:
+            target = target.__wrapped__
+        else:
+            break
+    code = getattr(target, "__code__", None)
+    if code is None and not isinstance(target, type) and not inspect.isbuiltin(target):
+        code = getattr(getattr(type(target), "__call__", None), "__code__", None)
+    file = code.co_filename if code is not None else None
+    module = getattr(target, "__module__", None) or type(target).__module__
+    return {"module": module, "file": file, "qualname": getattr(target, "__qualname__", type(target).__name__),
+            "cell": bool(file and _CELL.search(file) and file in linecache.cache)}
+
+
+# ---------------------------------------------------------------- in the grader's kernel
+
+
+def record_file(namespace: dict, function: str, plan_path: str, out_path: str) -> None:
+    """Run by the grader in a submission's kernel: the calls of ``plan_path`` (written by the
+    grader with :func:`encode`) on the function ``function`` of ``namespace``, described in
+    ``out_path``. Stops at the first call that raises (an exception fails the check whatever
+    the rest does)."""
+    plan = torch.load(plan_path, weights_only=True)
+    record: dict = {"function": function}
+    fn = namespace.get(function)
+    if function not in namespace:
+        record["missing"] = f"`{function}` is not defined"
+    elif not callable(fn):
+        record["missing"] = f"`{function}` is {type(fn).__name__}, not a function"
+    else:
+        record |= {"name": getattr(fn, "__name__", function), "signature": parameters(fn), "origin": origin(fn),
+                   "calls": []}
+        for planned in plan["calls"]:
+            again = planned.get("again")
+            done = call(fn, tuple(decode(a) for a in planned["args"]), tuple(planned.get("grad", ())),
+                        None if again is None else tuple(decode(a) for a in again))
+            record["calls"].append({k: v for k, v in done.items() if not k.startswith("_")})
+            if "raised" in done:
+                break
+    torch.save(record, out_path)
