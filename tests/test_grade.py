@@ -58,7 +58,7 @@ def row_of(out: str, check: str, notebook: str = "") -> str:
 
 
 def verdict(line: str) -> str:
-    return re.search(r"\s(passed|FAILED|NOT ATTEMPTED|ERROR|TIMED OUT)(\s|$)", line).group(1)
+    return re.search(r"\s(passed|FAILED|NOT ATTEMPTED|ERROR|TIMED OUT|DEFINED OUTSIDE)(\s|$)", line).group(1)
 
 
 def solution(name: str):
@@ -352,6 +352,44 @@ def test_what_a_notebook_redefines_changes_no_verdict_of_a_declared_check(capsys
         else:
             assert verdict(line) == "NOT ATTEMPTED", line
     assert "grouped wrongly" in row_of(out, "check_split_heads", "wrong/")
+
+
+def _after_def(nb, function: str, source: str) -> None:
+    """Insert a code cell right after the cell that defines ``function``."""
+    index = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code" and f"def {function}(" in c.source)
+    nb.cells.insert(index + 1, nbformat.v4.new_code_cell(source))
+
+
+def test_a_graded_function_defined_outside_the_notebook_gets_no_pass(capsys, tmp_path):
+    """Imported from the package, from a file the notebook wrote, made by exec from a solution's
+    source: the kernel records where each function was defined, and the grader finds its code in
+    none of the notebook's cells (a declared check, 03, and one still checked in the kernel, 01)."""
+    nb = nbformat.read(EXERCISES / "03_masking.ipynb", as_version=4)
+    _after_def(nb, "padding_mask", "from annotated.masks import padding_mask")
+    _after_def(nb, "subsequent_mask",
+               "import pathlib, sys\n"
+               "pathlib.Path('helper.py').write_text('import torch\\n'\n"
+               "    'def subsequent_mask(size, device=None):\\n'\n"
+               "    '    return torch.ones(size, size, dtype=torch.bool, device=device).tril()\\n')\n"
+               "sys.path.insert(0, '.')\n"
+               "from helper import subsequent_mask")
+    _after_def(nb, "target_mask", "exec('def target_mask(tokens, pad_idx):\\n'\n"
+                                  "     '    return (tokens != pad_idx).unsqueeze(-2) & subsequent_mask(tokens.size(-1), tokens.device)')")
+    (tmp_path / "eve").mkdir()
+    nbformat.write(nb, tmp_path / "eve" / "03_masking.ipynb")
+    softmax = nbformat.read(EXERCISES / SOFTMAX, as_version=4)
+    answer = next(c.source for c in solution(SOFTMAX).cells if "def stable_softmax(" in c.source)
+    _after_def(softmax, "stable_softmax", f"exec({answer!r})")
+    nbformat.write(softmax, tmp_path / "eve" / SOFTMAX)
+    code, out, _ = grade(capsys, tmp_path, "--jobs", "2")
+    assert code == 1
+    padding, look_ahead, target = (row_of(out, f"check_{n}") for n in ("padding_mask", "subsequent_mask", "target_mask"))
+    for line in (padding, look_ahead, target, row_of(out, "check_stable_softmax")):
+        assert verdict(line) == "DEFINED OUTSIDE" and "is not defined in the notebook" in line, line
+    assert "it is annotated.masks.padding_mask, from " in padding
+    assert "it is helper.subsequent_mask, from " in look_ahead and "helper.py" in look_ahead
+    assert verdict(row_of(out, "check_decoder_input_and_labels")) == "NOT ATTEMPTED"
+    assert verdict(row_of(out, "check_softmax_with_temperature")) == "NOT ATTEMPTED"
 
 
 def test_the_grader_never_changes_a_notebook(capsys, tmp_path):

@@ -43,7 +43,10 @@ Each exercise gets one verdict: ``passed``; ``failed`` (with the check's diagnos
 line of it, or all of it with ``--full``); ``not attempted`` (the function still raises the
 ``NotImplementedError`` of the blank handed out); ``error`` (the function is not defined, or
 its cell raised); ``timed out`` (the check, or a cell of the notebook, ran past its limit: the
-kernel is interrupted and grading goes on with the next one). Time limits: ``--timeout``
+kernel is interrupted and grading goes on with the next one); ``defined outside`` (the function's
+code is in none of the notebook's cells: imported from ``annotated``, from ``solutions/`` or from
+another file, or made by ``exec``; the kernel records where it was defined, its module, file and
+source, and the grader looks for that source in the snapshot's cells). Time limits: ``--timeout``
 seconds per cell and per check (default 60), ``--notebook-timeout`` seconds for a whole
 notebook (default 600); the report prints both.
 
@@ -89,7 +92,7 @@ from annotated.support.options import MAX_SECONDS, machine_cores
 from annotated.support import sandbox
 
 CELL_SECONDS, NOTEBOOK_SECONDS = 60, 600
-VERDICTS = ("passed", "failed", "not attempted", "error", "timed out")
+VERDICTS = ("passed", "failed", "not attempted", "error", "timed out", "defined outside")
 EXERCISE_HEADING = re.compile(r"^##\s+Exercise\s+(\d+\.\d+)\b")
 CHECK_CALL = re.compile(r"^\s*(check_\w+)\s*\(")
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -279,7 +282,11 @@ def report_in_kernel(function: str, check: str, token: str, namespace: dict) -> 
 
     from annotated.support.grading import CHECKS, ExerciseFailed
 
-    verdict, diagnosis = "error", ""
+    from annotated.support.record import origin
+
+    verdict, diagnosis, where = "error", "", None
+    if function in namespace and callable(namespace[function]):
+        where = origin(namespace[function])
     if function not in namespace:
         diagnosis = f"`{function}` is not defined"
     elif not callable(namespace[function]):
@@ -297,7 +304,7 @@ def report_in_kernel(function: str, check: str, token: str, namespace: dict) -> 
                 verdict, diagnosis = "timed out", "interrupted"
             except BaseException as err:  # the check itself stopped: say with what
                 diagnosis = f"the check stopped with {type(err).__name__}: {err}"
-    print(token + json.dumps({"verdict": verdict, "diagnosis": diagnosis}))
+    print(token + json.dumps({"verdict": verdict, "diagnosis": diagnosis, "origin": where}))
 
 
 MAX_RECORD_BYTES = 2**30  # a kernel's record of a declared check larger than this is not read
@@ -320,6 +327,28 @@ def _record_cell(exercise: Exercise, plan: Path, out: Path) -> nbformat.Notebook
     )
 
 
+def _lines(text: str) -> str:
+    return "\n".join(line.rstrip() for line in text.strip().splitlines())
+
+
+def defined_outside(function: str, origin: dict | None, sources: list[str]) -> str | None:
+    """Why the graded function is not the notebook's own, or None: its code is not a cell of the
+    kernel (imported from ``annotated``, from ``solutions/`` or from another file, or made by
+    ``exec``), or its source is in none of the notebook's cells. ``origin``: what the kernel
+    recorded of it (``annotated.support.record.origin``)."""
+    if not isinstance(origin, dict):
+        return None
+    source = origin.get("source")
+    if origin.get("cell") and (not isinstance(source, str) or _lines(source) in _lines("\n".join(sources))):
+        return None
+    where = f"{origin.get('module') or '?'}.{origin.get('qualname') or '?'}"
+    if origin.get("file"):
+        where += f", from {origin['file']}"
+    why = ("its code is not in the notebook's cells" if origin.get("cell") else f"it is {where}")
+    return (f"`{function}` is not defined in the notebook: {why}. A graded function must be written in "
+            "its exercise's cell: one imported or copied in gets no pass")
+
+
 def _judged(decl, probes: list, out: Path) -> dict | None:
     """The verdict on the record a kernel wrote to ``out``, judged in this process (None when the
     kernel wrote none). The file is read as data only (``weights_only``): tensors, numbers,
@@ -340,7 +369,8 @@ def _judged(decl, probes: list, out: Path) -> dict | None:
     except Exception as err:  # noqa: BLE001 - a record a notebook wrote itself, or cut short
         return {"verdict": "error", "diagnosis": f"the kernel's record of the calls cannot be read ({type(err).__name__}: "
                 f"{err})", "mistake": "no record"}
-    return {"verdict": found.verdict, "diagnosis": found.diagnosis, "mistake": found.mistake}
+    return {"verdict": found.verdict, "diagnosis": found.diagnosis, "mistake": found.mistake,
+            "origin": record.get("origin")}
 
 
 def _grader_cell(exercise: Exercise, token: str) -> nbformat.NotebookNode:
@@ -450,6 +480,7 @@ def _run(copy: Path, nb, exercises, notes, limits: Limits, name: str, student: s
     from annotated.support.grading import engine
 
     plan = _plan(nb, exercises)
+    sources = [cell.source for cell in nb.cells if cell.cell_type == "code"]
     token = f"@@annotated-grade-{secrets.token_hex(16)}@@"
     declared = {e.check: declarations()[e.check] for e in exercises if e.check in declarations()}
     plans = {check: engine.plan(decl) for check, decl in declared.items()}  # built here, sent as data
@@ -534,6 +565,9 @@ def _run(copy: Path, nb, exercises, notes, limits: Limits, name: str, student: s
                         found = _verdict_of(cell, token) or {
                             "verdict": "error", "diagnosis": "the check gave no verdict: " + (
                                 error_text(cell) or "the notebook took over its output (sys.stdout replaced?)")}
+                    outside = defined_outside(exercise.function, found.get("origin"), sources)
+                    if outside:
+                        found = {"verdict": "defined outside", "diagnosis": outside, "mistake": "defined outside"}
                     diagnosis = found["diagnosis"]
                     if found["verdict"] == "error" and exercise.number in cell_problem:
                         diagnosis += f": {cell_problem[exercise.number]}"

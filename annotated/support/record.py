@@ -222,8 +222,9 @@ def parameters(fn) -> list[str] | None:
 
 
 def origin(fn) -> dict:
-    """Where ``fn`` was defined: its module, the file of its code and whether that file is a
-    cell of this kernel (IPython's name for a cell's code). A decorator (functools.wraps, lru_cache,
+    """Where ``fn`` was defined: its module, the file of its code, whether that file is a cell of
+    this kernel (IPython's name for a cell's code) and its source (the grader looks for it in
+    the notebook's cells). A decorator (functools.wraps, lru_cache,
     torch.no_grad) and functools.partial are seen through; an object with __call__ is known by its
     class."""
     target = fn
@@ -239,8 +240,12 @@ def origin(fn) -> dict:
         code = getattr(getattr(type(target), "__call__", None), "__code__", None)
     file = code.co_filename if code is not None else None
     module = getattr(target, "__module__", None) or type(target).__module__
+    try:
+        source = inspect.getsource(target)[:20_000]
+    except (OSError, TypeError):
+        source = None
     return {"module": module, "file": file, "qualname": getattr(target, "__qualname__", type(target).__name__),
-            "cell": bool(file and _CELL.search(file) and file in linecache.cache)}
+            "cell": bool(file and _CELL.search(file) and file in linecache.cache), "source": source}
 
 
 # ---------------------------------------------------------------- in the grader's kernel
