@@ -12,13 +12,16 @@ import shutil
 import socket
 import tempfile
 import time
+from pathlib import Path
 
 import nbformat
 import pytest
 
 from annotated.support import sandbox
 from annotated.support.exercises import EXERCISES, SOLUTIONS
-from annotated.support.grade import Result, defined_check_names, is_check_cell, main, table, which_notebook
+from annotated.support.grade import (
+    Result, defined_check_names, is_check_cell, main, table, which_notebook, with_feedback, write_csv,
+)
 from annotated.support.grading import CHECKS
 from annotated.support.catalogue import NOTEBOOKS
 
@@ -422,7 +425,8 @@ def _hostile_cell(victim, listener_port: int) -> nbformat.NotebookNode:
         "try:\n"
         f"    socket.create_connection(('127.0.0.1', {listener_port}), timeout=5).sendall(b'graded?')\n"
         "except OSError:\n"
-        "    pass")
+        "    pass\n"
+        f"pathlib.Path('/tmp/annotated-escape-{listener_port}').write_text('left behind')")
 
 
 def _listener() -> socket.socket:
@@ -461,6 +465,7 @@ def test_every_submission_is_graded_from_what_it_was_before_the_first_kernel_sta
     assert hashes["zoe"] == hashlib.sha256(zoe).hexdigest()
     assert document["sandbox"] == ("bubblewrap" if BWRAP.present else f"none: {BWRAP.why_not}")
     assert out.startswith("sandbox: bubblewrap" if BWRAP.present else "NO SANDBOX: ")
+    Path(f"/tmp/annotated-escape-{server.getsockname()[1]}").unlink(missing_ok=True)  # (written without a sandbox)
     server.close()
 
 
@@ -488,6 +493,7 @@ def test_in_the_sandbox_a_submission_reaches_no_other_submission_no_solution_and
     assert (submissions / "zoe" / SOFTMAX).read_bytes() == zoe
     assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before  # nothing written anywhere
     assert not _called(server)
+    assert not Path(f"/tmp/annotated-escape-{server.getsockname()[1]}").exists()  # its /tmp was its own
     server.close()
     assert all(verdict(line) == "passed" for line in rows(out) if line.startswith("zoe/")), out
     mallory = [line for line in rows(out) if line.startswith("mallory/")]
@@ -516,7 +522,8 @@ def test_a_class_is_graded_student_by_student_with_gradebooks_and_a_summary(caps
     edited_copy(submissions / "cy", SOFTMAX, RIGHT_SHIFT, WRONG_SHIFT)
     (submissions / "ben" / ".ipynb_checkpoints").mkdir()
     shutil.copy(EXERCISES / SOFTMAX, submissions / "ben" / ".ipynb_checkpoints")  # never graded
-    code, out, _ = grade(capsys, submissions, "--csv", tmp_path / "grades.csv", "--json", tmp_path / "grades.json")
+    code, out, _ = grade(capsys, submissions, "--csv", tmp_path / "grades.csv", "--long",
+                         "--json", tmp_path / "grades.json")
     assert code == 1
     names = [line.split()[0] for line in rows(out)]
     assert names == [f"{s}/{SOFTMAX}" for s in ("ana", "ben", "cy") for _ in range(3)]
@@ -538,14 +545,109 @@ def test_a_class_is_graded_student_by_student_with_gradebooks_and_a_summary(caps
     assert [r["verdict"] for r in document["results"]] == [r["verdict"] for r in table]
     first = document["summary"][0]
     assert first["verdicts"] == {"passed": 1, "failed": 2} and first["common_diagnoses"][0]["count"] == 2
+    assert [(r["student"], r["points"]) for r in document["gradebook"]] == [("ana", 3), ("ben", 2), ("cy", 2)]
 
 
 def test_a_gradebook_can_go_to_the_standard_output(capsys, tmp_path):
     shutil.copy(SOLUTIONS / "03_masking.ipynb", tmp_path)
     code, out, err = grade(capsys, tmp_path, "--csv", "-")
     assert code == 0
-    assert out.splitlines()[0] == "student,notebook,exercise,check,verdict,diagnosis,notes,seconds,sandbox"
-    assert len(out.splitlines()) == 1 + len(NOTEBOOKS["03_masking"]) and "4 of 4 exercises passed" in err
+    lines = out.splitlines()
+    assert lines[0] == ("student,3.1 padding_mask,3.2 subsequent_mask,3.3 target_mask,3.4 decoder_input_and_labels,"
+                        "points,max_points,notes,sandbox")
+    assert lines[1].startswith("03_masking.ipynb,1,1,1,1,4,4,,") and len(lines) == 2
+    assert "4 of 4 exercises passed" in err
+
+
+def test_the_gradebook_has_a_row_per_student_and_a_second_copy_of_a_notebook_is_reported_not_doubled(
+        capsys, tmp_path):
+    """--csv: the form a learning management system imports, one row per student, a column of points per
+    exercise, the total. ana's folder holds a blank '-Copy1' beside her notebook: it is left out and
+    said so. ben inverted his padding mask; --feedback diagnosis names the mistake without the fix."""
+    submissions = tmp_path / "submissions"
+    (submissions / "ana").mkdir(parents=True)
+    shutil.copy(SOLUTIONS / SOFTMAX, submissions / "ana")
+    shutil.copy(EXERCISES / SOFTMAX, submissions / "ana" / SOFTMAX.replace(".ipynb", "-Copy1.ipynb"))
+    edited_copy(submissions / "ben", "03_masking.ipynb", "real = tokens != pad_idx", "real = tokens == pad_idx")
+    code, out, _ = grade(capsys, submissions, "--csv", tmp_path / "grades.csv", "--json", tmp_path / "grades.json",
+                         "--feedback", "diagnosis")
+    assert code == 1
+    assert f"ana: left out ana/{SOFTMAX.replace('.ipynb', '-Copy1.ipynb')} (another notebook" in out
+    assert len([line for line in rows(out) if line.startswith("ana/")]) == 3
+    padding = row_of(out, "check_padding_mask")
+    assert verdict(padding) == "FAILED" and padding.endswith("an inverted mask") and "!=" not in padding
+    table = list(csv.DictReader(io.StringIO((tmp_path / "grades.csv").read_text())))
+    assert list(table[0]) == ["student", "1.1 stable_softmax", "1.2 softmax_with_temperature", "1.3 score_variances",
+                              "3.1 padding_mask", "3.2 subsequent_mask", "3.3 target_mask",
+                              "3.4 decoder_input_and_labels", "points", "max_points", "notes", "sandbox"]
+    ana, ben = table
+    assert (ana["student"], ana["1.1 stable_softmax"], ana["3.1 padding_mask"], ana["points"]) == ("ana", "1", "", "3")
+    assert "left out" in ana["notes"] and "-Copy1" in ana["notes"]
+    assert (ben["student"], ben["1.1 stable_softmax"], ben["3.1 padding_mask"]) == ("ben", "", "0")
+    assert ben["3.2 subsequent_mask"] == "1" and int(ben["points"]) == sum(int(ben[c] or 0) for c in list(ben)[1:8])
+    assert ana["max_points"] == ben["max_points"] == "7"
+    document = json.loads((tmp_path / "grades.json").read_text())
+    assert document["left_out"] == {"ana": [f"ana/{SOFTMAX.replace('.ipynb', '-Copy1.ipynb')}"]}
+    assert [r["diagnosis"] for r in document["results"] if r["check"] == "check_padding_mask"] == ["an inverted mask"]
+
+
+def test_feedback_levels_keep_the_verdict_and_drop_the_fix():
+    failed = Result("ben", "ben/03.ipynb", "Exercise 3.1", "check_padding_mask", "failed",
+                    "your padding mask is inverted: ... tokens != pad_idx, not ==.", mistake="an inverted mask")
+    old_path = Result("ben", "ben/01.ipynb", "Exercise 1.1", "check_stable_softmax", "failed",
+                      "you subtracted the maximum along dimension -1: use x.amax(dim=dim, keepdim=True)\nmore")
+    blank = Result("ben", "ben/01.ipynb", "Exercise 1.2", "check_softmax_with_temperature", "not attempted",
+                   "the function still raises the NotImplementedError of the blank")
+    results = [failed, old_path, blank]
+    assert [r.diagnosis for r in with_feedback(results, "full")] == [r.diagnosis for r in results]
+    assert [r.diagnosis for r in with_feedback(results, "diagnosis")] == [
+        "an inverted mask", "you subtracted the maximum along dimension -1", blank.diagnosis]
+    assert [(r.verdict, r.diagnosis) for r in with_feedback(results, "verdict")] == [
+        ("failed", ""), ("failed", ""), ("not attempted", "")]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--csv", "{a}", "{b}"], "is a notebook: the gradebook would replace it"),
+    (["{b}", "--json", "{a}"], "is a notebook: the gradebook would replace it"),
+    (["{b}", "--csv", "{out}", "--json", "{out}"], "name the same file"),
+    (["{b}", "--long"], "--long is the form of the --csv gradebook"),
+], ids=["csv-takes-a-notebook", "json-onto-a-notebook", "same-path", "long-without-csv"])
+def test_an_output_that_would_replace_an_input_or_another_output_is_refused_before_any_work(
+        capsys, tmp_path, argv, message):
+    """grade --csv a/01.ipynb b/01.ipynb: argparse gives --csv the first notebook; the gradebook would
+    replace a submission. Refused with exit code 2, and nothing is written or graded."""
+    for student in ("a", "b"):
+        (tmp_path / student).mkdir()
+        shutil.copy(SOLUTIONS / SOFTMAX, tmp_path / student)
+    before = (tmp_path / "a" / SOFTMAX).read_bytes()
+    paths = {"a": tmp_path / "a" / SOFTMAX, "b": tmp_path / "b" / SOFTMAX, "out": tmp_path / "grades"}
+    try:
+        code, _, err = grade(capsys, *(arg.format(**paths) for arg in argv))
+    except SystemExit as exit_info:  # argparse's own usage errors
+        code, err = exit_info.code, capsys.readouterr().err
+    assert code == 2 and message in err and "grading" not in err
+    assert (tmp_path / "a" / SOFTMAX).read_bytes() == before and not (tmp_path / "grades").exists()
+
+
+def test_a_gradebook_is_written_whole_or_not_at_all(tmp_path, monkeypatch):
+    """On a full disk the earlier gradebook stays as it was (the new one goes to a file beside it,
+    moved into place only once complete)."""
+    import errno
+
+    path = tmp_path / "grades.csv"
+    path.write_text("the earlier gradebook\n")
+    result = Result("ana", "ana/01.ipynb", "Exercise 1.1: `stable_softmax` (§3.2.1)", "check_stable_softmax", "passed")
+
+    def full_disk(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full_disk)
+    with pytest.raises(OSError):
+        write_csv([result], str(path))
+    assert path.read_text() == "the earlier gradebook\n" and sorted(p.name for p in tmp_path.iterdir()) == ["grades.csv"]
+    monkeypatch.undo()
+    write_csv([result], str(path))
+    assert path.read_text().splitlines()[1].startswith("ana,1,1,1,")
 
 
 @pytest.mark.parametrize("where, message", [

@@ -4,7 +4,8 @@
     python -m annotated.support.grade submissions/                     # and of its subfolders, one per student
     python -m annotated.support.grade submissions/ana/04_multi_head_attention.ipynb --full
     python -m annotated.support.grade submissions/ --csv grades.csv --json grades.json
-    python -m annotated.support.grade submissions/ --timeout 30 --notebook-timeout 300
+    python -m annotated.support.grade submissions/ --csv long.csv --long --feedback diagnosis
+    python -m annotated.support.grade submissions/ --timeout 30 --notebook-timeout 300 --memory 4
 
 The grader knows every exercise of every exercise notebook from the package
 (``annotated.support.catalogue``): the function each one defines and the check that
@@ -51,18 +52,30 @@ seconds per cell and per check (default 60), ``--notebook-timeout`` seconds for 
 notebook (default 600); the report prints both.
 
 After the table, with several submissions, comes a summary per exercise for the class: how
-many passed, and the three most common diagnoses (what to teach again). ``--csv PATH`` and
-``--json PATH`` write a gradebook (``-`` for the standard output), one row per student,
-notebook and exercise, with the columns ``student, notebook, exercise, check, verdict,
-diagnosis, notes, seconds``: the student is the first folder under the folder given (empty for
-a notebook given by itself). A notebook is never changed on disk. Several notebooks run side
+many passed, and the three most common diagnoses (what to teach again). ``--csv PATH`` writes
+the gradebook a learning management system imports (``-`` for the standard output): one row per
+student (the first folder under the folder given; a notebook given by itself is a row of its
+own, by its name), a column of points per exercise graded (1 passed, 0 not, empty for a chapter
+the student handed in nothing of), ``points``, ``max_points``, ``notes`` and ``sandbox``.
+``--csv PATH --long`` writes one row per student, notebook and exercise instead, with the
+columns ``student, notebook, exercise, check, verdict, diagnosis, notes, seconds, sandbox``.
+``--json PATH`` holds both (``results``, ``gradebook``), the class summary, the limits, the
+sandbox, and the SHA-256 of every submission graded. ``--feedback`` says what they (and the
+table) tell of each exercise: ``full`` (the default) the whole diagnosis, ``diagnosis`` the
+mistake named without the corrected code, ``verdict`` the verdict alone. Two notebooks of the
+same chapter in one student's folder (a ``-Copy1``): the one named as handed out is graded, the
+other left out and reported. Gradebooks are written whole or not at all (a temporary file moved
+into place); a gradebook path that is a notebook (``grade --csv a/01.ipynb b/01.ipynb`` gives
+``--csv`` the first notebook) or that two options share is refused before anything runs. A
+notebook is never changed on disk. Several notebooks run side
 by side, each in its own kernel (``--jobs``, by default as many as the machine has cores, at
 most 4); the table keeps the order of the paths.
 
 What the sandbox and the temporary folder protect, and what they do not: README, "Exercises".
 
 Exit code: 0 when every exercise passed, 1 otherwise, 2 for a usage error (a path that is not a
-notebook or a folder of notebooks, a limit out of range, a gradebook that cannot be written).
+notebook or a folder of notebooks, a limit out of range, a gradebook that cannot be written or
+would replace a notebook or another gradebook).
 """
 
 import argparse
@@ -77,6 +90,7 @@ import secrets
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -86,6 +100,7 @@ from pathlib import Path
 import nbformat
 
 from annotated.support.errors import UsageError, run_command
+from annotated.support.files import atomic_write
 from annotated.support.catalogue import BY_CHAPTER, BY_NUMBER, NOTEBOOKS, Exercise
 from annotated.support.course import ROOT
 from annotated.support.options import MAX_SECONDS, machine_cores
@@ -98,6 +113,7 @@ CHECK_CALL = re.compile(r"^\s*(check_\w+)\s*\(")
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 NOT_DONE = "raised NotImplementedError: the exercise is not done yet"
 SOLUTIONS = ROOT / "solutions"  # never shown to a sandboxed kernel
+_PARSING = threading.Lock()
 COLUMNS = ("student", "notebook", "exercise", "check", "verdict", "diagnosis", "notes", "seconds")
 
 
@@ -113,6 +129,7 @@ class Result:
     diagnosis: str = ""
     notes: str = ""  # what the notebook did to its check cells
     seconds: float = 0.0
+    mistake: str = ""  # the mistake in a few words, without the fix (--feedback diagnosis)
 
     @property
     def passed(self) -> bool:
@@ -228,7 +245,8 @@ def defined_check_names(source: str) -> set[str]:
     elsewhere than the course's grading package), read from its syntax without running it."""
     lines = [line for line in source.splitlines() if not line.lstrip().startswith(("%", "!"))]
     try:
-        tree = ast.parse("\n".join(lines))
+        with _PARSING:  # CPython 3.11's parser is not safe in threads (gh-106905: "AST constructor recursion depth")
+            tree = ast.parse("\n".join(lines))
     except SyntaxError:
         return set()
     names = set()
@@ -392,9 +410,9 @@ def _verdict_of(cell, token: str) -> dict | None:
 # ------------------------------------------------------------------------------ grading one notebook
 
 
-def _row(student, name, exercise, verdict, diagnosis="", notes=None, seconds=0.0) -> Result:
+def _row(student, name, exercise, verdict, diagnosis="", notes=None, seconds=0.0, mistake="") -> Result:
     return Result(student, name, exercise.heading, exercise.check, verdict, diagnosis,
-                  (notes or {}).get(exercise.number, ""), round(seconds, 1))
+                  (notes or {}).get(exercise.number, ""), round(seconds, 1), mistake)
 
 
 def _whole(student: str, name: str, verdict: str, diagnosis: str) -> list[Result]:
@@ -490,8 +508,8 @@ def _run(copy: Path, nb, exercises, notes, limits: Limits, name: str, student: s
     ran = []            # the cells that ran within their limit: replayed on a fresh kernel
     position, restarts, stopped = 0, 0, ""
 
-    def row(exercise, verdict, diagnosis="", seconds=0.0):
-        results[exercise.number] = _row(student, name, exercise, verdict, diagnosis, notes, seconds)
+    def row(exercise, verdict, diagnosis="", seconds=0.0, mistake=""):
+        results[exercise.number] = _row(student, name, exercise, verdict, diagnosis, notes, seconds, mistake)
 
     while position < len(plan) and not stopped:
         run = nbformat.v4.new_notebook(metadata=nb.get("metadata", {}))
@@ -573,7 +591,7 @@ def _run(copy: Path, nb, exercises, notes, limits: Limits, name: str, student: s
                         diagnosis += f": {cell_problem[exercise.number]}"
                     elif found["verdict"] == "error" and diagnosis.endswith("is not defined"):
                         diagnosis += ": run its cell, and keep the name of the exercise's `def` line"
-                    row(exercise, found["verdict"], diagnosis, seconds)
+                    row(exercise, found["verdict"], diagnosis, seconds, found.get("mistake", ""))
         except DeadKernelError:
             stopped = "the kernel died (out of memory or CPU time, or the notebook ended it)"
         finally:
@@ -652,32 +670,109 @@ def summary_text(results: list[Result]) -> str:
     return "\n".join(lines)
 
 
+FEEDBACK = ("verdict", "diagnosis", "full")
+
+
+def _mistake_of(result: Result) -> str:
+    """A failed exercise's mistake in a few words, without the fix: the declared check's name for
+    it, else the first clause of the diagnosis (the checks still written as code start their
+    message with what is wrong, then say how to fix it)."""
+    if result.mistake:
+        return result.mistake
+    return re.split(r": |\. |\n", _first_line(result.diagnosis), maxsplit=1)[0].strip()
+
+
+def with_feedback(results: list[Result], level: str) -> list[Result]:
+    """The results as a student may see them: ``full``, every diagnosis whole; ``diagnosis``, a
+    failed exercise's mistake named without the corrected code (the other verdicts' reasons, the
+    grader's own, kept); ``verdict``, the verdicts alone."""
+    if level == "full":
+        return results
+    shown = []
+    for r in results:
+        diagnosis = "" if level == "verdict" else _mistake_of(r) if r.verdict == "failed" else r.diagnosis
+        shown.append(Result(**{**asdict(r), "diagnosis": diagnosis}))
+    return shown
+
+
 def _write(path: str, text: str) -> None:
+    """Write a gradebook whole or not at all (a full disk leaves the earlier one as it was)."""
     if path == "-":
         sys.stdout.write(text)
     else:
-        Path(path).write_text(text, encoding="utf-8")
+        with atomic_write(path, mode="w") as out:
+            out.write(text)
 
 
 def _sandbox_word(wrap: sandbox.Bubblewrap | None) -> str:
     return "bubblewrap" if wrap is not None and wrap.present else "none"
 
 
-def write_csv(results: list[Result], path: str, wrap: sandbox.Bubblewrap | None = None) -> None:
+def write_long_csv(results: list[Result], path: str, wrap: sandbox.Bubblewrap | None = None) -> None:
+    """The long form: one row per student, notebook and exercise (``--csv PATH --long``)."""
     buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=(*COLUMNS, "sandbox"), lineterminator="\n")
+    writer = csv.DictWriter(buffer, fieldnames=(*COLUMNS, "sandbox"), lineterminator="\n", extrasaction="ignore")
     writer.writeheader()
     for r in results:
         writer.writerow(asdict(r) | {"sandbox": _sandbox_word(wrap)})
     _write(path, buffer.getvalue())
 
 
+_BY_CHECK = {e.check: e for exercises in NOTEBOOKS.values() for e in exercises}
+
+
+def _column(check: str) -> str:
+    exercise = _BY_CHECK[check]
+    return f"{exercise.number} {exercise.function}"
+
+
+def gradebook_rows(results: list[Result], left_out: dict | None = None) -> tuple[list[str], list[dict]]:
+    """One row per student (a notebook given alone is its own row, by its name), a column of
+    points per exercise graded (1 passed, 0 not; empty where the student handed in no notebook of
+    that chapter), the total, the most and notes (a second notebook of a chapter left out, a
+    notebook that could not be graded)."""
+    checks = [e.check for exercises in NOTEBOOKS.values() for e in exercises
+              if any(r.check == e.check for r in results)]
+    columns = [_column(c) for c in checks]
+    rows: dict[str, dict] = {}
+    for r in results:
+        key = r.student or r.notebook
+        row = rows.setdefault(key, {"student": key, "notes": []})
+        if r.check:
+            row[_column(r.check)] = int(r.passed)
+        else:
+            row["notes"].append(f"{r.notebook}: {r.verdict}, {_first_line(r.diagnosis)}")
+    for key, names in (left_out or {}).items():
+        rows.setdefault(key, {"student": key, "notes": []})["notes"].append(
+            "left out (another notebook of the same chapter was graded): " + ", ".join(names))
+    for row in rows.values():
+        row["points"] = sum(row.get(c, 0) for c in columns)
+        row["max_points"] = len(columns)
+        row["notes"] = "; ".join(row["notes"])
+    return ["student", *columns, "points", "max_points", "notes"], list(rows.values())
+
+
+def write_csv(results: list[Result], path: str, wrap: sandbox.Bubblewrap | None = None,
+              left_out: dict | None = None) -> None:
+    """The gradebook a learning management system imports (``--csv PATH``): one row per student,
+    one column of points per exercise, the total; the sandbox in a last column."""
+    columns, rows = gradebook_rows(results, left_out)
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=(*columns, "sandbox"), lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow(row | {"sandbox": _sandbox_word(wrap)})
+    _write(path, buffer.getvalue())
+
+
 def write_json(results: list[Result], path: str, limits: Limits, wrap: sandbox.Bubblewrap | None = None,
-               submissions: list[Submission] = ()) -> None:
+               submissions: list[Submission] = (), left_out: dict | None = None) -> None:
+    columns, rows = gradebook_rows(results, left_out)
     document = {"sandbox": _sandbox_word(wrap) if wrap is None or wrap.present else f"none: {wrap.why_not}",
                 "limits": {"cell_seconds": limits.cell, "notebook_seconds": limits.notebook},
                 "submissions": [{"student": s.student, "notebook": s.name, "sha256": s.sha256} for s in submissions],
-                "results": [asdict(r) for r in results], "summary": summary(results)}
+                "left_out": left_out or {},
+                "results": [asdict(r) for r in results], "gradebook": rows, "summary": summary(results)}
     _write(path, json.dumps(document, indent=1, ensure_ascii=False) + "\n")
 
 
@@ -694,6 +789,58 @@ def _writable(path: str | None, option: str) -> None:
         raise UsageError(f"{option} {path}: the folder {parent} is not writable")
 
 
+def check_outputs(outputs: dict[str, str | None], inputs: list[str], found: list[Path]) -> None:
+    """Refuse, before any work, a gradebook that would replace a submission or another
+    gradebook: an output path that is an input (or a notebook: ``--csv a/01.ipynb b/01.ipynb``
+    takes the first notebook as the gradebook), or the same path for two outputs."""
+    taken: dict[Path, str] = {}
+    notebooks = {p.resolve() for p in found} | {Path(p).resolve() for p in inputs}
+    for option, path in outputs.items():
+        if path in (None, "-"):
+            continue
+        resolved = Path(path).resolve()
+        if resolved in notebooks or resolved.suffix == ".ipynb":
+            raise UsageError(f"{option} {path} is a notebook: the gradebook would replace it. Give the "
+                             f"gradebook's own file name right after {option} (did {option} take the first "
+                             "notebook as its value?)")
+        if resolved in taken:
+            raise UsageError(f"{taken[resolved]} and {option} name the same file, {path}: one would replace "
+                             "the other; give each its own")
+        taken[resolved] = option
+        _writable(path, option)
+
+
+def one_per_chapter(submissions: list[Submission]) -> tuple[list[Submission], dict[str, list[str]]]:
+    """A student's folder with two notebooks of the same chapter (a ``-Copy1`` beside the one
+    handed in): the one with the name as handed out is graded (else the first by name), the
+    others left out and reported, per student. Notebooks given alone are each graded."""
+    kept, left_out, seen = [], {}, {}
+    chapters = {}
+    for sub in submissions:
+        chapter = None
+        if sub.student:
+            try:
+                chapter = which_notebook(sub.path, nbformat.reads(sub.data.decode("utf-8"), as_version=4))
+            except Exception:  # noqa: BLE001 - not a notebook: graded, to say so
+                chapter = None
+        chapters[id(sub)] = chapter
+        if chapter is None:
+            continue
+        seen.setdefault((sub.student, chapter), []).append(sub)
+    chosen = {}
+    for key, subs in seen.items():
+        exact = [s for s in subs if s.path.stem == key[1]]
+        chosen[key] = (exact or subs)[0]
+        for other in subs:
+            if other is not chosen[key]:
+                left_out.setdefault(key[0], []).append(other.name)
+    for sub in submissions:
+        key = (sub.student, chapters[id(sub)])
+        if chapters[id(sub)] is None or chosen[key] is sub:
+            kept.append(sub)
+    return kept, left_out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m annotated.support.grade",
                                      description="Grade exercise notebooks with the course's checks: one verdict "
@@ -704,8 +851,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--notebook-timeout", type=int, default=NOTEBOOK_SECONDS,
                         help=f"seconds a whole notebook may run, its checks included (default {NOTEBOOK_SECONDS})")
     parser.add_argument("--full", action="store_true", help="print each diagnosis whole, not its first line")
-    parser.add_argument("--csv", metavar="PATH", help="write the gradebook as CSV (- for the standard output)")
-    parser.add_argument("--json", metavar="PATH", help="write the gradebook and the class summary as JSON (- too)")
+    parser.add_argument("--csv", metavar="PATH",
+                        help="write the gradebook as CSV, one row per student, a column of points per exercise "
+                             "(- for the standard output)")
+    parser.add_argument("--long", action="store_true",
+                        help="with --csv: one row per student, notebook and exercise, with verdicts and diagnoses")
+    parser.add_argument("--json", metavar="PATH", help="write the results, the gradebook and the class summary as "
+                                                       "JSON (- too)")
+    parser.add_argument("--feedback", choices=FEEDBACK, default="full",
+                        help="what the report and the gradebooks say of each exercise: the verdict alone, the "
+                             "mistake named without the corrected code (diagnosis), or the whole diagnosis (full, "
+                             "the default)")
     parser.add_argument("--jobs", type=int, default=min(4, os.cpu_count() or 1),
                         help="notebooks run at once, each in its own kernel (default: the cores, at most 4)")
     parser.add_argument("--memory", type=float, metavar="GB",
@@ -727,11 +883,14 @@ def main(argv: list[str] | None = None) -> int:
     memory = int(args.memory * 2**30) if args.memory else memory_default(args.jobs)
     limits = Limits(args.timeout, args.notebook_timeout, memory)
 
+    if args.long and not args.csv:
+        parser.error("--long is the form of the --csv gradebook: give --csv PATH too")
+
     def body() -> int:
         found = [nb for p in args.paths for nb in notebooks_in(Path(p))]
-        _writable(args.csv, "--csv")
-        _writable(args.json, "--json")
-        submissions = snapshot(found)  # every file read and hashed before the first kernel starts
+        check_outputs({"--csv": args.csv, "--json": args.json}, args.paths, [path for path, _, _ in found])
+        # Every file read and hashed before the first kernel starts; one notebook per chapter and student.
+        submissions, left_out = one_per_chapter(snapshot(found))
         wrap = sandbox.bubblewrap()
         hidden = (*(Path(p) for p in args.paths), SOLUTIONS,
                   *(Path(p) for p in (args.csv, args.json) if p not in (None, "-")))
@@ -748,14 +907,22 @@ def main(argv: list[str] | None = None) -> int:
         with ThreadPoolExecutor(max_workers=min(args.jobs, len(submissions))) as pool:
             results = [r for done in pool.map(run, submissions) for r in done]
         to_stdout = "-" in (args.csv, args.json)
-        report = line + "\n\n" + table(results, args.full, limits)
+        shown = with_feedback(results, args.feedback)
+        report = line + "\n\n"
+        if left_out:
+            report += "\n".join(f"{student}: left out {', '.join(names)} (another notebook of the same chapter "
+                                 "is graded)" for student, names in left_out.items()) + "\n\n"
+        report += table(shown, args.full, limits)
         if len({(r.student, r.notebook) for r in results}) > 1 and any(r.check for r in results):
-            report += "\n\n" + summary_text(results)
+            report += "\n\n" + summary_text(shown)
         print(report, file=sys.stderr if to_stdout else sys.stdout)
         if args.csv:
-            write_csv(results, args.csv, wrap)
+            if args.long:
+                write_long_csv(shown, args.csv, wrap)
+            else:
+                write_csv(shown, args.csv, wrap, left_out)
         if args.json:
-            write_json(results, args.json, limits, wrap, submissions)
+            write_json(shown, args.json, limits, wrap, submissions, left_out)
         return 0 if all(r.passed for r in results) else 1
 
     return run_command(body, parser.prog)
