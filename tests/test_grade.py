@@ -670,6 +670,13 @@ def test_a_bad_limit_or_number_of_jobs_exits_2(capsys, option, value):
     assert exit_info.value.code == 2 and f"{option} must be a positive" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("value", ["0.1", "5000"])
+def test_a_memory_limit_out_of_range_exits_2(capsys, value):
+    with pytest.raises(SystemExit) as exit_info:
+        main([str(EXERCISES), "--memory", value])
+    assert exit_info.value.code == 2 and "--memory must be a number of GB between 0.5 and 1024" in capsys.readouterr().err
+
+
 def test_a_gradebook_that_cannot_be_written_stops_before_any_notebook_runs(capsys, tmp_path):
     code, _, err = grade(capsys, EXERCISES, "--csv", tmp_path / "no" / "such" / "grades.csv")
     assert code == 2 and "does not exist" in err and "grading" not in err  # no notebook was started

@@ -32,6 +32,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -139,9 +140,12 @@ def command(bwrap: str, work: Path, runtime: Path, hidden: Iterable[Path] = (), 
     folders, ending where the kernel's own command line goes. ``work`` (the submission's copy)
     and ``runtime`` (the kernel's connection file and sockets) are bound writable at their own
     paths; ``hidden`` folders and files are covered where a bound folder holds them."""
-    hidden = [Path(h).resolve() for h in hidden]
+    # The grader's temporary folders (the other submissions' copies) are never bound.
+    hidden = [Path(h).resolve() for h in (*hidden, tempfile.gettempdir(), "/tmp")]
     roots = readable_roots(hidden)
-    args = [bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--clearenv"]
+    args = [bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--clearenv",
+            # first the private /tmp, so that a folder bound below it afterwards shows
+            "--dev", "/dev", "--proc", "/proc", "--size", str(TMP_BYTES), "--tmpfs", "/tmp", "--dir", "/tmp/home"]
     for root in roots:
         if root.is_symlink():  # /bin -> usr/bin on a merged /usr
             args += ["--symlink", os.readlink(root), str(root)]
@@ -152,9 +156,7 @@ def command(bwrap: str, work: Path, runtime: Path, hidden: Iterable[Path] = (), 
             args += ["--tmpfs", str(path)] if path.is_dir() else ["--ro-bind", "/dev/null", str(path)]
     if not any(_inside(PACKAGE, root) for root in roots):
         args += ["--ro-bind", str(PACKAGE), str(PACKAGE)]
-    args += ["--dev", "/dev", "--proc", "/proc", "--size", str(TMP_BYTES), "--tmpfs", "/tmp",
-             "--dir", "/tmp/home",
-             "--bind", str(work), str(work), "--bind", str(runtime), str(runtime), "--chdir", str(work)]
+    args += ["--bind", str(work), str(work), "--bind", str(runtime), str(runtime), "--chdir", str(work)]
     env = {name: os.environ[name] for name in KEPT_ENV if name in os.environ}
     # JPY_PARENT_PID=1: ipykernel then neither polls for a parent it cannot see (its own process
     # namespace) nor prints its connection details (--die-with-parent ends it with the grader).

@@ -1,0 +1,116 @@
+"""The grader's sandbox itself (annotated/support/sandbox.py), without a kernel: a Python run by
+the command line a kernel gets sees what the README says and no more. Skipped where bubblewrap
+is missing, unless ANNOTATED_REQUIRE_BWRAP=1 (CI)."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from annotated.support import sandbox
+from annotated.support.course import ROOT
+
+BWRAP = sandbox.bubblewrap()
+
+
+@pytest.fixture(autouse=True)
+def needs_bwrap():
+    if not BWRAP.present:
+        message = f"{BWRAP.why_not}: the sandbox's tests need it (sudo apt-get install bubblewrap)"
+        if os.environ.get(sandbox.REQUIRE) == "1":
+            pytest.fail(f"{sandbox.REQUIRE}=1 but {message}", pytrace=False)
+        pytest.skip(message)
+
+
+def inside(tmp_path, code: str, hidden=(), memory=2**30, cpu=60) -> dict:
+    """Run ``code`` (which prints one JSON object) in the sandbox a kernel would get."""
+    work, runtime = tmp_path / "work", tmp_path / "run"
+    work.mkdir(exist_ok=True)
+    runtime.mkdir(exist_ok=True)
+    command = sandbox.command(BWRAP.path, work, runtime, hidden, cpu, memory)
+    done = subprocess.run([*command, sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                          timeout=120, cwd=work)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_a_sandboxed_python_sees_its_folder_the_package_and_nothing_else(tmp_path):
+    other = tmp_path / "submissions" / "zoe"
+    other.mkdir(parents=True)
+    (other / "01.ipynb").write_text("zoe's")
+    (tmp_path / "home-secret").write_text("secret")
+    found = inside(tmp_path, f"""
+        import json, os, pathlib, resource, socket
+        import annotated, torch
+        package = pathlib.Path(annotated.__file__).parent
+        def can_write(path):
+            try:
+                pathlib.Path(path).write_text("x")
+                return True
+            except OSError:
+                return False
+        def connects():
+            try:
+                socket.create_connection(("1.1.1.1", 80), timeout=3)
+                return True
+            except OSError:
+                return False
+        print(json.dumps({{
+            "cwd": os.getcwd(), "own": can_write("mine.txt"), "package": can_write(package / "x.py"),
+            "solutions": (package.parent / "solutions").exists(), "zoe": os.path.exists({str(other)!r}),
+            "secret": os.path.exists({str(tmp_path / "home-secret")!r}), "tmp": os.listdir("/tmp"),
+            "network": connects(), "pid": os.getpid(), "home": os.environ["HOME"],
+            "env": sorted(os.environ), "data": resource.getrlimit(resource.RLIMIT_DATA)[0],
+            "cpu": resource.getrlimit(resource.RLIMIT_CPU)[0]}}))
+    """, hidden=[tmp_path / "submissions", ROOT / "solutions"])
+    assert found["cwd"] == str(tmp_path / "work") and found["own"] and (tmp_path / "work" / "mine.txt").exists()
+    assert not found["package"] and not found["solutions"] and not found["zoe"] and not found["secret"]
+    # A /tmp of its own: its home, and the way to its own folder where that is under /tmp.
+    way = [] if not str(tmp_path).startswith("/tmp/") else [tmp_path.relative_to("/tmp").parts[0]]
+    assert sorted(found["tmp"]) == sorted(["home", *way]) and found["home"] == "/tmp/home"
+    assert not found["network"] and found["pid"] < 10  # no network, a process namespace of its own
+    assert found["data"] == 2**30 and found["cpu"] == 60
+    assert not {"JPY_SESSION_NAME", "SSH_AUTH_SOCK", "AWS_SECRET_ACCESS_KEY"} & set(found["env"])
+
+
+def test_the_memory_limit_stops_an_allocation_not_the_grader(tmp_path):
+    found = inside(tmp_path, """
+        import json
+        try:
+            block = bytearray(3 * 2**30)
+            print(json.dumps({"allocated": True}))
+        except MemoryError:
+            print(json.dumps({"allocated": False}))
+    """, memory=2**30)
+    assert found == {"allocated": False}
+
+
+@pytest.fixture
+def outside_tmp():
+    """A folder outside /tmp (the grader's temporary folders, never bound), removed afterwards."""
+    folder = Path(tempfile.mkdtemp(prefix="annotated-test-", dir="/var/tmp" if os.path.isdir("/var/tmp") else None))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_a_hidden_folder_inside_a_bound_one_is_covered(tmp_path, monkeypatch, outside_tmp):
+    """A submissions folder inside a folder the kernel must read (here, one on sys.path) is
+    covered by an empty one."""
+    shared = outside_tmp / "shared"
+    (shared / "submissions").mkdir(parents=True)
+    (shared / "submissions" / "zoe.ipynb").write_text("zoe's")
+    (shared / "helper.py").write_text("VALUE = 7\n")
+    monkeypatch.setattr(sys, "path", [*sys.path, str(shared)])
+    found = inside(tmp_path, f"""
+        import json, os, sys
+        sys.path.append({str(shared)!r})
+        import helper
+        print(json.dumps({{"helper": helper.VALUE, "listed": os.listdir({str(shared / "submissions")!r})}}))
+    """, hidden=[shared / "submissions"])
+    assert found == {"helper": 7, "listed": []}
