@@ -326,6 +326,9 @@ ATTACKS = {  # the issue's two-line attacks: each gave a blank notebook full mar
               "torch.testing.assert_close = lambda *a, **k: None"),
     "record": ("import annotated.support.record as r\n"
                "r.describe = lambda value, depth=0: {'kind': 'tensor', 'values': None}"),
+    # the recorder made to call the course's own functions: the calls recorded would be right
+    "forge": ("import annotated.masks as m, annotated.support.record as r\n_call = r.call\n"
+              "r.call = lambda fn, args, grad=(), again=None: _call(getattr(m, fn.__name__, fn), args, grad, again)"),
 }
 
 
@@ -350,10 +353,11 @@ def test_what_a_notebook_redefines_changes_no_verdict_of_a_declared_check(capsys
             # (the solution's multi_head_attention calls its split_heads)
             expected = "FAILED" if re.search(r" check_(split_heads|multi_head_attention) ", line) else "passed"
             assert verdict(line) == expected, line
-        elif line.startswith("record/"):  # the recorder replaced: its records are not the data the grader reads
-            assert verdict(line) in ("ERROR", "NOT ATTEMPTED"), line
         else:
             assert verdict(line) == "NOT ATTEMPTED", line
+        if line.startswith(("record/", "forge/")):  # what cannot be stopped in a kernel is flagged
+            assert "[note: the notebook uses annotated.support.record" in line or \
+                   "annotated.masks, annotated.support.record" in line, line
     assert "grouped wrongly" in row_of(out, "check_split_heads", "wrong/")
 
 

@@ -19,13 +19,16 @@ other submission, no network, a private /tmp, limits on CPU time and memory; wit
 report's first line says so), top to bottom, to define the student's functions; its own check cells are not run (a cell that starts with a ``check_...(``
 call, or that nbgrader marks as a test). Then the grader runs the course's check of each
 exercise itself, on the function the notebook defined. What the notebook's check cells say, or
-whether they are there at all, does not count; a missing or altered check cell, and a
-``check_...`` name the notebook defines itself, are noted beside the exercise.
+whether they are there at all, does not count; a missing or altered check cell, a
+``check_...`` name the notebook defines itself, and a module of ``annotated`` the notebook names
+that the exercise as handed out does not (the course's own code, or the grader's recorder: what
+no sandbox stops a kernel from using), are noted beside the exercise.
 
 Where the verdict is computed. The checks written as declarations
 (``annotated.support.grading.DECLARATIONS``, run by ``annotated.support.grading.engine``) are
 judged in the grader's own process: the grader builds the probe inputs, sends them to the
-kernel as data, the kernel only calls the function on them (``annotated.support.record``) and
+kernel as data, the kernel only calls the function on them (``annotated.support.record``, whose
+code the grader's cell carries itself, run in a namespace of its own) and
 writes what it returned as data (tensors read back with ``weights_only``), and the grader
 compares it with the reference and the known mistakes. Nothing the notebook redefines (torch,
 the checks, the catalogue, the recorder) changes such a verdict. Converted so far:
@@ -81,6 +84,7 @@ would replace a notebook or another gradebook).
 import argparse
 import ast
 import csv
+import functools
 import hashlib
 import io
 import json
@@ -263,11 +267,30 @@ def defined_check_names(source: str) -> set[str]:
     return {n for n in names if n.startswith("check_")}
 
 
-def notes_for(nb, exercises: tuple[Exercise, ...]) -> dict[str, str]:
+_MENTION = re.compile(r"\bannotated(?:\.\w+)+")
+EXERCISES = ROOT / "exercises"
+
+
+@functools.cache
+def handed_out_mentions(notebook: str) -> frozenset[str] | None:
+    """The modules of ``annotated`` the exercise notebook names as handed out (None without it)."""
+    path = EXERCISES / f"{notebook}.ipynb"
+    if not path.is_file():
+        return None
+    nb = nbformat.read(path, as_version=4)
+    return frozenset(m for c in nb.cells if c.cell_type == "code" for m in _MENTION.findall(c.source))
+
+
+def notes_for(nb, exercises: tuple[Exercise, ...], handed_out: frozenset[str] | None = None) -> dict[str, str]:
     """Per exercise number: what the notebook did to the exercise's check (its check cell missing
-    or altered, its check's name defined by the notebook). None of it changes the verdict."""
+    or altered, its check's name defined by the notebook), and the modules of ``annotated`` it
+    names that the exercise as handed out (``handed_out``) does not: the course's code of a graded
+    function, or the grader's recorder, used in the kernel (what a sandbox cannot stop, flagged
+    for a reader). None of it changes the verdict."""
     sources = [cell.source.strip() for cell in nb.cells if cell.cell_type == "code"]
     defined = set().union(*(defined_check_names(s) for s in sources)) if sources else set()
+    extra = sorted({m for s in sources for m in _MENTION.findall(s)} - (handed_out or set())) \
+        if handed_out is not None else []
     notes = {}
     for exercise in exercises:
         found = []
@@ -275,8 +298,13 @@ def notes_for(nb, exercises: tuple[Exercise, ...]) -> dict[str, str]:
             found.append(f"its check cell `{exercise.check_cell}` is missing or altered")
         if exercise.check in defined:
             found.append(f"the notebook defines its own `{exercise.check}`")
-        if found:
-            notes[exercise.number] = "; ".join(found) + " (the course's check graded it)"
+        text = "; ".join(found) + " (the course's check graded it)" if found else ""
+        if extra:
+            used = ", ".join(extra)
+            text = "; ".join(filter(None, [text, f"the notebook uses {used}, which the exercise as handed out "
+                                                 "does not (the course's own code, or the grader's: read it)"]))
+        if text:
+            notes[exercise.number] = text
     return notes
 
 
@@ -336,12 +364,23 @@ def declarations() -> dict:
     return DECLARATIONS
 
 
+@functools.cache
+def _recorder_source() -> str:
+    from annotated.support import record
+
+    return Path(record.__file__).read_text(encoding="utf-8")
+
+
 def _record_cell(exercise: Exercise, plan: Path, out: Path) -> nbformat.NotebookNode:
     """The grader's cell for a declared check: the kernel only calls the function on the probes
-    and writes what happened to ``out``, as data."""
+    and writes what happened to ``out``, as data. The recorder's code comes in the cell itself,
+    run in a namespace of its own: a notebook that replaced ``annotated.support.record`` in its
+    kernel changes nothing of it."""
     return nbformat.v4.new_code_cell(
-        "import annotated.support.record as _annotated_record_\n"
-        f"_annotated_record_.record_file(globals(), {exercise.function!r}, {str(plan)!r}, {str(out)!r})"
+        f"_annotated_record_ = {{'__name__': '_annotated_record_', '__file__': '<annotated-record>'}}\n"
+        f"exec(compile({_recorder_source()!r}, '<annotated-record>', 'exec'), _annotated_record_)\n"
+        f"_annotated_record_['record_file'](globals(), {exercise.function!r}, {str(plan)!r}, {str(out)!r})\n"
+        "del _annotated_record_"
     )
 
 
@@ -443,7 +482,7 @@ def grade_submission(submission: Submission, limits: Limits | None = None,
                       "not an exercise notebook of the course: keep the name it was handed out with "
                       "(e.g. 04_multi_head_attention.ipynb) or its '## Exercise N.M' headings")
     exercises = NOTEBOOKS[notebook]
-    notes = notes_for(nb, exercises)
+    notes = notes_for(nb, exercises, handed_out_mentions(notebook))
     with tempfile.TemporaryDirectory(prefix="annotated-grade-") as folder:
         copy = Path(folder) / f"{notebook}.ipynb"
         copy.write_bytes(submission.data)  # the snapshot, not the file as it is now

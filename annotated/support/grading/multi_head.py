@@ -242,7 +242,7 @@ def _multi_head_variant(query, key, value, weights: tuple, h: int, mask, scale: 
                         split: str = "transpose", merge: str = "transpose", with_W_O: bool = True,
                         transposed: bool = False, inputs: str = "given",
                         mask_mode: str = "heads", fill: float = float("-inf"),
-                        zero_after: bool = True) -> torch.Tensor:
+                        zero_after: bool = True, dim: int = -1) -> torch.Tensor:
     """Multi-head attention with one thing changed: the usual wrong answers, one per option."""
     W_Q, W_K, W_V, W_O = (W.T if transposed else W for W in weights)
     if inputs == "query":  # key and value ignored: self-attention of the query
@@ -273,11 +273,11 @@ def _multi_head_variant(query, key, value, weights: tuple, h: int, mask, scale: 
         if mask_mode == "inverted":
             allowed = ~allowed
         scores = scores.masked_fill(~allowed, fill)
-        attention = scores.softmax(dim=-1)
+        attention = scores.softmax(dim=dim)
         if zero_after:
             attention = attention.masked_fill(~allowed, 0.0)
     else:
-        attention = scores.softmax(dim=-1)
+        attention = scores.softmax(dim=dim)
     concat = merge_heads(attention @ v)  # (batch, L_q, d_model)
     return concat @ W_O if with_W_O else concat
 
@@ -494,6 +494,10 @@ MULTI_HEAD_MISTAKES = (
             like=_variant(scale="none"), when=_sized),
     Mistake(lambda p: f"you divided the scores by d_k = {_d(p)[0]} instead of sqrt(d_k) = {math.sqrt(_d(p)[0]):.4g}.",
             "scores divided by d_k", like=_variant(scale="d_k"), when=_sized),
+    Mistake("your softmax runs over the wrong dimension: over the queries (dim=-2, or dim=2 of the "
+            "heads' scores (batch, h, L_q, L_k)) instead of the keys. Each query's weights must sum to 1 over "
+            "the keys it may attend to: softmax(dim=-1).", "the softmax over the queries",
+            like=_variant(dim=-2), when=_sized),
     Mistake("the heads are split without a transpose: view(batch, h, L, d_k) straight from "
             "(batch, L, d_model) gives a head whole positions' vectors instead of its own d_k "
             "columns of every position (and the merge by view back undoes it, so the shapes all "
