@@ -1,0 +1,44 @@
+"""Figure of notebook 15 (Table 3 after 600 updates): each row's paired change from the base, with its interval,
+beside the paper's change. The plotting only: every number drawn is computed in the notebook."""
+
+import matplotlib.pyplot as plt
+import pandas as pd
+
+
+def plot_paired_changes(verdicts: pd.DataFrame, differences: dict, unstable: list, updates: int) -> plt.Figure:
+    """Two panels, BLEU and perplexity, one column per row of ``verdicts`` (index (row, score); columns
+    effect, low, high, paper change, verdict, in the units shown). Each row: the mean paired difference with
+    its 95% interval (blue where Holm's rule reads a change, grey where it cannot tell), every seed's own
+    difference (small dots; unstable runs as red rings, left out of the test), and the paper's change (x)."""
+    fig, axes = plt.subplots(2, 1, figsize=(14, 7.5), sharex=True)
+    for ax, (score, label) in zip(axes, [("BLEU", "change of BLEU (beam 4), points"),
+                                         ("PPL %", "change of perplexity per piece, %")]):
+        rows = verdicts.xs(score, level="score")
+        for x, (row, v) in enumerate(rows.iterrows()):
+            read = not v["verdict"].startswith("cannot tell")
+            if pd.notna(v["effect"]):  # a row with fewer than two stable runs has no interval
+                ax.errorbar(x, v["effect"], yerr=[[v["effect"] - v["low"]], [v["high"] - v["effect"]]], fmt="o",
+                            color="tab:blue" if read else "tab:gray", capsize=3, zorder=3)
+            for seed, d in differences[score][row].items():
+                odd = (row, seed) in unstable
+                ax.scatter(x + 0.18, d, s=40 if odd else 10, zorder=2, facecolors="none" if odd else "black",
+                           edgecolors="tab:red" if odd else "black", alpha=1 if odd else 0.5)
+            if pd.notna(v["paper change"]):
+                ax.scatter(x - 0.18, v["paper change"], marker="x", color="tab:red", zorder=4)
+        ax.axhline(0, color="black", linewidth=0.8)
+        ax.set_ylabel(label)
+        ax.set_xticks(range(len(rows)), rows.index, rotation=45)
+        ax.set_xlim(-0.6, len(rows) - 0.4)
+    axes[1].set_yscale("symlog", linthresh=20)
+    handles = [plt.Line2D([], [], marker="o", color="tab:blue", linestyle="", label="ours: a change (Holm)"),
+               plt.Line2D([], [], marker="o", color="tab:gray", linestyle="", label="ours: cannot tell"),
+               plt.Line2D([], [], marker="o", color="black", alpha=0.5, markersize=4, linestyle="",
+                          label="one seed's difference"),
+               plt.Line2D([], [], marker="o", markerfacecolor="none", markeredgecolor="tab:red", linestyle="",
+                          label="an unstable run"),
+               plt.Line2D([], [], marker="x", color="tab:red", linestyle="", label="the paper's change")]
+    axes[0].legend(handles=handles, fontsize=8, ncol=5, loc="lower left")
+    fig.suptitle(f"Each row against the base after {updates} updates: the mean of the paired seeds' differences "
+                 "with its 95% interval, and the paper's change")
+    fig.tight_layout()
+    return fig
