@@ -11,7 +11,6 @@ import re
 import shutil
 import socket
 import tempfile
-import time
 from pathlib import Path
 
 import nbformat
@@ -449,9 +448,9 @@ def _called(server: socket.socket) -> bool:
         return False
 
 
-def test_every_submission_is_graded_from_what_it_was_before_the_first_kernel_started(capsys, tmp_path):
-    """mallory, graded first, overwrites zoe's notebook by its absolute path: zoe is graded from the
-    bytes read before any kernel started (in the sandbox, her file is not even there to reach)."""
+def _zoe_and_mallory(tmp_path):
+    """A class of two: zoe hands in the solutions, mallory a blank notebook with the hostile cell aimed at
+    zoe's file and at a listening port. Returns the folder, zoe's bytes and the listener."""
     submissions = tmp_path / "submissions"
     (submissions / "zoe").mkdir(parents=True)
     shutil.copy(SOLUTIONS / SOFTMAX, submissions / "zoe")
@@ -461,6 +460,13 @@ def test_every_submission_is_graded_from_what_it_was_before_the_first_kernel_sta
     nb.cells.insert(1, _hostile_cell(submissions / "zoe" / SOFTMAX, server.getsockname()[1]))
     (submissions / "mallory").mkdir()
     nbformat.write(nb, submissions / "mallory" / SOFTMAX)
+    return submissions, zoe, server
+
+
+def test_every_submission_is_graded_from_what_it_was_before_the_first_kernel_started(capsys, tmp_path):
+    """mallory, graded first, overwrites zoe's notebook by its absolute path: zoe is graded from the
+    bytes read before any kernel started (in the sandbox, her file is not even there to reach)."""
+    submissions, zoe, server = _zoe_and_mallory(tmp_path)
     code, out, _ = grade(capsys, submissions, "--jobs", "1", "--json", tmp_path / "grades.json")
     assert code == 1
     assert all(verdict(line) == "passed" for line in rows(out) if line.startswith("zoe/")), out
@@ -482,15 +488,7 @@ def test_in_the_sandbox_a_submission_reaches_no_other_submission_no_solution_and
     scratch = tmp_path / "scratch"  # where the grader's temporary folders go, for this test
     scratch.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(scratch))
-    submissions = tmp_path / "submissions"
-    (submissions / "zoe").mkdir(parents=True)
-    shutil.copy(SOLUTIONS / SOFTMAX, submissions / "zoe")
-    zoe = (submissions / "zoe" / SOFTMAX).read_bytes()
-    server = _listener()
-    nb = nbformat.read(EXERCISES / SOFTMAX, as_version=4)
-    nb.cells.insert(1, _hostile_cell(submissions / "zoe" / SOFTMAX, server.getsockname()[1]))
-    (submissions / "mallory").mkdir()
-    nbformat.write(nb, submissions / "mallory" / SOFTMAX)
+    submissions, zoe, server = _zoe_and_mallory(tmp_path)
     before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
     code, out, _ = grade(capsys, submissions, "--jobs", "1")
     assert code == 1

@@ -15,17 +15,14 @@ import pytest
 
 from annotated.support import sandbox
 from annotated.support.course import ROOT
+from tests.test_grade import needs_bwrap as needs_bubblewrap
 
 BWRAP = sandbox.bubblewrap()
 
 
 @pytest.fixture(autouse=True)
 def needs_bwrap():
-    if not BWRAP.present:
-        message = f"{BWRAP.why_not}: the sandbox's tests need it (sudo apt-get install bubblewrap)"
-        if os.environ.get(sandbox.REQUIRE) == "1":
-            pytest.fail(f"{sandbox.REQUIRE}=1 but {message}", pytrace=False)
-        pytest.skip(message)
+    needs_bubblewrap()  # skipped without bubblewrap, unless ANNOTATED_REQUIRE_BWRAP=1
 
 
 def inside(tmp_path, code: str, hidden=(), memory=2**30, cpu=60) -> dict:
