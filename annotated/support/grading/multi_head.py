@@ -563,7 +563,8 @@ def check_multi_head_attention(multi_head_attention: Callable) -> None:
     scores divided by sqrt(d_model), by d_k or not at all instead of by sqrt(d_k), heads split
     or merged without the transpose, the matrices transposed (x @ W.T), the key and value
     ignored or the key used as the value, a mask ignored, inverted or not given its head axis,
-    NaN for a query that sees nothing, a softmax without its max shift (NaN for scores far
+    NaN or uniform weights for a query that sees nothing, the softmax over the queries instead of
+    the keys, a softmax without its max shift (NaN for scores far
     below or far above zero, a shift applied only when the scores look large among them),
     masked scores filled with a finite number (-1e4) that the allowed scores go below, float64
     inputs computed or returned in float32 (a .float(), a tensor created without dtype=), no
