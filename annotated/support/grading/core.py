@@ -127,12 +127,17 @@ def _change(arg: torch.Tensor, before: tuple) -> str | None:
 
 def _argument(fn: Callable, i: int, roles: tuple) -> str:
     """'its second argument `k` (the key)': the i-th argument, by position, name and role."""
-    ordinal = _ORDINALS[i] if i < len(_ORDINALS) else f"argument number {i + 1}"
     try:
         params = [p.name for p in inspect.signature(fn).parameters.values()
                   if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     except (TypeError, ValueError):  # a builtin or an object without a signature
         params = []
+    return _named_argument(i, params, roles)
+
+
+def _named_argument(i: int, params: list, roles: tuple) -> str:
+    """The i-th argument described by its position, its name in ``params`` and its role."""
+    ordinal = _ORDINALS[i] if i < len(_ORDINALS) else f"argument number {i + 1}"
     text = f"its {ordinal} argument"
     if i < len(params):
         text += f" `{params[i]}`"

@@ -29,8 +29,8 @@ import torch
 
 from annotated.support import record as recorder
 from annotated.support.grading.core import (
-    _DTYPE_HINTS, _IN_PLACE, _ORDINALS, _TO_FLOAT32, ATOL, ATOL64, RTOL, RTOL64, ExerciseFailed, _a, _describe,
-    _function, _squeezed,
+    _DTYPE_HINTS, _IN_PLACE, _TO_FLOAT32, ATOL, ATOL64, RTOL, RTOL64, ExerciseFailed, _a, _describe, _function,
+    _named_argument, _squeezed,
 )
 
 # ---------------------------------------------------------------- what a declaration is made of
@@ -209,18 +209,6 @@ def _equal(got: torch.Tensor, expected: torch.Tensor, precision: str = "float32"
 # ---------------------------------------------------------------- messages written once
 
 
-def _argument(i: int, signature: list | None, roles: tuple) -> str:
-    """'its second argument `k` (the key)': the i-th argument, by position, name and role."""
-    ordinal = _ORDINALS[i] if i < len(_ORDINALS) else f"argument number {i + 1}"
-    params = signature or []
-    text = f"its {ordinal} argument"
-    if i < len(params):
-        text += f" `{params[i]}`"
-    if i < len(roles) and (i >= len(params) or params[i] != roles[i]):
-        text += f" (the {roles[i]})"
-    return text
-
-
 def _changed(args: tuple, done: dict, signature, roles) -> str | None:
     """Which tensor argument the call changed in place, and how (from its description after the
     call and its layout before); None when all are as they were."""
@@ -242,7 +230,7 @@ def _changed(args: tuple, done: dict, signature, roles) -> str | None:
             if not same.all():
                 how = f"{int((~same).sum())} of its {same.numel()} numbers changed"
         if how:
-            return f"{_argument(i, signature, roles)} in place: {how}"
+            return f"{_named_argument(i, signature or [], roles)} in place: {how}"
     return None
 
 
