@@ -37,6 +37,16 @@ from annotated.support.table3 import (BASE_SEEDS, COST, ROWS, Data, Recipe, clai
                                       train_one)
 
 
+def run_key(row: str, seed: int, recipe: dict) -> tuple:
+    """What makes a run the same run: its row, its seed and its whole recipe."""
+    return row, seed, json.dumps(recipe, sort_keys=True)
+
+
+def recorded(out: Path, warn=print) -> set[tuple]:
+    """The keys of the runs ``out`` holds."""
+    return {run_key(r["row"], r["seed"], r["recipe"]) for r in read_records(out, warn)}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, help="the JSON-lines record (appended to; recorded runs are skipped)")
@@ -63,12 +73,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--seeds {' '.join(map(str, unknown))}: no row runs that seed (the seeds are "
                      f"{', '.join(map(str, BASE_SEEDS))})")
     base = dataclasses.replace(Recipe(), updates=args.updates, limit=args.limit)
-    done = {(r["row"], r["seed"], json.dumps(r["recipe"], sort_keys=True)) for r in read_records(args.out)} \
-        if args.out else set()
+    done = recorded(args.out) if args.out else set()
     todo = []
     for row, group, changes, seed in runs(args.rows, args.seeds):
         recipe = dataclasses.replace(base, **changes)
-        key = (row, seed, json.dumps(dataclasses.asdict(recipe), sort_keys=True))
+        key = run_key(row, seed, dataclasses.asdict(recipe))
         if args.list:
             print(f"{row:10} seed {seed}: {'recorded' if key in done else 'to run'}")
         elif key not in done:
@@ -83,9 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     data = Data(base, args.data_dir)
     command = "python benchmarks/table3.py " + " ".join(sys.argv[1:] if argv is None else argv)
     for row, group, changes, seed, recipe in todo:
-        recorded = {(r["row"], r["seed"], json.dumps(r["recipe"], sort_keys=True)) for r in read_records(args.out)}
-        if (row, seed, json.dumps(dataclasses.asdict(recipe), sort_keys=True)) in recorded:
-            continue  # another process has recorded it meanwhile
+        if run_key(row, seed, dataclasses.asdict(recipe)) in recorded(args.out, warn=lambda _: None):
+            continue  # another process has recorded it meanwhile (a cut line was named at the start)
         if not claim(args.out, row, seed):
             continue  # another process is training it
         try:
