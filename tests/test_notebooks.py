@@ -136,11 +136,11 @@ MAX_CELLS, MAX_WORDS, MAX_CODE_LINES = 80, 4_000, 700
 MAX_CELL_LINES = 40  # a taught cell is as short as its idea
 
 
-def sitting_size(path: Path) -> tuple[int, int, int]:
-    """Cells, words of markdown prose, and lines of code of a notebook (blank lines count: they are read)."""
+def sitting_size(path: Path) -> tuple[int, int, list[int]]:
+    """Cells, words of markdown prose, and the lines of each code cell (blank lines count: they are read)."""
     nb = nbformat.read(path, as_version=4)
     words = sum(len(cell.source.split()) for cell in nb.cells if cell.cell_type == "markdown")
-    lines = sum(len(cell.source.splitlines()) for cell in nb.cells if cell.cell_type == "code")
+    lines = [len(cell.source.splitlines()) if cell.cell_type == "code" else 0 for cell in nb.cells]
     return len(nb.cells), words, lines
 
 
@@ -149,8 +149,6 @@ def test_every_notebook_is_one_sitting_long(path):
     cells, words, lines = sitting_size(path)
     assert cells <= MAX_CELLS, f"{path.name}: {cells} cells, more than {MAX_CELLS}"
     assert words <= MAX_WORDS, f"{path.name}: {words} words of prose, more than {MAX_WORDS}"
-    assert lines <= MAX_CODE_LINES, f"{path.name}: {lines} lines of code, more than {MAX_CODE_LINES}"
-    nb = nbformat.read(path, as_version=4)
-    long = [(i, n) for i, cell in enumerate(nb.cells) if cell.cell_type == "code"
-            and (n := len(cell.source.splitlines())) > MAX_CELL_LINES]
+    assert sum(lines) <= MAX_CODE_LINES, f"{path.name}: {sum(lines)} lines of code, more than {MAX_CODE_LINES}"
+    long = [(i, n) for i, n in enumerate(lines) if n > MAX_CELL_LINES]
     assert not long, f"{path.name}: code cells (index, lines) over {MAX_CELL_LINES} lines: {long}"
