@@ -68,9 +68,11 @@ def test_a_sandboxed_python_sees_its_folder_the_package_and_nothing_else(tmp_pat
     """, hidden=[tmp_path / "submissions", ROOT / "solutions"])
     assert found["cwd"] == str(tmp_path / "work") and found["own"] and (tmp_path / "work" / "mine.txt").exists()
     assert not found["package"] and not found["solutions"] and not found["zoe"] and not found["secret"]
-    # A /tmp of its own: its home, and the way to its own folder where that is under /tmp.
-    way = [] if not str(tmp_path).startswith("/tmp/") else [tmp_path.relative_to("/tmp").parts[0]]
-    assert sorted(found["tmp"]) == sorted(["home", *way]) and found["home"] == "/tmp/home"
+    # A /tmp of its own: its home, and the way to its own folder, to the interpreter's and to the
+    # package's where they are under /tmp (a virtual environment made by mktemp, as CI's).
+    bound = [tmp_path, sandbox.PACKAGE, *sandbox.readable_roots()]
+    way = {p.resolve().relative_to("/tmp").parts[0] for p in bound if str(p.resolve()).startswith("/tmp/")}
+    assert sorted(found["tmp"]) == sorted({"home", *way}) and found["home"] == "/tmp/home"
     assert not found["network"] and found["pid"] < 10  # no network, a process namespace of its own
     assert found["data"] == 2**30 and found["cpu"] == 60
     assert not {"JPY_SESSION_NAME", "SSH_AUTH_SOCK", "AWS_SECRET_ACCESS_KEY"} & set(found["env"])

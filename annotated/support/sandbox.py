@@ -140,9 +140,13 @@ def command(bwrap: str, work: Path, runtime: Path, hidden: Iterable[Path] = (), 
     folders, ending where the kernel's own command line goes. ``work`` (the submission's copy)
     and ``runtime`` (the kernel's connection file and sockets) are bound writable at their own
     paths; ``hidden`` folders and files are covered where a bound folder holds them."""
-    # The grader's temporary folders (the other submissions' copies) are never bound.
-    hidden = [Path(h).resolve() for h in (*hidden, tempfile.gettempdir(), "/tmp")]
-    roots = readable_roots(hidden)
+    # The grader's temporary folders (the other submissions' copies) are never bound: no root may
+    # hold the temporary folder. A root inside it (a virtual environment made by mktemp, as CI's) is
+    # bound like any other, below the private /tmp.
+    private = [Path(p).resolve() for p in (tempfile.gettempdir(), "/tmp")]
+    hidden = [Path(h).resolve() for h in hidden]
+    roots = [root for root in readable_roots(hidden) if not any(_inside(tmp, root) for tmp in private)]
+    hidden += private
     args = [bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--clearenv",
             # first the private /tmp, so that a folder bound below it afterwards shows
             "--dev", "/dev", "--proc", "/proc", "--size", str(TMP_BYTES), "--tmpfs", "/tmp", "--dir", "/tmp/home"]
