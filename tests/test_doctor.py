@@ -243,7 +243,7 @@ def test_help_says_what_each_option_does(capsys):
 
 def test_a_python_older_than_requires_python_fails_and_a_newer_passes():
     old = doctor.check_python("3.9.18")
-    assert not old.ok and "the course needs >=3.10" in old.detail and "venv" in old.fix
+    assert not old.ok and "the course needs >=3.11" in old.detail and "venv" in old.fix
     assert doctor.check_python("3.13.1").ok
 
 
