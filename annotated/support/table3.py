@@ -192,3 +192,34 @@ def read_records(path: Path, warn=print) -> list[dict]:
         except json.JSONDecodeError:
             warn(f"{path}, line {number}: not a whole record (a run cut off while it was written?); skipped")
     return records
+
+
+# The long budget's rule, fixed before the first long run (notebook 15, section 7): the first multiple of
+# LEVEL_STEP updates at which the base's validation loss has moved by less than LEVEL_TOLERANCE over the
+# last LEVEL_STEP updates, read from the curve of one base run (seed 0) of LEVEL_RUN updates.
+LEVEL_STEP, LEVEL_TOLERANCE, LEVEL_RUN = 1000, 0.02, 8000
+
+
+def loss_at(curve: dict, step: float) -> float:
+    """The validation loss of ``curve`` ({"step": [...], "val_loss": [...]}, one point per pass over the
+    training pairs) at ``step``, read on the straight line between the two passes around it."""
+    steps, losses = curve["step"], curve["val_loss"]
+    if not steps or len(steps) != len(losses) or list(steps) != sorted(steps):
+        raise ValueError("curve: needs matching, increasing 'step' and 'val_loss' lists")
+    if not steps[0] <= step <= steps[-1]:
+        raise ValueError(f"step {step}: outside the curve's {steps[0]}-{steps[-1]} updates")
+    for (s0, l0), (s1, l1) in zip(zip(steps, losses), zip(steps[1:], losses[1:])):
+        if s0 <= step <= s1:
+            return l0 if s1 == s0 else l0 + (l1 - l0) * (step - s0) / (s1 - s0)
+    return losses[-1]
+
+
+def levelled_budget(curve: dict, step: int = LEVEL_STEP, tolerance: float = LEVEL_TOLERANCE) -> int | None:
+    """The first multiple of ``step`` (from 2 x ``step``, the first with a whole window after the first
+    pass) at which the loss moved by less than ``tolerance`` over the last ``step`` updates; None when the
+    curve never levels so."""
+    first = max(2 * step, step * math.ceil(curve["step"][0] / step) + step)
+    for n in range(first, int(curve["step"][-1]) + 1, step):
+        if abs(loss_at(curve, n - step) - loss_at(curve, n)) < tolerance:
+            return n
+    return None

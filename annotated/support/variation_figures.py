@@ -42,3 +42,20 @@ def plot_paired_changes(verdicts: pd.DataFrame, differences: dict, unstable: lis
                  "with its 95% interval, and the paper's change")
     fig.tight_layout()
     return fig
+
+
+def plot_budget_curve(curve: dict, budget: int | None, step: int, tolerance: float) -> plt.Figure:
+    """The base's validation loss after each pass over the training pairs (one run), with the budget the rule
+    chose marked, and the 600-update budget of the first table."""
+    fig, ax = plt.subplots(figsize=(9, 4))
+    ax.plot(curve["step"], curve["val_loss"], marker="o", markersize=3, label="the base, seed 0")
+    ax.axvline(600, color="tab:gray", linestyle=":", label="600 updates (sections 4-6)")
+    if budget is not None:
+        ax.axvline(budget, color="tab:red", linestyle="--",
+                   label=f"{budget:,} updates: moved < {tolerance} over the last {step:,}")
+    ax.set_xlabel("updates")
+    ax.set_ylabel("validation loss (label-smoothed)")
+    ax.legend(fontsize=9)
+    ax.set_title("Where the base's validation loss levels: the long budget")
+    fig.tight_layout()
+    return fig
