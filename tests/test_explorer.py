@@ -14,6 +14,7 @@ from annotated.support.course import ROOT
 from annotated.support.explorer import (DATA_FILE, N_SENTENCES, SPLIT, WIDGET_MIME, WidgetToExplorer, build,
                                         compute_shipped, from_bytes, pick_sentences, read_data, to_bytes,
                                         weights_of)
+from tests.test_data import needs_real_data
 
 ROUNDING = 1 / 255  # two weights rounded to bytes differ by at most this (each is within half of it)
 KINDS = ("encoder", "decoder", "cross")
@@ -43,6 +44,7 @@ def test_a_weight_stored_as_a_byte_comes_back_within_half_a_step():
     assert (back - w).abs().max() <= 0.5 / 255 + 1e-7
 
 
+@needs_real_data  # load_pairs: with no local copy it would download Multi30k
 def test_the_sentences_are_the_first_of_six_to_sixteen_german_words_of_the_test_set(stored):
     from annotated.data import load_pairs
 
@@ -53,6 +55,7 @@ def test_the_sentences_are_the_first_of_six_to_sixteen_german_words_of_the_test_
     assert [(s["german"], s["reference"]) for s in stored["sentences"]] == [pairs[i] for i in indices]
 
 
+@needs_real_data  # load_pairs: with no local copy it would download Multi30k
 def test_the_stored_weights_are_what_the_builder_computes_now(stored):
     computed = compute_shipped()  # every sentence, as python -m annotated.support.explorer --compute writes them
     assert {k: v for k, v in computed.items() if k != "sentences"} == {k: v for k, v in stored.items() if k != "sentences"}
