@@ -27,7 +27,6 @@ Notebook 12 plots the file this writes and checks two of its numbers again.
 import argparse
 import json
 import time
-from pathlib import Path
 
 import torch
 import torch.nn as nn
@@ -35,6 +34,8 @@ import torch.nn as nn
 from annotated.data import load_pairs
 from annotated.evaluation import corpus_bleu
 from annotated.heads import KINDS, heads_masked, teacher_forced_batches
+from annotated.support.errors import CourseError
+from annotated.support.files import check_output_file, write_text
 from annotated.support.pretrained import PRETRAINED_DIR, load_pretrained, sha256
 from annotated.training import evaluate_loss
 from annotated.translate import translate
@@ -59,6 +60,10 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=5, help="most important heads scored with BLEU alone")
     parser.add_argument("--out", default="benchmarks/results/head_importance.json")
     args = parser.parse_args()
+    try:  # before the hour of work: never the model it reads, a link, a course file, a folder that cannot be written
+        check_output_file(args.out, inputs=[PRETRAINED_DIR / "model.safetensors"])
+    except CourseError as error:
+        parser.error(str(error))
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     start = time.perf_counter()
@@ -109,7 +114,7 @@ def main() -> None:
         "test_bleu_pruned": pruned_test,
         "seconds": round(time.perf_counter() - start),
     }
-    Path(args.out).write_text(json.dumps(record, indent=1) + "\n")
+    write_text(args.out, json.dumps(record, indent=1) + "\n")  # whole, or the earlier record as it was
     print(json.dumps({k: v for k, v in record.items() if k not in ("delta_val_loss", "ranking")}, indent=1))
 
 

@@ -30,6 +30,8 @@ from pathlib import Path
 import torch
 
 from annotated.support.checkpoint import load_checkpoint
+from annotated.support.errors import CourseError
+from annotated.support.files import check_output_file, signals_as_interrupt, write_text
 from annotated.support.cli import PRESETS, main as train
 
 
@@ -63,8 +65,13 @@ def main() -> None:
     parser.add_argument("--compare-words", action="store_true",
                         help="also train the best pair on whole words (--bpe-merges 0), to compare greedy BLEU on val")
     args = parser.parse_args()
+    try:  # before the hours of training: a link, a course file, a folder that cannot be written are refused now
+        check_output_file(args.out)
+    except CourseError as error:
+        parser.error(str(error))
     runs = []
-    with tempfile.TemporaryDirectory() as folder:
+    # SIGTERM and SIGHUP stop the sweep as Ctrl-C does, and the runs' temporary folder is removed.
+    with signals_as_interrupt(), tempfile.TemporaryDirectory() as folder:
         for warmup in args.warmups:
             for factor in args.factors:
                 runs.append(run_one(args.preset, warmup, factor, args.threads, Path(folder), args.limit))
@@ -83,7 +90,7 @@ def main() -> None:
                    *map(str, args.factors), f"--threads {args.threads}",
                    *(["--compare-words"] if args.compare_words else []), f"--out {args.out}"]),
               "runs": runs, "words": words}
-    args.out.write_text(json.dumps(record, indent=1) + "\n")
+    write_text(args.out, json.dumps(record, indent=1) + "\n")  # whole, or the earlier record as it was
     print(f"lowest validation loss {best['val_loss']:.3f}: warm-up {best['warmup']}, factor {best['factor']}")
 
 

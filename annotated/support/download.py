@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from annotated.support.errors import CourseError, DataError, run_command
-from annotated.support.files import atomic_write, nearest_existing, remove_stale_temp_files
+from annotated.support.files import atomic_write, nearest_existing, remove_stale_temp_files, signals_as_interrupt
 from annotated.support.options import MAX_SECONDS
 
 BASE_URL = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw/"
@@ -465,7 +465,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"Multi30k files verified in {dest}; use them with: export {ENV_VAR}={dest.resolve()}")
         return 0
 
-    return run_command(body, parser.prog)
+    with signals_as_interrupt():  # SIGTERM and SIGHUP as Ctrl-C: the partial download is removed
+        return run_command(body, parser.prog)
 
 
 def _positive_seconds(text: str) -> float:

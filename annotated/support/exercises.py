@@ -29,6 +29,8 @@ from pathlib import Path
 import nbformat
 
 from annotated.support.course import ROOT
+from annotated.support.errors import CourseError, run_command
+from annotated.support.files import signals_as_interrupt, write_notebook
 
 SOLUTIONS = ROOT / "solutions"
 EXERCISES = ROOT / "exercises"
@@ -170,7 +172,7 @@ def exercise_path(solution_path: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m annotated.support.exercises", description=__doc__.splitlines()[0])
     parser.add_argument(
         "--check", action="store_true",
         help="write nothing; exit 1 if an exercise, or a solution's nbgrader metadata, is out of date",
@@ -181,16 +183,25 @@ def main(argv: list[str] | None = None) -> int:
              "are lost); without it they are listed and kept",
     )
     args = parser.parse_args(argv)
+    # Every notebook is written whole or not at all (a full disk keeps the earlier file); SIGTERM is a Ctrl-C.
+    with signals_as_interrupt():
+        return run_command(lambda: _generate(args), parser.prog)
+
+
+def _generate(args: argparse.Namespace) -> int:
     stale, kept, unmarked = [], [], []
     for path in sorted(SOLUTIONS.glob("*.ipynb")):
         solution = nbformat.read(path, as_version=4)
+        try:
+            exercise = make_exercise(solution, path.name)
+        except ValueError as error:  # an unclosed or stray marker: the file and line, no traceback
+            raise CourseError(f"{path.relative_to(ROOT)}: {error}; fix the markers, then run again") from None
         if with_nbgrader_metadata(solution):  # only the cells' "nbgrader" metadata changed
             if args.check:
                 unmarked.append(path)
             else:
-                nbformat.write(solution, path)
+                write_notebook(solution, path)
                 print(f"{path.relative_to(ROOT)}: nbgrader metadata written")
-        exercise = make_exercise(solution, path.name)
         target = exercise_path(path)
         current = nbformat.read(target, as_version=4) if target.exists() else None
         differs = current is None or [(c.cell_type, c.source) for c in current.cells] != [
@@ -205,13 +216,13 @@ def main(argv: list[str] | None = None) -> int:
             kept.append(target)  # maybe a student's answers: never replaced without --overwrite
         elif differs:
             target.parent.mkdir(exist_ok=True)
-            nbformat.write(exercise, target)
+            write_notebook(exercise, target)
             print(f"{path.relative_to(ROOT)} -> {target.relative_to(ROOT)}")
         elif metadata_differs:  # the same cells: only the metadata is replaced, answers and outputs kept
             current.metadata = exercise.metadata
             for cell, generated in zip(current.cells, exercise.cells):
                 cell.metadata = generated.metadata
-            nbformat.write(current, target)
+            write_notebook(current, target)
             print(f"{path.relative_to(ROOT)} -> {target.relative_to(ROOT)} (metadata)")
     orphans = sorted(p for p in EXERCISES.glob("*.ipynb") if not (SOLUTIONS / p.name).exists())
     for path in orphans:

@@ -20,7 +20,6 @@ the notebook's widget would be (a static page shows nothing there).
 import argparse
 import base64
 import json
-import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -31,7 +30,7 @@ from traitlets import Unicode
 
 from annotated.support.course import course_paths
 from annotated.support.errors import DataError, run_command
-from annotated.support.files import build_folder, check_output_folder
+from annotated.support.files import build_folder, check_output_folder, copy_file, signals_as_interrupt, write_text
 
 if TYPE_CHECKING:  # torch only where weights are computed or read: the site's build does not import it
     import torch
@@ -128,10 +127,10 @@ def write_data(data: dict, path: Path = DATA_FILE) -> None:
     weights show in ``git diff`` sentence by sentence."""
     head = json.dumps({key: value for key, value in data.items() if key != "sentences"})
     lines = ",\n".join(json.dumps(s) for s in data["sentences"])
-    path.write_text("// The shipped model's attention on Multi30k test sentences, for the site's attention explorer.\n"
-                    "// Written by `python -m annotated.support.explorer --compute`; each map: bytes of\n"
-                    "// round(255 x weight), base64, in the order (layers, h, L_q, L_k).\n"
-                    f'{DATA_PREFIX}{head[:-1]}, "sentences": [\n{lines}\n]}};\n', encoding="utf-8")
+    write_text(path, "// The shipped model's attention on Multi30k test sentences, for the site's attention explorer.\n"
+                     "// Written by `python -m annotated.support.explorer --compute`; each map: bytes of\n"
+                     "// round(255 x weight), base64, in the order (layers, h, L_q, L_k).\n"
+                     f'{DATA_PREFIX}{head[:-1]}, "sentences": [\n{lines}\n]}};\n')
 
 
 def read_data(path: Path = DATA_FILE) -> dict:
@@ -150,10 +149,10 @@ def build(out: Path, links: dict[str, str] | None = None) -> Path:
 
     out.mkdir(parents=True, exist_ok=True)
     for name in PAGE_FILES:
-        shutil.copyfile(EXPLORER / name, out / name)
+        copy_file(EXPLORER / name, out / name)
     nav = " · ".join(f'<a href="{html.escape(url)}">{html.escape(text)}</a>' for text, url in (links or {}).items())
     page = (EXPLORER / "explorer.html").read_text(encoding="utf-8").replace("<!-- links -->", nav)
-    (out / "index.html").write_text(page, encoding="utf-8")
+    write_text(out / "index.html", page)
     return out / "index.html"
 
 
@@ -217,7 +216,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"open {page} in a browser (no network needed)")
         return 0
 
-    return run_command(body, parser.prog)
+    with signals_as_interrupt():  # SIGTERM and SIGHUP as Ctrl-C: no temporary folder or file left behind
+        return run_command(body, parser.prog)
 
 
 if __name__ == "__main__":

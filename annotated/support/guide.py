@@ -23,6 +23,8 @@ from pathlib import Path
 import nbformat
 
 from annotated.support.course import NOTEBOOKS, ROOT
+from annotated.support.errors import run_command
+from annotated.support.files import signals_as_interrupt, write_text
 
 GUIDE = ROOT / "guide"
 SOLUTIONS = ROOT / "solutions"
@@ -152,18 +154,23 @@ def update(path: Path, check: bool = False) -> bool:
     new = render(text, section(path.stem), str(path))
     if new == text:
         return False
-    if not check:
-        path.write_text(new, encoding="utf-8")
+    if not check:  # whole or not at all: a full disk keeps the page, hand-written sections and all
+        write_text(path, new, option="guide")
     return True
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m annotated.support.guide", description=__doc__.splitlines()[0])
     parser.add_argument("guides", nargs="*", type=Path,
                         help="guide files to update (default: guide/NN_name.md of every notebook)")
     parser.add_argument("--check", action="store_true",
                         help="write nothing; exit 1 if a guide's generated section is out of date")
     args = parser.parse_args(argv)
+    with signals_as_interrupt():  # SIGTERM is a Ctrl-C
+        return run_command(lambda: _update_all(args), parser.prog)
+
+
+def _update_all(args: argparse.Namespace) -> int:
     paths = args.guides or [guide_path(name) for name in notebook_names()]
     failed = False
     for path in paths:

@@ -68,7 +68,7 @@ from pathlib import Path
 
 from annotated.support.course import NOTEBOOKS, ROOT, course_paths
 from annotated.support.errors import CourseError, run_command
-from annotated.support.files import atomic_write, build_folder, check_output_folder
+from annotated.support.files import atomic_write, build_folder, check_output_folder, signals_as_interrupt
 from annotated.support.slides import SLIDE_HEIGHT, SLIDE_WIDTH, install_assets, read_notebook, title_of
 from annotated.support.web_assets import mathjax_html
 
@@ -443,7 +443,7 @@ def write_if_changed(path: Path, content: str) -> bool:
     data = content.encode("utf-8")
     if path.is_file() and not path.is_symlink() and path.read_bytes() == data:
         return False
-    with atomic_write(path) as handle:
+    with atomic_write(path, option="the file") as handle:
         handle.write(data)
     return True
 
@@ -1053,7 +1053,9 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"speaker notes, O to skip the optional slides")
         return 0
 
-    return run_command(body, parser.prog)
+    # SIGTERM and SIGHUP stop a build as Ctrl-C does: its temporary folder is removed, --out kept as it was.
+    with signals_as_interrupt():
+        return run_command(body, parser.prog)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,9 @@ import nbformat
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
+from annotated.support.errors import DISK_ERRORS, FILE_ERRORS, CourseError, os_error_message
+from annotated.support.files import check_output_file, refuse_link, signals_as_interrupt, write_notebook
+
 RAISES = "# NBVAL_RAISES_EXCEPTION"
 NBCLIENT_RAISES_TAG = "raises-exception"
 
@@ -80,7 +83,7 @@ def execute(path: str | Path, timeout: int = 600, out: str | Path | None = None,
         if not cell.metadata["tags"]:
             del cell.metadata["tags"]
     collapse_streams(nb)
-    nbformat.write(nb, out or path)
+    write_notebook(nb, out or path, option="--out-dir" if out else "notebook")  # whole, or the file as it was
     return seconds
 
 
@@ -115,23 +118,52 @@ def main(argv: list[str] | None = None) -> int:
     if args.out_dir is not None:
         if args.out_dir.exists() and not args.out_dir.is_dir():
             parser.error(f"--out-dir {args.out_dir} is a file, not a folder")
-        args.out_dir.mkdir(parents=True, exist_ok=True)
     elif args.allow_errors or args.set:
         parser.error("--allow-errors and --set need --out-dir: the notebook saved in place must be the one committed, "
                      "run as it is")
+    # Every output checked before the first notebook runs: --out-dir never replaces an original (one of the
+    # notebooks given, or a committed notebook of the course), and never writes through a link.
+    outs: dict[Path, Path] = {}
     for path in args.notebooks:
+        out = args.out_dir / path.name if args.out_dir is not None else None
         try:
-            seconds = execute(path, args.timeout, args.out_dir / path.name if args.out_dir else None,
-                              args.allow_errors, dict(args.set))
-        except ValueError as error:
-            parser.error(f"{path}: {error}")
-        except CellExecutionError as error:
-            # The notebook on disk is left as it was; nbclient's message ends with the cell's error.
-            last = str(error).strip().splitlines()[-1] if str(error).strip() else type(error).__name__
-            print(f"{path}: a cell failed, the notebook was not saved: {last}", file=sys.stderr)
-            return 1
-        print(f"{path}: {seconds:.1f} s")
+            if out is None:
+                refuse_link(path, "notebook")
+            else:
+                check_output_file(out, inputs=args.notebooks, option="the executed copy", force_option=None)
+        except CourseError as error:
+            if out is None:
+                parser.error(str(error))
+            parser.error(f"--out-dir {args.out_dir}: {error}; --out-dir keeps the originals, so name another "
+                         f"folder (or leave --out-dir out to run {path} in place, as committed)")
+        if out is not None and out in outs:
+            parser.error(f"{outs[out]} and {path} would both be saved as {out}; run them with different --out-dir")
+        outs[out or path] = path
+    if args.out_dir is not None:
+        args.out_dir.mkdir(parents=True, exist_ok=True)
+    with signals_as_interrupt():  # SIGTERM and SIGHUP stop the run as Ctrl-C does; nothing half written
+        for path in args.notebooks:
+            try:
+                seconds = execute(path, args.timeout, args.out_dir / path.name if args.out_dir else None,
+                                  args.allow_errors, dict(args.set))
+            except ValueError as error:
+                parser.error(f"{path}: {error}")
+            except CellExecutionError as error:
+                # The notebook on disk is left as it was; nbclient's message ends with the cell's error.
+                last = str(error).strip().splitlines()[-1] if str(error).strip() else type(error).__name__
+                print(f"{path}: a cell failed, the notebook was not saved: {last}", file=sys.stderr)
+                return 1
+            except KeyboardInterrupt:
+                print(f"{parser.prog}: interrupted; {path} was not saved", file=sys.stderr)
+                return 130
+            except OSError as error:
+                if not isinstance(error, FILE_ERRORS) and error.errno not in DISK_ERRORS:
+                    raise
+                print(f"{parser.prog}: error: {os_error_message(error)}; {path} was not saved", file=sys.stderr)
+                return 1
+            print(f"{path}: {seconds:.1f} s")
     return 0
+
 
 
 if __name__ == "__main__":

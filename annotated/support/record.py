@@ -273,4 +273,19 @@ def record_file(namespace: dict, function: str, plan_path: str, out_path: str) -
             record["calls"].append({k: v for k, v in done.items() if not k.startswith("_")})
             if "raised" in done:
                 break
-    torch.save(record, out_path)
+    # Whole, or no file: a temporary file beside out_path, flushed to disk, then renamed over it (the one way
+    # of annotated.support.files.atomic_write, written out here: this code runs in the submission's kernel from
+    # its own source, and imports no module of the package, which the notebook could have replaced).
+    tmp = f"{out_path}.{os.getpid()}.tmp"
+    try:
+        with open(tmp, "xb") as out:
+            torch.save(record, out)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, out_path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise

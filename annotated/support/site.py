@@ -31,7 +31,7 @@ from pathlib import Path, PurePosixPath
 
 from annotated.support.course import ROOT, course_paths, is_course_file
 from annotated.support.errors import run_command
-from annotated.support.files import build_folder, check_output_folder
+from annotated.support.files import build_folder, check_output_folder, signals_as_interrupt, write_text
 from annotated.support.explorer import WidgetToExplorer, build as build_explorer
 from annotated.support.lecture import LECTURES, Links, build as build_lectures, is_raw, plans as lecture_plans
 from annotated.support.slides import (TEMPLATES, build as build_decks, deck_name, install_assets, map_links,
@@ -165,7 +165,7 @@ class Site:
     def write(self, page: PurePosixPath, text: str) -> None:
         path = self.out / page
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+        write_text(path, text)
 
     def notebook_page(self, notebook: Notebook) -> None:
         from nbconvert import HTMLExporter
@@ -274,8 +274,7 @@ class Site:
         from pygments.formatters import HtmlFormatter
 
         install_assets(self.out / "assets")
-        (self.out / "assets" / "pygments.css").write_text(HtmlFormatter().get_style_defs(".highlight"),
-                                                          encoding="utf-8")
+        write_text(self.out / "assets" / "pygments.css", HtmlFormatter().get_style_defs(".highlight"))
         for notebook in notebooks():
             self.notebook_page(notebook)
         build_explorer(self.out / "explorer", links={"Course": "../index.html",
@@ -315,7 +314,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     def body() -> int:
         check_output_folder(args.out, args.force, protected=course_paths())  # before the notebooks are read
         try:
-            pages = Site(args.out).build(with_slides=not args.no_slides, force=args.force)
+            # SIGTERM (timeout, a cancelled CI job) and SIGHUP stop the build as Ctrl-C does: the temporary
+            # folder is removed and the earlier site kept.
+            with signals_as_interrupt():
+                pages = Site(args.out).build(with_slides=not args.no_slides, force=args.force)
         except KeyboardInterrupt:
             print(f"{parser.prog}: interrupted; {args.out} is as it was before", file=sys.stderr)
             return 130

@@ -27,6 +27,7 @@ from annotated.support.audience import DECK_SOURCE, OVERFLOW_ALLOWED, LectureSta
 from annotated.support.browser import PageLog, offline_browser, open_page, wait_for_mathjax
 from annotated.support.course import ROOT
 from annotated.support.errors import run_command
+from annotated.support.files import write_bytes
 from annotated.support.site import DEFAULT_OUT
 from annotated.support.slide_layout import slide_heights
 from annotated.support.slides import SLIDE_HEIGHT, SLIDE_WIDTH
@@ -211,7 +212,7 @@ def take_screenshots(context, root: Path, folder: Path, lecture_slides: Sequence
         page = open_page(context, (root / name).as_uri(), PageLog())
         wait_for_mathjax(page)
         shot = folder / (name.replace("/", "_").removesuffix(".html") + ".png")
-        page.screenshot(path=str(shot), full_page=False)
+        write_bytes(shot, page.screenshot(full_page=False), option="--screenshots")  # whole, never through a link
         page.close()
         shots.append(shot)
     decks = sorted((root / "slides").glob("*.slides.html"))
@@ -250,7 +251,7 @@ def screenshot_slide(context, deck: Path, number: int, shot: Path, strict: bool 
         page.close()
         raise ValueError(f"{deck.name} has {found} slides, no slide {number}")
     page.wait_for_timeout(500)  # the slide's fade-in
-    page.screenshot(path=str(shot))
+    write_bytes(shot, page.screenshot(), option="--screenshots")
     page.close()
     return shot
 

@@ -31,6 +31,7 @@ import nbformat
 
 from annotated.support.course import NOTEBOOKS, ROOT
 from annotated.support.errors import run_command
+from annotated.support.files import signals_as_interrupt, write_notebook, write_text
 from annotated.support.slides import CODE_IN_NOTES, SLIDE_HEIGHT, SLIDE_WIDTH, export_deck, install_assets
 
 # A slide is filled to this height at most; the browser test allows OVERFLOW_ALLOWED beyond 720.
@@ -49,9 +50,9 @@ def measure_cells(notebook: Path, assets_dir: Path) -> list[float]:
         cell.metadata["slideshow"] = {"slide_type": "slide"}
     with tempfile.TemporaryDirectory(dir=assets_dir.parent) as tmp:
         probe = Path(tmp) / notebook.name
-        nbformat.write(alone, probe)
+        write_notebook(alone, probe)
         deck = Path(tmp) / "probe.slides.html"
-        deck.write_text(export_deck(probe, Path("..", assets_dir.name).as_posix()), encoding="utf-8")
+        write_text(deck, export_deck(probe, Path("..", assets_dir.name).as_posix()))
         with offline_browser(SLIDE_WIDTH, SLIDE_HEIGHT) as context:
             log = PageLog()
             page = open_page(context, deck.as_uri(), log)
@@ -182,11 +183,11 @@ def lay_out(notebook: Path, assets: Path) -> tuple[list[str], list[float]]:
         nb = nbformat.read(notebook, as_version=4)
         if not shorten_tall_cells(nb, heights):
             break
-        nbformat.write(nb, notebook)
+        write_notebook(nb, notebook, option="notebook")  # whole, or the notebook as it was
     types = choose_slide_types(nb.cells, heights)
     for cell, kind in zip(nb.cells, types, strict=True):
         cell.metadata["slideshow"] = {"slide_type": kind}
-    nbformat.write(nb, notebook)
+    write_notebook(nb, notebook, option="notebook")
     return types, heights
 
 
@@ -207,7 +208,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{notebook.name}: {counts}; cells still taller than a slide: {tall or 'none'}")
         return 0
 
-    return run_command(body, parser.prog)
+    with signals_as_interrupt():  # SIGTERM and SIGHUP as Ctrl-C: the temporary probes are removed
+        return run_command(body, parser.prog)
 
 
 if __name__ == "__main__":

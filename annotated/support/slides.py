@@ -30,7 +30,7 @@ from nbconvert.preprocessors import Preprocessor
 
 from annotated.support.course import NOTEBOOKS, ROOT, course_paths
 from annotated.support.errors import CourseError, run_command
-from annotated.support.files import atomic_write, build_folder, check_output_folder
+from annotated.support.files import atomic_write, build_folder, check_output_folder, signals_as_interrupt
 from annotated.support.web_assets import install, mathjax_html
 
 SLIDE_WIDTH, SLIDE_HEIGHT = 1280, 720
@@ -230,7 +230,9 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"press S for the speaker notes")
         return 0
 
-    return run_command(body, parser.prog)
+    # SIGTERM and SIGHUP stop a build as Ctrl-C does: its temporary folder is removed, --out kept as it was.
+    with signals_as_interrupt():
+        return run_command(body, parser.prog)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from annotated.support.download import ChecksumError, DownloadError, default_cache_dir, fetch, sha256_file
 from annotated.support.errors import CourseError, run_command
+from annotated.support.files import build_folder, signals_as_interrupt
 
 ENV_VAR = "ANNOTATED_WEB_ASSETS"
 
@@ -93,18 +94,25 @@ def _verify(path: Path, package: Package) -> None:
 
 def install(dest: Path) -> Path:
     """Unpack what the pages use of every package into ``dest/<name>/`` and return ``dest``.
-    Packages already unpacked there are kept."""
+    Packages already unpacked there are kept. A package is unpacked into a temporary folder beside
+    its own and swapped in once complete (:func:`annotated.support.files.build_folder`): a full disk
+    or a Ctrl-C midway leaves no half package that a later build would take for a whole one. A
+    symbolic link in its place is removed, never unpacked into."""
     dest.mkdir(parents=True, exist_ok=True)
     for package in PACKAGES:
         folder = dest / package.name
-        if (folder / package.parts[0]).is_file():
+        if not folder.is_symlink() and (folder / package.parts[0]).is_file():
             continue
-        with tarfile.open(tarball(package)) as tar:
+        if folder.is_symlink():
+            folder.unlink()
+        path = tarball(package)
+        with tarfile.open(path) as tar, build_folder(folder, "annotated.support.web_assets", force=True,
+                                                     marker=False) as tmp:
             members = [m for m in tar.getmembers()
                        if any(m.name.removeprefix("package/").startswith(p) for p in package.parts)]
             for member in members:
                 member.name = member.name.removeprefix("package/")
-            tar.extractall(folder, members=members, filter="data")
+            tar.extractall(tmp, members=members, filter="data")
     return dest
 
 
@@ -138,7 +146,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{package.name} {package.version}: {tarball(package)}")
         return 0
 
-    return run_command(body, parser.prog)
+    with signals_as_interrupt():  # SIGTERM and SIGHUP as Ctrl-C: a download's temporary file is removed
+        return run_command(body, parser.prog)
 
 
 if __name__ == "__main__":
