@@ -11,12 +11,18 @@ PyTorch's ``F.cross_entropy(label_smoothing=...)`` spread epsilon uniformly over
 
     loss = - sum_over_positions sum_v q(v) log softmax(logits)_v
 
-Notebook: ``08_training.ipynb``. With its arguments checked first: ``annotated.support.guarded_training``.
+Notebook: ``08_training.ipynb``. The module ends by attaching the input checks its cells leave out
+(``annotated.support.variant_checks``): a smoothing outside [0, 1), fewer than 3 tokens, targets outside
+the vocabulary, logits of another width are a ValueError naming the value.
 """
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from annotated.support.class_guards import check_arguments, check_call, checked
+from annotated.support.variant_checks import (check_label_smoothing_call, check_smoothed_targets_arguments,
+                                              check_smoothing_arguments)
 
 
 def smoothed_targets(target: torch.Tensor, vocab_size: int, pad_idx: int, smoothing: float = 0.1,
@@ -65,3 +71,10 @@ class LabelSmoothingLoss(nn.Module):
         log_p = F.log_softmax(logits, dim=-1)  # (N, vocab_size)
         q = smoothed_targets(target, self.vocab_size, self.pad_idx, self.smoothing, log_p.dtype)
         return -(q * log_p).sum()
+
+
+# The input guards, which notebook 08's cells leave out: smoothing in [0, 1) (1 would leave nothing on the
+# true token, a negative one gives negative probabilities), at least 3 tokens, ids inside the vocabulary.
+smoothed_targets = checked(smoothed_targets, check_smoothed_targets_arguments)
+check_arguments(LabelSmoothingLoss, check_smoothing_arguments)
+check_call(LabelSmoothingLoss, check_label_smoothing_call)  # logits as wide as the vocabulary, a target per row

@@ -19,7 +19,9 @@ Notebook: ``13_the_cost_of_attention.ipynb``.
 import torch
 
 from annotated.attention import scaled_dot_product_attention
-from annotated.support.variant_checks import check_energy, check_projections
+from annotated.support.class_guards import checked
+from annotated.support.variant_checks import (check_attention_matrices, check_energy, check_projections,
+                                              check_rank_inputs)
 
 
 def linformer_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
@@ -48,3 +50,9 @@ def rank_for_energy(weights: torch.Tensor, energy: float = 0.9) -> torch.Tensor:
     kept = s2.cumsum(-1) / s2.sum(-1, keepdim=True)  # share kept by ranks 1, 2, ...
     # Ranks whose share is still short of the goal, plus one (a small slack for rounding).
     return (kept < energy - 1e-9).sum(-1) + 1
+
+
+# The input guards the notebook's cells leave out: matrices of finite weights (NaN would stop the singular
+# value decomposition with LinAlgError), none all zeros (no energy to keep: its rank would read as 1).
+singular_values = checked(singular_values, check_attention_matrices)
+rank_for_energy = checked(rank_for_energy, check_rank_inputs)

@@ -25,7 +25,8 @@ import torch.nn.functional as F
 
 from annotated.multi_head import MultiHeadAttention
 from annotated.support.checks import check_mask_shape, check_sizes
-from annotated.support.variant_checks import check_offset_table, check_relative_vectors
+from annotated.support.class_guards import checked
+from annotated.support.variant_checks import check_offset_table, check_relative_vectors, check_skew_input
 
 
 def relative_positions(length_q: int, length_k: int, max_distance: int) -> torch.Tensor:
@@ -104,3 +105,7 @@ def skewed_relative_logits(q: torch.Tensor, E: torch.Tensor) -> torch.Tensor:
     (L, L) product Q E^T: O(L D) memory beyond the logits."""
     check_offset_table(q, E)  # (L, D), or a ValueError
     return skew(q @ E.transpose(-2, -1))  # (..., L, L)
+
+
+# The input guard the notebook's cell leaves out: a square (..., L, L) input, or the reshape fails.
+skew = checked(skew, check_skew_input)

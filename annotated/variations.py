@@ -24,6 +24,8 @@ from scipy import stats
 from annotated.learned_positions import LearnedPositionalEncoding
 from annotated.model import EncoderDecoder, TransformerConfig, count_parameters, make_model
 from annotated.multi_head import MultiHeadAttention
+from annotated.support import variant_checks as guards
+from annotated.support.class_guards import check_arguments, checked
 
 
 class NarrowKeyAttention(MultiHeadAttention):
@@ -156,3 +158,18 @@ def verdict(effect: float, rejected: bool, paper_change: float | None) -> str:
         return "a change (the paper has no such row)"
     return "agrees with the paper" if paper_change != 0 and (effect > 0) == (paper_change > 0) else \
         "disagrees with the paper"
+
+
+# The input guards, which notebook 15's cells leave out: a NaN score, a seed run for the row but not for the
+# base, a row of fewer than two differences, a p-value outside [0, 1] are a ValueError naming the value,
+# never a spread, a p-value or a verdict computed from them.
+check_arguments(NarrowKeyAttention, guards.check_narrow_key_arguments)
+make_variant = checked(make_variant, guards.check_make_variant_arguments)
+table3_parameters = checked(table3_parameters, guards.check_table3_parameters_arguments)
+paired_differences = checked(paired_differences, guards.check_paired_differences_arguments)
+unstable_runs = checked(unstable_runs, guards.check_unstable_runs_arguments)
+paired_spread = checked(paired_spread, guards.check_paired_spread_arguments)
+paired_test = checked(paired_test, guards.check_paired_test_arguments)
+holm = checked(holm, guards.check_holm_arguments)
+smallest_detectable = checked(smallest_detectable, guards.check_smallest_detectable_arguments)
+verdict = checked(verdict, guards.check_verdict_arguments)

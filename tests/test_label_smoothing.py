@@ -126,3 +126,36 @@ def test_pytorch_builtin_is_szegedy_uniform_smoothing_over_all_classes_not_this_
     q = smoothed_targets(target, V, 0, eps, torch.float64)
     assert_close(q[:, 0], torch.zeros(7, dtype=torch.float64))  # padding: 0 here, eps / V in Szegedy's
     assert_close(q.gather(1, target[:, None]), torch.full((7, 1), 1 - eps, dtype=torch.float64))
+
+
+T = torch.tensor([1, 2])
+
+
+@pytest.mark.parametrize("call, message", [
+    # the module notebooks 09, 11 and 15 import: before its guards, -0.1 gave negative probabilities,
+    # 1.0 put nothing on the true token, 2 tokens divided by zero and an integer dtype gave all zeros
+    (lambda: smoothed_targets(T, V, PAD, -0.1), r"smoothing must be a probability in \[0, 1\), got -0.1"),
+    (lambda: smoothed_targets(T, V, PAD, 1.0), r"smoothing must be a probability in \[0, 1\), got 1.0"),
+    (lambda: smoothed_targets(T, V, PAD, float("nan")), r"smoothing must be a probability in \[0, 1\)"),
+    (lambda: smoothed_targets(T, 2, PAD, EPS), "vocab_size=2: label smoothing needs at least 3 tokens"),
+    (lambda: smoothed_targets(T, V, PAD, EPS, torch.long), r"dtype=torch.int64 cannot hold probabilities"),
+    (lambda: smoothed_targets(T[None], V, PAD, EPS), r"target must be a 1-D tensor .* shape \(1, 2\).*reshape\(-1\)"),
+    (lambda: smoothed_targets(T.float(), V, PAD, EPS), "target must be a 1-D tensor of token ids"),
+    (lambda: smoothed_targets(torch.tensor([1, V]), V, PAD, EPS), rf"target ids \[{V}\] are outside the vocabulary"),
+    (lambda: smoothed_targets(T, V, V, EPS), rf"pad_idx={V} is not a token id"),
+    (lambda: LabelSmoothingLoss(V, PAD, -0.1), r"smoothing must be a probability in \[0, 1\), got -0.1"),
+    (lambda: LabelSmoothingLoss(V, PAD, 1.0), r"smoothing must be a probability in \[0, 1\), got 1.0"),
+    (lambda: LabelSmoothingLoss(2, PAD), "vocab_size=2: label smoothing needs at least 3 tokens"),
+    (lambda: LabelSmoothingLoss(V, PAD)(torch.randn(2, V + 1), T), rf"logits have {V + 1} columns but vocab_size={V}"),
+    (lambda: LabelSmoothingLoss(V, PAD)(torch.randn(2, V), T.float()), "target must be a tensor of token ids"),
+    (lambda: LabelSmoothingLoss(V, PAD)(torch.randn(3, V), T), r"target of shape \(2,\) does not fit logits"),
+    (lambda: LabelSmoothingLoss(V, PAD)(torch.randn(2, V), torch.tensor([1, -1])), r"target ids \[-1\] are outside"),
+])
+def test_the_taught_module_itself_names_a_value_out_of_range(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+def test_the_guarded_names_are_the_taught_ones_now_that_they_check():
+    assert guarded.LabelSmoothingLoss is LabelSmoothingLoss and guarded.smoothed_targets is smoothed_targets
+    assert smoothed_targets(T, 3, PAD, 0.0).tolist() == [[0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]  # the limits themselves

@@ -55,3 +55,24 @@ def test_rank_for_energy_counts_what_a_low_rank_matrix_needs():
 def test_energy_outside_zero_one_is_refused():
     with pytest.raises(ValueError, match="energy=1.5"):
         rank_for_energy(torch.eye(3), 1.5)
+
+
+@pytest.mark.parametrize("weights, message", [
+    # before the guard: torch's LinAlgError "failed to converge because the input matrix contained non-finite values"
+    (torch.full((3, 3), float("nan")), "weights holds NaN or infinite values"),
+    (torch.tensor([[0.5, float("inf")], [1.0, 0.0]]), "weights holds NaN or infinite values"),
+    # before the guard: rank 1 for a matrix of zeros, whose energy is 0 (0 / 0 kept)
+    (torch.stack([torch.eye(3), torch.zeros(3, 3)]), "weights holds a matrix of zeros"),
+    (torch.rand(3), r"weights of shape \(3,\) must be matrices"),
+    (torch.rand(0, 3), r"weights of shape \(0, 3\) must be matrices"),
+], ids=["nan", "inf", "zeros", "1-D", "empty"])
+def test_weights_that_are_not_finite_matrices_are_named(weights, message):
+    with pytest.raises(ValueError, match=message):
+        rank_for_energy(weights)
+
+
+def test_singular_values_of_nan_weights_are_named():
+    with pytest.raises(ValueError, match="weights holds NaN"):
+        singular_values(torch.full((2, 2), float("nan")))
+    with pytest.raises(ValueError, match="energy='0.9' is a share of the spectrum"):
+        rank_for_energy(torch.eye(3), "0.9")

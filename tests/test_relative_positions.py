@@ -1,4 +1,5 @@
 import math
+import re
 
 import pytest
 import torch
@@ -92,3 +93,16 @@ def test_wrong_sizes_are_clear_errors():
                            torch.randn(4, 5, 3), torch.randn(4, 5, 3))
     with pytest.raises(ValueError, match="max_distance must be a positive integer"):
         RelativeMultiHeadAttention(8, 2, max_distance=0)
+
+
+@pytest.mark.parametrize("qe", [torch.zeros(3, 4), torch.zeros(2, 4, 3), torch.zeros(4)],
+                         ids=["3x4", "batch of 4x3", "1-D"])
+def test_skew_of_a_non_square_input_is_named_not_a_reshape_traceback(qe):
+    # Before the guard: RuntimeError "shape '[5, 4]' is invalid for input of size 15" from inside the reshape.
+    with pytest.raises(ValueError, match=rf"qe of shape {re.escape(str(tuple(qe.shape)))} must be square, \(\.\.\., L, L\)"):
+        skew(qe)
+
+
+def test_a_query_without_positions_is_named():
+    with pytest.raises(ValueError, match=r"q of shape \(3,\) must be \(\.\.\., L, D\)"):
+        skewed_relative_logits(torch.randn(3), torch.randn(1, 3))

@@ -91,8 +91,15 @@ def test_paper_sized_counts_match_table_3_to_its_rounding_in_their_change_from_t
     assert table3_parameters(37000, h=1) == table3_parameters(37000, h=32) == base  # row A keeps the count
 
 
-def test_paired_differences_pair_runs_by_seed_and_skip_unpaired_seeds():
-    assert paired_differences({0: 20.0, 1: 17.0, 2: 19.0}, {2: 18.0, 0: 21.5, 3: 30.0}) == {0: 1.5, 2: -1.0}
+def test_paired_differences_pair_runs_by_seed_and_skip_the_base_seeds_a_row_has_not_run():
+    assert paired_differences({0: 20.0, 1: 17.0, 2: 19.0}, {2: 18.0, 0: 21.5}) == {0: 1.5, 2: -1.0}
+
+
+def test_a_row_run_without_its_base_run_is_an_error_not_dropped():
+    with pytest.raises(ValueError, match=r"row has seed\(s\) \[3\] that base lacks"):
+        paired_differences({0: 20.0, 1: 17.0, 2: 19.0}, {2: 18.0, 0: 21.5, 3: 30.0})
+    with pytest.raises(ValueError, match="row holds no run"):
+        paired_differences({0: 20.0}, {})
 
 
 def test_an_odd_run_is_unstable_and_a_row_of_two_seeds_is_not_judged():
@@ -125,7 +132,16 @@ def test_holm_steps_down_and_stops_at_the_first_failure():
     assert holm({"a": 0.03, "b": 0.01, "c": 0.04, "d": 0.015}) == {"b", "d"}
     assert holm({"a": 0.026, "b": 0.5}) == set()  # the smallest fails alpha / 2: nothing rejected
     assert holm({"a": 0.02, "b": 0.04}) == {"a", "b"}  # Bonferroni (0.025 each) would reject only a
-    assert "a" not in holm({"a": float("nan"), "b": 0.001}) and holm({"a": float("nan")}) == set()  # NaN: never
+    assert holm({}) == set()
+
+
+def test_a_nan_p_value_is_an_error_not_a_verdict():
+    # Before the guard a NaN p-value rejected nothing: "cannot tell at this budget", a verdict read from NaN.
+    for p_values in ({"a": float("nan")}, {"a": float("nan"), "b": 0.001}, {"a": 1.5}):
+        with pytest.raises(ValueError, match=r"p_values\['a'\] = .* is not a p-value in \[0, 1\]"):
+            holm(p_values)
+    with pytest.raises(ValueError, match=r"alpha=0 must be a probability in \(0, 1\)"):
+        holm({"a": 0.01}, alpha=0)
 
 
 def test_the_smallest_detectable_difference_and_the_verdicts():
@@ -136,6 +152,47 @@ def test_the_smallest_detectable_difference_and_the_verdicts():
     assert verdict(3.0, True, -0.9) == verdict(1.0, True, 0.0) == "disagrees with the paper"
     assert verdict(-3.0, False, -0.9) == "cannot tell at this budget"
     assert verdict(-3.0, True, None) == "a change (the paper has no such row)"
+
+
+NAN = float("nan")
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: paired_differences({0: 20.0, 1: NAN}, {0: 21.0, 1: 18.0}), r"base\[1\] = nan: a score must be a finite"),
+    (lambda: paired_differences({0: 20.0}, {0: float("inf")}), r"row\[0\] = inf: a score must be a finite"),
+    (lambda: unstable_runs({"a": {0: 1.0, 1: NAN, 2: 0.5}}), r"differences\['a'\]\[1\] = nan"),
+    (lambda: unstable_runs({"a": {0: 1.0}}, cutoff=0), r"cutoff=0 must be a finite number > 0"),
+    (lambda: paired_spread({"a": [1.0, NAN], "b": [1.0, 2.0]}), r"differences\['a'\]\[1\] = nan: a paired difference"),
+    # a dict of seeds where the list belongs: the sums would have added the seeds, not the differences
+    (lambda: paired_spread({"a": {0: 1.0, 1: 2.0}}), r"differences\['a'\] must be a list .* list\(ds.values\(\)\)"),
+    (lambda: paired_test([1.0, NAN], 1.0, 3), r"ds\[1\] = nan"),
+    (lambda: paired_test([1.0], 1.0, 3), r"ds holds 1 paired difference\(s\): the rule tests a row of two seeds"),
+    (lambda: paired_test([], 1.0, 3), r"ds holds 0 paired difference"),
+    (lambda: paired_test([1.0, 2.0], NAN, 3), r"spread=nan: a pooled spread .* finite number > 0"),
+    (lambda: paired_test([1.0, 2.0], 1.0, 0), "freedom must be a positive integer, got 0"),
+    (lambda: smallest_detectable(1.0, 3, 4, 0), "comparisons must be a positive integer, got 0"),
+    (lambda: smallest_detectable(1.0, 3, 4, 36, power=1.0), r"power=1.0 must be a probability in \(0, 1\)"),
+    (lambda: verdict(NAN, True, -0.9), r"effect = nan: an effect must be a finite number"),
+    (lambda: verdict(1.0, "yes", -0.9), "rejected must be True or False"),
+    (lambda: verdict(1.0, True, NAN), r"paper_change = nan"),
+    (lambda: make_variant(TransformerConfig(40, 40, N=1, d_model=16, h=2, d_ff=32), d_k=0), "d_k must be a positive"),
+    (lambda: make_variant(TransformerConfig(40, 40, N=1, d_model=16, h=2, d_ff=32), max_len=0), "max_len must be a"),
+    (lambda: make_variant({"d_model": 16}), "config must be a TransformerConfig, got dict"),
+    (lambda: table3_parameters(0), "vocab_size must be a positive integer, got 0"),
+    (lambda: NarrowKeyAttention(16, 2, d_k=2.5), "d_k=2.5 must be a positive number"),
+])
+def test_a_nan_score_a_short_row_or_a_value_out_of_range_is_named_not_computed_on(call, message):
+    # Before the guards: a NaN spread, effect or p-value went on silently, and verdict(NaN, True, -0.9) read the
+    # sign of NaN as "disagrees with the paper".
+    with pytest.raises((ValueError, TypeError), match=message):
+        call()
+
+
+def test_scores_read_from_pandas_are_numbers_like_any_other():
+    np = pytest.importorskip("numpy")
+    base, row = {np.int64(0): np.float64(20.0), np.int64(1): np.float64(17.0)}, {np.int64(0): np.float64(21.0)}
+    assert paired_differences(base, row) == {0: 1.0}
+    assert verdict(np.float64(-1.0), np.bool_(True), -0.5) == "agrees with the paper"
 
 
 def test_a_cut_last_line_of_the_record_is_named_and_skipped(tmp_path):

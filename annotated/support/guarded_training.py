@@ -1,22 +1,24 @@
 """Notebook 08's functions behind their input checks: the same names, arguments and results.
 
-The taught modules (``annotated.synthetic``, ``annotated.batching``, ``annotated.label_smoothing``,
-``annotated.schedule``, ``annotated.training``, ``annotated.decoding``) hold the code of the
-notebook's cells and nothing else, so they trust their arguments: a size of 0, a padding id
-outside the vocabulary or a source without its batch axis fails somewhere inside PyTorch, or
-quietly gives nonsense. The command lines and anyone calling the package with values of their own
-use the functions below instead. Each checks its arguments first, raising an error of one line
-that names the bad value (``annotated.support.checks``), and then calls the taught function.
+The taught modules (``annotated.synthetic``, ``annotated.batching``, ``annotated.schedule``,
+``annotated.training``, ``annotated.decoding``) hold the code of the notebook's cells and nothing
+else, so they trust their arguments: a size of 0, a padding id outside the vocabulary or a source
+without its batch axis fails somewhere inside PyTorch, or quietly gives nonsense. The command lines
+and anyone calling the package with values of their own use the functions below instead. Each checks
+its arguments first, raising an error of one line that names the bad value
+(``annotated.support.checks``), and then calls the taught function. ``annotated.label_smoothing``,
+which notebooks 09, 11 and 15 import directly, checks its own arguments (its module attaches the
+checks at its end, as ``annotated.multi_head`` does); its names are re-exported here unchanged.
 
     from annotated.support.guarded_training import greedy_decode   # instead of annotated.decoding
 """
 
 import torch
 
-from annotated import batching, decoding, label_smoothing, schedule, synthetic, training
+from annotated import batching, decoding, schedule, synthetic, training
 from annotated.batching import Batch  # noqa: F401  (re-exported: the one batch type)
-from annotated.support.checks import (check_budget, check_decoding_inputs, check_label_smoothing, check_lengths,
-                                      check_sizes, check_targets)
+from annotated.label_smoothing import LabelSmoothingLoss, smoothed_targets  # noqa: F401  (they check their input)
+from annotated.support.checks import check_budget, check_decoding_inputs, check_lengths, check_sizes
 from annotated.synthetic import BOS_IDX, EOS_IDX, FIRST_SYMBOL, Pairs  # noqa: F401  (re-exported)
 from annotated.training import choose_device, evaluate_loss, train_step  # noqa: F401  (nothing to check)
 
@@ -72,34 +74,6 @@ def collate(examples: list[tuple[list[int], list[int]]], pad_idx: int) -> Batch:
     if any(len(tgt) < 2 for _, tgt in examples):
         raise ValueError("every target needs at least <s> and </s> (two ids) for teacher forcing")
     return batching.collate(examples, pad_idx)
-
-
-# ---------------------------------------------------------------------------------------------
-# Label smoothing
-
-
-def smoothed_targets(target: torch.Tensor, vocab_size: int, pad_idx: int, smoothing: float = 0.1,
-                     dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    """``annotated.label_smoothing.smoothed_targets``, after checking the vocabulary, the padding
-    id and the smoothing."""
-    check_label_smoothing(vocab_size, pad_idx, smoothing)
-    return label_smoothing.smoothed_targets(target, vocab_size, pad_idx, smoothing, dtype)
-
-
-class LabelSmoothingLoss(label_smoothing.LabelSmoothingLoss):
-    """``annotated.label_smoothing.LabelSmoothingLoss`` that checks its settings when built and,
-    at every call, that the logits are as wide as the vocabulary and hold one target id each."""
-
-    def __init__(self, vocab_size: int, pad_idx: int, smoothing: float = 0.1):
-        check_label_smoothing(vocab_size, pad_idx, smoothing)  # or a ValueError naming the value
-        super().__init__(vocab_size, pad_idx, smoothing)
-
-    def forward(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        if logits.size(-1) != self.vocab_size:
-            raise ValueError(f"logits have {logits.size(-1)} columns but vocab_size={self.vocab_size}; "
-                             f"build the loss with the target vocabulary's size")
-        check_targets(logits, target)  # one id in the vocabulary per position
-        return super().forward(logits, target)
 
 
 # ---------------------------------------------------------------------------------------------

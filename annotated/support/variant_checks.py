@@ -1,13 +1,22 @@
-"""Input checks of the attention variants of notebooks 13 and 14: local attention, Linformer, BigBird,
-learned, relative and rotary positions.
+"""Input checks of the variants the later notebooks teach: the attention variants of notebooks 13 and 14
+(local attention, Linformer, BigBird, learned, relative and rotary positions), notebook 15's model
+variations and its decision rule, and notebook 08's label smoothing.
 
-The taught functions call one of these in a single line, so that the lesson shows the algorithm and a
-learner who passes the wrong shape still gets a message that says what to change.
+The taught functions call one of these in a single line, or their module wraps them with one at its end
+(``annotated.support.class_guards``), so that the lesson shows the algorithm and a learner who passes the
+wrong shape, a NaN or a value out of range still gets a message that names it and says what to change.
 """
 
+import math
+import numbers
+from collections.abc import Mapping
+
+import numpy as np
 import torch
 
-from annotated.support.checks import check_features, check_sizes
+from annotated.support.checks import check_features, check_label_smoothing, check_sizes, check_targets
+
+INDEX_DTYPES = (torch.int64, torch.int32)  # what scatter_ and embedding lookups take as token ids
 
 
 def check_local_attention(query: torch.Tensor, key: torch.Tensor, b: int) -> None:
@@ -34,8 +43,29 @@ def check_projections(key: torch.Tensor, E: torch.Tensor, F: torch.Tensor) -> No
 
 def check_energy(energy: float) -> None:
     """Raise a ValueError unless ``energy`` is a share of the spectrum, in (0, 1]."""
-    if not 0 < energy <= 1:
-        raise ValueError(f"energy={energy} is a share of the spectrum: give a number in (0, 1], e.g. 0.9")
+    if not _is_number(energy) or not 0 < energy <= 1:
+        raise ValueError(f"energy={energy!r} is a share of the spectrum: give a number in (0, 1], e.g. 0.9")
+
+
+def check_attention_matrices(weights: torch.Tensor, name: str = "weights") -> None:
+    """Raise a ValueError unless ``weights`` is a tensor of matrices (..., L_q, L_k), none of them empty,
+    with finite entries: a singular value decomposition of NaN fails to converge."""
+    if not isinstance(weights, torch.Tensor) or weights.dim() < 2 or weights.size(-1) == 0 or weights.size(-2) == 0:
+        shape = tuple(weights.shape) if isinstance(weights, torch.Tensor) else type(weights).__name__
+        raise ValueError(f"{name} of shape {shape} must be matrices (..., L_q, L_k) with L_q, L_k >= 1: one "
+                         f"attention map, or a stack of them")
+    if weights.is_complex() or not bool(torch.isfinite(weights).all()):
+        raise ValueError(f"{name} holds NaN or infinite values (or complex ones): attention weights are finite "
+                         f"probabilities; check the model or the mask that produced them")
+
+
+def check_rank_inputs(weights: torch.Tensor, energy: float = 0.9) -> None:
+    """``rank_for_energy``'s arguments: finite matrices, none all zeros (no energy to keep), a share in (0, 1]."""
+    check_energy(energy)
+    check_attention_matrices(weights)
+    if bool((weights.flatten(-2).abs().amax(-1) == 0).any()):
+        raise ValueError("weights holds a matrix of zeros: it has no energy to keep, so no rank keeps a share "
+                         "of it; leave out the maps of fully masked queries")
 
 
 def check_bigbird_arguments(n: int, window: int, n_random: int, n_global: int) -> None:
@@ -78,9 +108,20 @@ def check_relative_vectors(query: torch.Tensor, key: torch.Tensor, a_k: torch.Te
 def check_offset_table(q: torch.Tensor, E: torch.Tensor) -> None:
     """Raise a ValueError unless Music Transformer's E is (L, D) for q (..., L, D): one row per offset
     -(L-1) .. 0."""
+    if q.dim() < 2:
+        raise ValueError(f"q of shape {tuple(q.shape)} must be (..., L, D): one query vector per position")
     if E.shape != (q.size(-2), q.size(-1)):
         raise ValueError(f"E {tuple(E.shape)} must be (L, D) = {(q.size(-2), q.size(-1))}: one row per offset "
                          f"-(L-1) .. 0")
+
+
+def check_skew_input(qe: torch.Tensor) -> None:
+    """Raise a ValueError unless ``qe`` is (..., L, L): the skew turns the L columns of offsets into the L
+    columns of keys, so it needs as many positions as offsets."""
+    if not isinstance(qe, torch.Tensor) or qe.dim() < 2 or qe.size(-1) != qe.size(-2):
+        shape = tuple(qe.shape) if isinstance(qe, torch.Tensor) else type(qe).__name__
+        raise ValueError(f"qe of shape {shape} must be square, (..., L, L): Q E^T of L queries and the L offsets "
+                         f"-(L-1) .. 0 (give E one row per position)")
 
 
 def check_rotary_sizes(length: int, d: int, start: int) -> None:
@@ -89,3 +130,193 @@ def check_rotary_sizes(length: int, d: int, start: int) -> None:
     check_sizes(d=d)
     if d % 2 != 0:
         raise ValueError(f"d={d} must be even: rotary embeddings turn the features in pairs; use an even d_k")
+
+
+# ---------------------------------------------------------------------------------------------
+# Label smoothing (notebook 08)
+
+
+def check_smoothed_targets_arguments(target: torch.Tensor, vocab_size: int, pad_idx: int, smoothing: float,
+                                     dtype: torch.dtype) -> None:
+    """``smoothed_targets``'s arguments: a usable vocabulary, padding id and smoothing in [0, 1)
+    (``check_label_smoothing``), target (N,) token ids inside the vocabulary, a floating ``dtype``."""
+    check_label_smoothing(vocab_size, pad_idx, smoothing)
+    if not isinstance(target, torch.Tensor) or target.dim() != 1 or target.dtype not in INDEX_DTYPES:
+        got = (f"a {target.dtype} tensor of shape {tuple(target.shape)}" if isinstance(target, torch.Tensor)
+               else type(target).__name__)
+        raise ValueError(f"target must be a 1-D tensor of token ids (N,), torch.long, got {got}; flatten a batch "
+                         f"with target.reshape(-1)")
+    outside = (target < 0) | (target >= vocab_size)
+    if bool(outside.any()):
+        bad = target[outside].unique()[:5].tolist()
+        raise ValueError(f"target ids {bad} are outside the vocabulary of {vocab_size} (0..{vocab_size - 1})")
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise ValueError(f"dtype={dtype!r} cannot hold probabilities such as {smoothing / (vocab_size - 2):.3g}: "
+                         f"give a floating dtype, e.g. torch.float32")
+
+
+def check_smoothing_arguments(vocab_size: int, pad_idx: int, smoothing: float = 0.1) -> None:
+    """``LabelSmoothingLoss``'s arguments (``check_label_smoothing``)."""
+    check_label_smoothing(vocab_size, pad_idx, smoothing)
+
+
+def check_label_smoothing_call(loss, logits: torch.Tensor, target: torch.Tensor) -> None:
+    """``LabelSmoothingLoss``'s inputs: floating logits as wide as its vocabulary, one integer target per
+    row of them (the ids themselves are checked by ``smoothed_targets``)."""
+    if not isinstance(logits, torch.Tensor) or logits.dim() == 0 or not logits.is_floating_point():
+        got = f"{logits.dtype} {tuple(logits.shape)}" if isinstance(logits, torch.Tensor) else type(logits).__name__
+        raise ValueError(f"logits must be a floating tensor (..., vocab_size), got {got}")
+    if logits.size(-1) != loss.vocab_size:
+        raise ValueError(f"logits have {logits.size(-1)} columns but vocab_size={loss.vocab_size}; build the loss "
+                         f"with the target vocabulary's size")
+    if not isinstance(target, torch.Tensor) or target.dtype not in INDEX_DTYPES:
+        got = f"{target.dtype}" if isinstance(target, torch.Tensor) else type(target).__name__
+        raise ValueError(f"target must be a tensor of token ids (torch.long), got {got}")
+    if tuple(target.shape) != tuple(logits.shape[:-1]):
+        check_targets(logits, target)  # names both shapes
+
+
+# ---------------------------------------------------------------------------------------------
+# Model variations and their decision rule (notebook 15)
+
+
+def _is_number(value) -> bool:
+    """A real number (NumPy's and pandas' included), not a bool."""
+    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
+
+
+def _check_finite(value, name: str, what: str = "a score") -> None:
+    if not _is_number(value) or not math.isfinite(value):
+        raise ValueError(f"{name} = {value!r}: {what} must be a finite number; a NaN or infinite score comes from "
+                         f"a run that diverged or was not evaluated: leave that run out")
+
+
+def _check_share(value, name: str, example: str) -> None:
+    if not _is_number(value) or not 0 < value < 1:
+        raise ValueError(f"{name}={value!r} must be a probability in (0, 1), e.g. {example}")
+
+
+def check_make_variant_arguments(config, d_k: int | None = None, learned_positions: bool = False,
+                                 max_len: int = 256) -> None:
+    """``make_variant``'s arguments: a TransformerConfig, d_k None or a positive integer, a positive max_len."""
+    from annotated.model import TransformerConfig  # here: annotated.model imports the checks this module uses
+
+    if not isinstance(config, TransformerConfig):
+        raise TypeError(f"config must be a TransformerConfig, got {type(config).__name__}")
+    if d_k is not None:
+        check_sizes(d_k=d_k)
+    if not isinstance(learned_positions, bool):
+        raise ValueError(f"learned_positions must be True or False, got {learned_positions!r}")
+    check_sizes(max_len=max_len)
+
+
+def check_table3_parameters_arguments(vocab_size: int, d_k: int | None = None, learned_positions: bool = False,
+                                      max_len: int = 256, **_) -> None:
+    """``table3_parameters``'s arguments (the sizes are checked by TransformerConfig)."""
+    check_sizes(vocab_size=vocab_size)
+    if d_k is not None:
+        check_sizes(d_k=d_k)
+    check_sizes(max_len=max_len)
+
+
+def check_narrow_key_arguments(d_model: int, h: int, d_k: int, dropout: float = 0.0, fast: bool = True) -> None:
+    """``NarrowKeyAttention``'s d_k (MultiHeadAttention checks the rest)."""
+    if not _is_int(d_k) or d_k < 1:
+        raise ValueError(f"d_k={d_k!r} must be a positive number of columns per head, e.g. d_model // h // 2")
+
+
+def _check_scores(scores, name: str) -> None:
+    if not isinstance(scores, Mapping):
+        raise TypeError(f"{name} must be a dict seed -> score, got {type(scores).__name__}")
+    for seed, score in scores.items():
+        if not _is_int(seed):
+            raise ValueError(f"{name} has the seed {seed!r}: seeds are integers")
+        _check_finite(score, f"{name}[{seed}]")
+
+
+def check_paired_differences_arguments(base: Mapping, row: Mapping) -> None:
+    """Two dicts seed -> finite score, every seed of the row also run for the base: a difference pairs two
+    runs of one seed, and a run without its partner would be dropped without a word."""
+    _check_scores(base, "base")
+    _check_scores(row, "row")
+    unpaired = sorted(row.keys() - base.keys())
+    if unpaired:
+        raise ValueError(f"row has seed(s) {unpaired} that base lacks: a paired difference needs the base's run of "
+                         f"the same seed; run the base with that seed, or leave those runs out of row")
+    if not row:
+        raise ValueError("row holds no run: give its scores by seed, {seed: score}")
+
+
+def check_unstable_runs_arguments(differences: Mapping, cutoff: float) -> None:
+    """A dict row -> {seed: finite difference}, and a positive cutoff."""
+    if not isinstance(differences, Mapping):
+        raise TypeError(f"differences must be a dict row -> {{seed: difference}}, got {type(differences).__name__}")
+    for row, ds in differences.items():
+        _check_scores(ds, f"differences[{row!r}]")
+    if not _is_number(cutoff) or not math.isfinite(cutoff) or cutoff <= 0:
+        raise ValueError(f"cutoff={cutoff!r} must be a finite number > 0 of robust standard deviations, e.g. 5")
+
+
+def _check_differences(ds, name: str) -> None:
+    if isinstance(ds, Mapping) or isinstance(ds, (str, bytes)) or not hasattr(ds, "__len__"):
+        fix = ": give list(ds.values())" if isinstance(ds, Mapping) else ""
+        raise TypeError(f"{name} must be a list of paired differences, got {type(ds).__name__}{fix}")
+    for i, d in enumerate(ds):
+        _check_finite(d, f"{name}[{i}]", "a paired difference")
+
+
+def check_paired_spread_arguments(differences: Mapping) -> None:
+    """A dict row -> list of finite paired differences (a dict of seeds would be summed by its keys)."""
+    if not isinstance(differences, Mapping):
+        raise TypeError(f"differences must be a dict row -> list of differences, got {type(differences).__name__}")
+    for row, ds in differences.items():
+        _check_differences(ds, f"differences[{row!r}]")
+
+
+def _check_spread(spread, freedom) -> None:
+    if not _is_number(spread) or not math.isfinite(spread) or spread <= 0:
+        raise ValueError(f"spread={spread!r}: a pooled spread of paired differences is a finite number > 0; take it "
+                         f"from paired_spread")
+    check_sizes(freedom=freedom)
+
+
+def check_paired_test_arguments(ds, spread: float, freedom: int) -> None:
+    """At least two finite paired differences, a finite positive spread, positive degrees of freedom."""
+    _check_differences(ds, "ds")
+    if len(ds) < 2:
+        raise ValueError(f"ds holds {len(ds)} paired difference(s): the rule tests a row of two seeds or more "
+                         f"(fewer: 'cannot tell: too few stable runs')")
+    _check_spread(spread, freedom)
+
+
+def check_holm_arguments(p_values: Mapping, alpha: float) -> None:
+    """A dict name -> p-value in [0, 1] (a NaN p-value is a failed test, not 'no change'), alpha in (0, 1)."""
+    if not isinstance(p_values, Mapping):
+        raise TypeError(f"p_values must be a dict comparison -> p-value, got {type(p_values).__name__}")
+    for name, p in p_values.items():
+        if not _is_number(p) or not 0 <= p <= 1:
+            raise ValueError(f"p_values[{name!r}] = {p!r} is not a p-value in [0, 1]; a NaN comes from a test of NaN "
+                             f"scores: find that run")
+    _check_share(alpha, "alpha", "0.05")
+
+
+def check_smallest_detectable_arguments(spread: float, freedom: int, seeds: int, comparisons: int, alpha: float,
+                                        power: float) -> None:
+    _check_spread(spread, freedom)
+    check_sizes(seeds=seeds, comparisons=comparisons)
+    _check_share(alpha, "alpha", "0.05")
+    _check_share(power, "power", "0.8")
+
+
+def check_verdict_arguments(effect: float, rejected: bool, paper_change: float | None) -> None:
+    """A finite effect (the sign of NaN is no direction), rejected True or False, a finite paper change or None."""
+    _check_finite(effect, "effect", "an effect")
+    if not isinstance(rejected, (bool, np.bool_)):
+        raise ValueError(f"rejected must be True or False (whether Holm's correction rejects no change), "
+                         f"got {rejected!r}")
+    if paper_change is not None:
+        _check_finite(paper_change, "paper_change", "the paper's change")
