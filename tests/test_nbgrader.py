@@ -1,9 +1,13 @@
 """nbgrader, the autograder many courses use, run for real on the course's notebooks.
 
 The solution notebooks carry nbgrader's cell metadata (written by ``python -m
-annotated.support.exercises``). In a temporary course directory, ``nbgrader generate_assignment``
+annotated.support.exercises``). In a temporary course directory made by ``python -m
+annotated.support.nbgrader_course`` (one assignment per notebook), ``nbgrader generate_assignment``
 must make notebooks equivalent to exercises/, and ``nbgrader autograde`` must give a solved
 submission every point and a blank one none, exercise by exercise as the course's grader does.
+Tiny synthetic assignments, autograded by real nbgrader, show the course grader's limits at work:
+a correct answer that takes 40 s keeps its point, a kernel killed midway keeps the points earned
+before, a 50 MB print is cut, and a student who hands in one notebook gets no warning for the others.
 
 nbgrader is an extra (``pip install -e ".[instructor]"``): without it the tests that run it skip,
 unless ANNOTATED_REQUIRE_NBGRADER=1 (CI sets it), when they fail instead.
@@ -23,6 +27,8 @@ import nbformat
 import pytest
 
 import annotated.support.exercises as exercises
+import annotated.support.nbgrader_course as nbgrader_course
+from annotated.support import grade
 from annotated.support.course import ROOT
 from annotated.support.exercises import EXERCISES, SOLUTIONS, nbgrader_metadata
 
@@ -32,7 +38,6 @@ except ImportError:  # the [instructor] extra is not installed
     Gradebook = None
 
 REQUIRED = os.environ.get("ANNOTATED_REQUIRE_NBGRADER") == "1"
-ASSIGNMENT = "course"
 GRADED = ["01_softmax_and_scaling.ipynb", "03_masking.ipynb"]  # small, quick to run
 HEADING = re.compile(r"^##\s+Exercise\s+(\d+)\.(\d+)\b")
 GRADE_ID = re.compile(r"^[a-zA-Z0-9_\-]+$")  # nbgrader's schema allows no other character
@@ -120,11 +125,21 @@ def test_writing_the_metadata_changes_nothing_else(one_solution):
 # ---------------------------------------------------------------- nbgrader itself
 
 
-def nbgrader(course: Path, *args: str) -> None:
+def needs_nbgrader() -> None:
+    if Gradebook is None:
+        message = "nbgrader is not installed (pip install -e '.[instructor]')"
+        if REQUIRED:
+            pytest.fail(f"ANNOTATED_REQUIRE_NBGRADER=1 but {message}", pytrace=False)
+        pytest.skip(message)
+
+
+def nbgrader(course: Path, *args: str) -> str:
+    """Run ``nbgrader ARGS`` in ``course``; its log (nbgrader logs to the standard error)."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     done = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course, env=env,
-                          capture_output=True, text=True, timeout=600)
+                          capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, f"nbgrader {' '.join(args)} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return done.stdout + done.stderr
 
 
 def cheat(solution: Path) -> nbformat.NotebookNode:
@@ -153,54 +168,56 @@ def course_grader(submissions: Path, report: Path) -> subprocess.Popen | None:
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
+def submit(course: Path, student: str, name: str, notebook) -> None:
+    """Hand in ``notebook`` as ``student``'s ``name``: submitted/<student>/<stem>/<name>."""
+    folder = course / "submitted" / student / Path(name).stem
+    folder.mkdir(parents=True, exist_ok=True)
+    nbformat.write(notebook, folder / name)
+
+
 @pytest.fixture(scope="module")
 def course(tmp_path_factory):
-    """A course directory in which nbgrader has released the 15 exercise notebooks as one assignment and
-    autograded three students: ``solved`` (the solution notebooks 01 and 03), ``blank`` (the
-    exercise notebooks 01 and 03, as handed out) and ``cheater`` (notebook 01, ``cheat``). The
-    course's grader grades the same submissions meanwhile, into ``ours.json``."""
-    if Gradebook is None:
-        message = "nbgrader is not installed (pip install -e '.[instructor]')"
-        if REQUIRED:
-            pytest.fail(f"ANNOTATED_REQUIRE_NBGRADER=1 but {message}", pytrace=False)
-        pytest.skip(message)
-    root = tmp_path_factory.mktemp("nbgrader_course")
-    (root / "nbgrader_config.py").write_text(
-        "c = get_config()\n"
-        "c.CourseDirectory.course_id = 'annotated'\n"
-        f"c.CourseDirectory.root = {str(root)!r}\n"
-        f"c.CourseDirectory.db_url = {'sqlite:///' + str(root / 'gradebook.db')!r}\n"
-    )
-    shutil.copytree(SOLUTIONS, root / "source" / ASSIGNMENT, ignore=shutil.ignore_patterns(".*"))
+    """A course directory made by ``python -m annotated.support.nbgrader_course`` (every
+    notebook of solutions/, an assignment each), released by nbgrader, and three students
+    autograded: ``solved`` (the solution notebooks 01 and 03), ``blank`` (the exercise
+    notebooks 01 and 03, as handed out) and ``cheater`` (notebook 01, ``cheat``). The course's
+    grader grades the same submissions meanwhile, into ``ours.json``."""
+    needs_nbgrader()
+    root = tmp_path_factory.mktemp("nbgrader_course") / "course"
+    done = subprocess.run([sys.executable, "-m", "annotated.support.nbgrader_course", str(root)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
     start = time.perf_counter()
-    nbgrader(root, "generate_assignment", ASSIGNMENT)
+    nbgrader(root, "generate_assignment", "*")
     generated = time.perf_counter()
     submissions = {("solved", name): nbformat.read(SOLUTIONS / name, as_version=4) for name in GRADED}
     submissions |= {("blank", name): nbformat.read(EXERCISES / name, as_version=4) for name in GRADED}
     submissions[("cheater", GRADED[0])] = cheat(SOLUTIONS / GRADED[0])
     for (student, name), notebook in submissions.items():
-        for folder in (root / "submitted" / student / ASSIGNMENT, root / "ours" / student):
-            folder.mkdir(parents=True, exist_ok=True)
-            nbformat.write(notebook, folder / name)
+        submit(root, student, name, notebook)
+        (root / "ours" / student).mkdir(parents=True, exist_ok=True)
+        nbformat.write(notebook, root / "ours" / student / name)
     ours = course_grader(root / "ours", root / "ours.json")
     try:
-        nbgrader(root, "autograde", ASSIGNMENT)
+        log = nbgrader(root, "autograde", "*")
     finally:
         if ours is not None:
             ours.wait(timeout=600)
+    (root / "autograde.log").write_text(log)
     print(f"nbgrader: generate_assignment {generated - start:.0f} s, autograde {time.perf_counter() - generated:.0f} s")
     return root
 
 
 def scores(course: Path, student: str, name: str) -> dict[str, float]:
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
-        notebook = gb.find_submission_notebook(Path(name).stem, ASSIGNMENT, student)
+        notebook = gb.find_submission_notebook(Path(name).stem, Path(name).stem, student)
         return {g.name: g.score for g in notebook.grades}
 
 
 def test_the_release_is_the_exercise_notebooks(course):
-    released = sorted((course / "release" / ASSIGNMENT).glob("*.ipynb"))
+    released = sorted((course / "release").glob("*/*.ipynb"))
     assert [p.name for p in released] == [p.name for p in sorted(EXERCISES.glob("*.ipynb"))]
+    assert all(p.parent.name == p.stem for p in released)  # one assignment per notebook
     for path in released:
         release, exercise = nbformat.read(path, as_version=4), nbformat.read(EXERCISES / path.name, as_version=4)
         assert [(c.cell_type, c.id, c.source) for c in release.cells] == [
@@ -227,14 +244,14 @@ def test_a_solved_submission_scores_every_point_and_a_blank_one_none(course, nam
 
 def test_a_check_cell_replaced_or_deleted_does_not_score(course):
     name = GRADED[0]
-    graded = nbformat.read(course / "autograded" / "cheater" / ASSIGNMENT / name, as_version=4)
+    graded = nbformat.read(course / "autograded" / "cheater" / Path(name).stem / name, as_version=4)
     restored = cell(graded, "ex1_1-check")  # autograde overwrites locked and test cells from the source
     assert restored.source == "check_stable_softmax(stable_softmax)"
     assert [o.output_type for o in restored.outputs] == ["error"]
     got = scores(course, "cheater", name)
     assert got["ex1_1-check"] == 0.0 and got["ex1_3-check"] == 0.0
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
-        notebook = gb.find_submission_notebook(Path(name).stem, ASSIGNMENT, "cheater")
+        notebook = gb.find_submission_notebook(Path(name).stem, Path(name).stem, "cheater")
         flagged = {g.name for g in notebook.grades if g.needs_manual_grade}
     assert flagged == {"ex1_3-check"}  # the deleted cell: no score of its own, left to the instructor
 
@@ -261,3 +278,221 @@ def test_nbgrader_and_the_course_grader_agree_exercise_by_exercise(course):
     assert {key: verdict == "passed" for key, verdict in ours.items()} == {
         key: score == 1.0 for key, score in theirs.items()}
     assert {verdict for (student, _), verdict in ours.items() if student == "blank"} == {"not attempted"}
+
+
+def test_a_student_who_hands_in_two_of_fifteen_notebooks_gets_no_missing_file_warning(course):
+    # One assignment of 15 notebooks gave each such student 13 "No submitted file" warnings.
+    assert "No submitted file" not in (course / "autograde.log").read_text()
+
+
+# ---------------------------------------------------------------- the course folder (no nbgrader needed)
+
+
+def run_command(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "annotated.support.nbgrader_course", *args],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_the_command_makes_one_assignment_per_notebook_and_a_config_with_the_graders_limits(tmp_path):
+    done = run_command(str(tmp_path / "mycourse"), "--notebooks", "01", "03_masking.ipynb", "--course-id", "nlp101")
+    assert done.returncode == 0, done.stderr
+    course = tmp_path / "mycourse"
+    assert sorted(str(p.relative_to(course)) for p in course.rglob("*") if p.is_file()) == [
+        "nbgrader_config.py", "source/01_softmax_and_scaling/01_softmax_and_scaling.ipynb",
+        "source/03_masking/03_masking.ipynb"]
+    for path in course.glob("source/*/*.ipynb"):
+        assert path.read_bytes() == (SOLUTIONS / path.name).read_bytes()
+    config = (course / "nbgrader_config.py").read_text()
+    # The limits are read from the course grader at every run, never copied as numbers.
+    assert "c.Execute.timeout = grade.CELL_SECONDS" in config
+    assert "c.CourseExecute.notebook_timeout = grade.NOTEBOOK_SECONDS" in config
+    assert not re.search(r"=\s*\d", config)
+    assert "c.CourseDirectory.course_id = 'nlp101'" in config
+
+
+def test_the_config_gives_nbgrader_the_graders_limits_and_the_course_steps(tmp_path):
+    needs_nbgrader()
+    from nbgrader.preprocessors import Execute, LimitOutput
+    from traitlets.config import Config
+
+    nbgrader_course.make_course(tmp_path / "c", ["01"])
+    config = Config()
+    exec(compile((tmp_path / "c" / "nbgrader_config.py").read_text(), "nbgrader_config.py", "exec"),
+         {"get_config": lambda: config})
+    assert config.Execute.timeout == grade.CELL_SECONDS == 60
+    assert config.CourseExecute.notebook_timeout == grade.NOTEBOOK_SECONDS
+    steps = config.Autograde.autograde_preprocessors
+    assert Execute not in steps and nbgrader_course.CourseExecute in steps
+    assert steps.index(nbgrader_course.LimitOutputSize) == steps.index(LimitOutput) + 1
+    executor = nbgrader_course.CourseExecute(config=config)
+    assert executor.timeout == grade.CELL_SECONDS and executor.notebook_timeout == grade.NOTEBOOK_SECONDS
+
+
+def test_the_command_refuses_bad_input_in_one_line_and_writes_nothing(tmp_path):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine")
+    for args, words in [
+        ([str(mine)], "is not empty"),
+        ([str(mine / "notes.txt")], "is a file"),
+        ([str(tmp_path / "new"), "--notebooks", "99"], "'99' names no notebook"),
+        ([str(tmp_path / "new"), "--course-id", "a b"], "--course-id 'a b'"),
+        ([str(SOLUTIONS)], "the course's checkout or one of its folders"),
+    ]:
+        done = run_command(*args)
+        assert done.returncode == 2, (args, done.stdout, done.stderr)
+        assert len(done.stderr.strip().splitlines()) == 1 and words in done.stderr, (args, done.stderr)
+        assert "Traceback" not in done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine"]
+    assert [p.name for p in mine.iterdir()] == ["notes.txt"]
+
+
+def test_force_writes_only_the_commands_files_and_keeps_the_gradebook(tmp_path):
+    course = tmp_path / "course"
+    nbgrader_course.make_course(course, ["01"])
+    (course / "gradebook.db").write_bytes(b"grades")
+    (course / "submitted" / "ana").mkdir(parents=True)
+    (course / "nbgrader_config.py").write_text("stale")
+    with pytest.raises(nbgrader_course.UsageError, match="--force"):
+        nbgrader_course.make_course(course, ["01", "03"])
+    nbgrader_course.make_course(course, ["01", "03"], force=True)
+    assert (course / "gradebook.db").read_bytes() == b"grades" and (course / "submitted" / "ana").is_dir()
+    assert (course / "nbgrader_config.py").read_text() == nbgrader_course.config_text("attention")
+    assert (course / "source" / "03_masking" / "03_masking.ipynb").is_file()
+
+
+def test_a_run_that_fails_midway_removes_what_it_made_and_nothing_else(tmp_path, monkeypatch):
+    empty = tmp_path / "empty"  # the user's folder: it stays
+    empty.mkdir()
+    real = nbgrader_course.atomic_write
+    written = []
+
+    def failing(path, *args, **kwargs):
+        written.append(path)
+        if len(written) == 3:
+            raise OSError(28, "No space left on device", str(path))
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(nbgrader_course, "atomic_write", failing)
+    for target in (empty, tmp_path / "new" / "course"):
+        written.clear()
+        with pytest.raises(OSError):
+            nbgrader_course.make_course(target, ["01", "02", "03"])
+    assert empty.is_dir() and not any(empty.iterdir())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty"]
+
+
+def test_an_output_is_cut_by_its_bytes_with_a_note():
+    limit = 1000
+    stream = nbformat.v4.new_output("stream", name="stdout", text="x" * 50_000)  # one line: LimitOutput keeps it
+    assert nbgrader_course.cut_output(stream, limit)
+    assert stream.text.startswith("x" * limit) and "x" * (limit + 1) not in stream.text
+    assert "output cut: it had 50,000 bytes" in stream.text
+    image = nbformat.v4.new_output("display_data", data={"image/png": "A" * 5000, "text/plain": "<Figure>"})
+    assert nbgrader_course.cut_output(image, limit)
+    assert set(image.data) == {"text/plain"} and "output cut" in image.data["text/plain"]
+    error = nbformat.v4.new_output("error", ename="ValueError", evalue="v" * 5000, traceback=["t" * 100] * 100)
+    assert nbgrader_course.cut_output(error, limit) and error.ename == "ValueError"
+    assert nbgrader_course.output_bytes(error) < 2 * limit
+    small = nbformat.v4.new_output("stream", name="stdout", text="fine\n")
+    assert not nbgrader_course.cut_output(small, limit) and small.text == "fine\n"
+
+
+# ---------------------------------------------------------------- the grader's limits, through real nbgrader
+
+
+def solution(grade_id: str, source: str) -> nbformat.NotebookNode:
+    cell = nbformat.v4.new_code_cell(source)
+    cell.metadata["nbgrader"] = {"grade": False, "grade_id": grade_id, "locked": False, "schema_version": 3,
+                                 "solution": True}
+    return cell
+
+
+def check(grade_id: str, source: str) -> nbformat.NotebookNode:
+    cell = nbformat.v4.new_code_cell(source)
+    cell.metadata["nbgrader"] = {"grade": True, "grade_id": grade_id, "locked": True, "points": 1,
+                                 "schema_version": 3, "solution": False}
+    return cell
+
+
+def tiny(*cells) -> nbformat.NotebookNode:
+    nb = nbformat.v4.new_notebook(cells=list(cells))
+    nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
+    return nb
+
+
+# Three tiny assignments: the source (what the instructor wrote) and what a student handed in.
+SLOW = ("a1_slow.ipynb",
+        tiny(solution("answer", "def answer():\n    return 42"), check("answer-check", "assert answer() == 42")),
+        {0: "import time\ntime.sleep(40)  # a correct answer, slower than nbgrader's 30 s\n\n\n"
+            "def answer():\n    return 42"})
+DIES = ("a2_dies.ipynb",
+        tiny(solution("first", "def first():\n    return 1"), check("first-check", "assert first() == 1"),
+             solution("between", "scratch = 0"),
+             solution("second", "def second():\n    return 2"), check("second-check", "assert second() == 2")),
+        {2: "import os\nos.kill(os.getpid(), 9)  # the kernel dies here"})
+PRINTS = ("a3_prints.ipynb",
+          tiny(solution("third", "def third():\n    return 3"), check("third-check", "assert third() == 3")),
+          {0: "print('x' * 50_000_000)  # 50 MB on one line\n\n\ndef third():\n    return 3"})
+STUDENTS = {"ana": SLOW, "ben": DIES, "cy": PRINTS}  # each hands in one notebook of the three
+
+
+@pytest.fixture(scope="module")
+def tiny_course(tmp_path_factory):
+    """The three tiny assignments made into a course by nbgrader_course, released, and each
+    student's one notebook autograded by real nbgrader; the log kept in ``autograde.log``."""
+    needs_nbgrader()
+    sources = tmp_path_factory.mktemp("tiny_solutions")
+    for name, nb, _ in STUDENTS.values():
+        nbformat.write(nb, sources / name)
+    root = tmp_path_factory.mktemp("tiny") / "course"
+    nbgrader_course.make_course(root, solutions=sources)
+    nbgrader(root, "generate_assignment", "*")
+    for student, (name, nb, answers) in STUDENTS.items():
+        handed_in = copy.deepcopy(nb)
+        for index, source in answers.items():
+            handed_in.cells[index].source = source
+        submit(root, student, name, handed_in)
+    start = time.perf_counter()
+    log = nbgrader(root, "autograde", "*")
+    print(f"nbgrader autograde of the tiny assignments: {time.perf_counter() - start:.0f} s")
+    (root / "autograde.log").write_text(log)
+    return root
+
+
+def tiny_scores(course: Path, student: str) -> dict[str, float]:
+    name = STUDENTS[student][0]
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        notebook = gb.find_submission_notebook(Path(name).stem, Path(name).stem, student)
+        return {g.name: g.score for g in notebook.grades}
+
+
+def autograded(course: Path, student: str) -> Path:
+    name = STUDENTS[student][0]
+    return course / "autograded" / student / Path(name).stem / name
+
+
+def test_a_correct_answer_that_takes_40_s_gets_its_point_under_the_graders_60_s(tiny_course):
+    assert tiny_scores(tiny_course, "ana") == {"answer-check": 1.0}
+
+
+def test_a_kernel_killed_midway_keeps_the_points_earned_before_and_the_notebook_goes_on(tiny_course):
+    assert tiny_scores(tiny_course, "ben") == {"first-check": 1.0, "second-check": 1.0}
+    nb = nbformat.read(autograded(tiny_course, "ben"), as_version=4)
+    died = [o for o in nb.cells[2].outputs if o.output_type == "error"]
+    assert [o.ename for o in died] == ["DeadKernelError"] and "the kernel died while this cell ran" in died[0].evalue
+    assert not any(o.output_type == "error" for c in nb.cells if c is not nb.cells[2] for o in c.outputs)
+
+
+def test_a_50_mb_print_is_cut_in_the_autograded_notebook(tiny_course):
+    path = autograded(tiny_course, "cy")
+    assert path.stat().st_size < 2 * nbgrader_course.OUTPUT_BYTES
+    text = "".join(o.get("text", "") for o in nbformat.read(path, as_version=4).cells[0].outputs)
+    assert text.startswith("x" * 1000) and "output cut: it had 50,000,001 bytes" in text
+    assert tiny_scores(tiny_course, "cy") == {"third-check": 1.0}
+
+
+def test_one_assignment_per_notebook_gives_no_missing_file_warning_for_one_notebook_handed_in(tiny_course):
+    log = (tiny_course / "autograde.log").read_text()
+    assert "No submitted file" not in log
+    assert log.count("Autograding") >= len(STUDENTS)  # nbgrader did run: each student's notebook
