@@ -288,12 +288,18 @@ def test_a_full_disk_at_the_checkpoint_saves_it_elsewhere_and_says_where(tmp_pat
     monkeypatch.setattr(cli, "save_checkpoint", full_disk_in_runs)
     monkeypatch.setattr(cli, "rescue_folders", lambda path: [elsewhere])
     out = tmp_path / "runs" / "run.pt"
-    assert main(quick(tmp_path, "--preset", "tiny", "--max-steps", "2", "--out", str(out))) == 0
+    # --out was not written: the command fails (exit 1, as a script or CI job must see), naming where
+    # the work was rescued; it used to exit 0 with --out missing.
+    assert main(quick(tmp_path, "--preset", "tiny", "--max-steps", "2", "--out", str(out))) == 1
     captured = capsys.readouterr()
     rescued = elsewhere / "run-rescued.pt"
     assert f"could not write {out} ({out}: No space left on device; free space on that disk" in captured.out
     assert f"saved in {rescued} instead" in captured.out and f"--resume {rescued}" in captured.out
-    assert load_checkpoint(rescued)["step"] == 2  # the weights are kept
+    assert "BLEU on val" in captured.out  # the run's work is done and reported before the error
+    error = captured.err.strip().splitlines()
+    assert len(error) == 1 and error[0].startswith(f"python -m annotated.train: error: --out {out} was not written")
+    assert f"rescued to {rescued}" in error[0] and f"--resume {rescued}" in error[0]
+    assert load_checkpoint(rescued)["step"] == 2 and not out.exists()  # the weights are kept
     # Nowhere to go: one line that says where to free how much, not a traceback.
     monkeypatch.setattr(cli, "rescue_folders", lambda path: [])
     assert main(quick(tmp_path, "--preset", "tiny", "--max-steps", "2", "--out", str(tmp_path / "runs" / "b.pt"))) == 1

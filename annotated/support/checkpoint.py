@@ -5,10 +5,13 @@ so it loads with ``torch.load(weights_only=True)``, which refuses to run code fr
 Vocabularies are stored through their ``state_dict()`` (plain lists), the config through
 ``dataclasses.asdict``. What is saved is checked by those same rules before anything is
 written, so a value that could not be loaded back (a ``Path``, a numpy number) is an error
-naming it, not an unreadable file. Writing goes to a temporary file in the same folder, which
-then replaces the old checkpoint in one ``os.replace``: a crash or a full disk in the middle of
-a save leaves the previous checkpoint as it was, and the next save to that path removes the
-temporary file a killed process left behind. A SHA-256 of every stored value (tensors
+naming it, not an unreadable file. Writing goes to a temporary file in the same folder, flushed
+to disk, which then replaces the old checkpoint in one ``os.replace``: a crash or a full disk in
+the middle of a save leaves the previous checkpoint as it was, and the next save to that path
+removes the temporary file a killed process left behind. A save can also be told which files it
+may replace (``may_replace``): then a checkpoint that appeared meanwhile (another run writing to
+the same path) is never replaced, because the finished temporary file is linked onto the path,
+which fails if the path exists by then. A symbolic link is never written through. A SHA-256 of every stored value (tensors
 included) is saved with them and checked on load: a flipped bit on a disk or in a copy is
 an error, not a model with changed weights.
 
@@ -21,20 +24,24 @@ an error, not a model with changed weights.
 
 import collections
 import dataclasses
+import errno
 import hashlib
 import os
 import pickle
 import random
+import stat
 import struct
+from collections.abc import Callable, Collection
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import torch
 import torch.nn as nn
 
 from annotated.model import EncoderDecoder, TransformerConfig, make_model
 from annotated.support.errors import CourseError
-from annotated.support.files import atomic_write, nearest_existing, remove_stale_temp_files
+from annotated.support import files
+from annotated.support.files import atomic_write, nearest_existing, open_temp_beside, remove_stale_temp_files
 
 FORMAT_VERSION = 2  # 2: with a checksum
 PLAIN_TYPES = (str, int, float, bool, type(None))  # exactly these: a numpy float is a float subclass
@@ -46,6 +53,39 @@ class CheckpointError(CourseError, ValueError):
 
 class CheckpointMismatchError(CheckpointError):
     """The checkpoint's weights do not fit the model they are loaded into."""
+
+
+class OutputTakenError(CheckpointError):
+    """The path of a save holds a file this save may not replace: one that appeared (or changed)
+    after the command checked the path, written by another run."""
+
+    def __init__(self, path: Path):
+        super().__init__(f"{path} was written by another process after this one checked it, so it is not replaced")
+        self.path = path
+
+
+Identity = tuple[int, int, int, int]  # (device, inode, size, modification time): which file, as it was seen
+
+
+def file_identity(path: str | Path) -> Identity | None:
+    """Which file ``path`` names, as it is now: its device and inode (whatever the path's spelling),
+    size and modification time (a file rewritten in place is another); the file at ``path`` itself
+    (a symbolic link is not followed), or None when there is none."""
+    try:
+        info = os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns
+
+
+def kind_of(mode: int) -> str:
+    """What a file that is neither a regular file nor a folder is, in words."""
+    for test, kind in ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISFIFO, "a named pipe (FIFO)"),
+                       (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device")):
+        if test(mode):
+            return kind
+    return "not a regular file"
 
 
 def unwrap(model: nn.Module) -> nn.Module:
@@ -136,10 +176,17 @@ def checksum(payload: dict) -> str:
 
 def check_output_path(path: str | Path, what: str = "checkpoint") -> Path:
     """``path`` as a Path, once checked to be writable as a file: not a folder, not below a file,
-    in a folder this user may write to. Call it before the work whose result goes there."""
+    not a symbolic link (never written through), a pipe or a device, in a folder this user may
+    write to. Call it before the work whose result goes there."""
     path = Path(path)
+    if path.is_symlink():
+        raise CheckpointError(f"{path} is a symbolic link to {os.readlink(path)}, which a {what} is never written "
+                              f"through; name the file itself, or another path")
     if path.is_dir():
         raise CheckpointError(f"{path} is a folder; name a file for the {what}, e.g. {path / 'model.pt'}")
+    if path.exists() and not path.is_file():
+        raise CheckpointError(f"{path} is {kind_of(path.lstat().st_mode)}, not a file a {what} can replace; "
+                              f"name a regular file, e.g. {path.with_name(path.stem + '.pt')}")
     folder = nearest_existing(path.parent)
     if not folder.is_dir():
         raise CheckpointError(f"cannot write the {what} {path}: {folder} is a file, not a folder; choose "
@@ -153,12 +200,19 @@ def check_output_path(path: str | Path, what: str = "checkpoint") -> Path:
 def save_checkpoint(path: str | Path, model: nn.Module, config: Any = None, vocabs: dict[str, Any] | None = None,
                     optimizer: torch.optim.Optimizer | None = None,
                     scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
-                    step: int = 0, epoch: int = 0, extra: dict | None = None) -> Path:
-    """Write a checkpoint atomically (temporary file + ``os.replace``); returns its path.
+                    step: int = 0, epoch: int = 0, extra: dict | None = None,
+                    may_replace: Collection[Identity] | None = None) -> Path:
+    """Write a checkpoint atomically (temporary file, flushed to disk, then ``os.replace``); returns its path.
 
     ``vocabs`` maps a name ("src", "tgt") to a vocabulary with ``state_dict()`` or a plain dict;
     ``extra`` holds any further plain values (history, arguments). Everything is checked to be
     loadable (``check_storable``) before the file is touched.
+
+    ``may_replace``: None replaces whatever file is at ``path``. Otherwise the identities
+    (:func:`file_identity`) of the files this save may replace, e.g. the one the command checked
+    before its work, or the one it wrote last: a file with another identity at ``path``, or one
+    that appears there while the checkpoint is written, raises :class:`OutputTakenError` and is
+    kept (a new file is linked onto ``path`` with ``os.link``, which fails if the path exists).
     """
     path = check_output_path(path)
     payload = {
@@ -177,14 +231,57 @@ def save_checkpoint(path: str | Path, model: nn.Module, config: Any = None, voca
     payload["checksum"] = checksum(payload)
     path.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temp_files(path.parent, f".{path.name}.", ".tmp")  # left by a save that was killed
-    with atomic_write(path, ".tmp") as f:  # a temporary file beside it, then os.replace
-        torch.save(payload, f)
+    current = file_identity(path)
+    if may_replace is None or (current is not None and current in may_replace):
+        with atomic_write(path, ".tmp") as f:  # a temporary file beside it, then os.replace
+            torch.save(payload, f)
+        return path
+    if current is not None:
+        raise OutputTakenError(path)
+    write_new(path, lambda f: torch.save(payload, f))
     return path
+
+
+def write_new(path: Path, write: "Callable[[IO], None]") -> None:
+    """Write a file that must not exist yet: ``write(f)`` into a temporary file beside ``path``,
+    flushed to disk, then ``os.link`` onto ``path`` (which fails if a file appeared there meanwhile:
+    :class:`OutputTakenError`, and that file is kept). On a file system without hard links (FAT,
+    some network shares) the check and the rename are two steps."""
+    out, tmp = open_temp_beside(path, ".tmp")
+    info = os.fstat(out.fileno())
+    try:
+        with out:
+            write(out)
+            out.flush()
+            os.fsync(out.fileno())
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            raise OutputTakenError(path) from None
+        except OSError as error:
+            if error.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK, errno.ENOSYS):
+                raise
+            if os.path.lexists(path):
+                raise OutputTakenError(path) from None
+            os.rename(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+        with files._lock:  # the temporary file is gone: no longer one this process writes (files.atomic_write)
+            files._ours.pop((info.st_dev, info.st_ino), None)
 
 
 def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict:
     """Read a checkpoint with ``weights_only=True`` (tensors and plain data only) and verify its checksum."""
     path = Path(path)
+    if path.is_dir():
+        inside = sorted(path.glob("*.pt"))[:3]
+        hint = f" (it holds {', '.join(p.name for p in inside)})" if inside else ""
+        raise CheckpointError(f"{path} is a folder, not a checkpoint{hint}; give the .pt file written by python -m "
+                              f"annotated.train")
+    if path.exists() and not path.is_file():
+        raise CheckpointError(f"{path} is {kind_of(path.stat().st_mode)}, not a checkpoint file (a checkpoint is "
+                              f"read twice, checked and then loaded); give the .pt file written by python -m "
+                              f"annotated.train")
     if not path.is_file():
         raise FileNotFoundError(f"no checkpoint at {path}; check the path, or train without --resume "
                                 f"to start from scratch")

@@ -17,19 +17,28 @@ checkpoint: options that would change them (another preset, --max-tokens, --accu
 --warmup, --limit, --seed) are an error naming both values; the budgets (--epochs, --max-steps,
 --max-minutes) and the evaluation (--beam-size, --length-penalty, --split) may change.
 
-Nothing is lost: the output path is checked before any work starts, an existing checkpoint is
-never replaced without --overwrite (and an input of --average never), and Ctrl-C finishes the
-update under way, saves the checkpoint and exits (a second Ctrl-C quits at once).
+Nothing is lost: the output path is checked before any work starts (an existing checkpoint is
+never replaced without --overwrite; an input, a symbolic link, a course file, a name of another
+format, or a file in the shipped model's folder without --force, never), and again at every save:
+a checkpoint that another run wrote to the same --out meanwhile is kept, and this run's is saved
+beside it. Ctrl-C, SIGTERM (timeout, Slurm, Kubernetes, a cancelled CI job) and SIGHUP finish
+the update under way, save the checkpoint, say how to resume and exit with 128 + the signal's
+number (130, 143, 129); a second signal quits at once. A checkpoint that could not be written to
+--out (a full disk) is saved elsewhere, and the command says where and exits with 1.
 
     python -m annotated.train --average runs/cpu-step*.pt --split val     # the mean of the kept checkpoints
 """
 
 import argparse
+import contextlib
 import dataclasses
 import math
+import os
 import random
 import signal
+import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -42,9 +51,12 @@ from annotated.batching import Batch
 from annotated.data import load_pairs
 from annotated.evaluation import corpus_bleu, translate
 from annotated.model import TransformerConfig, count_parameters, make_model
-from annotated.support.checkpoint import (CheckpointError, average_checkpoints, check_output_path, check_vocab_sizes,
-                                          config_from, load_checkpoint, model_from_checkpoint, restore,
-                                          save_checkpoint, unwrap, vocabs_from_checkpoint)
+from annotated.support.checkpoint import (CheckpointError, Identity, OutputTakenError, average_checkpoints,
+                                          check_output_path, check_vocab_sizes, config_from, file_identity,
+                                          load_checkpoint, model_from_checkpoint, restore, save_checkpoint, unwrap,
+                                          vocabs_from_checkpoint)
+from annotated.support.course import ROOT
+from annotated.support.download import MULTI30K_FILES
 from annotated.support.distributed import (DistributedContext, cleanup, fit_distributed, init_distributed, shard,
                                            wrap_model)
 from annotated.support.checks import check_beam_arguments, check_probability
@@ -151,6 +163,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="checkpoint to write (default: the --resume file, else checkpoints/<preset>.pt)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace an existing --out (and the numbered checkpoints --keep-last wrote beside it)")
+    p.add_argument("--force", action="store_true",
+                   help="allow an --out inside the shipped model's folder (annotated/pretrained/)")
     p.add_argument("--resume", help="checkpoint to continue from (its config and vocabularies are used)")
     p.add_argument("--epochs", type=positive_int, help="total epochs, counting those before --resume")
     p.add_argument("--max-minutes", type=positive_float, help="training time budget for this run")
@@ -238,44 +252,190 @@ def check_resume_options(args: argparse.Namespace, extra: dict) -> None:
                          ". Drop the option(s), or start a new run without --resume")
 
 
-def check_new_output(out: Path, args: argparse.Namespace, inputs: list[str] = ()) -> "list[tuple[Path, tuple]]":
-    """Before any work: ``out`` can be written, is none of ``inputs``, and replaces no earlier run's
-    checkpoint (``out`` itself or its numbered ``--keep-last`` copies) unless --overwrite says so.
-    Continuing a run into its own --resume file is not a replacement.
+# Suffixes that say a file holds another format than a PyTorch checkpoint: such an --out is a slip.
+OTHER_FORMATS = {
+    ".safetensors": "the weights of a model folder, written by python -m annotated.support.pretrained export",
+    ".json": "JSON", ".txt": "text", ".md": "Markdown", ".csv": "a table", ".tsv": "a table", ".toml": "TOML",
+    ".yaml": "YAML", ".yml": "YAML", ".py": "Python", ".ipynb": "a notebook", ".gz": "gzip, as the data files",
+    ".npz": "NumPy", ".npy": "NumPy", ".onnx": "ONNX", ".h5": "HDF5", ".html": "a web page", ".pdf": "PDF",
+    ".de": "German text", ".en": "English text",
+}
 
-    Returns the earlier run's numbered checkpoints that --overwrite will remove, with their
-    identities: :func:`remove_earlier` removes them once this run has saved a checkpoint of its
-    own, so that a run stopped before its first save has destroyed nothing."""
+
+def pretrained_dir() -> Path:
+    """The folder of the model shipped with the course (annotated/pretrained/)."""
+    from annotated.support.pretrained import PRETRAINED_DIR
+    return PRETRAINED_DIR
+
+
+def is_committed(path: Path) -> bool:
+    """Whether ``path`` is one of the course's committed files (or inside its .git folder)."""
+    try:
+        relative = path.resolve().relative_to(ROOT)
+    except ValueError:
+        return False
+    if relative.parts[:1] == (".git",):
+        return True
+    if not path.exists() or not (ROOT / ".git").exists():
+        return False
+    try:
+        listed = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z", "--cached", "--", relative.as_posix()],
+                                capture_output=True, timeout=60, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return bool(listed.strip(b"\0"))
+
+
+def check_output_is_no_input(out: Path, args: argparse.Namespace, option: str = "--out") -> None:
+    """Before any work, a UsageError for an ``out`` the trainer must never write: a symbolic link
+    (never written through), a name whose suffix says another format, a data file, a committed file
+    of the course, or a file in the shipped model's folder (only with --force)."""
+    if out.is_symlink():
+        raise UsageError(f"{option} {out} is a symbolic link (to {os.readlink(out)}), which the trainer never "
+                         f"writes through; name the file itself, or a new path")
+    if out.name in MULTI30K_FILES:
+        raise UsageError(f"{option} {out} is the name of a Multi30k data file that training reads; name the "
+                         f"checkpoint e.g. {option} {out.parent / 'model.pt'}")
+    what = OTHER_FORMATS.get(out.suffix.lower())
+    if what is not None:
+        raise UsageError(f"{option} {out} ends in {out.suffix}, the suffix of another format ({what}), but the "
+                         f"trainer writes a PyTorch checkpoint; name it .pt, e.g. {option} "
+                         f"{out.with_name(out.stem + '.pt')}")
+    if is_committed(out):
+        raise UsageError(f"{option} {out} is a file of the course (tracked by git), which a checkpoint must not "
+                         f"replace; name a new file, e.g. {option} checkpoints/{out.stem}.pt")
+    shipped = pretrained_dir()
+    if out.resolve().is_relative_to(shipped) and not args.force:
+        raise UsageError(f"{option} {out} is inside {shipped}, the folder of the model shipped with the course "
+                         f"(load_pretrained() and python -m annotated.translate read it); write the checkpoint "
+                         f"elsewhere, e.g. {option} checkpoints/{out.stem}.pt, or pass --force to write there "
+                         f"on purpose")
+
+
+def same_file(a: Path, b: str | Path) -> bool:
+    """Whether two paths name one file: the same path once resolved, or the same (device, inode)."""
+    if a.resolve() == Path(b).resolve():
+        return True
+    identity = file_identity(a)
+    return identity is not None and identity == file_identity(Path(b).resolve())
+
+
+class Outputs:
+    """The checkpoints a run writes, and the existing files it may replace.
+
+    Checked before any work by :func:`check_new_output`, and again at every save: a save replaces
+    only a file this run may replace (the earlier run's with --overwrite, the --resume file it
+    continues, a file it wrote itself), and creates any other file exclusively. A file that appeared
+    or changed at ``requested`` meanwhile (a second run with the same --out) is kept: this run's
+    checkpoints are saved beside it, ``<stem>-<run id><suffix>``, and the run ends with an error
+    saying so. A checkpoint that its folder cannot take (a full disk) is written into one of
+    :func:`rescue_folders` and the run ends with an error saying where.
+    """
+
+    def __init__(self, requested: Path, run_id: str, replaceable: dict[Path, Identity],
+                 earlier: "list[tuple[Path, Identity]]"):
+        self.requested = requested  # --out
+        self.out = requested  # where this run's checkpoints go: beside --out after a clash
+        self.run_id = run_id
+        self.replaceable = replaceable  # path -> the identity of the file there that may be replaced
+        self.earlier = earlier  # --overwrite: the earlier run's numbered checkpoints, removed after our first save
+        self.failure: str | None = None  # why the last checkpoint could not be written where it was meant to go
+
+    def numbered(self, step: int) -> Path:
+        """The checkpoint ``--keep-last`` writes at ``step``."""
+        return self.out.with_name(f"{self.out.stem}-step{step:06d}{self.out.suffix}")
+
+    def write(self, path: Path, write: "Callable[[Path, set], None]", ctx: DistributedContext) -> Path:
+        """``write(path, may_replace)``, or, when another process wrote ``path`` since this run checked
+        it, the same beside it under a name of this run; returns the path written."""
+        for attempt in range(1, 100):
+            identity = self.replaceable.get(path)
+            try:
+                write(path, {identity} if identity is not None else set())
+            except OutputTakenError:
+                path = self.beside(path, attempt, ctx)
+                continue
+            self.replaceable[path] = file_identity(path)
+            return path
+        raise CheckpointError(f"could not find a free name for the checkpoint beside {path}")
+
+    def beside(self, taken: Path, attempt: int, ctx: DistributedContext) -> Path:
+        """A name of this run for the checkpoint that could not go to ``taken``."""
+        tag = self.run_id if attempt == 1 else f"{self.run_id}-{attempt}"
+        family = [self.out, *kept_checkpoints(self.out)]
+        if taken not in family:  # a rescued checkpoint
+            return taken.with_name(f"{taken.stem}-{tag}{taken.suffix}")
+        moved = self.requested.with_name(f"{self.requested.stem}-{tag}{self.requested.suffix}")
+        new = moved if taken == self.out else moved.with_name(moved.stem + taken.name[len(self.out.stem):])
+        log(ctx, f"warning: {taken} was written by another process after this run began (two runs with the same "
+                 f"--out?); it is kept, and this run's checkpoints are saved as {moved} instead")
+        self.out = moved
+        return new
+
+    def save(self, path: Path, write: "Callable[[Path, set], None]", ctx: DistributedContext, size_mb: float,
+             final: bool) -> Path | None:
+        """:func:`save_or_rescue` through :meth:`write`; records why a checkpoint is not where it was meant
+        to go; removes the earlier run's numbered checkpoints once one of ours is saved."""
+        self.failure = None
+        written = save_or_rescue(path, lambda target: self.write(target, write, ctx), ctx, size_mb, final, self)
+        if written is not None:
+            remove_earlier(self.earlier)  # --overwrite: the earlier run's numbered checkpoints, now that ours is saved
+        return written
+
+    def rotate(self, keep_last: int) -> None:
+        """Remove this run's numbered checkpoints but the newest ``keep_last`` (never another run's)."""
+        ours = [path for path in kept_checkpoints(self.out)
+                if path in self.replaceable and file_identity(path) == self.replaceable[path]]
+        for old in ours[:-keep_last]:
+            old.unlink()
+            del self.replaceable[old]
+
+    def problem(self, written: Path) -> str | None:
+        """Why the final checkpoint ``written`` is not at --out, in one line; None when it is."""
+        if written == self.requested:
+            return None
+        if self.failure is not None:
+            return (f"--out {self.requested} was not written ({self.failure}); this run's checkpoint was rescued to "
+                    f"{written}: move it back once there is space (mv {written} {self.requested}), or continue "
+                    f"from it with --resume {written}")
+        return (f"--out {self.requested} was written by another run while this one trained, so it was kept; this "
+                f"run's checkpoint is {written}: compare the two (--average FILE --split val evaluates one) and "
+                f"rename the one to keep")
+
+
+def check_new_output(out: Path, args: argparse.Namespace, run_id: str, inputs: list[str] = ()) -> Outputs:
+    """Before any work: ``out`` can be written (:func:`check_output_is_no_input`, ``check_output_path``),
+    is none of ``inputs``, and replaces no earlier run's checkpoint (``out`` itself or its numbered
+    ``--keep-last`` copies) unless --overwrite says so. Continuing a run into its own --resume file
+    is not a replacement.
+
+    Returns the run's :class:`Outputs`: what it may replace at save time (the identities of the files
+    seen now), and the earlier run's numbered checkpoints that --overwrite will remove once this run
+    has saved a checkpoint of its own, so that a run stopped before its first save destroys nothing."""
+    check_output_is_no_input(out, args)
     check_output_path(out)
-    if any(out.resolve() == Path(path).resolve() for path in inputs):
+    if any(same_file(out, path) for path in inputs):
         raise UsageError(f"--out {out} is one of the checkpoints being read; write to a new file so that the "
                          f"input (and its optimizer state) is kept")
-    if args.resume and out.resolve() == Path(args.resume).resolve():
-        return []
     earlier = [path for path in [out, *kept_checkpoints(out)] if path.exists()]
+    if args.resume and same_file(out, args.resume):  # the run continues into its own file and numbered copies
+        return Outputs(out, run_id, {path: file_identity(path) for path in earlier}, [])
     if earlier and not args.overwrite:
         more = f" and {len(earlier) - 1} numbered checkpoint(s) beside it" if len(earlier) > 1 else ""
         raise UsageError(f"{earlier[0]} already exists{more}; choose another --out, continue that run with "
                          f"--resume {out}, or pass --overwrite to replace it")
     # --overwrite: no numbered checkpoint of the earlier run may stay to be averaged with ours, but
     # they go only after this run has saved (out itself is replaced by the save, atomically).
-    return [(path, _identity(path)) for path in earlier if path != out]
+    replaceable = {path: file_identity(path) for path in earlier}
+    return Outputs(out, run_id, replaceable, [(path, replaceable[path]) for path in earlier if path != out])
 
 
-def _identity(path: Path) -> tuple[int, int]:
-    info = path.stat()
-    return info.st_dev, info.st_ino
-
-
-def remove_earlier(earlier: "list[tuple[Path, tuple]]") -> None:
+def remove_earlier(earlier: "list[tuple[Path, Identity]]") -> None:
     """Remove the earlier run's checkpoints listed by :func:`check_new_output`, except a file that
     this run has written under the same name meanwhile (another identity); empties the list."""
     for path, identity in earlier:
-        try:
-            if _identity(path) == identity:
-                path.unlink()
-        except FileNotFoundError:
-            pass
+        if file_identity(path) == identity:
+            path.unlink(missing_ok=True)
     earlier.clear()
 
 
@@ -291,25 +451,25 @@ def rescue_folders(path: Path) -> list[Path]:
     return folders
 
 
-def save_or_rescue(path: Path, write: "Callable[[Path], None]", ctx: DistributedContext, size_mb: float,
-                   final: bool) -> Path | None:
-    """``write(path)``; if the system refuses (a full disk, a quota, a read-only file system), the
-    checkpoint is written into one of :func:`rescue_folders` instead and the log says where. Returns
-    the path written. When nowhere takes it: a checkpoint during training is skipped with a warning
-    (returns None: training goes on, and the next save tries again); the final one asks, in a
-    terminal, for space to be freed and tries again, else ends with an error saying where to free
-    how much."""
+def save_or_rescue(path: Path, write: "Callable[[Path], Path]", ctx: DistributedContext, size_mb: float,
+                   final: bool, outputs: "Outputs | None" = None) -> Path | None:
+    """``write(path)``, which returns the path written; if the system refuses (a full disk, a quota, a
+    read-only file system), the checkpoint is written into one of :func:`rescue_folders` instead, the
+    log says where and ``outputs.failure`` why. Returns the path written. When nowhere takes it: a
+    checkpoint during training is skipped with a warning (returns None: training goes on, and the
+    next save tries again); the final one asks, in a terminal, for space to be freed and tries again,
+    else ends with an error saying where to free how much."""
     try:
-        write(path)
-        return path
+        return write(path)
     except (OSError, CheckpointError) as error:  # CheckpointError: the folder's permission changed meanwhile
         failure = os_error_message(error) if isinstance(error, OSError) else str(error)
     for folder in rescue_folders(path):
-        rescued = folder / f"{path.stem}-rescued{path.suffix}"
         try:
-            write(rescued)
+            rescued = write(folder / f"{path.stem}-rescued{path.suffix}")
         except (OSError, CourseError):
             continue
+        if outputs is not None:
+            outputs.failure = failure
         log(ctx, f"could not write {path} ({failure}); the checkpoint is saved in {rescued} instead: move it "
                  f"back once there is space (mv {rescued} {path}), or continue from it with --resume {rescued}")
         return rescued
@@ -324,8 +484,7 @@ def save_or_rescue(path: Path, write: "Callable[[Path], None]", ctx: Distributed
         input(f"could not write the checkpoint {path} ({failure}); free {need} in {where}, then press Enter "
               f"to try again (Ctrl-C gives up, and the weights of this run are lost) ")
         try:
-            write(path)
-            return path
+            return write(path)
         except OSError as error:
             failure = os_error_message(error)
     raise CourseError(f"could not write the checkpoint {path} ({failure}), nor in "
@@ -366,7 +525,10 @@ def make_batches(examples: Examples, max_tokens: int, shuffle: bool, seed: int) 
 
 def log(ctx: DistributedContext, *message) -> None:
     if ctx.is_main:
-        print(*message, flush=True)
+        try:
+            print(*message, flush=True)
+        except OSError:  # the terminal closed (SIGHUP), or the reader of a pipe quit: the run goes on
+            pass
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -375,40 +537,96 @@ def main(argv: list[str] | None = None) -> int:
     check_options(parser, args)
 
     def body() -> int:
-        if args.threads is not None:
-            torch.set_num_threads(args.threads)
-        ctx = init_distributed(args.device)
         try:
-            return run(args, ctx)
-        finally:
-            cleanup(ctx)
+            with terminate_as_interrupt():
+                if args.threads is not None:
+                    torch.set_num_threads(args.threads)
+                ctx = init_distributed(args.device)
+                try:
+                    return run(args, ctx)
+                finally:
+                    cleanup(ctx)
+        except Terminated as stopped:
+            print(f"{parser.prog}: stopped by {stopped.name}", file=sys.stderr)
+            return stopped.exit_code
 
     return run_command(body, parser.prog)
 
 
+# The signals that end a run: Ctrl-C, and those a machine sends. Windows has no SIGHUP.
+STOP_SIGNALS = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM",
+                **({signal.SIGHUP: "SIGHUP"} if hasattr(signal, "SIGHUP") else {})}
+SENDERS = {"SIGTERM": " (sent by timeout, kill, a job scheduler such as Slurm or Kubernetes, or a cancelled CI job)",
+           "SIGHUP": " (the terminal closed)"}
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, stopping the command as a Ctrl-C would; exit code 128 + the signal's number."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.name, self.exit_code = STOP_SIGNALS[signum], 128 + signum
+
+
+def _install(signums, handler) -> dict:
+    """``handler`` for each of ``signums`` that is not ignored (a process started in the background
+    ignores SIGINT, one under nohup SIGHUP: left so); the previous handlers. Only the main thread may."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    return {signum: signal.signal(signum, handler) for signum in signums
+            if signal.getsignal(signum) is not signal.SIG_IGN}
+
+
+@contextlib.contextmanager
+def terminate_as_interrupt():
+    """While active, SIGTERM and SIGHUP raise :class:`Terminated` (a KeyboardInterrupt), as Ctrl-C
+    raises KeyboardInterrupt: the command ends with one line instead of dying without a word."""
+    def handle(signum, frame):
+        raise Terminated(signum)
+
+    previous = _install([s for s in STOP_SIGNALS if s != signal.SIGINT], handle)
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
 class StopOnInterrupt:
-    """While active, the first Ctrl-C (SIGINT) only asks training to stop after the update under way,
-    so that a consistent checkpoint can be saved; a second one interrupts at once."""
+    """While active, the first Ctrl-C (SIGINT), SIGTERM or SIGHUP only asks training to stop after the
+    update under way, so that a consistent checkpoint can be saved; a second one interrupts at once."""
 
     def __init__(self, ctx: DistributedContext):
-        self.ctx, self.requested, self.previous = ctx, False, None
+        self.ctx, self.signum, self.previous = ctx, None, {}
+
+    @property
+    def requested(self) -> bool:
+        return self.signum is not None
+
+    @property
+    def name(self) -> str:
+        return STOP_SIGNALS[self.signum]
+
+    @property
+    def exit_code(self) -> int:
+        """128 + the signal's number, the shell's code for a process it ended: 130 for Ctrl-C, 143 for SIGTERM."""
+        return 128 + self.signum
 
     def handle(self, signum, frame) -> None:
         if self.requested:
-            raise KeyboardInterrupt
-        self.requested = True
-        log(self.ctx, "\nCtrl-C: stopping after this update to save the checkpoint (Ctrl-C again quits "
-                      "without saving)")
+            raise KeyboardInterrupt if signum == signal.SIGINT else Terminated(signum)
+        self.signum = signum
+        name = STOP_SIGNALS[signum]
+        log(self.ctx, f"\n{name}{SENDERS.get(name, '')}: stopping after this update to save the checkpoint "
+                      f"({'Ctrl-C' if name == 'Ctrl-C' else 'a second signal'} again quits without saving)")
 
     def __enter__(self) -> "StopOnInterrupt":
-        # A process started in the background ignores SIGINT (the shell's rule): leave it so.
-        if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
-            self.previous = signal.signal(signal.SIGINT, self.handle)
+        self.previous = _install(STOP_SIGNALS, self.handle)
         return self
 
     def __exit__(self, *exc) -> None:
-        if self.previous is not None:
-            signal.signal(signal.SIGINT, self.previous)
+        for signum, handler in self.previous.items():
+            signal.signal(signum, handler)
 
 
 def run(args: argparse.Namespace, ctx: DistributedContext) -> int:
@@ -423,7 +641,7 @@ def run(args: argparse.Namespace, ctx: DistributedContext) -> int:
     limit = args.limit if args.limit is not None else saved.get("limit")
     run_id = saved.get("run_id") or uuid.uuid4().hex[:12]  # averaging refuses to mix runs
     out = Path(args.out or args.resume or f"checkpoints/{args.preset or 'notebook'}.pt")
-    earlier = check_new_output(out, args)  # before hours of training are spent on a file that cannot be written
+    outputs = check_new_output(out, args, run_id)  # before hours of training are spent on a file that cannot be written
     random.seed(seed)
     _ = torch.manual_seed(seed)
     splits = {split: load_pairs(split, args.data_dir) for split in ("train", "val", SPLITS[args.split])}
@@ -476,28 +694,27 @@ def run(args: argparse.Namespace, ctx: DistributedContext) -> int:
     # Weights, Adam's two moments and the rest: what a checkpoint needs on the disk, for the message of a full one.
     size_mb = 3 * sum(p.numel() * p.element_size() for p in model.parameters()) / 1e6
 
-    def save(history: dict, path: Path = out, final: bool = False) -> Path | None:
+    def save(history: dict, numbered: bool = False, final: bool = False) -> Path | None:
         # The history of this run follows that of the runs before the resume.
         combined = {k: list(before.get(k, [])) + list(v) for k, v in history.items()}
 
-        def write(target: Path) -> None:
+        def write(target: Path, may_replace: set) -> None:
             save_checkpoint(target, model, config, vocabs={"src": de, "tgt": en}, optimizer=optimizer,
                             scheduler=scheduler, step=scheduler.last_epoch, epoch=progress["epochs_done"],
                             extra={"recipe": dataclasses.asdict(preset), "history": combined, "run_id": run_id,
                                    "preset": args.preset or saved.get("preset", "notebook"), "seed": seed,
-                                   "limit": limit, "bpe_merges": text.merges})
+                                   "limit": limit, "bpe_merges": text.merges}, may_replace=may_replace)
 
-        written = save_or_rescue(path, write, ctx, size_mb, final)
+        path = outputs.numbered(scheduler.last_epoch) if numbered else outputs.out
+        written = outputs.save(path, write, ctx, size_mb, final)
         if written is not None:
-            remove_earlier(earlier)  # --overwrite: the earlier run's numbered checkpoints, now that ours is saved
             progress["last_save"] = time.monotonic()
         return written
 
     def keep(history: dict) -> None:
         # A numbered copy for averaging; only the newest ``--keep-last`` of this run stay.
-        if save(history, out.with_name(f"{out.stem}-step{scheduler.last_epoch:06d}{out.suffix}")) is not None:
-            for old in kept_checkpoints(out)[: -args.keep_last]:
-                old.unlink()
+        if save(history, numbered=True) is not None:
+            outputs.rotate(args.keep_last)
 
     def on_epoch_end(epoch: int, history: dict) -> None:
         # An epoch cut short by the time or step budget is run again from its start on resume.
@@ -517,15 +734,20 @@ def run(args: argparse.Namespace, ctx: DistributedContext) -> int:
                                   progress=ctx.is_main and not args.no_progress, seed=seed,
                                   start_epoch=start_epoch, on_epoch_end=on_epoch_end,
                                   stop=lambda: interrupt.requested)
-    if not ctx.is_main:
-        return 130 if interrupt.requested else 0
-    written = save(history, final=True)
+        if not ctx.is_main:
+            return interrupt.exit_code if interrupt.requested else 0
+        written = save(history, final=True)  # a signal now waits for the checkpoint to be written
     log(ctx, f"saved {written} (step {scheduler.last_epoch})")
+    problem = outputs.problem(written)
     if interrupt.requested:
-        log(ctx, f"interrupted: continue with --resume {written}")
-        return 130
+        log(ctx, f"interrupted by {interrupt.name}: continue with --resume {written}")
+        if problem is not None:
+            print(f"python -m annotated.train: error: {problem}", file=sys.stderr)
+        return interrupt.exit_code
 
     report_bleu(unwrap(model), splits[SPLITS[args.split]], de, en, text, preset, ctx, SPLITS[args.split])
+    if problem is not None:
+        raise CourseError(problem)  # exit code 1: --out does not hold this run's model
     return 0
 
 
@@ -536,7 +758,7 @@ def kept_checkpoints(out: Path) -> list[Path]:
 
 def evaluate_average(args: argparse.Namespace, ctx: DistributedContext) -> int:
     """``--average``: one model from the mean of several checkpoints' weights, then BLEU."""
-    earlier = check_new_output(Path(args.out), args, inputs=args.average) if args.out else []
+    outputs = check_new_output(Path(args.out), args, "", inputs=args.average) if args.out else None
     checkpoint = average_checkpoints(args.average)
     preset = recipe(args, checkpoint["extra"].get("recipe"))
     vocabs = vocabs_from_checkpoint(checkpoint)
@@ -550,15 +772,24 @@ def evaluate_average(args: argparse.Namespace, ctx: DistributedContext) -> int:
     model = model_from_checkpoint(checkpoint).to(ctx.device)
     log(ctx, f"averaged {len(args.average)} checkpoints (steps {checkpoint['step']} and before)"
         if len(args.average) > 1 else f"evaluating {args.average[0]} (step {checkpoint['step']})")
-    if args.out and ctx.is_main:
-        save_checkpoint(args.out, model, TransformerConfig(**checkpoint["config"]), vocabs=vocabs,
-                        step=checkpoint["step"], epoch=checkpoint["epoch"], extra=checkpoint["extra"])
-        remove_earlier(earlier)  # --overwrite: the earlier run's numbered checkpoints, now that ours is saved
-        log(ctx, f"saved {args.out}")
+    problem = None
+    if outputs is not None and ctx.is_main:
+        outputs.run_id = checkpoint["extra"].get("run_id") or "averaged"
+
+        def write(target: Path, may_replace: set) -> None:
+            save_checkpoint(target, model, TransformerConfig(**checkpoint["config"]), vocabs=vocabs,
+                            step=checkpoint["step"], epoch=checkpoint["epoch"], extra=checkpoint["extra"],
+                            may_replace=may_replace)
+
+        written = outputs.save(outputs.out, write, ctx, 0.0, final=True)
+        log(ctx, f"saved {written}")
+        problem = outputs.problem(written)
     pairs = load_pairs(SPLITS[args.split], args.data_dir)[: args.limit or None]
     text = make_text(preset.bpe_merges, [], checkpoint["extra"].get("bpe_merges"))
     if ctx.is_main:
         report_bleu(model, pairs, de, en, text, preset, ctx, SPLITS[args.split])
+    if problem is not None:
+        raise CourseError(problem)
     return 0
 
 
