@@ -2,6 +2,7 @@
 
 import argparse
 import dataclasses
+import errno
 import io
 import os
 import re
@@ -16,9 +17,9 @@ from annotated.batching import collate
 from annotated.label_smoothing import LabelSmoothingLoss
 from annotated.model import TransformerConfig, make_model
 from annotated.schedule import make_optimizer
-from annotated.support.checkpoint import (CheckpointError, CheckpointMismatchError, average_checkpoints,
-                                          check_output_path, load_checkpoint, model_from_checkpoint, restore,
-                                          save_checkpoint, vocabs_from_checkpoint)
+from annotated.support.checkpoint import (CheckpointError, CheckpointMismatchError, OutputTakenError,
+                                          average_checkpoints, check_output_path, file_identity, load_checkpoint,
+                                          model_from_checkpoint, restore, save_checkpoint, vocabs_from_checkpoint)
 from annotated.synthetic import reverse_task
 from annotated.training import train_epoch
 from annotated.vocab import SPECIALS, Vocab, build_vocab_from_iterator
@@ -177,6 +178,75 @@ def test_a_path_that_cannot_be_written_is_refused_before_anything_is_saved(tmp_p
     with pytest.raises(CheckpointError, match="afile is a file, not a folder"):
         save_checkpoint(tmp_path / "afile" / "sub" / "model.pt", new_model(), CONFIG)
     assert check_output_path(tmp_path / "new" / "deeper" / "model.pt") == tmp_path / "new" / "deeper" / "model.pt"
+
+
+def test_a_symbolic_link_or_a_pipe_is_never_written_through(tmp_path):
+    precious = tmp_path / "precious.pt"
+    precious.write_bytes(b"kept")
+    (tmp_path / "link.pt").symlink_to(precious)
+    with pytest.raises(CheckpointError, match="is a symbolic link to .*precious.pt, which a checkpoint is never"):
+        save_checkpoint(tmp_path / "link.pt", new_model(), CONFIG)
+    assert precious.read_bytes() == b"kept" and (tmp_path / "link.pt").is_symlink()
+    os.mkfifo(tmp_path / "pipe.pt")
+    with pytest.raises(CheckpointError, match=r"pipe.pt is a named pipe \(FIFO\), not a file a checkpoint can"):
+        save_checkpoint(tmp_path / "pipe.pt", new_model(), CONFIG)
+
+
+def test_an_exclusive_save_keeps_a_file_that_appeared_while_it_was_written(tmp_path, monkeypatch):
+    path = tmp_path / "model.pt"
+    real_save = torch.save
+
+    def another_process_saves_first(obj, f, *args, **kwargs):
+        path.write_bytes(b"another run's checkpoint")  # while ours is being written
+        return real_save(obj, f, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "save", another_process_saves_first)
+    with pytest.raises(OutputTakenError) as taken:
+        save_checkpoint(path, new_model(), CONFIG, may_replace=set())  # a new file: it must not exist
+    assert taken.value.path == path and path.read_bytes() == b"another run's checkpoint"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.pt"]  # no temporary file left
+    monkeypatch.setattr(torch, "save", real_save)
+    with pytest.raises(OutputTakenError):  # the file is there before the save: refused at once
+        save_checkpoint(path, new_model(), CONFIG, may_replace=set())
+    # Without may_replace a save replaces whatever is there, as before.
+    save_checkpoint(path, new_model(), CONFIG, step=1)
+    assert load_checkpoint(path)["step"] == 1
+
+
+def test_a_save_replaces_only_the_file_it_was_told_it_may_replace(tmp_path):
+    path = save_checkpoint(tmp_path / "model.pt", new_model(), CONFIG, step=1)
+    seen = file_identity(path)
+    save_checkpoint(path, new_model(), CONFIG, step=2, may_replace={seen})
+    assert load_checkpoint(path)["step"] == 2
+    with pytest.raises(OutputTakenError):  # step 2 is another file than the one seen
+        save_checkpoint(path, new_model(), CONFIG, step=3, may_replace={seen})
+    ours = file_identity(path)
+    with path.open("ab") as f:  # changed in place, as an editor or another program might
+        f.write(b"more")
+    with pytest.raises(OutputTakenError):
+        save_checkpoint(path, new_model(), CONFIG, step=3, may_replace={ours})
+
+
+@pytest.mark.parametrize("code", [errno.EPERM, errno.EOPNOTSUPP])
+def test_an_exclusive_save_works_on_a_file_system_without_hard_links(tmp_path, monkeypatch, code):
+    def no_hard_links(src, dst, *args, **kwargs):
+        raise OSError(code, os.strerror(code), str(src))
+
+    monkeypatch.setattr(os, "link", no_hard_links)  # FAT, exFAT, some network shares
+    path = save_checkpoint(tmp_path / "model.pt", new_model(), CONFIG, step=1, may_replace=set())
+    assert load_checkpoint(path)["step"] == 1
+    with pytest.raises(OutputTakenError):
+        save_checkpoint(path, new_model(), CONFIG, step=2, may_replace=set())
+    assert load_checkpoint(path)["step"] == 1 and sorted(p.name for p in tmp_path.iterdir()) == ["model.pt"]
+
+
+@pytest.mark.parametrize("kind", ["folder", "fifo"])
+def test_loading_a_folder_or_a_pipe_names_what_it_is(tmp_path, kind):
+    path = tmp_path / "model.pt"
+    path.mkdir() if kind == "folder" else os.mkfifo(path)
+    what = "is a folder, not a checkpoint" if kind == "folder" else r"is a named pipe \(FIFO\), not a checkpoint file"
+    with pytest.raises(CheckpointError, match=what):
+        load_checkpoint(path)  # and no hang reading a pipe nobody writes
 
 
 def test_averaging_refuses_checkpoints_of_different_runs_or_vocabularies(tmp_path):
