@@ -29,6 +29,8 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 
 from annotated.support import translation_guards as guards
+from annotated.support import words as word_guards
+from annotated.support.class_guards import check_instance
 from annotated.support.translation_guards import guarded
 
 END = "</w>"  # marks the last symbol of a word while learning and applying merges
@@ -173,9 +175,15 @@ def bpe_tokenizer(bpe: BytePairEncoder, split_words: Callable[[str], tuple[list[
     return tokenize
 
 
-# The input guards (annotated/support/translation_guards.py), which the notebook's cells leave out:
-# a negative number of merges, an empty word, a string where a list belongs, one space flag per word.
-learn_bpe = guarded(learn_bpe, guards.learn_bpe_inputs)
-BytePairEncoder.segment = guarded(BytePairEncoder.segment, guards.segment_inputs, by_name=False)
-BytePairEncoder.encode = guarded(BytePairEncoder.encode, guards.encode_inputs)
-detokenize = guarded(detokenize, guards.detokenize_inputs)
+# The input guards (annotated/support/translation_guards.py, annotated/support/words.py), which the
+# notebook's cells leave out: a negative number of merges or count, an empty word or one with a space, a
+# string where a list belongs, one space flag per word, a merge bpe_codes.txt could not hold.
+# And an escape: every "@" of a word is written "＠" inside the pieces (learned and segmented), and
+# detokenize writes it back, so that an "@" of the text is never taken for a join mark ("x@@y" came back
+# as "x@ @y"): detokenize(encode(words, spaces)) is the original text, whatever it holds.
+learn_bpe = guarded(guarded(learn_bpe, guards.learn_bpe_inputs), word_guards.learn_bpe_words)
+check_instance(BytePairEncoder, word_guards.check_merges)
+BytePairEncoder.segment = word_guards.escaped_segment(
+    guarded(BytePairEncoder.segment, guards.segment_inputs, by_name=False))
+BytePairEncoder.encode = guarded(guarded(BytePairEncoder.encode, guards.encode_inputs), word_guards.encode_words)
+detokenize = word_guards.unescaped(guarded(detokenize, guards.detokenize_inputs))

@@ -87,6 +87,58 @@ def test_bad_input_is_named():
         detokenize("a b")
 
 
+AT_TEXTS = ["x@@y", "max@@web.de", "Schreib an max@web.de!", "a @ b", "x@ y", "x @y", "@@", "a@@ b", "@", "x@@",
+            "@@y", "a@@@b", "#@@#", "(@)", "E-Mail: a@b.de, bitte."]
+
+
+@pytest.mark.parametrize("text", AT_TEXTS)
+def test_text_with_at_signs_and_join_marks_comes_back_exactly(text):
+    # Before the escape, an "@" of the text next to a join mark was taken for one: "x@@y" -> "x@ @y",
+    # "max@web.de" -> "max@ web.de". Now every "@" is "＠" inside the pieces, and "@" again in the text.
+    split = word_splitter("de")
+    for merges in ([], learn_bpe(Counter({"max@web.de": 3, "x@@y": 2, "@@": 2, "web": 4}), 30)):
+        pieces = BytePairEncoder(merges).encode(*split(text))
+        assert all(JOIN not in piece.strip("@") for piece in pieces if piece.strip("@")), pieces  # marks at the ends
+        assert detokenize(pieces) == text.lower()
+
+
+def test_a_word_holding_the_escape_itself_is_refused_not_changed():
+    with pytest.raises(ValueError, match="holds U\\+FF20 FULLWIDTH COMMERCIAL AT, which stands for '@'"):
+        BytePairEncoder([]).segment("a\uff20b")
+
+
+def test_merges_learned_from_any_words_are_written_to_bpe_codes_and_read_back(tmp_path):
+    from annotated.support.pretrained import CODES_HEADER, read_merges
+
+    merges = learn_bpe(Counter({"max@web.de": 3, "x@@y": 2, "ab@": 2, "straße": 5}), 50)
+    codes = tmp_path / "bpe_codes.txt"
+    codes.write_text("\n".join([CODES_HEADER, *(" ".join(pair) for pair in merges)]) + "\n", encoding="utf-8")
+    assert [tuple(pair) for pair in read_merges(codes)] == merges
+
+
+@pytest.mark.parametrize("call, message", [
+    # before the check, ("a", " ") became the line "a  " in bpe_codes.txt, which read_merges refuses
+    (lambda: learn_bpe({"new york": 3, "a ": 2}, 5), "a word of word_counts 'new york' holds whitespace"),
+    (lambda: learn_bpe({"ab": -3, "cd": 5}, 5), r"word_counts\['ab'\] = -3: a count is how often the word occurs"),
+    (lambda: learn_bpe({"ab": 2.5}, 5), r"word_counts\['ab'\] = 2.5: a count .* an integer >= 0"),
+    (lambda: learn_bpe(["ab", "cd"], 5), "word_counts must be a dict word -> count"),
+    (lambda: learn_bpe({"": 2}, 5), "a word of word_counts is empty"),
+    (lambda: learn_bpe({"ab": 2}, 5, min_frequency=0), "min_frequency must be a positive integer, got 0"),
+    (lambda: BytePairEncoder([("a b", "c")]), r"merge 0 \('a b', 'c'\) is not a pair of two pieces without whitespace"),
+    (lambda: BytePairEncoder([("a", "b", "c")]), r"merge 0 .* is not a pair of two pieces"),
+    (lambda: BytePairEncoder([]).encode(["new york"], [False]), r"words\[0\] 'new york' holds whitespace"),
+    (lambda: BytePairEncoder([]).encode(["a", 3], [True, False]), r"words\[1\] is a int, not a str"),
+    (lambda: BytePairEncoder([]).encode(["a"], ["no"]), r"spaces\[0\] is 'no': give True where a space follows"),
+])
+def test_words_counts_and_merges_that_bpe_codes_could_not_hold_are_named(call, message):
+    with pytest.raises((ValueError, TypeError), match=message):
+        call()
+
+
+def test_words_given_as_iterators_are_encoded():
+    assert BytePairEncoder([]).encode(iter(["ab", "."]), iter([False, False])) == ["a" + JOIN, "b", JOIN + "."]
+
+
 @pytest.fixture(scope="module")
 def multi30k():
     """The words of Multi30k's training split (both languages) and of its test sentences."""
