@@ -37,6 +37,7 @@ import sysconfig
 import tempfile
 import urllib.error
 import urllib.request
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -48,6 +49,7 @@ from annotated.support.download import (BASE_URL, DOWNLOAD_COMMAND, ENV_VAR, MUL
                                         default_cache_dir, verify_file)
 from annotated.support.errors import run_command
 from annotated.support.files import nearest_existing
+from annotated.support.pipes import quiet_on_closed_pipe
 
 PROG = "python -m annotated.doctor"
 DISTRIBUTION = "annotated"
@@ -383,25 +385,27 @@ def _course_folder() -> str:
 
 
 def check_model(folder: str | Path | None = None) -> Result:
-    """The shipped model's files against ``SHA256SUMS`` (the shipped folder unless ``folder``)."""
+    """The shipped model's files against ``SHA256SUMS`` and against what its config.json records of
+    the others (the shipped folder unless ``folder``). The fix of a damaged file is the one
+    ``annotated.support.pretrained`` names: in a git clone, the git commands that write the committed
+    bytes again (a plain ``git checkout`` skips a file git converted to CRLF); else reinstalling."""
     name = "shipped model"
     try:
         from annotated.support.checkpoint import CheckpointError
-        from annotated.support.pretrained import FILES, PRETRAINED_DIR, check_files
+        from annotated.support.pretrained import FILES, PRETRAINED_DIR, check_files, check_ties, restore_advice
     except Exception as err:  # the model code needs torch
         return failed(name, f"cannot be checked: {type(err).__name__}: {err}", "fix the torch line above first")
     folder = Path(folder) if folder is not None else PRETRAINED_DIR
     try:
         check_files(folder)
-    except CheckpointError as err:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # a folder whose parts cannot be checked is a finding too
+            check_ties(folder)
+    except (CheckpointError, UserWarning) as err:
         problem = str(err).split("; ")[0]  # the course's messages read "problem; fix"
-        if (ROOT / ".git").exists() and folder == PRETRAINED_DIR:
-            fix = f"restore the shipped files: `git -C {ROOT} checkout -- annotated/pretrained`"
-        else:
-            fix = f"reinstall the course: `pip install --force-reinstall --no-deps {_course_folder()}`"
-        return failed(name, problem, fix)
+        return failed(name, problem, restore_advice(folder))
     size = sum((folder / f).stat().st_size for f in FILES) / 1e6
-    return passed(name, f"{folder}: {len(FILES)} files ({size:.1f} MB) match SHA256SUMS")
+    return passed(name, f"{folder}: {len(FILES)} files ({size:.1f} MB) match SHA256SUMS and config.json")
 
 
 def check_gpu() -> Result:
@@ -647,4 +651,4 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{len(results)} checks, {bad} failed")
         return 1 if bad else 0
 
-    return run_command(body, PROG)
+    return run_command(quiet_on_closed_pipe(body), PROG)
