@@ -9,12 +9,14 @@ import math
 import pytest
 import torch
 
+from annotated.attention import scaled_dot_product_attention
 from annotated.masks import subsequent_mask
 from annotated.support import record
-from annotated.support.grading import engine, masking, multi_head
+from annotated.support.grading import attention, engine, masking, multi_head, softmax
 from annotated.support.grading.engine import Declaration, Failure, Items, Mistake, Probe, Tensor
 
-DECLARATIONS = {**masking.DECLARATIONS, **multi_head.DECLARATIONS}
+DECLARATIONS = {**masking.DECLARATIONS, **multi_head.DECLARATIONS, **softmax.DECLARATIONS,
+                **attention.DECLARATIONS}
 # Where the grader's probes try another device, the tests do too: 'meta', which every machine has.
 DEVICE = "meta"
 
@@ -166,7 +168,7 @@ def test_a_tuple_of_the_wrong_length_is_named():
     decl = Declaration(check="check_pair", function="pair", roles=("x",), reference=lambda x: (x, x),
                        probes=lambda device: [Probe((torch.ones(2),), "{what} of {name}")],
                        returns=Items((Tensor("the first"), Tensor("the second")), what="the pair (a, b)"))
-    with pytest.raises(Failure, match=r"should return the pair \(a, b\); got a tuple of 3 items \(Tensor, Tensor, "
+    with pytest.raises(Failure, match=r"should return the pair \(a, b\), got a tuple of 3 items \(Tensor, Tensor, "
                                       r"NoneType\)"):
         engine.run(decl, lambda x: (x, x, None))
 
@@ -215,3 +217,43 @@ def test_a_failure_shows_in_a_notebook_as_exercise_failed():
     with pytest.raises(Failure) as caught:
         engine.run(SCALE, lambda x, f: x + f)
     assert caught.value._render_traceback_() == ["ExerciseFailed: you added the factor"]
+
+
+def test_the_softmax_references_agree_with_torch_softmax_on_every_probe():
+    for probe in softmax.STABLE.probes(None):
+        x, dim = probe.args
+        assert torch.allclose(softmax.STABLE.reference(x, dim), torch.softmax(x, dim=dim), atol=1e-6), probe.label
+    for probe in softmax.TEMPERATURE.probes(None):
+        x, temperature = probe.args
+        if probe.error is None:
+            expected = torch.softmax(x / temperature, dim=-1)
+            assert torch.allclose(softmax.TEMPERATURE.reference(x, temperature), expected, atol=1e-6), probe.label
+
+
+def test_the_attention_reference_agrees_with_pytorchs_on_every_probe_where_each_query_sees_a_key():
+    """PyTorch gives a query that sees nothing NaN, the course zero weights and a zero output."""
+    for decl in (attention.ATTENTION, attention.LOOPS):
+        for probe in decl.probes(None):
+            if probe.tags.get("blind"):
+                continue
+            q, k, v, *mask = probe.args
+            ours = decl.reference(*probe.args)[0]
+            theirs = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask[0] if mask else None)
+            assert torch.allclose(ours, theirs, atol=1e-5, rtol=1e-4), probe.label
+
+
+def test_the_hard_lookup_is_the_limit_of_attention_on_every_probe_without_a_tie():
+    for probe in attention.HARD.probes(None):
+        if not probe.tags.get("tie"):
+            q, k, v = probe.args
+            soft = scaled_dot_product_attention(1e6 * q.double(), k.double(), v.double())[0]
+            assert torch.allclose(attention.course_hard_lookup(*probe.args).double(), soft, atol=1e-4), probe.label
+
+
+def test_a_source_mistake_is_found_in_the_code_not_in_its_comments_strings_or_names():
+    decl = softmax.STABLE
+    assert engine.source_failure(decl, "def f(x, dim):\n    return torch.softmax(x, dim)\n").name == (
+        "the library's softmax called")
+    for code in ["def softmax(x, dim):  # not torch.softmax(x)\n    return x\n",
+                 'def f(x, dim):\n    """softmax(x) by hand"""\n    return stable_softmax(x, dim)\n']:
+        assert engine.source_failure(decl, code) is None, code

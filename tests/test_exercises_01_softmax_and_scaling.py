@@ -344,7 +344,7 @@ WRONG_ANSWERS = [
     (check_stable_softmax, softmax_ignoring_dim,
      r"asked for the softmax along dim=1, your function took it along the last dimension"),
     (check_stable_softmax, softmax_calling_torch, r"calls torch\.softmax: the exercise is to build"),
-    (check_stable_softmax, softmax_calling_functional, r"calls Tensor\.softmax"),
+    (check_stable_softmax, softmax_calling_functional, r"calls torch\.nn\.functional\.softmax"),
     (check_stable_softmax, softmax_in_place, r"changed its first argument `x` in place: 30 of its 30"),
     (check_stable_softmax, softmax_in_float64, r"as torch\.float64 for torch\.float32 inputs"),
     (check_stable_softmax, softmax_hard_coded,
@@ -357,7 +357,8 @@ WRONG_ANSWERS = [
     (check_stable_softmax, softmax_into_zeros,
      r"as torch\.float32 for torch\.float64 inputs.*tensor created without dtype="),
     (check_stable_softmax, softmax_computed_in_float32,
-     r"for float64 inputs, the float64 reference and softmax\(x of dtype float64, dim=1\) differ "
+     r"for float64 inputs, the float64 reference and the weights of softmax_computed_in_float32\(x of "
+     r"dtype float64, dim=1\) differ "
      r"by up to .*a step computes in float32 and converts back"),
     (check_stable_softmax, softmax_squeezed,
      r"expected \(1, 1, 6\), got \(6,\).*lost dimensions of size 1: \.squeeze\(\)"),
@@ -371,7 +372,7 @@ WRONG_ANSWERS = [
     (check_softmax_with_temperature, _temperature(how="multiply"),
      r"multiplied the scores by the temperature instead of dividing: at T = 2\.0 .*entropy"),
     (check_softmax_with_temperature, _temperature(how="subtract"),
-     r"same weights as temperature 1: the temperature has no effect"),
+     r"same weights as with temperature 1: the temperature has no effect"),
     (check_softmax_with_temperature, _temperature(how="sqrt"), r"divided the scores by sqrt\(temperature\)"),
     (check_softmax_with_temperature, _temperature(how="after"),
      r"divided the weights by the temperature after the softmax, so each row sums to 1/2\.0 = 0\.5"),

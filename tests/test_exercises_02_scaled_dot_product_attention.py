@@ -347,13 +347,13 @@ WRONG_ANSWERS = [
     (check_attention_loops, _loops(normalize="none"), r"exponentials of the scaled scores not divided"),
     (check_attention_loops, _loops(stable=False),
      r"NaN or inf when a scaled score reaches 300.*subtract the largest of its scores"),
-    (check_attention_loops, _loops(average="keys"), r"shape \(3, 6\), \(L_q, d_k\): you averaged the keys"),
+    (check_attention_loops, _loops(average="keys"), r"got \(3, 6\)\. That is \(3, 6\), \(L_q, d_k\): you averaged the keys"),
     (check_attention_loops, _loops(average="unweighted"), r"plain sum of the values"),
     (check_attention_loops, _loops(average="mean"), r"plain mean of the values"),
     (check_attention_loops, _loops(weights_layout="transposed"),
      r"expected \(3, 5\), got \(5, 3\)\. Your weights are transposed"),
     (check_attention_loops, _loops(L_q_fixed=3),
-     r"(?s)expected \(5, 2\), got \(3, 2\).*passed with \(L_q=3, L_k=5, d_k=6, d_v=2\) but not with "
+     r"(?s)expected \(5, 3\), got \(3, 3\).*passed with \(L_q=3, L_k=5, d_k=6, d_v=2\) but not with "
      r"\(L_q=5, L_k=2, d_k=7, d_v=3\): is a size written into your code"),
     (check_attention_loops, loops_returning_the_output_only,
      r"should return a pair \(output, weights\), got one tensor of shape \(3, 2\)"),
@@ -404,8 +404,8 @@ WRONG_ANSWERS = [
      r"NaN or weights that vanish when every scaled score is about -3e4.*subtracted only when the "
      r"scores are large"),
     (check_attention_loops, loops_squeezed,
-     r"weights \(\.\.\., L_q, L_k\): expected \(1, 3\), got \(3,\)\. Your result lost dimensions of "
-     r"size 1"),
+     r"the output weights @ value for a single query, \(1, L_k\): expected \(1, 2\), got \(2,\)\. Your "
+     r"result lost dimensions of size 1"),
     (check_attention_loops, loops_into_a_global_buffer,
      r"a second call of loops_into_a_global_buffer, on other inputs, changed the output and weights"),
     (check_attention, _attention(fill=-1e4),
@@ -418,13 +418,13 @@ WRONG_ANSWERS = [
     (check_attention, _attention(cast="float"),
      r"returned the output as torch\.float32 for torch\.float64 inputs.*\.float\(\)"),
     (check_attention, _attention(squeeze=True),
-     r"weights \(\.\.\., L_q, L_k\): expected \(1, 1, 5\), got \(5,\)\. Your result lost dimensions"),
+     r"one query, \(1, 1, d_k\): expected \(1, 1, 3\), got \(3,\)\. Your result lost dimensions"),
     (check_attention, _attention(buffer=True),
      r"a second call of attention, on other inputs, changed the output and weights that the first"),
     (check_attention, attention_without_gradients,
      r"returned the output and weights without a gradient.*@torch\.no_grad\(\)"),
     (check_attention, _attention(cast="detach"),
-     r"no gradient reaches the query through the output and weights of attention"),
+     r"no gradient reaches query through the output and weights of attention"),
     (check_attention, _attention(post="in place"),
      r"the backward pass through the output and weights of attention fails.*changed in place"),
 ]

@@ -33,6 +33,10 @@ writes what it returned as data (tensors read back with ``weights_only``), and t
 compares it with the reference and the known mistakes. Nothing the notebook redefines (torch,
 the checks, the catalogue, the recorder) changes such a verdict. Converted so far:
 
+    01_softmax_and_scaling     1.1 stable_softmax, 1.2 softmax_with_temperature (1.3 score_variances
+                               not yet: its function draws with a `sample` function the check hands it)
+    02_scaled_dot_product_attention
+                               2.1 attention, 2.2 attention_loops, 2.3 hard_lookup
     03_masking                 3.1 padding_mask, 3.2 subsequent_mask, 3.3 target_mask,
                                3.4 decoder_input_and_labels
     04_multi_head_attention    4.1 split_heads, 4.2 merge_heads, 4.3 multi_head_attention,

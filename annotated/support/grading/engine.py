@@ -21,7 +21,10 @@ the records in its own process (:func:`judge_record`): nothing the notebook rede
 the verdict.
 """
 
+import io
 import re
+import textwrap
+import tokenize
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -49,7 +52,10 @@ class Probe:
     (pattern, text) added to an exception whose message matches; ``tags``: what mistakes select
     on; ``compare``: whether numbers are compared (not on 'meta'); ``mistakes``: whether known
     mistakes are tried; ``on_error``: (exception as data, name) -> message, instead of the usual
-    one."""
+    one. ``error``: the exception the call must raise (its type's name: "ValueError"), and
+    ``no_error``: name -> the message when it returns instead (an exception of another type
+    gets ``on_error``'s). ``accept``: (the result's items' numbers) -> whether they pass, where
+    more than the reference's numbers are right (a tie)."""
 
     args: tuple
     label: str
@@ -62,6 +68,9 @@ class Probe:
     compare: bool = True
     mistakes: bool = True
     on_error: Callable | None = None
+    error: str | None = None
+    no_error: Callable | None = None
+    accept: Callable | None = None
 
     def text(self, name: str, what: str = "the result") -> str:
         return self.label.replace("{name}", name).replace("{what}", what)
@@ -79,7 +88,9 @@ class Tensor:
     ("asked", "cpu", "elsewhere"), where the engine's words do not fit; ``dtype_message``:
     (tensor data, name, what, args) -> message for another dtype; ``label``: how a probe's label
     names it, when not by ``what``; ``mismatch``: (got, expected, label)
-    -> message for numbers that differ, when no known mistake explains them."""
+    -> message for numbers that differ, when no known mistake explains them. ``precision``:
+    "float32" compares float64 results to float32's rounding too (a float32 constant in a
+    float64 computation is right there)."""
 
     what: str
     dtype: str = "floating"
@@ -90,6 +101,7 @@ class Tensor:
     device_text: dict = field(default_factory=dict)
     dtype_message: Callable | None = None
     mismatch: Callable | None = None
+    precision: str | None = None
 
 
 @dataclass
@@ -114,7 +126,13 @@ class Mistake:
     adds the message to the report of a wrong shape; "value" (the default) is the whole message,
     when the shape is right and the numbers differ. ``when``: the probes it is tried on.
     ``name``: the mistake in a few words, without the fix (``--feedback diagnosis``).
-    ``example``: a wrong answer that makes it, for the self-test (``like`` is one)."""
+    ``example``: a wrong answer that makes it, for the self-test (``like`` is one).
+    ``source``: a pattern the learner's code matches (comments and ``def`` lines left out): with
+    ``stage`` "source" it fails the check before any call (a library function the exercise
+    builds by hand; ``{found}`` in its message is the code that matched); at another stage, it
+    is the test itself. With ``stage`` "error", the message of an exception: one whose message
+    matches the pattern ``error`` (and whose code matches ``source``, if given), or the very
+    exception that ``like`` raises on the probe."""
 
     message: str | Callable
     name: str
@@ -127,6 +145,8 @@ class Mistake:
     when: Callable = lambda probe: True
     example: Callable | None = None
     prefix: str = ""
+    source: str | None = None
+    error: str | None = None
 
     def text(self, probe: Probe) -> str:
         return self.message(probe) if callable(self.message) else self.message
@@ -144,7 +164,7 @@ class Declaration:
     returns: Tensor | Items
     mistakes: tuple = ()
     passed: str | Callable = ""     # the line printed when it passes ({name}: the learner's function)
-    sizes_fix: str = ""             # how to read a size rather than write it, for the hint
+    sizes_fix: str | Callable = ""  # how to read a size rather than write it, for the hint (or the hint itself)
 
 
 class Failure(ExerciseFailed):
@@ -507,7 +527,7 @@ def _structure(decl: Declaration, found: dict, name: str) -> list | Failure:
         got = f"a {found['type']} of {found['length']} items ({kinds})"
     else:
         got = "None (a missing `return`?)" if found["kind"] == "none" else found["type"]
-    return Failure(f"{name} should return {decl.returns.what}; got {got}", "not the tuple asked for")
+    return Failure(f"{name} should return {decl.returns.what}, got {got}", "not the tuple asked for")
 
 
 class _Candidates:
@@ -526,7 +546,40 @@ class _Candidates:
         return self.cache[id(mistake)]
 
 
-def _matches(mistake: Mistake, got: list, candidates: _Candidates, item: int | None) -> str | None:
+_NOT_CODE = {tokenize.COMMENT, tokenize.STRING, *(getattr(tokenize, t) for t in ("FSTRING_START", "FSTRING_MIDDLE",
+                                                                              "FSTRING_END") if hasattr(tokenize, t))}
+
+
+def _code(source: str | None) -> str:
+    """The learner's code as a source mistake reads it: its tokens separated by spaces, without
+    comments, strings and the names ``def`` gives (``torch . softmax ( x``)."""
+    words, after_def = [], False
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(textwrap.dedent(source or "")).readline):
+            if token.type not in _NOT_CODE and not after_def:
+                words.append(token.string)
+            after_def = token.string == "def"
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        pass  # a cut source: the tokens read so far
+    return " ".join(words)
+
+
+def _in_code(mistake: Mistake, source: str | None) -> bool:
+    return mistake.source is None or bool(re.search(mistake.source, _code(source)))
+
+
+def source_failure(decl: Declaration, source: str | None) -> Failure | None:
+    """The first mistake of stage "source" that the learner's code shows, before any call."""
+    for mistake in decl.mistakes:
+        found = mistake.stage == "source" and source and re.search(mistake.source, _code(source))
+        if found:  # {found}: the code that matched, as written (torch.softmax)
+            text = mistake.text(None).replace("{found}", "".join(found.group(0).split()))
+            return Failure(text, mistake.name, mistake=mistake)
+    return None
+
+
+def _matches(mistake: Mistake, got: list, candidates: _Candidates, item: int | None,
+             source: str | None = None) -> str | None:
     """The message of ``mistake`` if the learner's result (its items' numbers) is it; for the
     shape stage, ``item`` is the item whose shape is wrong."""
     probe = candidates.probe
@@ -545,6 +598,8 @@ def _matches(mistake: Mistake, got: list, candidates: _Candidates, item: int | N
             if not _equal(got[i]["values"], wrong[i]):
                 return None
         return mistake.text(probe)
+    if mistake.source is not None and mistake.find is None and mistake.shape is None:
+        return mistake.text(probe) if source and _in_code(mistake, source) else None
     target = mistake.item if item is None else item
     if item is not None and mistake.item != item:
         return None
@@ -555,13 +610,35 @@ def _matches(mistake: Mistake, got: list, candidates: _Candidates, item: int | N
     return None
 
 
-def judge(decl: Declaration, probe: Probe, done: dict, name: str, signature, reference=None) -> None:
+def _raised_like(mistake: Mistake, probe: Probe, err: dict, source: str | None) -> bool:
+    """Whether an exception is the one of an "error" mistake: its message matches ``error`` (and the
+    code ``source``), or ``like`` raises the same exception with the same message."""
+    if mistake.like is None:
+        return bool(re.search(mistake.error, err["message"])) and (mistake.source is None or _in_code(mistake, source))
+    try:
+        mistake.like(*_clone(probe.args))
+    except Exception as theirs:  # noqa: BLE001 - the wrong answer's own exception
+        return type(theirs).__name__ == err["type"] and str(theirs) == err["message"]
+    return False
+
+
+def judge(decl: Declaration, probe: Probe, done: dict, name: str, signature, reference=None,
+          source: str | None = None) -> None:
     """Judge one recorded call (``done``, from :func:`record.call`) of the learner's function
     named ``name``; raise :class:`Failure` with the first thing wrong. ``reference``: the
     course's result on the probe, if already computed."""
     args, roles = probe.args, decl.roles
     if "raised" in done:
-        raise _exception(done["raised"], name, args, probe, done, signature, roles)
+        err = done["raised"]
+        if probe.error is not None and err["type"] == probe.error:
+            return
+        if err["type"] != "NotImplementedError":
+            for m in decl.mistakes:
+                if m.stage == "error" and m.when(probe) and _raised_like(m, probe, err, source):
+                    raise Failure(m.text(probe), m.name, mistake=m)
+        raise _exception(err, name, args, probe, done, signature, roles)
+    if probe.error is not None:
+        raise Failure(probe.no_error(name), f"no {probe.error} raised")
     changed = _changed(args, done, signature, roles)
     if changed:
         raise Failure(f"{name} changed {changed}. {_IN_PLACE}", "an input changed in place")
@@ -587,21 +664,24 @@ def judge(decl: Declaration, probe: Probe, done: dict, name: str, signature, ref
         label = probe.text(name, what)
         hint, mistake = "", None
         for m in mistakes:
-            text = _matches(m, got, candidates, i) if m.stage == "shape" else None
+            text = _matches(m, got, candidates, i, source) if m.stage == "shape" else None
             if text:
                 hint, mistake = f" {m.prefix}{text}", m
                 break
         hint = hint or _squeezed(found["shape"], wanted.shape)
         raise Failure(f"wrong shape for {label}: expected {tuple(wanted.shape)}, got {tuple(found['shape'])}.{hint}",
                       mistake.name if mistake else "the wrong shape", generic=True, mistake=mistake)
-    if probe.compare:
-        precision = ["float64" if w.dtype == torch.float64 else "float32" for w in expected]
+    if probe.accept is not None and probe.accept([f["values"] for f in got]):
+        pass
+    elif probe.compare:
+        precision = [c.precision or ("float64" if w.dtype == torch.float64 else "float32")
+                     for c, w in zip(contracts, expected)]
         if not all(_equal(f["values"], w, p) for f, w, p in zip(got, expected, precision)):
             coarse = all(_equal(f["values"], w) for f, w in zip(got, expected))
             if not coarse:
                 for mistake in mistakes:
                     if mistake.stage == "value":
-                        text = _matches(mistake, got, candidates, None)
+                        text = _matches(mistake, got, candidates, None, source)
                         if text:
                             raise Failure(mistake.prefix + text, mistake.name, mistake=mistake)
             for contract, found, wanted, what, p in zip(contracts, got, expected, whats, precision):
@@ -617,7 +697,7 @@ def judge(decl: Declaration, probe: Probe, done: dict, name: str, signature, ref
                 raise Failure(message, "wrong values", generic=True)
     if probe.grad:
         failure = _gradients(done["gradients"], probe, name, decl.returns.what if isinstance(decl.returns, Tensor)
-                             else "the result", roles)
+                             else decl.returns.again_what, roles)
         if failure:
             raise failure
     failure = _modes_changed(done, name)
@@ -636,15 +716,19 @@ def _sizes(sizes: dict) -> str:
     return ", ".join(f"{k}={v}" for k, v in sizes.items())
 
 
-def _with_sizes_hint(failure: Failure, passed: list, sizes: dict | None, fix: str) -> Failure:
+def _with_sizes_hint(failure: Failure, passed: list, sizes: dict | None, fix: str | Callable) -> Failure:
     """A failure no known mistake explains, after whole sets of sizes passed: a size written into
-    the code is the suspect."""
+    the code is the suspect. ``fix``: how to read a size instead, or (sets passed, the set that
+    failed, message) -> the whole hint, or None for the usual one."""
     if not failure.generic or not passed or sizes is None or sizes in passed:
         return failure
-    before = "; ".join(f"({_sizes(p)})" for p in passed)
-    hint = f"\nHint: the same function passed with {before} but not with ({_sizes(sizes)})"
     message = str(failure)
-    hint += "." if "written into your code" in message else f": is a size written into your code? {fix}"
+    hint = fix(passed, sizes, message) if callable(fix) else None
+    if hint is None:
+        before = "; ".join(f"({_sizes(p)})" for p in passed)
+        hint = f"\nHint: the same function passed with {before} but not with ({_sizes(sizes)})"
+        fix = "" if callable(fix) else fix
+        hint += "." if "written into your code" in message else f": is a size written into your code? {fix}"
     name = failure.mistake.name if failure.mistake else "a size written into the code?"
     return Failure(message + hint, name, generic=True, mistake=failure.mistake)
 
@@ -677,6 +761,10 @@ def run(decl: Declaration, fn, device: str | None = None) -> str:
     thing wrong, else return the line that says it passed."""
     name = _function(fn, decl.check, decl.function)
     signature = recorder.parameters(fn)
+    source = recorder.origin(fn)["source"] if any(m.source for m in decl.mistakes) else None
+    failure = source_failure(decl, source)
+    if failure:
+        raise failure
     with torch.random.fork_rng(devices=[]):
         probes = decl.probes(device)
         sets = _Sets(probes)
@@ -684,7 +772,7 @@ def run(decl: Declaration, fn, device: str | None = None) -> str:
             done = recorder.call(fn, _clone(probe.args), probe.grad,
                                  None if probe.again is None else _clone(probe.again))
             try:
-                judge(decl, probe, done, name, signature)
+                judge(decl, probe, done, name, signature, source=source)
             except Failure as failure:
                 failed = _with_sizes_hint(failure, sets.passed, probe.sizes, decl.sizes_fix)
                 raise failed from done.get("_error")  # the learner's exception, kept for a debugger
@@ -732,11 +820,16 @@ def judge_record(decl: Declaration, probes: list, record: dict) -> Verdict:
     if "missing" in record:
         return Verdict("error", record["missing"], "not defined")
     name, signature = record["name"], record["signature"]
+    source = (record.get("origin") or {}).get("source")
+    source = source if isinstance(source, str) else None
+    failure = source_failure(decl, source)
+    if failure:
+        return Verdict("failed", str(failure), failure.name)
     sets = _Sets(probes)
     with torch.random.fork_rng(devices=[]):
         for probe, done in zip(probes, record["calls"]):
             try:
-                judge(decl, probe, done, name, signature)
+                judge(decl, probe, done, name, signature, source=source)
             except Failure as failure:
                 failure = _with_sizes_hint(failure, sets.passed, probe.sizes, decl.sizes_fix)
                 verdict = "not attempted" if failure.name == "not done" else "failed"

@@ -1,19 +1,20 @@
-"""Checks of notebook 01's exercises: the numerically stable softmax, the softmax with a
-temperature, and the variance of a dot product with and without the 1/sqrt(d_k) scaling,
-compared with ``annotated.softmax`` and ``torch.softmax``."""
+"""Checks of notebook 01's exercises: the numerically stable softmax (1.1) and the softmax with a
+temperature (1.2), as declarations (``annotated.support.grading.engine``) compared with
+``annotated.softmax``; and the variance of a dot product with and without the 1/sqrt(d_k)
+scaling (1.3), still code run where the function runs: it draws with a ``sample`` function the
+check hands it, which the grader's recorder cannot send as data."""
 
 import math
 from collections.abc import Callable
-from contextlib import ExitStack, contextmanager
-from unittest import mock
 
 import torch
 
 from annotated.softmax import softmax as course_softmax
 from annotated.support.grading.core import (
-    ExerciseFailed, _aliasing, _assert_close, _assert_close64, _call, _function, _generic,
-    _hard_coded_hint, _rows, _run_on_all_sizes, _same, _shape, _squeezed, _tensor,
+    ExerciseFailed, _aliasing, _assert_close, _call, _function, _generic, _hard_coded_hint, _rows,
+    _run_on_all_sizes, _same, _shape, _tensor,
 )
+from annotated.support.grading.engine import Declaration, Mistake, Probe, Tensor, _equal, check
 
 # Scores (batch, rows, n): every size differs, so a softmax, a max or a sum along the wrong
 # dimension shows, and every size changes from one set to the next.
@@ -28,16 +29,10 @@ SIZE_SETS = {
     "check_softmax_with_temperature": TEMPERATURE_SIZES,
     "check_score_variances": VARIANCE_SIZES,
 }
+# The other device the probes try in a notebook: the GPU, where there is one (the grader and the
+# tests use 'meta').
+OTHER_DEVICE: str | None = "cuda" if torch.cuda.is_available() else None
 
-# The library's softmax, in every spelling: exercise 1.1 builds it from exp, max and sum.
-# (F.softmax and nn.Softmax call Tensor.softmax.)
-_LIBRARY_SOFTMAX = [
-    (torch, "softmax", "torch.softmax"), (torch.Tensor, "softmax", "Tensor.softmax"),
-    (torch.special, "softmax", "torch.special.softmax"),
-    (torch, "log_softmax", "torch.log_softmax"),
-    (torch.Tensor, "log_softmax", "Tensor.log_softmax"),
-    (torch.special, "log_softmax", "torch.special.log_softmax"),
-]
 _KEEPDIM_HINT = (
     "\nHint: a max or a sum along a dimension without keepdim=True drops that dimension, so "
     "(batch, rows, n).amax(dim=-1) is (batch, rows), which broadcasting lines up with the wrong "
@@ -47,186 +42,7 @@ _MAX_PAIR_HINT = (
     "\nHint: x.max(dim=...) returns a pair (values, indices); use x.amax(dim=dim, keepdim=True), "
     "or x.max(dim=dim, keepdim=True).values."
 )
-_CALL_HINTS = ((r"must match the size of tensor", _KEEPDIM_HINT),
-               (r"return_types\.max", _MAX_PAIR_HINT))
-
-
-@contextmanager
-def _spy_on_library_softmax():
-    """Record every call of the library's softmax while the block runs (the calls still work)."""
-    used: list[str] = []
-    with ExitStack() as stack:
-        for owner, attr, spelled in _LIBRARY_SOFTMAX:
-            original = getattr(owner, attr)
-
-            def spy(*args, _original=original, _spelled=spelled, **kwargs):
-                used.append(_spelled)
-                return _original(*args, **kwargs)
-
-            stack.enter_context(mock.patch.object(owner, attr, spy))
-        yield used
-
-
-def _plain(x: torch.Tensor, dim: int, shift: torch.Tensor | float = 0.0) -> torch.Tensor:
-    """exp(x - shift) normalized along ``dim``: the softmax with a given shift, right or wrong."""
-    e = torch.exp(x - shift)
-    return e / e.sum(dim=dim, keepdim=True)
-
-
-def _bad_rows(weights: torch.Tensor, dim: int) -> torch.Tensor:
-    """Per row along ``dim``: True where the row holds NaN or inf or does not sum to 1."""
-    finite = weights.isfinite().all(dim=dim)
-    sums = weights.double().nan_to_num(0.0, 0.0, 0.0).sum(dim=dim)
-    return ~finite | ((sums - 1).abs() > 1e-3)
-
-
-def _dimension(dim: int, ndim: int) -> str:
-    return f"dimension {dim % ndim}" + (" (the last)" if dim % ndim == ndim - 1 else "")
-
-
-# ---------------------------------------------------------------- exercise 1.1: stable_softmax
-
-
-def _call_softmax(fn: Callable, name: str, x: torch.Tensor, dim: int) -> torch.Tensor:
-    with _spy_on_library_softmax() as used:
-        result = _call(fn, x, dim, hints=_CALL_HINTS, roles=("x", "dim"))
-    if used:
-        raise ExerciseFailed(
-            f"{name} calls {used[0]}: the exercise is to build the softmax yourself, from "
-            "torch.exp, a max and a sum (the check compares your result with torch.softmax). "
-            "Subtract the maximum along dim, take the exponential, divide by its sum along dim."
-        )
-    got = _tensor(result, name, "the weights", like=x)
-    _shape(got, x.shape, f"{name}(x of shape {tuple(x.shape)}, dim={dim})",
-           " The softmax keeps the shape of its input." + _squeezed(got.shape, x.shape))
-    return got
-
-
-def _reference_softmax(x: torch.Tensor, dim: int) -> torch.Tensor:
-    expected = torch.softmax(x, dim=dim)
-    # The course's code agrees (compared with _same: torch.testing imports seconds of modules).
-    assert _same(course_softmax(x, dim=dim), expected), "annotated.softmax differs from torch"
-    return expected
-
-
-def _diagnose_ordinary(got: torch.Tensor, x: torch.Tensor, dim: int,
-                       expected: torch.Tensor) -> None:
-    """Name the mistake of a softmax that differs from torch.softmax on ordinary scores."""
-    ndim = x.dim()
-    here = _dimension(dim, ndim)
-    if got.isfinite().all() and not _same(got.sum(dim), torch.ones_like(got.sum(dim))):
-        for other in range(ndim):
-            if other != dim % ndim and _same(got, torch.softmax(x, dim=other)):
-                if other == ndim - 1:
-                    raise ExerciseFailed(
-                        f"asked for the softmax along dim={dim}, your function took it along the "
-                        "last dimension: does it ignore its dim argument (a -1 written into the "
-                        "code)? Use dim in the max and in the sum: x.amax(dim=dim, keepdim=True), "
-                        "e.sum(dim=dim, keepdim=True)."
-                    )
-                raise ExerciseFailed(
-                    f"your softmax runs along {_dimension(other, ndim)}, but dim={dim} asks for "
-                    f"{here}: take the max and the sum along dim."
-                )
-        if _same(got.sum(), torch.tensor(1.0)):
-            raise ExerciseFailed(
-                "you divided by the sum of the whole tensor, so all the weights together sum to 1, "
-                "not each row: sum along dim, e.sum(dim=dim, keepdim=True)."
-            )
-        for other in range(ndim):
-            if other != dim % ndim and _same(got.sum(other), torch.ones_like(got.sum(other))):
-                raise ExerciseFailed(
-                    f"your weights sum to 1 along {_dimension(other, ndim)}, but the softmax runs "
-                    f"along {here} (dim={dim}): divide by the sum along dim, "
-                    "e.sum(dim=dim, keepdim=True)."
-                )
-        if _same(got, torch.exp(x - x.amax(dim=dim, keepdim=True))):
-            raise ExerciseFailed(
-                "the exponentials are not divided by their sum: after e = exp(x - max), return "
-                "e / e.sum(dim=dim, keepdim=True), so that each row sums to 1."
-            )
-        raise ExerciseFailed(
-            f"the weights along {here} should sum to 1 for every row; yours sum to "
-            f"{_rows(got.movedim(dim, -1))}"
-        )
-    for other in range(ndim):
-        if other != dim % ndim and _same(got, _plain(x, dim, x.amax(dim=other, keepdim=True))):
-            raise ExerciseFailed(
-                f"you subtracted the maximum along {_dimension(other, ndim)}, but the softmax runs "
-                f"along {here}: a shift changes nothing only when it is the same for every entry "
-                "of a row, so it must be the max along the softmax's own dimension: "
-                "x.amax(dim=dim, keepdim=True)."
-            )
-    if _same(got, _plain(x / x.amax(dim=dim, keepdim=True), dim)):
-        raise ExerciseFailed(
-            "you divided the scores by their maximum; subtract it instead: softmax(x - c) = "
-            "softmax(x) for any constant c, but softmax(x / c) is another distribution (a "
-            "temperature c)."
-        )
-    _assert_close(got, expected, f"softmax(x, dim={dim})")
-
-
-def _check_stable_once(fn: Callable, name: str, sizes: dict, g: torch.Generator) -> None:
-    batch, rows, n = sizes["batch"], sizes["rows"], sizes["n"]
-    x = torch.randn(batch, rows, n, generator=g) * 3
-
-    # 1. Ordinary scores, along the last, a middle and the first dimension.
-    for dim in (-1, 1, 0):
-        expected = _reference_softmax(x, dim)
-        got = _call_softmax(fn, name, x, dim)
-        if not _same(got, expected):
-            _diagnose_ordinary(got, x, dim, expected)
-
-    # 2. The same scores moved up by 1000, as in the notebook: exp(1000) is inf in float32.
-    big = x + 1000
-    got = _call_softmax(fn, name, big, -1)
-    if not got.isfinite().all():
-        raise ExerciseFailed(
-            f"NaN or inf for scores around 1000 (the notebook's [1000, 1001, 1002]): your weights "
-            f"sum to {_rows(got)} per row. exp(1000) overflows float32 (whose largest number is "
-            "about 3.4e38, and e^89 is already past it), and inf / inf is NaN. Subtract the "
-            "maximum along dim before the exponential: x - x.amax(dim=dim, keepdim=True) is at "
-            "most 0 everywhere, so every exp lies in (0, 1] and the softmax is unchanged."
-        )
-    expected = _reference_softmax(big, -1)
-    if not _same(got, expected):
-        _assert_close(got, expected, "softmax(x + 1000, dim=-1)")
-
-    # 3. Rows of very different scale in one tensor: offsets -1500, 0, +1500, and one row spread
-    # 100 times wider. Only each row's own maximum keeps every row finite.
-    offsets = (torch.arange(batch * rows) % 3 - 1).view(batch, rows, 1) * 1500.0
-    mixed = x + offsets
-    mixed[0, 1] = x[0, 1] * 100  # a row of offset 0 and spread about +-300
-    expected = _reference_softmax(mixed, -1)
-    got = _call_softmax(fn, name, mixed, -1)
-    bad = _bad_rows(got, -1)
-    if bad.any():
-        if torch.equal(bad, _bad_rows(_plain(mixed, -1, mixed.amax()), -1)):
-            raise ExerciseFailed(
-                "with rows of very different scale in one tensor (scores about -1500, 0 and "
-                f"+1500) {int(bad.sum())} of the {bad.numel()} rows are NaN or do not sum to 1: "
-                "you subtracted the maximum of the whole tensor. In a row 1500 below it every "
-                "exp(x - max) underflows to 0, and 0 / 0 is NaN. Subtract each row's own maximum: "
-                "x.amax(dim=dim, keepdim=True)."
-            )
-        if torch.equal(bad, _bad_rows(_plain(mixed, -1, mixed.mean(-1, keepdim=True)), -1)):
-            raise ExerciseFailed(
-                f"the row whose scores spread about +-{mixed[0, 1].abs().max():.0f} comes out NaN "
-                "or not summing to 1: you subtracted something smaller than the row's maximum "
-                "(its mean, its minimum?), which leaves exponents far above 0, and exp overflows "
-                "to inf. Only the maximum makes every exponent at most 0: "
-                "x.amax(dim=dim, keepdim=True)."
-            )
-        raise ExerciseFailed(
-            f"with rows of very different scale in one tensor (scores about -1500, 0 and +1500, "
-            f"one row spread about +-{mixed[0, 1].abs().max():.0f}) {int(bad.sum())} of the "
-            f"{bad.numel()} rows are NaN or do not sum to 1: subtract each row's own maximum "
-            "before the exponential, x.amax(dim=dim, keepdim=True)."
-        )
-    if not _same(got, expected):
-        _assert_close(got, expected, "softmax of rows of very different scale")
-
-
+_CALL_HINTS = ((r"must match the size of tensor", _KEEPDIM_HINT), (r"return_types\.max", _MAX_PAIR_HINT))
 _UNDERFLOW = (
     "exp of scores that far below zero underflows to 0 in every entry, and 0 / 0 is NaN. Does "
     "your function subtract the maximum only when the scores are large (if x.max() > ...)? The "
@@ -235,48 +51,181 @@ _UNDERFLOW = (
 )
 
 
-def _check_stable_extras(fn: Callable, name: str, g: torch.Generator) -> None:
-    """What every set of sizes leaves out: other numbers of dimensions, a batch of one, scores
-    far below zero, float64, and a second call that must leave the first result alone."""
-    # 4. Heads in front (4-D) along a middle and the last dimension, one row (1-D), a batch of one.
+def _by_hand(x: torch.Tensor, dim: int, shift=None) -> torch.Tensor:
+    """exp(x - shift) normalized along ``dim`` (shift: the max along ``dim`` unless given)."""
+    e = torch.exp(x - (x.amax(dim=dim, keepdim=True) if shift is None else shift))
+    return e / e.sum(dim=dim, keepdim=True)
+
+
+def _bad_rows(weights: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    """Per row along ``dim``: True where the row holds NaN or inf or does not sum to 1."""
+    sums = weights.double().nan_to_num(0.0, 0.0, 0.0).sum(dim=dim)
+    return ~weights.isfinite().all(dim=dim) | ((sums - 1).abs() > 1e-3)
+
+
+def _dimension(dim: int, ndim: int) -> str:
+    return f"dimension {dim % ndim}" + (" (the last)" if dim % ndim == ndim - 1 else "")
+
+
+def _found(kind: str, test: Callable) -> Callable:
+    """A ``find`` for the probes tagged ``kind``: test(learner's numbers, probe) -> message."""
+    return lambda found, p: test(found["values"], p) if p.tags.get(kind) and found["values"] is not None else None
+
+
+# ---------------------------------------------------------------- exercise 1.1: stable_softmax
+
+
+def _stable_probes(device: str | None) -> list[Probe]:
+    g, probes = torch.Generator().manual_seed(0), []
+
+    def probe(x, dim, what="", sizes=None, tags=(), **options):
+        shape = f"x of shape {tuple(x.shape)}" if x.dtype == torch.float32 else f"x of dtype {str(x.dtype)[6:]}"
+        probes.append(Probe((x, dim), f"{{what}} of {{name}}({shape}{what}, dim={dim})", sizes=sizes,
+                            hints=_CALL_HINTS, tags=dict(tags), **options))
+
+    for sizes in SOFTMAX_SIZES:
+        x = torch.randn(sizes["batch"], sizes["rows"], sizes["n"], generator=g) * 3
+        for dim in (-1, 1, 0):  # the last, a middle and the first dimension
+            probe(x, dim, sizes=sizes)
+        probe(x + 1000, -1, " + 1000", sizes, {"big": True})  # exp(1000) is inf in float32
+        # Rows about -1500, 0 and +1500, one spread 100 times wider: only each row's own max keeps all finite.
+        mixed = x + (torch.arange(x.numel() // x.size(-1)) % 3 - 1).view(*x.shape[:-1], 1) * 1500.0
+        mixed[0, 1] = x[0, 1] * 100
+        probe(mixed, -1, " in rows of very different scale", sizes, {"mixed": True})
     for shape, dim in [((2, 3, 4, 5), 2), ((2, 3, 4, 5), -1), ((7,), 0), ((1, 1, 6), -1)]:
-        x = torch.randn(*shape, generator=g) * 3
-        expected = _reference_softmax(x, dim)
-        got = _call_softmax(fn, name, x, dim)
-        if not _same(got, expected):
-            try:
-                _diagnose_ordinary(got, x, dim, expected)
-            except ExerciseFailed as err:
-                dims = f"{len(shape)} dimension" + ("s" if len(shape) != 1 else "")
-                raise type(err)(f"with x of shape {shape} ({dims}; the earlier scores had 3) "
-                                f"and dim={dim}: {err}") from None
-
-    # 5. Scores far below zero: around -1000, where exp(x) is 0 in float32 and float64.
+        dims = f"{len(shape)} dimension" + ("s" if len(shape) != 1 else "")
+        probe(torch.randn(*shape, generator=g) * 3, dim,
+              tags={"prefix": f"with x of shape {shape} ({dims}; the earlier scores had 3) and dim={dim}: "})
     x = torch.randn(2, 3, 5, generator=g) * 3
-    low = x - 1000
-    got = _call_softmax(fn, name, low, -1)
-    if _bad_rows(got, -1).any():
-        raise ExerciseFailed(
-            f"NaN or weights that do not sum to 1 for scores around -1000 (the notebook's "
-            f"[1000, 1001, 1002] moved below zero): your rows sum to {_rows(got)}. {_UNDERFLOW}"
-        )
-    expected = _reference_softmax(low, -1)
-    if not _same(got, expected):
-        _assert_close(got, expected, "softmax(x - 1000, dim=-1)")
-
-    # 6. float64 scores, along a middle dimension: float64 weights, exact to float64 rounding.
-    x64 = (torch.randn(3, 4, 2, generator=g) * 3).double()
-    got = _call_softmax(fn, name, x64, 1)
-    _assert_close64(got, torch.softmax(x64, dim=1), "softmax(x of dtype float64, dim=1)")
-
-    # 7. A second call, on other scores of the same shape, must leave the first result alone.
-    first = _call_softmax(fn, name, x, -1)
-    _aliasing(lambda: _call_softmax(fn, name, x * 2 + 1, -1), first, name, "the weights")
+    probe(x - 1000, -1, " - 1000", tags={"low": True})  # exp(x) is 0 in float32 and float64
+    probe((torch.randn(3, 4, 2, generator=g) * 3).double(), 1)
+    probe(x, -1, again=(x * 2 + 1, -1))
+    if device is not None:
+        probe(x.to(device), -1, f" on the device {device!r}", compare=False)
+    return probes
 
 
-def _softmax_hint(passed: list, sizes: dict, message: str) -> str:
-    return _hard_coded_hint(passed, sizes, message,
-                            "Read every size from x, and reduce along dim, not along a number.")
+def _other_dimension(last: bool) -> Callable:
+    def find(found: dict, p: Probe) -> str | None:
+        (x, dim), got = p.args, found["values"]
+        ndim = x.dim()
+        for other in range(ndim) if got is not None else ():
+            if other != dim % ndim and (other == ndim - 1) == last and _equal(got, torch.softmax(x, dim=other)):
+                if last:
+                    return (f"asked for the softmax along dim={dim}, your function took it along the last "
+                            "dimension: does it ignore its dim argument (a -1 written into the code)? Use dim "
+                            "in the max and in the sum: x.amax(dim=dim, keepdim=True), e.sum(dim=dim, keepdim=True).")
+                return (p.tags.get("prefix", "") + f"your softmax runs along {_dimension(other, ndim)}, but "
+                        f"dim={dim} asks for {_dimension(dim, ndim)}: take the max and the sum along dim.")
+        return None
+    return find
+
+
+def _sums_elsewhere(found: dict, p: Probe) -> str | None:
+    (x, dim), got = p.args, found["values"]
+    for other in range(x.dim()) if got is not None and got.isfinite().all() else ():
+        if other != dim % x.dim() and _equal(got.sum(other), torch.ones_like(got.sum(other))):
+            return (f"your weights sum to 1 along {_dimension(other, x.dim())}, but the softmax runs along "
+                    f"{_dimension(dim, x.dim())} (dim={dim}): divide by the sum along dim, e.sum(dim=dim, keepdim=True).")
+    return None
+
+
+def _whole_sum(found: dict, p: Probe) -> str | None:
+    got = found["values"]
+    if got is None or not got.isfinite().all() or not _equal(got.sum(), torch.tensor(1.0)):
+        return None
+    return ("you divided by the sum of the whole tensor, so all the weights together sum to 1, not each "
+            "row: sum along dim, e.sum(dim=dim, keepdim=True).")
+
+
+def _max_elsewhere(found: dict, p: Probe) -> str | None:
+    (x, dim), got = p.args, found["values"]
+    for other in range(x.dim()) if got is not None else ():
+        if other != dim % x.dim() and _equal(got, _by_hand(x, dim, x.amax(dim=other, keepdim=True))):
+            return (f"you subtracted the maximum along {_dimension(other, x.dim())}, but the softmax runs "
+                    f"along {_dimension(dim, x.dim())}: a shift changes nothing only when it is the same for "
+                    "every entry of a row, so it must be the max along the softmax's own dimension: "
+                    "x.amax(dim=dim, keepdim=True).")
+    return None
+
+
+def _overflow(got: torch.Tensor, p: Probe) -> str | None:
+    if got.isfinite().all():
+        return None
+    return ("NaN or inf for scores around 1000 (the notebook's [1000, 1001, 1002]): your weights sum to "
+            f"{_rows(got)} per row. exp(1000) overflows float32 (whose largest number is about 3.4e38, and "
+            "e^89 is already past it), and inf / inf is NaN. Subtract the maximum along dim before the "
+            "exponential: x - x.amax(dim=dim, keepdim=True) is at most 0 everywhere, so every exp lies in "
+            "(0, 1] and the softmax is unchanged.")
+
+
+def _like_rows(shift: Callable, message: Callable) -> Callable:
+    """The rows of very different scale go bad as they do with ``shift`` instead of each row's max."""
+    def test(got: torch.Tensor, p: Probe) -> str | None:
+        x, bad = p.args[0], _bad_rows(got)
+        return message(x, bad) if bad.any() and torch.equal(bad, _bad_rows(_by_hand(x, -1, shift(x)))) else None
+    return test
+
+
+_GLOBAL_MAX = _like_rows(lambda x: x.amax(), lambda x, bad: (
+    "with rows of very different scale in one tensor (scores about -1500, 0 and +1500) "
+    f"{int(bad.sum())} of the {bad.numel()} rows are NaN or do not sum to 1: you subtracted the maximum "
+    "of the whole tensor. In a row 1500 below it every exp(x - max) underflows to 0, and 0 / 0 is NaN. "
+    "Subtract each row's own maximum: x.amax(dim=dim, keepdim=True)."))
+_BELOW_MAX = _like_rows(lambda x: x.mean(-1, keepdim=True), lambda x, bad: (
+    f"the row whose scores spread about +-{x[0, 1].abs().max():.0f} comes out NaN or not summing to 1: "
+    "you subtracted something smaller than the row's maximum (its mean, its minimum?), which leaves "
+    "exponents far above 0, and exp overflows to inf. Only the maximum makes every exponent at most 0: "
+    "x.amax(dim=dim, keepdim=True)."))
+
+
+def _underflow(got: torch.Tensor, p: Probe) -> str | None:
+    if not _bad_rows(got).any():
+        return None
+    return ("NaN or weights that do not sum to 1 for scores around -1000 (the notebook's [1000, 1001, 1002] "
+            f"moved below zero): your rows sum to {_rows(got)}. {_UNDERFLOW}")
+
+
+STABLE_MISTAKES = (
+    Mistake("your function calls {found}: the exercise is to build the softmax yourself, from torch.exp, a "
+            "max and a sum (the check compares your result with torch.softmax). Subtract the maximum along "
+            "dim, take the exponential, divide by its sum along dim.", "the library's softmax called",
+            stage="source", source=r"(?i)(?<![\w.])(?:\w+\s*\.\s*)*(?:log_?)?softmax(?=\s*\()",
+            example=lambda x, dim=-1: torch.softmax(x, dim)),
+    Mistake("", "the dim argument ignored", find=_other_dimension(last=True),
+            example=lambda x, dim=-1: _by_hand(x, -1)),
+    Mistake("", "the softmax along another dimension", find=_other_dimension(last=False),
+            example=lambda x, dim=-1: _by_hand(x, 0)),
+    Mistake("", "the sum of the whole tensor", find=_whole_sum,
+            example=lambda x, dim=-1: (lambda e: e / e.sum())(torch.exp(x - x.amax(dim, keepdim=True)))),
+    Mistake("", "the sum along another dimension", find=_sums_elsewhere,
+            example=lambda x, dim=-1: (lambda e: e / e.sum(0, keepdim=True))(torch.exp(x - x.amax(dim, True)))),
+    Mistake("the exponentials are not divided by their sum: after e = exp(x - max), return "
+            "e / e.sum(dim=dim, keepdim=True), so that each row sums to 1.", "not normalized",
+            like=lambda x, dim=-1: torch.exp(x - x.amax(dim=dim, keepdim=True))),
+    Mistake("", "the max along another dimension", find=_max_elsewhere,
+            example=lambda x, dim=-1: _by_hand(x, dim, x.amax(dim=0, keepdim=True))),
+    Mistake("you divided the scores by their maximum; subtract it instead: softmax(x - c) = softmax(x) for any "
+            "constant c, but softmax(x / c) is another distribution (a temperature c).", "divided by the max",
+            like=lambda x, dim=-1: _by_hand(x / x.amax(dim=dim, keepdim=True), dim)),
+    Mistake("", "no max subtracted", find=_found("big", _overflow), example=lambda x, dim=-1: _by_hand(x, dim, 0.0)),
+    Mistake("", "the max of the whole tensor", find=_found("mixed", _GLOBAL_MAX),
+            example=lambda x, dim=-1: _by_hand(x, dim, x.amax())),
+    Mistake("", "a shift below the row's max", find=_found("mixed", _BELOW_MAX),
+            example=lambda x, dim=-1: _by_hand(x, dim, x.mean(dim, keepdim=True))),
+    Mistake("", "a shift only when the scores are large", find=_found("low", _underflow),
+            example=lambda x, dim=-1: _by_hand(x, dim, x.amax(dim, keepdim=True) if x.max() > 80 else 0.0)),
+)
+
+STABLE = Declaration(
+    check="check_stable_softmax", function="stable_softmax", roles=("x", "dim"), reference=course_softmax,
+    probes=_stable_probes, returns=Tensor("the weights"), mistakes=STABLE_MISTAKES,
+    sizes_fix="Read every size from x, and reduce along dim, not along a number.",
+    passed=("check_stable_softmax passed: {name} equals torch.softmax along every dimension of scores of shapes "
+            + " and ".join(f"({s['batch']}, {s['rows']}, {s['n']})" for s in SOFTMAX_SIZES)
+            + ", on 4-D, 1-D and batch-of-one scores and in float64, and stays finite for scores around 1000 "
+            "and -1000 and for rows of scores about -1500, 0 and +1500 in one tensor."),
+)
 
 
 def check_stable_softmax(stable_softmax: Callable) -> None:
@@ -287,7 +236,8 @@ def check_stable_softmax(stable_softmax: Callable) -> None:
     rows of very different scale (about -1500, 0 and +1500, one row 100 times wider) in one
     tensor. Then 4-D scores (heads in front) along a middle and the last dimension, one row
     (1-D), a batch of one (1, 1, n), scores around -1000, float64 scores (float64 weights, exact
-    to float64 rounding), and a second call that must leave the first result unchanged.
+    to float64 rounding), a second call that must leave the first result unchanged, and scores
+    on another device (the GPU in a notebook that has one; 'meta' for the grader).
 
     Diagnoses: a call of the library's softmax, an input changed in place, a result of another
     kind, dtype, device or shape, a max or sum without keepdim (the broadcasting error) and
@@ -301,21 +251,55 @@ def check_stable_softmax(stable_softmax: Callable) -> None:
     without dtype=), a result written into a tensor kept between calls, and sizes written
     into the code.
     """
-    name = _function(stable_softmax, "check_stable_softmax", "stable_softmax")
-    g = torch.Generator().manual_seed(0)
-    _run_on_all_sizes(lambda sizes: _check_stable_once(stable_softmax, name, sizes, g),
-                      SOFTMAX_SIZES, _softmax_hint)
-    _check_stable_extras(stable_softmax, name, g)
-    shapes = " and ".join(f"({s['batch']}, {s['rows']}, {s['n']})" for s in SOFTMAX_SIZES)
-    print(
-        f"check_stable_softmax passed: {name} equals torch.softmax along every dimension of "
-        f"scores of shapes {shapes}, on 4-D, 1-D and batch-of-one scores and in float64, and "
-        "stays finite for scores around 1000 and -1000 and for rows of scores about -1500, 0 "
-        "and +1500 in one tensor."
-    )
+    check(STABLE, stable_softmax, OTHER_DEVICE)
 
 
 # ---------------------------------------------------------------- exercise 1.2: temperature
+
+
+def _refused(temperature: float) -> Callable:
+    def message(err: dict, name: str) -> str:
+        return (f"{name}(x, temperature={temperature}) raised {err['type']}: {err['message']}; raise a "
+                "ValueError instead, which says the temperature must be positive and names the value it got: "
+                "raise ValueError(f\"temperature must be positive, got {temperature}\").")
+    return message
+
+
+def _accepted(temperature: float) -> Callable:
+    meaning = ("divides by zero (x / 0 is inf or NaN)" if temperature == 0 else
+               "reverses the order: the lowest score would get the most weight")
+    return lambda name: (f"{name}(x, temperature={temperature}) returned without an error, but a temperature "
+                         f"of {temperature} {meaning}. Refuse it before computing: if temperature <= 0, raise "
+                         "ValueError(f\"temperature must be positive, got {temperature}\").")
+
+
+def _temperature_probes(device: str | None) -> list[Probe]:
+    g, probes = torch.Generator().manual_seed(1), []
+
+    def probe(x, temperature, what=None, sizes=None, tags=(), **options):
+        what = what or (f"x of shape {tuple(x.shape)}" if x.dtype == torch.float32 else "x of dtype float64")
+        probes.append(Probe((x, temperature), f"{{what}} of {{name}}({what}, temperature={temperature})",
+                            sizes=sizes, hints=_CALL_HINTS, tags=dict(tags, what=what), **options))
+
+    for sizes in TEMPERATURE_SIZES:
+        x = torch.randn(sizes["rows"], sizes["n"], generator=g) * 2
+        for temperature in (2.0, 0.5):  # above and below 1
+            probe(x, temperature, sizes=sizes)
+        probe(x, 0.05, "scores x", sizes, {"large": True})  # x / 0.05 reaches about 100
+        probe(x + 1000, 3.0, "scores x + 1000", sizes, {"large": True})  # exp(x) overflows first
+        for temperature in (0.0, -1.0):  # divides by zero; reverses the order
+            probe(x, temperature, sizes=sizes, error="ValueError", no_error=_accepted(temperature),
+                  on_error=_refused(temperature))
+    for shape in [(2, 3, 5), (1, 4)]:  # a batch dimension in front; a batch of one
+        probe(torch.randn(*shape, generator=g) * 2, 2.0, tags={"lead": len(shape) > 2})
+    x = torch.randn(3, 5, generator=g) * 2
+    probe(x - 1000, 0.5, "scores x - 1000", tags={"low": True})  # about -2000 once divided
+    probe(x.double() * 1.5, 0.5)
+    probe(x, 2)  # a temperature may be an int
+    probe(x, 2.0, again=(x * 2 + 1, 2.0))
+    if device is not None:
+        probe(x.to(device), 2.0, f"x on the device {device!r}", compare=False)
+    return probes
 
 
 def _entropy(p: torch.Tensor) -> float:
@@ -324,150 +308,78 @@ def _entropy(p: torch.Tensor) -> float:
     return float(-(p * p.clamp_min(1e-300).log()).sum(-1).mean())
 
 
-def _check_temperature_once(fn: Callable, name: str, sizes: dict, g: torch.Generator) -> None:
-    rows, n = sizes["rows"], sizes["n"]
-    x = torch.randn(rows, n, generator=g) * 2
-
-    # 1. Ordinary scores at temperatures above and below 1.
-    for temperature in (2.0, 0.5):
-        expected = torch.softmax(x / temperature, dim=-1)
-        assert _same(course_softmax(x, temperature=temperature), expected), "annotated.softmax differs"
-        call = f"{name}(x of shape {tuple(x.shape)}, temperature={temperature})"
-        result = _call(fn, x, temperature, hints=_CALL_HINTS, roles=("x", "temperature"))
-        got = _tensor(result, name, "the weights", like=x)
-        _shape(got, x.shape, call, " The softmax keeps the shape of its input.")
-        if _same(got, expected):
-            continue
-        plain = torch.softmax(x, dim=-1)
-        if _same(got, plain):
-            raise ExerciseFailed(
-                f"{call} gives the same weights as temperature 1: the temperature has no effect. "
-                "Divide the scores by it before the exponential, softmax(x / temperature) "
-                "(subtracting it, or dividing the exponentials by it, cancels in the "
-                "normalization)."
-            )
-        if _same(got, plain / temperature):
-            raise ExerciseFailed(
-                f"you divided the weights by the temperature after the softmax, so each row sums "
-                f"to 1/{temperature} = {1 / temperature:.4g} (yours: {_rows(got)}). The "
-                "temperature divides the scores before it: softmax(x / temperature)."
-            )
-        if _same(got, plain ** (1 / temperature)):
-            raise ExerciseFailed(
-                "you raised the weights to the power 1/temperature without normalizing again: "
-                f"the rows sum to {_rows(got)}. softmax(x / T) is that power divided by its row "
-                "sum; simpler, divide the scores: softmax(x / temperature)."
-            )
-        if _same(got, torch.softmax(x * temperature, dim=-1)):
-            raise ExerciseFailed(
-                f"you multiplied the scores by the temperature instead of dividing: at T = "
-                f"{temperature} your weights have a mean entropy of {_entropy(got):.3f} nats, "
-                f"where softmax(x / T) has {_entropy(expected):.3f}. A temperature above 1 must "
-                "flatten the weights (higher entropy), below 1 sharpen them: "
-                "softmax(x / temperature)."
-            )
-        if _same(got, torch.softmax(x / math.sqrt(temperature), dim=-1)):
-            raise ExerciseFailed(
-                "you divided the scores by sqrt(temperature): the temperature itself divides them, "
-                "softmax(x / T). (Attention's 1/sqrt(d_k) is a temperature T = sqrt(d_k): "
-                "there the square root is part of T.)"
-            )
-        _assert_close(got, expected, call)
-
-    # 2. A small temperature makes large scores of ordinary ones: x / 0.05 reaches about 100.
-    # 3. Large scores and a temperature above 1: exp(x) first overflows.
-    for scores, temperature, what in [(x, 0.05, "scores x"), (x + 1000, 3.0, "scores x + 1000")]:
-        expected = torch.softmax(scores / temperature, dim=-1)
-        result = _call(fn, scores, temperature, hints=_CALL_HINTS, roles=("x", "temperature"))
-        got = _tensor(result, name, "the weights", like=x)
-        _shape(got, x.shape, f"{name}({what}, temperature={temperature})")
-        if not got.isfinite().all():
-            largest = float((scores / temperature).abs().max())
-            raise ExerciseFailed(
-                f"NaN or inf with {what} and temperature {temperature}: the scores divided by the "
-                f"temperature reach {largest:.0f}, and exp of that overflows float32 (e^89 is "
-                "already past its largest number). Divide by the temperature first, then subtract "
-                "the maximum of the divided scores before the exponential (your stable_softmax of "
-                "exercise 1.1 does it: stable_softmax(x / temperature))."
-            )
-        if not _same(got, expected):
-            _assert_close(got, expected, f"{name}({what}, temperature={temperature})")
-
-    # 4. A temperature of 0 divides by zero, a negative one reverses the order of the weights.
-    for temperature in (0.0, -1.0):
-        try:
-            fn(x, temperature)
-        except ValueError:
-            continue
-        except Exception as err:  # noqa: BLE001 - any other error is named
-            raise ExerciseFailed(
-                f"{name}(x, temperature={temperature}) raised {type(err).__name__}: {err}; raise a "
-                f"ValueError instead, which says the temperature must be positive and names the "
-                f"value it got: raise ValueError(f\"temperature must be positive, got "
-                f"{{temperature}}\")."
-            ) from None
-        meaning = ("divides by zero (x / 0 is inf or NaN)" if temperature == 0 else
-                   "reverses the order: the lowest score would get the most weight")
-        raise ExerciseFailed(
-            f"{name}(x, temperature={temperature}) returned without an error, but a temperature "
-            f"of {temperature} {meaning}. Refuse it before computing: if temperature <= 0, raise "
-            "ValueError(f\"temperature must be positive, got {temperature}\")."
-        )
+def _overflowed(got: torch.Tensor, p: Probe) -> str | None:
+    if got.isfinite().all():
+        return None
+    (x, temperature), what = p.args, p.tags["what"]
+    return (f"NaN or inf with {what} and temperature {temperature}: the scores divided by the temperature "
+            f"reach {float((x / temperature).abs().max()):.0f}, and exp of that overflows float32 (e^89 is "
+            "already past its largest number). Divide by the temperature first, then subtract the maximum of "
+            "the divided scores before the exponential (your stable_softmax of exercise 1.1 does it: "
+            "stable_softmax(x / temperature)).")
 
 
-def _call_temperature(fn: Callable, name: str, x: torch.Tensor, temperature: float) -> torch.Tensor:
-    result = _call(fn, x, temperature, hints=_CALL_HINTS, roles=("x", "temperature"))
-    got = _tensor(result, name, "the weights", like=x)
-    _shape(got, x.shape, f"{name}(x of shape {tuple(x.shape)}, temperature={temperature})",
-           " The softmax keeps the shape of its input." + _squeezed(got.shape, x.shape))
-    return got
+def _not_last(got: torch.Tensor, p: Probe) -> str | None:
+    x, temperature = p.args
+    for other in range(x.dim() - 1):
+        if _equal(got, torch.softmax(x / temperature, dim=other)):
+            return (f"with x of shape {tuple(x.shape)}, your softmax runs along dimension {other}; it runs "
+                    "along the last dimension whatever comes in front: reduce along dim=-1, not along "
+                    "dimension 1 or 0.")
+    return None
 
 
-def _check_temperature_extras(fn: Callable, name: str, g: torch.Generator) -> None:
-    """What every set of sizes leaves out: scores with a batch dimension in front, a batch of
-    one, scores far below zero, float64, and a second call that must leave the first result
-    alone."""
-    # 5. Scores (batch, rows, n): the softmax still runs along the last dimension; a batch of one.
-    for shape in [(2, 3, 5), (1, 4)]:
-        x = torch.randn(*shape, generator=g) * 2
-        expected = torch.softmax(x / 2.0, dim=-1)
-        got = _call_temperature(fn, name, x, 2.0)
-        if not _same(got, expected):
-            for other in range(x.dim() - 1):
-                if _same(got, torch.softmax(x / 2.0, dim=other)):
-                    raise ExerciseFailed(
-                        f"with x of shape {shape}, your softmax runs along dimension {other}; it "
-                        "runs along the last dimension whatever comes in front: reduce along "
-                        "dim=-1, not along dimension 1 or 0."
-                    )
-            _assert_close(got, expected, f"{name}(x of shape {shape}, temperature=2.0)")
-
-    # 6. Scores far below zero: x - 1000 at T = 0.5 reaches about -2000.
-    x = torch.randn(3, 5, generator=g) * 2
-    low = x - 1000
-    got = _call_temperature(fn, name, low, 0.5)
-    if _bad_rows(got, -1).any():
-        raise ExerciseFailed(
-            "NaN or weights that do not sum to 1 for scores x - 1000 at temperature 0.5 (about "
-            f"-2000 once divided): your rows sum to {_rows(got)}. {_UNDERFLOW}"
-        )
-    expected = torch.softmax(low / 0.5, dim=-1)
-    if not _same(got, expected):
-        _assert_close(got, expected, f"{name}(x - 1000, temperature=0.5)")
-
-    # 7. float64 scores: float64 weights, exact to float64 rounding.
-    x64 = x.double() * 1.5
-    got = _call_temperature(fn, name, x64, 0.5)
-    _assert_close64(got, torch.softmax(x64 / 0.5, dim=-1),
-                    f"{name}(x of dtype float64, temperature=0.5)")
-
-    # 8. A second call, on other scores of the same shape, must leave the first result alone.
-    first = _call_temperature(fn, name, x, 2.0)
-    _aliasing(lambda: _call_temperature(fn, name, x * 2 + 1, 2.0), first, name, "the weights")
+def _low(got: torch.Tensor, p: Probe) -> str | None:
+    if not _bad_rows(got).any():
+        return None
+    return ("NaN or weights that do not sum to 1 for scores x - 1000 at temperature 0.5 (about -2000 once "
+            f"divided): your rows sum to {_rows(got)}. {_UNDERFLOW}")
 
 
-def _temperature_hint(passed: list, sizes: dict, message: str) -> str:
-    return _hard_coded_hint(passed, sizes, message, "Read every size from x.")
+def _positive(p: Probe) -> bool:
+    return p.args[1] > 0 and p.args[1] != 1
+
+
+TEMPERATURE_MISTAKES = (
+    Mistake(lambda p: (f"with temperature={p.args[1]} you get the same weights as with temperature 1: the "
+                       "temperature has no effect. Divide the scores by it before the exponential, "
+                       "softmax(x / temperature) (subtracting it, or dividing the exponentials by it, cancels "
+                       "in the normalization)."), "a temperature without effect", when=_positive,
+            like=lambda x, temperature: _by_hand(x, -1)),
+    Mistake(lambda p: (f"you divided the weights by the temperature after the softmax, so each row sums to "
+                       f"1/{p.args[1]} = {1 / p.args[1]:.4g}. The temperature divides the scores before it: "
+                       "softmax(x / temperature)."), "the weights divided by T", when=_positive,
+            like=lambda x, temperature: _by_hand(x, -1) / temperature),
+    Mistake("you raised the weights to the power 1/temperature without normalizing again: the rows no longer "
+            "sum to 1. softmax(x / T) is that power divided by its row sum; simpler, divide the scores: "
+            "softmax(x / temperature).", "a power without normalizing", when=_positive,
+            like=lambda x, temperature: _by_hand(x, -1) ** (1 / temperature)),
+    Mistake(lambda p: (f"you multiplied the scores by the temperature instead of dividing: at T = {p.args[1]} "
+                       f"your weights have a mean entropy of {_entropy(_by_hand(p.args[0] * p.args[1], -1)):.3f} "
+                       f"nats, where softmax(x / T) has {_entropy(_by_hand(p.args[0] / p.args[1], -1)):.3f}. "
+                       "A temperature above 1 must flatten the weights (higher entropy), below 1 sharpen them: "
+                       "softmax(x / temperature)."), "the scores multiplied by T", when=_positive,
+            like=lambda x, temperature: _by_hand(x * temperature, -1)),
+    Mistake("you divided the scores by sqrt(temperature): the temperature itself divides them, softmax(x / T). "
+            "(Attention's 1/sqrt(d_k) is a temperature T = sqrt(d_k): there the square root is part of T.)",
+            "divided by sqrt(T)", when=_positive, like=lambda x, temperature: _by_hand(x / math.sqrt(temperature), -1)),
+    Mistake("", "overflow", find=_found("large", _overflowed),
+            example=lambda x, temperature: _by_hand(x / temperature, -1, 0.0)),
+    Mistake("", "not along the last dimension", find=_found("lead", _not_last),
+            example=lambda x, temperature: course_softmax(x, dim=min(1, x.dim() - 1), temperature=temperature)),
+    Mistake("", "a shift only when the scores are large", find=_found("low", _low),
+            example=lambda x, t: course_softmax(x, temperature=t) if t <= 0 or (x / t).max() > 80
+            else _by_hand(x / t, -1, 0.0)),
+)
+
+TEMPERATURE = Declaration(
+    check="check_softmax_with_temperature", function="softmax_with_temperature", roles=("x", "temperature"),
+    reference=lambda x, temperature: course_softmax(x, temperature=temperature), probes=_temperature_probes,
+    returns=Tensor("the weights"), mistakes=TEMPERATURE_MISTAKES, sizes_fix="Read every size from x.",
+    passed=("check_softmax_with_temperature passed: {name} equals softmax(x / T) for T = 2, 0.5, 0.05 and 3 (on "
+            "scores around 1000) without overflowing, on scores around -1000, with a batch dimension in front, a "
+            "batch of one, in float64 and for an int T, and refuses T = 0 and T = -1 with a ValueError."),
+)
 
 
 def check_softmax_with_temperature(softmax_with_temperature: Callable) -> None:
@@ -478,8 +390,8 @@ def check_softmax_with_temperature(softmax_with_temperature: Callable) -> None:
     Each set tries the temperatures 2 and 0.5 on ordinary scores, 0.05 (scores divided by it
     reach about 100), 3 on scores around 1000, and 0 and -1, which must raise ValueError.
     Then scores (batch, rows, n) and a batch of one (1, n), scores around -1000 at T = 0.5,
-    float64 scores (exact to float64 rounding), and a second call that must leave the first
-    result unchanged.
+    float64 scores (exact to float64 rounding), an int temperature, a second call that must
+    leave the first result unchanged, and scores on another device.
 
     Diagnoses: an input changed in place, a result of another kind, dtype, device or shape,
     a temperature without effect (subtracted, or applied to the exponentials), the weights
@@ -491,20 +403,10 @@ def check_softmax_with_temperature(softmax_with_temperature: Callable) -> None:
     result or float32 steps for float64 scores, a result written into a tensor kept between
     calls, and sizes written into the code.
     """
-    name = _function(softmax_with_temperature, "check_softmax_with_temperature",
-                     "softmax_with_temperature")
-    g = torch.Generator().manual_seed(1)
-    _run_on_all_sizes(
-        lambda sizes: _check_temperature_once(softmax_with_temperature, name, sizes, g),
-        TEMPERATURE_SIZES, _temperature_hint)
-    _check_temperature_extras(softmax_with_temperature, name, g)
-    print(
-        f"check_softmax_with_temperature passed: {name} equals softmax(x / T) for T = 2, 0.5, "
-        "0.05 and 3 (on scores around 1000) without overflowing, on scores around -1000, with "
-        "a batch dimension in front, a batch of one and in float64, and refuses T = 0 and "
-        "T = -1 with a ValueError."
-    )
+    check(TEMPERATURE, softmax_with_temperature, OTHER_DEVICE)
 
+
+DECLARATIONS = {d.check: d for d in (STABLE, TEMPERATURE)}
 
 # ---------------------------------------------------------------- exercise 1.3: score_variances
 
