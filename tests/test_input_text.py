@@ -4,7 +4,7 @@ its letters before a model sees it."""
 import pytest
 
 from annotated.support.errors import DataError
-from annotated.support.input_text import clean_sentence, decode_input, has_latin_letters
+from annotated.support.input_text import clean_sentence, decode_input, has_latin_letters, untranslatable
 
 
 @pytest.mark.parametrize("encoding", ["utf-16", "utf-16-be", "utf-32", "utf-32-be"])
@@ -56,3 +56,43 @@ def test_a_replacement_character_gets_a_note():
                                            ("", False), ("日本語", False), ("Привет", False)])
 def test_latin_letters_are_what_a_german_sentence_has(text, letters):
     assert has_latin_letters(text) is letters
+
+
+def test_fullwidth_latin_is_made_ordinary_with_a_note_and_then_translated():
+    # Before: "Ｅｉｎ Ｈｕｎｄ" (an East Asian keyboard's letters) had no LATIN letter by name: "no letter to translate".
+    text, notes = clean_sentence("Ｅｉｎ\u3000Ｈｕｎｄ\u3000läuft．")
+    assert text == "Ein Hund läuft." and has_latin_letters(text) and untranslatable(text) is None
+    assert notes == ["turned 10 fullwidth or halfwidth character(s) into ordinary ones "
+                     "('Ｅｉｎ\u3000Ｈｕｎｄ\u3000läuft．' -> 'Ein Hund läuft.')"]
+    assert has_latin_letters("Ｅｉｎ")  # by script, before cleaning too
+    assert clean_sentence("½ Liter, ﬁx")[0] == "½ Liter, ﬁx"  # NFKC of the width forms alone, not of "½" or "ﬁ"
+
+
+@pytest.mark.parametrize("text, problem", [
+    ("مرحبا", "is written in the Arabic script, which the model does not know ('مرحبا')"),
+    ("Привет, мир", "is written in the Cyrillic script, which the model does not know ('Привет, мир')"),
+    ("日本語 と Привет", "is written in the Chinese (Han), Hiragana and Cyrillic scripts, which the model does not know"),
+    ("123 --- !", "has no letter to translate ('123 --- !')"),
+    ("😀", "has no letter to translate ('😀')"),
+])
+def test_a_line_in_another_script_is_named_not_called_letterless(text, problem):
+    # Before: Arabic text got the diagnosis of "123": "no letter to translate".
+    assert untranslatable(text).startswith(problem)
+
+
+@pytest.mark.parametrize("text", ["Ein Hund läuft.", "Ｅｉｎ Ｈｕｎｄ", "", "   "])
+def test_a_line_with_latin_letters_or_none_at_all_has_no_problem(text):
+    assert untranslatable(text) is None
+
+
+def test_a_character_the_model_never_saw_is_named_in_a_note():
+    # Before: the emoji reached the model as <unk> and the translation dropped it without a word.
+    text, notes = clean_sentence("Ein Hund 😀 läuft.")
+    assert text == "Ein Hund 😀 läuft."
+    assert notes == ["the model never saw U+1F600 GRINNING FACE (its training sentences hold none): it reads it as "
+                     "unknown, and the translation leaves it out"]
+    _, notes = clean_sentence("Ein Hund und Собака kosten 5 €.")
+    assert notes == ["the model never saw U+20AC EURO SIGN, letters of the Cyrillic script (its training sentences "
+                     "hold none): it reads them as unknown, and the translation leaves them out"]
+    # what German sentences hold gets no note: umlauts, ß, typographic quotes and dashes, ASCII symbols
+    assert clean_sentence("„Straße“ – 5 + 3 = 8 $, 20 % <ja>")[1] == []

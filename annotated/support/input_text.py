@@ -4,7 +4,8 @@ A model answers whatever it is given with a fluent sentence, so text that is not
 writer meant must be stopped before it: a file in UTF-16 (what Windows PowerShell's ``>``
 writes) read as UTF-8 is a stream of NUL bytes and nonsense, Latin-1 umlauts become U+FFFD,
 a control character or a zero-width space pasted from a web page is a token the model never
-saw, and a line without a letter (``123``, ``---``) has nothing to translate.
+saw, a line without a letter (``123``, ``---``) has nothing to translate, and one in another
+script (Arabic, Cyrillic) is in letters the model does not know.
 
 * :func:`decode_input` turns bytes into text: UTF-8 (a byte-order mark is dropped), UTF-16
   and UTF-32 recognised by their byte-order mark and converted with a note; text that is a
@@ -13,10 +14,14 @@ saw, and a line without a letter (``123``, ``---``) has nothing to translate.
   ``iconv``). A few NUL bytes are control characters, for :func:`clean_sentence` to remove.
 * :func:`clean_sentence` removes control and invisible characters (NUL, BEL, ESC, zero-width
   spaces, direction marks, soft hyphens), turns every other kind of space into a plain one,
-  and composes letters (NFC: ``a`` + combining diaeresis -> ``ä``, as in the training data),
-  saying what it removed.
+  composes letters (NFC: ``a`` + combining diaeresis -> ``ä``, as in the training data) and
+  turns fullwidth and halfwidth forms into ordinary ones (NFKC of those alone: ``Ｅｉｎ`` ->
+  ``Ein``, what an East Asian keyboard types), saying what it changed; and it names a symbol
+  (an emoji, ``€``) or a letter of another script that the model never saw, which the
+  translation leaves out.
 * :func:`has_latin_letters`: whether a line holds a letter of the Latin script, which every
-  German sentence does.
+  German sentence does; :func:`untranslatable` says why a line is not translated: no letter at
+  all, or only letters of scripts the model does not know (named).
 """
 
 import codecs
@@ -93,10 +98,40 @@ def _name(char: str) -> str:
     return f"U+{ord(char):04X} {unicodedata.name(char, CONTROL_NAMES.get(ord(char), ''))}".rstrip()
 
 
+def _is_width_form(char: str) -> bool:
+    """A fullwidth or halfwidth form (U+FF01..U+FFEE, U+3000): NFKC gives its ordinary character."""
+    return unicodedata.decomposition(char).startswith(("<wide>", "<narrow>"))
+
+
+def _script(char: str) -> str:
+    """The script of a letter, from its Unicode name: 'Arabic', 'Cyrillic', 'Greek', 'Chinese (Han)', ..."""
+    name = unicodedata.name(char, "")
+    if name.startswith("CJK"):
+        return "Chinese (Han)"
+    return name.split(" ")[0].capitalize() if name else f"U+{ord(char):04X}"
+
+
+def _is_latin(char: str) -> bool:
+    return unicodedata.name(char, "").startswith(("LATIN", "FULLWIDTH LATIN", "HALFWIDTH LATIN"))
+
+
+def _never_seen(char: str) -> bool:
+    """A symbol outside ASCII (emoji, currency, arrows, degrees) or a letter of a script other than Latin:
+    German sentences, and the course's training data, hold none."""
+    category = unicodedata.category(char)
+    if category.startswith("S"):
+        return not char.isascii()
+    return char.isalpha() and not _is_latin(char)
+
+
 def clean_sentence(text: str) -> tuple[str, list[str]]:
     """``text`` without control or invisible characters, other spaces made plain ones, letters
-    composed (NFC); and a note on what was removed (none when nothing was)."""
+    composed (NFC), fullwidth and halfwidth forms made ordinary ones (NFKC of those alone); and a
+    note on each kind of change, and on the characters the model never saw (none when nothing was)."""
     composed = unicodedata.normalize("NFC", text)
+    wide = [char for char in composed if _is_width_form(char)]
+    if wide:  # only these: NFKC of the whole text would also turn "½" into "1⁄2" and "ﬁ" into "fi"
+        composed = "".join(unicodedata.normalize("NFKC", c) if _is_width_form(c) else c for c in composed)
     removed, kept = [], []
     for char in composed:
         category = unicodedata.category(char)
@@ -107,15 +142,45 @@ def clean_sentence(text: str) -> tuple[str, list[str]]:
         else:
             kept.append(char)
     notes = []
+    if wide:
+        before = unicodedata.normalize("NFC", text).strip()[:20]
+        after = "".join(unicodedata.normalize("NFKC", c) if _is_width_form(c) else c for c in before)
+        notes.append(f"turned {len(wide)} fullwidth or halfwidth character(s) into ordinary ones "
+                     f"('{before}' -> '{after}')")
     if removed:
         names = ", ".join(_name(c) for c in dict.fromkeys(removed))
         notes.append(f"removed {len(removed)} control or invisible character(s) ({names})")
     if "\ufffd" in composed:
         notes.append("holds U+FFFD, the mark of a character lost when the text was converted from another "
                      "encoding; the translation may miss a word")
-    return "".join(kept), notes
+    cleaned = "".join(kept)
+    unseen = [char for char in dict.fromkeys(cleaned) if _never_seen(char)]
+    symbols = [_name(char) for char in unseen if not char.isalpha()]
+    scripts = list(dict.fromkeys(_script(char) for char in unseen if char.isalpha()))
+    if not has_latin_letters(cleaned):
+        scripts = []  # a line of other letters alone is not translated at all: untranslatable() says so
+    if symbols or scripts:
+        named = symbols[:5] + (["..."] if len(symbols) > 5 else []) + [f"letters of the {s} script" for s in scripts]
+        one = len(symbols) == 1 and not scripts
+        notes.append(f"the model never saw {', '.join(named)} (its training sentences hold none): it reads "
+                     f"{'it' if one else 'them'} as unknown, and the translation leaves {'it' if one else 'them'} out")
+    return cleaned, notes
 
 
 def has_latin_letters(text: str) -> bool:
-    """Whether ``text`` holds a letter of the Latin script (a-z, ä, ö, ü, ß, é, ...)."""
-    return any(char.isalpha() and unicodedata.name(char, "").startswith("LATIN") for char in text)
+    """Whether ``text`` holds a letter of the Latin script (a-z, ä, ö, ü, ß, é, ..., fullwidth ones too)."""
+    return any(char.isalpha() and _is_latin(char) for char in text)
+
+
+def untranslatable(text: str) -> str | None:
+    """Why the model cannot translate ``text``, or None when it can (it holds a Latin letter) or the
+    line is blank: 'has no letter to translate (...)', or 'is written in the Arabic script, which the
+    model does not know (...)', naming every script of its letters (the model knows Latin letters only)."""
+    if not text.strip() or has_latin_letters(text):
+        return None
+    shown = repr(text.strip()[:30])
+    scripts = list(dict.fromkeys(_script(char) for char in text if char.isalpha()))
+    if not scripts:
+        return f"has no letter to translate ({shown})"
+    named = " and ".join([", ".join(scripts[:-1]), scripts[-1]] if len(scripts) > 1 else scripts)
+    return f"is written in the {named} script{'s' if len(scripts) > 1 else ''}, which the model does not know ({shown})"
