@@ -72,10 +72,10 @@ def test_save_every_without_keep_last_is_a_usage_error(capsys, no_data):
 
 
 def test_an_output_path_that_cannot_be_written_is_refused_before_training(tmp_path, capsys, no_data):
-    assert main(["--out", str(tmp_path)]) == 1  # a folder
+    assert main(["--out", str(tmp_path)]) == 2  # a folder: a usage error, as files.check_output_file says
     assert "is a folder; name a file" in capsys.readouterr().err
     (tmp_path / "file").write_text("x")
-    assert main(["--out", str(tmp_path / "file" / "run.pt")]) == 1  # below a file
+    assert main(["--out", str(tmp_path / "file" / "run.pt")]) == 2  # below a file
     assert "is a file, not a folder" in capsys.readouterr().err
 
 

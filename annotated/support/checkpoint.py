@@ -24,24 +24,22 @@ an error, not a model with changed weights.
 
 import collections
 import dataclasses
-import errno
 import hashlib
 import os
 import pickle
 import random
 import stat
 import struct
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import torch
 import torch.nn as nn
 
 from annotated.model import EncoderDecoder, TransformerConfig, make_model
 from annotated.support.errors import CourseError
-from annotated.support import files
-from annotated.support.files import atomic_write, nearest_existing, open_temp_beside, remove_stale_temp_files
+from annotated.support.files import OutputExists, atomic_write, nearest_existing, remove_stale_temp_files
 
 FORMAT_VERSION = 2  # 2: with a checksum
 PLAIN_TYPES = (str, int, float, bool, type(None))  # exactly these: a numpy float is a float subclass
@@ -232,42 +230,16 @@ def save_checkpoint(path: str | Path, model: nn.Module, config: Any = None, voca
     path.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temp_files(path.parent, f".{path.name}.", ".tmp")  # left by a save that was killed
     current = file_identity(path)
-    if may_replace is None or (current is not None and current in may_replace):
-        with atomic_write(path, ".tmp") as f:  # a temporary file beside it, then os.replace
-            torch.save(payload, f)
-        return path
-    if current is not None:
+    replace = may_replace is None or (current is not None and current in may_replace)
+    if not replace and current is not None:
         raise OutputTakenError(path)
-    write_new(path, lambda f: torch.save(payload, f))
-    return path
-
-
-def write_new(path: Path, write: "Callable[[IO], None]") -> None:
-    """Write a file that must not exist yet: ``write(f)`` into a temporary file beside ``path``,
-    flushed to disk, then ``os.link`` onto ``path`` (which fails if a file appeared there meanwhile:
-    :class:`OutputTakenError`, and that file is kept). On a file system without hard links (FAT,
-    some network shares) the check and the rename are two steps."""
-    out, tmp = open_temp_beside(path, ".tmp")
-    info = os.fstat(out.fileno())
     try:
-        with out:
-            write(out)
-            out.flush()
-            os.fsync(out.fileno())
-        try:
-            os.link(tmp, path)
-        except FileExistsError:
-            raise OutputTakenError(path) from None
-        except OSError as error:
-            if error.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK, errno.ENOSYS):
-                raise
-            if os.path.lexists(path):
-                raise OutputTakenError(path) from None
-            os.rename(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-        with files._lock:  # the temporary file is gone: no longer one this process writes (files.atomic_write)
-            files._ours.pop((info.st_dev, info.st_ino), None)
+        # A temporary file beside it, flushed, then os.replace, or for a new file os.link (exclusive).
+        with atomic_write(path, ".tmp", exclusive=not replace) as f:
+            torch.save(payload, f)
+    except OutputExists:
+        raise OutputTakenError(path) from None
+    return path
 
 
 def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict:

@@ -30,10 +30,8 @@ number (130, 143, 129); a second signal quits at once. A checkpoint that could n
 """
 
 import argparse
-import contextlib
 import dataclasses
 import math
-import os
 import random
 import signal
 import subprocess
@@ -57,6 +55,7 @@ from annotated.support.checkpoint import (CheckpointError, Identity, OutputTaken
                                           vocabs_from_checkpoint)
 from annotated.support.course import ROOT
 from annotated.support.download import MULTI30K_FILES
+from annotated.support.files import Stopped, check_output_file, signals_as_interrupt
 from annotated.support.distributed import (DistributedContext, cleanup, fit_distributed, init_distributed, shard,
                                            wrap_model)
 from annotated.support.checks import check_beam_arguments, check_probability
@@ -262,14 +261,9 @@ OTHER_FORMATS = {
 }
 
 
-def pretrained_dir() -> Path:
-    """The folder of the model shipped with the course (annotated/pretrained/)."""
-    from annotated.support.pretrained import PRETRAINED_DIR
-    return PRETRAINED_DIR
-
-
 def is_committed(path: Path) -> bool:
-    """Whether ``path`` is one of the course's committed files (or inside its .git folder)."""
+    """Whether ``path`` is a file git tracks anywhere in the course's checkout (files.check_output_file
+    looks in the course's folders only, and lets --force through), or lies in its .git folder."""
     try:
         relative = path.resolve().relative_to(ROOT)
     except ValueError:
@@ -286,13 +280,13 @@ def is_committed(path: Path) -> bool:
     return bool(listed.strip(b"\0"))
 
 
-def check_output_is_no_input(out: Path, args: argparse.Namespace, option: str = "--out") -> None:
-    """Before any work, a UsageError for an ``out`` the trainer must never write: a symbolic link
-    (never written through), a name whose suffix says another format, a data file, a committed file
-    of the course, or a file in the shipped model's folder (only with --force)."""
-    if out.is_symlink():
-        raise UsageError(f"{option} {out} is a symbolic link (to {os.readlink(out)}), which the trainer never "
-                         f"writes through; name the file itself, or a new path")
+def check_output_is_no_input(out: Path, args: argparse.Namespace, inputs: list[str] = (),
+                             option: str = "--out") -> None:
+    """Before any work, a UsageError for an ``out`` the trainer must never write: what
+    ``files.check_output_file`` refuses (a symbolic link, never written through; a folder; one of
+    ``inputs``; a file in the shipped model's folder without --force), a name whose suffix says
+    another format, a data file, or a file git tracks in the course's checkout (even with --force)."""
+    check_output_file(out, inputs=inputs, force=args.force, option=option)
     if out.name in MULTI30K_FILES:
         raise UsageError(f"{option} {out} is the name of a Multi30k data file that training reads; name the "
                          f"checkpoint e.g. {option} {out.parent / 'model.pt'}")
@@ -304,12 +298,6 @@ def check_output_is_no_input(out: Path, args: argparse.Namespace, option: str = 
     if is_committed(out):
         raise UsageError(f"{option} {out} is a file of the course (tracked by git), which a checkpoint must not "
                          f"replace; name a new file, e.g. {option} checkpoints/{out.stem}.pt")
-    shipped = pretrained_dir()
-    if out.resolve().is_relative_to(shipped) and not args.force:
-        raise UsageError(f"{option} {out} is inside {shipped}, the folder of the model shipped with the course "
-                         f"(load_pretrained() and python -m annotated.translate read it); write the checkpoint "
-                         f"elsewhere, e.g. {option} checkpoints/{out.stem}.pt, or pass --force to write there "
-                         f"on purpose")
 
 
 def same_file(a: Path, b: str | Path) -> bool:
@@ -412,11 +400,8 @@ def check_new_output(out: Path, args: argparse.Namespace, run_id: str, inputs: l
     Returns the run's :class:`Outputs`: what it may replace at save time (the identities of the files
     seen now), and the earlier run's numbered checkpoints that --overwrite will remove once this run
     has saved a checkpoint of its own, so that a run stopped before its first save destroys nothing."""
-    check_output_is_no_input(out, args)
+    check_output_is_no_input(out, args, inputs)
     check_output_path(out)
-    if any(same_file(out, path) for path in inputs):
-        raise UsageError(f"--out {out} is one of the checkpoints being read; write to a new file so that the "
-                         f"input (and its optimizer state) is kept")
     earlier = [path for path in [out, *kept_checkpoints(out)] if path.exists()]
     if args.resume and same_file(out, args.resume):  # the run continues into its own file and numbered copies
         return Outputs(out, run_id, {path: file_identity(path) for path in earlier}, [])
@@ -538,7 +523,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def body() -> int:
         try:
-            with terminate_as_interrupt():
+            with signals_as_interrupt():  # SIGTERM and SIGHUP stop the command as Ctrl-C does
                 if args.threads is not None:
                     torch.set_num_threads(args.threads)
                 ctx = init_distributed(args.device)
@@ -546,9 +531,9 @@ def main(argv: list[str] | None = None) -> int:
                     return run(args, ctx)
                 finally:
                     cleanup(ctx)
-        except Terminated as stopped:
-            print(f"{parser.prog}: stopped by {stopped.name}", file=sys.stderr)
-            return stopped.exit_code
+        except Stopped as stopped:  # exit 128 + n, as the shell reports a process the signal ended
+            print(f"{parser.prog}: stopped by {STOP_SIGNALS.get(stopped.signum, stopped.signum)}", file=sys.stderr)
+            return 128 + stopped.signum
 
     return run_command(body, parser.prog)
 
@@ -560,14 +545,6 @@ SENDERS = {"SIGTERM": " (sent by timeout, kill, a job scheduler such as Slurm or
            "SIGHUP": " (the terminal closed)"}
 
 
-class Terminated(KeyboardInterrupt):
-    """SIGTERM or SIGHUP, stopping the command as a Ctrl-C would; exit code 128 + the signal's number."""
-
-    def __init__(self, signum: int):
-        super().__init__(signum)
-        self.name, self.exit_code = STOP_SIGNALS[signum], 128 + signum
-
-
 def _install(signums, handler) -> dict:
     """``handler`` for each of ``signums`` that is not ignored (a process started in the background
     ignores SIGINT, one under nohup SIGHUP: left so); the previous handlers. Only the main thread may."""
@@ -577,19 +554,11 @@ def _install(signums, handler) -> dict:
             if signal.getsignal(signum) is not signal.SIG_IGN}
 
 
-@contextlib.contextmanager
-def terminate_as_interrupt():
-    """While active, SIGTERM and SIGHUP raise :class:`Terminated` (a KeyboardInterrupt), as Ctrl-C
-    raises KeyboardInterrupt: the command ends with one line instead of dying without a word."""
-    def handle(signum, frame):
-        raise Terminated(signum)
-
-    previous = _install([s for s in STOP_SIGNALS if s != signal.SIGINT], handle)
-    try:
-        yield
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
+def stopped_by(signum: int) -> Stopped:
+    """The KeyboardInterrupt of files.signals_as_interrupt for ``signum``."""
+    stopped = Stopped(f"stopped by {STOP_SIGNALS[signum]}")
+    stopped.signum = signum
+    return stopped
 
 
 class StopOnInterrupt:
@@ -614,7 +583,7 @@ class StopOnInterrupt:
 
     def handle(self, signum, frame) -> None:
         if self.requested:
-            raise KeyboardInterrupt if signum == signal.SIGINT else Terminated(signum)
+            raise KeyboardInterrupt if signum == signal.SIGINT else stopped_by(signum)
         self.signum = signum
         name = STOP_SIGNALS[signum]
         log(self.ctx, f"\n{name}{SENDERS.get(name, '')}: stopping after this update to save the checkpoint "
