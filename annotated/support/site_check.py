@@ -27,7 +27,7 @@ from annotated.support.audience import DECK_SOURCE, OVERFLOW_ALLOWED, LectureSta
 from annotated.support.browser import PageLog, offline_browser, open_page, wait_for_mathjax
 from annotated.support.course import ROOT
 from annotated.support.errors import run_command
-from annotated.support.files import write_bytes
+from annotated.support.files import signals_as_interrupt, write_bytes
 from annotated.support.site import DEFAULT_OUT
 from annotated.support.slide_layout import slide_heights
 from annotated.support.slides import SLIDE_HEIGHT, SLIDE_WIDTH
@@ -288,7 +288,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"screenshots in {args.screenshots}")
         return 1 if report.problems else 0
 
-    return run_command(body, parser.prog)
+    with signals_as_interrupt():  # SIGTERM and SIGHUP as Ctrl-C: no half-written screenshot left
+        return run_command(body, parser.prog)
 
 
 if __name__ == "__main__":
