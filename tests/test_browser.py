@@ -13,7 +13,8 @@ from urllib.parse import unquote, urlsplit
 import nbformat
 import pytest
 
-from annotated.support.browser import PageLog, browser_missing, offline_browser, open_page
+from annotated.support.browser import (BrowserError, PageLog, browser_missing, offline_browser, open_page,
+                                       wait_for_mathjax)
 from annotated.support.course import ROOT
 from annotated.support.site_check import (
     OVERFLOW_ALLOWED, SCREENSHOT_PAGES, SCREENSHOTS, check_site,
@@ -231,3 +232,28 @@ def test_the_check_reports_each_fault_on_its_own_page(broken_site):
     assert "link.html: link to nowhere.html, which does not exist" in broken
     assert "link.html: link to good.html#absent, which has no such anchor" in broken
     assert "good.html" not in broken.replace("link.html: link to good.html#absent", "")
+
+
+NEVER_READY = """<!doctype html><html><head><title>never ready</title><script>
+window.Reveal = {isReady: () => false};  // a deck whose reveal.js never starts
+window.MathJax = {startup: {promise: new Promise(() => {})}};  // typesetting that never ends
+</script></head><body><p>x</p></body></html>"""
+
+
+@pytest.mark.parametrize("wait, what", [
+    (lambda page: page.wait_for_function("() => window.Reveal && Reveal.isReady()", timeout=500),
+     r"reveal\.js \(Reveal\.isReady\(\)\) did not become ready within 0\.5 s"),
+    (lambda page: page.wait_for_function("() => document.querySelector('.reveal .slides > .pdf-page')", timeout=500),
+     r"reveal\.js's print view \(its \.pdf-page elements\) did not become ready within 0\.5 s"),
+    (lambda page: wait_for_mathjax(page, timeout_ms=500), r"MathJax.* did not become ready within 0\.5 s"),
+], ids=["reveal", "print view", "mathjax"])
+def test_a_page_that_never_becomes_ready_is_one_line_naming_the_page_and_what_it_waited_for(tmp_path, wait, what):
+    # Before: Playwright's TimeoutError traceback after 30 s ("Timeout 30000ms exceeded"), naming neither.
+    deck = tmp_path / "lectures" / "never.html"
+    deck.parent.mkdir()
+    deck.write_text(NEVER_READY, encoding="utf-8")
+    with offline_browser() as context:
+        page = open_page(context, deck.as_uri() + "?print-pdf", PageLog())
+        with pytest.raises(BrowserError, match=r"^lectures/never\.html\?print-pdf: " + what + "; open the page") as caught:
+            wait(page)
+    assert "\n" not in str(caught.value)

@@ -5,14 +5,21 @@ Chromium is Debian's package (``apt-get install chromium``; ``.ci/run`` installs
 with Playwright's Python API; give another binary with ``ANNOTATED_CHROMIUM=PATH``. Every
 request that is not for a local file is refused and recorded, so a page that would need the
 network shows it as a failed request rather than silently using it.
+
+A page that never becomes ready (a deck whose reveal.js does not start, MathJax that never
+finishes, a print view that never lays out) is a :class:`BrowserError` of one line naming the page
+and what it waited for, not Playwright's 30-second timeout traceback (or, for MathJax, a wait
+without end): :func:`open_page` gives every wait of its page that message.
 """
 
+import functools
 import os
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 from annotated.support.errors import CourseError
 
@@ -80,9 +87,50 @@ def offline_browser(width: int = 1280, height: int = 720) -> Iterator:
             browser.close()
 
 
-def open_page(context, url: str, log: PageLog):
-    """Open ``url`` in a new page of ``context``, recording failures into ``log``."""
+DEFAULT_TIMEOUT_MS = 30_000  # Playwright's own default for a wait
+# What a wait's JavaScript condition waits for, in words (the first that the condition names).
+WAITED_FOR = (("pdf-page", "reveal.js's print view (its .pdf-page elements)"),
+              ("Reveal", "reveal.js (Reveal.isReady())"), ("MathJax", "MathJax"))
+
+
+def page_name(url: str) -> str:
+    """The page's file as the site names it (its folder and name) and its query: 'lectures/04.html?print-pdf'."""
+    parts = urlsplit(url)
+    path = Path(unquote(parts.path))
+    name = "/".join(path.parts[-2:]) if parts.scheme == "file" else url
+    return name + (f"?{parts.query}" if parts.query else "")
+
+
+def not_ready(page, what: str, timeout_ms: float) -> BrowserError:
+    return BrowserError(f"{page_name(page.url)}: {what} did not become ready within {timeout_ms / 1000:g} s; open "
+                        f"the page in a browser and look at its console (F12) for the script that failed")
+
+
+def _named_timeouts(page) -> None:
+    """Make ``page.wait_for_function`` raise :func:`not_ready` instead of Playwright's TimeoutError."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    wait = page.wait_for_function
+
+    @functools.wraps(wait)
+    def wait_for_function(expression: str, *args, **kwargs):
+        try:
+            return wait(expression, *args, **kwargs)
+        except PlaywrightTimeout:
+            what = next((words for key, words in WAITED_FOR if key in expression), f"the condition {expression!r}")
+            raise not_ready(page, what, kwargs.get("timeout") or DEFAULT_TIMEOUT_MS) from None
+
+    page.wait_for_function = wait_for_function
+
+
+def open_page(context, url: str, log: PageLog, timeout_ms: float = DEFAULT_TIMEOUT_MS):
+    """Open ``url`` in a new page of ``context``, recording failures into ``log``. A page that does
+    not load within ``timeout_ms``, and any later ``page.wait_for_function`` that times out, is a
+    :class:`BrowserError` naming the page and what it waited for."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
     page = context.new_page()
+    _named_timeouts(page)
 
     def route(route_) -> None:
         if route_.request.url.startswith(("file:", "data:", "blob:", "about:")):
@@ -96,12 +144,23 @@ def open_page(context, url: str, log: PageLog):
     page.on("console", lambda message: log.console_errors.append(message.text)
             if message.type == "error" else None)
     page.on("pageerror", lambda error: log.console_errors.append(f"uncaught: {error}"))
-    page.goto(url, wait_until="load")
+    try:
+        page.goto(url, wait_until="load", timeout=timeout_ms)
+    except PlaywrightTimeout:
+        error = not_ready(page, "the page's load event", timeout_ms)
+        page.close()
+        raise error from None
     return page
 
 
 def wait_for_mathjax(page, timeout_ms: int = 60_000) -> None:
-    """Return when MathJax has finished typesetting the page (at once if the page has none)."""
+    """Return when MathJax has finished typesetting the page (at once if the page has none); a
+    :class:`BrowserError` naming the page if it has not after ``timeout_ms``."""
     page.wait_for_function("() => !window.MathJax || (MathJax.startup && MathJax.startup.promise)",
                            timeout=timeout_ms)
-    page.evaluate("() => window.MathJax && MathJax.startup.promise.then(() => true)")
+    # A promise that never settles would hold page.evaluate, which has no timeout, for ever: race it.
+    typeset = page.evaluate("""(ms) => !window.MathJax || Promise.race([
+        MathJax.startup.promise.then(() => true), new Promise(done => setTimeout(() => done(false), ms))])""",
+                            timeout_ms)
+    if not typeset:
+        raise not_ready(page, "MathJax's typesetting (MathJax.startup.promise)", timeout_ms)
