@@ -20,7 +20,7 @@ this module in nbgrader's autograding:
   time is up, the cells left get an error output saying why they did not run, and score 0.
 - :class:`LimitOutputSize` after nbgrader's ``LimitOutput``, which counts lines (a 50 MB
   print on one line passes it): every output is cut to :data:`OUTPUT_BYTES`, with a note.
-  :class:`CourseExecute` also stops keeping a cell's output once it passes twice that, so a
+  :class:`CourseExecute` keeps nothing more of a cell that has printed more than that, so a
   cell that prints without end cannot fill the grader's memory.
 
 The course's own grader keeps no output at all (it writes no notebook, only verdicts), so
@@ -177,8 +177,8 @@ if Execute is not None:
                                    "its kernels' restarts and replays included").tag(config=True)
         restarts = Integer(grade.RESTARTS, help="fresh kernels after a kernel that died or stopped "
                            "answering; after that the cells left are not run").tag(config=True)
-        max_output_bytes = Integer(OUTPUT_BYTES, help="a cell's outputs past twice this many bytes are not "
-                                   "kept while it runs (LimitOutputSize cuts each to this size)").tag(config=True)
+        max_output_bytes = Integer(OUTPUT_BYTES, help="while a cell runs, no further output is kept once its "
+                                   "outputs have passed this many bytes (-1: no limit)").tag(config=True)
 
         def preprocess(self, nb, resources=None, km=None):
             # As ExecutePreprocessor.preprocess, with a fresh kernel for each death.
@@ -279,21 +279,23 @@ if Execute is not None:
             return not self._hidden(probe, PROBE_SECONDS, time.monotonic() + PROBE_SECONDS)
 
         def output(self, outs, msg, display_id, cell_index):
-            # Past twice the limit, a cell's further outputs are dropped as they come (one note
-            # says so); LimitOutputSize cuts what is kept to the limit afterwards.
+            # So that a cell that prints without end cannot fill the grader's memory: once a
+            # cell has kept more than the limit, its further outputs are dropped as they come
+            # (a note says so). LimitOutputSize cuts what is kept to the limit afterwards, once
+            # nbclient has joined the pieces of each stream.
             out = super().output(outs, msg, display_id, cell_index)
             if out is None or self.max_output_bytes < 0:
                 return out
             key = id(outs)
-            kept = self._kept_bytes.get(key, 0) + output_bytes(out)
-            self._kept_bytes[key] = kept
-            if kept > 2 * self.max_output_bytes:
-                outs.pop()
+            before = self._kept_bytes.get(key, 0)
+            if before > self.max_output_bytes:
+                outs.remove(out)
                 if not any(o.get("metadata", {}).get("annotated_cut") for o in outs):
                     outs.append(NotebookNode(output_type="display_data", metadata={"annotated_cut": True}, data={
-                        "text/plain": f"[output not kept past {2 * self.max_output_bytes:,} bytes while the "
-                                      f"cell ran (annotated.support.nbgrader_course)]"}))
+                        "text/plain": f"[further output of this cell not kept: it had more than "
+                                      f"{self.max_output_bytes:,} bytes (annotated.support.nbgrader_course)]"}))
                 return None
+            self._kept_bytes[key] = before + output_bytes(out)
             return out
 
 
