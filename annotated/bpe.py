@@ -181,6 +181,7 @@ def bpe_tokenizer(bpe: BytePairEncoder, split_words: Callable[[str], tuple[list[
 # And an escape: every "@" of a word is written "＠" inside the pieces (learned and segmented), and
 # detokenize writes it back, so that an "@" of the text is never taken for a join mark ("x@@y" came back
 # as "x@ @y"): detokenize(encode(words, spaces)) is the original text, whatever it holds.
+spell = guarded(spell, word_guards.spell_inputs, by_name=False)
 learn_bpe = guarded(guarded(learn_bpe, guards.learn_bpe_inputs), word_guards.learn_bpe_words)
 check_instance(BytePairEncoder, word_guards.check_merges)
 BytePairEncoder.segment = word_guards.escaped_segment(

@@ -12,7 +12,8 @@ from annotated.masks import subsequent_mask
 from annotated.model import TransformerConfig, make_model
 from annotated.multi_head import MultiHeadAttention
 from annotated.positional import PositionalEncoding, sinusoidal_table
-from annotated.support.guarded_training import LabelSmoothingLoss, batch_by_tokens, copy_task, make_optimizer, rate
+from annotated.support.guarded_training import (LabelSmoothingLoss, batch_by_tokens, collate, copy_task, fit,
+                                                make_optimizer, rate, reverse_task, train_epoch)
 from annotated.vocab import UNK, build_vocab_from_iterator
 
 CASES = [
@@ -44,6 +45,19 @@ CASES = [
     ("batch_by_tokens of a string", lambda: batch_by_tokens("123", 10), "lengths must be a list of sequence lengths"),
     ("batch_by_tokens negative length", lambda: batch_by_tokens([3, -1], 10), r"lengths\[1\] = -1"),
     ("copy_task of -1 examples", lambda: copy_task(-1, 5, 10), "num_examples must be an integer >= 0, got -1"),
+    # the rest of the class (issue 40): each argument's type and range, one line naming it
+    ("copy_task length 2.5", lambda: copy_task(3, 2.5, 10), "length must be a positive integer, got 2.5"),
+    ("reverse_task vocab_size '10'", lambda: reverse_task(3, 5, "10"), "vocab_size must be a positive integer"),
+    ("copy_task seed 0.5", lambda: copy_task(3, 5, 10, seed=0.5), "seed must be an integer, got 0.5"),
+    ("batch_by_tokens max_tokens 2.5", lambda: batch_by_tokens([3], 2.5), "max_tokens must be a positive integer"),
+    ("batch_by_tokens shuffle 'no'", lambda: batch_by_tokens([3], 10, shuffle="no"), "shuffle must be True or False"),
+    ("collate pad_idx -1", lambda: collate([([5], [1, 2])], -1), "pad_idx must be an integer >= 0, got -1"),
+    ("rate step -5", lambda: rate(-5, 512, 10), "step must be an integer >= 0, got -5"),
+    ("rate factor 0", lambda: rate(5, 512, 10, factor=0.0), "factor must be a finite number > 0, got 0.0"),
+    ("optimizer factor nan", lambda: make_optimizer(torch.nn.Linear(2, 2), 8, 10, float("nan")), "factor must be"),
+    ("optimizer of no model", lambda: make_optimizer([torch.zeros(2)], 8, 10), "model must be a torch.nn.Module"),
+    ("train_epoch clip 0", lambda: train_epoch(None, [], None, None, None, clip=0.0), "clip must be a finite number > 0"),
+    ("fit seed '0'", lambda: fit(None, [], [], None, None, None, max_steps=1, seed="0"), "seed must be an integer"),
 ]
 
 

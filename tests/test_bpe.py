@@ -176,3 +176,18 @@ def test_detokenizing_gives_back_every_test_sentence(multi30k):
         for lang, sentence in (("de", src), ("en", tgt)):
             tokenize = bpe_tokenizer(bpe, multi30k["split"][lang])
             assert detokenize(tokenize(sentence)) == sentence.lower()
+
+
+def test_spelling_an_empty_word_or_pieces_that_are_not_text_are_named():
+    with pytest.raises(ValueError, match="word is empty"):
+        spell("")  # before: IndexError from word[-1]
+    with pytest.raises(TypeError, match=r"pieces\[1\] is a int, not a str"):
+        detokenize(["a", 3])
+
+
+def test_word_tokens_that_are_not_text_are_named():
+    from annotated.support.words import detokenize_words
+
+    with pytest.raises(TypeError, match=r"tokens\[1\] is a int, not a str"):
+        detokenize_words(["a", 7, "."])  # before: AttributeError 'int' object has no attribute 'startswith'
+    assert detokenize_words(iter(["a", "dog", "."])) == "a dog."

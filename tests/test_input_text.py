@@ -96,3 +96,15 @@ def test_a_character_the_model_never_saw_is_named_in_a_note():
                      "hold none): it reads them as unknown, and the translation leaves them out"]
     # what German sentences hold gets no note: umlauts, ß, typographic quotes and dashes, ASCII symbols
     assert clean_sentence("„Straße“ – 5 + 3 = 8 $, 20 % <ja>")[1] == []
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: decode_input("Ein Mann."), "data must be bytes, got str: it is text already"),
+    (lambda: clean_sentence(b"Ein Mann."), r"text must be a str, got bytes; decode it first: decode_input\(data\)"),
+    (lambda: clean_sentence(None), "text must be a str, got NoneType"),
+    (lambda: has_latin_letters(3), "text must be a str, got int"),
+    (lambda: untranslatable(["Ein Mann."]), "text must be a str, got list"),
+])
+def test_what_is_not_text_is_named(call, message):
+    with pytest.raises(TypeError, match=message):
+        call()

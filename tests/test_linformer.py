@@ -76,3 +76,11 @@ def test_singular_values_of_nan_weights_are_named():
         singular_values(torch.full((2, 2), float("nan")))
     with pytest.raises(ValueError, match="energy='0.9' is a share of the spectrum"):
         rank_for_energy(torch.eye(3), "0.9")
+
+
+def test_projections_or_keys_that_are_not_tensors_are_named():
+    q = torch.randn(5, 4)
+    with pytest.raises(TypeError, match=r"E must be a \(k, 5\) tensor, got list"):
+        linformer_attention(q, q, q, [[1.0] * 5], torch.randn(2, 5))
+    with pytest.raises(ValueError, match=r"key of shape \(4,\) must be \(\.\.\., n, d_k\)"):
+        linformer_attention(q, torch.randn(4), q, torch.randn(2, 5), torch.randn(2, 5))

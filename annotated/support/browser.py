@@ -73,6 +73,9 @@ class PageLog:
 def offline_browser(width: int = 1280, height: int = 720) -> Iterator:
     """A Playwright browser context with a ``width`` x ``height`` viewport in which only
     ``file://`` and ``data:`` URLs load. Pages made with :func:`open_page` keep a :class:`PageLog`."""
+    for name, value in (("width", width), ("height", height)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{name} must be a positive number of pixels, got {value!r}; e.g. 1280 x 720")
     try:
         from playwright.sync_api import sync_playwright
     except ImportError as err:
@@ -91,6 +94,11 @@ DEFAULT_TIMEOUT_MS = 30_000  # Playwright's own default for a wait
 # What a wait's JavaScript condition waits for, in words (the first that the condition names).
 WAITED_FOR = (("pdf-page", "reveal.js's print view (its .pdf-page elements)"),
               ("Reveal", "reveal.js (Reveal.isReady())"), ("MathJax", "MathJax"))
+
+
+def _check_timeout(timeout_ms: float) -> None:
+    if isinstance(timeout_ms, bool) or not isinstance(timeout_ms, (int, float)) or not 0 < timeout_ms < float("inf"):
+        raise ValueError(f"timeout_ms must be a finite number of milliseconds > 0, got {timeout_ms!r}; e.g. 30_000")
 
 
 def page_name(url: str) -> str:
@@ -129,6 +137,7 @@ def open_page(context, url: str, log: PageLog, timeout_ms: float = DEFAULT_TIMEO
     :class:`BrowserError` naming the page and what it waited for."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
+    _check_timeout(timeout_ms)
     page = context.new_page()
     _named_timeouts(page)
 
@@ -156,6 +165,7 @@ def open_page(context, url: str, log: PageLog, timeout_ms: float = DEFAULT_TIMEO
 def wait_for_mathjax(page, timeout_ms: int = 60_000) -> None:
     """Return when MathJax has finished typesetting the page (at once if the page has none); a
     :class:`BrowserError` naming the page if it has not after ``timeout_ms``."""
+    _check_timeout(timeout_ms)
     page.wait_for_function("() => !window.MathJax || (MathJax.startup && MathJax.startup.promise)",
                            timeout=timeout_ms)
     # A promise that never settles would hold page.evaluate, which has no timeout, for ever: race it.

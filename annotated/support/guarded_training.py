@@ -18,7 +18,7 @@ import torch
 from annotated import batching, decoding, schedule, synthetic, training
 from annotated.batching import Batch  # noqa: F401  (re-exported: the one batch type)
 from annotated.label_smoothing import LabelSmoothingLoss, smoothed_targets  # noqa: F401  (they check their input)
-from annotated.support.checks import check_budget, check_decoding_inputs, check_lengths, check_sizes
+from annotated.support.checks import check_budget, check_decoding_inputs, check_lengths, check_positive, check_sizes
 from annotated.synthetic import BOS_IDX, EOS_IDX, FIRST_SYMBOL, Pairs  # noqa: F401  (re-exported)
 from annotated.training import choose_device, evaluate_loss, train_step  # noqa: F401  (nothing to check)
 
@@ -27,29 +27,45 @@ from annotated.training import choose_device, evaluate_loss, train_step  # noqa:
 # The synthetic tasks
 
 
-def _check_task(num_examples: int, length: int, vocab_size: int) -> None:
+def _check_seed(seed: int) -> None:
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise ValueError(f"seed must be an integer, got {seed!r}")
+
+
+def _check_flag(name: str, value: bool) -> None:
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be True or False, got {value!r}")
+
+
+def _check_clip(clip: float | None) -> None:
+    if clip is not None:
+        check_positive("clip", clip)  # clip=0 would scale every gradient to zero: no learning, no error
+
+
+def _check_task(num_examples: int, length: int, vocab_size: int, seed: int = 0) -> None:
+    check_sizes(vocab_size=vocab_size)
     if vocab_size <= FIRST_SYMBOL:
         raise ValueError(f"vocab_size={vocab_size} leaves no symbols: ids 0-3 are the specials, use at least 5")
     check_sizes(allow_zero=True, num_examples=num_examples)
-    if length < 1:
-        raise ValueError(f"length must be at least 1, got {length}")
+    check_sizes(length=length)
+    _check_seed(seed)
 
 
 def random_sequences(num_examples: int, length: int, vocab_size: int, seed: int = 0) -> list[list[int]]:
     """``annotated.synthetic.random_sequences``, after checking the sizes."""
-    _check_task(num_examples, length, vocab_size)
+    _check_task(num_examples, length, vocab_size, seed)
     return synthetic.random_sequences(num_examples, length, vocab_size, seed)
 
 
 def copy_task(num_examples: int, length: int, vocab_size: int, seed: int = 0) -> Pairs:
     """``annotated.synthetic.copy_task``, after checking the sizes."""
-    _check_task(num_examples, length, vocab_size)
+    _check_task(num_examples, length, vocab_size, seed)
     return synthetic.copy_task(num_examples, length, vocab_size, seed)
 
 
 def reverse_task(num_examples: int, length: int, vocab_size: int, seed: int = 0) -> Pairs:
     """``annotated.synthetic.reverse_task``, after checking the sizes."""
-    _check_task(num_examples, length, vocab_size)
+    _check_task(num_examples, length, vocab_size, seed)
     return synthetic.reverse_task(num_examples, length, vocab_size, seed)
 
 
@@ -61,8 +77,9 @@ def batch_by_tokens(lengths: list[int], max_tokens: int, shuffle: bool = True, s
     """``annotated.batching.batch_by_tokens``, after checking that ``lengths`` is a list of
     integers >= 0 and ``max_tokens`` is positive."""
     check_lengths(lengths)  # a list of integers >= 0, or a clear error
-    if max_tokens < 1:
-        raise ValueError(f"max_tokens must be positive, got {max_tokens}")
+    check_sizes(max_tokens=max_tokens)
+    _check_flag("shuffle", shuffle)
+    _check_seed(seed)
     return batching.batch_by_tokens(lengths, max_tokens, shuffle, seed)
 
 
@@ -71,6 +88,7 @@ def collate(examples: list[tuple[list[int], list[int]]], pad_idx: int) -> Batch:
     target holds at least ``<s>`` and ``</s>``."""
     if not examples:
         raise ValueError("collate needs at least one (source, target) example")
+    check_sizes(allow_zero=True, pad_idx=pad_idx)
     if any(len(tgt) < 2 for _, tgt in examples):
         raise ValueError("every target needs at least <s> and </s> (two ids) for teacher forcing")
     return batching.collate(examples, pad_idx)
@@ -81,23 +99,31 @@ def collate(examples: list[tuple[list[int], list[int]]], pad_idx: int) -> Batch:
 
 
 def rate(step: int, d_model: int, warmup: int = 4000, factor: float = 1.0) -> float:
-    """``annotated.schedule.rate``, after checking that ``d_model`` and ``warmup`` are positive integers."""
+    """``annotated.schedule.rate``, after checking that ``step`` is an integer >= 0 (a negative one was
+    read as 1), ``d_model`` and ``warmup`` positive integers and ``factor`` a finite number > 0."""
+    check_sizes(allow_zero=True, step=step)
     check_sizes(d_model=d_model, warmup=warmup)
+    check_positive("factor", factor)
     return schedule.rate(step, d_model, warmup, factor)
 
 
 def make_optimizer(model: torch.nn.Module, d_model: int, warmup: int = 4000,
                    factor: float = 1.0) -> tuple[torch.optim.Adam, torch.optim.lr_scheduler.LambdaLR]:
     """``annotated.schedule.make_optimizer``, after checking ``d_model`` and ``warmup`` (before the
-    schedule's first call, which would otherwise divide by zero)."""
+    schedule's first call, which would otherwise divide by zero) and ``factor``."""
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     check_sizes(d_model=d_model, warmup=warmup)
+    check_positive("factor", factor)
     return schedule.make_optimizer(model, d_model, warmup, factor)
 
 
 def train_epoch(model, batches, loss_fn, optimizer, scheduler, accum_steps: int = 1, clip: float | None = None,
                 device=None, progress: bool = True, stop=None, step_losses: list[float] | None = None) -> float:
-    """``annotated.training.train_epoch``, after checking that ``accum_steps`` is a positive integer."""
+    """``annotated.training.train_epoch``, after checking that ``accum_steps`` is a positive integer and
+    ``clip`` None or a finite number > 0."""
     check_sizes(accum_steps=accum_steps)
+    _check_clip(clip)
     return training.train_epoch(model, batches, loss_fn, optimizer, scheduler, accum_steps, clip, device, progress,
                                 stop, step_losses)
 
@@ -105,8 +131,11 @@ def train_epoch(model, batches, loss_fn, optimizer, scheduler, accum_steps: int 
 def fit(model, train_batches, val_batches, loss_fn, optimizer, scheduler, epochs: int = 10,
         max_steps: int | None = None, max_minutes: float | None = None, accum_steps: int = 1,
         clip: float | None = None, device=None, progress: bool = True, seed: int = 0) -> dict:
-    """``annotated.training.fit``, after checking that the budget allows at least one update."""
+    """``annotated.training.fit``, after checking that the budget allows at least one update, ``clip``
+    and ``seed``."""
     check_budget(epochs, max_steps, max_minutes, accum_steps)  # at least one update, or a ValueError
+    _check_clip(clip)
+    _check_seed(seed)
     return training.fit(model, train_batches, val_batches, loss_fn, optimizer, scheduler, epochs, max_steps,
                         max_minutes, accum_steps, clip, device, progress, seed)
 

@@ -38,6 +38,12 @@ INVISIBLE = {"Cc", "Cf", "Co", "Cs", "Cn"}
 CONVERT_FIX = "convert it to UTF-8 (iconv -f {encoding} -t UTF-8 FILE > FILE.utf8), or pass --encoding {encoding}"
 
 
+def _check_text(text, name: str = "text") -> None:
+    if not isinstance(text, str):
+        fix = "; decode it first: decode_input(data)" if isinstance(text, (bytes, bytearray)) else ""
+        raise TypeError(f"{name} must be a str, got {type(text).__name__}{fix}")
+
+
 def _where(data: bytes, at: int) -> str:
     """'line L, byte B' of byte offset ``at`` in ``data``."""
     newline = b"\n"
@@ -49,6 +55,9 @@ def decode_input(data: bytes, source: str = "stdin", encoding: str | None = None
     """``data`` as text, and notes on what was converted. ``encoding`` None: UTF-8, or the
     encoding a byte-order mark names; anything else is a :class:`DataError` naming the place
     and the fix."""
+    if not isinstance(data, (bytes, bytearray)):
+        fix = ": it is text already; give it to clean_sentence" if isinstance(data, str) else ""
+        raise TypeError(f"data must be bytes, got {type(data).__name__}{fix}")
     if encoding is not None:
         try:
             return data.decode(encoding), []
@@ -83,6 +92,7 @@ def decode_input(data: bytes, source: str = "stdin", encoding: str | None = None
 def check_no_undecodable(text: str, source: str) -> None:
     """Raise a DataError when ``text`` holds the stand-ins Python puts for bytes that were not
     UTF-8 (a command-line argument in Latin-1 arrives as lone surrogates U+DC80..U+DCFF)."""
+    _check_text(text)
     bad = next((i for i, c in enumerate(text) if 0xDC80 <= ord(c) <= 0xDCFF), None)
     if bad is not None:
         raise DataError(f"{source} is not UTF-8: character {bad + 1} was the byte 0x{ord(text[bad]) - 0xDC00:02X} "
@@ -128,6 +138,7 @@ def clean_sentence(text: str) -> tuple[str, list[str]]:
     """``text`` without control or invisible characters, other spaces made plain ones, letters
     composed (NFC), fullwidth and halfwidth forms made ordinary ones (NFKC of those alone); and a
     note on each kind of change, and on the characters the model never saw (none when nothing was)."""
+    _check_text(text)
     composed = unicodedata.normalize("NFC", text)
     wide = [char for char in composed if _is_width_form(char)]
     if wide:  # only these: NFKC of the whole text would also turn "½" into "1⁄2" and "ﬁ" into "fi"
@@ -169,6 +180,7 @@ def clean_sentence(text: str) -> tuple[str, list[str]]:
 
 def has_latin_letters(text: str) -> bool:
     """Whether ``text`` holds a letter of the Latin script (a-z, ä, ö, ü, ß, é, ..., fullwidth ones too)."""
+    _check_text(text)
     return any(char.isalpha() and _is_latin(char) for char in text)
 
 
@@ -176,6 +188,7 @@ def untranslatable(text: str) -> str | None:
     """Why the model cannot translate ``text``, or None when it can (it holds a Latin letter) or the
     line is blank: 'has no letter to translate (...)', or 'is written in the Arabic script, which the
     model does not know (...)', naming every script of its letters (the model knows Latin letters only)."""
+    _check_text(text)
     if not text.strip() or has_latin_letters(text):
         return None
     shown = repr(text.strip()[:30])

@@ -32,8 +32,13 @@ def check_local_attention(query: torch.Tensor, key: torch.Tensor, b: int) -> Non
 
 def check_projections(key: torch.Tensor, E: torch.Tensor, F: torch.Tensor) -> None:
     """Raise a ValueError unless Linformer's E and F are (k, n) matrices for the n positions of ``key``."""
+    if not isinstance(key, torch.Tensor) or key.dim() < 2:
+        shape = tuple(key.shape) if isinstance(key, torch.Tensor) else type(key).__name__
+        raise ValueError(f"key of shape {shape} must be (..., n, d_k): one key vector per position")
     n = key.size(-2)
     for name, P in (("E", E), ("F", F)):
+        if not isinstance(P, torch.Tensor):
+            raise TypeError(f"{name} must be a (k, {n}) tensor, got {type(P).__name__}")
         if P.dim() != 2 or P.size(1) != n:
             raise ValueError(
                 f"{name} of shape {tuple(P.shape)} must be (k, n) = (k, {n}): it mixes the n "

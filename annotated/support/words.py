@@ -33,6 +33,11 @@ def detokenize_words(tokens: list[str]) -> str:
     ("'s", "n't"), none after opening brackets, none around hyphens, and double quotes
     hug what they enclose."""
     check_not_text(tokens, "tokens", "a list of tokens")
+    tokens = list(tokens)
+    bad = next((i for i, token in enumerate(tokens) if not isinstance(token, str)), None)
+    if bad is not None:
+        raise TypeError(f"tokens[{bad}] is a {type(tokens[bad]).__name__}, not a str: give the tokens as text "
+                        f"(vocab.lookup_tokens(ids) turns ids into tokens)")
     text, glue_next, inside_quotes = "", True, False
     for token in tokens:
         glue = glue_next or token in NO_SPACE_BEFORE or token.startswith("'")
@@ -63,6 +68,12 @@ def _check_word(word, name: str) -> None:
     if LITERAL_AT in word:
         raise ValueError(f"{name} {word!r} holds U+FF20 FULLWIDTH COMMERCIAL AT, which stands for '@' inside "
                          f"byte-pair pieces; write '@' (unicodedata.normalize('NFKC', text) does)")
+
+
+def spell_inputs(word) -> None:
+    """``spell``'s word: a non-empty str (its last character gets the end mark)."""
+    if not isinstance(word, str) or not word:
+        _check_word(word, "word")
 
 
 def escape_at(word: str) -> str:
@@ -133,6 +144,12 @@ def unescaped(detokenize: Callable) -> Callable:
 
     @functools.wraps(detokenize)
     def detokenize_unescaped(pieces):
+        if not isinstance(pieces, (str, bytes)):
+            pieces = list(pieces)
+            bad = next((i for i, piece in enumerate(pieces) if not isinstance(piece, str)), None)
+            if bad is not None:
+                raise TypeError(f"pieces[{bad}] is a {type(pieces[bad]).__name__}, not a str: give the pieces as "
+                                f"text (vocab.lookup_tokens(ids) turns ids into pieces)")
         return unescape_at(detokenize(pieces))
 
     return detokenize_unescaped
