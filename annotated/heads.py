@@ -25,7 +25,9 @@ from annotated.decoding import greedy_decode
 from annotated.bpe import JOIN
 from annotated.model import EncoderDecoder
 from annotated.multi_head import MultiHeadAttention
+from annotated.support import translation_guards as guards
 from annotated.support.checks import check_head, check_pieces
+from annotated.support.translation_guards import guarded
 from annotated.support.tokenizer import Tokenizer
 from annotated.vocab import BOS, EOS, PAD
 
@@ -228,3 +230,8 @@ def heads_masked(model: EncoderDecoder, heads: Iterable[tuple[str, int, int]]) -
     finally:
         for hook in hooks:
             hook.remove()
+
+
+# The input guards (annotated/support/translation_guards.py), which the notebook's cells leave out: the
+# checks translate() makes (a model and its own tokenizer; a sentence with a letter, not too long).
+sentence_attention = guarded(sentence_attention, guards.sentence_attention_inputs)

@@ -14,7 +14,11 @@ mark are converted, with a note; ``--encoding`` reads another), and control or i
 characters (NUL, ESC, zero-width spaces) are removed with a note.
 
 In Python, ``translate(sentences, model, tokenizer)`` does the same with a model from
-``annotated.load_pretrained()``.
+``annotated.load_pretrained()`` (both, or neither for the shipped model).
+
+The command's output can go to a pipe that closes early (``| head -1``): it then stops quietly,
+with the exit status of a program that SIGPIPE ended (141), as other Unix tools do. With stdin
+closed and no sentences as arguments, or stdout closed, it says so instead of printing nothing.
 """
 
 import argparse
@@ -27,16 +31,14 @@ import torch
 
 from annotated.evaluation import translate as translate_batch
 from annotated.model import EncoderDecoder
-from annotated.support.checks import check_beam_arguments, check_not_text
 from annotated.support.cli import check_beam_fits
 from annotated.support.errors import UsageError, run_command
 from annotated.support.input_text import check_no_undecodable, clean_sentence, decode_input, has_latin_letters
 from annotated.support.options import MAX_BEAM, beam_width, length_penalty, positive_int, thread_count
-from annotated.support.pretrained import load_pretrained
+from annotated.support.pipes import quiet_on_closed_pipe
+from annotated.support.pretrained import CheckpointError, check_model_path, load_pretrained
 from annotated.support.tokenizer import Tokenizer
-
-MAX_SOURCE_TOKENS = 200  # longer lines are refused: Multi30k's sentences have at most about 80 tokens
-MAX_OUTPUT_TOKENS = 250  # the same for every sentence, so that batching cannot change a translation
+from annotated.support.translation_guards import MAX_OUTPUT_TOKENS, MAX_SOURCE_TOKENS, prepared, translate_call_inputs
 
 
 def translate(sentences: list[str], model: EncoderDecoder | None = None, tokenizer: Tokenizer | None = None,
@@ -46,14 +48,8 @@ def translate(sentences: list[str], model: EncoderDecoder | None = None, tokeniz
 
     Control and invisible characters are removed first, and a sentence with no letter gets ""
     (each with a warning)."""
-    check_not_text(sentences, "sentences", "a list of German sentences")  # a str would be 1 sentence per character
-    sentences = list(sentences)
-    for i, s in enumerate(sentences):
-        if not isinstance(s, str):
-            raise TypeError(f"sentence {i + 1} is a {type(s).__name__}, not a str; decode bytes first "
-                            f"(s.decode('utf-8'))")
-    check_beam_arguments(beam, alpha)  # a positive integer and 0 <= alpha <= 10, or a ValueError naming them
-    if model is None or tokenizer is None:
+    sentences = translate_call_inputs(sentences, model, tokenizer, beam, alpha, batch_size)  # or a one-line error
+    if model is None:
         model, tokenizer = load_pretrained()
     if beam > len(tokenizer.tgt_vocab):
         raise ValueError(f"beam={beam} is wider than the target vocabulary of {len(tokenizer.tgt_vocab)} tokens")
@@ -75,24 +71,13 @@ def translate(sentences: list[str], model: EncoderDecoder | None = None, tokeniz
     return out
 
 
-def prepared(sentence: str, where: str, report=None) -> str:
-    """``sentence`` without control or invisible characters, or "" when it has no letter to translate;
-    what was changed goes to ``report(message)`` (default: a warning)."""
-    report = report or (lambda message: warnings.warn(message, stacklevel=3))
-    cleaned, notes = clean_sentence(sentence)
-    for note in notes:
-        report(f"{where}: {note}")
-    if cleaned.strip() and not has_latin_letters(cleaned):
-        report(f"{where} has no letter to translate ({cleaned.strip()[:30]!r}); the model translates German "
-               f"sentences, so an empty line stands for it")
-        return ""
-    return cleaned
-
-
 def read_stdin(encoding: str | None = None) -> list[str]:
     """The lines of stdin, decoded by ``annotated.support.input_text.decode_input``: UTF-8 (or the
     encoding its byte-order mark names, with a note on stderr, or ``encoding``); anything else stops
     the command with the line and the fix."""
+    if sys.stdin is None:  # Python's stdin when file descriptor 0 is closed (<&-)
+        raise UsageError("stdin is closed and no sentences were given; give them as arguments, or from a file: "
+                         "python -m annotated.translate < german.txt")
     if sys.stdin.isatty():
         print("Type German sentences, one per line; end with Ctrl-D (Ctrl-Z then Enter on Windows).", file=sys.stderr)
     text, notes = decode_input(sys.stdin.buffer.read(), "stdin", encoding)
@@ -117,10 +102,12 @@ def encoding_name(text: str) -> str:
 
 
 def model_path(text: str) -> str:
-    """An argparse type: a path that exists (what it holds is checked when the model loads)."""
-    if not Path(text).exists():
-        raise argparse.ArgumentTypeError(f"no model at {text}; give a .pt checkpoint of python -m annotated.train, "
-                                         f"or a folder written by python -m annotated.support.pretrained export")
+    """An argparse type: a folder or a file that exists, not a pipe or a device, which would wait for a
+    writer (what it holds is checked when the model loads)."""
+    try:
+        check_model_path(Path(text))
+    except CheckpointError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
     return text
 
 
@@ -148,6 +135,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     def body() -> int:
+        if sys.stdout is None:  # Python's stdout when file descriptor 1 is closed (>&-)
+            raise UsageError("stdout is closed, so the translations would be lost; send them to a file or a "
+                             "pipe: python -m annotated.translate ... > english.txt")
         if args.threads is not None:
             torch.set_num_threads(args.threads)
         if args.sentences:
@@ -160,7 +150,11 @@ def main(argv: list[str] | None = None) -> int:
             print(message, file=sys.stderr)
 
         sentences = [prepared(s, f"{what} {i + 1}", report) for i, s in enumerate(sentences)]
-        model, tokenizer = load_pretrained(args.checkpoint)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            model, tokenizer = load_pretrained(args.checkpoint)
+        for warning in caught:  # one line each (a model folder whose parts cannot be checked), no source line
+            print(f"{parser.prog}: note: {warning.message}", file=sys.stderr)
         check_beam_fits(args.beam, len(tokenizer.tgt_vocab), "--beam")
         lengths = [len(tokenizer.tokenize(s)) for s in sentences]
         for i, n in enumerate(lengths):
@@ -172,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
             print(line)
         return 0
 
-    return run_command(body, parser.prog)
+    return run_command(quiet_on_closed_pipe(body), parser.prog)
 
 
 if __name__ == "__main__":

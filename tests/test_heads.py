@@ -1,6 +1,7 @@
 """annotated.heads (notebook 12): reading, summarising and masking the heads of a model."""
 
 import math
+import warnings
 
 import matplotlib
 import pytest
@@ -239,6 +240,49 @@ def test_sentence_attention_labels_are_the_tokens_in_order(shipped):
     assert (found.weights["decoder"][..., future] == 0).all()
     given = sentence_attention(model, tokenizer, german, "A fireman gets out of the car.")
     assert given.produced[:-1] == tokenizer.text.tokenize_en("A fireman gets out of the car.")
+
+
+@pytest.mark.parametrize("german, english, error, message", [
+    ("", None, ValueError, r"^german is empty: the maps would be those of a sentence the model made up; give a "
+                           r"sentence, e.g. 'Zwei Hunde spielen im Schnee.'$"),
+    ("   ", None, ValueError, r"^german is empty: "),
+    ("\u200b\x1b", None, ValueError, r"^german is empty once control characters are removed"),
+    ("123 ---", None, ValueError, r"^german has no letter \('123 ---'\)"),
+    ("Hund " * 201, None, ValueError, r"^german has 201 tokens, more than the 200 translate\(\) accepts"),
+    (b"Ein Mann.", None, TypeError, r"^german must be one sentence \(a str\), got a bytes; decode bytes first"),
+    (["Ein Mann.", "Zwei Hunde."], None, TypeError, r"^german must be one sentence \(a str\), got a list; call "
+                                                    r"sentence_attention once per sentence"),
+    ("Ein Mann.", "", ValueError, r"^english is empty: .* leave english out \(None\) to see the model's own"),
+    ("Ein Mann.", 3, TypeError, r"^english must be one sentence \(a str\), got a int"),
+])
+def test_sentence_attention_makes_the_checks_translate_makes(shipped, german, english, error, message):
+    """Before these checks an empty sentence got the attention maps of a sentence the model made up."""
+    model, tokenizer = shipped
+    with pytest.raises(error, match=message), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the note on what was removed
+        sentence_attention(model, tokenizer, german, english)
+
+
+def test_sentence_attention_needs_the_model_and_its_own_tokenizer(shipped):
+    from annotated.support.tokenizer import Tokenizer
+    from annotated.vocab import Vocab
+
+    model, tokenizer = shipped
+    with pytest.raises(TypeError, match=r"^sentence_attention needs a model and its tokenizer"):
+        sentence_attention(model, None, "Ein Mann.")
+    with pytest.raises(TypeError, match=r"^model and tokenizer are swapped"):
+        sentence_attention(tokenizer, model, "Ein Mann.")
+    other = Vocab(tokenizer.src_vocab.get_itos()[:100])
+    with pytest.raises(ValueError, match=r"^the tokenizer's vocabularies \(100 source and 100 target tokens\) do "
+                                         r"not fit the model"):
+        sentence_attention(model, Tokenizer(other, other, tokenizer.merges), "Ein Mann.")
+
+
+def test_sentence_attention_removes_invisible_characters_with_a_warning(shipped):
+    model, tokenizer = shipped
+    with pytest.warns(UserWarning, match=r"german: removed 1 control or invisible character\(s\) \(U\+200B"):
+        found = sentence_attention(model, tokenizer, "Zwei\u200b Hunde.")
+    assert found.source == sentence_attention(model, tokenizer, "Zwei Hunde.").source
 
 
 def test_figures_are_labelled_with_the_tokens(shipped):

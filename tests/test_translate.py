@@ -1,5 +1,6 @@
 """``annotated.load_pretrained``, the shipped format and ``python -m annotated.translate``."""
 
+import shlex
 import subprocess
 import sys
 
@@ -262,3 +263,130 @@ def test_a_model_with_nan_weights_is_an_error_not_padding(tiny):
     for beam in (1, 2):  # greedy decoding too, which goes through no beam-search guard
         with pytest.raises(ValueError, match=f"the model's weights {name} hold NaN or infinite values"):
             translate(["Ein Mann."], broken, tokenizer, beam=beam)
+
+
+# ---------------------------------------------------------------- a model and its own tokenizer, and the arguments
+
+
+@pytest.fixture
+def no_shipped_model(monkeypatch):
+    """translate() must not fall back on the shipped model for these calls."""
+    import annotated.translate as translate_module
+
+    monkeypatch.setattr(translate_module, "load_pretrained", lambda *a, **k: pytest.fail("the shipped model was loaded"))
+
+
+def test_a_model_without_its_tokenizer_is_an_error_not_the_shipped_model(tiny, no_shipped_model):
+    model, tokenizer = tiny
+    with pytest.raises(TypeError, match=r"^translate\(\) got a model but no tokenizer, and would have used the "
+                                        r"shipped model instead of yours; pass the tokenizer loaded with it: model, "
+                                        r"tokenizer = load_pretrained\(path\); translate\(sentences, model, "
+                                        r"tokenizer\)$"):
+        translate(["Ein Mann."], model)
+    with pytest.raises(TypeError, match=r"^translate\(\) got a tokenizer but no model"):
+        translate(["Ein Mann."], tokenizer=tokenizer)
+    with pytest.raises(TypeError, match=r"^model is a tuple, what load_pretrained\(\) returns; unpack it"):
+        translate(["Ein Mann."], tiny)
+    with pytest.raises(TypeError, match=r"^model and tokenizer are swapped"):
+        translate(["Ein Mann."], tokenizer, model)
+    with pytest.raises(TypeError, match=r"^model must be a Transformer of this course .* got a str"):
+        translate(["Ein Mann."], "model.pt", tokenizer)
+    with pytest.raises(TypeError, match=r"^tokenizer must be the Tokenizer of the model .* got a dict"):
+        translate(["Ein Mann."], model, {"vocab": 1})
+
+
+def test_a_tokenizer_of_another_model_is_refused(tiny, no_shipped_model):
+    from annotated.support.tokenizer import Tokenizer
+    from annotated.vocab import Vocab
+
+    model, tokenizer = tiny
+    smaller = Vocab(tokenizer.src_vocab.get_itos()[:-2])
+    with pytest.raises(ValueError, match=rf"^the tokenizer's vocabularies \({len(smaller)} source and {len(smaller)} "
+                                         rf"target tokens\) do not fit the model, built for {len(tokenizer.src_vocab)} "
+                                         rf"and {len(tokenizer.tgt_vocab)}: the tokenizer belongs to another model"):
+        translate(["Ein Mann."], model, Tokenizer(smaller, smaller, tokenizer.merges))
+
+
+@pytest.mark.parametrize("kwargs, error, message", [
+    ({"beam": 0}, ValueError, r"^beam must be a positive integer, got 0; beam=1 is greedy decoding"),
+    ({"beam": 2.5}, ValueError, r"^beam must be a positive integer, got 2.5"),
+    ({"beam": True}, ValueError, r"^beam must be a positive integer, got True"),
+    ({"alpha": -1}, ValueError, r"^alpha \(the length penalty\) must be a number from 0 to 10, got -1"),
+    ({"alpha": float("nan")}, ValueError, r"^alpha \(the length penalty\) must be a number from 0 to 10, got nan"),
+    ({"alpha": "0.6"}, ValueError, r"^alpha \(the length penalty\) must be a number from 0 to 10, got '0.6'"),
+    ({"batch_size": 0}, ValueError, r"^batch_size must be a positive integer, got 0"),
+    ({"sentences": 5}, TypeError, r"^sentences must be a list of German sentences, got a int"),
+    ({"sentences": [None]}, TypeError, r"^sentence 1 is a NoneType, not a str; give each sentence as a str"),
+])
+def test_each_argument_out_of_range_is_named_before_any_work(tiny, no_shipped_model, kwargs, error, message):
+    model, tokenizer = tiny
+    arguments = {"sentences": ["Ein Mann."], "model": model, "tokenizer": tokenizer, **kwargs}
+    with pytest.raises(error, match=message):
+        translate(**arguments)
+
+
+def test_an_iterator_of_sentences_is_read_once(tiny):
+    model, tokenizer = tiny
+    assert translate(iter(["Ein Mann.", "Zwei Hunde."]), model, tokenizer, beam=2) == \
+        translate(["Ein Mann.", "Zwei Hunde."], model, tokenizer, beam=2)
+
+
+# ---------------------------------------------------------------- the command with closed streams and pipes
+
+
+def run_tiny(checkpoint, *args, shell_suffix="", popen=False):
+    """The command on the tiny model in a fresh Python, with a redirection of the shell (``<&-``)."""
+    command = " ".join(shlex.quote(a) for a in [sys.executable, "-m", "annotated.translate", "--checkpoint",
+                                                  str(checkpoint), "--beam", "2", *args])
+    return subprocess.run(["bash", "-c", f"{command} {shell_suffix}"], capture_output=True, text=True, cwd=ROOT,
+                          timeout=300)
+
+
+def test_with_stdin_closed_and_no_arguments_the_command_says_so(tiny_bpe_checkpoint):
+    result = run_tiny(tiny_bpe_checkpoint, shell_suffix="<&-")
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr == ("python -m annotated.translate: error: stdin is closed and no sentences were given; give "
+                             "them as arguments, or from a file: python -m annotated.translate < german.txt\n")
+
+
+def test_with_stdout_closed_the_command_says_the_translations_would_be_lost(tiny_bpe_checkpoint):
+    result = run_tiny(tiny_bpe_checkpoint, "Ein Mann.", shell_suffix=">&-")
+    assert result.returncode == 2 and "error: stdout is closed, so the translations would be lost" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_output_into_a_pipe_that_closes_early_ends_quietly_like_other_unix_tools(tiny_bpe_checkpoint):
+    """`translate < german.txt | head -1`: head leaves after one line, and the command's next write
+    gets EPIPE. Here the reading end is closed before the command writes, so that every write fails."""
+    process = subprocess.Popen([sys.executable, "-m", "annotated.translate", "--checkpoint", str(tiny_bpe_checkpoint),
+                                "--beam", "1", "Ein Mann.", "Zwei Hunde."], stdin=subprocess.DEVNULL,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+    process.stdout.close()
+    err = process.stderr.read().decode()
+    assert process.wait(timeout=300) == 141  # 128 + SIGPIPE, what a shell reports for `seq 1e6 | head -1`
+    assert err == "", err  # no traceback, no "Exception ignored ... BrokenPipeError" at exit
+
+
+def test_a_named_pipe_as_the_model_is_named_without_waiting_for_a_writer(tmp_path):
+    import os
+
+    os.mkfifo(tmp_path / "model.pt")
+    result = run("--checkpoint", str(tmp_path / "model.pt"), "Ein Mann.")
+    assert result.returncode == 2 and "model.pt is a named pipe (FIFO), not a model; give a .pt checkpoint" in \
+        result.stderr
+    assert "--resume" not in result.stderr and "Traceback" not in result.stderr
+
+
+def test_an_older_model_folder_is_one_note_line(tiny_bpe_checkpoint, tmp_path, command):
+    import json
+
+    from annotated.support.pretrained import FILES, TIES, sha256
+
+    folder = export(tiny_bpe_checkpoint, tmp_path / "older")
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({k: v for k, v in config.items() if k not in TIES}))
+    (folder / "SHA256SUMS").write_text("".join(f"{sha256(folder / name)}  {name}\n" for name in FILES))
+    code, lines, err = command("--checkpoint", str(folder), "Ein Mann.")
+    assert code == 0 and len(lines) == 1
+    assert err.startswith("python -m annotated.translate: note: ") and "records no SHA-256" in err
+    assert err.count("\n") == 1 and "UserWarning" not in err

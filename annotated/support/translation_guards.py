@@ -1,23 +1,32 @@
-"""The input guards of notebooks 09–11's modules, kept out of the code the notebook teaches.
+"""The input guards of notebooks 09–12's modules, kept out of the code the notebook teaches.
 
 A program needs its functions to refuse bad input with one clear line (a string where a list of
 sentences belongs would be translated letter by letter; ``batch_size=0`` would loop forever); a
 lesson reads better without those lines. So the taught functions and methods of
-``annotated.data``, ``annotated.vocab``, ``annotated.bpe``, ``annotated.beam_search`` and
-``annotated.evaluation`` hold no guard, and each of those modules ends by wrapping them with
-:func:`guarded` and the matching check below. Whoever imports the package (the command line,
-``annotated.translate``, the tests) gets the guarded versions; the notebook's cells define the plain
-ones, which give the same results on valid input.
+``annotated.data``, ``annotated.vocab``, ``annotated.bpe``, ``annotated.beam_search``,
+``annotated.evaluation`` and ``annotated.heads`` (``sentence_attention``) hold no guard, and each of
+those modules ends by wrapping them with :func:`guarded` and the matching check below. Whoever
+imports the package (the command line, ``annotated.translate``, the tests) gets the guarded
+versions; the notebook's cells define the plain ones, which give the same results on valid input.
+The checks of ``annotated.translate.translate`` are here too, shared with ``sentence_attention``.
 """
 
 import functools
 import inspect
+import math
+import numbers
+import warnings
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from annotated.support.checks import (
     check_beam_arguments, check_decoding_inputs, check_finite_weights, check_not_text, check_sizes, check_tokens,
 )
+from annotated.support.input_text import clean_sentence, has_latin_letters
+
+MAX_SOURCE_TOKENS = 200  # longer sentences are refused: Multi30k's sentences have at most about 80 tokens
+MAX_OUTPUT_TOKENS = 250  # the same for every sentence, so that batching cannot change a translation
+MAX_ALPHA = 10.0  # the length penalty's range, as the command line's --alpha
 
 
 def guarded(function: Callable, check: Callable, by_name: bool = True) -> Callable:
@@ -156,3 +165,129 @@ def cache_in_step(model, memory, src_mask, ys, cache=None) -> None:
     if cache and held != ys.size(1) - 1:
         raise ValueError(f"the cache holds {held} positions but ys has {ys.size(1)} tokens; it must hold "
                          f"all but the newest: call next_token_logits once per new token, from init_cache")
+
+
+# ----------------------------------------------- annotated.translate.translate and annotated.heads
+
+def prepared(sentence: str, where: str, report: Callable[[str], None] | None = None) -> str:
+    """``sentence`` without control or invisible characters, or "" when it has no letter to translate;
+    what was changed goes to ``report(message)`` (default: a warning, shown at the caller's caller)."""
+    report = report or (lambda message: warnings.warn(message, stacklevel=4))
+    cleaned, notes = clean_sentence(sentence)
+    for note in notes:
+        report(f"{where}: {note}")
+    if cleaned.strip() and not has_latin_letters(cleaned):
+        report(f"{where} has no letter to translate ({cleaned.strip()[:30]!r}); the model translates German "
+               f"sentences, so an empty line stands for it")
+        return ""
+    return cleaned
+
+
+def _is_model(value) -> bool:
+    import torch
+
+    return isinstance(value, torch.nn.Module) and all(hasattr(value, name) for name in ("encode", "decode",
+                                                                                         "generator"))
+
+
+def check_model_and_tokenizer(model, tokenizer, call: str) -> None:
+    """``model`` is a Transformer of this course and ``tokenizer`` a Tokenizer whose vocabularies fit
+    its embeddings (one of another model would index out of range, or silently mean other words).
+    ``call`` is how the function is called, for the fix."""
+    from annotated.support.tokenizer import Tokenizer
+
+    unpack = "model, tokenizer = load_pretrained()  (or load_pretrained(path) for a model of one's own)"
+    if isinstance(model, tuple) and len(model) == 2 and tokenizer is None:
+        raise TypeError(f"model is a tuple, what load_pretrained() returns; unpack it: {unpack}, then {call}")
+    if isinstance(model, Tokenizer) and _is_model(tokenizer):
+        raise TypeError(f"model and tokenizer are swapped: the model comes first, {call}")
+    if not _is_model(model):
+        raise TypeError(f"model must be a Transformer of this course (an EncoderDecoder, from load_pretrained() or "
+                        f"make_model), got a {type(model).__name__}; {unpack}")
+    if not isinstance(tokenizer, Tokenizer):
+        raise TypeError(f"tokenizer must be the Tokenizer of the model (load_pretrained() returns both), got a "
+                        f"{type(tokenizer).__name__}; {unpack}")
+    try:
+        sizes = model.src_embed[0].lut.num_embeddings, model.generator.proj.out_features
+    except (AttributeError, IndexError, TypeError):
+        return  # a model built another way: its sizes are checked where the ids meet the embeddings
+    if (len(tokenizer.src_vocab), len(tokenizer.tgt_vocab)) != sizes:
+        raise ValueError(f"the tokenizer's vocabularies ({len(tokenizer.src_vocab)} source and "
+                         f"{len(tokenizer.tgt_vocab)} target tokens) do not fit the model, built for {sizes[0]} "
+                         f"and {sizes[1]}: the tokenizer belongs to another model; pass the one loaded with this "
+                         f"model, {unpack}")
+
+
+def translate_call_inputs(sentences, model, tokenizer, beam, alpha, batch_size) -> list[str]:
+    """The arguments of ``annotated.translate.translate`` checked before any work; the sentences as
+    a list (an iterator is read once)."""
+    check_not_text(sentences, "sentences", "a list of German sentences")  # a str would be 1 sentence per character
+    if not isinstance(sentences, Iterable):
+        raise TypeError(f"sentences must be a list of German sentences, got a {type(sentences).__name__}")
+    sentences = list(sentences)
+    for i, s in enumerate(sentences):
+        if not isinstance(s, str):
+            fix = "decode bytes first (s.decode('utf-8'))" if isinstance(s, (bytes, bytearray)) else \
+                "give each sentence as a str"
+            raise TypeError(f"sentence {i + 1} is a {type(s).__name__}, not a str; {fix}")
+    call = "translate(sentences, model, tokenizer)"
+    if model is not None and tokenizer is None and not isinstance(model, tuple):
+        raise TypeError(f"translate() got a model but no tokenizer, and would have used the shipped model "
+                        f"instead of yours; pass the tokenizer loaded with it: model, tokenizer = "
+                        f"load_pretrained(path); {call}")
+    if model is None and tokenizer is not None:
+        raise TypeError(f"translate() got a tokenizer but no model; pass the model loaded with it: model, "
+                        f"tokenizer = load_pretrained(path); {call} (or neither, for the shipped model)")
+    if model is not None:
+        check_model_and_tokenizer(model, tokenizer, call)
+    if isinstance(beam, bool) or not isinstance(beam, numbers.Integral) or beam < 1:
+        raise ValueError(f"beam must be a positive integer, got {beam!r}; beam=1 is greedy decoding, the paper "
+                         f"uses 4")
+    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) or not math.isfinite(alpha) \
+            or not 0 <= alpha <= MAX_ALPHA:
+        raise ValueError(f"alpha (the length penalty) must be a number from 0 to {MAX_ALPHA:g}, got {alpha!r}; "
+                         f"0 turns it off, the paper uses 0.6")
+    check_sizes(batch_size=batch_size)
+    return sentences
+
+
+def sentence_attention_inputs(model, tokenizer, german, english=None, **_):
+    """The checks ``translate`` makes, for one sentence pair: a model and its tokenizer, a German
+    sentence (control and invisible characters removed, with a warning) with a letter to translate and
+    no more than MAX_SOURCE_TOKENS tokens, and an English one likewise when it is given. An empty
+    sentence would get the attention maps of a sentence the model made up."""
+    call = "sentence_attention(model, tokenizer, german)"
+    if model is None or tokenizer is None:
+        raise TypeError(f"sentence_attention needs a model and its tokenizer: model, tokenizer = "
+                        f"load_pretrained(); {call}")
+    check_model_and_tokenizer(model, tokenizer, call)
+    replaced = {}
+    for name, text, tokenize, limit in (("german", german, tokenizer.tokenize, MAX_SOURCE_TOKENS),
+                                        ("english", english, tokenizer.text.tokenize_en, MAX_OUTPUT_TOKENS)):
+        if text is None and name == "english":
+            continue
+        if not isinstance(text, str):
+            if isinstance(text, (list, tuple)):
+                fix = "call sentence_attention once per sentence"
+            elif isinstance(text, (bytes, bytearray)):
+                fix = "decode bytes first (s.decode('utf-8'))"
+            else:
+                fix = "give one sentence as a str"
+            raise TypeError(f"{name} must be one sentence (a str), got a {type(text).__name__}; {fix}")
+        cleaned, notes = clean_sentence(text)
+        for note in notes:
+            warnings.warn(f"{name}: {note}", stacklevel=3)  # at the caller of sentence_attention
+        if not cleaned.strip():
+            other = "leave english out (None) to see the model's own translation" if name == "english" else \
+                "e.g. 'Zwei Hunde spielen im Schnee.'"
+            raise ValueError(f"{name} is empty{' once control characters are removed' if text.strip() else ''}: "
+                             f"the maps would be those of a sentence the model made up; give a sentence, {other}")
+        if not has_latin_letters(cleaned):
+            raise ValueError(f"{name} has no letter ({cleaned.strip()[:30]!r}): the model reads German and writes "
+                             f"English; give a sentence in those languages")
+        n = len(tokenize(cleaned))
+        if n > limit:
+            raise ValueError(f"{name} has {n} tokens, more than the {limit} translate() accepts; give one sentence")
+        replaced[name] = cleaned
+    check_finite_weights(model)
+    return replaced
