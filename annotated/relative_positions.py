@@ -26,7 +26,8 @@ import torch.nn.functional as F
 from annotated.multi_head import MultiHeadAttention
 from annotated.support.checks import check_mask_shape, check_sizes
 from annotated.support.class_guards import checked
-from annotated.support.variant_checks import check_offset_table, check_relative_vectors, check_skew_input
+from annotated.support.variant_checks import (check_offset_table, check_relative_attention_inputs,
+                                              check_relative_vectors, check_skew_input)
 
 
 def relative_positions(length_q: int, length_k: int, max_distance: int) -> torch.Tensor:
@@ -107,5 +108,7 @@ def skewed_relative_logits(q: torch.Tensor, E: torch.Tensor) -> torch.Tensor:
     return skew(q @ E.transpose(-2, -1))  # (..., L, L)
 
 
-# The input guard the notebook's cell leaves out: a square (..., L, L) input, or the reshape fails.
+# The input guards the notebook's cells leave out: a square (..., L, L) input for the skew, or the reshape
+# fails; a bool mask that fits the scores, or the masked_fill fails deep inside PyTorch.
 skew = checked(skew, check_skew_input)
+relative_attention = checked(relative_attention, check_relative_attention_inputs)

@@ -106,3 +106,15 @@ def test_skew_of_a_non_square_input_is_named_not_a_reshape_traceback(qe):
 def test_a_query_without_positions_is_named():
     with pytest.raises(ValueError, match=r"q of shape \(3,\) must be \(\.\.\., L, D\)"):
         skewed_relative_logits(torch.randn(3), torch.randn(1, 3))
+
+
+@pytest.mark.parametrize("mask, error, message", [
+    (torch.ones(2, 4, 5, dtype=torch.bool), ValueError, r"mask of shape \(2, 4, 5\) does not fit the attention scores"),
+    (torch.ones(2, 4, 4), TypeError, "mask must be a bool tensor"),  # before: "~ (operator.invert) is only implemented"
+    (torch.ones(3, 4, 4, dtype=torch.bool), ValueError, r"mask of shape \(3, 4, 4\) does not fit"),
+], ids=["keys", "float", "batch"])
+def test_a_mask_that_does_not_fit_is_named(mask, error, message):
+    q, a = torch.randn(2, 4, 3), torch.randn(4, 4, 3)
+    with pytest.raises(error, match=message):
+        relative_attention(q, q, q, a, a, mask)
+    relative_attention(q, q, q, a, a, torch.ones(2, 1, 4, dtype=torch.bool))  # one row for every query: accepted

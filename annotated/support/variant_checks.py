@@ -14,7 +14,8 @@ from collections.abc import Mapping
 import numpy as np
 import torch
 
-from annotated.support.checks import check_features, check_label_smoothing, check_sizes, check_targets
+from annotated.support.checks import (check_features, check_label_smoothing, check_mask_shape, check_sizes,
+                                      check_targets)
 
 INDEX_DTYPES = (torch.int64, torch.int32)  # what scatter_ and embedding lookups take as token ids
 
@@ -108,6 +109,20 @@ def check_relative_vectors(query: torch.Tensor, key: torch.Tensor, a_k: torch.Te
     if a_k.shape != (query.size(-2), key.size(-2), query.size(-1)) or a_v.shape != a_k.shape:
         raise ValueError(f"a_k {tuple(a_k.shape)} and a_v {tuple(a_v.shape)} must both be (L_q, L_k, d_k) = "
                          f"{(query.size(-2), key.size(-2), query.size(-1))}: one vector per (query, key) pair")
+
+
+def check_relative_attention_inputs(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, a_k: torch.Tensor,
+                                    a_v: torch.Tensor, mask: torch.Tensor | None = None) -> None:
+    """``relative_attention``'s inputs: query, key and value tensors (..., L, d) with one value per key, and a
+    bool mask (..., L_q or 1, L_k) that fits the scores (the vectors a_k, a_v are checked by the function)."""
+    for name, x in (("query", query), ("key", key), ("value", value)):
+        if not isinstance(x, torch.Tensor) or x.dim() < 2:
+            shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+            raise ValueError(f"{name} of shape {shape} must be (..., L, d_k): one vector per position")
+    if value.size(-2) != key.size(-2):
+        raise ValueError(f"value has {value.size(-2)} positions and key {key.size(-2)}: one value per key")
+    if mask is not None:
+        check_mask_shape(mask, torch.Size([*query.shape[:-1], key.size(-2)]))
 
 
 def check_offset_table(q: torch.Tensor, E: torch.Tensor) -> None:
