@@ -343,6 +343,35 @@ def test_a_changed_model_file_is_a_fail_naming_it(tmp_path):
     assert not missing.ok and "lacks config.json" in missing.detail
 
 
+def test_a_model_file_of_another_model_is_a_fail_even_with_checksums_computed_again(tmp_path):
+    from annotated.support.pretrained import FILES, sha256
+
+    copy = tmp_path / "pretrained"
+    shutil.copytree(PRETRAINED_DIR, copy)
+    lines = (copy / "vocab.txt").read_text(encoding="utf-8").splitlines()
+    lines[-1], lines[-2] = lines[-2], lines[-1]  # the same size and pieces, two ids that mean other words
+    (copy / "vocab.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (copy / "SHA256SUMS").write_text("".join(f"{sha256(copy / name)}  {name}\n" for name in FILES))
+    result = doctor.check_model(copy)
+    assert not result.ok and f"{copy / 'vocab.txt'} is not the vocabulary this model was trained with" in result.detail
+    assert result.fix.startswith("export the model again")
+
+
+def test_the_commands_exit_quietly_when_their_output_pipe_closes(tmp_path, tiny_bpe_checkpoint):
+    """`python -m annotated.doctor | head -1`: a closed pipe is no traceback, and the status is the
+    one a shell reports for a program that SIGPIPE ended (141), as for other Unix tools."""
+    commands = [[sys.executable, "-m", "annotated.doctor", "--only", "python"],
+                [sys.executable, "-m", "annotated.support.pretrained", "export", str(tiny_bpe_checkpoint), "--out",
+                 str(tmp_path / "exported")]]
+    for command in commands:
+        process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   cwd=ROOT)
+        process.stdout.close()  # the reader is gone before the first line is written
+        err = process.stderr.read().decode()
+        assert process.wait(timeout=300) == 141 and err == "", (command, err)
+    assert (tmp_path / "exported" / "SHA256SUMS").is_file()  # export's work was done before its last line
+
+
 def test_without_a_gpu_the_line_passes_and_says_the_cpu_is_used():
     import torch
 

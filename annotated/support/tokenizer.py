@@ -16,7 +16,7 @@ from annotated.bpe import detokenize as join_pieces
 from annotated.data import tokenizer, word_splitter
 from annotated.evaluation import ids_to_tokens
 from annotated.support.words import detokenize_words as detokenize
-from annotated.vocab import BOS, EOS, UNK, Vocab, build_vocab_from_iterator
+from annotated.vocab import BOS, EOS, PAD, UNK, Vocab, build_vocab_from_iterator
 
 @dataclass
 class Text:
@@ -65,6 +65,9 @@ class Tokenizer:
     """
 
     def __init__(self, src_vocab: Vocab, tgt_vocab: Vocab, merges: list[list[str]] | None = None):
+        check_vocab(src_vocab, "src_vocab")
+        check_vocab(tgt_vocab, "tgt_vocab")
+        check_merges(merges)
         self.src_vocab, self.tgt_vocab, self.merges = src_vocab, tgt_vocab, merges
         self.text = make_text(len(merges) if merges is not None else 0, [], merges)
         for vocab in (src_vocab, tgt_vocab):
@@ -77,6 +80,7 @@ class Tokenizer:
 
     def tokenize(self, text: str) -> list[str]:
         """German text -> its tokens (byte-pair pieces, or words)."""
+        check_text(text, "text")
         return self.text.tokenize_de(text)
 
     def encode(self, text: str) -> list[int]:
@@ -85,6 +89,7 @@ class Tokenizer:
 
     def encode_pair(self, german: str, english: str) -> tuple[list[int], list[int]]:
         """A sentence pair -> (source ids, target ids), each wrapped in <s> ... </s> as in training."""
+        check_text(english, "english")
         target = self.tgt_vocab.lookup_indices(self.text.tokenize_en(english))
         return self.encode(german), [self.tgt_vocab[BOS], *target, self.tgt_vocab[EOS]]
 
@@ -94,4 +99,53 @@ class Tokenizer:
 
     def decode(self, ids: list[int]) -> str:
         """Target ids (a decoded row: <s>, tokens, </s>, padding) -> English text."""
-        return self.text.detokenize(ids_to_tokens(list(ids), self.tgt_vocab))
+        return self.text.detokenize(ids_to_tokens(row_of_ids(ids), self.tgt_vocab))
+
+
+def check_text(text, name: str) -> None:
+    """``text`` is one sentence: a str (a list would be taken for a sentence, bytes are not text)."""
+    if not isinstance(text, str):
+        fix = ("decode bytes first (text.decode('utf-8'))" if isinstance(text, (bytes, bytearray)) else
+               "give one sentence at a time" if isinstance(text, (list, tuple)) else "give a str")
+        raise TypeError(f"{name} must be one sentence (a str), got a {type(text).__name__}; {fix}")
+
+
+def row_of_ids(ids) -> list[int]:
+    """One decoded row as a list of ints: from a list, a tuple or a 1-D tensor; else a TypeError naming
+    what was given (a batch is decoded a row at a time)."""
+    if hasattr(ids, "dim") and hasattr(ids, "tolist"):  # a tensor
+        if ids.dim() != 1:
+            raise TypeError(f"ids must be one decoded row (1-D), got a tensor of shape {tuple(ids.shape)}; decode "
+                            f"each row: [tokenizer.decode(row) for row in out.tolist()]")
+        ids = ids.tolist()
+    if isinstance(ids, (str, bytes)) or not isinstance(ids, (list, tuple)):
+        raise TypeError(f"ids must be one decoded row of token ids (a list of int), got a {type(ids).__name__}; "
+                        f"tokenizer.decode turns ids into text (tokenizer.detokenize turns tokens)")
+    bad = next((i for i in ids if isinstance(i, bool) or not isinstance(i, int)), None)
+    if bad is not None:
+        raise TypeError(f"ids must be token ids (int), found {bad!r}; decode each row of a batch on its own")
+    return list(ids)
+
+
+def check_vocab(vocab, name: str) -> None:
+    """A vocabulary of this course's Vocab class, with the special tokens encoding and decoding need."""
+    if not isinstance(vocab, Vocab):
+        raise TypeError(f"{name} must be a Vocab (annotated.vocab), got a {type(vocab).__name__}; build one with "
+                        f"build_vocab_from_iterator, or take a model's with load_pretrained()")
+    missing = [token for token in (PAD, UNK, BOS, EOS) if token not in vocab]
+    if missing:
+        raise ValueError(f"{name} lacks the special token(s) {', '.join(missing)}; build it with "
+                         f"build_vocab_from_iterator, which adds them")
+
+
+def check_merges(merges) -> None:
+    """None (whole words) or the byte-pair merges, each a pair of non-empty pieces (left, right)."""
+    if merges is None:
+        return
+    if isinstance(merges, (str, bytes)) or not isinstance(merges, (list, tuple)):
+        raise TypeError(f"merges must be None (whole words) or a list of [left, right] byte-pair merges, got a "
+                        f"{type(merges).__name__}")
+    for i, pair in enumerate(merges):
+        if not (isinstance(pair, (list, tuple)) and len(pair) == 2 and all(isinstance(p, str) and p for p in pair)):
+            raise ValueError(f"merge {i + 1} of merges is {pair!r}, not a pair of pieces [left, right]; give the "
+                             f"merges learned with the vocabularies (learn_bpe, or a checkpoint's bpe_merges)")
