@@ -10,7 +10,10 @@ Rows (A), (C) and (D) are settings ``TransformerConfig`` and the training recipe
 ``make_variant`` builds either from a config; ``table3_parameters`` counts a row's parameters
 exactly, as notebook 07 counts the base and big models. The rest is notebook 15's decision rule, fixed
 before the record's last seeds ran: each row read through its paired differences from the base, seed
-by seed, with a pooled spread, a t-test, Holm's correction and one verdict per row and score.
+by seed, with a pooled spread, a t-test, Holm's correction and one verdict per row and score. The module
+ends by attaching the input checks the notebook's cells leave out (``annotated.support.variant_checks``):
+a NaN score, a row's seed without the base's run, a row of fewer than two differences or a NaN p-value is
+an error naming it, never a spread, a p-value or a verdict computed from it.
 
 Notebook: ``15_model_variations.ipynb``. Benchmark: ``benchmarks/table3.py``.
 """
