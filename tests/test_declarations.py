@@ -12,11 +12,11 @@ import torch
 from annotated.attention import scaled_dot_product_attention
 from annotated.masks import subsequent_mask
 from annotated.support import record
-from annotated.support.grading import attention, engine, masking, multi_head, softmax
+from annotated.support.grading import attention, engine, masking, multi_head, positional, softmax
 from annotated.support.grading.engine import Declaration, Failure, Items, Mistake, Probe, Tensor
 
 DECLARATIONS = {**masking.DECLARATIONS, **multi_head.DECLARATIONS, **softmax.DECLARATIONS,
-                **attention.DECLARATIONS}
+                **attention.DECLARATIONS, **positional.DECLARATIONS}
 # Where the grader's probes try another device, the tests do too: 'meta', which every machine has.
 DEVICE = "meta"
 
@@ -257,3 +257,32 @@ def test_a_source_mistake_is_found_in_the_code_not_in_its_comments_strings_or_na
     for code in ["def softmax(x, dim):  # not torch.softmax(x)\n    return x\n",
                  'def f(x, dim):\n    """softmax(x) by hand"""\n    return stable_softmax(x, dim)\n']:
         assert engine.source_failure(decl, code) is None, code
+
+
+@pytest.mark.parametrize("decl", DECLARATIONS.values(), ids=lambda d: d.check)
+def test_every_declaration_passes_its_own_reference_through_the_graders_record(decl, tmp_path):
+    """The grader's path: the probes sent as data, the kernel's recorder (which stops at a first call
+    that raises) calling the reference, the record judged here: passed, with no call left out."""
+    probes, plan = engine.plan(decl)
+    torch.save(plan, tmp_path / "plan.pt")
+    record.record_file({decl.function: decl.reference}, decl.function, str(tmp_path / "plan.pt"),
+                       str(tmp_path / "out.pt"))
+    verdict = engine.judge_record(decl, probes, torch.load(tmp_path / "out.pt", weights_only=True))
+    assert verdict.verdict == "passed", verdict.diagnosis
+
+
+def test_the_positional_references_agree_with_the_course_modules_on_every_probe():
+    from annotated.positional import Embeddings, PositionalEncoding, sinusoidal_table
+    for probe in positional.EMBED.probes(None):
+        tokens, weight, start = probe.args
+        embed = Embeddings(*weight.shape).to(weight.dtype)
+        positions = PositionalEncoding(weight.size(1), dropout=0.0, max_len=start + tokens.size(1))
+        with torch.no_grad():
+            embed.lut.weight.copy_(weight)
+            expected = positions(embed(tokens), start)
+        assert torch.allclose(positional.course_embed(*probe.args), expected, atol=1e-6), probe.label
+    for probe in positional.SHIFT.probes(None):  # M_k moves every row of the course's table k positions on
+        k, d_model = probe.args
+        table, first = sinusoidal_table(abs(k) + 20, d_model).double(), max(0, -k)
+        moved = table[first: first + 20] @ positional.course_shift_matrix(k, d_model).T
+        assert torch.allclose(moved, table[first + k: first + k + 20], atol=1e-4), probe.label

@@ -64,7 +64,8 @@ def table_in_a_global_buffer(max_len, d_model):
 
 WRONG_TABLES = [
     (_precomputed_table(512),
-     r"sinusoidal_table_sliced\(max_len=5003, d_model=4\) has 512 rows, not max_len = 5003: is "
+     r"sinusoidal_table_sliced\(max_len=5003, d_model=4\): expected \(5003, 4\), got \(512, 4\)\. It has 512 "
+     r"rows, not max_len = 5003: is "
      r"the table built once for 512 positions and sliced"),
     (_precomputed_table(5000), r"has 5000 rows, not max_len = 5003"),
     (table_in_a_global_buffer,
@@ -200,7 +201,7 @@ WRONG_SHIFTS = [
     (shift_of_a_scaled_block, r"block 0 \(rows and columns 0, 1\) is \[\[.*\]\], not a rotation"),
     (shift_in_half_precision, r"torch\.float16 matrix; build it in float32 or float64"),
     (shift_hard_coded_shape,
-     r"wrong shape for shift_hard_coded_shape\(k=-5, d_model=16\): expected \(16, 16\), got "
+     r"wrong shape for the matrix M_k of shift_hard_coded_shape\(k=-5, d_model=16\): expected \(16, 16\), got "
      r"\(10, 10\).*\nHint: the same function passed with \(k=3, d_model=10\) but not with "
      r"\(k=-5, d_model=16\): is a size written into your code"),
     (lambda k, d_model: course_shift_matrix(k, d_model).to(torch.complex128),
@@ -357,7 +358,8 @@ WRONG_EMBEDDINGS = [
     (embed_into_zeros,
      r"the vectors as torch\.float32 for torch\.float64 inputs.*created without dtype="),
     (embed_as_float_and_back,
-     r"differ from weight\[tokens\] \* sqrt\(d_model\) \+ PE by up to .*float32's rounding"),
+     r"the float64 reference and the vectors of embed_as_float_and_back\(tokens, a float64 weight "
+     r"that requires grad, start=0\) differ by up to .*about float32's precision"),
     (embed_without_gradients,
      r"returned the vectors without a gradient \(requires_grad is False\).*@torch\.no_grad\(\)"),
     (embed_of_detached_weights, r"returned the vectors without a gradient"),

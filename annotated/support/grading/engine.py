@@ -52,9 +52,10 @@ class Probe:
     (pattern, text) added to an exception whose message matches; ``tags``: what mistakes select
     on; ``compare``: whether numbers are compared (not on 'meta'); ``mistakes``: whether known
     mistakes are tried; ``on_error``: (exception as data, name) -> message, instead of the usual
-    one. ``error``: the exception the call must raise (its type's name: "ValueError"), and
-    ``no_error``: name -> the message when it returns instead (an exception of another type
-    gets ``on_error``'s). ``accept``: (the result's items' numbers) -> whether they pass, where
+    one. ``error``: the exception the call must raise (its type's name: "ValueError"): the
+    second call, ``again``, when there is one (the grader's recorder stops at a first call that
+    raises, so put a call that must raise in ``again``); ``no_error``: name -> the message when
+    it returns instead (an exception of another type gets ``on_error``'s). ``accept``: (the result's items' numbers) -> whether they pass, where
     more than the reference's numbers are right (a tie)."""
 
     args: tuple
@@ -71,6 +72,7 @@ class Probe:
     error: str | None = None
     no_error: Callable | None = None
     accept: Callable | None = None
+    precision: str | float | None = None
 
     def text(self, name: str, what: str = "the result") -> str:
         return self.label.replace("{name}", name).replace("{what}", what)
@@ -90,7 +92,10 @@ class Tensor:
     names it, when not by ``what``; ``mismatch``: (got, expected, label)
     -> message for numbers that differ, when no known mistake explains them. ``precision``:
     "float32" compares float64 results to float32's rounding too (a float32 constant in a
-    float64 computation is right there)."""
+    float64 computation is right there); a number is the absolute tolerance (rtol 0) of every
+    comparison, the known mistakes' too (a probe's ``precision`` overrides it). ``dtypes``: with
+    ``like`` None, the floating dtypes allowed (the first is named); ``dtype_message`` then serves
+    for another floating dtype too."""
 
     what: str
     dtype: str = "floating"
@@ -101,7 +106,8 @@ class Tensor:
     device_text: dict = field(default_factory=dict)
     dtype_message: Callable | None = None
     mismatch: Callable | None = None
-    precision: str | None = None
+    precision: str | float | None = None
+    dtypes: tuple = ("float32",)
 
 
 @dataclass
@@ -213,7 +219,7 @@ def _plain(value):
     return value
 
 
-def _equal(got: torch.Tensor, expected: torch.Tensor, precision: str = "float32") -> bool:
+def _equal(got: torch.Tensor, expected: torch.Tensor, precision: str | float = "float32") -> bool:
     """``got`` (the learner's numbers) equals ``expected``: exactly for bool and integers, to
     float32's rounding (or float64's) for floating tensors; NaN never equals."""
     if got is None or expected is None or tuple(got.shape) != tuple(expected.shape):
@@ -223,6 +229,8 @@ def _equal(got: torch.Tensor, expected: torch.Tensor, precision: str = "float32"
     if not expected.is_floating_point() and not got.is_floating_point():
         return bool(torch.equal(got, expected.to(got.dtype)))
     atol, rtol = (ATOL64, RTOL64) if precision == "float64" else (ATOL, RTOL)
+    if not isinstance(precision, str):
+        atol, rtol = precision, 0.0
     return bool(torch.allclose(got.double(), expected.double(), atol=atol, rtol=rtol))
 
 
@@ -370,13 +378,16 @@ def _contract(contract: Tensor, found: dict, args: tuple, name: str, what: str) 
                        f"{name} returned {what} as {dtype}; it keeps the dtype of its input, {like.dtype}.")
             return Failure(message, "the wrong dtype")
         return None
-    expected = like.dtype if like is not None else torch.float32
+    allowed = [like.dtype] if like is not None else [_dtype(d) for d in contract.dtypes]
+    expected = allowed[0]
     if not dtype.is_floating_point:
         kind = _kind_of(found)
         same = ", the dtype of the inputs" if like is not None else ""
         return Failure(f"{name} returned {what} as a {dtype} tensor, {_a(kind)} one; expected a real "
                        f"floating tensor, {expected}{same}. {_DTYPE_HINTS[kind]}", f"{_a(kind)} tensor")
-    if dtype != expected:
+    if dtype not in allowed:
+        if contract.dtype_message:
+            return Failure(contract.dtype_message(found, name, what, args), "the wrong dtype")
         fix = ("Remove the conversion (.double(), .half(), .to(...)) or the dtype=... of a tensor "
                "you create.")
         if dtype == torch.float32:
@@ -535,6 +546,8 @@ class _Candidates:
 
     def __init__(self, decl: Declaration, probe: Probe):
         self.decl, self.probe, self.cache = decl, probe, {}
+        self.tolerance = [p if not isinstance(p, str) and p is not None else "float32"
+                          for p in (probe.precision or c.precision for c in _items(decl))]
 
     def result(self, mistake: Mistake):
         if id(mistake) not in self.cache:
@@ -595,7 +608,7 @@ def _matches(mistake: Mistake, got: list, candidates: _Candidates, item: int | N
         for i in chosen:
             if wrong[i] is None or got[i]["values"] is None:
                 return None
-            if not _equal(got[i]["values"], wrong[i]):
+            if not _equal(got[i]["values"], wrong[i], candidates.tolerance[i]):
                 return None
         return mistake.text(probe)
     if mistake.source is not None and mistake.find is None and mistake.shape is None:
@@ -630,14 +643,14 @@ def judge(decl: Declaration, probe: Probe, done: dict, name: str, signature, ref
     args, roles = probe.args, decl.roles
     if "raised" in done:
         err = done["raised"]
-        if probe.error is not None and err["type"] == probe.error:
+        if probe.error is not None and probe.again is None and err["type"] == probe.error:
             return
         if err["type"] != "NotImplementedError":
             for m in decl.mistakes:
                 if m.stage == "error" and m.when(probe) and _raised_like(m, probe, err, source):
                     raise Failure(m.text(probe), m.name, mistake=m)
         raise _exception(err, name, args, probe, done, signature, roles)
-    if probe.error is not None:
+    if probe.error is not None and probe.again is None:
         raise Failure(probe.no_error(name), f"no {probe.error} raised")
     changed = _changed(args, done, signature, roles)
     if changed:
@@ -674,10 +687,11 @@ def judge(decl: Declaration, probe: Probe, done: dict, name: str, signature, ref
     if probe.accept is not None and probe.accept([f["values"] for f in got]):
         pass
     elif probe.compare:
-        precision = [c.precision or ("float64" if w.dtype == torch.float64 else "float32")
+        precision = [probe.precision or c.precision or ("float64" if w.dtype == torch.float64 else "float32")
                      for c, w in zip(contracts, expected)]
         if not all(_equal(f["values"], w, p) for f, w, p in zip(got, expected, precision)):
-            coarse = all(_equal(f["values"], w) for f, w in zip(got, expected))
+            coarse = (any(w.dtype == torch.float64 for w in expected)
+                      and all(_equal(f["values"], w) for f, w in zip(got, expected)))
             if not coarse:
                 for mistake in mistakes:
                     if mistake.stage == "value":
@@ -703,7 +717,15 @@ def judge(decl: Declaration, probe: Probe, done: dict, name: str, signature, ref
     failure = _modes_changed(done, name)
     if failure:
         raise failure
-    if probe.again is not None:
+    if probe.again is not None and probe.error is not None:  # the second call must raise
+        err = done.get("again_raised")
+        if err is None:
+            raise Failure(probe.no_error(name), f"no {probe.error} raised")
+        if err["type"] == "NotImplementedError":
+            raise _exception(err, name, probe.again, probe, {}, signature, roles)
+        if err["type"] != probe.error:
+            raise Failure(probe.on_error(err, name), f"an exception ({err['type']})")
+    elif probe.again is not None:
         what = probe.again_what or (decl.returns.what if isinstance(decl.returns, Tensor) else decl.returns.again_what)
         if "again_raised" in done:
             raise _exception(done["again_raised"], name, probe.again, probe, {}, signature, roles)

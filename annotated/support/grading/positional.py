@@ -1,17 +1,17 @@
-"""Checks of notebook 05's exercises: the sinusoidal table of ``annotated.positional``, the
-rotation M_k that shifts an encoding by k positions, and the embeddings scaled by
-sqrt(d_model) plus positions, as ``Embeddings`` and ``PositionalEncoding`` compute them."""
+"""Checks of notebook 05's exercises, as declarations (``annotated.support.grading.engine``): the
+sinusoidal table of ``annotated.positional``, the rotation M_k that shifts an encoding by k
+positions, and the embeddings scaled by sqrt(d_model) plus positions, as ``Embeddings`` and
+``PositionalEncoding`` compute them (tests/test_declarations.py compares the references with
+those modules)."""
 
 import math
 from collections.abc import Callable
 
 import torch
 
-from annotated.positional import Embeddings, PositionalEncoding, sinusoidal_table
-from annotated.support.grading.core import (
-    ExerciseFailed, _aliasing, _assert_close, _call, _function, _generic, _gradients_flow,
-    _hard_coded_hint, _run_on_all_sizes, _same, _same64, _shape, _squeezed, _tensor,
-)
+from annotated.positional import sinusoidal_table
+from annotated.support.grading.core import _hard_coded_hint
+from annotated.support.grading.engine import Declaration, Mistake, Probe, Tensor, _equal, check
 
 # (max_len, d_model); the last is longer than a table built once for 512 or 5000 positions.
 TABLE_SIZES = [(50, 16), (9, 22), (120, 6), (5003, 4)]
@@ -37,122 +37,127 @@ SIZE_SETS = {
 }
 
 
+def _if(test: Callable, message: str | Callable) -> Callable:
+    """A ``find``: test(the learner's numbers, probe) -> message (or message(got, probe))."""
+    def find(found: dict, p: Probe) -> str | None:
+        got = found["values"]
+        if got is None or not test(got, p):
+            return None
+        return message if isinstance(message, str) else message(got, p)
+    return find
+
+
+def _float(table: Callable) -> Callable:
+    return lambda *args: table(*args).float()  # a wrong table in float32: a known mistake's example
+
+
+def _is(candidate: Callable, message: Callable) -> Callable:
+    """A ``find``: the learner's numbers equal ``candidate(*probe.args)`` (to 1e-4) -> message(got, probe)."""
+    def find(found: dict, p: Probe) -> str | None:
+        got = found["values"]
+        return message(got, p) if got is not None and _equal(got, candidate(*p.args), 1e-4) else None
+    return find
+
+
+# ---------------------------------------------------------------- 5.1 the sinusoidal table
+
+
 def _table(max_len: int, d_model: int, exponents: torch.Tensor, order: str = "sin-cos") -> torch.Tensor:
-    """A sinusoid table in float64 with the given exponent per column pair, for the mistakes."""
-    pos = torch.arange(max_len, dtype=torch.float64).unsqueeze(1)  # (max_len, 1)
-    angles = pos / 10000.0 ** exponents  # (max_len, d_model / 2) or (max_len, d_model)
+    """A sinusoid table in float64 with the given exponent per column pair (or per column)."""
+    angles = torch.arange(max_len, dtype=torch.float64).unsqueeze(1) / 10000.0 ** exponents
     if angles.size(1) == d_model:  # one exponent per column, not per pair
-        table = torch.empty(max_len, d_model, dtype=torch.float64)
-        table[:, 0::2] = torch.sin(angles[:, 0::2])
-        table[:, 1::2] = torch.cos(angles[:, 1::2])
-        return table
+        return torch.where(torch.arange(d_model) % 2 == 0, angles.sin(), angles.cos())
     sin, cos = torch.sin(angles), torch.cos(angles)
     if order == "halves":
         return torch.cat([sin, cos], dim=1)
-    table = torch.empty(max_len, d_model, dtype=torch.float64)
-    table[:, 0::2], table[:, 1::2] = (sin, cos) if order == "sin-cos" else (cos, sin)
-    return table
+    first, second = (sin, cos) if order == "sin-cos" else (cos, sin)
+    return torch.stack([first, second], dim=-1).reshape(max_len, d_model)
+
+
+def _pairs(d_model: int) -> torch.Tensor:
+    return torch.arange(0, d_model, 2, dtype=torch.float64)  # 2i, per pair
 
 
 def _fitted_width(got: torch.Tensor, max_len: int, d_model: int) -> float | None:
-    """The D for which ``got`` is the table with exponents 2i/D, or None when none fits.
-
-    Row 1 holds sin(f_i) and cos(f_i) with f_i = 1 / 10000^(2i/D) <= 1, so asin gives f_i."""
-    if d_model < 4:
+    """The D for which ``got`` is the table with exponents 2i/D, or None when none fits. Row 1
+    holds sin(f_i) and cos(f_i) with f_i = 1 / 10000^(2i/D) <= 1, so asin gives f_i."""
+    if d_model < 4 or max_len < 2:
         return None
-    two_i = torch.arange(2, d_model, 2, dtype=torch.float64)  # pairs 1 .. d_model/2 - 1
     freq = torch.asin(got[1, 2::2].double().clamp(-1, 1))
     if not (freq > 0).all() or not (freq < 1).all():
         return None
-    widths = two_i * math.log(10000.0) / -freq.log()
-    width = float(widths.median())
-    exponents = torch.arange(0, d_model, 2, dtype=torch.float64) / width
-    if not _same(got, _table(max_len, d_model, exponents), atol=1e-3):
-        return None
-    return width
+    width = float((_pairs(d_model)[1:] * math.log(10000.0) / -freq.log()).median())
+    return width if _equal(got, _table(max_len, d_model, _pairs(d_model) / width), 1e-3) else None
 
 
-def _check_table_once(fn: Callable, name: str, max_len: int, d_model: int) -> None:
-    expected = sinusoidal_table(max_len, d_model)
-    call = f"{name}(max_len={max_len}, d_model={d_model})"
-    got = _tensor(_call(fn, max_len, d_model, roles=("max_len", "d_model")), name, "the table")
-    hint = " Rows are positions, columns dimensions." if tuple(got.shape) == (d_model, max_len) else ""
-    if got.dim() == 2 and got.size(1) == d_model and got.size(0) < max_len:
-        raise ExerciseFailed(
-            f"{call} has {got.size(0)} rows, not max_len = {max_len}: is the table built once "
-            f"for {got.size(0)} positions and sliced, table[:max_len]? A longer sentence needs "
-            "more rows than any fixed number: build the table from the max_len argument, "
-            "torch.arange(max_len)."
-        )
-    _shape(got, (max_len, d_model), call, hint)
-    if got.dtype != torch.float32:
-        raise ExerciseFailed(
-            f"{call} is a {got.dtype} table; the embeddings it is added to are float32, and a "
-            f"{got.dtype} table would turn the sum into {got.dtype}. Build it in float32, "
-            "as the instructions say (torch.arange(..., dtype=torch.float32))."
-        )
-    if got.isnan().any() or got.isinf().any():
-        raise ExerciseFailed(
-            f"{name}'s table contains NaN or inf; every entry is a sine or cosine, in [-1, 1]"
-        )
-    if _same(got, expected, atol=1e-4):
-        return
-    two_i = torch.arange(0, d_model, 2, dtype=torch.float64)  # 2i, per pair
-    row0 = ", ".join(f"{x:.0f}" for x in got[0, :4].tolist())
-    mistakes = [
-        (_table(max_len, d_model, two_i / d_model, "cos-sin"),
-         f"sin and cos are swapped: position 0 should read [0, 1, 0, 1, ...] (sin 0 = 0 in the "
-         f"even dimensions 2i, cos 0 = 1 in the odd dimensions 2i + 1), yours reads [{row0}, ...]."),
-        (_table(max_len, d_model, two_i / d_model, "halves"),
-         "your sines fill the first half of the dimensions and the cosines the second; the "
-         "paper interleaves them, sin in dimension 2i and cos in 2i + 1: table[:, 0::2] = sin, "
-         "table[:, 1::2] = cos."),
-        (_table(max_len, d_model, two_i / 2 / d_model),
-         "the exponent is i/d_model where the paper has 2i/d_model (2i is the index of the "
-         "even dimension): use torch.arange(0, d_model, 2) / d_model."),
-        (_table(max_len, d_model, torch.arange(d_model, dtype=torch.float64) / d_model),
-         "dimension 2i + 1 uses the exponent (2i + 1)/d_model: the sine and cosine of a pair share "
-         "one frequency, 1 / 10000^(2i/d_model), so the exponent steps by pairs, not by columns."),
-        (_table(max_len, d_model, two_i),
-         "the exponent is 2i where the paper has 2i/d_model: divide by d_model."),
-    ]
-    for candidate, message in mistakes:
-        if _same(got, candidate, atol=1e-4):
-            raise ExerciseFailed(message)
-    # pos * 10000^(2i/d_model) has angles up to 10^5.5, beyond float32's precision for
-    # sine: compare the first two pairs only, whose angles stay small.
-    wrong_sign = _table(max_len, d_model, -two_i / d_model)
-    if _same(got[:, :4], wrong_sign[:, :4], atol=1e-3):
-        raise ExerciseFailed(
-            "you multiplied pos by 10000^(2i/d_model) instead of dividing (a lost minus sign in "
-            "exp(-2i * log(10000) / d_model)?): the angle is pos / 10000^(2i/d_model)."
-        )
-    width = _fitted_width(got, max_len, d_model)
-    if width is not None:
-        raise ExerciseFailed(
-            f"your frequencies are those of d_model = {width:.0f}, but this table has d_model = "
-            f"{d_model}: is a width written into your code? The exponent is 2i/d_model with the "
-            "d_model argument."
-        )
-    _assert_close(got, expected, call, atol=1e-4)
+def _table_dtype(found: dict, name: str, what: str, args: tuple) -> str:
+    dtype = f"torch.{found['dtype']}"
+    return (f"{name} returned a {dtype} table; the embeddings it is added to are float32, and a {dtype} table "
+            f"would turn the sum into {dtype}. Build it in float32, as the instructions say "
+            "(torch.arange(..., dtype=torch.float32)).")
 
 
-def _not_overwritten(fn: Callable, name: str, what: str, first: dict, second: dict) -> None:
-    """Once every size passed: the result of a call on the sizes ``first`` must survive a call
-    on the sizes ``second`` (a function that fills a buffer kept between calls does not)."""
-    result = _tensor(_call(fn, *first.values(), roles=tuple(first)), name, what)
-    _aliasing(lambda: _call(fn, *second.values(), roles=tuple(second)), result, name, what)
+def _table_probes(device: str | None) -> list[Probe]:
+    label = "{what} of {name}(max_len=%d, d_model=%d)"
+    probes = [Probe((m, d), label % (m, d), sizes=dict(max_len=m, d_model=d)) for m, d in TABLE_SIZES]
+    return probes + [Probe((1, 2), label % (1, 2)), Probe(TABLE_SIZES[0], label % TABLE_SIZES[0], again=TABLE_SIZES[1])]
 
 
-def _table_hint(passed: list, sizes: tuple, message: str) -> str:
-    return _hard_coded_hint(
-        [dict(max_len=m, d_model=d) for m, d in passed], dict(max_len=sizes[0], d_model=sizes[1]),
-        message, "Build the table from the max_len and d_model arguments.")
+def _sliced(found: dict, p: Probe) -> str | None:
+    (max_len, d_model), shape = p.args, found["shape"]
+    if len(shape) == 2 and shape[1] == d_model and shape[0] < max_len:
+        return (f"It has {shape[0]} rows, not max_len = {max_len}: is the table built once for {shape[0]} "
+                "positions and sliced, table[:max_len]? A longer sentence needs more rows than any fixed "
+                "number: build the table from the max_len argument, torch.arange(max_len).")
+    return None
+
+
+TABLE_MISTAKES = (
+    Mistake("", "a table sliced", stage="shape", find=_sliced, example=lambda m, d: sinusoidal_table(512, d)[:m]),
+    Mistake("Rows are positions, columns dimensions.", "transposed", stage="shape",
+            shape=lambda p: p.args[::-1], example=lambda m, d: sinusoidal_table(m, d).T),
+    Mistake("", "sin and cos swapped", example=lambda m, d: _table(m, d, _pairs(d) / d, "cos-sin").float(),
+            find=_is(lambda m, d: _table(m, d, _pairs(d) / d, "cos-sin"), lambda got, p: (
+                "sin and cos are swapped: position 0 should read [0, 1, 0, 1, ...] (sin 0 = 0 in the even "
+                "dimensions 2i, cos 0 = 1 in the odd dimensions 2i + 1), yours reads "
+                f"[{', '.join(f'{x:.0f}' for x in got[0, :4].tolist())}, ...]."))),
+    Mistake("your sines fill the first half of the dimensions and the cosines the second; the paper interleaves "
+            "them, sin in dimension 2i and cos in 2i + 1: table[:, 0::2] = sin, table[:, 1::2] = cos.",
+            "sines and cosines in halves", like=lambda m, d: _table(m, d, _pairs(d) / d, "halves"), example=_float(lambda m, d: _table(m, d, _pairs(d) / d, "halves"))),
+    Mistake("the exponent is i/d_model where the paper has 2i/d_model (2i is the index of the even dimension): "
+            "use torch.arange(0, d_model, 2) / d_model.", "the exponent i/d_model",
+            like=lambda m, d: _table(m, d, _pairs(d) / 2 / d), example=_float(lambda m, d: _table(m, d, _pairs(d) / 2 / d))),
+    Mistake("dimension 2i + 1 uses the exponent (2i + 1)/d_model: the sine and cosine of a pair share one "
+            "frequency, 1 / 10000^(2i/d_model), so the exponent steps by pairs, not by columns.",
+            "a frequency per column", like=lambda m, d: _table(m, d, torch.arange(d, dtype=torch.float64) / d), example=_float(lambda m, d: _table(m, d, torch.arange(d, dtype=torch.float64) / d))),
+    Mistake("the exponent is 2i where the paper has 2i/d_model: divide by d_model.", "no /d_model",
+            like=lambda m, d: _table(m, d, _pairs(d)), example=_float(lambda m, d: _table(m, d, _pairs(d)))),
+    # pos * 10000^(2i/d_model) reaches 10^5.5, beyond float32's precision for sine: the first two pairs only.
+    Mistake("", "pos multiplied", example=lambda m, d: _table(m, d, -_pairs(d) / d).float(),
+            find=_if(lambda got, p: _equal(got[:, :4], _table(*p.args, -_pairs(p.args[1]) / p.args[1])[:, :4], 1e-3),
+                     "you multiplied pos by 10000^(2i/d_model) instead of dividing (a lost minus sign in "
+                     "exp(-2i * log(10000) / d_model)?): the angle is pos / 10000^(2i/d_model).")),
+    Mistake("", "a width written into the code", example=lambda m, d: _table(m, d, _pairs(d) / 16).float(),
+            find=_if(lambda got, p: _fitted_width(got, *p.args), lambda got, p: (
+                f"your frequencies are those of d_model = {_fitted_width(got, *p.args):.0f}, but this table has "
+                f"d_model = {p.args[1]}: is a width written into your code? The exponent is 2i/d_model with the "
+                "d_model argument."))),
+)
+
+TABLE = Declaration(
+    check="check_sinusoidal_table", function="sinusoidal_table", roles=("max_len", "d_model"),
+    reference=sinusoidal_table, probes=_table_probes, mistakes=TABLE_MISTAKES,
+    returns=Tensor("the table", like=None, dtype_message=_table_dtype, precision=1e-4),
+    sizes_fix="Build the table from the max_len and d_model arguments.",
+    passed=("check_sinusoidal_table passed: {name} puts sin(pos / 10000^(2i/d_model)) in dimension 2i and the "
+            "cosine of the same angle in dimension 2i + 1, for the (max_len, d_model) sizes "
+            + ", ".join(f"({m}, {d})" for m, d in TABLE_SIZES) + " and (1, 2)."),
+)
 
 
 def check_sinusoidal_table(sinusoidal_table_fn: Callable) -> None:
     """Check ``sinusoidal_table(max_len, d_model)`` against the paper's §3.5 formula, on the
-    sizes of ``TABLE_SIZES``.
+    sizes of ``TABLE_SIZES`` and a table of one position.
 
     Diagnoses: wrong shape, a table with fewer rows than max_len (built once for 512 or 5000
     positions and sliced), a dtype other than float32 (complex, integer and bool named as
@@ -161,37 +166,23 @@ def check_sinusoidal_table(sinusoidal_table_fn: Callable) -> None:
     the odd dimensions, a missing /d_model, pos multiplied instead of divided, and a d_model
     (or another size) written into the code.
     """
-    name = _function(sinusoidal_table_fn, "check_sinusoidal_table", "sinusoidal_table")
-    _run_on_all_sizes(lambda sizes: _check_table_once(sinusoidal_table_fn, name, *sizes),
-                      TABLE_SIZES, _table_hint)
-    first, second = (dict(max_len=m, d_model=d) for m, d in TABLE_SIZES[:2])
-    _not_overwritten(sinusoidal_table_fn, name, "the table", first, second)
-    shapes = ", ".join(f"({m}, {d})" for m, d in TABLE_SIZES)
-    print(
-        f"check_sinusoidal_table passed: {name} puts sin(pos / 10000^(2i/d_model)) in "
-        f"dimension 2i and the cosine of the same angle in dimension 2i + 1, for the "
-        f"(max_len, d_model) sizes {shapes}."
-    )
+    check(TABLE, sinusoidal_table_fn)
 
 
-# ---------------------------------------------------------------- the shift M_k (exercise 5.2)
+# ---------------------------------------------------------------- 5.2 the shift M_k
 
 
 def _omega(d_model: int, width: float | None = None) -> torch.Tensor:
     """The d_model / 2 frequencies 10000^(-2i/width) in float64; width is d_model unless given."""
-    two_i = torch.arange(0, d_model, 2, dtype=torch.float64)
-    return 10000.0 ** (-two_i / (width or d_model))
+    return 10000.0 ** (-_pairs(d_model) / (width or d_model))
 
 
-def _blocks(d_model: int, cos_a: torch.Tensor, sin_ab: torch.Tensor, sin_ba: torch.Tensor,
-            cos_b: torch.Tensor, layout: str = "pairs") -> torch.Tensor:
+def _blocks(d_model: int, cos_a, sin_ab, sin_ba, cos_b, layout: str = "pairs") -> torch.Tensor:
     """A (d_model, d_model) float64 matrix with one 2x2 block [[cos_a, sin_ab], [-sin_ba, cos_b]]
     per pair (a, b): (2i, 2i + 1) as in the table, or (i, i + d_model/2) for "halves"."""
     half = d_model // 2
-    if layout == "pairs":
-        a, b = torch.arange(0, d_model, 2), torch.arange(1, d_model, 2)
-    else:
-        a, b = torch.arange(half), torch.arange(half, d_model)
+    a, b = ((torch.arange(0, d_model, 2), torch.arange(1, d_model, 2)) if layout == "pairs"
+            else (torch.arange(half), torch.arange(half, d_model)))
     matrix = torch.zeros(d_model, d_model, dtype=torch.float64)
     matrix[a, a], matrix[a, b], matrix[b, a], matrix[b, b] = cos_a, sin_ab, -sin_ba, cos_b
     return matrix
@@ -199,161 +190,148 @@ def _blocks(d_model: int, cos_a: torch.Tensor, sin_ab: torch.Tensor, sin_ba: tor
 
 def _shift(d_model: int, angles: torch.Tensor, layout: str = "pairs") -> torch.Tensor:
     """Block-diagonal rotations [[cos, sin], [-sin, cos]], one per angle (per pair)."""
-    c, s = torch.cos(angles), torch.sin(angles)
-    return _blocks(d_model, c, s, s, c, layout)
+    return _blocks(d_model, angles.cos(), angles.sin(), angles.sin(), angles.cos(), layout)
+
+
+def course_shift_matrix(k: int, d_model: int) -> torch.Tensor:
+    """M_k, with PE(pos + k) = PE(pos) @ M_k.T (notebook 05), in float64."""
+    return _shift(d_model, k * _omega(d_model))
+
+
+def _per_index(k: int, d_model: int) -> tuple:
+    """cos and sin of k times the frequency of every odd index 2i + 1 (one frequency per column)."""
+    angles = k * 10000.0 ** (-torch.arange(1, d_model, 2, dtype=torch.float64) / d_model)
+    return angles.cos(), angles.sin()
 
 
 def _fitted_offset(got: torch.Tensor, d_model: int) -> int | None:
     """The integer k' for which ``got`` is M_k', or None. The last pair turns slowest, so its
     angle k' * omega stays below pi for any offset a test uses: atan2 gives it whole."""
     omega = _omega(d_model)
-    angle = torch.atan2(got[-2, -1].double(), got[-2, -2].double())
-    offset = round(float(angle / omega[-1]))
-    if _same(got, _shift(d_model, offset * omega)):
-        return offset
-    return None
+    offset = round(float(torch.atan2(got[-2, -1].double(), got[-2, -2].double()) / omega[-1]))
+    return offset if _equal(got, _shift(d_model, offset * omega)) else None
 
 
 def _fitted_shift_width(got: torch.Tensor, k: int, d_model: int) -> int | None:
     """The width D (1 .. 4096) for which ``got`` is M_k with frequencies 10000^(-2i/D), or None."""
     pairs = torch.arange(0, d_model, 2)
-    widths = torch.arange(1, 4097, dtype=torch.float64).unsqueeze(1)  # (4096, 1)
-    angles = k * 10000.0 ** (-pairs.double() / widths)  # (4096, d_model / 2)
+    angles = k * 10000.0 ** (-pairs.double() / torch.arange(1, 4097, dtype=torch.float64).unsqueeze(1))
     cos, sin = got[pairs, pairs].double(), got[pairs, pairs + 1].double()
     error = ((angles.cos() - cos).abs() + (angles.sin() - sin).abs()).amax(dim=1)
-    best = int(error.argmin())
-    width = best + 1
-    if error[best] > 1e-4 or width == d_model:
-        return None
-    if not _same(got, _shift(d_model, k * _omega(d_model, width))):
+    width = int(error.argmin()) + 1
+    if error[width - 1] > 1e-4 or width == d_model or not _equal(got, _shift(d_model, k * _omega(d_model, width))):
         return None
     return width
 
 
-def _shift_structure(got: torch.Tensor, d_model: int) -> str | None:
-    """Say what is wrong with the layout of ``got``: entries outside the 2x2 diagonal blocks, or
-    a block that is not a rotation [[cos, sin], [-sin, cos]]."""
+def _structure(got: torch.Tensor, p: Probe) -> str | None:
+    """What is wrong with the layout of ``got``: entries outside the 2x2 diagonal blocks, or a
+    block that is not a rotation [[cos, sin], [-sin, cos]]."""
+    d_model = p.args[1]
     pair = torch.arange(d_model) // 2
     outside = (pair.unsqueeze(1) != pair.unsqueeze(0)) & (got.double().abs() > 1e-6)
     if outside.any():
         r, c = outside.nonzero()[0].tolist()
-        return (
-            f"M[{r}, {c}] = {got[r, c].item():.4f}, but row {r} and column {c} belong to different "
-            f"pairs ({2 * (r // 2)}, {2 * (r // 2) + 1}) and ({2 * (c // 2)}, {2 * (c // 2) + 1}): "
-            "M_k is block-diagonal, each pair of dimensions (2i, 2i + 1) turns on its own, so "
-            "every entry outside the 2x2 blocks on the diagonal is 0."
-        )
+        return (f"M[{r}, {c}] = {got[r, c].item():.4f}, but row {r} and column {c} belong to different pairs "
+                f"({2 * (r // 2)}, {2 * (r // 2) + 1}) and ({2 * (c // 2)}, {2 * (c // 2) + 1}): M_k is "
+                "block-diagonal, each pair of dimensions (2i, 2i + 1) turns on its own, so every entry outside "
+                "the 2x2 blocks on the diagonal is 0.")
     for i in range(d_model // 2):
-        a, b = got[2 * i, 2 * i].item(), got[2 * i, 2 * i + 1].item()
-        c, d = got[2 * i + 1, 2 * i].item(), got[2 * i + 1, 2 * i + 1].item()
+        (a, b), (c, d) = got[2 * i: 2 * i + 2, 2 * i: 2 * i + 2].tolist()
         if abs(a - d) > 1e-5 or abs(b + c) > 1e-5 or abs(a * a + b * b - 1) > 1e-4:
-            return (
-                f"block {i} (rows and columns {2 * i}, {2 * i + 1}) is [[{a:.4f}, {b:.4f}], "
-                f"[{c:.4f}, {d:.4f}]], not a rotation [[cos t, sin t], [-sin t, cos t]]: its four "
-                f"entries share one angle, t = k * omega_i, because the sine and the cosine of a "
-                "pair turn with one frequency, omega_i = 10000^(-2i/d_model)."
-            )
+            return (f"block {i} (rows and columns {2 * i}, {2 * i + 1}) is [[{a:.4f}, {b:.4f}], [{c:.4f}, {d:.4f}]], "
+                    "not a rotation [[cos t, sin t], [-sin t, cos t]]: its four entries share one angle, t = k * "
+                    "omega_i, because the sine and the cosine of a pair turn with one frequency, omega_i = "
+                    "10000^(-2i/d_model).")
     return None
 
 
-def _check_shift_once(fn: Callable, name: str, k: int, d_model: int) -> None:
-    call = f"{name}(k={k}, d_model={d_model})"
-    got = _tensor(_call(fn, k, d_model, roles=("k", "d_model")), name, "the matrix M_k")
-    _shape(got, (d_model, d_model), call)
-    if got.dtype not in (torch.float32, torch.float64):
-        raise ExerciseFailed(
-            f"{call} is a {got.dtype} matrix; build it in float32 or float64 (notebook 05 uses "
-            f"float64), as {got.dtype} rounds the cosines too coarsely."
-        )
-    if not got.isfinite().all():
-        raise ExerciseFailed(f"{call} contains NaN or inf; every entry is a sine, a cosine or 0")
-    omega = _omega(d_model)
-    expected = _shift(d_model, k * omega)
-    if not _same(got, expected):
-        half = torch.arange(0, d_model, 2, dtype=torch.float64) / 2 / d_model  # i / d_model
-        per_column = 10000.0 ** (-torch.arange(1, d_model, 2, dtype=torch.float64) / d_model)
-        c, s = torch.cos(k * omega), torch.sin(k * omega)
-        c_odd, s_odd = torch.cos(k * per_column), torch.sin(k * per_column)
-        mistakes = [
-            (expected.T,
-             f"your matrix is M_k transposed, the rotation by -k * omega_i: it maps PE(pos) to "
-             f"PE(pos - k), {k} positions the other way. With the encodings as row vectors the "
-             "notebook writes PE(pos + k) = PE(pos) @ M_k.T, and each block of M_k is [[cos(k "
-             "omega_i), sin(k omega_i)], [-sin(k omega_i), cos(k omega_i)]]: the minus sign "
-             "goes below the diagonal."),
-            (_blocks(d_model, s, c, c, s),
-             "sin and cos are swapped inside each block: the cosines go on the diagonal, "
-             "[[cos(k omega_i), sin(k omega_i)], [-sin(k omega_i), cos(k omega_i)]] (at k = 0, "
-             "M_0 must be the identity)."),
-            (_shift(d_model, k * omega, layout="halves"),
-             "your blocks pair dimension i with dimension i + d_model/2, as if the table held its "
-             "sines in the first half and its cosines in the second. The course's table "
-             "interleaves them (sin in 2i, cos in 2i + 1), so each rotation acts on the "
-             "neighbouring rows and columns 2i and 2i + 1."),
-            (_shift(d_model, k * omega.flip(0)),
-             "your frequencies run in reverse order, the slowest in the first block: pair i, "
-             "rows and columns 2i and 2i + 1, turns with omega_i = 10000^(-2i/d_model), the "
-             "fastest (omega_0 = 1) in the first block."),
-            (_blocks(d_model, c, s, s_odd, c_odd),
-             "your odd rows 2i + 1 use the frequency 10000^(-(2i+1)/d_model), one per column "
-             "index: the sine and cosine of a pair share one frequency, omega_i = "
-             "10000^(-2i/d_model), so both rows of a block use the same angle k * omega_i."),
-            (_blocks(d_model, c, s_odd, s, c_odd),
-             "your odd columns 2i + 1 use the frequency 10000^(-(2i+1)/d_model), one per column "
-             "index: the sine and cosine of a pair share one frequency, omega_i = "
-             "10000^(-2i/d_model), so both columns of a block use the same angle k * omega_i."),
-            (_shift(d_model, k * 10000.0 ** -half),
-             "the exponent is i/d_model where the paper has 2i/d_model (2i is the index of the "
-             "even dimension): omega_i = 10000^(-2i/d_model), from torch.arange(0, d_model, 2)."),
-        ]
-        for candidate, message in mistakes:
-            if _same(got, candidate):
-                raise ExerciseFailed(message)
-        offset = _fitted_offset(got, d_model)
-        if offset == 1 and k != 1:
-            raise ExerciseFailed(
-                f"your matrix is M_1 whatever k: each block turns by omega_i, one position, but "
-                f"M_k shifts by k = {k} positions, so its angles are k * omega_i."
-            )
-        if offset is not None and offset != k:
-            raise ExerciseFailed(
-                f"your matrix shifts by {offset} positions, but k = {k}: is k written into your "
-                "code? The angles are k * omega_i with the k argument."
-            )
-        width = _fitted_shift_width(got, k, d_model)
-        if width is not None:
-            raise ExerciseFailed(
-                f"your frequencies are those of d_model = {width}, but this matrix has d_model = "
-                f"{d_model}: is a width written into your code? omega_i = 10000^(-2i/d_model) "
-                "with the d_model argument."
-            )
-        structure = _shift_structure(got, d_model)
-        if structure:
-            raise _generic(structure)
-        _assert_close(got, expected, call)
-    # What M_k is for: it moves every row of the course's table k positions on.
-    table = sinusoidal_table(abs(k) + 20, d_model).double()
-    first = max(0, -k)
-    rows = slice(first, first + 20)
-    _assert_close(table[rows] @ got.double().T, table[first + k : first + k + 20],
-                  f"sinusoidal_table(...)[pos] @ M_k.T, which should be row pos + k (k={k})",
-                  atol=1e-4)
+def _shift_probes(device: str | None) -> list[Probe]:
+    label = "{what} of {name}(k=%d, d_model=%d)"
+    probes = [Probe((s["k"], s["d_model"]), label % (s["k"], s["d_model"]), sizes=s) for s in SHIFT_SIZES]
+    first, second = (tuple(s.values()) for s in SHIFT_SIZES[:2])
+    return probes + [Probe((0, 4), label % (0, 4)), Probe(first, label % first, again=second)]
 
 
 def _shift_hint(passed: list, sizes: dict, message: str) -> str:
     if abs(sizes["k"]) >= _PRECOMPUTED[0]:
-        return (f"\nHint: the same function passed with smaller offsets but not with k = "
-                f"{sizes['k']}: are the sines and cosines read from a table of encodings built "
-                f"once for {_PRECOMPUTED[0]} positions? Compute the angles k * omega_i from k "
-                "itself, whatever its size.")
-    return _hard_coded_hint(passed, sizes, message,
-                            "Build the matrix from the k and d_model arguments.")
+        return (f"\nHint: the same function passed with smaller offsets but not with k = {sizes['k']}: are the "
+                f"sines and cosines read from a table of encodings built once for {_PRECOMPUTED[0]} positions? "
+                "Compute the angles k * omega_i from k itself, whatever its size.")
+    return _hard_coded_hint(passed, sizes, message, "Build the matrix from the k and d_model arguments.")
+
+
+def _shift_dtype(found: dict, name: str, what: str, args: tuple) -> str:
+    dtype = f"torch.{found['dtype']}"
+    return (f"{name} returned {what} as a {dtype} matrix; build it in float32 or float64 (notebook 05 uses "
+            f"float64), as {dtype} rounds the cosines too coarsely.")
+
+
+def _offset(got: torch.Tensor, p: Probe) -> str | None:
+    k, offset = p.args[0], _fitted_offset(got, p.args[1])
+    if offset == 1 and k != 1:
+        return (f"your matrix is M_1 whatever k: each block turns by omega_i, one position, but M_k shifts by "
+                f"k = {k} positions, so its angles are k * omega_i.")
+    if offset is not None and offset != k:
+        return (f"your matrix shifts by {offset} positions, but k = {k}: is k written into your code? The angles "
+                "are k * omega_i with the k argument.")
+    return None
+
+
+SHIFT_MISTAKES = (
+    Mistake(lambda p: (f"your matrix is M_k transposed, the rotation by -k * omega_i: it maps PE(pos) to PE(pos - "
+                       f"k), {p.args[0]} positions the other way. With the encodings as row vectors the notebook "
+                       "writes PE(pos + k) = PE(pos) @ M_k.T, and each block of M_k is [[cos(k omega_i), sin(k "
+                       "omega_i)], [-sin(k omega_i), cos(k omega_i)]]: the minus sign goes below the diagonal."),
+            "M_k transposed", like=lambda k, d: course_shift_matrix(k, d).T),
+    Mistake("sin and cos are swapped inside each block: the cosines go on the diagonal, [[cos(k omega_i), "
+            "sin(k omega_i)], [-sin(k omega_i), cos(k omega_i)]] (at k = 0, M_0 must be the identity).",
+            "sin and cos swapped", like=lambda k, d: (lambda a: _blocks(d, a.sin(), a.cos(), a.cos(), a.sin()))(
+                k * _omega(d))),
+    Mistake("your blocks pair dimension i with dimension i + d_model/2, as if the table held its sines in the first "
+            "half and its cosines in the second. The course's table interleaves them (sin in 2i, cos in 2i + 1), "
+            "so each rotation acts on the neighbouring rows and columns 2i and 2i + 1.", "blocks of halves",
+            like=lambda k, d: _shift(d, k * _omega(d), layout="halves")),
+    Mistake("your frequencies run in reverse order, the slowest in the first block: pair i, rows and columns 2i "
+            "and 2i + 1, turns with omega_i = 10000^(-2i/d_model), the fastest (omega_0 = 1) in the first block.",
+            "frequencies reversed", like=lambda k, d: _shift(d, k * _omega(d).flip(0))),
+    Mistake("your odd rows 2i + 1 use the frequency 10000^(-(2i+1)/d_model), one per column index: the sine and "
+            "cosine of a pair share one frequency, omega_i = 10000^(-2i/d_model), so both rows of a block use the "
+            "same angle k * omega_i.", "a frequency per row", like=lambda k, d: (lambda a: _blocks(
+                d, a.cos(), a.sin(), *reversed(_per_index(k, d))))(k * _omega(d))),
+    Mistake("your odd columns 2i + 1 use the frequency 10000^(-(2i+1)/d_model), one per column index: the sine and "
+            "cosine of a pair share one frequency, omega_i = 10000^(-2i/d_model), so both columns of a block use "
+            "the same angle k * omega_i.", "a frequency per column", like=lambda k, d: (lambda a, c, s: _blocks(
+                d, a.cos(), s, a.sin(), c))(k * _omega(d), *_per_index(k, d))),
+    Mistake("the exponent is i/d_model where the paper has 2i/d_model (2i is the index of the even dimension): "
+            "omega_i = 10000^(-2i/d_model), from torch.arange(0, d_model, 2).", "the exponent i/d_model",
+            like=lambda k, d: _shift(d, k * 10000.0 ** (-_pairs(d) / 2 / d))),
+    Mistake("", "M_1, or a k written into the code", find=_if(lambda got, p: True, _offset),
+            example=lambda k, d: course_shift_matrix(3, d)),
+    Mistake("", "a width written into the code", example=lambda k, d: _shift(d, k * _omega(d, 10)),
+            find=_if(lambda got, p: _fitted_shift_width(got, *p.args), lambda got, p: (
+                f"your frequencies are those of d_model = {_fitted_shift_width(got, *p.args)}, but this matrix has "
+                f"d_model = {p.args[1]}: is a width written into your code? omega_i = 10000^(-2i/d_model) with the "
+                "d_model argument."))),
+    Mistake("", "not block-diagonal rotations", find=_if(lambda got, p: True, _structure),
+            example=lambda k, d: course_shift_matrix(k, d) + 0.1 * (course_shift_matrix(k, d) == 0)),
+)
+
+SHIFT = Declaration(
+    check="check_shift_matrix", function="shift_matrix", roles=("k", "d_model"), reference=course_shift_matrix,
+    probes=_shift_probes, mistakes=SHIFT_MISTAKES, sizes_fix=_shift_hint,
+    returns=Tensor("the matrix M_k", like=None, dtypes=("float64", "float32"), dtype_message=_shift_dtype,
+                   precision="float32"),
+    passed=("check_shift_matrix passed: {name} builds M_k from 2x2 rotations [[cos k omega_i, sin k omega_i], "
+            "[-sin k omega_i, cos k omega_i]], as PE(pos) @ M_k.T = PE(pos + k) asks, for "
+            + ", ".join(f"(k={s['k']}, d_model={s['d_model']})" for s in SHIFT_SIZES) + " and (k=0, d_model=4)."),
+)
 
 
 def check_shift_matrix(shift_matrix_fn: Callable) -> None:
     """Check ``shift_matrix(k, d_model)``, the block-diagonal rotation M_k with
     PE(pos + k) = PE(pos) @ M_k.T, on the sizes of ``SHIFT_SIZES`` (one k negative, one
-    beyond a table of encodings built once for 512 positions).
+    beyond a table of encodings built once for 512 positions) and k = 0.
 
     Diagnoses: wrong shape, a dtype other than float32 or float64, NaN, a matrix a second
     call overwrites, sines and cosines read from a table too short for k (hint), the transpose (the
@@ -362,19 +340,10 @@ def check_shift_matrix(shift_matrix_fn: Callable) -> None:
     per pair, the exponent i/d_model, M_1 whatever k, a k or a d_model written into the
     code, entries outside the 2x2 blocks, and a block that is not a rotation.
     """
-    name = _function(shift_matrix_fn, "check_shift_matrix", "shift_matrix")
-    _run_on_all_sizes(lambda sizes: _check_shift_once(shift_matrix_fn, name, **sizes),
-                      SHIFT_SIZES, _shift_hint)
-    _not_overwritten(shift_matrix_fn, name, "the matrix M_k", *SHIFT_SIZES[:2])
-    shapes = ", ".join(f"(k={s['k']}, d_model={s['d_model']})" for s in SHIFT_SIZES)
-    print(
-        f"check_shift_matrix passed: {name} builds M_k from 2x2 rotations [[cos k omega_i, "
-        f"sin k omega_i], [-sin k omega_i, cos k omega_i]], and PE(pos) @ M_k.T gives PE(pos + k) "
-        f"for every row of the course's sinusoidal_table, for {shapes}."
-    )
+    check(SHIFT, shift_matrix_fn)
 
 
-# ---------------------------------------------------------------- embeddings plus positions (5.3)
+# ---------------------------------------------------------------- 5.3 embeddings plus positions
 
 _TOKEN_INDEX = (
     r"out of bounds|index out of range|out of range",
@@ -384,166 +353,121 @@ _TOKEN_INDEX = (
 )
 
 
-def _embedding_scale(got: torch.Tensor, vectors: torch.Tensor, positions: torch.Tensor,
-                     sizes: dict) -> str | None:
-    """Name a wrong factor c when ``got`` is c * vectors + positions."""
-    d_model = sizes["d_model"]
-    rest = got.double() - positions
-    c = float((rest * vectors).sum() / (vectors * vectors).sum())
-    if not _same(got, c * vectors + positions) or math.isclose(c, math.sqrt(d_model), rel_tol=1e-4):
+def course_embed(tokens: torch.Tensor, weight: torch.Tensor, start: int = 0) -> torch.Tensor:
+    """weight[tokens] * sqrt(d_model) plus rows start .. start + L - 1 of the table: ``Embeddings``
+    then ``PositionalEncoding`` (dropout 0), in the weight's dtype."""
+    return weight[tokens] * math.sqrt(weight.size(1)) + sinusoidal_table(start + tokens.size(1), weight.size(1))[start:]
+
+
+def _embed_probes(device: str | None) -> list[Probe]:
+    g, probes = torch.Generator().manual_seed(0), []
+    for sizes in EMBED_SIZES:
+        batch, L, vocab, d_model, start = sizes.values()
+        tokens, weight = torch.randint(vocab, (batch, L), generator=g), torch.randn(vocab, d_model, generator=g)
+        label = (f"{{what}} of {{name}}(tokens of shape (batch={batch}, L={L}), weight of shape (vocab={vocab}, "
+                 f"d_model={d_model}), start={start})")
+        probes.append(Probe((tokens, weight, start), label, sizes=sizes, hints=(_TOKEN_INDEX,)))
+    tokens, weight, start = probes[0].args
+    probes.append(Probe((tokens, weight, start), "{what}", again=(torch.randint(11, tokens.shape, generator=g),
+                                                                   weight, start)))
+    # A float64 weight that requires grad, as a trained embedding: entries of about 100, which float32
+    # rounds by about 1e-5, far above the float32 table's 1e-7, so a float32 step on the embeddings shows.
+    weight = (torch.randn(*weight.shape, generator=g) * 100).double()
+    probes.append(Probe((tokens, weight, start), "{what} of {name}(tokens, a float64 weight that requires grad, "
+                        "start=0)", grad=(1,), precision=2e-6))
+    return probes
+
+
+def _scale(got: torch.Tensor, p: Probe) -> str | None:
+    """A wrong factor c when ``got`` is c * weight[tokens] + positions."""
+    tokens, weight, start = p.args
+    vectors, positions = weight.double()[tokens], course_embed(tokens, torch.zeros_like(weight), start).double()
+    c = float(((got.double() - positions) * vectors).sum() / (vectors * vectors).sum())
+    (batch, L), (vocab, d_model) = tokens.shape, weight.shape
+    if not _equal(got, c * vectors + positions) or math.isclose(c, math.sqrt(d_model), rel_tol=1e-4):
         return None
-    names = {"vocab, the number of rows of weight": sizes["vocab"], "L, the sentence length":
-             sizes["L"], "batch, the number of sentences": sizes["batch"]}
+    names = {"vocab, the number of rows of weight": vocab, "L, the sentence length": L,
+             "batch, the number of sentences": batch}
     for what, n in names.items():
         if math.isclose(c * c, n, rel_tol=1e-4):
-            return (
-                f"you multiplied the embeddings by sqrt({n}) = {c:.4g}, and {n} is {what} here, "
-                f"not d_model = {d_model}: d_model is the width of a vector, weight.size(1)."
-            )
-    return (
-        f"you multiplied the embeddings by {c:.4g}, but here d_model = {d_model}, so "
-        f"sqrt(d_model) = {math.sqrt(d_model):.4g}: is d_model (or its square root) written into "
-        "your code? Read it from the table, d_model = weight.size(1)."
-    )
+            return (f"you multiplied the embeddings by sqrt({n}) = {c:.4g}, and {n} is {what} here, not d_model = "
+                    f"{d_model}: d_model is the width of a vector, weight.size(1).")
+    return (f"you multiplied the embeddings by {c:.4g}, but here d_model = {d_model}, so sqrt(d_model) = "
+            f"{math.sqrt(d_model):.4g}: is d_model (or its square root) written into your code? Read it from the "
+            "table, d_model = weight.size(1).")
 
 
-def _check_embed_sizes(fn: Callable, name: str, sizes: dict, g: torch.Generator) -> None:
-    """``_check_embed_once``; past the positions of a table built once for 512 or 5000 of them,
-    a failure no known mistake explains says so."""
-    last = sizes["start"] + sizes["L"] - 1
-    try:
-        _check_embed_once(fn, name, sizes, g)
-    except ExerciseFailed as err:
-        fixed = " or ".join(str(n) for n in _PRECOMPUTED if n <= last)
-        if not fixed or not getattr(err, "generic", False):
-            raise
-        raise _generic(
-            f"{err}\nHint: this call needs the encodings of positions up to start + L - 1 = "
-            f"{last}, beyond a table built once for {fixed} positions (PositionalEncoding's "
-            "max_len = 5000): build the table for the positions the call needs, "
-            "sinusoidal_table(start + L, d_model)."
-        ) from None
+def _embed(scale: Callable = math.sqrt, rows: Callable = lambda t, start: t[start:], both: bool = False) -> Callable:
+    """weight[tokens] * scale(d_model) plus the rows ``rows`` (table, start) of a long table (or their
+    sum scaled, ``both``): the course's answer with one thing changed (a known mistake's)."""
+    def embed_with_positions(tokens, weight, start=0):
+        (batch, L), d_model = tokens.shape, weight.size(1)
+        table = sinusoidal_table(max(weight.size(0), start + L + 1, start + batch) + 1, d_model)
+        positions = rows(table, start)
+        positions = positions[:L] if positions.dim() == 2 else positions
+        if both:
+            return (weight[tokens] + positions) * scale(d_model)
+        return weight[tokens] * scale(d_model) + positions
+    return embed_with_positions
 
 
-def _check_embed_once(fn: Callable, name: str, sizes: dict, g: torch.Generator) -> None:
-    batch, L, vocab = sizes["batch"], sizes["L"], sizes["vocab"]
-    d_model, start = sizes["d_model"], sizes["start"]
-    tokens = torch.randint(vocab, (batch, L), generator=g)
-    weight = torch.randn(vocab, d_model, generator=g)
-
-    # The course's modules, with the same table and no dropout (as in evaluation).
-    embed = Embeddings(vocab, d_model)
-    add_positions = PositionalEncoding(d_model, dropout=0.0, max_len=start + L + 1)
-    with torch.no_grad():
-        embed.lut.weight.copy_(weight)
-        expected = add_positions(embed(tokens), start)  # (batch, L, d_model)
-
-    call = (f"{name}(tokens of shape (batch={batch}, L={L}), weight of shape (vocab={vocab}, "
-            f"d_model={d_model}), start={start})")
-    result = _call(fn, tokens, weight, start, roles=("tokens", "weight", "start"),
-                   hints=(_TOKEN_INDEX,))
-    got = _tensor(result, name, "the vectors", like=weight)
-    _shape(got, (batch, L, d_model), call, _squeezed(got.shape, (batch, L, d_model)))
-    if _same(got, expected):
-        # Another call must not overwrite these vectors (a buffer kept between calls).
-        other = torch.randint(vocab, (batch, L), generator=g)
-        _aliasing(lambda: _call(fn, other, weight, start, roles=("tokens", "weight", "start")),
-                  got, name, "the vectors")
-        return
-    # float64 versions of both terms, for the mistakes.
-    table = sinusoidal_table(max(vocab, start + L + 1, start + batch) + 1, d_model).double()
-    vectors = weight.double()[tokens]  # (batch, L, d_model)
-    root = math.sqrt(d_model)
-    positions = table[start : start + L]  # (L, d_model)
-    mistakes = [
-        (vectors + positions,
-         f"the embeddings are not multiplied by sqrt(d_model) = {root:.4g}: §3.4 multiplies "
-         "the embedding weights by sqrt(d_model) before the positions are added, as the "
-         "course's Embeddings does: weight[tokens] * math.sqrt(d_model)."),
-        (vectors * d_model + positions,
-         f"you multiplied the embeddings by d_model = {d_model} instead of sqrt(d_model) = "
-         f"{root:.4g}: use math.sqrt(d_model)."),
-        (vectors / root + positions,
-         f"you divided the embeddings by sqrt(d_model) = {root:.4g} instead of multiplying."),
-        ((vectors + positions) * root,
-         "you scaled the sum: the positional encoding was multiplied by sqrt(d_model) too. "
-         "Only the embeddings are scaled (§3.4); the positions are added afterwards, unscaled, "
-         "as Embeddings then PositionalEncoding do."),
-        (vectors * root,
-         "no positions were added: add row start + j of the sinusoidal table to the vector of "
-         "the token at index j."),
-        (vectors * root + table[1 + start : 1 + start + L],
-         f"your positions are counted from {start + 1}: the token at index j of the sentence "
-         f"sits at position start + j, so the first one takes row {start} of the table "
-         f"(start = {start})."),
-        (vectors * root + table[tokens],
-         "your positions are indexed by the token ids (table[tokens]): row pos of the table is "
-         "the encoding of the position pos, so the token at index j takes row start + j, "
-         "whatever its id."),
-        (vectors * root + table[start : start + batch].unsqueeze(1),
-         "your positions run along the batch, one per sentence: every token of sentence b got "
-         "the encoding of position start + b. The inputs are (batch, L, d_model), batch first; "
-         "take L rows of the table, table[start : start + L], which broadcast over the batch "
-         "(code written for (L, batch, d_model) inputs slices by x.size(0))."),
-    ]
-    if start:
-        mistakes.insert(0, (
-            vectors * root + table[:L],
-            f"your positions start at 0, but start = {start}: the tokens sit at positions start, "
-            "start + 1, ..., start + L - 1 (decoding one step at a time, the new token is not at "
-            f"position 0): take table[start : start + L], as PositionalEncoding(x, start) does."))
-    for candidate, message in mistakes:
-        if _same(got, candidate):
-            raise ExerciseFailed(message)
-    message = _embedding_scale(got, vectors, positions, sizes)
-    if message:
-        raise ExerciseFailed(message)
-    _assert_close(got, expected, call)
-
-
-def _check_embed_float64(fn: Callable, name: str, g: torch.Generator) -> None:
-    """One pass with a float64 weight that requires grad, as a trained embedding does: the
-    vectors must come back float64, their embedding part exact to float64 precision (the
-    positions may come from the float32 table), and the gradient must reach the weight."""
-    sizes = EMBED_SIZES[0]
-    batch, L, vocab = sizes["batch"], sizes["L"], sizes["vocab"]
-    d_model, start = sizes["d_model"], sizes["start"]
-    tokens = torch.randint(vocab, (batch, L), generator=g)
-    # Entries of about 100: float32 rounds their scaled values by about 1e-5, far above the
-    # float32 table's 1e-7, so a float32 step on the embeddings shows.
-    weight = (torch.randn(vocab, d_model, generator=g) * 100).double().requires_grad_()
-    call = (f"{name}(tokens of shape (batch={batch}, L={L}), a float64 weight of shape "
-            f"(vocab={vocab}, d_model={d_model}) that requires grad, start={start})")
-    got = _tensor(_call(fn, tokens, weight, start, roles=("tokens", "weight", "start")), name,
-                  "the vectors", like=weight)
-    _shape(got, (batch, L, d_model), call, _squeezed(got.shape, (batch, L, d_model)))
-    table = sinusoidal_table(start + L, d_model)[start:].double()
-    expected = weight[tokens] * math.sqrt(d_model) + table
-    if not _same64(got, expected) and not torch.allclose(got.detach(), expected.detach(),
-                                                          atol=2e-6, rtol=0):
-        worst = float((got.detach() - expected.detach()).abs().max())
-        if _same(got, expected, atol=1e-3):
-            raise _generic(
-                f"{call}: your vectors differ from weight[tokens] * sqrt(d_model) + PE by up to "
-                f"{worst:.1e}, float32's rounding of embeddings of about 100 (a float64 "
-                "computation is exact to 1e-12, the float32 table adds 1e-7 at most): a step "
-                "computes in float32 and converts back. Look for a .float() or a tensor created "
-                "without dtype=: keep weight[tokens] * math.sqrt(d_model) in weight's dtype."
-            )
-        _assert_close(got, expected.detach(), call)
-    try:
-        _gradients_flow(got, {"weight": weight}, name, "the vectors")
-    except RuntimeError as err:  # backward itself failed, as loss.backward() would in training
-        raise _generic(f"backpropagating through the vectors of {name} raised RuntimeError: "
-                       f"{str(err).splitlines()[0]}") from None
+EMBED_MISTAKES = (
+    Mistake(lambda p: (f"your positions start at 0, but start = {p.args[2]}: the tokens sit at positions start, "
+                       "start + 1, ..., start + L - 1 (decoding one step at a time, the new token is not at "
+                       "position 0): take table[start : start + L], as PositionalEncoding(x, start) does."),
+            "positions from 0", when=lambda p: p.args[2] != 0, like=_embed(rows=lambda t, start: t)),
+    Mistake(lambda p: (f"the embeddings are not multiplied by sqrt(d_model) = {math.sqrt(p.args[1].size(1)):.4g}: "
+                       "§3.4 multiplies the embedding weights by sqrt(d_model) before the positions are added, as "
+                       "the course's Embeddings does: weight[tokens] * math.sqrt(d_model)."), "no scale",
+            like=_embed(scale=lambda d: 1.0)),
+    Mistake(lambda p: (f"you multiplied the embeddings by d_model = {p.args[1].size(1)} instead of sqrt(d_model) = "
+                       f"{math.sqrt(p.args[1].size(1)):.4g}: use math.sqrt(d_model)."), "the scale d_model",
+            like=_embed(scale=lambda d: d)),
+    Mistake(lambda p: f"you divided the embeddings by sqrt(d_model) = {math.sqrt(p.args[1].size(1)):.4g} instead of "
+            "multiplying.", "divided by sqrt(d_model)", like=_embed(scale=lambda d: d**-0.5)),
+    Mistake("you scaled the sum: the positional encoding was multiplied by sqrt(d_model) too. Only the embeddings "
+            "are scaled (§3.4); the positions are added afterwards, unscaled, as Embeddings then "
+            "PositionalEncoding do.", "the positions scaled too", like=_embed(both=True)),
+    Mistake("no positions were added: add row start + j of the sinusoidal table to the vector of the token at "
+            "index j.", "no positions", like=_embed(rows=lambda t, start: torch.zeros_like(t))),
+    Mistake(lambda p: (f"your positions are counted from {p.args[2] + 1}: the token at index j of the sentence sits "
+                       f"at position start + j, so the first one takes row {p.args[2]} of the table (start = "
+                       f"{p.args[2]})."), "positions from 1", like=_embed(rows=lambda t, start: t[start + 1:])),
+    Mistake("your positions are indexed by the token ids (table[tokens]): row pos of the table is the encoding of "
+            "the position pos, so the token at index j takes row start + j, whatever its id.",
+            "positions by token ids", like=lambda tokens, weight, start=0: weight[tokens] * math.sqrt(
+                weight.size(1)) + sinusoidal_table(max(weight.size(0), start + tokens.size(1)), weight.size(1))[tokens]),
+    Mistake("your positions run along the batch, one per sentence: every token of sentence b got the encoding of "
+            "position start + b. The inputs are (batch, L, d_model), batch first; take L rows of the table, "
+            "table[start : start + L], which broadcast over the batch (code written for (L, batch, d_model) "
+            "inputs slices by x.size(0)).", "positions along the batch",
+            like=lambda tokens, weight, start=0: _embed(rows=lambda t, s: t[s: s + tokens.size(0)].unsqueeze(1))(
+                tokens, weight, start)),
+    Mistake("", "a wrong scale", find=_if(lambda got, p: True, _scale), example=_embed(scale=lambda d: 2.0)),
+)
 
 
 def _embed_hint(passed: list, sizes: dict, message: str) -> str:
-    if "beyond a table built once" in message:  # the message already says what to do
-        return ""
-    return _hard_coded_hint(
-        passed, sizes, message, "Read the sizes from the inputs: batch, L = tokens.shape and "
-        "d_model = weight.size(1), and use the start you are given.")
+    """Past the positions of a table built once for 512 or 5000 of them, a failure says so."""
+    last = sizes["start"] + sizes["L"] - 1
+    fixed = " or ".join(str(n) for n in _PRECOMPUTED if n <= last)
+    if fixed:
+        return (f"\nHint: this call needs the encodings of positions up to start + L - 1 = {last}, beyond a table "
+                f"built once for {fixed} positions (PositionalEncoding's max_len = 5000): build the table for the "
+                "positions the call needs, sinusoidal_table(start + L, d_model).")
+    return _hard_coded_hint(passed, sizes, message, "Read the sizes from the inputs: batch, L = tokens.shape and "
+                            "d_model = weight.size(1), and use the start you are given.")
+
+
+EMBED = Declaration(
+    check="check_embed_with_positions", function="embed_with_positions", roles=("tokens", "weight", "start"),
+    reference=course_embed, probes=_embed_probes, returns=Tensor("the vectors", like=1), mistakes=EMBED_MISTAKES,
+    sizes_fix=_embed_hint,
+    passed=("check_embed_with_positions passed: {name} gives weight[tokens] * sqrt(d_model) plus the encodings of "
+            "positions start .. start + L - 1, as the course's Embeddings and PositionalEncoding do, for "
+            f"{len(EMBED_SIZES)} sets of sizes (start = {', '.join(str(s['start']) for s in EMBED_SIZES)}), and "
+            "keeps a float64 weight's dtype and its gradient."),
+)
 
 
 def check_embed_with_positions(embed_with_positions_fn: Callable) -> None:
@@ -562,16 +486,7 @@ def check_embed_with_positions(embed_with_positions_fn: Callable) -> None:
     along the batch (the (L, batch, d_model) convention), a factor that is the square root of
     another size, and a d_model or another size written into the code.
     """
-    name = _function(embed_with_positions_fn, "check_embed_with_positions", "embed_with_positions")
-    g = torch.Generator().manual_seed(0)
-    with torch.random.fork_rng():  # building the course's modules must not move the learner's seed
-        _run_on_all_sizes(lambda sizes: _check_embed_sizes(embed_with_positions_fn, name, sizes, g),
-                          EMBED_SIZES, _embed_hint)
-        _check_embed_float64(embed_with_positions_fn, name, g)
-    print(
-        f"check_embed_with_positions passed: {name} gives weight[tokens] * sqrt(d_model) plus "
-        f"the encodings of positions start .. start + L - 1, as the course's Embeddings and "
-        f"PositionalEncoding do, for {len(EMBED_SIZES)} sets of sizes (start = "
-        f"{', '.join(str(s['start']) for s in EMBED_SIZES)}), and keeps a float64 weight's "
-        "dtype and its gradient."
-    )
+    check(EMBED, embed_with_positions_fn)
+
+
+DECLARATIONS = {d.check: d for d in (TABLE, SHIFT, EMBED)}

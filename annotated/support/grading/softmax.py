@@ -287,8 +287,8 @@ def _temperature_probes(device: str | None) -> list[Probe]:
             probe(x, temperature, sizes=sizes)
         probe(x, 0.05, "scores x", sizes, {"large": True})  # x / 0.05 reaches about 100
         probe(x + 1000, 3.0, "scores x + 1000", sizes, {"large": True})  # exp(x) overflows first
-        for temperature in (0.0, -1.0):  # divides by zero; reverses the order
-            probe(x, temperature, sizes=sizes, error="ValueError", no_error=_accepted(temperature),
+        for temperature in (0.0, -1.0):  # divides by zero; reverses the order: a second call must refuse it
+            probe(x, 2.0, sizes=sizes, again=(x, temperature), error="ValueError", no_error=_accepted(temperature),
                   on_error=_refused(temperature))
     for shape in [(2, 3, 5), (1, 4)]:  # a batch dimension in front; a batch of one
         probe(torch.randn(*shape, generator=g) * 2, 2.0, tags={"lead": len(shape) > 2})
