@@ -42,6 +42,10 @@ def no_data(monkeypatch):
     # Bounded by what is sensible: an overflow at the end of training, a hang or a crash before.
     ("--length-penalty", "500"), ("--length-penalty", "1e308"), ("--beam-size", "101"), ("--beam-size", "100000"),
     ("--threads", "10000"), ("--threads", "100000"), ("--seed", str(2**64)),
+    # A factor of 1e308 overflowed Adam's step (a raw RuntimeError); 1e30 diverged to NaN weights.
+    ("--lr-factor", "1e308"), ("--lr-factor", "1e30"), ("--lr-factor", "101"),
+    # An empty path silently meant the default: --resume '' trained from scratch, --out '' wrote checkpoints/.
+    ("--out", ""), ("--resume", ""), ("--resume", " "), ("--data-dir", ""), ("--average", ""),
 ])
 def test_a_bad_value_is_a_usage_error_before_any_work(option, value, capsys, no_data):
     with pytest.raises(SystemExit) as exit_:

@@ -250,6 +250,27 @@ def test_a_run_stopped_by_sigterm_with_a_rescued_checkpoint_names_it(tmp_path, c
     assert f"continue with --resume {rescued}" in captured.out and f"rescued to {rescued}" in captured.err
 
 
+@needs_data
+def test_weights_that_diverged_to_nan_replace_no_checkpoint(tmp_path, capsys, monkeypatch):
+    out = tmp_path / "run.pt"
+    assert main(quick("--max-steps", "2", "--out", str(out))) == 0
+    real_fit = cli.fit_distributed
+
+    def fit_then_diverge(model, *args, **kwargs):
+        history = real_fit(model, *args, **kwargs)
+        with torch.no_grad():
+            next(model.parameters()).fill_(float("nan"))  # as a learning rate far too high leaves them
+        return history
+
+    monkeypatch.setattr(cli, "fit_distributed", fit_then_diverge)
+    capsys.readouterr()
+    # It used to save the NaN weights over the resumed checkpoint, then end in a raw ValueError traceback.
+    assert main(quick("--resume", str(out), "--max-steps", "3")) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "hold NaN or infinite values" in err[0] and f"nothing was saved to {out}" in err[0]
+    assert load_checkpoint(out)["step"] == 2  # the last good checkpoint is kept
+
+
 # ---------------------------------------------------------------------------------------------
 # Outputs refused before any work: the shipped model, another format, a link, an input, a course file.
 

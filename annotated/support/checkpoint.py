@@ -184,7 +184,7 @@ def check_output_path(path: str | Path, what: str = "checkpoint") -> Path:
         raise CheckpointError(f"{path} is a folder; name a file for the {what}, e.g. {path / 'model.pt'}")
     if path.exists() and not path.is_file():
         raise CheckpointError(f"{path} is {kind_of(path.lstat().st_mode)}, not a file a {what} can replace; "
-                              f"name a regular file, e.g. {path.with_name(path.stem + '.pt')}")
+                              f"name a regular file in a folder of yours")
     folder = nearest_existing(path.parent)
     if not folder.is_dir():
         raise CheckpointError(f"cannot write the {what} {path}: {folder} is a file, not a folder; choose "

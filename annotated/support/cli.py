@@ -50,7 +50,7 @@ from annotated.data import load_pairs
 from annotated.evaluation import corpus_bleu, translate
 from annotated.model import TransformerConfig, count_parameters, make_model
 from annotated.support.checkpoint import (CheckpointError, Identity, OutputTakenError, average_checkpoints,
-                                          check_output_path, check_vocab_sizes, config_from, file_identity,
+                                          check_finite, check_output_path, check_vocab_sizes, config_from, file_identity,
                                           load_checkpoint, model_from_checkpoint, restore, save_checkpoint, unwrap,
                                           vocabs_from_checkpoint)
 from annotated.support.course import ROOT
@@ -137,6 +137,28 @@ def probability(text: str) -> float:
     return value
 
 
+# The largest --lr-factor: the schedule's peak rate is factor x d_model^-0.5 x warmup^-0.5 (7e-4 for the
+# base model at factor 1); a factor far above 1 makes Adam's updates diverge to NaN, and one near 1e308
+# overflows Adam's step itself.
+MAX_LR_FACTOR = 100.0
+
+
+def lr_factor(text: str) -> float:
+    """An argparse type: a positive factor of the learning-rate schedule, at most MAX_LR_FACTOR."""
+    value = positive_float(text)
+    if value > MAX_LR_FACTOR:
+        raise argparse.ArgumentTypeError(f"{text!r} is more than {MAX_LR_FACTOR:g}: factors far above 1 make training "
+                                         f"diverge (the paper's schedule is 1, notebook 11 uses 0.5)")
+    return value
+
+
+def path_text(text: str) -> str:
+    """An argparse type for a path: not empty (an empty --out or --resume would silently mean the default)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"{text!r} is an empty path; name a file or folder, or leave the option out")
+    return text
+
+
 def device_name(text: str) -> str:
     """An argparse type: a device torch knows and this machine has."""
     try:
@@ -157,14 +179,14 @@ def build_parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--preset", choices=sorted(PRESETS), help="model size and recipe (default: notebook, or the "
                                                              "checkpoint's with --resume)")
-    p.add_argument("--data-dir", help="folder with the Multi30k .gz files (default: $ANNOTATED_DATA_DIR, "
+    p.add_argument("--data-dir", type=path_text, help="folder with the Multi30k .gz files (default: $ANNOTATED_DATA_DIR, "
                                       "else a download cache)")
-    p.add_argument("--out", help="checkpoint to write (default: the --resume file, else checkpoints/<preset>.pt)")
+    p.add_argument("--out", type=path_text, help="checkpoint to write (default: the --resume file, else checkpoints/<preset>.pt)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace an existing --out (and the numbered checkpoints --keep-last wrote beside it)")
     p.add_argument("--force", action="store_true",
                    help="allow an --out inside the shipped model's folder (annotated/pretrained/)")
-    p.add_argument("--resume", help="checkpoint to continue from (its config and vocabularies are used)")
+    p.add_argument("--resume", type=path_text, help="checkpoint to continue from (its config and vocabularies are used)")
     p.add_argument("--epochs", type=positive_int, help="total epochs, counting those before --resume")
     p.add_argument("--max-minutes", type=positive_float, help="training time budget for this run")
     p.add_argument("--max-steps", type=positive_int, help="total optimizer updates, counting those before --resume")
@@ -175,14 +197,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-tokens", type=positive_int, help="override the preset's tokens per batch")
     p.add_argument("--accum-steps", type=positive_int, help="override the preset's batches per update")
     p.add_argument("--warmup", type=positive_int, help="override the preset's warm-up steps")
-    p.add_argument("--lr-factor", type=positive_float,
-                   help="override the preset's factor on the learning-rate schedule (1: the paper's formula)")
+    p.add_argument("--lr-factor", type=lr_factor,
+                   help=f"override the preset's factor on the learning-rate schedule (1: the paper's formula; "
+                        f"at most {MAX_LR_FACTOR:g})")
     p.add_argument("--dropout", type=probability, metavar="P",
                    help="override the preset's P_drop, on sub-layer outputs and embedding sums (§5.4)")
     p.add_argument("--bpe-merges", type=natural_int, metavar="N",
                    help="override the preset's byte-pair merges, learned on both languages into one shared "
                         "vocabulary and embedding matrix (§5.1, §3.4); 0: whole words, a vocabulary per language")
-    p.add_argument("--average", nargs="+", metavar="CHECKPOINT",
+    p.add_argument("--average", nargs="+", type=path_text, metavar="CHECKPOINT",
                    help="average the weights of these checkpoints of one run (paper §6.1) and only "
                         "evaluate; with --out, also save the averaged checkpoint")
     p.add_argument("--keep-last", type=natural_int, default=0, metavar="N",
@@ -664,6 +687,9 @@ def run(args: argparse.Namespace, ctx: DistributedContext) -> int:
     size_mb = 3 * sum(p.numel() * p.element_size() for p in model.parameters()) / 1e6
 
     def save(history: dict, numbered: bool = False, final: bool = False) -> Path | None:
+        # Weights that diverged to NaN replace no checkpoint (a resumed run's included): the run ends here.
+        check_finite(unwrap(model).state_dict(), f"step {scheduler.last_epoch} of this run (so nothing was saved "
+                                                 f"to {outputs.out})")
         # The history of this run follows that of the runs before the resume.
         combined = {k: list(before.get(k, [])) + list(v) for k, v in history.items()}
 
