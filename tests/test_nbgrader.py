@@ -433,7 +433,8 @@ SLOW = ("a1_slow.ipynb",
 DIES = ("a2_dies.ipynb",
         tiny(solution("first", "def first():\n    return 1"), check("first-check", "assert first() == 1"),
              solution("between", "scratch = 0"),
-             solution("second", "def second():\n    return 2"), check("second-check", "assert second() == 2")),
+             solution("second", "def second():\n    return 2"),
+             check("second-check", "assert second() + first() == 3")),  # first(): from the cells run again
         {2: "import os\nos.kill(os.getpid(), 9)  # the kernel dies here"})
 PRINTS = ("a3_prints.ipynb",
           tiny(solution("third", "def third():\n    return 3"), check("third-check", "assert third() == 3")),
@@ -512,3 +513,48 @@ def test_one_assignment_per_notebook_gives_no_missing_file_warning_for_one_noteb
 
 def test_nbgrader_finished_every_submission(tiny_course):
     assert (tiny_course / "autograde.log").read_text().endswith("exit code 0\n")
+
+
+# ---------------------------------------------------------------- CourseExecute by itself, with short limits
+
+
+def executed(tmp_path, *sources: str, **limits) -> nbformat.NotebookNode:
+    """A notebook of ``sources`` run by CourseExecute with ``limits`` (its traits)."""
+    needs_nbgrader()
+    nb = tiny(*(nbformat.v4.new_code_cell(source) for source in sources))
+    nbgrader_course.CourseExecute(**limits).preprocess(nb, {"metadata": {"path": str(tmp_path)}})
+    return nb
+
+
+def errors(cell) -> list[str]:
+    return [f"{o.ename}: {o.evalue}" for o in cell.outputs if o.output_type == "error"]
+
+
+def test_a_kernel_that_ignores_the_interrupt_is_replaced_and_the_notebook_goes_on(tmp_path):
+    nb = executed(tmp_path, "x = 41\nprint('once')",
+                  "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    time.sleep(0.1)",
+                  "print(x + 1)", timeout=3)
+    assert [o.text for o in nb.cells[0].outputs] == ["once\n"]  # its first run's output, not the replay's
+    assert "CellTimeoutError" in [e.split(":")[0] for e in errors(nb.cells[1])]
+    assert [o.get("text") for o in nb.cells[2].outputs] == ["42\n"]
+
+
+def test_the_notebooks_time_limit_stops_the_cells_left_each_with_the_reason(tmp_path):
+    # The notebook's limit counts from the start, the kernel's start included, as in the course grader.
+    nb = executed(tmp_path, "import time", "time.sleep(60)", "print('late')", "print('later')",
+                  timeout=60, notebook_timeout=15)
+    assert errors(nb.cells[0]) == []
+    assert "CellTimeoutError" in [e.split(":")[0] for e in errors(nb.cells[1])]  # cut to the seconds left
+    for cell in nb.cells[2:]:
+        assert errors(cell) == ["NotRun: not run: the notebook's time limit (15 s) ran out"]
+
+
+def test_a_kernel_that_keeps_dying_is_replaced_at_most_restarts_times(tmp_path):
+    kill = "import os\nos.kill(os.getpid(), 9)"
+    nb = executed(tmp_path, "y = 1", kill, "print(y)", kill, "print('never')", restarts=1)
+    assert errors(nb.cells[0]) == [] and [o.get("text") for o in nb.cells[2].outputs] == ["1\n"]
+    assert errors(nb.cells[1])[0].startswith("DeadKernelError: the kernel died while this cell ran")
+    assert errors(nb.cells[3]) == ["DeadKernelError: the kernel died while this cell ran (out of memory, or the "
+                                   "cell ended it); no fresh kernel after 1 restart"]
+    assert errors(nb.cells[4]) == ["NotRun: not run: the kernel died, 2 times (the notebook gets at most "
+                                   "1 fresh kernel)"]

@@ -58,7 +58,7 @@ ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")  # a course id, as a folder and
 PROG = "python -m annotated.support.nbgrader_course"
 
 try:  # nbgrader is an extra (pip install -e ".[instructor]"); without it the folder can still be made
-    from nbclient.exceptions import DeadKernelError
+    from nbclient.exceptions import CellTimeoutError, DeadKernelError
     from nbconvert.preprocessors import ExecutePreprocessor
     from nbgrader.preprocessors import Execute, NbGraderPreprocessor
     from traitlets import Integer
@@ -138,6 +138,14 @@ def _error(ename: str, evalue: str) -> NotebookNode:
     return NotebookNode(output_type="error", ename=ename, evalue=evalue, traceback=[f"{ename}: {evalue}"])
 
 
+def _times(n: int, word: str = "time") -> str:
+    return f"{n} {word}{'s' if n != 1 else ''}"
+
+
+class _Stuck(Exception):
+    """The kernel did not answer after the interrupt of a time limit: it must be replaced."""
+
+
 def _is_test_cell(cell) -> bool:
     """An autograded test cell (a check): it defines nothing later cells use, so it is not run again."""
     meta = cell.get("metadata", {}).get("nbgrader", {})
@@ -195,7 +203,7 @@ if Execute is not None:
             try:
                 while position < len(self.nb.cells) and not why_not:
                     replaced = ""  # why this kernel is replaced: it died, or stopped answering
-                    running = None
+                    running = dead_cell = None
                     with self.setup_kernel():
                         info = self.wait_for_reply(self.kc.kernel_info())
                         self.nb.metadata["language_info"] = info["content"]["language_info"]
@@ -204,7 +212,9 @@ if Execute is not None:
                                 if time.monotonic() >= deadline:
                                     break
                                 running = ("again", index)
-                                self._hidden(copy.deepcopy(self.nb.cells[index]), cell_limit, deadline)
+                                if self._hidden(copy.deepcopy(self.nb.cells[index]), cell_limit, deadline):
+                                    running = ("probe", None)
+                                    self._answers()
                             while position < len(self.nb.cells):
                                 cell = self.nb.cells[position]
                                 if cell.cell_type != "code" or not cell.source.strip():
@@ -216,35 +226,39 @@ if Execute is not None:
                                 running = ("cell", position)
                                 late = self._timed(cell, position, cell_limit, deadline)
                                 position += 1
-                                if late:
-                                    running = None
-                                    if not self._answers():
-                                        replaced = f"the kernel did not answer {PROBE_SECONDS} s after it was " \
-                                                   f"interrupted at the time limit"
-                                        break
-                                    continue
-                                if not _is_test_cell(cell):
+                                if late:  # interrupted: it must answer again, else a fresh kernel
+                                    running = ("probe", None)
+                                    self._answers()
+                                elif not _is_test_cell(cell):
                                     ran.append(position - 1)
                             running = None
-                        except DeadKernelError:
-                            replaced = "the kernel died"
+                        except (DeadKernelError, _Stuck) as error:
+                            died = isinstance(error, DeadKernelError)
+                            replaced = "the kernel died" if died else \
+                                "the kernel did not answer after it was interrupted at the time limit"
                             kind, index = running or ("probe", None)
                             if kind == "cell":
                                 position = index + 1
-                                self.nb.cells[index].outputs.append(_error("DeadKernelError", (
-                                    "the kernel died while this cell ran (out of memory, or the cell ended "
-                                    "it); a fresh kernel ran the cells before it again and went on")))
-                            elif kind == "again":  # a cell that had run died when run again: left out from now on
+                                if died:  # the rest of the message once it is known whether the notebook goes on
+                                    dead_cell = self.nb.cells[index]
+                            elif kind == "again":  # a cell that had run failed when run again: left out from now on
                                 ran.remove(index)
-                                self.nb.cells[index].outputs.append(_error("DeadKernelError", (
-                                    "the kernel died when this cell was run again on a fresh kernel; "
-                                    "the cells after it ran without it")))
+                                self.nb.cells[index].outputs.append(_error(
+                                    "DeadKernelError" if died else "CellTimeoutError",
+                                    f"{replaced} when this cell was run again on a fresh kernel; "
+                                    f"the cells after it ran without it"))
                         finally:
                             self.timeout = cell_limit
                     if replaced:
                         fresh += 1
                         if fresh > self.restarts:
-                            why_not = f"{replaced}, {fresh} times (at most {self.restarts} fresh kernels)"
+                            why_not = f"{replaced}, {_times(fresh)} (the notebook gets at most " \
+                                      f"{_times(self.restarts, 'fresh kernel')})"
+                    if dead_cell is not None:
+                        dead_cell.outputs.append(_error("DeadKernelError", (
+                            "the kernel died while this cell ran (out of memory, or the cell ended it); " + (
+                                "a fresh kernel ran the cells before it again and went on" if not why_not else
+                                f"no fresh kernel after {_times(fresh - 1, 'restart')}"))))
             finally:
                 self.timeout = cell_limit
             for cell in self.nb.cells[position:]:
@@ -257,14 +271,22 @@ if Execute is not None:
             return max(1, int(min(cell_limit or float("inf"), deadline - time.monotonic())))
 
         def _timed(self, cell, index, cell_limit, deadline) -> bool:
-            """Run a cell of the notebook within its limit; True if it ran past it."""
+            """Run a cell of the notebook within its limit; True if it ran past it (and was
+            interrupted); :class:`_Stuck` if the kernel did not finish the cell after that."""
             self.timeout = self._limit(cell_limit, deadline)
             self._kept_bytes.clear()
             start = time.monotonic()
-            self.execute_cell(cell, index, store_history=True)
+            try:
+                self.execute_cell(cell, index, store_history=True)
+            except CellTimeoutError:
+                # nbclient waited in vain for the cell's last output after the interrupt (or, with
+                # interrupt_on_timeout off, did not interrupt): the kernel is still busy.
+                if not any(o.get("output_type") == "error" for o in cell.outputs):
+                    cell.outputs.append(NotebookNode(output_type="error", **self.error_on_timeout))
+                raise _Stuck() from None
             return time.monotonic() - start >= self.timeout
 
-        def _hidden(self, cell, cell_limit, deadline, store_history=True) -> bool:
+        def _hidden(self, cell, cell_limit, deadline) -> bool:
             """Run ``cell`` (a copy, or a probe) on the kernel without putting it in the notebook;
             True if it ran past its limit."""
             self.nb.cells.append(cell)
@@ -273,10 +295,12 @@ if Execute is not None:
             finally:
                 self.nb.cells.pop()
 
-        def _answers(self) -> bool:
-            """After a time limit: the interrupted kernel runs a ``pass`` within PROBE_SECONDS."""
+        def _answers(self) -> None:
+            """After a time limit: :class:`_Stuck` unless the interrupted kernel runs a ``pass``
+            within PROBE_SECONDS."""
             probe = nbformat.v4.new_code_cell("pass")
-            return not self._hidden(probe, PROBE_SECONDS, time.monotonic() + PROBE_SECONDS)
+            if self._hidden(probe, PROBE_SECONDS, time.monotonic() + PROBE_SECONDS):
+                raise _Stuck()
 
         def output(self, outs, msg, display_id, cell_index):
             # So that a cell that prints without end cannot fill the grader's memory: once a
