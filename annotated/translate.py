@@ -33,7 +33,7 @@ from annotated.evaluation import translate as translate_batch
 from annotated.model import EncoderDecoder
 from annotated.support.cli import check_beam_fits
 from annotated.support.errors import UsageError, run_command
-from annotated.support.input_text import check_no_undecodable, clean_sentence, decode_input, has_latin_letters
+from annotated.support.input_text import check_no_undecodable, decode_input
 from annotated.support.options import MAX_BEAM, beam_width, length_penalty, positive_int, thread_count
 from annotated.support.pipes import quiet_on_closed_pipe
 from annotated.support.pretrained import CheckpointError, check_model_path, load_pretrained
@@ -104,6 +104,9 @@ def encoding_name(text: str) -> str:
 def model_path(text: str) -> str:
     """An argparse type: a folder or a file that exists, not a pipe or a device, which would wait for a
     writer (what it holds is checked when the model loads)."""
+    if not text.strip():  # Path("") is the current folder
+        raise argparse.ArgumentTypeError("an empty path; give a .pt checkpoint of python -m annotated.train, or a "
+                                         "folder written by python -m annotated.support.pretrained export")
     try:
         check_model_path(Path(text))
     except CheckpointError as error:

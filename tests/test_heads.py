@@ -247,7 +247,8 @@ def test_sentence_attention_labels_are_the_tokens_in_order(shipped):
                            r"sentence, e.g. 'Zwei Hunde spielen im Schnee.'$"),
     ("   ", None, ValueError, r"^german is empty: "),
     ("\u200b\x1b", None, ValueError, r"^german is empty once control characters are removed"),
-    ("123 ---", None, ValueError, r"^german has no letter \('123 ---'\)"),
+    ("123 ---", None, ValueError, r"^german has no letter to translate \('123 ---'\): the model reads German"),
+    ("مرحبا بالعالم", None, ValueError, r"^german is written in the Arabic script, which the model does not know"),
     ("Hund " * 201, None, ValueError, r"^german has 201 tokens, more than the 200 translate\(\) accepts"),
     (b"Ein Mann.", None, TypeError, r"^german must be one sentence \(a str\), got a bytes; decode bytes first"),
     (["Ein Mann.", "Zwei Hunde."], None, TypeError, r"^german must be one sentence \(a str\), got a list; call "

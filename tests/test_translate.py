@@ -119,6 +119,7 @@ def test_the_command_translates_its_arguments(trained):
     (["--beam", "0", "x"], "--beam: '0' is not a positive integer"),
     (["--alpha", "-1", "x"], "--alpha: '-1' is not a number >= 0"),
     (["--checkpoint", "missing.pt", "x"], "no model at missing.pt"),
+    (["--checkpoint", "", "x"], "argument --checkpoint: an empty path; give a .pt checkpoint"),
 ])
 def test_bad_arguments_get_one_line_and_no_traceback(args, message):
     result = run(*args)
@@ -250,6 +251,9 @@ def test_translate_warns_about_what_it_removes_and_gives_no_caption_for_no_lette
         "sentence 1: removed 1 control or invisible character(s) (U+200B ZERO WIDTH SPACE)",
         "sentence 2 has no letter to translate ('123 ---'); the model translates German sentences, so an empty "
         "line stands for it"]
+    with pytest.warns(UserWarning, match=r"sentence 1 is written in the Cyrillic script, which the model does not "
+                                         r"know \('Привет'\); the model translates German sentences"):
+        assert translate(["Привет"], model, tokenizer, beam=2) == [""]
 
 
 def test_a_model_with_nan_weights_is_an_error_not_padding(tiny):

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 from annotated.support.checks import (
     check_beam_arguments, check_decoding_inputs, check_finite_weights, check_not_text, check_sizes, check_tokens,
 )
-from annotated.support.input_text import clean_sentence, has_latin_letters
+from annotated.support.input_text import clean_sentence, untranslatable
 
 MAX_SOURCE_TOKENS = 200  # longer sentences are refused: Multi30k's sentences have at most about 80 tokens
 MAX_OUTPUT_TOKENS = 250  # the same for every sentence, so that batching cannot change a translation
@@ -176,9 +176,9 @@ def prepared(sentence: str, where: str, report: Callable[[str], None] | None = N
     cleaned, notes = clean_sentence(sentence)
     for note in notes:
         report(f"{where}: {note}")
-    if cleaned.strip() and not has_latin_letters(cleaned):
-        report(f"{where} has no letter to translate ({cleaned.strip()[:30]!r}); the model translates German "
-               f"sentences, so an empty line stands for it")
+    reason = untranslatable(cleaned)  # no letter, or only letters of a script the model never saw
+    if reason:
+        report(f"{where} {reason}; the model translates German sentences, so an empty line stands for it")
         return ""
     return cleaned
 
@@ -282,9 +282,10 @@ def sentence_attention_inputs(model, tokenizer, german, english=None, **_):
                 "e.g. 'Zwei Hunde spielen im Schnee.'"
             raise ValueError(f"{name} is empty{' once control characters are removed' if text.strip() else ''}: "
                              f"the maps would be those of a sentence the model made up; give a sentence, {other}")
-        if not has_latin_letters(cleaned):
-            raise ValueError(f"{name} has no letter ({cleaned.strip()[:30]!r}): the model reads German and writes "
-                             f"English; give a sentence in those languages")
+        reason = untranslatable(cleaned)
+        if reason:
+            raise ValueError(f"{name} {reason}: the model reads German and writes English; give a sentence in "
+                             f"those languages")
         n = len(tokenize(cleaned))
         if n > limit:
             raise ValueError(f"{name} has {n} tokens, more than the {limit} translate() accepts; give one sentence")
