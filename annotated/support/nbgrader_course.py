@@ -59,7 +59,6 @@ PROG = "python -m annotated.support.nbgrader_course"
 
 try:  # nbgrader is an extra (pip install -e ".[instructor]"); without it the folder can still be made
     from nbclient.exceptions import CellTimeoutError, DeadKernelError
-    from nbconvert.preprocessors import ExecutePreprocessor
     from nbgrader.preprocessors import Execute, NbGraderPreprocessor
     from traitlets import Integer
 except ImportError:  # pragma: no cover - exercised where nbgrader is missing
