@@ -80,7 +80,8 @@ def test_sigterm_or_sighup_during_training_saves_the_checkpoint_says_how_to_resu
     assert saved["step"] >= 3  # at least the first epoch's updates are kept
     if signum == signal.SIGTERM:  # and the run goes on from them, as the message says
         resumed = subprocess.run([sys.executable, "-m", "annotated.train",
-                                  *quick("--resume", str(out), "--epochs", "100000", "--max-steps", str(saved["step"] + 1))],
+                                  *quick("--resume", str(out), "--epochs", "100000",
+                                         "--max-steps", str(saved["step"] + 1))],
                                  cwd=tmp_path, capture_output=True, text=True, timeout=300,
                                  env={**os.environ, "PYTHONPATH": str(ROOT)})
         assert resumed.returncode == 0, resumed.stderr

@@ -11,9 +11,9 @@ the middle of a save leaves the previous checkpoint as it was, and the next save
 removes the temporary file a killed process left behind. A save can also be told which files it
 may replace (``may_replace``): then a checkpoint that appeared meanwhile (another run writing to
 the same path) is never replaced, because the finished temporary file is linked onto the path,
-which fails if the path exists by then. A symbolic link is never written through. A SHA-256 of every stored value (tensors
-included) is saved with them and checked on load: a flipped bit on a disk or in a copy is
-an error, not a model with changed weights.
+which fails if the path exists by then. A symbolic link is never written through. A SHA-256 of
+every stored value (tensors included) is saved with them and checked on load: a flipped bit on
+a disk or in a copy is an error, not a model with changed weights.
 
     save_checkpoint("model.pt", model, config, vocabs={"src": de, "tgt": en},
                     optimizer=optimizer, scheduler=scheduler, step=1200, epoch=3)

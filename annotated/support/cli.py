@@ -50,9 +50,9 @@ from annotated.data import load_pairs
 from annotated.evaluation import corpus_bleu, translate
 from annotated.model import TransformerConfig, count_parameters, make_model
 from annotated.support.checkpoint import (CheckpointError, Identity, OutputTakenError, average_checkpoints,
-                                          check_finite, check_output_path, check_vocab_sizes, config_from, file_identity,
-                                          load_checkpoint, model_from_checkpoint, restore, save_checkpoint, unwrap,
-                                          vocabs_from_checkpoint)
+                                          check_finite, check_output_path, check_vocab_sizes, config_from,
+                                          file_identity, load_checkpoint, model_from_checkpoint, restore,
+                                          save_checkpoint, unwrap, vocabs_from_checkpoint)
 from annotated.support.course import ROOT
 from annotated.support.download import MULTI30K_FILES
 from annotated.support.files import Stopped, check_output_file, signals_as_interrupt
@@ -179,14 +179,16 @@ def build_parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--preset", choices=sorted(PRESETS), help="model size and recipe (default: notebook, or the "
                                                              "checkpoint's with --resume)")
-    p.add_argument("--data-dir", type=path_text, help="folder with the Multi30k .gz files (default: $ANNOTATED_DATA_DIR, "
-                                      "else a download cache)")
-    p.add_argument("--out", type=path_text, help="checkpoint to write (default: the --resume file, else checkpoints/<preset>.pt)")
+    p.add_argument("--data-dir", type=path_text,
+                   help="folder with the Multi30k .gz files (default: $ANNOTATED_DATA_DIR, else a download cache)")
+    p.add_argument("--out", type=path_text,
+                   help="checkpoint to write (default: the --resume file, else checkpoints/<preset>.pt)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace an existing --out (and the numbered checkpoints --keep-last wrote beside it)")
     p.add_argument("--force", action="store_true",
                    help="allow an --out inside the shipped model's folder (annotated/pretrained/)")
-    p.add_argument("--resume", type=path_text, help="checkpoint to continue from (its config and vocabularies are used)")
+    p.add_argument("--resume", type=path_text,
+                   help="checkpoint to continue from (its config and vocabularies are used)")
     p.add_argument("--epochs", type=positive_int, help="total epochs, counting those before --resume")
     p.add_argument("--max-minutes", type=positive_float, help="training time budget for this run")
     p.add_argument("--max-steps", type=positive_int, help="total optimizer updates, counting those before --resume")
