@@ -435,7 +435,7 @@ WRONG_ANSWERS = [
      r"^a second call of targets_into_a_buffer, on other inputs, changed the targets that the "
      r"first call had returned"),
     (check_smoothed_targets, targets_squeezing_the_labels,
-     r"(?s)targets_squeezing_the_labels\(tensor of shape \(1,\), 6, 5, 0\.15\) raised IndexError.*"
+     r"(?s)targets_squeezing_the_labels\(tensor of shape \(1,\), 6, 5, 0\.15\) raised ValueError: target must be a 1-D tensor.*"
      r"Hint: this call has a single position \(N = 1\)"),
     # 8.2 label_smoothing_loss
     (check_label_smoothing_loss, not_done, r"raised NotImplementedError"),
