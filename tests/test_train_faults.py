@@ -9,6 +9,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -133,6 +134,67 @@ def test_a_signal_ignored_by_the_parent_stays_ignored(monkeypatch):
         assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
     finally:
         signal.signal(signal.SIGHUP, previous)
+
+
+@pytest.fixture
+def ctrl_c_raises():
+    """As in a terminal: Ctrl-C raises KeyboardInterrupt (a process started in the background, as
+    pytest may be, ignores SIGINT, and the command leaves that alone)."""
+    outer = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, outer)
+
+
+@needs_data
+def test_a_second_sigterm_quits_at_once_and_leaves_no_half_checkpoint(tmp_path, capsys, monkeypatch, signals_caught):
+    import annotated.support.distributed as distributed
+
+    real_step = distributed.train_step
+
+    def step_then_two_signals(*args, **kwargs):
+        loss = real_step(*args, **kwargs)
+        os.kill(os.getpid(), signal.SIGTERM)  # "stop after this update"
+        os.kill(os.getpid(), signal.SIGTERM)  # "now": the impatient scheduler, or the user
+        return loss
+
+    monkeypatch.setattr(distributed, "train_step", step_then_two_signals)
+    assert main(quick("--epochs", "20", "--out", str(tmp_path / "run.pt"))) == 143
+    assert "stopped by SIGTERM" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == [] and signals_caught == []
+
+
+@needs_data
+def test_a_signal_during_the_final_save_waits_for_the_checkpoint(tmp_path, capsys, monkeypatch, signals_caught):
+    real_save = cli.save_checkpoint
+
+    def sigterm_while_saving(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGTERM)  # arrives while the checkpoint is being written
+        return real_save(*args, **kwargs)
+
+    monkeypatch.setattr(cli, "save_checkpoint", sigterm_while_saving)
+    out = tmp_path / "run.pt"
+    assert main(quick("--max-steps", "2", "--out", str(out))) == 143
+    captured = capsys.readouterr()
+    assert f"interrupted by SIGTERM: continue with --resume {out}" in captured.out and "BLEU" not in captured.out
+    assert load_checkpoint(out)["step"] == 2
+
+
+@needs_data
+def test_ctrl_c_at_the_full_disk_prompt_gives_up_at_once(tmp_path, capsys, monkeypatch, ctrl_c_raises):
+    def full_disk(path, *args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    def prompt(text):
+        os.kill(os.getpid(), signal.SIGINT)  # the user gives up
+        time.sleep(1)
+        raise AssertionError("Ctrl-C at the prompt did not give up")
+
+    monkeypatch.setattr(cli, "save_checkpoint", full_disk)
+    monkeypatch.setattr(cli, "rescue_folders", lambda path: [])
+    monkeypatch.setattr(cli.sys.stdin, "isatty", lambda: True, raising=False)
+    monkeypatch.setattr(cli, "input", prompt, raising=False)
+    assert main(quick("--max-steps", "2", "--out", str(tmp_path / "run.pt"))) == 130
+    assert "interrupted" in capsys.readouterr().err
 
 
 # ---------------------------------------------------------------------------------------------

@@ -30,6 +30,7 @@ number (130, 143, 129); a second signal quits at once. A checkpoint that could n
 """
 
 import argparse
+import contextlib
 import dataclasses
 import math
 import random
@@ -491,8 +492,12 @@ def save_or_rescue(path: Path, write: "Callable[[Path], Path]", ctx: Distributed
                  f"next save tries again: free {need} in {where}")
         return None
     while sys.stdin is not None and sys.stdin.isatty():
-        input(f"could not write the checkpoint {path} ({failure}); free {need} in {where}, then press Enter "
-              f"to try again (Ctrl-C gives up, and the weights of this run are lost) ")
+        try:
+            with stop_at_once():  # a Ctrl-C at the prompt gives up now, not after "this update"
+                input(f"could not write the checkpoint {path} ({failure}); free {need} in {where}, then press "
+                      f"Enter to try again (Ctrl-C gives up, and the weights of this run are lost) ")
+        except EOFError:  # Ctrl-D: gives up too
+            break
         try:
             return write(path)
         except OSError as error:
@@ -586,6 +591,22 @@ def stopped_by(signum: int) -> Stopped:
     return stopped
 
 
+def _stop_now(signum, frame) -> None:
+    raise KeyboardInterrupt if signum == signal.SIGINT else stopped_by(signum)
+
+
+@contextlib.contextmanager
+def stop_at_once():
+    """While active, Ctrl-C, SIGTERM and SIGHUP stop the command at once (KeyboardInterrupt, Stopped),
+    even inside :class:`StopOnInterrupt`: for a prompt, where nothing is under way."""
+    previous = _install(STOP_SIGNALS, _stop_now)
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
 class StopOnInterrupt:
     """While active, the first Ctrl-C (SIGINT), SIGTERM or SIGHUP only asks training to stop after the
     update under way, so that a consistent checkpoint can be saved; a second one interrupts at once."""
@@ -608,7 +629,7 @@ class StopOnInterrupt:
 
     def handle(self, signum, frame) -> None:
         if self.requested:
-            raise KeyboardInterrupt if signum == signal.SIGINT else stopped_by(signum)
+            _stop_now(signum, frame)
         self.signum = signum
         name = STOP_SIGNALS[signum]
         log(self.ctx, f"\n{name}{SENDERS.get(name, '')}: stopping after this update to save the checkpoint "
