@@ -12,11 +12,11 @@ import torch
 from annotated.attention import scaled_dot_product_attention
 from annotated.masks import subsequent_mask
 from annotated.support import record
-from annotated.support.grading import attention, engine, masking, multi_head, positional, softmax
+from annotated.support.grading import attention, engine, masking, multi_head, positional, softmax, sublayers
 from annotated.support.grading.engine import Declaration, Failure, Items, Mistake, Probe, Tensor
 
 DECLARATIONS = {**masking.DECLARATIONS, **multi_head.DECLARATIONS, **softmax.DECLARATIONS,
-                **attention.DECLARATIONS, **positional.DECLARATIONS}
+                **attention.DECLARATIONS, **positional.DECLARATIONS, **sublayers.DECLARATIONS}
 # Where the grader's probes try another device, the tests do too: 'meta', which every machine has.
 DEVICE = "meta"
 
@@ -286,3 +286,15 @@ def test_the_positional_references_agree_with_the_course_modules_on_every_probe(
         table, first = sinusoidal_table(abs(k) + 20, d_model).double(), max(0, -k)
         moved = table[first: first + 20] @ positional.course_shift_matrix(k, d_model).T
         assert torch.allclose(moved, table[first + k: first + k + 20], atol=1e-4), probe.label
+
+
+def test_the_layer_norm_reference_is_the_course_layer_norm_on_every_probe():
+    from annotated.layer_norm import LayerNorm
+    for probe in sublayers.NORM.probes(None):
+        x, gamma, beta, eps = probe.args
+        course = LayerNorm(x.size(-1), eps).to(x.dtype)
+        with torch.no_grad():
+            course.gamma.copy_(gamma)
+            course.beta.copy_(beta)
+            expected = course(x)
+        assert torch.allclose(sublayers.NORM.reference(*probe.args), expected, atol=2e-4), probe.label

@@ -9,9 +9,9 @@ message). The engine derives everything else, with messages written once here: a
 the learner's function (with its line, and why: an earlier exercise not done, parameters that do
 not fit, a size written into the code), an input changed in place, a result of another type,
 device, layout, dtype or shape (a dimension of size 1 dropped), numbers that differ (NaN, or the
-precision of float32 for float64 inputs), no gradient, a result kept between calls and changed
-by the next, a module's mode changed, and a size written into the code when a failure shows only
-after earlier sets of sizes passed.
+precision of float32 for float64 inputs), no gradient or one that differs from the reference's, a
+result kept between calls and changed by the next, a module's mode changed, and a size written
+into the code when a failure shows only after earlier sets of sizes passed.
 
 The learner's function is called by ``annotated.support.record``, which describes what it did as
 data; the engine judges the description. In a notebook (``check_...(fn)``) both run in the
@@ -460,6 +460,27 @@ def _gradients(found: dict, probe: Probe, name: str, what: str, roles: tuple) ->
     return None
 
 
+def _gradients_differ(decl: Declaration, probe: Probe, found: dict, name: str, what: str,
+                      roles: tuple) -> Failure | None:
+    """The learner's gradients (of the recorder's fixed weighted sum of the result) against the
+    reference's on the same inputs: a graph cut in part (a .detach() on one path) shows here."""
+    args = list(_clone(probe.args))
+    for i in probe.grad:
+        args[i] = args[i].detach().requires_grad_()
+    with torch.enable_grad():
+        theirs = recorder._gradients(decl.reference(*args), [args[i] for i in probe.grad])
+    for i, mine, ref in zip(probe.grad, found["grads"], theirs.get("grads", [])):
+        precision = "float64" if ref is not None and ref.dtype == torch.float64 else "float32"
+        if ref is not None and mine is not None and not _equal(mine, ref, precision):
+            role = roles[i] if i < len(roles) else f"argument {i + 1}"
+            return Failure(
+                f"the gradient of {what} of {name} with respect to {role} differs from the course's (by up to "
+                f"{float((mine.double() - ref.double()).abs().max()):.2g}): part of the computation is cut from "
+                "the graph, so training would learn through some paths only. Remove .detach(), .data and "
+                "torch.no_grad() from the function.", "a gradient cut in part")
+    return None
+
+
 def _flat_found(found: dict) -> list:
     if found["kind"] == "tensor":
         return [found]
@@ -710,8 +731,9 @@ def judge(decl: Declaration, probe: Probe, done: dict, name: str, signature, ref
                            else _default_mismatch(values, wanted, label))
                 raise Failure(message, "wrong values", generic=True)
     if probe.grad:
-        failure = _gradients(done["gradients"], probe, name, decl.returns.what if isinstance(decl.returns, Tensor)
-                             else decl.returns.again_what, roles)
+        what = decl.returns.what if isinstance(decl.returns, Tensor) else decl.returns.again_what
+        failure = (_gradients(done["gradients"], probe, name, what, roles)
+                   or _gradients_differ(decl, probe, done["gradients"], name, what, roles))
         if failure:
             raise failure
     failure = _modes_changed(done, name)

@@ -1,7 +1,9 @@
 """Checks of notebook 06's exercises: the position-wise feed-forward network
 (``annotated.feed_forward``), layer normalization (``annotated.layer_norm``, compared with
 ``torch.nn.functional.layer_norm`` as well) and the residual connection in both orders
-(``annotated.residual.SublayerConnection``).
+(``annotated.residual.SublayerConnection``). Layer norm is a declaration (``NORM``, run by
+``annotated.support.grading.engine``, judged by the grader outside the kernel); the other two
+take modules as arguments, which the grader's recorder cannot send as data, and stay code.
 
 The network, the norm and the dropout a learner's function receives are the check's own
 modules: each records what it is called with, so the check can say which one was never
@@ -30,13 +32,13 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from annotated.feed_forward import PositionwiseFeedForward
-from annotated.layer_norm import LayerNorm
 from annotated.residual import SublayerConnection
 from annotated.support.grading.core import (
     ExerciseFailed, _aliasing, _assert_close, _assert_close64, _call, _function, _generic,
     _gradients_flow, _hard_coded_hint, _modes, _modes_kept, _run_on_all_sizes, _same, _same64, _shape,
     _sizes, _squeezed, _tensor,
 )
+from annotated.support.grading.engine import Declaration, Mistake, Probe, Tensor, _equal, check
 
 FFN_SIZES = [
     dict(batch=2, L=3, d_model=6, d_ff=10),
@@ -462,25 +464,17 @@ def _normalized(x: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor, eps: f
     var = x.var(dim=dims, keepdim=True, unbiased=unbiased)
     if not centred:  # RMS norm: no mean subtracted, mean of squares for the scale
         mean, var = torch.zeros_like(mean), (x * x).mean(dim=dims, keepdim=True)
-    if eps_at == "inside":
-        xhat = (x - mean) / torch.sqrt(var + eps)
-    elif eps_at == "outside":
-        xhat = (x - mean) / (torch.sqrt(var) + eps)
-    else:  # the variance, not its square root
-        xhat = (x - mean) / (var + eps)
-    gamma, beta = gamma.double(), beta.double()
+    root = {"inside": lambda: torch.sqrt(var + eps), "outside": lambda: torch.sqrt(var) + eps,
+            "variance": lambda: var + eps}[eps_at]()
+    xhat, gamma, beta = (x - mean) / root, gamma.double(), beta.double()
     return {"right": gamma * xhat + beta, "none": xhat, "no beta": gamma * xhat,
             "no gamma": xhat + beta, "swapped": beta * xhat + gamma}[affine]
 
 
-_VARIANCE = {
-    True: "you used the unbiased variance (dividing by d_model - 1, as x.var() and x.std() do by "
-          "default), but layer norm divides by d_model, as nn.LayerNorm does: "
-          "x.var(dim=-1, keepdim=True, unbiased=False)",
-}
+_VARIANCE = ("you used the unbiased variance (dividing by d_model - 1, as x.var() and x.std() do by default), but "
+             "layer norm divides by d_model, as nn.LayerNorm does: x.var(dim=-1, keepdim=True, unbiased=False)")
 _EPS = {
-    "outside": "eps is outside the square root, std + eps, where nn.LayerNorm has it inside, "
-               "sqrt(var + eps)",
+    "outside": "eps is outside the square root, std + eps, where nn.LayerNorm has it inside, sqrt(var + eps)",
     "variance": "you divided by the variance + eps instead of its square root, sqrt(var + eps)",
 }
 _AFFINE = {
@@ -491,161 +485,149 @@ _AFFINE = {
 }
 
 
-def _norm_mistake(got, x, gamma, beta, eps, sizes) -> str | None:
-    """Name what differs from layer norm, trying every combination of the usual mistakes."""
-    variants = itertools.product((False, True), ("inside", "outside", "variance"),
-                                 ("right", "none", "no beta", "no gamma", "swapped"))
-    for unbiased, eps_at, affine in variants:
-        if (unbiased, eps_at, affine) == (False, "inside", "right"):
-            continue
-        if _same(got, _normalized(x, gamma, beta, eps, unbiased=unbiased, eps_at=eps_at,
-                                  affine=affine)):
-            found = [_VARIANCE[True]] if unbiased else []
-            found += [_EPS[eps_at]] if eps_at != "inside" else []
-            found += [_AFFINE[affine]] if affine != "right" else []
-            if len(found) == 1:
-                return f"{found[0]}."
-            return f"{len(found)} mistakes at once: " + "; and ".join(found) + "."
-    if _same(got, _normalized(x, gamma, beta, eps, centred=False)):
-        return (
-            "you divided x by the root of its mean square without subtracting the mean: that is "
-            "RMS norm (Zhang and Sennrich, 2019, later practice), not the paper's layer norm, "
-            "which subtracts the mean and divides by the standard deviation."
-        )
-    xd = x.double()
-    uncentred = xd / torch.sqrt(xd.var(dim=-1, keepdim=True, unbiased=False) + eps)
-    if _same(got, gamma.double() * uncentred + beta.double()):
-        return ("the mean is not subtracted: divide x - mean by the standard deviation, "
-                "(x - mean) / sqrt(var + eps).")
-    names = {0: "the batch (dim=0)", 1: "the positions (dim=1)"}
-    if x.dim() == 3:
-        for dims, what in [((0,), names[0]), ((1,), names[1]), ((-2, -1), "each whole sentence"),
-                           ((0, 1, 2), "the whole tensor")]:
-            if _same(got, _normalized(x, gamma, beta, eps, dims=dims)):
-                return (
-                    f"you normalized over {what}: layer norm standardizes each position over its "
-                    f"own d_model = {sizes['d_model']} features, the last dimension, "
-                    "x.mean(dim=-1, keepdim=True) and the same for the variance."
-                )
-    elif _same(got, _normalized(x, gamma, beta, eps, dims=(0,))) or _same(
-            got, _normalized(x, gamma, beta, eps, dims=(0, 1))):
-        return (
-            "on a single sentence (L, d_model) you normalized over the positions (or everything): "
-            "layer norm acts on the last dimension, dim=-1, whatever comes in front."
-        )
+def _norm_probes(device: str | None) -> list[Probe]:
+    g, probes = torch.Generator().manual_seed(0), []
+    for sizes in NORM_SIZES:
+        x = _norm_input(sizes, g)
+        gamma, beta = torch.rand(sizes["d_model"], generator=g) * 1.5 + 0.5, torch.randn(sizes["d_model"], generator=g)
+        for eps in (1e-5, 0.5):
+            probes.append(Probe((x, gamma, beta, eps), f"{{what}} of {{name}}(x of shape ({_sizes(sizes)}), gamma, "
+                                f"beta, eps={eps})", sizes=sizes, hints=(_KEEPDIM,)))
+    probes.append(Probe((x, gamma, beta, 1), "{what} of {name}(x, gamma, beta, eps=1)", hints=(_KEEPDIM,)))
+    probes.append(Probe((x, gamma, beta, 1e-5), "{what}", again=(x * 2 + 1, gamma, beta, 1e-5)))
+    # Features that share a large offset, in float32: a one-pass variance, mean(x^2) - mean(x)^2,
+    # loses every digit there (F.layer_norm is off by 1.5e-4 at most; one pass by 0.1 to 1, or NaN).
+    sizes, g = NORM_SIZES[0], torch.Generator().manual_seed(1)
+    d_model = sizes["d_model"]
+    x = torch.randn(sizes["batch"], sizes["L"], d_model, generator=g) + NORM_OFFSET
+    gamma, beta = torch.rand(d_model, generator=g) * 1.5 + 0.5, torch.randn(d_model, generator=g)
+    probes.append(Probe((x, gamma, beta, 1e-5), f"{{what}} of {{name}}(x of shape ({_sizes(sizes)}), every feature "
+                        f"{NORM_OFFSET:.0f} + a spread of about 1, gamma, beta, eps=1e-05)", precision=2e-3,
+                        tags={"offset": True}))
+    x = _norm_input(sizes, g).double()
+    probes.append(Probe((x, gamma.double(), beta.double(), 1e-5), "{what} of {name}(x of shape "
+                        f"({_sizes(sizes)}), gamma, beta all float64, eps=1e-05)", grad=(0, 1, 2)))
+    return probes
+
+
+def _norm_nan(got: torch.Tensor, p: Probe) -> str | None:
+    x, d_model = p.args[0], p.args[0].size(-1)
+    rows = got.reshape(-1, d_model)
+    if rows[1].isnan().any() and rows[2:].isfinite().all():
+        return (f"a constant position ({x.reshape(-1, d_model)[1, 0].item():.0f} in every feature: variance 0) "
+                "gives NaN: 0 / 0. eps keeps the division finite: (x - mean) / sqrt(var + eps), with the eps "
+                "argument.")
     return None
 
 
-def _check_norm_once(fn: Callable, name: str, sizes: dict, g: torch.Generator) -> None:
-    d_model = sizes["d_model"]
-    x = _norm_input(sizes, g)
-    gamma = torch.rand(d_model, generator=g) * 1.5 + 0.5
-    beta = torch.randn(d_model, generator=g)
-    roles = ("x", "gamma", "beta", "eps")
-    shape = ", ".join(f"{k}={v}" for k, v in sizes.items())
-    for eps in (1e-5, 0.5):
-        course = LayerNorm(d_model, eps)
-        with torch.no_grad():
-            course.gamma.copy_(gamma)
-            course.beta.copy_(beta)
-            expected = course(x)
-        if not _same(expected, F.layer_norm(x, (d_model,), gamma, beta, eps)):  # not torch.testing: slow to import
-            raise AssertionError("the course's LayerNorm differs from F.layer_norm: a bug of the course")
-        call = f"{name}(x of shape ({shape}), gamma, beta, eps={eps})"
-        got = _tensor(_call(fn, x, gamma, beta, eps, roles=roles, hints=(_KEEPDIM,)), name,
-                      "the normalized tensor", like=x)
-        _shape(got, tuple(x.shape), call, _squeezed(got.shape, tuple(x.shape)))
-        if _same(got, expected):
-            if eps == 1e-5:  # another input must not overwrite this result
-                _aliasing(lambda: _call(fn, x * 2 + 1, gamma, beta, eps, roles=roles), got, name,
-                          "the normalized tensor")
-            continue
-        constant = x.view(-1, d_model)[1]
-        if got.view(-1, d_model)[1].isnan().any() and got.view(-1, d_model)[2:].isfinite().all():
-            raise ExerciseFailed(
-                f"a constant position ({constant[0].item():.0f} in every feature: variance 0) "
-                "gives NaN: 0 / 0. eps keeps the division finite: (x - mean) / sqrt(var + eps), "
-                "with the eps argument."
-            )
-        if eps != 1e-5:
-            first = _normalized(x, gamma, beta, 1e-5)
-            if _same(got, first):
-                raise ExerciseFailed(
-                    f"with eps={eps} your function gives what it gave with eps=1e-5: the eps "
-                    "argument is ignored (is 1e-5 written into your code?). Use the eps given."
-                )
-        message = _norm_mistake(got, x, gamma, beta, eps, sizes)
-        if message:
-            raise ExerciseFailed(message)
-        _assert_close(got, expected, call)
+def _eps_ignored(got: torch.Tensor, p: Probe) -> str | None:
+    x, gamma, beta, eps = p.args
+    if eps != 1e-5 and _equal(got, _normalized(x, gamma, beta, 1e-5)):
+        return (f"with eps={eps} your function gives what it gave with eps=1e-5: the eps argument is ignored (is "
+                "1e-5 written into your code?). Use the eps given.")
+    return None
 
 
-def _check_norm_offset(fn: Callable, name: str, g: torch.Generator) -> None:
-    """float32 features that share a large offset (NORM_OFFSET, spread about 1): a variance
-    computed in one pass, mean(x^2) - mean(x)^2, loses every digit there."""
-    sizes = NORM_SIZES[0]
-    d_model = sizes["d_model"]
-    x = torch.randn(sizes["batch"], sizes["L"], d_model, generator=g) + NORM_OFFSET
-    gamma = torch.rand(d_model, generator=g) * 1.5 + 0.5
-    beta = torch.randn(d_model, generator=g)
-    eps = 1e-5
-    call = (f"{name}(x of shape ({_sizes(sizes)}), every feature {NORM_OFFSET:.0f} + a spread "
-            f"of about 1, gamma, beta, eps={eps})")
-    got = _tensor(_call(fn, x, gamma, beta, eps, roles=("x", "gamma", "beta", "eps")), name,
-                  "the normalized tensor", like=x)
-    _shape(got, tuple(x.shape), call)
-    expected = F.layer_norm(x.double(), (d_model,), gamma.double(), beta.double(), eps)
-    # float32 rounds x's mean to about 1e-4 of the spread here (F.layer_norm and the course's
-    # LayerNorm are off by 1.5e-4 at most); one pass is off by 0.1 to 1, or NaN.
-    if _same(got, expected, atol=2e-3):
-        return
-    error = (got.double() - expected).abs().nan_to_num(float("inf")).max()
-    raise ExerciseFailed(
-        f"for features that share a large offset, {NORM_OFFSET:.0f} + a spread of about 1, "
-        f"your result is off by up to {float(error):.2g} (the course's float32 LayerNorm by "
-        "less than 2e-4): is the variance computed in one pass, mean(x**2) - mean(x)**2? Both "
-        f"terms are near {NORM_OFFSET**2:.0e} and agree in their first 6 digits, about what "
-        "float32 keeps, so their difference is mostly rounding (it can even come out negative, "
-        "and its square root NaN). Subtract the mean first: ((x - mean) ** 2).mean(dim=-1, "
-        "keepdim=True), or x.var(dim=-1, keepdim=True, unbiased=False)."
-    )
+def _combined(got: torch.Tensor, p: Probe) -> str | None:
+    """The unbiased variance, eps misplaced, gamma and beta wrong: each, or several at once."""
+    for unbiased, eps_at, affine in itertools.product((False, True), ("inside", "outside", "variance"),
+                                                      ("right", "none", "no beta", "no gamma", "swapped")):
+        if (unbiased, eps_at, affine) != (False, "inside", "right") and _equal(
+                got, _normalized(*p.args, unbiased=unbiased, eps_at=eps_at, affine=affine)):
+            found = [_VARIANCE] * unbiased + [_EPS.get(eps_at)] * (eps_at != "inside") + [_AFFINE.get(affine)] * (
+                affine != "right")
+            return f"{found[0]}." if len(found) == 1 else f"{len(found)} mistakes at once: " + "; and ".join(found) + "."
+    return None
 
 
-def _check_norm_float64(fn: Callable, name: str, g: torch.Generator) -> None:
-    """One pass in float64, with x, gamma and beta requiring grad: the result must stay
-    float64, equal F.layer_norm to float64 precision, and pass gradients back to all three."""
-    sizes = NORM_SIZES[0]
-    d_model = sizes["d_model"]
-    x = _norm_input(sizes, g).double().requires_grad_()
-    gamma = (torch.rand(d_model, generator=g) * 1.5 + 0.5).double().requires_grad_()
-    beta = torch.randn(d_model, generator=g).double().requires_grad_()
-    eps = 1e-5
-    call = f"{name}(x of shape ({_sizes(sizes)}), gamma, beta all float64, eps={eps})"
-    got = _tensor(_call(fn, x, gamma, beta, eps, roles=("x", "gamma", "beta", "eps")), name,
-                  "the normalized tensor", like=x)
-    _shape(got, tuple(x.shape), call)
-    expected = F.layer_norm(x, (d_model,), gamma, beta, eps)
-    _assert_close64(got.detach(), expected.detach(), call)
-    _same_gradients(got, expected, {"x": x, "gamma": gamma, "beta": beta}, name,
-                    "the normalized tensor")
+def _uncentred(got: torch.Tensor, p: Probe) -> str | None:
+    x, gamma, beta, eps = (a.double() if torch.is_tensor(a) else a for a in p.args)
+    if _equal(got, gamma * x / torch.sqrt(x.var(dim=-1, keepdim=True, unbiased=False) + eps) + beta):
+        return "the mean is not subtracted: divide x - mean by the standard deviation, (x - mean) / sqrt(var + eps)."
+    return None
+
+
+def _other_dims(got: torch.Tensor, p: Probe) -> str | None:
+    x, d_model = p.args[0], p.args[0].size(-1)
+    if x.dim() == 2:
+        if any(_equal(got, _normalized(*p.args, dims=dims)) for dims in [(0,), (0, 1)]):
+            return ("on a single sentence (L, d_model) you normalized over the positions (or everything): layer norm "
+                    "acts on the last dimension, dim=-1, whatever comes in front.")
+        return None
+    for dims, what in [((0,), "the batch (dim=0)"), ((1,), "the positions (dim=1)"),
+                       ((-2, -1), "each whole sentence"), ((0, 1, 2), "the whole tensor")]:
+        if x.dim() == 3 and _equal(got, _normalized(*p.args, dims=dims)):
+            return (f"you normalized over {what}: layer norm standardizes each position over its own d_model = "
+                    f"{d_model} features, the last dimension, x.mean(dim=-1, keepdim=True) and the same for the "
+                    "variance.")
+    return None
+
+
+def _one_pass(got: torch.Tensor, p: Probe) -> str | None:
+    x, gamma, beta, eps = p.args
+    error = got.double() - F.layer_norm(x.double(), x.shape[-1:], gamma.double(), beta.double(), eps)
+    return (f"for features that share a large offset, {NORM_OFFSET:.0f} + a spread of about 1, your result is off by "
+            f"up to {float(error.abs().nan_to_num(float('inf')).max()):.2g} (the course's float32 LayerNorm by less "
+            "than 2e-4): is the variance computed in one pass, mean(x**2) - mean(x)**2? Both terms are near "
+            f"{NORM_OFFSET**2:.0e} and agree in their first 6 digits, about what float32 keeps, so their difference "
+            "is mostly rounding (it can even come out negative, and its square root NaN). Subtract the mean first: "
+            "((x - mean) ** 2).mean(dim=-1, keepdim=True), or x.var(dim=-1, keepdim=True, unbiased=False).")
+
+
+def _norm_by(dims=(-1,), **options) -> Callable:
+    """Layer norm over ``dims`` with one usual mistake (a known mistake's example), in x's dtype."""
+    return lambda x, gamma, beta, eps: _normalized(x, gamma, beta, eps, dims, **options).to(x.dtype)
+
+
+def _found(tag: str | None, test: Callable) -> Callable:
+    """A ``find`` on the probes tagged ``tag`` (every probe: None): test(numbers, probe) -> message."""
+    def find(found: dict, p: Probe) -> str | None:
+        if found["values"] is None or (tag is not None and not p.tags.get(tag)):
+            return None
+        return test(found["values"], p)
+    return find
+
+
+NORM_MISTAKES = (
+    Mistake("", "NaN for a constant position", find=_found(None, _norm_nan),
+            example=lambda x, gamma, beta, eps: _norm_by()(x, gamma, beta, 0.0)),
+    Mistake("", "eps ignored", find=_found(None, _eps_ignored),
+            example=lambda x, gamma, beta, eps: _norm_by()(x, gamma, beta, 1e-5)),
+    Mistake("", "the variance, eps or gamma and beta", find=_found(None, _combined), example=_norm_by(unbiased=True)),
+    Mistake("you divided x by the root of its mean square without subtracting the mean: that is RMS norm (Zhang and "
+            "Sennrich, 2019, later practice), not the paper's layer norm, which subtracts the mean and divides by "
+            "the standard deviation.", "RMS norm", like=_norm_by(centred=False)),
+    Mistake("", "the mean not subtracted", find=_found(None, _uncentred),
+            example=lambda x, gamma, beta, eps: gamma * x / torch.sqrt(x.var(-1, keepdim=True, unbiased=False) + eps) + beta),
+    Mistake("", "statistics over other dimensions", find=_found(None, _other_dims), example=_norm_by(dims=(1,))),
+    Mistake("", "a one-pass variance", find=_found("offset", _one_pass),
+            example=lambda x, gamma, beta, eps: (lambda m: gamma * (x - m) / torch.sqrt(
+                (x * x).mean(-1, keepdim=True) - m * m + eps) + beta)(x.mean(-1, keepdim=True))),
+)
 
 
 def _norm_hint(passed: list, sizes: dict, message: str) -> str:
     if "batch" not in sizes and any("batch" in p for p in passed):
-        return (
-            "\nHint: it works for (batch, L, d_model) inputs but not for a single sentence "
-            "(L, d_model): compute the statistics over the last dimension, dim=-1, whatever "
-            "comes in front."
-        )
+        return ("\nHint: it works for (batch, L, d_model) inputs but not for a single sentence (L, d_model): compute "
+                "the statistics over the last dimension, dim=-1, whatever comes in front.")
     if "h" in sizes:
-        return (
-            "\nHint: it works for (batch, L, d_model) and (L, d_model) inputs but not for "
-            "(batch, h, L, d_model), with one more dimension in front: compute the statistics "
-            "over the last dimension, dim=-1, and read d_model as x.size(-1), not at a fixed "
-            "position such as x.size(2) or from x.shape unpacked into three names."
-        )
-    return _hard_coded_hint(passed, sizes, message, "Read d_model from the input, x.size(-1), "
-                            "or use mean and var over dim=-1.")
+        return ("\nHint: it works for (batch, L, d_model) and (L, d_model) inputs but not for (batch, h, L, d_model), "
+                "with one more dimension in front: compute the statistics over the last dimension, dim=-1, and read "
+                "d_model as x.size(-1), not at a fixed position such as x.size(2) or from x.shape unpacked into "
+                "three names.")
+    return _hard_coded_hint(passed, sizes, message, "Read d_model from the input, x.size(-1), or use mean and var "
+                            "over dim=-1.")
+
+
+NORM = Declaration(
+    check="check_layer_norm", function="layer_norm", roles=("x", "gamma", "beta", "eps"),
+    reference=lambda x, gamma, beta, eps: F.layer_norm(x, x.shape[-1:], gamma, beta, eps), probes=_norm_probes,
+    returns=Tensor("the normalized tensor"), mistakes=NORM_MISTAKES, sizes_fix=_norm_hint,
+    passed=("check_layer_norm passed: {name} equals the course's LayerNorm and F.layer_norm on (batch, L, d_model), "
+            "(L, d_model) and (batch, h, L, d_model) inputs, with eps 1e-5, 0.5 and 1 (an int), positions of very "
+            f"different scales and a constant one, features sharing an offset of {NORM_OFFSET:.0f}, and in float64 "
+            "with gradients reaching x, gamma and beta."),
+)
 
 
 def check_layer_norm(layer_norm: Callable) -> None:
@@ -653,8 +635,9 @@ def check_layer_norm(layer_norm: Callable) -> None:
     ``F.layer_norm``, on (batch, L, d_model) and (L, d_model) inputs (``NORM_SIZES``) whose
     positions have very different scales, one of them constant, with eps 1e-5 and 0.5.
 
-    Then features that share an offset of ``NORM_OFFSET`` in float32, and a float64 pass
-    with inputs that require grad.
+    Then an int eps, features that share an offset of ``NORM_OFFSET`` in float32, and a float64
+    pass with inputs that require grad (a declaration, ``NORM``: the grader judges it outside the
+    kernel).
 
     Diagnoses: wrong shape (a batch of one squeezed away), dtype or device, an input changed
     in place, NaN on a constant position (no eps), the eps argument ignored, the unbiased
@@ -666,18 +649,10 @@ def check_layer_norm(layer_norm: Callable) -> None:
     second call overwrites, a float64 input computed in float32, and gradients that do not
     reach x, gamma or beta (@torch.no_grad(), .detach()).
     """
-    name = _function(layer_norm, "check_layer_norm", "layer_norm")
-    g = torch.Generator().manual_seed(0)
-    _run_on_all_sizes(lambda sizes: _check_norm_once(layer_norm, name, sizes, g), NORM_SIZES,
-                      _norm_hint)
-    _check_norm_offset(layer_norm, name, g)
-    _check_norm_float64(layer_norm, name, g)
-    print(
-        f"check_layer_norm passed: {name} equals the course's LayerNorm and F.layer_norm on "
-        "(batch, L, d_model), (L, d_model) and (batch, h, L, d_model) inputs, with eps 1e-5 and "
-        "0.5, positions of very different scales and a constant one, features sharing an offset "
-        f"of {NORM_OFFSET:.0f}, and in float64 with gradients reaching x, gamma and beta."
-    )
+    check(NORM, layer_norm)
+
+
+DECLARATIONS = {NORM.check: NORM}
 
 
 # ---------------------------------------------------------------- the residual connection (6.3)
