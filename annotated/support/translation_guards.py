@@ -190,21 +190,25 @@ def _is_model(value) -> bool:
                                                                                          "generator"))
 
 
+def _is_tokenizer(value) -> bool:
+    """Whether ``value`` works as an annotated.support.tokenizer.Tokenizer (not imported here: it
+    imports the modules these guards wrap)."""
+    return all(hasattr(value, name) for name in ("src_vocab", "tgt_vocab", "tokenize", "detokenize", "text"))
+
+
 def check_model_and_tokenizer(model, tokenizer, call: str) -> None:
     """``model`` is a Transformer of this course and ``tokenizer`` a Tokenizer whose vocabularies fit
     its embeddings (one of another model would index out of range, or silently mean other words).
     ``call`` is how the function is called, for the fix."""
-    from annotated.support.tokenizer import Tokenizer
-
     unpack = "model, tokenizer = load_pretrained()  (or load_pretrained(path) for a model of one's own)"
     if isinstance(model, tuple) and len(model) == 2 and tokenizer is None:
         raise TypeError(f"model is a tuple, what load_pretrained() returns; unpack it: {unpack}, then {call}")
-    if isinstance(model, Tokenizer) and _is_model(tokenizer):
+    if _is_tokenizer(model) and _is_model(tokenizer):
         raise TypeError(f"model and tokenizer are swapped: the model comes first, {call}")
     if not _is_model(model):
         raise TypeError(f"model must be a Transformer of this course (an EncoderDecoder, from load_pretrained() or "
                         f"make_model), got a {type(model).__name__}; {unpack}")
-    if not isinstance(tokenizer, Tokenizer):
+    if not _is_tokenizer(tokenizer):
         raise TypeError(f"tokenizer must be the Tokenizer of the model (load_pretrained() returns both), got a "
                         f"{type(tokenizer).__name__}; {unpack}")
     try:
