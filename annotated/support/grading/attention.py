@@ -239,6 +239,9 @@ def _attention_probes(device: str | None) -> list[Probe]:
     probe((*_low_scores(lead, L_q, L_k, g), v.double(), mask), "{what} with scores about -3e4", tags={"low": True})
     probe((q, k, v, mask), "{what}", again=(q * 2, v[..., :1].expand_as(k) + k, v - 1, mask))
     probe((q, k, v, mask), "{what}", grad=(0, 1, 2))
+    x = torch.randn(2, 4, 6, generator=torch.Generator().manual_seed(5))  # L_q = L_k, d_k = d_v
+    causal = torch.ones(1, 4, 4, dtype=torch.bool).tril()
+    probe((x, x, x, causal), "{what} of self-attention, query = key = value, with a causal mask")
     if device is not None:
         probe((q.to(device), k.to(device), v.to(device), mask.to(device)), f"{{what}} on the device {device!r}",
               compare=False)
@@ -431,6 +434,8 @@ def _loops_probes(device: str | None) -> list[Probe]:
     probes.append(Probe((q, k, v), "{what} (float64)"))
     probes.append(Probe((*_low_scores((), 4, 3, g), v), "{what} with scores about -3e4", tags={"low": True}))
     probes.append(Probe((q, k, v), "{what}", again=(q * 2, k - 1, v + 1)))
+    x = torch.randn(4, 4, generator=torch.Generator().manual_seed(5))  # L_q = L_k = d_k = d_v
+    probes.append(Probe((x, x, x), "{what} of self-attention, query = key = value (4, 4)"))
     return probes
 
 
@@ -593,6 +598,8 @@ def _hard_probes(device: str | None) -> list[Probe]:
         q, k, v = (torch.randn(*lead, n, d, generator=g, dtype=dtype) for n, d in [(L_q, 5), (4, 5), (4, 3)])
         probes.append(Probe((q, k, v), "{what} for " + what, hints=hints))
     probes.append(Probe((q, k, v), "{what}", again=(-q, k, v * 2 + 1)))
+    x = torch.randn(2, 4, 4, generator=torch.Generator().manual_seed(5))  # L_q = L_k = d_k = d_v
+    probes.append(Probe((x, x, x), "{what} for query = key = value (2, 4, 4)", hints=hints))
     if device is not None:
         probes.append(Probe((q.to(device), k.to(device), v.to(device)), f"{{what}} on the device {device!r}",
                             compare=False))

@@ -100,7 +100,8 @@ def _table_dtype(found: dict, name: str, what: str, args: tuple) -> str:
 def _table_probes(device: str | None) -> list[Probe]:
     label = "{what} of {name}(max_len=%d, d_model=%d)"
     probes = [Probe((m, d), label % (m, d), sizes=dict(max_len=m, d_model=d)) for m, d in TABLE_SIZES]
-    return probes + [Probe((1, 2), label % (1, 2)), Probe(TABLE_SIZES[0], label % TABLE_SIZES[0], again=TABLE_SIZES[1])]
+    return probes + [Probe((1, 2), label % (1, 2)), Probe((8, 8), label % (8, 8)),  # max_len = d_model
+                     Probe(TABLE_SIZES[0], label % TABLE_SIZES[0], again=TABLE_SIZES[1])]
 
 
 def _sliced(found: dict, p: Probe) -> str | None:
@@ -250,7 +251,8 @@ def _shift_probes(device: str | None) -> list[Probe]:
     label = "{what} of {name}(k=%d, d_model=%d)"
     probes = [Probe((s["k"], s["d_model"]), label % (s["k"], s["d_model"]), sizes=s) for s in SHIFT_SIZES]
     first, second = (tuple(s.values()) for s in SHIFT_SIZES[:2])
-    return probes + [Probe((0, 4), label % (0, 4)), Probe(first, label % first, again=second)]
+    return probes + [Probe((0, 4), label % (0, 4)), Probe((6, 6), label % (6, 6)),  # k = d_model
+                     Probe(first, label % first, again=second)]
 
 
 def _shift_hint(passed: list, sizes: dict, message: str) -> str:
@@ -375,6 +377,9 @@ def _embed_probes(device: str | None) -> list[Probe]:
     weight = (torch.randn(*weight.shape, generator=g) * 100).double()
     probes.append(Probe((tokens, weight, start), "{what} of {name}(tokens, a float64 weight that requires grad, "
                         "start=0)", grad=(1,), precision=2e-6))
+    g = torch.Generator().manual_seed(5)  # batch = L = start and vocab = d_model
+    probes.append(Probe((torch.randint(6, (3, 3), generator=g), torch.randn(6, 6, generator=g), 3), "{what} of "
+                        "{name}(tokens of shape (batch=3, L=3), weight of shape (vocab=6, d_model=6), start=3)"))
     return probes
 
 

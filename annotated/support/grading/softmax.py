@@ -100,6 +100,7 @@ def _stable_probes(device: str | None) -> list[Probe]:
     probe(x - 1000, -1, " - 1000", tags={"low": True})  # exp(x) is 0 in float32 and float64
     probe((torch.randn(3, 4, 2, generator=g) * 3).double(), 1)
     probe(x, -1, again=(x * 2 + 1, -1))
+    probe(torch.randn(4, 4, generator=torch.Generator().manual_seed(5)) * 3, 0)  # two equal sizes
     if device is not None:
         probe(x.to(device), -1, f" on the device {device!r}", compare=False)
     return probes
@@ -297,6 +298,7 @@ def _temperature_probes(device: str | None) -> list[Probe]:
     probe(x.double() * 1.5, 0.5)
     probe(x, 2)  # a temperature may be an int
     probe(x, 2.0, again=(x * 2 + 1, 2.0))
+    probe(torch.randn(4, 4, generator=torch.Generator().manual_seed(5)) * 2, 0.5)  # two equal sizes
     if device is not None:
         probe(x.to(device), 2.0, f"x on the device {device!r}", compare=False)
     return probes

@@ -507,6 +507,9 @@ def _norm_probes(device: str | None) -> list[Probe]:
     x = _norm_input(sizes, g).double()
     probes.append(Probe((x, gamma.double(), beta.double(), 1e-5), "{what} of {name}(x of shape "
                         f"({_sizes(sizes)}), gamma, beta all float64, eps=1e-05)", grad=(0, 1, 2)))
+    x = _norm_input(dict(L=4, d_model=4), g)  # L = d_model
+    probes.append(Probe((x, gamma[:4], beta[:4], 1e-5), "{what} of {name}(x of shape (L=4, d_model=4), gamma, "
+                        "beta, eps=1e-05)", hints=(_KEEPDIM,)))
     return probes
 
 
