@@ -351,6 +351,15 @@ def test_the_command_refuses_bad_input_in_one_line_and_writes_nothing(tmp_path):
     assert [p.name for p in mine.iterdir()] == ["notes.txt"]
 
 
+def test_a_solution_that_is_not_a_notebook_is_refused_before_anything_is_written(tmp_path):
+    (tmp_path / "solutions").mkdir()
+    nbformat.write(tiny(), tmp_path / "solutions" / "01_fine.ipynb")
+    (tmp_path / "solutions" / "02_broken.ipynb").write_text('{"cells": [')  # cut short
+    with pytest.raises(nbgrader_course.CourseError, match="02_broken.ipynb is not a notebook nbformat reads"):
+        nbgrader_course.make_course(tmp_path / "course", solutions=tmp_path / "solutions")
+    assert not (tmp_path / "course").exists()
+
+
 def test_force_writes_only_the_commands_files_and_keeps_the_gradebook(tmp_path):
     course = tmp_path / "course"
     nbgrader_course.make_course(course, ["01"])

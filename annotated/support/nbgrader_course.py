@@ -37,6 +37,7 @@ fails midway removes the files and folders it created, and only those.
 import argparse
 import copy
 import json
+import math
 import re
 import sys
 import time
@@ -267,7 +268,8 @@ if Execute is not None:
             return self.nb, self.resources
 
         def _limit(self, cell_limit, deadline) -> int:
-            return max(1, int(min(cell_limit or float("inf"), deadline - time.monotonic())))
+            # Rounded up, so that a cell cut by the notebook's limit runs until it (not a second short of it).
+            return max(1, math.ceil(min(cell_limit or math.inf, deadline - time.monotonic())))
 
         def _timed(self, cell, index, cell_limit, deadline) -> bool:
             """Run a cell of the notebook within its limit; True if it ran past it (and was
@@ -400,15 +402,15 @@ def make_course(target: str | Path, notebooks: list[str] | None = None, course_i
     if target.is_dir() and any(target.iterdir()) and not force:
         raise UsageError(f"{target} is not empty (an nbgrader course already?); name a new folder, or pass --force "
                          f"to write this command's files into it (its gradebook and submissions are kept)")
-    chosen = choose(notebooks, solutions)
-    for path in chosen:  # each read before anything is written: a broken notebook stops the run here
+    files = [(target / "nbgrader_config.py", config_text(course_id).encode("utf-8"))]
+    for path in choose(notebooks, solutions):  # each read before anything is written
+        data = path.read_bytes()
         try:
-            nbformat.read(path, as_version=4)
+            nbformat.reads(data.decode("utf-8"), as_version=4)
         except Exception as error:  # nbformat raises several kinds for a file that is not a notebook
             raise CourseError(f"{path} is not a notebook nbformat reads ({type(error).__name__}); "
                               f"restore it from git") from None
-    files = [(target / "nbgrader_config.py", config_text(course_id).encode("utf-8"))]
-    files += [(target / "source" / p.stem / p.name, p.read_bytes()) for p in chosen]
+        files.append((target / "source" / path.stem / path.name, data))
     created: list[Path] = []  # what this run made (folders and files), removed if it fails midway
     try:
         for path, data in files:
