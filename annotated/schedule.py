@@ -13,6 +13,9 @@ import torch
 import torch.nn as nn
 from torch.optim.lr_scheduler import LambdaLR
 
+from annotated.support.class_guards import checked
+from annotated.support.variant_checks import check_make_optimizer_arguments, check_rate_arguments
+
 
 def rate(step: int, d_model: int, warmup: int = 4000, factor: float = 1.0) -> float:
     """The learning rate of update number ``step`` (counted from 1; step 0 is treated as 1,
@@ -33,3 +36,9 @@ def make_optimizer(model: nn.Module, d_model: int, warmup: int = 4000,
     optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
     scheduler = LambdaLR(optimizer, lr_lambda=lambda k: rate(k + 1, d_model, warmup, factor))
     return optimizer, scheduler
+
+
+# The input guards, kept out of the code above: a negative step, a d_model or warmup that is not a
+# positive integer, or a factor that is not a finite number > 0 get a ValueError naming them.
+rate = checked(rate, check_rate_arguments)  # make_optimizer's schedule calls this one
+make_optimizer = checked(make_optimizer, check_make_optimizer_arguments)

@@ -241,19 +241,22 @@ def _git_tracks(root: Path, relative: Path) -> bool | None:
 
 def is_committed_course_file(path: str | Path, root: Path = CHECKOUT) -> bool:
     """Whether ``path`` is one of the course's committed files: one git tracks in the checkout
-    ``root`` under :data:`COURSE_FOLDERS`; without a git checkout, an existing file of those
-    folders (for an installed package, the package's own files), caches aside."""
+    ``root`` under :data:`COURSE_FOLDERS` or beside them (README.md, pyproject.toml); without a git
+    checkout, an existing file of those folders (for an installed package, the package's own files),
+    caches aside."""
     where = _located(path)
     try:
         relative = where.relative_to(root.resolve())
     except ValueError:
         return False
-    if not relative.parts or relative.parts[0] not in COURSE_FOLDERS:
+    top_level = len(relative.parts) == 1  # README.md, pyproject.toml: committed when git tracks them
+    if not relative.parts or (not top_level and relative.parts[0] not in COURSE_FOLDERS):
         return False
     tracked = _git_tracks(root.resolve(), relative)
     if tracked is not None:
         return tracked
-    return where.is_file() and not any(part.startswith(".") or part == "__pycache__" for part in relative.parts)
+    return not top_level and where.is_file() and not any(part.startswith(".") or part == "__pycache__"
+                                                         for part in relative.parts)
 
 
 def is_shipped_model_file(path: str | Path) -> bool:

@@ -112,7 +112,7 @@ from pathlib import Path
 import nbformat
 
 from annotated.support.errors import UsageError, run_command
-from annotated.support.files import atomic_write
+from annotated.support.files import atomic_write, check_output_file
 from annotated.support.catalogue import BY_CHAPTER, BY_NUMBER, NOTEBOOKS, Exercise
 from annotated.support.course import ROOT
 from annotated.support.options import MAX_SECONDS, machine_cores
@@ -855,6 +855,8 @@ def check_outputs(outputs: dict[str, str | None], inputs: list[str], found: list
                              "the other; give each its own")
         taken[resolved] = option
         _writable(path, option)
+        # a link, a committed file of the course (README.md), the shipped model: refused now, not after grading
+        check_output_file(path, option=option, force_option=None)
 
 
 def one_per_chapter(submissions: list[Submission]) -> tuple[list[Submission], dict[str, list[str]]]:

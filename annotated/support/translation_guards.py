@@ -78,6 +78,10 @@ def load_pairs_inputs(split, data_dir, *, splits: tuple[str, ...], read_lines: C
 
 def vocab_inputs(itos, default_index, **_):
     check_not_text(itos, "itos", "a list of tokens")
+    other = next((token for token in itos if not isinstance(token, str)), None)
+    if other is not None:  # an int token would be found by the int, never by text
+        raise TypeError(f"every token of itos must be a str, got {other!r} ({type(other).__name__}); "
+                        f"give the tokens as text, e.g. [str(t) for t in tokens]")
     if len(set(itos)) != len(itos):
         repeated = sorted(t for t, n in Counter(itos).items() if n > 1)[:5]
         raise ValueError(f"tokens must be unique, found {repeated} more than once")
@@ -85,6 +89,8 @@ def vocab_inputs(itos, default_index, **_):
 
 
 def default_index_inputs(itos, index):
+    if index is not None and (isinstance(index, bool) or not isinstance(index, numbers.Integral)):
+        raise TypeError(f"default index must be an integer id (e.g. vocab['<unk>']) or None, got {index!r}")
     if index is not None and not 0 <= index < len(itos):
         raise ValueError(f"default index {index} is outside the vocabulary 0..{len(itos) - 1}")
 
@@ -105,9 +111,11 @@ def lookup_tokens_inputs(self, indices, **_):
     return {"indices": indices}
 
 
-def build_vocab_inputs(iterator, min_freq, **_):
-    if min_freq < 1:
-        raise ValueError(f"min_freq must be at least 1, got {min_freq}")
+def build_vocab_inputs(iterator, min_freq, specials, **_):
+    # NaN compared False with every count: the vocabulary silently held the specials alone
+    if isinstance(min_freq, bool) or not isinstance(min_freq, numbers.Real) or not min_freq >= 1:
+        raise ValueError(f"min_freq must be a number of at least 1, got {min_freq!r}")
+    check_not_text(specials, "specials", "a list of tokens")  # '<unk>' became '<', 'u', 'n', 'k', '>'
     return {"iterator": [check_tokens(tokens) for tokens in iterator]}  # read once, checked
 
 
@@ -147,7 +155,9 @@ def translate_inputs(model, sentences, max_len, batch_size, **_):
     check_finite_weights(model)  # greedy decoding (beam_size None or 1) is not guarded by beam_search_inputs
 
 
-def corpus_bleu_inputs(hypotheses, references, **_):
+def corpus_bleu_inputs(hypotheses, references, lowercase, **_):
+    if not isinstance(lowercase, bool):  # lowercase='no' is true: the score would ignore case silently
+        raise TypeError(f"lowercase must be True or False, got {lowercase!r}")
     check_not_text(hypotheses, "hypotheses")
     check_not_text(references, "references")
     if not hypotheses:

@@ -340,3 +340,29 @@ def check_verdict_arguments(effect: float, rejected: bool, paper_change: float |
                          f"got {rejected!r}")
     if paper_change is not None:
         _check_finite(paper_change, "paper_change", "the paper's change")
+
+
+def check_rate_arguments(step: int, d_model: int, warmup: int, factor: float) -> None:
+    """``annotated.schedule.rate``'s input: a step >= 0 (a negative one was read as 1), a positive
+    integer d_model and warmup (0 divided by zero, a negative one gave a complex rate) and a finite
+    factor > 0 (NaN, inf or a negative one turned every update into NaN or a step uphill)."""
+    _check_integer("step", step, 0)
+    check_make_optimizer_arguments(d_model, warmup, factor)
+
+
+def _check_integer(name: str, value: object, least: int) -> None:
+    """An integer (NumPy's too, as np.arange gives them; not a bool) of at least ``least``."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) or value < least:
+        kind = "an integer >= 0" if least == 0 else "a positive integer"
+        raise ValueError(f"{name} must be {kind}, got {value!r}")
+
+
+def check_make_optimizer_arguments(d_model: int, warmup: int, factor: float, model: object = None) -> None:
+    """``annotated.schedule.make_optimizer``'s input, checked before the schedule's first rate."""
+    if model is not None and not isinstance(model, torch.nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module (its parameters are what Adam updates), "
+                        f"got {type(model).__name__}")
+    _check_integer("d_model", d_model, 1)
+    _check_integer("warmup", warmup, 1)
+    if isinstance(factor, bool) or not isinstance(factor, numbers.Real) or not math.isfinite(factor) or factor <= 0:
+        raise ValueError(f"factor must be a finite number > 0 (1 is the paper's schedule), got {factor!r}")

@@ -1,0 +1,127 @@
+"""Issue 40, the second round of bad inputs: each test reproduces one case that lost a file, gave a
+silently wrong result or a raw traceback before its fix, and shows the file kept, the result right or
+the one-line error that names the argument.
+
+Every test here fails against the code before its fix (each was run so); the tests call the checks
+directly where the old code would have damaged a file of this checkout.
+"""
+
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from annotated.support.course import ROOT
+
+
+def environment(**extra: str) -> dict[str, str]:
+    return {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", **extra}
+
+
+# ---------------------------------------------------------------- the grader's gradebook
+
+
+@pytest.mark.parametrize("committed", ["README.md", "pyproject.toml", "guide/03_masking.md"])
+def test_a_gradebook_over_a_committed_file_of_the_checkout_is_refused_before_any_notebook_runs(committed):
+    """``grade --csv README.md nb.ipynb`` graded, then replaced the course's README with a CSV (lost)."""
+    from annotated.support import grade
+    from annotated.support.errors import UsageError
+
+    notebook = str(ROOT / "exercises" / "01_softmax_and_scaling.ipynb")
+    with pytest.raises(UsageError, match=r"^--csv .*git tracks"):
+        grade.check_outputs({"--csv": str(ROOT / committed), "--json": None}, [notebook], [])
+
+
+def test_a_gradebook_that_is_a_link_is_refused_before_any_notebook_runs_and_named_by_its_option(tmp_path):
+    """It was refused only at the save, after every notebook ran, and named ``--out``."""
+    from annotated.support import grade
+    from annotated.support.errors import UsageError
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    (tmp_path / "grades.json").symlink_to(victim)
+    with pytest.raises(UsageError, match=r"^--json .*symbolic link"):
+        grade.check_outputs({"--csv": None, "--json": str(tmp_path / "grades.json")}, [], [])
+    assert victim.read_text() == "precious\n"
+
+
+# ---------------------------------------------------------------- annotated.schedule
+
+
+@pytest.mark.parametrize("arguments, named", [
+    ((1, 512, 4000, math.nan), "factor"),  # NaN rate: every weight NaN after the first update
+    ((1, 512, 4000, -1.0), "factor"),  # a negative rate: a step uphill, silently
+    ((1, 512, 4000, math.inf), "factor"),
+    ((1, -512), "d_model"),  # a complex number
+    ((1, 512, 0), "warmup"),  # ZeroDivisionError
+    ((1, 0), "d_model"),
+    ((-5, 512), "step"),  # read as step 1
+])
+def test_rate_names_an_argument_out_of_range_instead_of_a_nan_negative_or_complex_rate(arguments, named):
+    from annotated.schedule import rate
+
+    with pytest.raises(ValueError, match=rf"^{named} must be"):
+        rate(*arguments)
+
+
+def test_rate_still_takes_numpy_integers_and_step_zero():
+    import numpy as np
+
+    from annotated.schedule import rate
+
+    assert rate(np.int64(3), np.int64(512)) == rate(3, 512)
+    assert rate(0, 512) == rate(1, 512) > 0
+
+
+@pytest.mark.parametrize("keywords, named", [({"warmup": -10}, "warmup"), ({"factor": math.inf}, "factor"),
+                                             ({"warmup": 0}, "warmup")])
+def test_make_optimizer_checks_its_schedule_before_the_first_rate(keywords, named):
+    from annotated.schedule import make_optimizer
+
+    with pytest.raises(ValueError, match=rf"^{named} must be"):
+        make_optimizer(torch.nn.Linear(2, 2), 512, **keywords)
+
+
+# ---------------------------------------------------------------- annotated.vocab, annotated.evaluation
+
+
+def test_build_vocab_refuses_a_nan_min_freq_that_kept_the_specials_alone():
+    from annotated.vocab import build_vocab_from_iterator
+
+    with pytest.raises(ValueError, match=r"^min_freq must be a number of at least 1, got nan"):
+        build_vocab_from_iterator([["a", "b"]], min_freq=math.nan)
+    with pytest.raises(ValueError, match=r"^min_freq must be"):
+        build_vocab_from_iterator([["a", "b"]], min_freq="2")  # was a TypeError from the guard itself
+
+
+def test_build_vocab_refuses_a_string_of_specials_that_became_its_letters():
+    from annotated.vocab import build_vocab_from_iterator
+
+    with pytest.raises(TypeError, match=r"^specials must be a list of tokens, got a single string '<unk>'"):
+        build_vocab_from_iterator([["a", "b"]], specials="<unk>")
+
+
+def test_a_vocab_takes_text_tokens_and_an_integer_default_index():
+    import numpy as np
+
+    from annotated.vocab import Vocab
+
+    with pytest.raises(TypeError, match=r"^every token of itos must be a str, got 1 \(int\)"):
+        Vocab(["a", 1])
+    with pytest.raises(TypeError, match=r"^default index must be an integer id"):
+        Vocab(["a", "b"]).set_default_index(True)  # bool was taken as id 1
+    vocab = Vocab(["a", "b"])
+    vocab.set_default_index(np.int64(1))
+    assert vocab["zzz"] == 1
+
+
+def test_corpus_bleu_refuses_a_lowercase_that_is_not_a_bool():
+    """``lowercase='no'`` is true: the score silently ignored case (100 for 'a b c d' against 'A B C D')."""
+    from annotated.evaluation import corpus_bleu
+
+    with pytest.raises(TypeError, match=r"^lowercase must be True or False, got 'no'"):
+        corpus_bleu(["a b c d"], ["A B C D"], lowercase="no")
+    assert corpus_bleu(["a b c d"], ["A B C D"], lowercase=False).score == 0
