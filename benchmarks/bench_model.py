@@ -224,10 +224,11 @@ def conditions(args) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=15)
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cuda" if torch.cuda.is_available() else "cpu",
+                        help="cuda: the CPU's rows, then the GPU's")
     parser.add_argument("--threads", type=int, default=None, help="torch's CPU threads (default: torch's own)")
     parser.add_argument("--clock", choices=["wall", "cpu"], default="wall",
-                        help="wall clock, or the CPU time of this process (CPU only; with --threads 1 on a busy machine)")
+                        help="wall clock, or this process's CPU time (CPU only; with --threads 1 on a busy machine)")
     args = parser.parse_args()
     if args.repeats < 1:
         parser.error(f"--repeats must be at least 1, got {args.repeats}")
@@ -235,6 +236,8 @@ def main() -> None:
         if args.threads < 1:
             parser.error(f"--threads must be at least 1, got {args.threads}")
         torch.set_num_threads(args.threads)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error(f"--device cuda, but this PyTorch ({torch.__version__}) sees no CUDA device; use --device cpu")
     devices = ["cpu"] + (["cuda"] if args.device == "cuda" else [])
     if args.clock == "cpu" and "cuda" in devices:
         parser.error("--clock cpu measures CPU time: use it with --device cpu")
@@ -254,8 +257,8 @@ def main() -> None:
         for k, (draws, entries) in work.items():
             print(f"  {k:<24}{draws:>4} draws, {entries:>10,} entries")
         equal = all(work[k] == work["nn.Transformer"] for k in ("ours, fast path", "ours, teaching path"))
-        print("  equal work: ours (fast and teaching path) drops out exactly where nn.Transformer does"
-              if equal else "  NOT EQUAL WORK: the dropout of ours and nn.Transformer differs; the ratios below mislead")
+        print("  equal work: ours (fast and teaching path) drops out exactly where nn.Transformer does" if equal
+              else "  NOT EQUAL WORK: ours and nn.Transformer drop out differently; the ratios below mislead")
         report(f"[{name}] one training step of the encoder-decoder (forward, loss, backward, Adam); "
                f"ours at equal work with {P_DROP} dropout at nn.Transformer's sites "
                f"(attention_dropout={EQUAL_WORK.attention_dropout}, ff_dropout={EQUAL_WORK.ff_dropout}), "
