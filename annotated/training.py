@@ -17,6 +17,8 @@ import torch.nn as nn
 from tqdm import tqdm
 
 from annotated.batching import Batch
+from annotated.support.class_guards import checked
+from annotated.support.variant_checks import check_fit_arguments, check_train_epoch_arguments
 
 
 def choose_device() -> torch.device:
@@ -135,3 +137,9 @@ def fit(model: nn.Module, train_batches: list[Batch], val_batches: list[Batch], 
             print(f"epoch {epoch + 1}: train loss {train_loss:.3f}, val loss {val_loss:.3f}, "
                   f"step {scheduler.last_epoch}")
     return history
+
+
+# The input guards, kept out of the code above: a budget that allows no update, no batches to train on
+# or to validate with, accum_steps below 1 or clip=0 get a ValueError naming them, before any work.
+train_epoch = checked(train_epoch, check_train_epoch_arguments)  # fit calls this one
+fit = checked(fit, check_fit_arguments)

@@ -125,3 +125,39 @@ def test_corpus_bleu_refuses_a_lowercase_that_is_not_a_bool():
     with pytest.raises(TypeError, match=r"^lowercase must be True or False, got 'no'"):
         corpus_bleu(["a b c d"], ["A B C D"], lowercase="no")
     assert corpus_bleu(["a b c d"], ["A B C D"], lowercase=False).score == 0
+
+
+# ---------------------------------------------------------------- annotated.training
+
+
+def _tiny_training():
+    from annotated.batching import collate
+    from annotated.label_smoothing import LabelSmoothingLoss
+    from annotated.model import TransformerConfig, make_model
+    from annotated.schedule import make_optimizer
+
+    torch.manual_seed(0)
+    model = make_model(TransformerConfig(10, 10, N=1, d_model=8, d_ff=16, h=2))
+    batch = collate([([1, 5, 2], [1, 6, 2])], pad_idx=0)
+    optimizer, scheduler = make_optimizer(model, 8, warmup=10)
+    return model, batch, LabelSmoothingLoss(10, 0, 0.1), optimizer, scheduler
+
+
+@pytest.mark.parametrize("change, named", [
+    ({"epochs": 0}, "epochs"),  # an empty history, no word
+    ({"epochs": -1}, "epochs"),
+    ({"max_minutes": math.nan}, "max_minutes"),  # no limit at all
+    ({"clip": 0.0}, "clip"),  # every gradient scaled to zero: no learning
+    ({"accum_steps": 0}, "accum_steps"),  # 'range() arg 3 must not be zero'
+    ({"train_batches": []}, "train_batches"),  # train loss NaN, no update
+    ({"val_batches": []}, "val_batches"),  # val loss NaN
+])
+def test_fit_names_a_budget_or_batches_that_train_nothing(change, named):
+    from annotated.training import fit
+
+    model, batch, loss_fn, optimizer, scheduler = _tiny_training()
+    arguments = {"train_batches": [batch], "val_batches": [batch], "epochs": 1, "progress": False, **change}
+    before = [p.detach().clone() for p in model.parameters()]
+    with pytest.raises(ValueError, match=rf"^{named} (must be|is empty)"):
+        fit(model, loss_fn=loss_fn, optimizer=optimizer, scheduler=scheduler, **arguments)
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))  # refused before any update

@@ -14,8 +14,8 @@ from collections.abc import Mapping
 import numpy as np
 import torch
 
-from annotated.support.checks import (check_features, check_label_smoothing, check_mask_shape, check_sizes,
-                                      check_targets)
+from annotated.support.checks import (check_budget, check_features, check_label_smoothing, check_mask_shape,
+                                      check_sizes, check_targets)
 
 INDEX_DTYPES = (torch.int64, torch.int32)  # what scatter_ and embedding lookups take as token ids
 
@@ -366,3 +366,32 @@ def check_make_optimizer_arguments(d_model: int, warmup: int, factor: float, mod
     _check_integer("warmup", warmup, 1)
     if isinstance(factor, bool) or not isinstance(factor, numbers.Real) or not math.isfinite(factor) or factor <= 0:
         raise ValueError(f"factor must be a finite number > 0 (1 is the paper's schedule), got {factor!r}")
+
+
+def check_train_epoch_arguments(batches, accum_steps: int, clip: float | None, name: str = "batches", **_) -> None:
+    """``annotated.training.train_epoch``'s input: at least one batch (none gave a NaN loss and no
+    update), ``accum_steps`` a positive integer, ``clip`` None or a finite number > 0 (0 scaled every
+    gradient to zero: no learning, no error)."""
+    check_sizes(accum_steps=accum_steps)
+    if clip is not None and (isinstance(clip, bool) or not isinstance(clip, numbers.Real)
+                             or not math.isfinite(clip) or clip <= 0):
+        raise ValueError(f"clip must be None (no clipping) or a finite number > 0, got {clip!r}")
+    _check_batches(name, batches)
+
+
+def check_fit_arguments(train_batches, val_batches, epochs: int, max_steps: int | None,
+                        max_minutes: float | None, accum_steps: int, clip: float | None, **_) -> None:
+    """``annotated.training.fit``'s input: a budget that allows an update (epochs=0 or -1 returned
+    an empty history, max_minutes=NaN was no limit), batches to train on and to validate with."""
+    check_budget(epochs, max_steps, max_minutes, accum_steps)
+    check_train_epoch_arguments(train_batches, accum_steps, clip, name="train_batches")
+    _check_batches("val_batches", val_batches)
+
+
+def _check_batches(name: str, batches) -> None:
+    if isinstance(batches, (str, bytes)) or not hasattr(batches, "__len__"):
+        raise TypeError(f"{name} must be a list of batches (annotated.batching.collate), got "
+                        f"{type(batches).__name__}")
+    if len(batches) == 0:
+        raise ValueError(f"{name} is empty: its loss would be NaN; give at least one batch "
+                         f"(annotated.batching.collate)")
