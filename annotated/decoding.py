@@ -19,7 +19,7 @@ from annotated.attention import scaled_dot_product_attention
 from annotated.masks import subsequent_mask
 from annotated.model import DecoderLayer, EncoderDecoder
 from annotated.multi_head import MultiHeadAttention
-from annotated.support.translation_guards import cache_in_step, guarded
+from annotated.support.translation_guards import cache_in_step, greedy_decode_inputs, guarded
 from annotated.synthetic import BOS_IDX
 
 
@@ -129,3 +129,6 @@ def greedy_decode(model: EncoderDecoder, src: torch.Tensor, src_mask: torch.Tens
 # The cache's length checked against the tokens before each step (annotated/support/translation_guards.py),
 # which the notebook's cell leaves out: a cache out of step with ys is a ValueError saying how to call it.
 next_token_logits = guarded(next_token_logits, cache_in_step, by_name=False)
+# The source and max_len of both greedy decoders: max_len below 1 returned <s> alone, silently.
+greedy_decode_simple = guarded(greedy_decode_simple, greedy_decode_inputs)
+greedy_decode = guarded(greedy_decode, greedy_decode_inputs)

@@ -10,6 +10,7 @@ Notebook: ``03_masking.ipynb``.
 import torch
 
 from annotated.support.checks import check_sizes
+from annotated.support.translation_guards import guarded, padding_mask_inputs
 
 
 def subsequent_mask(size: int, device: torch.device | str | None = None) -> torch.Tensor:
@@ -26,3 +27,8 @@ def padding_mask(tokens: torch.Tensor, pad_idx: int) -> torch.Tensor:
 def target_mask(tokens: torch.Tensor, pad_idx: int) -> torch.Tensor:
     """(batch, length, length) decoder self-attention mask: no padding and no look-ahead."""
     return padding_mask(tokens, pad_idx) & subsequent_mask(tokens.size(-1), tokens.device)
+
+
+# The input guard (annotated/support/translation_guards.py), which the notebook's cells leave out: a
+# tensor of ids and an integer pad_idx; target_mask calls the guarded padding_mask.
+padding_mask = guarded(padding_mask, padding_mask_inputs)

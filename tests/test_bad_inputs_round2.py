@@ -161,3 +161,31 @@ def test_fit_names_a_budget_or_batches_that_train_nothing(change, named):
     with pytest.raises(ValueError, match=rf"^{named} (must be|is empty)"):
         fit(model, loss_fn=loss_fn, optimizer=optimizer, scheduler=scheduler, **arguments)
     assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))  # refused before any update
+
+
+# ---------------------------------------------------------------- annotated.decoding, annotated.masks
+
+
+@pytest.mark.parametrize("decoder", ["greedy_decode", "greedy_decode_simple"])
+@pytest.mark.parametrize("max_len", [0, -3, 2.5])
+def test_the_taught_greedy_decoders_refuse_a_max_len_below_one_instead_of_returning_bos_alone(decoder, max_len):
+    from annotated import decoding
+    from annotated.model import TransformerConfig, make_model
+
+    torch.manual_seed(0)
+    model = make_model(TransformerConfig(10, 10, N=1, d_model=8, d_ff=16, h=2)).eval()
+    with pytest.raises(ValueError, match=r"^max_len must be a positive integer"):
+        getattr(decoding, decoder)(model, torch.tensor([[1, 5, 6, 2]]), None, max_len)
+    with pytest.raises(ValueError, match=r"^src must be a \(batch, L_src\) tensor of token ids"):
+        getattr(decoding, decoder)(model, torch.tensor([[1.0, 5.0, 2.0]]), None, 5)
+
+
+@pytest.mark.parametrize("tokens, pad_idx, named", [([[1, 2, 0]], 0, "tokens"),
+                                                    (torch.tensor([[1, 2, 0]]), None, "pad_idx"),
+                                                    (torch.tensor([[1, 2, 0]]), "0", "pad_idx")])
+def test_padding_and_target_masks_name_a_list_of_ids_or_a_pad_idx_that_is_not_an_integer(tokens, pad_idx, named):
+    from annotated.masks import padding_mask, target_mask
+
+    for mask in (padding_mask, target_mask):
+        with pytest.raises(TypeError, match=rf"^{named} must be"):
+            mask(tokens, pad_idx)

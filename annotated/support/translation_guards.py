@@ -19,6 +19,8 @@ import warnings
 from collections import Counter
 from collections.abc import Callable, Iterable
 
+import torch
+
 from annotated.support.checks import (
     check_beam_arguments, check_decoding_inputs, check_finite_weights, check_not_text, check_sizes, check_tokens,
 )
@@ -138,6 +140,31 @@ def encode_inputs(words, spaces, **_):
 
 def detokenize_inputs(pieces, **_):
     check_not_text(pieces, "pieces", "a list of pieces")
+
+
+# ----------------------------------------------------------------------- annotated.masks
+
+def padding_mask_inputs(tokens, pad_idx, **_):
+    """A tensor of token ids and an integer padding id: a list gave 'bool' object has no attribute
+    'unsqueeze', and pad_idx=None or '0' compared nothing (no position was padding)."""
+    if not isinstance(tokens, torch.Tensor):
+        raise TypeError(f"tokens must be a tensor of token ids (batch, length), got {type(tokens).__name__}; "
+                        f"e.g. torch.tensor(ids)")
+    if isinstance(pad_idx, bool) or not isinstance(pad_idx, numbers.Integral):
+        raise TypeError(f"pad_idx must be the integer id of <pad> (e.g. vocab['<pad>']), got {pad_idx!r}")
+
+
+# -------------------------------------------------------------------- annotated.decoding
+
+def greedy_decode_inputs(src, max_len, **_):
+    """The taught greedy decoders' ``src`` and ``max_len``: max_len 0 or below returned <s> alone,
+    silently, and a float one failed inside range(); a float src failed in the embedding."""
+    if not isinstance(src, torch.Tensor) or src.dim() != 2 or src.dtype not in (torch.int64, torch.int32):
+        shape = f"{tuple(src.shape)} {src.dtype}" if isinstance(src, torch.Tensor) else type(src).__name__
+        raise ValueError(f"src must be a (batch, L_src) tensor of token ids (int64), got {shape}; "
+                         f"a single sentence needs unsqueeze(0)")
+    if isinstance(max_len, bool) or not isinstance(max_len, numbers.Integral) or max_len < 1:
+        raise ValueError(f"max_len must be a positive integer (the output length, <s> included), got {max_len!r}")
 
 
 # ----------------------------------------------------------------- annotated.beam_search
