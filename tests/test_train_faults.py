@@ -41,10 +41,18 @@ def no_data(monkeypatch):
     monkeypatch.setattr(cli, "load_pairs", refuse)
 
 
+def default_signals() -> None:
+    """In the child: SIGHUP and SIGTERM as a terminal leaves them, whatever the suite inherited (under
+    nohup SIGHUP is ignored, and the command rightly keeps it ignored: see the test of that below)."""
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def command(*args: str, cwd: Path, **popen) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     return subprocess.Popen([sys.executable, "-m", "annotated.train", *args], cwd=cwd, env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, **popen)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                            preexec_fn=default_signals, **popen)
 
 
 # ---------------------------------------------------------------------------------------------

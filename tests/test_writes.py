@@ -32,6 +32,13 @@ SOLUTION = ROOT / "solutions" / "01_softmax_and_scaling.ipynb"
 GUIDE = ROOT / "guide" / "03_masking.md"
 
 
+def default_signals() -> None:
+    """In a child: SIGHUP and SIGTERM at their defaults, whatever the suite inherited (nohup ignores SIGHUP,
+    and a command rightly keeps an ignored signal ignored: a test below checks that)."""
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def environment(**extra: str) -> dict[str, str]:
     """The environment of a command run here: no bytecode written (a write the limit would stop), one thread."""
     return {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", **extra}
@@ -319,7 +326,8 @@ def test_a_build_stopped_by_a_signal_leaves_no_temporary_folder_and_exits_as_on_
     out = tmp_path / "out"
     argv = [sys.executable, "-m", f"annotated.support.{command}", "--out", str(out)]
     build = subprocess.Popen([*argv, *(["--no-slides"] if command == "site" else [])], stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True, cwd=ROOT, env=environment())
+                             stderr=subprocess.PIPE, text=True, cwd=ROOT, env=environment(),
+                             preexec_fn=default_signals)  # not nohup's ignored SIGHUP, should the suite run under it
     try:
         deadline = time.monotonic() + 300
         while not hidden(tmp_path):  # the build's temporary folder, .out.<pid>.tmp
