@@ -19,6 +19,7 @@ import torch
 from annotated.decoding import greedy_decode
 from annotated.masks import padding_mask
 from annotated.model import TransformerConfig, make_model
+from annotated.support.options import positive_int, thread_count
 
 N, D_MODEL, H, D_FF, VOCAB = 3, 256, 8, 1024, 6000
 BATCH, SRC_LEN, STEPS, EOS = 32, 20, 50, 2
@@ -61,8 +62,8 @@ def bench(device: torch.device, repeats: int) -> dict[bool, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=3, help="timed runs per setting (median reported)")
-    parser.add_argument("--threads", type=int, default=None,
+    parser.add_argument("--repeats", type=positive_int, default=3, help="timed runs per setting (median reported)")
+    parser.add_argument("--threads", type=thread_count, default=None,
                         help="CPU threads for torch (default: torch's choice); 1 is steadier on a busy machine")
     parser.add_argument("--device", choices=["cpu", "cuda", "all"], default="all",
                         help="all: the CPU, and CUDA when present")

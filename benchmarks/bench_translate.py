@@ -17,15 +17,17 @@ import torch
 
 from annotated.data import load_pairs
 from annotated.evaluation import corpus_bleu
+from annotated.support.errors import run_command
+from annotated.support.options import positive_int, thread_count
 from annotated.support.pretrained import load_pretrained
 from annotated.translate import translate
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repeats", type=int, default=1)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--repeats", type=positive_int, default=1)
+    parser.add_argument("--threads", type=thread_count, default=2)
+    parser.add_argument("--batch-size", type=positive_int, default=64)
     parser.add_argument("--checkpoint", help="default: the shipped model")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -51,5 +53,5 @@ def main() -> None:
     print(f"beam 4 takes {statistics.median(times[4]) / statistics.median(times[1]):.2f}x greedy's time")
 
 
-if __name__ == "__main__":
-    main()
+if __name__ == "__main__":  # a missing model or data set: one line naming the fix, no traceback
+    raise SystemExit(run_command(lambda: main() or 0, "bench_translate.py"))

@@ -34,8 +34,9 @@ import torch.nn as nn
 from annotated.data import load_pairs
 from annotated.evaluation import corpus_bleu
 from annotated.heads import KINDS, heads_masked, teacher_forced_batches
-from annotated.support.errors import CourseError
+from annotated.support.errors import CourseError, run_command
 from annotated.support.files import check_output_file, write_text
+from annotated.support.options import thread_count
 from annotated.support.pretrained import PRETRAINED_DIR, load_pretrained, sha256
 from annotated.training import evaluate_loss
 from annotated.translate import translate
@@ -54,14 +55,14 @@ def bleu(model, tokenizer, pairs) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--threads", type=thread_count, default=2)
     parser.add_argument("--fine", type=int, default=12, help="BLEU after each of the first FINE heads pruned")
     parser.add_argument("--step", type=int, default=4, help="then every STEP heads")
     parser.add_argument("--top", type=int, default=5, help="most important heads scored with BLEU alone")
     parser.add_argument("--out", default="benchmarks/results/head_importance.json")
     args = parser.parse_args()
     try:  # before the hour of work: never the model it reads, a link, a course file, a folder that cannot be written
-        check_output_file(args.out, inputs=[PRETRAINED_DIR / "model.safetensors"])
+        check_output_file(args.out, inputs=[PRETRAINED_DIR / "model.safetensors"], force_option=None)
     except CourseError as error:
         parser.error(str(error))
     torch.set_num_threads(args.threads)
@@ -118,5 +119,5 @@ def main() -> None:
     print(json.dumps({k: v for k, v in record.items() if k not in ("delta_val_loss", "ranking")}, indent=1))
 
 
-if __name__ == "__main__":
-    main()
+if __name__ == "__main__":  # a missing model or data set: one line naming the fix, no traceback
+    raise SystemExit(run_command(lambda: main() or 0, "head_importance.py"))

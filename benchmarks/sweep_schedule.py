@@ -66,7 +66,7 @@ def main() -> None:
                         help="also train the best pair on whole words (--bpe-merges 0), to compare greedy BLEU on val")
     args = parser.parse_args()
     try:  # before the hours of training: a link, a course file, a folder that cannot be written are refused now
-        check_output_file(args.out)
+        check_output_file(args.out, force_option=None)  # no --force here
     except CourseError as error:
         parser.error(str(error))
     runs = []

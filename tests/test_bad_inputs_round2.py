@@ -189,3 +189,37 @@ def test_padding_and_target_masks_name_a_list_of_ids_or_a_pad_idx_that_is_not_an
     for mask in (padding_mask, target_mask):
         with pytest.raises(TypeError, match=rf"^{named} must be"):
             mask(tokens, pad_idx)
+
+
+# ---------------------------------------------------------------- the benchmarks' command lines
+
+
+def bench(script: str, *args: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), *args], capture_output=True,
+                          text=True, cwd=ROOT, env=environment(**env), timeout=300)
+
+
+@pytest.mark.parametrize("script, args, named", [
+    ("bench_decoding.py", ["--repeats", "0"], "--repeats"),  # was KeyError: True after the model was built
+    ("bench_decoding.py", ["--threads", "-1"], "--threads"),  # was a RuntimeError traceback
+    ("bench_translate.py", ["--batch-size", "0"], "--batch-size"),
+])
+def test_a_benchmark_names_a_count_below_one_before_any_work(script, args, named):
+    done = bench(script, *args)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert f"argument {named}: '{args[1]}' is not a positive integer" in done.stderr
+
+
+def test_a_benchmark_names_a_missing_model_in_one_line():
+    done = bench("bench_translate.py", "--checkpoint", str(ROOT / "no-such-model"))
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"bench_translate.py: error: no model at {ROOT / 'no-such-model'}; give a .pt checkpoint written by "
+        "python -m annotated.train, or a folder written by python -m annotated.support.pretrained export"]
+
+
+def test_a_benchmark_record_over_the_readme_is_refused_without_offering_a_force_it_lacks():
+    readme = (ROOT / "README.md").read_bytes()
+    done = bench("head_importance.py", "--out", "README.md")
+    assert done.returncode == 2 and "git tracks" in done.stderr and "--force" not in done.stderr, done.stderr
+    assert (ROOT / "README.md").read_bytes() == readme
