@@ -40,6 +40,13 @@ IGNORE, RAISES = "NBVAL_IGNORE_OUTPUT", "NBVAL_RAISES_EXCEPTION"
 MAX_LINES = 12  # of one cell's differences per path
 
 
+def positive_int(text: str) -> int:
+    """--timeout: seconds, at least 1 (a negative one was passed on to every cell)."""
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer")
+    return int(text)
+
+
 def sanitizers(path: Path = ROOT / ".nbval-sanitize.cfg") -> list[tuple[re.Pattern, str]]:
     """The (regex, replacement) pairs of nbval's sanitize file."""
     lines = [line.strip() for line in path.read_text(encoding="utf-8").splitlines()]
@@ -122,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--paths", nargs="+", choices=sorted(PATHS), default=list(PATHS),
                         help="code paths to compare, the first the reference (default: stored default sse4_2 avx2)")
     parser.add_argument("--out", type=Path, default=Path("runs/code_paths"), help="where the executed copies go")
-    parser.add_argument("--timeout", type=int, default=1800, help="seconds one cell may take")
+    parser.add_argument("--timeout", type=positive_int, default=1800, help="seconds one cell may take")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                         help="run with the line 'NAME = ...' replaced, e.g. SEED=1 (not with the stored path)")
     parser.add_argument("--report-only", action="store_true", help="compare copies already executed under --out")
@@ -135,6 +142,14 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("give at least two --paths to compare")
     if args.set and "stored" in args.paths:
         parser.error("--set changes the notebook: compare it across executed paths, not with the stored outputs")
+    if args.out.exists() and not args.out.is_dir():
+        parser.error(f"--out {args.out} is a file; name a folder for the executed copies, e.g. --out runs/code_paths")
+    if args.report_only:  # the copies compared must be there (was a FileNotFoundError traceback)
+        missing = [copy for nb in notebooks for name in args.paths
+                   if not (copy := executed(name, nb, args.out.resolve(), args.set)).is_file()]
+        if missing:
+            parser.error(f"--report-only compares copies executed earlier, and {missing[0]} is not there; "
+                         f"run once without --report-only (same --out, --paths and --set)")
     if not args.report_only:
         for name in args.paths:
             run_path(name, notebooks, args.out.resolve(), args.timeout, args.set)

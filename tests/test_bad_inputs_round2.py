@@ -223,3 +223,27 @@ def test_a_benchmark_record_over_the_readme_is_refused_without_offering_a_force_
     done = bench("head_importance.py", "--out", "README.md")
     assert done.returncode == 2 and "git tracks" in done.stderr and "--force" not in done.stderr, done.stderr
     assert (ROOT / "README.md").read_bytes() == readme
+
+
+@pytest.mark.parametrize("timeout", ["-5", "0"])
+def test_a_notebook_run_refuses_a_timeout_that_nbclient_reads_as_no_limit(timeout, capsys, tmp_path):
+    """nbclient takes a timeout of 0 or below as none: a cell that never ends would run for ever."""
+    from annotated.support import notebooks
+
+    with pytest.raises(SystemExit) as exit_:
+        notebooks.main(["--timeout", timeout, str(ROOT / "notebooks" / "01_softmax_and_scaling.ipynb"),
+                        "--out-dir", str(tmp_path)])
+    assert exit_.value.code == 2
+    assert f"argument --timeout: '{timeout}' is not a positive integer" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--timeout", "-1"], "argument --timeout: '-1' is not a positive integer"),
+    (["--out", "README.md", "--report-only"], "--out README.md is a file"),
+    (["--out", "{tmp}/none", "--report-only"], "--report-only compares copies executed earlier"),
+])
+def test_code_paths_names_a_bad_timeout_a_file_as_out_and_copies_never_executed(args, says, tmp_path):
+    done = bench("code_paths.py", str(ROOT / "notebooks" / "01_softmax_and_scaling.ipynb"),
+                 *[a.replace("{tmp}", str(tmp_path)) for a in args])
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert says in done.stderr

@@ -18,6 +18,7 @@ from nbclient.exceptions import CellExecutionError
 
 from annotated.support.errors import DISK_ERRORS, FILE_ERRORS, CourseError, os_error_message
 from annotated.support.files import check_output_file, refuse_link, signals_as_interrupt, write_notebook
+from annotated.support.options import positive_int
 
 RAISES = "# NBVAL_RAISES_EXCEPTION"
 NBCLIENT_RAISES_TAG = "raises-exception"
@@ -109,7 +110,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("notebooks", nargs="+", type=notebook_path)
     parser.add_argument("--out-dir", type=Path,
                         help="save the executed notebooks here, each under its own name, leaving the originals alone")
-    parser.add_argument("--timeout", type=int, default=600, help="seconds one cell may take (default 600)")
+    parser.add_argument("--timeout", type=positive_int, default=600,  # -5 meant no limit at all
+                        help="seconds one cell may take (default 600)")
     parser.add_argument("--allow-errors", action="store_true",
                         help="run every cell even after one fails, keeping its error (only with --out-dir)")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", type=setting,
