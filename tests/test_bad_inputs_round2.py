@@ -247,3 +247,23 @@ def test_code_paths_names_a_bad_timeout_a_file_as_out_and_copies_never_executed(
                  *[a.replace("{tmp}", str(tmp_path)) for a in args])
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert says in done.stderr
+
+
+# ---------------------------------------------------------------- the trainer's report on a full disk
+
+
+DATA = os.environ.get("ANNOTATED_DATA_DIR")
+
+
+@pytest.mark.skipif(not (DATA and os.path.isdir(DATA)), reason="needs Multi30k: set ANNOTATED_DATA_DIR")
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full (Linux)")
+def test_train_whose_report_goes_to_a_full_disk_exits_1_and_says_so(tmp_path):
+    """``train > log.txt`` on a full disk lost the whole report (BLEU, samples) and exited 0 without a word."""
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([sys.executable, "-m", "annotated.train", "--preset", "tiny", "--limit", "20",
+                               "--max-steps", "1", "--no-progress", "--threads", "1", "--out",
+                               str(tmp_path / "run.pt")], stdout=full, stderr=subprocess.PIPE, text=True,
+                              cwd=ROOT, env=environment(), timeout=600)
+    assert done.returncode == 1, done.stderr
+    assert "error: the report on the standard output was cut" in done.stderr and "No space left" in done.stderr
+    assert (tmp_path / "run.pt").stat().st_size > 0  # the work itself is kept

@@ -32,6 +32,7 @@ number (130, 143, 129); a second signal quits at once. A checkpoint that could n
 import argparse
 import contextlib
 import dataclasses
+import errno
 import math
 import random
 import signal
@@ -61,7 +62,7 @@ from annotated.support.distributed import (DistributedContext, cleanup, fit_dist
                                            wrap_model)
 from annotated.support.checks import check_beam_arguments, check_probability
 from annotated.support.guarded_training import LabelSmoothingLoss, batch_by_tokens, collate, make_optimizer
-from annotated.support.errors import CourseError, UsageError, os_error_message, run_command
+from annotated.support.errors import DISK_ERRORS, CourseError, UsageError, os_error_message, run_command
 from annotated.support.options import (MAX_BEAM, MAX_LENGTH_PENALTY, beam_width_or_greedy, length_penalty,  # noqa: F401
                                        machine_cores, natural_float, natural_int, positive_float, positive_int,
                                        seed_value, thread_count)
@@ -538,12 +539,28 @@ def make_batches(examples: Examples, max_tokens: int, shuffle: bool, seed: int) 
             for indices in batch_by_tokens(lengths, max_tokens, shuffle=shuffle, seed=seed)]
 
 
+LOST_OUTPUT: list[OSError] = []  # a report line stdout could not take on a full disk: said at the end, exit 1
+
+
 def log(ctx: DistributedContext, *message) -> None:
     if ctx.is_main:
         try:
             print(*message, flush=True)
-        except OSError:  # the terminal closed (SIGHUP), or the reader of a pipe quit: the run goes on
-            pass
+        except OSError as error:  # the terminal closed (SIGHUP), or the reader of a pipe quit: the run goes on
+            if error.errno in DISK_ERRORS or error.errno == errno.EFBIG:  # a log file on a full disk: lost
+                LOST_OUTPUT.append(error)
+
+
+def said_lost_output(status: int, prog: str) -> int:
+    """``status``, or 1 when the report on stdout was cut by a full disk (it exited 0 without a word)."""
+    if not LOST_OUTPUT:
+        return status
+    try:
+        print(f"{prog}: error: the report on the standard output was cut, the training itself finished "
+              f"({os_error_message(LOST_OUTPUT[0])})", file=sys.stderr)
+    except OSError:
+        pass
+    return status or 1
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -558,9 +575,10 @@ def main(argv: list[str] | None = None) -> int:
                     torch.set_num_threads(args.threads)
                 ctx = init_distributed(args.device)
                 try:
-                    return run(args, ctx)
+                    status = run(args, ctx)
                 finally:
                     cleanup(ctx)
+                return said_lost_output(status, parser.prog)
         except Stopped as stopped:  # exit 128 + n, as the shell reports a process the signal ended
             print(f"{parser.prog}: stopped by {STOP_SIGNALS.get(stopped.signum, stopped.signum)}", file=sys.stderr)
             return 128 + stopped.signum
