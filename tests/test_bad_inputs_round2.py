@@ -267,3 +267,21 @@ def test_train_whose_report_goes_to_a_full_disk_exits_1_and_says_so(tmp_path):
     assert done.returncode == 1, done.stderr
     assert "error: the report on the standard output was cut" in done.stderr and "No space left" in done.stderr
     assert (tmp_path / "run.pt").stat().st_size > 0  # the work itself is kept
+
+
+# ---------------------------------------------------------------- the sandbox's check
+
+
+def test_the_sandbox_check_names_an_unknown_argument_and_a_full_disk_in_one_line():
+    """It ignored every argument (``--help`` too) and a full stdout gave an OSError traceback."""
+    from annotated.support import sandbox
+
+    with pytest.raises(SystemExit) as exit_:
+        sandbox.main(["bogus"])
+    assert exit_.value.code == 2
+    if os.path.exists("/dev/full"):
+        with open("/dev/full", "w") as full:
+            done = subprocess.run([sys.executable, "-m", "annotated.support.sandbox"], stdout=full,
+                                  stderr=subprocess.PIPE, text=True, cwd=ROOT, env=environment(), timeout=120)
+        assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+        assert "No space left on device" in done.stderr

@@ -194,10 +194,22 @@ def kernel_manager(prefix: list[str], runtime: Path):
     return manager
 
 
-def main() -> int:
-    found = bubblewrap()
-    print(found.describe())
-    return 0 if found.present else 1
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    from annotated.support.errors import run_command
+    from annotated.support.pipes import quiet_on_closed_pipe
+
+    parser = argparse.ArgumentParser(prog="python -m annotated.support.sandbox",
+                                     description="Say whether bubblewrap is there and works (exit 0) or not (1).")
+    parser.parse_args(argv)  # --help, or an unknown argument named (they were ignored)
+
+    def body() -> int:
+        found = bubblewrap()
+        print(found.describe())
+        return 0 if found.present else 1
+
+    return run_command(quiet_on_closed_pipe(body), parser.prog)  # a full disk on stdout: one line
 
 
 if __name__ == "__main__":
