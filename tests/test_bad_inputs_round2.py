@@ -285,3 +285,40 @@ def test_the_sandbox_check_names_an_unknown_argument_and_a_full_disk_in_one_line
                                   stderr=subprocess.PIPE, text=True, cwd=ROOT, env=environment(), timeout=120)
         assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
         assert "No space left on device" in done.stderr
+
+
+# ---------------------------------------------------------------- the grader stopped by a signal
+
+
+def test_the_grader_stopped_by_sigterm_removes_its_copy_of_the_submission_and_says_so(tmp_path):
+    """SIGTERM (a cancelled CI job, ``timeout``) ended the grader with status 143, no word, and the copy of
+    the student's notebook left in a temporary folder."""
+    import signal
+    import time
+
+    import nbformat
+
+    nb = nbformat.read(ROOT / "exercises" / "01_softmax_and_scaling.ipynb", as_version=4)
+    nb.cells.insert(1, nbformat.v4.new_code_cell("import time\ntime.sleep(120)"))
+    submission = tmp_path / "01_softmax_and_scaling.ipynb"
+    nbformat.write(nb, submission)
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    process = subprocess.Popen([sys.executable, "-m", "annotated.support.grade", str(submission)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                               env=environment(TMPDIR=str(temporary)))
+    try:
+        deadline = time.monotonic() + 120
+        while not list(temporary.glob("annotated-grade-*")) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert list(temporary.glob("annotated-grade-*")), "the grader never made its copy"
+        time.sleep(3)  # the kernel starts, the sleeping cell runs
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 128 + signal.SIGTERM, err
+    assert "python -m annotated.support.grade: stopped by SIGTERM" in err
+    assert list(temporary.glob("annotated-grade-*")) == []

@@ -112,7 +112,7 @@ from pathlib import Path
 import nbformat
 
 from annotated.support.errors import UsageError, run_command
-from annotated.support.files import atomic_write, check_output_file
+from annotated.support.files import Stopped, atomic_write, check_output_file, signals_as_interrupt
 from annotated.support.catalogue import BY_CHAPTER, BY_NUMBER, NOTEBOOKS, Exercise
 from annotated.support.course import ROOT
 from annotated.support.options import MAX_SECONDS, machine_cores
@@ -492,9 +492,18 @@ def grade_submission(submission: Submission, limits: Limits | None = None,
     exercises = NOTEBOOKS[notebook]
     notes = notes_for(nb, exercises, handed_out_mentions(notebook))
     with tempfile.TemporaryDirectory(prefix="annotated-grade-") as folder:
-        copy = Path(folder) / f"{notebook}.ipynb"
-        copy.write_bytes(submission.data)  # the snapshot, not the file as it is now
-        return _run(copy, nb, exercises, notes, limits, name, student, isolation)
+        LIVE_FOLDERS.add(folder)
+        try:
+            copy = Path(folder) / f"{notebook}.ipynb"
+            copy.write_bytes(submission.data)  # the snapshot, not the file as it is now
+            return _run(copy, nb, exercises, notes, limits, name, student, isolation)
+        finally:
+            LIVE_FOLDERS.discard(folder)
+
+
+# The temporary folders of the notebooks being graded (a copy of each submission, the kernel's sockets):
+# removed by the main thread when SIGTERM or SIGHUP stops the grader while the threads still run them.
+LIVE_FOLDERS: set[str] = set()
 
 
 def _plan(nb, exercises: tuple[Exercise, ...]) -> list[tuple[str, object]]:
@@ -562,6 +571,7 @@ def _run(copy: Path, nb, exercises, notes, limits: Limits, name: str, student: s
         run = nbformat.v4.new_notebook(metadata=nb.get("metadata", {}))
         # The kernel's sockets: a short path of their own (a Unix socket's path has at most 107 bytes).
         runtime = Path(tempfile.mkdtemp(prefix="annotated-kernel-", dir="/tmp" if os.path.isdir("/tmp") else None))
+        LIVE_FOLDERS.add(str(runtime))
         client = NotebookClient(run, timeout=limits.cell, allow_errors=True, interrupt_on_timeout=True,
                                 error_on_timeout={"ename": "TimeoutError", "evalue": "time limit", "traceback": []},
                                 resources={"metadata": {"path": str(copy.parent)}},
@@ -643,6 +653,7 @@ def _run(copy: Path, nb, exercises, notes, limits: Limits, name: str, student: s
             stopped = "the kernel died (out of memory or CPU time, or the notebook ended it)"
         finally:
             shutil.rmtree(runtime, ignore_errors=True)
+            LIVE_FOLDERS.discard(str(runtime))
         if wedged:
             restarts += 1
             if restarts > RESTARTS:
@@ -953,8 +964,11 @@ def main(argv: list[str] | None = None) -> int:
             return grade_submission(submission, limits, isolation)
 
         # Each notebook runs in a kernel of its own (a separate process): threads only wait on them.
-        with ThreadPoolExecutor(max_workers=min(args.jobs, len(submissions))) as pool:
+        pool = ThreadPoolExecutor(max_workers=min(args.jobs, len(submissions)))
+        try:
             results = [r for done in pool.map(run, submissions) for r in done]
+        finally:  # not a with block: on SIGTERM it would wait for every running notebook to end
+            pool.shutdown(wait=False, cancel_futures=True)
         to_stdout = "-" in (args.csv, args.json)
         shown = with_feedback(results, args.feedback)
         report = line + "\n\n"
@@ -974,7 +988,20 @@ def main(argv: list[str] | None = None) -> int:
             write_json(shown, args.json, limits, wrap, submissions, left_out)
         return 0 if all(r.passed for r in results) else 1
 
-    return run_command(body, parser.prog)
+    def stoppable() -> int:
+        try:
+            with signals_as_interrupt():  # SIGTERM and SIGHUP (a cancelled job, a closed terminal) as Ctrl-C
+                return body()
+        except Stopped as stopped:
+            for folder in list(LIVE_FOLDERS):  # the copies of the submissions in /tmp
+                shutil.rmtree(folder, ignore_errors=True)
+            print(f"{parser.prog}: {stopped}", file=sys.stderr, flush=True)
+            sys.stdout.flush()
+            # The threads would run their notebooks to the end; the kernels end with the grader (bwrap
+            # --die-with-parent) as they did when the signal ended it.
+            os._exit(128 + stopped.signum)
+
+    return run_command(stoppable, parser.prog)
 
 
 if __name__ == "__main__":
