@@ -235,3 +235,6 @@ def heads_masked(model: EncoderDecoder, heads: Iterable[tuple[str, int, int]]) -
 # The input guards (annotated/support/translation_guards.py), which the notebook's cells leave out: the
 # checks translate() makes (a model and its own tokenizer; a sentence with a letter, not too long).
 sentence_attention = guarded(sentence_attention, guards.sentence_attention_inputs)
+# The pairs and batch size of teacher forcing, and a kind of attention that the maps have.
+teacher_forced_batches = guarded(teacher_forced_batches, guards.teacher_forced_batches_inputs)
+SentenceAttention.labels = guarded(SentenceAttention.labels, guards.labels_inputs)

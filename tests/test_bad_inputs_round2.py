@@ -322,3 +322,21 @@ def test_the_grader_stopped_by_sigterm_removes_its_copy_of_the_submission_and_sa
     assert process.returncode == 128 + signal.SIGTERM, err
     assert "python -m annotated.support.grade: stopped by SIGTERM" in err
     assert list(temporary.glob("annotated-grade-*")) == []
+
+
+# ---------------------------------------------------------------- annotated.heads
+
+
+def test_teacher_forced_batches_and_labels_name_their_bad_arguments():
+    from annotated.heads import SentenceAttention, teacher_forced_batches
+
+    with pytest.raises(ValueError, match=r"^batch_size must be a positive integer, got 0"):
+        teacher_forced_batches(None, [("Ein Hund.", "A dog.")], 0)  # was: range() arg 3 must not be zero
+    with pytest.raises(TypeError, match=r"^pairs must be a list of \(German, English\) sentence pairs"):
+        teacher_forced_batches(None, "Ein Hund.", 10)  # was: not enough values to unpack
+    with pytest.raises(TypeError, match=r"^pairs\[0\] must be a \(German, English\) pair of str"):
+        teacher_forced_batches(None, ["Ein Hund."], 10)
+    maps = SentenceAttention(["<s>"], ["<s>"], ["</s>"], {})
+    with pytest.raises(ValueError, match=r"^unknown kind of attention 'bad'"):  # was KeyError: 'bad'
+        maps.labels("bad")
+    assert maps.labels("cross") == (["<s>"], ["<s>"])

@@ -154,6 +154,26 @@ def padding_mask_inputs(tokens, pad_idx, **_):
         raise TypeError(f"pad_idx must be the integer id of <pad> (e.g. vocab['<pad>']), got {pad_idx!r}")
 
 
+# ----------------------------------------------------------------------- annotated.heads
+
+def teacher_forced_batches_inputs(pairs, batch_size, **_):
+    """(German, English) pairs and a positive batch size: 0 failed in range(), a str of pairs with
+    'not enough values to unpack'."""
+    check_not_text(pairs, "pairs", "a list of (German, English) sentence pairs")
+    check_sizes(batch_size=batch_size)
+    pairs = list(pairs)
+    for i, pair in enumerate(pairs):
+        if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and all(isinstance(x, str) for x in pair)):
+            raise TypeError(f"pairs[{i}] must be a (German, English) pair of str, got {pair!r:.80}; "
+                            f"e.g. annotated.data.load_pairs('val')")
+    return {"pairs": pairs}
+
+
+def labels_inputs(self, kind, **_):
+    if kind not in ("encoder", "decoder", "cross"):  # was a bare KeyError: 'bad'
+        raise ValueError(f"unknown kind of attention {kind!r}; choose one of ('encoder', 'decoder', 'cross')")
+
+
 # -------------------------------------------------------------------- annotated.decoding
 
 def greedy_decode_inputs(src, max_len, **_):
