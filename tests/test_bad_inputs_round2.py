@@ -306,7 +306,8 @@ def test_the_grader_stopped_by_sigterm_removes_its_copy_of_the_submission_and_sa
     temporary.mkdir()
     process = subprocess.Popen([sys.executable, "-m", "annotated.support.grade", str(submission)],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-                               env=environment(TMPDIR=str(temporary)))
+                               env=environment(TMPDIR=str(temporary)),
+                               preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL))  # as under nohup
     try:
         deadline = time.monotonic() + 120
         while not list(temporary.glob("annotated-grade-*")) and time.monotonic() < deadline:
