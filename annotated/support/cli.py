@@ -36,7 +36,6 @@ import errno
 import math
 import random
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -57,7 +56,7 @@ from annotated.support.checkpoint import (CheckpointError, Identity, OutputTaken
                                           save_checkpoint, unwrap, vocabs_from_checkpoint)
 from annotated.support.course import ROOT
 from annotated.support.download import MULTI30K_FILES
-from annotated.support.files import Stopped, check_output_file, signals_as_interrupt
+from annotated.support.files import Stopped, check_output_file, git_tracks, signals_as_interrupt
 from annotated.support.distributed import (DistributedContext, cleanup, fit_distributed, init_distributed, shard,
                                            wrap_model)
 from annotated.support.checks import check_beam_arguments, check_probability
@@ -292,19 +291,12 @@ def is_committed(path: Path) -> bool:
     """Whether ``path`` is a file git tracks anywhere in the course's checkout (files.check_output_file
     looks in the course's folders only, and lets --force through), or lies in its .git folder."""
     try:
-        relative = path.resolve().relative_to(ROOT)
+        relative = path.resolve().relative_to(ROOT.resolve())
     except ValueError:
         return False
     if relative.parts[:1] == (".git",):
         return True
-    if not path.exists() or not (ROOT / ".git").exists():
-        return False
-    try:
-        listed = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z", "--cached", "--", relative.as_posix()],
-                                capture_output=True, timeout=60, check=True).stdout
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return bool(listed.strip(b"\0"))
+    return path.exists() and bool(git_tracks(ROOT.resolve(), relative))
 
 
 def check_output_is_no_input(out: Path, args: argparse.Namespace, inputs: list[str] = (),

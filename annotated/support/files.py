@@ -225,7 +225,7 @@ def _located(path: str | Path) -> Path:
     return path.parent.resolve() / path.name
 
 
-def _git_tracks(root: Path, relative: Path) -> bool | None:
+def git_tracks(root: Path, relative: Path) -> bool | None:
     """Whether git tracks ``relative`` in the checkout ``root``; None without a checkout or git."""
     import subprocess
 
@@ -252,7 +252,7 @@ def is_committed_course_file(path: str | Path, root: Path = CHECKOUT) -> bool:
     top_level = len(relative.parts) == 1  # README.md, pyproject.toml: committed when git tracks them
     if not relative.parts or (not top_level and relative.parts[0] not in COURSE_FOLDERS):
         return False
-    tracked = _git_tracks(root.resolve(), relative)
+    tracked = git_tracks(root.resolve(), relative)
     if tracked is not None:
         return tracked
     return not top_level and where.is_file() and not any(part.startswith(".") or part == "__pycache__"
