@@ -316,6 +316,30 @@ def _assets_available() -> bool:
     return all((folder / package.tarball).is_file() for package in PACKAGES)
 
 
+# Runs a builder with its build_folder held open after the work: the whole output lies in the temporary
+# folder, not yet swapped in, and the builder waits there until the signal comes. A signal sent "half a
+# second into the work" raced the build (a fast lecture build ended first, exit 0, on a CI run).
+_PAUSED_BUILD = textwrap.dedent("""
+    import contextlib, runpy, sys, time
+    from pathlib import Path
+    from annotated.support import files
+
+    ready, command = Path(sys.argv[1]), sys.argv[2]
+    real_build_folder = files.build_folder
+
+    @contextlib.contextmanager
+    def held_open(*args, **kwargs):
+        with real_build_folder(*args, **kwargs) as tmp:
+            yield tmp
+            ready.touch()
+            time.sleep(300)  # the signal ends this sleep
+
+    files.build_folder = held_open  # before the builder imports it
+    sys.argv = [command, *sys.argv[3:]]
+    runpy.run_module(f"annotated.support.{command}", run_name="__main__", alter_sys=True)
+""")
+
+
 @pytest.mark.parametrize("command, signum", [("site", signal.SIGTERM), ("slides", signal.SIGTERM),
                                              ("lecture", signal.SIGHUP)])
 def test_a_build_stopped_by_a_signal_leaves_no_temporary_folder_and_exits_as_on_ctrl_c(tmp_path, command, signum):
@@ -323,18 +347,19 @@ def test_a_build_stopped_by_a_signal_leaves_no_temporary_folder_and_exits_as_on_
     hidden temporary folder. SIGHUP (a closed terminal) is a Ctrl-C too."""
     if not _assets_available():
         pytest.skip("reveal.js and MathJax are not in the cache (python -m annotated.support.web_assets fetches them)")
-    out = tmp_path / "out"
-    argv = [sys.executable, "-m", f"annotated.support.{command}", "--out", str(out)]
+    parent, ready = tmp_path / "build", tmp_path / "ready"
+    parent.mkdir()
+    argv = [sys.executable, "-c", _PAUSED_BUILD, str(ready), command, "--out", str(parent / "out")]
     build = subprocess.Popen([*argv, *(["--no-slides"] if command == "site" else [])], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True, cwd=ROOT, env=environment(),
                              preexec_fn=default_signals)  # not nohup's ignored SIGHUP, should the suite run under it
     try:
         deadline = time.monotonic() + 300
-        while not hidden(tmp_path):  # the build's temporary folder, .out.<pid>.tmp
+        while not ready.exists():
             assert build.poll() is None, build.communicate()
-            assert time.monotonic() < deadline, "the build made no temporary folder in 300 s"
+            assert time.monotonic() < deadline, "the build did not finish its work in 300 s"
             time.sleep(0.02)
-        time.sleep(0.5)  # into the work: the assets are being unpacked
+        assert hidden(parent), "the build's temporary folder, .out.<pid>.tmp, is not there"
         build.send_signal(signum)
         _, err = build.communicate(timeout=120)
     finally:
@@ -343,7 +368,7 @@ def test_a_build_stopped_by_a_signal_leaves_no_temporary_folder_and_exits_as_on_
             build.communicate()
     assert build.returncode == 130, (build.returncode, err)
     assert "interrupted" in err and "Traceback" not in err, err
-    assert list(tmp_path.iterdir()) == [], "left behind: " + ", ".join(p.name for p in tmp_path.iterdir())
+    assert list(parent.iterdir()) == [], "left behind: " + ", ".join(p.name for p in parent.iterdir())
 
 
 def test_a_signal_during_the_swap_waits_for_its_end(tmp_path, monkeypatch):
