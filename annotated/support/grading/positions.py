@@ -8,15 +8,18 @@ of one, float64 inputs and a 4-D input with heads in front; and, once every set 
 it calls the function again to see that the first result was not overwritten (a buffer the
 function reuses)."""
 
+import math
 from collections.abc import Callable
 
 import torch
 
 from annotated.relative_positions import relative_positions, skew
-from annotated.rotary import rotate
 from annotated.support.grading.core import (
-    ExerciseFailed, _aliasing, _assert_close, _call, _function, _gradients_flow, _hard_coded_hint, _run_on_all_sizes,
-    _same, _shape, _squeezed, _tensor,
+    ExerciseFailed, _aliasing, _assert_close, _call, _function, _hard_coded_hint, _run_on_all_sizes, _shape,
+    _squeezed,
+)
+from annotated.support.grading.engine import (
+    Declaration, Mistake, Probe, Tensor, _default_mismatch, _equal, _float32_precision, check,
 )
 
 # ``lead`` is the shape in front of the last two axes: (batch,), or (batch, heads) for a 4-D input.
@@ -137,7 +140,21 @@ def check_relative_positions(relative_positions_fn: Callable) -> None:
           + "; a second call leaves the first result as it was.")
 
 
-# ------------------------------------------------------------------ the skew
+# ------------------------------------------------------------------ the skew, as a declaration
+
+_CAUSAL_NOTE = "on and below the diagonal"
+
+
+def _causal(qe: torch.Tensor) -> torch.Tensor:
+    L = qe.size(-1)
+    return torch.ones(L, L, dtype=torch.bool).tril()
+
+
+def _below(got: torch.Tensor, expected: torch.Tensor, precision="float32") -> bool:
+    """``got`` equals ``expected`` on and below the diagonal (above it, leftovers are allowed:
+    the look-ahead mask removes them)."""
+    causal = _causal(expected)
+    return _equal(got[..., causal], expected[..., causal], precision)
 
 
 def _skew_variant(qe: torch.Tensor, side: str = "left", drop: str = "first") -> torch.Tensor:
@@ -147,165 +164,194 @@ def _skew_variant(qe: torch.Tensor, side: str = "left", drop: str = "first") -> 
     return reshaped[..., 1:, :] if drop == "first" else reshaped[..., :-1, :]
 
 
-def _check_skew_once(fn: Callable, name: str, results: list, sizes: dict) -> None:
-    L, dtype = sizes["L"], _dtype("check_skew", sizes)
-    shape = _shape_of(sizes, L, L)
-    g = torch.Generator().manual_seed(100 * L + sizes["lead"][0])
-    qe = torch.randn(shape, generator=g, dtype=torch.float64).to(dtype)
-    call = f"{name}(qe of shape {shape}, {dtype})"
-    got = _tensor(_call(fn, qe, roles=("qe",)), name, "S_rel", like=qe)
-    hint = " The skew returns one logit per (query, key): (..., L, L)."
-    squeezed = _squeezed(got.shape, shape)
-    if squeezed:
-        hint += squeezed
-    elif got.shape != qe.shape and got.numel() == qe.numel():
-        hint += (" Your result holds the right number of values in another shape: keep every leading "
-                 "axis, padded.reshape(*qe.shape[:-2], L + 1, L), not a batch size you unpack or -1 "
-                 "that merges them.")
-    _shape(got, shape, call, hint)
-    results.append(got)
-    causal = torch.ones(L, L, dtype=torch.bool).tril()
-    expected = skew(qe)
-    if _same(got[..., causal], expected[..., causal]):
-        if dtype == torch.float64 and not torch.equal(got[..., causal], expected[..., causal]):
-            raise ExerciseFailed(
-                f"{call} gives the right values only to float32's precision: the skew moves numbers "
-                "without computing anything, so a float64 input must come back exactly. A step goes "
-                "through float32: a .float(), or a tensor created without dtype= (torch.zeros(...)); "
-                "pad with F.pad, or create with dtype=qe.dtype."
-            )
-        return
-    mistakes = [
-        (_skew_variant(qe, "right", "first"), "you padded the column on the right; Music Transformer pads it "
-                                              "on the left: F.pad(qe, (1, 0))."),
-        (_skew_variant(qe, "left", "last"), "you dropped the last row; the skew drops the first one: "
-                                            "reshaped[..., 1:, :]."),
-        (_skew_variant(qe, "right", "last"), "padded on the right and dropped the last row: pad on the left, "
-                                             "F.pad(qe, (1, 0)), and drop the first row."),
-        (qe, "the result is Q E^T unchanged: its column r holds offset r - (L - 1), not key j; pad a column on "
-             "the left, reshape to (L + 1, L) and drop the first row."),
-        (qe.transpose(-2, -1), "a transpose is not the skew: pad a column on the left, reshape to (L + 1, L), "
-                               "drop the first row."),
-        (qe.flip(-1), "flipping the columns puts offset 0 in column 0 for every row; the skew moves each row's "
-                      "offsets by a different amount: pad, reshape, drop the first row."),
-    ]
-    for candidate, message in mistakes:
-        if _same(got[..., causal], candidate[..., causal]):
-            raise ExerciseFailed(message)
-    _assert_close(got[..., causal], expected[..., causal], f"{call}, on and below the diagonal")
+def _skew_probes(device: str | None) -> list[Probe]:
+    probes = []
+    for sizes, dtype in zip(SIZE_SETS["check_skew"], DTYPES["check_skew"]):
+        shape = _shape_of(sizes, sizes["L"], sizes["L"])
+        g = torch.Generator().manual_seed(100 * sizes["L"] + sizes["lead"][0])
+        qe = torch.randn(shape, generator=g, dtype=torch.float64).to(dtype)
+        precision = "float64" if dtype == torch.float64 else "float32"
+        probes.append(Probe((qe,), f"{{what}} of {{name}}(qe of shape {shape}, {dtype})", sizes=sizes,
+                            accept=lambda got, qe=qe, p=precision: _below(got[0], skew(qe), p)))
+    g = torch.Generator().manual_seed(1)
+    qe = torch.randn(2, 5, 5, generator=g)
+    probes.append(Probe((qe,), "{what}", again=(torch.randn(2, 5, 5, generator=g),),
+                        accept=lambda got, qe=qe: _below(got[0], skew(qe))))
+    # The skew sits in the training path of relative attention: gradients must reach qe. L = 1, where no
+    # leftovers above the diagonal (which differ from one right answer to the next) take a gradient.
+    qe = torch.randn(3, 1, 1, generator=g)
+    probes.append(Probe((qe,), "{what} of {name}(qe of shape (3, 1, 1) that requires grad)", grad=(0,)))
+    return probes
+
+
+def _skew_mismatch(got: torch.Tensor, expected: torch.Tensor, label: str) -> str:
+    causal, label = _causal(expected), f"{label}, {_CAUSAL_NOTE}"
+    if expected.dtype == torch.float64 and _below(got, expected):  # the skew moves numbers: float64 comes back exact
+        return _float32_precision(got[..., causal], expected[..., causal], label)
+    return _default_mismatch(got[..., causal], expected[..., causal], label)
+
+
+def _skew_is(variant: Callable, message: str) -> Mistake:
+    """A known mistake: the learner's S_rel equals ``variant(qe)`` on and below the diagonal."""
+    def find(found: dict, p: Probe) -> str | None:
+        return message if found["values"] is not None and _below(found["values"], variant(*p.args)) else None
+    return Mistake(message, message.split(";")[0].split(":")[0], find=find, example=lambda qe: variant(qe).clone())
+
+
+def _leading_axes(found: dict, p: Probe) -> str | None:
+    want = tuple(p.args[0].shape)
+    got = tuple(found["shape"])
+    if got != want and math.prod(got) == math.prod(want) and not _squeezed(got, want):
+        return ("Your result holds the right number of values in another shape: keep every leading axis, "
+                "padded.reshape(*qe.shape[:-2], L + 1, L), not a batch size you unpack or -1 that merges them.")
+    return None
+
+
+SKEW = Declaration(
+    check="check_skew", function="skew", roles=("qe",), reference=skew, probes=_skew_probes,
+    returns=Tensor("S_rel", mismatch=_skew_mismatch),
+    sizes_fix=_hint("Take L from qe.size(-1) and keep the leading axes: qe.shape[:-2].", "check_skew"),
+    mistakes=(
+        Mistake("", "leading axes merged", stage="shape", find=_leading_axes,
+                example=lambda qe: skew(qe.reshape(-1, *qe.shape[-2:]))),
+        _skew_is(lambda qe: _skew_variant(qe, "right", "first"),
+                 "you padded the column on the right; Music Transformer pads it on the left: F.pad(qe, (1, 0))."),
+        _skew_is(lambda qe: _skew_variant(qe, "left", "last"),
+                 "you dropped the last row; the skew drops the first one: reshaped[..., 1:, :]."),
+        _skew_is(lambda qe: _skew_variant(qe, "right", "last"),
+                 "padded on the right and dropped the last row: pad on the left, F.pad(qe, (1, 0)), and drop "
+                 "the first row."),
+        _skew_is(lambda qe: qe, "the result is Q E^T unchanged: its column r holds offset r - (L - 1), not key j; "
+                                "pad a column on the left, reshape to (L + 1, L) and drop the first row."),
+        _skew_is(lambda qe: qe.transpose(-2, -1), "a transpose is not the skew: pad a column on the left, reshape "
+                                                  "to (L + 1, L), drop the first row."),
+        _skew_is(lambda qe: qe.flip(-1), "flipping the columns puts offset 0 in column 0 for every row; the skew "
+                                         "moves each row's offsets by a different amount: pad, reshape, drop the "
+                                         "first row."),
+    ),
+    passed=lambda name: (f"check_skew passed: {name} moves q_i . E_(j-i) to column j for qe of shapes "
+                         + ", ".join(str(_shape_of(s, s["L"], s["L"])) for s in SIZE_SETS["check_skew"])
+                         + " (float64 for the batch of one, exactly); a second call leaves the first result as it "
+                         "was and lets gradients through."),
+)
 
 
 def check_skew(skew_fn: Callable) -> None:
     """Check ``skew(qe)``: (..., L, L) -> (..., L, L), equal to the course's skew on and below
     the diagonal (above it any leftovers are allowed: the look-ahead mask removes them).
 
-    Runs a batch of one in float64 (compared exactly: the skew only moves numbers) and a 4-D
-    input, (batch, heads, L, L), besides the notebook's sizes.
+    Runs a batch of one in float64 (compared to float64's precision: the skew only moves numbers)
+    and a 4-D input, (batch, heads, L, L), besides the notebook's sizes.
 
     Diagnoses: wrong shape, padding on the right, dropping the last row, both, Q E^T
     returned unchanged, a transpose or a flip instead of the skew, leading axes merged or
     unpacked as one batch or squeezed away, a result of another dtype or computed in
     float32, an earlier result overwritten by the next call (a reused buffer), gradients
     cut (no_grad, .detach()), a size written in."""
-    name = _function(skew_fn, "check_skew", "skew")
-    sets = SIZE_SETS["check_skew"]
-    results = []
-    _run_on_all_sizes(lambda s: _check_skew_once(skew_fn, name, results, s), sets,
-                      _hint("Take L from qe.size(-1) and keep the leading axes: qe.shape[:-2].", "check_skew"))
-    # A second call, on an input that requires grad: the first result must stay as it was, and the
-    # skew sits in the training path of relative attention, so gradients must reach qe.
-    qe = torch.randn(_shape_of(sets[0], sets[0]["L"], sets[0]["L"]), generator=torch.Generator().manual_seed(1),
-                     requires_grad=True)
-    again = _aliasing(lambda: _call(skew_fn, qe, roles=("qe",)), results[0], name, "S_rel")
-    _gradients_flow(again, {"qe": qe}, name, "S_rel")
-    print(f"check_skew passed: {name} moves q_i . E_(j-i) to column j for qe of shapes "
-          + ", ".join(str(_shape_of(s, s["L"], s["L"])) for s in sets)
-          + " (float64 for the batch of one, exactly); a second call leaves the first result as it was and "
-          "lets gradients through.")
+    check(SKEW, skew_fn)
 
 
-# ------------------------------------------------------------------ RoPE
+# ------------------------------------------------------------------ RoPE, as a declaration
 
 
 def _rotate_variant(x: torch.Tensor, sign: float = 1.0, layout: str = "pairs", step: int = 2,
-                    first: int = 0, out: str = "pairs", positions: int = -2) -> torch.Tensor:
-    """RoPE with float64 angles, or with one mistake switched on; ``positions`` is the axis
-    whose index is taken as the position."""
+                    first: int = 0, out: str = "pairs", positions: int = -2, last: int | None = None) -> torch.Tensor:
+    """RoPE with float64 angles, in x's dtype, or with one mistake switched on; ``positions`` is the
+    axis whose index is taken as the position, ``last`` the last position a table holds."""
     L, d = x.size(positions), x.size(-1)
     theta = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) * (step / 2) / d)
-    angles = torch.arange(first, first + L, dtype=torch.float64)[:, None] * theta
+    positions_ = torch.arange(first, first + L, dtype=torch.float64)
+    angles = (positions_ if last is None else positions_.clamp(max=last))[:, None] * theta
     if positions != -2:  # (L, 1, ..., d/2): broadcast along that axis
         angles = angles.reshape(L, *[1] * (-2 - positions), d // 2)
     cos, sin = angles.cos(), sign * angles.sin()
     if layout == "pairs":
         a, b = x[..., 0::2].double(), x[..., 1::2].double()
-        if out == "halves":
-            return torch.cat([a * cos - b * sin, a * sin + b * cos], -1)
-        return torch.stack([a * cos - b * sin, a * sin + b * cos], -1).flatten(-2)
-    a, b = x[..., : d // 2].double(), x[..., d // 2:].double()
-    return torch.cat([a * cos - b * sin, a * sin + b * cos], -1)
+        turned = (a * cos - b * sin, a * sin + b * cos)
+        rotated = torch.cat(turned, -1) if out == "halves" else torch.stack(turned, -1).flatten(-2)
+    else:
+        a, b = x[..., : d // 2].double(), x[..., d // 2:].double()
+        rotated = torch.cat([a * cos - b * sin, a * sin + b * cos], -1)
+    return rotated.to(x.dtype)
 
 
-def _rotation_close(got: torch.Tensor, candidate: torch.Tensor, x: torch.Tensor) -> bool:
-    """``got`` equals ``candidate`` up to the rounding of the angles: float32 angles m * theta_i
-    are off by about m * 1e-7 radians, which far positions (5,000) turn into errors near 1e-3."""
-    if got.shape != candidate.shape:
-        return False
-    m = torch.arange(got.size(-2), dtype=torch.float64)[:, None]
-    tolerance = 1e-4 + 3e-7 * m * x.detach().abs().max().double()
-    return bool(((got.double() - candidate.double()).abs() <= tolerance).all())
+def course_rotate(x: torch.Tensor) -> torch.Tensor:
+    """``annotated.rotary.rotate`` with its angles in float64, in x's dtype (tests/test_declarations_13_15.py
+    compares the two)."""
+    return _rotate_variant(x)
 
 
-def _check_rotate_once(fn: Callable, name: str, results: list, sizes: dict) -> None:
-    L, d, dtype = sizes["L"], sizes["d"], _dtype("check_rotate", sizes)
-    shape = _shape_of(sizes, L, d)
-    g = torch.Generator().manual_seed(10 * L + d)
-    x = torch.randn(shape, generator=g, dtype=torch.float64).to(dtype)
-    call = f"{name}(x of shape {shape}, {dtype})"
-    got = _tensor(_call(fn, x, roles=("x",)), name, "the rotated x", like=x)
-    hint = _squeezed(got.shape, shape)
-    if not hint and got.shape != x.shape and got.numel() == x.numel():
-        hint = (" Your result holds the right number of values in another shape: keep every leading axis "
-                "of x (x.shape[:-2]); the pairs are x[..., 0::2] and x[..., 1::2].")
-    _shape(got, shape, call, hint)
-    results.append(got)
-    expected = _rotate_variant(x)  # the angles in float64
-    if not _rotation_close(rotate(x), expected, x):
-        raise RuntimeError("annotated.rotary.rotate and the check's float64 rotation disagree")
-    if _rotation_close(got, expected, x):
-        return
-    if len(sizes["lead"]) > 1 and _rotation_close(got, _rotate_variant(x, positions=-3), x):
-        raise ExerciseFailed(
-            f"{call}: your positions run along dimension 1, here the heads; the positions are the "
-            "second-to-last axis of x, whatever comes in front: L = x.size(-2), and the angles (L, d/2) "
-            "broadcast over the leading axes."
-        )
-    mistakes = [
-        (_rotate_variant(x, sign=-1.0), "you turn each pair by -m theta_i (the sine's sign is flipped): the "
-                                        "rotation is (x0 cos - x1 sin, x0 sin + x1 cos)."),
-        (_rotate_variant(x, layout="halves"), "you pair dimension i with i + d/2 (the 'rotate half' layout); "
-                                              "Su et al.'s eq. 34 pairs neighbours (x_2i, x_2i+1): x[..., 0::2] "
-                                              "with x[..., 1::2], and the result interleaved back."),
-        (_rotate_variant(x, step=1), "theta_i = 10000^(-i/d): the exponent is 2i/d, with 2i the index of the "
-                                     "pair's first dimension: torch.arange(0, d, 2) / d."),
-        (_rotate_variant(x, first=1), "your positions start at 1; the first position is m = 0 (no rotation)."),
-        (x, "x came back unrotated: turn pair i of position m by the angle m * theta_i."),
-        (_rotate_variant(x, out="halves"), "your rotated pairs come back as two halves, every first "
-                                           "coordinate then every second one (torch.cat): put each pair back "
-                                           "in its place, torch.stack([first, second], dim=-1).flatten(-2)."),
-    ]
-    for candidate, message in mistakes:
-        if _rotation_close(got, candidate, x):
-            raise ExerciseFailed(message)
-    if L > 5000 and _rotation_close(got[..., :5000, :], expected[..., :5000, :], x):
-        raise ExerciseFailed(
-            f"{call} is right for the first 5,000 positions and wrong after them: a table precomputed "
-            "for 5,000 positions? Compute the angles for the length you are given, torch.arange(x.size(-2))."
-        )
-    if not _same(got.norm(dim=-1), x.norm(dim=-1), atol=1e-3):
-        raise ExerciseFailed("your function changes the length of the vectors; a rotation keeps it: check that "
-                             "each pair gets cos and sin of the same angle, (a cos - b sin, a sin + b cos).")
-    _assert_close(got, expected, call, atol=1e-4)
+def _rotation_tolerance(x: torch.Tensor) -> float:
+    """float32 angles m * theta_i are off by about m * 1e-7 radians, which far positions (5,000) turn into
+    errors near 1e-3: the tolerance grows with the last position."""
+    return 1e-4 + 3e-7 * x.size(-2) * float(x.abs().max())
+
+
+def _rotate_probes(device: str | None) -> list[Probe]:
+    probes = []
+    for sizes, dtype in zip(SIZE_SETS["check_rotate"], DTYPES["check_rotate"]):
+        shape = _shape_of(sizes, sizes["L"], sizes["d"])
+        x = torch.randn(shape, generator=torch.Generator().manual_seed(10 * sizes["L"] + sizes["d"]),
+                        dtype=torch.float64).to(dtype)
+        probes.append(Probe((x,), f"{{what}} of {{name}}(x of shape {shape}, {dtype})", sizes=sizes,
+                            precision=_rotation_tolerance(x), tags=dict(heads=x.dim() > 3)))
+    # A second call, on an input that requires grad: queries and keys are rotated in the training path.
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(_shape_of(SIZE_SETS["check_rotate"][0], 7, 6), generator=g)
+    probes.append(Probe((x,), "{what}", grad=(0,), again=(torch.randn(x.shape, generator=g),),
+                        precision=_rotation_tolerance(x)))
+    return probes
+
+
+def _past_the_table(found: dict, p: Probe) -> str | None:
+    x, got = p.args[0], found["values"]
+    if x.size(-2) > 5000 and got is not None and _equal(got[..., :5000, :], course_rotate(x)[..., :5000, :],
+                                                        p.precision):
+        return (f"your function is right for the first 5,000 positions and wrong after them (x has {x.size(-2)}): "
+                "a table precomputed for 5,000 positions? Compute the angles for the length you are given, "
+                "torch.arange(x.size(-2)).")
+    return None
+
+
+def _norm_changed(found: dict, p: Probe) -> str | None:
+    got, x = found["values"], p.args[0]
+    if got is not None and not _equal(got.double().norm(dim=-1), x.double().norm(dim=-1), 1e-3):
+        return ("your function changes the length of the vectors; a rotation keeps it: check that each pair gets "
+                "cos and sin of the same angle, (a cos - b sin, a sin + b cos).")
+    return None
+
+
+ROTATE = Declaration(
+    check="check_rotate", function="rotate", roles=("x",), reference=course_rotate, probes=_rotate_probes,
+    returns=Tensor("the rotated x"), sizes_fix=_hint("Take L and d from x.shape[-2:].", "check_rotate"),
+    mistakes=(
+        Mistake("your positions run along dimension 1, here the heads; the positions are the second-to-last axis "
+                "of x, whatever comes in front: L = x.size(-2), and the angles (L, d/2) broadcast over the leading "
+                "axes.", "positions along the heads", when=lambda p: p.tags.get("heads"),
+                like=lambda x: _rotate_variant(x, positions=1 - x.dim())),  # dimension 1
+        Mistake("you turn each pair by -m theta_i (the sine's sign is flipped): the rotation is (x0 cos - x1 sin, "
+                "x0 sin + x1 cos).", "the sine's sign flipped", like=lambda x: _rotate_variant(x, sign=-1.0)),
+        Mistake("you pair dimension i with i + d/2 (the 'rotate half' layout); Su et al.'s eq. 34 pairs neighbours "
+                "(x_2i, x_2i+1): x[..., 0::2] with x[..., 1::2], and the result interleaved back.",
+                "the rotate-half layout", like=lambda x: _rotate_variant(x, layout="halves")),
+        Mistake("theta_i = 10000^(-i/d): the exponent is 2i/d, with 2i the index of the pair's first dimension: "
+                "torch.arange(0, d, 2) / d.", "the exponent i/d", like=lambda x: _rotate_variant(x, step=1)),
+        Mistake("your positions start at 1; the first position is m = 0 (no rotation).", "positions from 1",
+                like=lambda x: _rotate_variant(x, first=1)),
+        Mistake("x came back unrotated: turn pair i of position m by the angle m * theta_i.", "no rotation",
+                like=lambda x: x.clone()),
+        Mistake("your rotated pairs come back as two halves, every first coordinate then every second one "
+                "(torch.cat): put each pair back in its place, torch.stack([first, second], dim=-1).flatten(-2).",
+                "pairs put back as halves", like=lambda x: _rotate_variant(x, out="halves")),
+        Mistake("", "a table of 5,000 positions", find=_past_the_table,
+                example=lambda x: _rotate_variant(x, last=4999)),
+        Mistake("", "the norm changed", find=_norm_changed, example=lambda x: 1.5 * course_rotate(x)),
+    ),
+    passed=lambda name: (f"check_rotate passed: {name} turns every pair by m * theta_i for x of shapes "
+                         + ", ".join(str(_shape_of(s, s["L"], s["d"])) for s in SIZE_SETS["check_rotate"])
+                         + " (the last in float64); a second call leaves the first result as it was and lets "
+                         "gradients through."),
+)
 
 
 def check_rotate(rotate_fn: Callable) -> None:
@@ -321,18 +367,7 @@ def check_rotate(rotate_fn: Callable) -> None:
     the heads of a 4-D input, leading axes lost, a table precomputed for 5,000 positions, a
     result of another dtype, a change of norm, an earlier result overwritten by the next
     call (a reused buffer), gradients cut (no_grad, .detach()), a size written in."""
-    name = _function(rotate_fn, "check_rotate", "rotate")
-    sets = SIZE_SETS["check_rotate"]
-    results = []
-    _run_on_all_sizes(lambda s: _check_rotate_once(rotate_fn, name, results, s), sets,
-                      _hint("Take L and d from x.shape[-2:].", "check_rotate"))
-    # A second call, on an input that requires grad: the first result must stay as it was, and
-    # queries and keys are rotated in the training path, so gradients must reach x.
-    x = torch.randn(_shape_of(sets[0], sets[0]["L"], sets[0]["d"]), generator=torch.Generator().manual_seed(1),
-                    requires_grad=True)
-    again = _aliasing(lambda: _call(rotate_fn, x, roles=("x",)), results[0], name, "the rotated x")
-    _gradients_flow(again, {"x": x}, name, "the rotated x")
-    print(f"check_rotate passed: {name} turns every pair by m * theta_i for x of shapes "
-          + ", ".join(str(_shape_of(s, s["L"], s["d"])) for s in sets)
-          + " (the last in float64); a second call leaves the first result as it was and lets gradients "
-          "through.")
+    check(ROTATE, rotate_fn)
+
+
+DECLARATIONS = {d.check: d for d in (SKEW, ROTATE)}
