@@ -2,7 +2,7 @@
 
 The course's declared checks (``annotated.support.grading.engine``) never judge a function
 where it runs: this module calls it on the probe inputs and describes what happened (the result,
-as tensors and type names; an exception, as its type, message and line; the inputs as they are
+as tensors, plain values and type names; an exception, as its type, message and line; the inputs as they are
 after the call; gradients; a first result after a second call; the training flags of module
 arguments), and the engine judges the description. In a notebook both happen in the kernel;
 when the grader grades a submission, this module runs in the submission's kernel, writes the
@@ -35,10 +35,44 @@ def _dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).replace("torch.", "")
 
 
+_PLAIN = (bool, int, float, str)  # in this order: a bool is an int too
+MAX_PLAIN = 100_000  # a plain result of more numbers and strings than this is described as before, in part
+MAX_CHARS = 1_000_000  # the characters of all its strings together
+_NOT_PLAIN = object()
+
+
+def _plain(value, budget: list):
+    """``value`` as built-in bools, ints, floats, strings, None, lists, tuples and dicts (a NumPy
+    float64 or a str subclass becomes its built-in base), or None when it holds anything else or
+    more than the budget ([numbers and strings left, characters left])."""
+    if value is None:
+        return value
+    for kind in _PLAIN:
+        if isinstance(value, kind):
+            budget[0] -= 1
+            budget[1] -= len(value) if kind is str else 0
+            return kind(value) if budget[0] >= 0 and budget[1] >= 0 else _NOT_PLAIN
+    if type(value) in (list, tuple) or isinstance(value, dict):
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        out = {}
+        for key, item in items:
+            out[key] = _plain(item, budget)
+            if out[key] is _NOT_PLAIN or not isinstance(key, _PLAIN):
+                return _NOT_PLAIN
+        return out if isinstance(value, dict) else type(value)(out.values())
+    return _NOT_PLAIN
+
+
+def _kind(value) -> str:
+    return next((k.__name__ for k in (*_PLAIN, list, tuple, dict) if isinstance(value, k)), type(value).__name__)
+
+
 def describe(value, depth: int = 0) -> dict:
     """``value`` as data: a tensor with its dtype, device, layout, shape, whether it requires grad
-    and its numbers (a dense CPU copy; none for 'meta' or huge tensors); a tuple or list with its
-    items; anything else by its type (and its value, for a number or a short string)."""
+    and its numbers (a dense CPU copy; none for 'meta' or huge tensors); a plain value (bools,
+    numbers, strings, None, and lists, tuples and dicts of them, up to ``MAX_PLAIN`` numbers and
+    strings) as itself, with its built-in type and its own class; another tuple or list with its
+    first 32 items; anything else by its type (and its value, for a NumPy number)."""
     if value is None:
         return {"kind": "none"}
     if torch.is_tensor(value):
@@ -51,12 +85,18 @@ def describe(value, depth: int = 0) -> dict:
                 values = values.to_dense()
             found["values"] = values.as_subclass(torch.Tensor).to("cpu").clone().contiguous()
         return found
+    plain = _plain(value, [MAX_PLAIN, MAX_CHARS])
+    if plain is not _NOT_PLAIN:
+        found = {"kind": "value", "type": _kind(value), "class": type(value).__name__, "value": plain}
+        if isinstance(value, (list, tuple, dict, str)):
+            found["length"] = len(value)
+        return found
     if isinstance(value, (tuple, list)) and depth < 4:
         return {"kind": "sequence", "type": type(value).__name__, "length": len(value),
                 "items": [describe(item, depth + 1) for item in list(value)[:32]]}
     found = {"kind": "object", "type": type(value).__name__, "module": type(value).__module__}
-    if isinstance(value, (bool, int, float)) or (isinstance(value, str) and len(value) <= 200):
-        found["value"] = value
+    if type(value).__module__ == "numpy" and getattr(value, "ndim", None) == 0:
+        found["value"] = _plain(value.item(), [1, 200])  # a NumPy number
     try:
         found["length"] = len(value)
     except Exception:  # noqa: BLE001 - anything without a length, or whose __len__ fails
@@ -86,6 +126,8 @@ def encode(value):
         return {"torch_device": str(value)}
     if isinstance(value, (tuple, list)):
         return {"sequence": type(value).__name__, "items": [encode(v) for v in value]}
+    if isinstance(value, dict):  # its keys as they are: strings, numbers
+        return {"mapping": {k: encode(v) for k, v in value.items()}}
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     raise TypeError(f"a probe's argument cannot be sent as data: {type(value).__name__}")
@@ -111,6 +153,8 @@ def decode(value):
     if "sequence" in value:
         items = [decode(v) for v in value["items"]]
         return tuple(items) if value["sequence"] == "tuple" else items
+    if "mapping" in value:
+        return {k: decode(v) for k, v in value["mapping"].items()}
     raise ValueError(f"not an encoded argument: {sorted(value)}")
 
 

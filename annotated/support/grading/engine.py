@@ -3,7 +3,8 @@
 A :class:`Declaration` says what an exercise is: the function's name and the roles of its
 arguments, the probes (the inputs it is called on, in order: sizes that change from one set to
 the next, edge values, another device, gradients, a second call), the course's reference, the
-output contract (:class:`Tensor`, or :class:`Items` of them: type, dtype, device, shape) and the
+output contract (:class:`Tensor`: type, dtype, device, shape; :class:`Value`: a plain number,
+bool, string, or a list, tuple or dict of them, compared exactly; or :class:`Items` of them) and the
 known mistakes (:class:`Mistake`: a wrong answer's result, a shape or a test, each with its
 message). The engine derives everything else, with messages written once here: an exception of
 the learner's function (with its line, and why: an earlier exercise not done, parameters that do
@@ -22,6 +23,7 @@ the verdict.
 """
 
 import io
+import math
 import re
 import textwrap
 import tokenize
@@ -111,8 +113,28 @@ class Tensor:
 
 
 @dataclass
+class Value:
+    """A result that is a plain value: a number, a bool, a string, None, or a list, tuple or dict
+    of them (a learning rate, a rank, a list of tokens, a vocabulary, a pair (statistic,
+    p_value)). ``kind``: its built-in type, "float", "int", "bool", "str", "list", "tuple" or
+    "dict" (a bool is not an int here, a NumPy float64 is a float). It must equal the
+    reference's exactly, item by item: a float within ``precision`` (absolute, rtol 0) when
+    given, NaN equal to NaN, an int where a float is expected as the same number. A tensor of
+    one number, a NumPy float32 or an int where a float is asked is the wrong type (the exercise
+    asks for a Python number, and ``.item()`` makes one), unless ``numbers``: the exercise
+    asks for "a number", and whatever float(), int() or bool() reads as one number of the
+    kind (a 0-d tensor too) passes. ``find`` mistakes read ``found["value"]``."""
+
+    what: str
+    kind: str = "float"
+    precision: float | None = None
+    numbers: bool = False
+    label: str | None = None
+
+
+@dataclass
 class Items:
-    """A result that is a tuple of tensors, ``what`` naming the tuple ("the triple (tgt_in, tgt_y,
+    """A result that is a tuple of tensors (or :class:`Value` items), ``what`` naming the tuple ("the triple (tgt_in, tgt_y,
     tgt_mask): ...")."""
 
     items: tuple
@@ -167,7 +189,7 @@ class Declaration:
     roles: tuple                    # the arguments, in order: ("tokens", "pad_idx")
     reference: Callable             # the course's function, called as the learner's is
     probes: Callable                # (other device or None) -> [Probe, ...]
-    returns: Tensor | Items
+    returns: Tensor | Value | Items
     mistakes: tuple = ()
     passed: str | Callable = ""     # the line printed when it passes ({name}: the learner's function)
     sizes_fix: str | Callable = ""  # how to read a size rather than write it, for the hint (or the hint itself)
@@ -195,6 +217,8 @@ def _clone(value):
         return tuple(_clone(v) for v in value)
     if isinstance(value, list):
         return [_clone(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _clone(v) for k, v in value.items()}
     return value
 
 
@@ -214,8 +238,12 @@ def _plain(value):
     """The reference's or a mistake's result as tensors on the cpu (a 'meta' tensor stays)."""
     if torch.is_tensor(value):
         return value.detach() if value.device.type in ("cpu", "meta") else value.detach().cpu()
-    if isinstance(value, (tuple, list)):
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, tuple):
         return tuple(_plain(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
     return value
 
 
@@ -232,6 +260,74 @@ def _equal(got: torch.Tensor, expected: torch.Tensor, precision: str | float = "
     if not isinstance(precision, str):
         atol, rtol = precision, 0.0
     return bool(torch.allclose(got.double(), expected.double(), atol=atol, rtol=rtol))
+
+
+def _short(value, width: int = 120) -> str:
+    text = repr(value)
+    return text if len(text) <= width else f"{text[:width - 20]} ... {text[-12:]} ({len(text)} characters)"
+
+
+def _difference(got, expected, precision: float | None = None, where: str = "") -> str | None:
+    """Where the plain value ``got`` first differs from ``expected`` (exactly, floats within
+    ``precision``, NaN equal to NaN), in words; None where they are equal."""
+    at = f" at {where}" if where else ""
+    number = (int, float)
+    if isinstance(expected, float) and isinstance(got, number) and not isinstance(got, bool):
+        if got == expected or (math.isnan(got) and math.isnan(expected)):
+            return None
+        if precision is not None and abs(got - expected) <= precision:
+            return None
+        within = f" (more than {precision:g} apart)" if precision is not None else ""
+        return f"{_short(got)} instead of {_short(expected)}{at}{within}"
+    if type(got) is not type(expected):
+        return f"{_a(type(got).__name__)} ({_short(got, 60)}) instead of {_a(type(expected).__name__)} " \
+               f"({_short(expected, 60)}){at}"
+    if isinstance(expected, dict):
+        missing, extra = [k for k in expected if k not in got], [k for k in got if k not in expected]
+        if missing or extra:
+            return (f"{len(missing)} key(s) missing{at} ({_short(missing[:5], 60)}) and {len(extra)} key(s) "
+                    f"not in the expected dict ({_short(extra[:5], 60)})")
+        pairs = [(f"{where}[{k!r}]", got[k], expected[k]) for k in expected]
+    elif isinstance(expected, (list, tuple)):
+        if len(got) != len(expected):
+            return f"{len(got)} items instead of {len(expected)}{at}"
+        pairs = [(f"{where}[{i}]", a, b) for i, (a, b) in enumerate(zip(got, expected))]
+    else:
+        return None if got == expected else f"{_short(got)} instead of {_short(expected)}{at}"
+    return next((d for w, a, b in pairs if (d := _difference(a, b, precision, w))), None)
+
+
+def _number(found: dict, kind: str):
+    """The one number of ``found`` (a tensor's, a NumPy number's, a plain value's) as a ``kind``
+    ("float", "int", "bool"), for a :class:`Value` with ``numbers``; None when it is no such number
+    (a tensor on 'meta': ...)."""
+    if found["kind"] == "tensor":
+        values = found["values"]
+        if found["shape"] and math.prod(found["shape"]) != 1 or values is None:
+            return None
+        ok = {"float": not values.is_complex(), "int": not values.is_floating_point() and not values.is_complex()
+              and values.dtype != torch.bool, "bool": values.dtype == torch.bool}[kind]
+        return {"float": float, "int": int, "bool": bool}[kind](values.reshape(()).item()) if ok else None
+    value = found.get("value")
+    ok = {"float": isinstance(value, (int, float)) and not isinstance(value, bool),
+          "int": isinstance(value, int) and not isinstance(value, bool), "bool": isinstance(value, bool)}[kind]
+    return value if ok else None
+
+
+def _read(contract, found: dict):
+    """What the comparison reads of one described item: a tensor's numbers, a plain value."""
+    if not isinstance(contract, Value):
+        return found["values"]
+    if found["kind"] == "value" and found["type"] == contract.kind:
+        return found["value"]
+    return _number(found, contract.kind) if contract.numbers and contract.kind in ("float", "int", "bool") else None
+
+
+def _agrees(contract, found: dict, expected, precision) -> bool:
+    """The learner's item (as described) equals ``expected``, at the contract's precision."""
+    if isinstance(contract, Value):
+        return _difference(_read(contract, found), expected, precision) is None
+    return _equal(found["values"], expected, precision)
 
 
 # ---------------------------------------------------------------- messages written once
@@ -308,13 +404,59 @@ def _exception(err: dict, name: str, args: tuple, probe: Probe, done: dict, sign
     return Failure(message, f"an exception ({err['type']})", generic=True)
 
 
+def _none(found: dict, name: str, what: str) -> Failure | None:
+    if found["kind"] == "none":
+        return Failure(f"{name} returned None: did you forget the `return` of {what}?", "no result returned")
+    return None
+
+
+_WORDS = {"str": "string", "int": "int (a whole number)", "float": "float"}
+
+
+def _not_plain(contract: Value, found: dict, name: str, what: str) -> Failure | None:
+    """A result that is not of the plain type the contract names (None: the same message as for
+    a tensor)."""
+    if found["kind"] == "value" and found["type"] == contract.kind:
+        return None
+    if contract.numbers and _number(found, contract.kind) is not None:
+        return None
+    if found["kind"] == "tensor" and found["values"] is None and contract.numbers:
+        return None  # a number on 'meta': its type is right, its value unknown
+    failure = _none(found, name, what)
+    if failure:
+        return failure
+    hint = ""
+    if found["kind"] == "tensor":
+        got = f"a tensor of shape {tuple(found['shape'])}"
+        if math.prod(found["shape"]) == 1 and contract.kind in ("float", "int", "bool"):
+            dtype = _dtype(found["dtype"])
+            fits = {"float": not dtype.is_complex and dtype != torch.bool, "bool": dtype == torch.bool,
+                    "int": not dtype.is_floating_point and not dtype.is_complex and dtype != torch.bool}
+            item = "the tensor's .item()" if fits[contract.kind] else f"{contract.kind}(t.item()) of the tensor t"
+            hint = f": return a Python {contract.kind}, {item}"
+    elif found["kind"] == "value":
+        got = f"{_a(_WORDS.get(found['type'], found['type']))}, {_short(found['value'], 60)}"
+        if contract.kind in ("float", "int") and found["type"] in ("float", "int"):
+            hint = f": convert it, {contract.kind}(...)" if contract.kind == "float" else (
+                ": an int is asked (int(...), or // for a whole division)")
+    else:
+        got = _a(found["type"]) + (f" of length {found['length']}" if "length" in found else "")
+        if found.get("module") == "numpy":
+            hint = f": return a Python {contract.kind}, {contract.kind}(...) of it"
+        elif found["kind"] == "sequence":
+            hint = ": a plain value holds no tensors (.item() or .tolist() of each)"
+    return Failure(f"{name} should return {what} as {_a(_WORDS.get(contract.kind, contract.kind))}, got {got}{hint}",
+                   f"not {_a(contract.kind)}")
+
+
 def _not_a_tensor(found: dict, name: str, what: str, kind: str) -> Failure | None:
     if found["kind"] == "tensor":
         return None
-    if found["kind"] == "none":
-        return Failure(f"{name} returned None: did you forget the `return` of {what}?", "no result returned")
+    failure = _none(found, name, what)
+    if failure:
+        return failure
     hint = ""
-    if found["kind"] == "sequence":
+    if found["kind"] == "sequence" or found["type"] in ("list", "tuple"):
         hint = f" of length {found['length']}: return the tensor itself, not a {found['type']}"
     elif found.get("module") == "numpy" or found["type"] in ("int", "float", "bool"):
         hint = ": keep to torch operations, which return tensors (no .numpy(), .tolist() or .item())"
@@ -350,8 +492,11 @@ def _kind_of(found: dict) -> str:
     return "complex" if dtype.is_complex else "bool" if dtype == torch.bool else "integer"
 
 
-def _contract(contract: Tensor, found: dict, args: tuple, name: str, what: str) -> Failure | None:
-    """Type, device, layout and dtype of one tensor of the result, before any comparison."""
+def _contract(contract: Tensor | Value, found: dict, args: tuple, name: str, what: str) -> Failure | None:
+    """Type, device, layout and dtype of one tensor of the result (the type of a plain value),
+    before any comparison."""
+    if isinstance(contract, Value):
+        return _not_plain(contract, found, name, what)
     failure = _not_a_tensor(found, name, what, contract.kind)
     if failure:
         return failure
@@ -490,6 +635,13 @@ def _flat_found(found: dict) -> list:
 
 
 def _kept_between_calls(first: dict, after: dict, name: str, what: str) -> Failure | None:
+    if first["kind"] == after["kind"] == "value" and _difference(after["value"], first["value"]):
+        return Failure(
+            f"a second call of {name}, on other inputs, changed {what} that the first call had returned, "
+            f"from {_short(first['value'], 60)} to {_short(after['value'], 60)}: your function returns "
+            f"{_a(first['type'])} it keeps between calls (a global, an attribute, a default argument such as "
+            "cache=[]) and changes it, so every caller shares it. Build a new one on every call.",
+            "a result kept between calls")
     for was, now in zip(_flat_found(first), _flat_found(after)):
         if was["shape"] != now["shape"]:
             return Failure(
@@ -549,13 +701,16 @@ def _structure(decl: Declaration, found: dict, name: str) -> list | Failure:
     if not isinstance(decl.returns, Items):
         return [found]
     count = len(decl.returns.items)
-    if found["kind"] == "sequence" and found["length"] == count:
-        return found["items"]
+    items = found.get("items")
+    if found["kind"] == "value" and found["type"] in ("list", "tuple"):  # a plain one: its items as data
+        items = [recorder.describe(v) for v in found["value"]]
+    if items is not None and found["length"] == count:
+        return items
     if found["kind"] == "tensor":
         got = f"one tensor of shape {tuple(found['shape'])}"
-    elif found["kind"] == "sequence":
+    elif items is not None:
         kinds = ", ".join("Tensor" if f["kind"] == "tensor" else "NoneType" if f["kind"] == "none" else f["type"]
-                          for f in found["items"])
+                          for f in items)
         got = f"a {found['type']} of {found['length']} items ({kinds})"
     else:
         got = "None (a missing `return`?)" if found["kind"] == "none" else found["type"]
@@ -567,8 +722,16 @@ class _Candidates:
 
     def __init__(self, decl: Declaration, probe: Probe):
         self.decl, self.probe, self.cache = decl, probe, {}
-        self.tolerance = [p if not isinstance(p, str) and p is not None else "float32"
-                          for p in (probe.precision or c.precision for c in _items(decl))]
+        self.contracts = _items(decl)
+        self.tolerance = [_precision(probe, c) if isinstance(c, Value) else
+                          p if not isinstance(p, str) and p is not None else "float32"
+                          for c, p in ((c, probe.precision or c.precision) for c in self.contracts)]
+
+    def agrees(self, i: int, found: dict, wrong) -> bool:
+        """Item ``i`` of the learner's result is the wrong answer's (no tensor's numbers: not known)."""
+        if wrong is None or (not isinstance(self.contracts[i], Value) and found["values"] is None):
+            return False
+        return _agrees(self.contracts[i], found, wrong, self.tolerance[i])
 
     def result(self, mistake: Mistake):
         if id(mistake) not in self.cache:
@@ -626,11 +789,8 @@ def _matches(mistake: Mistake, got: list, candidates: _Candidates, item: int | N
         chosen = mistake.items if mistake.items is not None else range(len(wrong))
         if item is not None and item not in chosen:
             return None
-        for i in chosen:
-            if wrong[i] is None or got[i]["values"] is None:
-                return None
-            if not _equal(got[i]["values"], wrong[i], candidates.tolerance[i]):
-                return None
+        if not all(candidates.agrees(i, got[i], wrong[i]) for i in chosen):
+            return None
         return mistake.text(probe)
     if mistake.source is not None and mistake.find is None and mistake.shape is None:
         return mistake.text(probe) if source and _in_code(mistake, source) else None
@@ -654,6 +814,19 @@ def _raised_like(mistake: Mistake, probe: Probe, err: dict, source: str | None) 
     except Exception as theirs:  # noqa: BLE001 - the wrong answer's own exception
         return type(theirs).__name__ == err["type"] and str(theirs) == err["message"]
     return False
+
+
+def _precision(probe: Probe, contract, wanted=None):
+    """The precision of a comparison: the probe's, the contract's, else float32's or float64's
+    rounding for a tensor (by the reference's dtype), exact for a plain value."""
+    if isinstance(contract, Value):
+        return probe.precision if isinstance(probe.precision, (int, float)) else contract.precision
+    return probe.precision or contract.precision or ("float64" if wanted.dtype == torch.float64 else "float32")
+
+
+def _value_mismatch(got, expected, label: str, precision) -> str:
+    return (f"mismatch in {label}: {_difference(got, expected, precision)}.\n  yours:    {_short(got, 300)}"
+            f"\n  expected: {_short(expected, 300)}")
 
 
 def judge(decl: Declaration, probe: Probe, done: dict, name: str, signature, reference=None,
@@ -693,7 +866,7 @@ def judge(decl: Declaration, probe: Probe, done: dict, name: str, signature, ref
     candidates = _Candidates(decl, probe)
     mistakes = decl.mistakes if probe.mistakes else ()
     for i, (found, wanted, what) in enumerate(zip(got, expected, whats)):
-        if tuple(found["shape"]) == tuple(wanted.shape):
+        if isinstance(contracts[i], Value) or tuple(found["shape"]) == tuple(wanted.shape):
             continue
         label = probe.text(name, what)
         hint, mistake = "", None
@@ -705,14 +878,13 @@ def judge(decl: Declaration, probe: Probe, done: dict, name: str, signature, ref
         hint = hint or _squeezed(found["shape"], wanted.shape)
         raise Failure(f"wrong shape for {label}: expected {tuple(wanted.shape)}, got {tuple(found['shape'])}.{hint}",
                       mistake.name if mistake else "the wrong shape", generic=True, mistake=mistake)
-    if probe.accept is not None and probe.accept([f["values"] for f in got]):
+    if probe.accept is not None and probe.accept([_read(c, f) for c, f in zip(contracts, got)]):
         pass
     elif probe.compare:
-        precision = [probe.precision or c.precision or ("float64" if w.dtype == torch.float64 else "float32")
-                     for c, w in zip(contracts, expected)]
-        if not all(_equal(f["values"], w, p) for f, w, p in zip(got, expected, precision)):
-            coarse = (any(w.dtype == torch.float64 for w in expected)
-                      and all(_equal(f["values"], w) for f, w in zip(got, expected)))
+        precision = [_precision(probe, c, w) for c, w in zip(contracts, expected)]
+        if not all(_agrees(c, f, w, p) for c, f, w, p in zip(contracts, got, expected, precision)):
+            coarse = (any(torch.is_tensor(w) and w.dtype == torch.float64 for w in expected)
+                      and all(_agrees(c, f, w, "float32") for c, f, w in zip(contracts, got, expected)))
             if not coarse:
                 for mistake in mistakes:
                     if mistake.stage == "value":
@@ -720,9 +892,12 @@ def judge(decl: Declaration, probe: Probe, done: dict, name: str, signature, ref
                         if text:
                             raise Failure(mistake.prefix + text, mistake.name, mistake=mistake)
             for contract, found, wanted, what, p in zip(contracts, got, expected, whats, precision):
-                if _equal(found["values"], wanted, p):
+                if _agrees(contract, found, wanted, p):
                     continue
                 label = probe.text(name, what)
+                if isinstance(contract, Value):
+                    raise Failure(_value_mismatch(_read(contract, found), wanted, label, p), "wrong values",
+                                  generic=True)
                 if coarse:
                     raise Failure(_float32_precision(found["values"], wanted, label), "float32 precision",
                                   generic=True)
@@ -731,7 +906,7 @@ def judge(decl: Declaration, probe: Probe, done: dict, name: str, signature, ref
                            else _default_mismatch(values, wanted, label))
                 raise Failure(message, "wrong values", generic=True)
     if probe.grad:
-        what = decl.returns.what if isinstance(decl.returns, Tensor) else decl.returns.again_what
+        what = decl.returns.again_what if isinstance(decl.returns, Items) else decl.returns.what
         failure = (_gradients(done["gradients"], probe, name, what, roles)
                    or _gradients_differ(decl, probe, done["gradients"], name, what, roles))
         if failure:
@@ -748,7 +923,7 @@ def judge(decl: Declaration, probe: Probe, done: dict, name: str, signature, ref
         if err["type"] != probe.error:
             raise Failure(probe.on_error(err, name), f"an exception ({err['type']})")
     elif probe.again is not None:
-        what = probe.again_what or (decl.returns.what if isinstance(decl.returns, Tensor) else decl.returns.again_what)
+        what = probe.again_what or (decl.returns.again_what if isinstance(decl.returns, Items) else decl.returns.what)
         if "again_raised" in done:
             raise _exception(done["again_raised"], name, probe.again, probe, {}, signature, roles)
         failure = _kept_between_calls(done["result"], done["first_after"], name, what)
@@ -897,5 +1072,5 @@ def defined_outside(record: dict) -> str | None:
             "graded must be written in its exercise's cell (no pass for one imported or copied in)")
 
 
-__all__ = ["Declaration", "Failure", "Items", "Mistake", "Probe", "Tensor", "Verdict", "check", "defined_outside",
+__all__ = ["Declaration", "Failure", "Items", "Mistake", "Probe", "Tensor", "Value", "Verdict", "check", "defined_outside",
            "judge", "judge_record", "plan", "run"]
