@@ -58,10 +58,11 @@ WRONG_LINFORMERS = [
     (_linformer(scale=lambda q, E: math.sqrt(E.size(0))), r"divided by sqrt\(k\)"),
     (_linformer(dim=-2), r"softmax runs over the queries"),
     (_linformer(values_with_e=True), r"values are projected with E"),
-    (_linformer(weights_out=False), r"must return a pair"),
+    (_linformer(weights_out=False), r"should return a pair \(output, weights\)"),
     (_linformer(scale=lambda q, E: math.sqrt(5)),
      r"(?s)mismatch in the output.*Hint: the same function passed with \(batch=2, n=9, k=3, d_k=5, d_v=6\)"),
-    (lambda q, k, v, E, F: (q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))).softmax(-1) @ v, r"must return a pair"),
+    (lambda q, k, v, E, F: (q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))).softmax(-1) @ v,
+     r"should return a pair \(output, weights\)"),
 ]
 
 
@@ -270,7 +271,8 @@ CLASS_WRONG_ANSWERS = [
     # shapes: heads in front, a batch of one
     (check_linformer_attention, linformer_transposing_1_and_2, r"(?s)heads in front.*transpose\(-2, -1\)"),
     (check_linformer_attention, linformer_by_einsum_of_three_dimensions, r"(?s)einsum.*heads in front"),
-    (check_linformer_attention, linformer_squeezed, r"expected \(1, 7, 2\), got \(7, 2\)\. A batch of one"),
+    (check_linformer_attention, linformer_squeezed,
+     r"the output of linformer_squeezed.*expected \(1, 7, 3\), got \(7, 3\)\. Your result lost dimensions of size 1"),
     # state: gradients through a layer whose E and F are learned
     (check_linformer_attention, linformer_without_gradients, r"without a gradient.*@torch\.no_grad\(\)"),
     (check_linformer_attention, linformer_with_fixed_projections, r"no gradient reaches E"),

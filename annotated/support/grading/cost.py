@@ -6,14 +6,13 @@ import math
 from collections.abc import Callable
 
 import torch
-import torch.nn.functional as F
 
 from annotated.linformer import linformer_attention, rank_for_energy
 from annotated.local_attention import block_band_mask
 from annotated.support.grading.core import (
-    ExerciseFailed, _aliasing, _assert_close, _gradients_flow, _call, _function, _generic, _hard_coded_hint, _run_on_all_sizes, _same,
-    _shape, _tensor,
+    ExerciseFailed, _call, _function, _generic, _hard_coded_hint, _run_on_all_sizes, _shape,
 )
+from annotated.support.grading.engine import Declaration, Items, Mistake, Probe, Tensor, check
 
 # b dividing n and not, and a length beyond the 512 or 1,024 positions a table could be made
 # for; then edge cases: a single position, b = 1, b larger than n.
@@ -37,60 +36,67 @@ def _hint(how: str) -> Callable:
     return hint
 
 
-def _alias_check(fn: Callable, name: str, first_args: tuple, second_args: tuple, roles: tuple, call: str) -> None:
-    """Call ``fn`` twice on inputs of the same shapes and different values: the first result
-    must come out of the second call as it was (not a view of a buffer the function reuses)."""
-    first = _call(fn, *first_args, roles=roles)
-    _aliasing(lambda: _call(fn, *second_args, roles=roles), first, name, f"the result of {call}")
-
-
 # ---------------------------------------------------------------- exercise 13.1: the band mask
 
 
-def _band(n: int, b: int, offsets: tuple) -> torch.Tensor:
-    block = torch.arange(n) // b
-    offset = block.unsqueeze(1) - block.unsqueeze(0)
-    return torch.isin(offset, torch.tensor(offsets))
+def _band(offsets: tuple, step: int = 0) -> Callable:
+    """A band of blocks of b + step positions: True where query block - key block is in ``offsets``."""
+    def band(n: int, b: int) -> torch.Tensor:
+        block = torch.arange(n) // (b + step)
+        return torch.isin(block.unsqueeze(1) - block.unsqueeze(0), torch.tensor(offsets))
+    return band
 
 
-def _check_band_once(fn: Callable, name: str, sizes: dict) -> None:
-    n, b = sizes["n"], sizes["b"]
-    call = f"{name}(n={n}, b={b})"
-    got = _call(fn, n, b, roles=("n", "b"))
-    if not isinstance(got, torch.Tensor):
-        raise ExerciseFailed(f"{call} returned {type(got).__name__}, not a tensor: return the (n, n) bool mask.")
-    if got.dtype != torch.bool:
-        raise ExerciseFailed(f"{call} is a {got.dtype} tensor; the course's masks are bool, True = may "
-                             "attend (notebook 03): compare, e.g. (offset == 0) | (offset == 1).")
-    _shape(got, (n, n), call)
-    expected = block_band_mask(n, b)
-    if torch.equal(got, expected):
-        return
-    i = torch.arange(n)
-    mistakes = [
-        (_band(n, b, (0,)), "each query sees its own block only; Image Transformer's memory block adds the "
-                            "block before it: query block - key block in {0, 1}."),
-        (_band(n, b, (0, -1)), "each query sees its block and the block after it; the memory block is the one "
-                               "before: key block = query block - 1, not + 1 (rows are queries, columns keys)."),
-        (_band(n, b, (-1, 0, 1)), "each query sees the blocks on both sides; the memory block is only the "
-                                  "one before."),
-        (expected.tril(), "your mask hides the future inside the memory block: that is causal=True; the "
-                          "exercise asks for the plain band, every key of both blocks."),
-        ((i[:, None] - i[None, :]).abs() < b, "your band is a window of positions |i - j| < b around each "
-                                              "query; blocks are fixed groups of b positions, block = position // b."),
-        ((i[:, None] - i[None, :]).abs() <= b, "your band is a window of positions |i - j| <= b around each "
-                                               "query; blocks are fixed groups of b positions, block = position // b."),
-        (_band(n, b + 1, (0, 1)), f"your blocks hold b + 1 = {b + 1} positions: block = position // b."),
-    ]
-    for candidate, message in mistakes:
-        if torch.equal(got, candidate):
-            raise ExerciseFailed(message)
-    wrong = got != expected
+def _window(closed: bool) -> Callable:
+    def window(n: int, b: int) -> torch.Tensor:
+        distance = (torch.arange(n)[:, None] - torch.arange(n)[None, :]).abs()
+        return distance <= b if closed else distance < b
+    return window
+
+
+def _band_mismatch(got: torch.Tensor, expected: torch.Tensor, label: str) -> str:
+    wrong, n = got != expected, expected.size(0)
     first = tuple(wrong.nonzero()[0].tolist())
     shown = f"\nexpected:\n{expected.int()}\nyours:\n{got.int()}" if n <= 20 else ""
-    raise _generic(f"mismatch in {call}: {int(wrong.sum())} of {n * n} entries differ from the course's, the "
-                   f"first at (query, key) = {first}: yours {bool(got[first])}, expected {bool(expected[first])}."
-                   f"{shown}")
+    return (f"mismatch in {label}: {int(wrong.sum())} of {n * n} entries differ from the course's, the first at "
+            f"(query, key) = {first}: yours {bool(got[first])}, expected {bool(expected[first])}.{shown}")
+
+
+def _band_probes(device: str | None) -> list[Probe]:
+    probes = [Probe((s["n"], s["b"]), f"{{name}}(n={s['n']}, b={s['b']})", sizes=s) for s in BAND_SIZES]
+    return probes + [Probe((s["n"], s["b"]), f"{{name}}(n={s['n']}, b={s['b']})") for s in BAND_EDGES] + [
+        Probe((12, 4), "{name}(n=12, b=4)", again=(12, 3))]
+
+
+BAND = Declaration(
+    check="check_block_band_mask", function="block_band_mask", roles=("n", "b"), reference=block_band_mask,
+    probes=_band_probes, sizes_fix=_hint("Read n and b from the arguments, and build the mask for this n (no table "
+                                         "of positions made in advance for some largest length)."),
+    returns=Tensor("the mask", dtype="bool", like=None, kind="a bool", mismatch=_band_mismatch,
+                   dtype_message=lambda found, name, what, args: (
+                       f"{name}(n={args[0]}, b={args[1]}) returned {what} as a torch.{found['dtype']} tensor; the "
+                       "course's masks are bool, True = may attend (notebook 03): compare, e.g. (offset == 0) | "
+                       "(offset == 1).")),
+    mistakes=(
+        Mistake("each query sees its own block only; Image Transformer's memory block adds the block before it: "
+                "query block - key block in {0, 1}.", "its own block only", like=_band((0,))),
+        Mistake("each query sees its block and the block after it; the memory block is the one before: key block = "
+                "query block - 1, not + 1 (rows are queries, columns keys).", "the block after", like=_band((0, -1))),
+        Mistake("each query sees the blocks on both sides; the memory block is only the one before.",
+                "blocks on both sides", like=_band((-1, 0, 1))),
+        Mistake("your mask hides the future inside the memory block: that is causal=True; the exercise asks for the "
+                "plain band, every key of both blocks.", "the causal band",
+                like=lambda n, b: block_band_mask(n, b).tril()),
+        Mistake("your band is a window of positions |i - j| < b around each query; blocks are fixed groups of b "
+                "positions, block = position // b.", "a window < b", like=_window(closed=False)),
+        Mistake("your band is a window of positions |i - j| <= b around each query; blocks are fixed groups of b "
+                "positions, block = position // b.", "a window <= b", like=_window(closed=True)),
+        Mistake(lambda p: f"your blocks hold b + 1 = {p.args[1] + 1} positions: block = position // b.",
+                "blocks of b + 1", like=_band((0, 1), step=1)),
+    ),
+    passed=lambda name: (f"check_block_band_mask passed: {name} equals the course's band of blocks for "
+                         + ", ".join(f"(n={s['n']}, b={s['b']})" for s in BAND_SIZES + BAND_EDGES) + "."),
+)
 
 
 def check_block_band_mask(block_band_mask_fn: Callable) -> None:
@@ -102,95 +108,21 @@ def check_block_band_mask(block_band_mask_fn: Callable) -> None:
     both sides, the causal mask, a window of positions instead of blocks, blocks of b + 1, sizes
     written into the code or a table made for a largest length, a result that a second call
     overwrites (a global buffer)."""
-    name = _function(block_band_mask_fn, "check_block_band_mask", "block_band_mask")
-    _run_on_all_sizes(lambda sizes: _check_band_once(block_band_mask_fn, name, sizes), BAND_SIZES,
-                      _hint("Read n and b from the arguments, and build the mask for this n (no table of "
-                            "positions made in advance for some largest length)."))
-    for sizes in BAND_EDGES:
-        _check_band_once(block_band_mask_fn, name, sizes)
-    _alias_check(block_band_mask_fn, name, (12, 4), (12, 3), ("n", "b"), f"{name}(n=12, b=4)")
-    shown = ", ".join(f"(n={s['n']}, b={s['b']})" for s in BAND_SIZES + BAND_EDGES)
-    print(f"check_block_band_mask passed: {name} equals the course's band of blocks for {shown}.")
+    check(BAND, block_band_mask_fn)
 
 
 # ---------------------------------------------------------------- exercise 13.2: Linformer
 
 
-def _linformer(q, k, v, E, F_, scale=None, dim=-1):
-    scores = q @ (E @ k).transpose(-2, -1) / (scale if scale is not None else math.sqrt(q.size(-1)))
-    weights = scores.softmax(dim=dim)
-    return weights @ (F_ @ v), weights
-
-
-_SQUEEZED = (" A batch of one: the batch dimension is gone (a .squeeze() drops every dimension of size 1); "
-             "keep it, or squeeze only the dimension you mean.")
-
-
-def _check_linformer_on(fn: Callable, name: str, q, key, v, E, F_, where: str = "", scores: str = "") -> None:
-    """One call of the learner's linformer_attention on (..., n, d) inputs, diagnosed; ``where``
-    names inputs beyond the random ones, ``scores`` ('large' or 'very negative') the range of
-    their scores."""
-    k, n = E.shape
-    lead, d_k, d_v = tuple(q.shape[:-2]), q.size(-1), v.size(-1)
-    kind = "" if q.dtype == torch.float32 else f", {q.dtype}"
-    call = (f"{name}(query {tuple(q.shape)}, key {tuple(key.shape)}, value {tuple(v.shape)}, E, F of "
-            f"({k}, {n}){kind}){where}")
-    result = _call(fn, q, key, v, E, F_, roles=("query", "key", "value", "E", "F"), hints=(
-        (r"expected (m1 and m2|both arguments|scalar type)|same dtype",
-         f"\nHint: the inputs here are {q.dtype}: keep every step in the inputs' dtype (no .float(), no "
-         "dtype=torch.float32 in softmax or in a tensor you create)."),))
-    if not (isinstance(result, tuple) and len(result) == 2):
-        raise ExerciseFailed(f"{call} must return a pair (output, weights), as scaled_dot_product_attention does.")
-    out = _tensor(result[0], name, "the output", like=q)
-    weights = _tensor(result[1], name, "the weights", like=q)
-    hint = " The weights are n x k: each query against the k projected keys." if weights.shape[-1] == n else ""
-    if tuple(weights.shape) == (*lead, n, k)[1:] and lead[:1] == (1,):
-        hint = _SQUEEZED
-    _shape(weights, (*lead, n, k), f"the weights of {call}", hint)
-    _shape(out, (*lead, n, d_v), f"the output of {call}")
-    expected_out, expected_w = linformer_attention(q, key, v, E, F_)
-    if _same(out, expected_out, 1e-4) and _same(weights, expected_w, 1e-4):
-        return
-    if scores and not (out.isfinite().all() and weights.isfinite().all()):
-        limit = 88.7 if q.dtype == torch.float32 else 709.8
-        if scores == "large":
-            raise ExerciseFailed(
-                f"{call}: the scores are large here (every one above +{limit:.0f}: a query and keys with "
-                f"a large common component), and your weights contain NaN or inf: exp(s) overflows to "
-                f"inf in {q.dtype} above {limit}, and inf / inf is NaN. Subtract each row's maximum "
-                "before exp, for every input (softmax(dim=-1) does it): the weights are the same, and "
-                "exp never overflows.")
-        raise ExerciseFailed(
-            f"{call}: the scores are all very negative here (every one below -{limit:.0f}), and your "
-            f"weights contain NaN or inf: exp(s) of every score underflows to 0 in {q.dtype}, and "
-            "0 / 0 is NaN. Subtract each row's maximum before exp for every input, not only when the "
-            "scores are large (softmax(dim=-1) does it): the largest term is then exp(0) = 1.")
-    mistakes = [
-        (_linformer(q, key, v, F_, E), "E and F are swapped: E projects the keys, F the values."),
-        (_linformer(q, key, v, E, F_, scale=1.0), "the scores are not divided by sqrt(d_k) (§3.2.1)."),
-        (_linformer(q, key, v, E, F_, scale=math.sqrt(k)),
-         f"the scores are divided by sqrt(k) = {math.sqrt(k):.3f}; the scale is sqrt(d_k) = {math.sqrt(d_k):.3f}, "
-         "the width of a query, whatever the number of projected rows."),
-        (_linformer(q, key, v, E, F_, dim=-2), "the softmax runs over the queries (dim=-2); each query's weights "
-                                               "over the k projected keys must sum to 1: softmax(dim=-1)."),
-        (_linformer(q, key, v, E, E), "the values are projected with E; Linformer gives them their own F."),
-    ]
-    for (cand_out, cand_w), message in mistakes:
-        if _same(out, cand_out, 1e-4):
-            raise ExerciseFailed(message)
-    if _same(out, expected_out, 1e-4):
-        raise _generic(f"the output of {call} is right but the weights are not: return the softmax weights, "
-                       "(..., n, k), whose rows sum to 1.")
-    _assert_close(out, expected_out, f"the output of {call}", atol=1e-4)
-
-
-def _check_linformer_once(fn: Callable, name: str, sizes: dict, g: torch.Generator) -> None:
-    batch, n, k, d_k, d_v = (sizes[s] for s in ("batch", "n", "k", "d_k", "d_v"))
-    lead = (batch, sizes["h"]) if "h" in sizes else (batch,)
-    q, key = torch.randn(*lead, n, d_k, generator=g), torch.randn(*lead, n, d_k, generator=g)
-    v = torch.randn(*lead, n, d_v, generator=g)
-    E, F_ = torch.randn(k, n, generator=g), torch.randn(k, n, generator=g)
-    _check_linformer_on(fn, name, q, key, v, E, F_)
+def _linformer(scale: Callable | None = None, dim: int = -1, swap: bool = False, values: str = "F") -> Callable:
+    """Linformer's attention with one mistake switched on: ``scale`` (q, E) -> the divisor of the
+    scores, ``dim`` the softmax's, E and F swapped, the values projected with E."""
+    def linformer(q, k, v, E, F_):
+        E, F_ = (F_, E) if swap else (E, F_)
+        divisor = scale(q, E) if scale else math.sqrt(q.size(-1))
+        weights = (q @ (E @ k).transpose(-2, -1) / divisor).softmax(dim=dim)
+        return weights @ ((E if values == "E" else F_) @ v), weights
+    return linformer
 
 
 def _linformer_hint(passed: list, sizes: dict, message: str) -> str:
@@ -220,6 +152,99 @@ def _linformer_range(dtype: torch.dtype, sign: int, g: torch.Generator) -> tuple
     return q.to(dtype), key.to(dtype), v, E, F_
 
 
+def _linformer_label(args: tuple, where: str = "") -> str:
+    q, key, v, E = args[:4]
+    kind = "" if q.dtype == torch.float32 else f", {q.dtype}"
+    return (f"{{what}} of {{name}}(query {tuple(q.shape)}, key {tuple(key.shape)}, value {tuple(v.shape)}, E, F of "
+            f"{tuple(E.shape)}{kind}){where}")
+
+
+_DTYPE_HINT = (r"expected (m1 and m2|both arguments|scalar type)|same dtype",
+               "\nHint: the inputs here are torch.float64: keep every step in the inputs' dtype (no .float(), no "
+               "dtype=torch.float32 in softmax or in a tensor you create).")
+
+
+def _linformer_probes(device: str | None) -> list[Probe]:
+    g, probes = torch.Generator().manual_seed(11), []
+    for sizes in LINFORMER_SIZES:
+        lead = (sizes["batch"], sizes["h"]) if "h" in sizes else (sizes["batch"],)
+        n, k = sizes["n"], sizes["k"]
+        args = (torch.randn(*lead, n, sizes["d_k"], generator=g), torch.randn(*lead, n, sizes["d_k"], generator=g),
+                torch.randn(*lead, n, sizes["d_v"], generator=g), torch.randn(k, n, generator=g),
+                torch.randn(k, n, generator=g))
+        probes.append(Probe(args, _linformer_label(args), sizes=sizes))
+    for dtype in (torch.float32, torch.float64):
+        for sign, scores in ((1, "large"), (-1, "very negative")):
+            args = _linformer_range(dtype, sign, g)
+            probes.append(Probe(args, _linformer_label(args, f" with {scores} scores"), tags=dict(scores=scores),
+                                hints=(_DTYPE_HINT,) if dtype == torch.float64 else ()))
+    # E and F are learned with the model: gradients must reach them, and the query, key and value.
+    args = (torch.randn(2, 9, 5, generator=g), torch.randn(2, 9, 5, generator=g), torch.randn(2, 9, 6, generator=g),
+            torch.randn(3, 9, generator=g), torch.randn(3, 9, generator=g))
+    probes.append(Probe(args, _linformer_label(args, " with inputs that require grad"), grad=(0, 1, 2, 3, 4)))
+    first, second = _linformer_range(torch.float32, 1, g), _linformer_range(torch.float32, 1, g)
+    probes.append(Probe(first, "{what}", again=second))
+    q, eye = torch.randn(2, 6, 8, generator=g), torch.eye(6)  # k = n and E = F = I: attention itself
+    return probes + [Probe((q, q, q, eye, eye), "{what} of {name} with k = n and E = F = I")]
+
+
+def _overflow(found: dict, p: Probe) -> str | None:
+    """NaN or inf in the weights where every score sits far above or far below 0."""
+    scores, got = p.tags.get("scores"), found["values"]
+    if scores is None or got is None or got.isfinite().all():
+        return None
+    dtype = p.args[0].dtype
+    limit = 88.7 if dtype == torch.float32 else 709.8
+    if scores == "large":
+        return (f"the scores are large here (every one above +{limit:.0f}: a query and keys with a large common "
+                f"component), and your weights contain NaN or inf: exp(s) overflows to inf in {dtype} above {limit}, "
+                "and inf / inf is NaN. Subtract each row's maximum before exp, for every input (softmax(dim=-1) "
+                "does it): the weights are the same, and exp never overflows.")
+    return (f"the scores are all very negative here (every one below -{limit:.0f}), and your weights contain NaN or "
+            f"inf: exp(s) of every score underflows to 0 in {dtype}, and 0 / 0 is NaN. Subtract each row's maximum "
+            "before exp for every input, not only when the scores are large (softmax(dim=-1) does it): the largest "
+            "term is then exp(0) = 1.")
+
+
+def _exp_over_sum(q, k, v, E, F_):
+    e = (q @ (E @ k).transpose(-2, -1) / math.sqrt(q.size(-1))).exp()
+    return e / e.sum(-1, keepdim=True) @ (F_ @ v), e / e.sum(-1, keepdim=True)
+
+
+LINFORMER = Declaration(
+    check="check_linformer_attention", function="linformer_attention", roles=("query", "key", "value", "E", "F"),
+    reference=linformer_attention, probes=_linformer_probes, sizes_fix=_linformer_hint,
+    returns=Items((Tensor("the output"), Tensor("the weights")),
+                  what="a pair (output, weights), as scaled_dot_product_attention does", again_what="the output"),
+    mistakes=(
+        Mistake("", "the weights n x n", stage="shape", item=1, example=lambda q, k, v, E, F_: (
+                    linformer_attention(q, k, v, E, F_)[0], (q @ k.transpose(-2, -1)).softmax(-1)),
+                find=lambda found, p: (" The weights are n x k: each query against the k projected keys."
+                                       if found["shape"][-1] == p.args[3].size(1) else None)),
+        Mistake("", "a softmax without its max shift", item=1, find=_overflow, example=_exp_over_sum),
+        Mistake("E and F are swapped: E projects the keys, F the values.", "E and F swapped", items=(0,),
+                like=_linformer(swap=True)),
+        Mistake("the scores are not divided by sqrt(d_k) (§3.2.1).", "no scaling", items=(0,),
+                like=_linformer(scale=lambda q, E: 1.0)),
+        Mistake(lambda p: (f"the scores are divided by sqrt(k) = {math.sqrt(p.args[3].size(0)):.3f}; the scale is "
+                           f"sqrt(d_k) = {math.sqrt(p.args[0].size(-1)):.3f}, the width of a query, whatever the "
+                           "number of projected rows."), "scaled by sqrt(k)", items=(0,),
+                like=_linformer(scale=lambda q, E: math.sqrt(E.size(0)))),
+        Mistake("the softmax runs over the queries (dim=-2); each query's weights over the k projected keys must sum "
+                "to 1: softmax(dim=-1).", "the softmax over the queries", items=(0,), like=_linformer(dim=-2)),
+        Mistake("the values are projected with E; Linformer gives them their own F.", "the values projected with E",
+                items=(0,), like=_linformer(values="E")),
+        Mistake("the output is right but the weights are not: return the softmax weights, (..., n, k), whose rows "
+                "sum to 1.", "the weights wrong", items=(0,), like=linformer_attention,
+                example=lambda *args: (linformer_attention(*args)[0], 2 * linformer_attention(*args)[1])),
+    ),
+    passed=lambda name: (f"check_linformer_attention passed: {name} equals the course's linformer_attention on "
+                         f"{len(LINFORMER_SIZES)} sizes (heads in front among them) and on scores far above and below "
+                         "0 in float32 and float64, and attention itself (F.scaled_dot_product_attention) with "
+                         "E = F = I."),
+)
+
+
 def check_linformer_attention(linformer_attention_fn: Callable) -> None:
     """Check ``linformer_attention(query, key, value, E, F)``: softmax(Q (EK)^T / sqrt(d_k)) (FV) and
     its (..., n, k) weights, on ``LINFORMER_SIZES`` (a batch of one, heads in front), on scores all
@@ -233,35 +258,13 @@ def check_linformer_attention(linformer_attention_fn: Callable) -> None:
     (large scores) or with it only when scores are large (very negative scores), a result of
     another dtype (float64 inputs), gradients cut (@torch.no_grad(), .detach()), a result that a
     second call overwrites, sizes written into the code."""
-    name = _function(linformer_attention_fn, "check_linformer_attention", "linformer_attention")
-    g = torch.Generator().manual_seed(11)
-    _run_on_all_sizes(lambda sizes: _check_linformer_once(linformer_attention_fn, name, sizes, g), LINFORMER_SIZES,
-                      _linformer_hint)
-    for dtype in (torch.float32, torch.float64):
-        for sign, scores in ((1, "large"), (-1, "very negative")):
-            inputs = _linformer_range(dtype, sign, g)
-            _check_linformer_on(linformer_attention_fn, name, *inputs, where=f" with {scores} scores", scores=scores)
-    # E and F are learned with the model: gradients must reach them, and the query, key and value.
-    inputs = dict(zip(("query", "key", "value", "E", "F"),
-                      (torch.randn(2, 9, 5, generator=g), torch.randn(2, 9, 5, generator=g),
-                       torch.randn(2, 9, 6, generator=g), torch.randn(3, 9, generator=g), torch.randn(3, 9, generator=g))))
-    inputs = {k: v.requires_grad_() for k, v in inputs.items()}
-    result = _call(linformer_attention_fn, *inputs.values(), roles=tuple(inputs))
-    _gradients_flow(result[0] if isinstance(result, tuple) else result, inputs, name, "the output")
-    first, second = _linformer_range(torch.float32, 1, g), _linformer_range(torch.float32, 1, g)
-    _alias_check(linformer_attention_fn, name, first, second, ("query", "key", "value", "E", "F"),
-                 f"{name}(query {tuple(first[0].shape)}, ...)")
-    q = torch.randn(2, 6, 8, generator=g)
-    eye = torch.eye(6)
-    out = _tensor(_call(linformer_attention_fn, q, q, q, eye, eye, roles=("query", "key", "value", "E", "F"))[0],
-                  name, "the output", like=q)
-    _assert_close(out, F.scaled_dot_product_attention(q, q, q), "the output with k = n and E = F = I", atol=1e-4)
-    print(f"check_linformer_attention passed: {name} equals the course's linformer_attention on "
-          f"{len(LINFORMER_SIZES)} sizes (heads in front among them) and on scores far above and below 0 in "
-          "float32 and float64, and attention itself (F.scaled_dot_product_attention) with E = F = I.")
+    check(LINFORMER, linformer_attention_fn)
 
 
 # ---------------------------------------------------------------- exercise 13.3: rank for energy
+
+_SQUEEZED = (" A batch of one: the batch dimension is gone (a .squeeze() drops every dimension of size 1); "
+             "keep it, or squeeze only the dimension you mean.")
 
 
 def _rank(weights, energy, square=True, plus_one=True, strict=True):
@@ -350,3 +353,6 @@ def check_rank_for_energy(rank_for_energy_fn: Callable) -> None:
     print(f"check_rank_for_energy passed: {name} equals the course's rank_for_energy on {len(RANK_SIZES + RANK_EDGES)} "
           "batches of attention matrices, the identity, uniform and nearly uniform attention among them, "
           "energy = 1.0 included.")
+
+
+DECLARATIONS = {d.check: d for d in (BAND, LINFORMER)}
