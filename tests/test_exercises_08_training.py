@@ -466,10 +466,10 @@ WRONG_ANSWERS = [
     (check_label_smoothing_loss, _loss(log=lambda z: z.softmax(-1)), r"multiplied q by the probabilities"),
     (check_label_smoothing_loss, _loss(log=lambda z: z), r"multiplied q by the logits themselves"),
     (check_label_smoothing_loss, _loss(log=lambda z: z.softmax(-1).log()),
-     r"with logits hundreds apart .* returned nan.*log\(softmax\(logits\)\) underflows.*F\.log_softmax"),
+     r"with logits hundreds apart .* your loss is nan.*log\(softmax\(logits\)\) underflows.*F\.log_softmax"),
     (check_label_smoothing_loss, _loss(log=lambda z: (z.softmax(-1) + 1e-9).log()),
      r"with logits hundreds apart .*underflows"),
-    (check_label_smoothing_loss, loss_as_a_number, r"right value but carries no gradient"),
+    (check_label_smoothing_loss, loss_as_a_number, r"without a gradient \(requires_grad is False\)"),  # the engine's words
     (check_label_smoothing_loss, loss_with_a_padding_id_of_zero,
      r"treats token 0 as padding, but this call has pad_idx=4: is the padding id written"),
     (check_label_smoothing_loss, loss_with_the_paper_epsilon,
@@ -479,15 +479,15 @@ WRONG_ANSWERS = [
     (check_label_smoothing_loss, loss_in_float32,
      r"^loss_in_float32 returned the loss as torch\.float32 for torch\.float64 inputs"),
     (check_label_smoothing_loss, loss_computed_in_float32,
-     r"^loss_computed_in_float32\(float64 logits of shape \(10, 9\), each about 1e5.*your loss of "
+     r"^with float64 logits of shape \(10, 9\), each about 1e5.*your loss of "
      r"float64 logits has float32's precision"),
     (check_label_smoothing_loss, loss_shifted_only_when_large,
-     r"^with every logit far below zero \(about -200\) loss_shifted_only_when_large returned nan.*"
+     r"^with every logit far below zero \(about -200\) your loss is nan.*"
      r"subtract the maximum always"),
     (check_label_smoothing_loss, loss_squeezing_its_inputs,
      r"(?s)loss_squeezing_its_inputs\(tensor of shape \(1, 6\), tensor of shape \(1,\), 5, 0\.15\) "
      r"raised .*Hint: this call has a single position \(N = 1\)"),
-    (check_label_smoothing_loss, loss_without_gradients, r"right value but carries no gradient"),
+    (check_label_smoothing_loss, loss_without_gradients, r"without a gradient \(requires_grad is False\)"),
     (check_label_smoothing_loss, loss_of_the_first_sizes,
      r"(?s)fixed shape \[10, 9\].*passed with \(N=10, vocab_size=9, pad_idx=0, smoothing=0\.1\) "
      r"but not with"),

@@ -1,7 +1,15 @@
 """Checks of notebook 08's exercises: label smoothing's targets and loss
-(``annotated.label_smoothing``, compared with ``F.cross_entropy``), the warm-up schedule
-(``annotated.schedule.rate``) and the loss per token of a batch under teacher forcing
-(``annotated.batching.Batch`` and ``annotated.training.evaluate_loss``)."""
+(``annotated.label_smoothing``, compared with ``F.cross_entropy`` in
+tests/test_declarations_08_12.py), the warm-up schedule (``annotated.schedule.rate``) and the loss
+per token of a batch under teacher forcing (``annotated.batching.Batch`` and
+``annotated.training.evaluate_loss``).
+
+The two label-smoothing checks are declarations (``annotated.support.grading.engine``), judged
+where no learner's code runs when the grader grades; ``check_rate`` and
+``check_teacher_forcing_loss`` are still code run in the kernel: the rate's known mistakes are
+told apart only by the whole curve (max instead of min equals "no warm-up" before the peak and
+"linear forever" after it), which one call at a time cannot see, and the teacher-forcing loss takes
+a model and a loss function, which the recorder does not yet send as data."""
 
 import math
 import numbers
@@ -17,10 +25,10 @@ from annotated.model import EncoderDecoder, TransformerConfig, make_model
 from annotated.schedule import rate
 from annotated.support import guarded_training
 from annotated.support.grading.core import (
-    _TO_FLOAT32, ExerciseFailed, _aliasing, _assert_close, _assert_close64, _call, _function, _generic,
-    _gradients_flow, _hard_coded_hint, _modes, _modes_kept, _run_on_all_sizes, _same, _shape,
-    _squeezed, _tensor,
+    _TO_FLOAT32, ExerciseFailed, _assert_close, _assert_close64, _call, _function, _generic, _gradients_flow,
+    _hard_coded_hint, _modes, _modes_kept, _run_on_all_sizes, _same, _shape, _tensor,
 )
+from annotated.support.grading.engine import Declaration, Mistake, Probe, Tensor, _equal, check
 from annotated.training import evaluate_loss
 
 # Every size changes from one set to the next; the padding id and epsilon too, so that a
@@ -54,17 +62,17 @@ SIZE_SETS = {
     "check_rate": RATE_SIZES,
     "check_teacher_forcing_loss": TEACHER_SIZES,
 }
+# The edge cases every check of label smoothing tries after its sets of sizes: smoothing = 0
+# (no smoothing, a valid value that `smoothing or 0.1` would replace) and a single position
+# (which a .squeeze() drops).
+NO_SMOOTHING = dict(N=7, vocab_size=10, pad_idx=2, smoothing=0.0)
+ONE_POSITION = dict(N=1, vocab_size=6, pad_idx=5, smoothing=0.15)
 
 _COURSE_CONVENTION = (
     "The course's convention (the Annotated Transformer's): the reference token keeps 1 - eps, "
     "the V - 2 tokens that are neither the reference nor padding get eps / (V - 2) each, the "
     "padding token gets 0, and a row whose label is padding is all zeros."
 )
-
-
-def _close(a: float, b: float, tol: float = 1e-5) -> bool:
-    """Equal up to float32 rounding, for probabilities (at most 1)."""
-    return abs(a - b) <= tol * max(1.0, abs(b))
 
 
 def _near(a: float, b: float) -> bool:
@@ -84,13 +92,6 @@ def _labels(sizes: dict, g: torch.Generator) -> torch.Tensor:
     return target
 
 
-# The edge cases every check of label smoothing tries after its sets of sizes: smoothing = 0
-# (no smoothing, a valid value that `smoothing or 0.1` would replace) and a single position
-# (which a .squeeze() drops).
-NO_SMOOTHING = dict(N=7, vocab_size=10, pad_idx=2, smoothing=0.0)
-ONE_POSITION = dict(N=1, vocab_size=6, pad_idx=5, smoothing=0.15)
-
-
 def _defaulted(eps: float, used: float, what: str) -> str:
     """Why a function given smoothing = 0 computed with ``used``: it took 0 for 'not given'.
     ``what``: "targets are those" or "loss is that"."""
@@ -101,150 +102,178 @@ def _defaulted(eps: float, used: float, what: str) -> str:
             "signature only.")
 
 
-def _edge_case(check_once: Callable, sizes: dict) -> None:
-    """Run ``check_once(sizes)`` on an edge case; a failure no known mistake explains says
-    which case it was."""
-    try:
-        check_once(sizes)
-    except ExerciseFailed as err:
-        if not getattr(err, "generic", False):
-            raise
-        if sizes["N"] == 1:
-            hint = ("\nHint: this call has a single position (N = 1), a case the sets of "
-                    "sizes before it did not try: does a .squeeze() drop the dimension of size "
-                    "1? Leave the shapes alone, or squeeze only a dimension you added yourself, "
-                    ".squeeze(dim).")
-        else:
-            hint = (f"\nHint: this call has smoothing = {sizes['smoothing']:g}, which the sets of "
-                    "sizes before it did not try.")
-        raise _generic(f"{err}{hint}") from None
+def _edge_hint(how: str) -> Callable:
+    """The hint of a failure no known mistake explains: on an edge case, which case it is; else a
+    size written into the code."""
+    def fix(passed: list, sizes: dict, message: str) -> str:
+        if sizes in (ONE_POSITION, NO_SMOOTHING):
+            if sizes["N"] == 1:
+                return ("\nHint: this call has a single position (N = 1), a case the sets of sizes before it did "
+                        "not try: does a .squeeze() drop the dimension of size 1? Leave the shapes alone, or "
+                        "squeeze only a dimension you added yourself, .squeeze(dim).")
+            return (f"\nHint: this call has smoothing = {sizes['smoothing']:g}, which the sets of sizes before "
+                    "it did not try.")
+        return _hard_coded_hint(passed, sizes, message, how)
+    return fix
+
+
+def _q(reference: Callable = lambda eps, V: 1 - eps, other: Callable = lambda eps, V: eps / (V - 2),
+       add: bool = False, pad_column: bool = True, pad_rows: bool = True, dtype: torch.dtype = torch.float32,
+       pad: int | None = None, eps: float | None = None) -> Callable:
+    """A smoothed_targets built as a mistake might build it: ``other`` on every token, ``reference``
+    written (or added) at the label, padding column and rows zeroed or not, a padding id or an
+    epsilon written in (a known mistake, or its example)."""
+    def smoothed_targets(target, vocab_size, pad_idx, smoothing):
+        pad_idx, smoothing = (pad_idx if pad is None else pad), (smoothing if eps is None else eps)
+        q = torch.full((target.size(0), vocab_size), other(smoothing, vocab_size), dtype=dtype)
+        at = torch.arange(target.size(0))
+        q[at, target] = q[at, target] * add + reference(smoothing, vocab_size)
+        if pad_column:
+            q[:, pad_idx] = 0.0
+        if pad_rows:
+            q[target == pad_idx] = 0.0
+        return q
+    return smoothed_targets
 
 
 # ---------------------------------------------------------------- 8.1 smoothed_targets
 
 
-def _targets_mistake(got: torch.Tensor, target: torch.Tensor, sizes: dict) -> str | None:
-    """Name what is wrong in the rows of real labels, outside the padding column, when the
-    reference token gets one value and every other token another."""
-    V, pad, eps = sizes["vocab_size"], sizes["pad_idx"], sizes["smoothing"]
-    real = target != pad
-    rows = got[real].double()  # (n, V)
-    n = rows.size(0)
-    labels = target[real]
-    reference = rows[torch.arange(n), labels]
-    others_mask = torch.ones(n, V, dtype=torch.bool)
-    others_mask[torch.arange(n), labels] = False
-    others_mask[:, pad] = False
-    others = rows[others_mask]
-    if float(reference.max() - reference.min()) > 1e-6 or float(others.max() - others.min()) > 1e-6:
-        return None
-    r, o, p = float(reference[0]), float(others[0]), float(rows[:, pad].abs().max())
-    if _close(r, 1 - eps) and _close(o, eps / (V - 2)):
-        return None  # right outside the padding column
-    if _close(r, 1.0) and _close(o, 0.0):
-        return (f"no smoothing: the reference token gets 1 and every other token 0 (a one-hot "
-                f"target), but smoothing = {eps}. Give the reference 1 - eps = {1 - eps:.4g} and "
-                f"share eps over the other tokens. {_COURSE_CONVENTION}")
-    if _close(r, eps):
-        return (f"the reference token gets eps = {eps} instead of 1 - eps = {1 - eps:.4g}: "
-                "epsilon is the mass taken away from the reference and spread over the other "
-                f"tokens, so the reference keeps 1 - eps (the paper's eps_ls = 0.1 leaves it 0.9). "
-                f"{_COURSE_CONVENTION}")
-    if _close(o, eps / V):
-        if _close(r, 1 - eps + eps / V):
-            return (f"this is Szegedy et al.'s uniform smoothing, the target of PyTorch's "
-                    f"F.cross_entropy(label_smoothing=eps): (1 - eps) onehot + eps / V on every "
-                    f"token, so the reference gets {r:.4f} and padding {p:.4f}. "
-                    f"{_COURSE_CONVENTION} Here: {1 - eps:.4g} and {eps / (V - 2):.4f} (V = {V}).")
-        return (f"you spread eps over V = {V} tokens (eps / V = {eps / V:.4f} each), but only the "
-                f"V - 2 = {V - 2} tokens that are neither the reference nor padding receive it, so "
-                f"each gets eps / (V - 2) = {eps / (V - 2):.4f} and the row sums to 1.")
-    if _close(o, eps / (V - 1)):
-        if _close(p, eps / (V - 1)):
-            return (f"you spread eps over the V - 1 = {V - 1} tokens other than the reference, "
-                    f"padding included (eps / (V - 1) = {eps / (V - 1):.4f} each); the padding "
-                    f"token must get 0, so eps goes to the V - 2 = {V - 2} others: eps / (V - 2) = "
-                    f"{eps / (V - 2):.4f} each. {_COURSE_CONVENTION}")
-        return (f"you divided eps by V - 1 = {V - 1}, but the tokens that share it are the V - 2 = "
-                f"{V - 2} that are neither the reference nor padding: eps / (V - 2) = "
-                f"{eps / (V - 2):.4f} each, so that the row sums to 1.")
-    if _close(r, 1 - eps + eps / (V - 2)) and _close(o, eps / (V - 2)):
-        return (f"the reference token gets 1 - eps + eps / (V - 2) = {r:.4f}: you filled every "
-                "token with eps / (V - 2) and then added 1 - eps at the reference (+=, "
-                "scatter_add_, index_add_) instead of writing it. The reference holds 1 - eps "
-                "exactly: q.scatter_(1, target.unsqueeze(1), 1 - smoothing) overwrites.")
-    s = 1 - r
-    if _close(o, s / (V - 2)) and not _close(s, eps):
-        if eps == 0:
-            return _defaulted(eps, float(f"{s:.4g}"), "targets are those")
-        return (f"your targets are those of smoothing = {s:.4g}, but this call has smoothing = "
-                f"{eps}: is epsilon written into your code? Use the smoothing argument.")
+def _targets_probes(device: str | None) -> list[Probe]:
+    g = torch.Generator().manual_seed(0)
+
+    def probe(sizes: dict, **options) -> Probe:
+        N, V, pad, eps = sizes["N"], sizes["vocab_size"], sizes["pad_idx"], sizes["smoothing"]
+        label = f"{{what}} of {{name}}(target of shape ({N},), vocab_size={V}, pad_idx={pad}, smoothing={eps})"
+        return Probe((_labels(sizes, g), V, pad, eps), label, sizes=sizes, **options)
+
+    probes = [probe(sizes) for sizes in TARGET_SIZES]
+    first = probe(TARGET_SIZES[0])  # a second call with the same sizes and other labels leaves the first alone
+    first.again, first.sizes = (_labels(TARGET_SIZES[0], g), *first.args[1:]), None
+    return probes + [first, probe(NO_SMOOTHING), probe(ONE_POSITION)]
+
+
+def _targets_dtype(found: dict, name: str, what: str, args: tuple) -> str:
+    dtype = f"torch.{found['dtype']}"
+    return (f"{name}(target of shape ({args[0].size(0)},), vocab_size={args[1]}, pad_idx={args[2]}, "
+            f"smoothing={args[3]}) returned {dtype} targets; the model's log-probabilities are float32, and "
+            f"{dtype} targets would turn the loss into {dtype}. Build them in float32 "
+            "(torch.full(..., dtype=torch.float32), the default for a float fill value).")
+
+
+def _treated_as_padding(found: dict, p: Probe) -> str | None:
+    target, V, pad, eps = p.args
+    for other in range(V):
+        if other != pad and _equal(found["values"], smoothed_targets(target, V, other, eps)):
+            return (f"your targets treat token {other} as padding, but this call has pad_idx={pad}: is the "
+                    "padding id written into your code? Use the pad_idx argument (the check runs several).")
     return None
 
 
-def _check_targets_once(fn: Callable, name: str, sizes: dict, g: torch.Generator) -> torch.Tensor:
-    N, V, pad, eps = sizes["N"], sizes["vocab_size"], sizes["pad_idx"], sizes["smoothing"]
-    target = _labels(sizes, g)
-    expected = smoothed_targets(target, V, pad, eps)  # the course's, float32
-    call = f"{name}(target of shape ({N},), vocab_size={V}, pad_idx={pad}, smoothing={eps})"
-    roles = ("target", "vocab_size", "pad_idx", "smoothing")
-    got = _tensor(_call(fn, target, V, pad, eps, roles=roles), name, "the targets")
-    hint = " Rows are positions, columns tokens." if tuple(got.shape) == (V, N) else ""
-    _shape(got, (N, V), call, hint or _squeezed(got.shape, (N, V)))
-    if got.dtype != torch.float32:
-        raise ExerciseFailed(
-            f"{call} returned {got.dtype} targets; the model's log-probabilities are float32, and "
-            f"{got.dtype} targets would turn the loss into {got.dtype}. Build them in float32 "
-            "(torch.full(..., dtype=torch.float32), the default for a float fill value)."
-        )
-    if _same(got, expected):
-        return got
-    # A padding id written into the code: the course's targets for another padding id.
-    for other in range(V):
-        if other != pad and _same(got, smoothed_targets(target, V, other, eps)):
-            raise ExerciseFailed(
-                f"your targets treat token {other} as padding, but this call has pad_idx={pad}: is "
-                f"the padding id written into your code? Use the pad_idx argument (the check "
-                "runs several)."
-            )
-    message = _targets_mistake(got, target, sizes)
-    if message:
-        raise ExerciseFailed(message)
-    real = target != pad
-    pad_column = got[real][:, pad]
-    if not _same(pad_column, torch.zeros_like(pad_column)):
-        raise ExerciseFailed(
-            f"the padding token gets probability {pad_column.abs().max():.4f} in the rows of real "
-            "labels: the target must never teach the model to output padding. Set "
-            f"q[:, pad_idx] = 0 (column {pad} here); the eps is then shared by the V - 2 other "
-            "tokens that are not the reference."
-        )
-    pad_rows = got[~real]
-    if not _same(pad_rows, torch.zeros_like(pad_rows)):
-        sums = ", ".join(f"{s:.4f}" for s in pad_rows.sum(-1).tolist())
-        rows = (~real).nonzero().flatten().tolist()
-        raise ExerciseFailed(
-            f"the rows whose label is padding (rows {rows}) must be all zeros, so that those "
-            f"positions add nothing to the loss; yours sum to {sums}. As a last step: "
-            "q[target == pad_idx] = 0."
-        )
-    _assert_close(got, expected, call)
-    return got
+def _fitted_eps(found: dict, p: Probe) -> float | None:
+    """The epsilon whose course targets ``found`` holds, if another than the probe's."""
+    target, V, pad, eps = p.args
+    real = (target != pad).nonzero()
+    if found["values"] is None or len(real) == 0:
+        return None
+    s = 1 - float(found["values"][real[0, 0], target[real[0, 0]]])
+    if abs(s - eps) > 1e-6 and 0 <= s < 1 and _equal(found["values"], smoothed_targets(target, V, pad, s)):
+        return float(f"{s:.4g}")
+    return None
 
 
-def _targets_hint(passed: list, sizes: dict, message: str) -> str:
-    return _hard_coded_hint(passed, sizes, message,
-                            "Read N from target.size(0) and use the vocab_size, pad_idx and "
-                            "smoothing arguments.")
+def _padding_column(found: dict, p: Probe) -> str | None:
+    target, V, pad, eps = p.args
+    column = found["values"][target != pad][:, pad]
+    if column.numel() and float(column.abs().max()) > 1e-6:
+        return (f"the padding token gets probability {float(column.abs().max()):.4f} in the rows of real labels: "
+                "the target must never teach the model to output padding. Set q[:, pad_idx] = 0 (column "
+                f"{pad} here); the eps is then shared by the V - 2 other tokens that are not the reference.")
+    return None
+
+
+def _padding_rows(found: dict, p: Probe) -> str | None:
+    target, V, pad, eps = p.args
+    rows = found["values"][target == pad]
+    if rows.numel() and float(rows.abs().max()) > 1e-6:
+        sums = ", ".join(f"{s:.4f}" for s in rows.sum(-1).tolist())
+        return (f"the rows whose label is padding (rows {(target == pad).nonzero().flatten().tolist()}) must be "
+                "all zeros, so that those positions add nothing to the loss; yours sum to "
+                f"{sums}. As a last step: q[target == pad_idx] = 0.")
+    return None
+
+
+def _eps_v(p: Probe) -> tuple:
+    return p.args[3], p.args[1]
+
+
+TARGETS_MISTAKES = (
+    Mistake("Rows are positions, columns tokens.", "transposed", stage="shape",
+            shape=lambda p: (p.args[1], p.args[0].size(0)), example=lambda *a: smoothed_targets(*a).T),
+    Mistake("", "a padding id written into the code", find=_treated_as_padding, example=_q(pad=0)),
+    Mistake(lambda p: (f"no smoothing: the reference token gets 1 and every other token 0 (a one-hot target), but "
+                       f"smoothing = {p.args[3]}. Give the reference 1 - eps = {1 - p.args[3]:.4g} and share eps "
+                       f"over the other tokens. {_COURSE_CONVENTION}"), "no smoothing",
+            like=_q(lambda eps, V: 1.0, lambda eps, V: 0.0)),
+    Mistake(lambda p: (f"the reference token gets eps = {p.args[3]} instead of 1 - eps = {1 - p.args[3]:.4g}: "
+                       "epsilon is the mass taken away from the reference and spread over the other tokens, so "
+                       "the reference keeps 1 - eps (the paper's eps_ls = 0.1 leaves it 0.9). "
+                       f"{_COURSE_CONVENTION}"), "eps and 1 - eps swapped",
+            like=_q(lambda eps, V: eps, lambda eps, V: (1 - eps) / (V - 2))),
+    Mistake(lambda p: (lambda eps, V: (
+        "this is Szegedy et al.'s uniform smoothing, the target of PyTorch's F.cross_entropy(label_smoothing=eps): "
+        f"(1 - eps) onehot + eps / V on every token, so the reference gets {1 - eps + eps / V:.4f} and padding "
+        f"{eps / V:.4f}. {_COURSE_CONVENTION} Here: {1 - eps:.4g} and {eps / (V - 2):.4f} (V = {V})."))(*_eps_v(p)),
+            "PyTorch's uniform smoothing",
+            like=_q(lambda eps, V: 1 - eps + eps / V, lambda eps, V: eps / V, pad_column=False)),
+    Mistake(lambda p: (lambda eps, V: (
+        f"you spread eps over V = {V} tokens (eps / V = {eps / V:.4f} each), but only the V - 2 = {V - 2} tokens "
+        f"that are neither the reference nor padding receive it, so each gets eps / (V - 2) = {eps / (V - 2):.4f} "
+        "and the row sums to 1."))(*_eps_v(p)), "eps over V tokens", like=_q(other=lambda eps, V: eps / V)),
+    Mistake(lambda p: (lambda eps, V: (
+        f"you spread eps over the V - 1 = {V - 1} tokens other than the reference, padding included (eps / (V - 1) "
+        f"= {eps / (V - 1):.4f} each); the padding token must get 0, so eps goes to the V - 2 = {V - 2} others: "
+        f"eps / (V - 2) = {eps / (V - 2):.4f} each. {_COURSE_CONVENTION}"))(*_eps_v(p)),
+            "eps over V - 1 tokens, padding included", like=_q(other=lambda eps, V: eps / (V - 1), pad_column=False)),
+    Mistake(lambda p: (lambda eps, V: (
+        f"you divided eps by V - 1 = {V - 1}, but the tokens that share it are the V - 2 = {V - 2} that are neither "
+        f"the reference nor padding: eps / (V - 2) = {eps / (V - 2):.4f} each, so that the row sums to 1."))(
+            *_eps_v(p)), "eps over V - 1 tokens", like=_q(other=lambda eps, V: eps / (V - 1))),
+    Mistake(lambda p: (lambda eps, V: (
+        f"the reference token gets 1 - eps + eps / (V - 2) = {1 - eps + eps / (V - 2):.4f}: you filled every token "
+        "with eps / (V - 2) and then added 1 - eps at the reference (+=, scatter_add_, index_add_) instead of "
+        "writing it. The reference holds 1 - eps exactly: q.scatter_(1, target.unsqueeze(1), 1 - smoothing) "
+        "overwrites."))(*_eps_v(p)), "1 - eps added", like=_q(add=True)),
+    Mistake("", "epsilon written into the code", when=lambda p: p.args[3] != 0, example=_q(eps=0.1),
+            find=lambda found, p: (s := _fitted_eps(found, p)) is not None and (
+                f"your targets are those of smoothing = {s:.4g}, but this call has smoothing = {p.args[3]}: is "
+                "epsilon written into your code? Use the smoothing argument.") or None),
+    Mistake("", "smoothing = 0 replaced by a default", when=lambda p: p.args[3] == 0,
+            example=lambda target, V, pad, eps: smoothed_targets(target, V, pad, eps or 0.1),
+            find=lambda found, p: (s := _fitted_eps(found, p)) is not None and _defaulted(
+                p.args[3], s, "targets are those") or None),
+    Mistake("", "mass on the padding column", find=_padding_column, example=_q(pad_column=False)),
+    Mistake("", "padding rows not zeroed", find=_padding_rows, example=_q(pad_rows=False)),
+)
+
+TARGETS = Declaration(
+    check="check_smoothed_targets", function="smoothed_targets", roles=("target", "vocab_size", "pad_idx", "smoothing"),
+    reference=smoothed_targets, probes=_targets_probes, mistakes=TARGETS_MISTAKES,
+    returns=Tensor("the targets", like=None, dtype_message=_targets_dtype),
+    sizes_fix=_edge_hint("Read N from target.size(0) and use the vocab_size, pad_idx and smoothing arguments."),
+    passed=("check_smoothed_targets passed: {name} gives 1 - eps to the reference, eps / (V - 2) to every other "
+            "token but padding, 0 to padding and an empty row to a padding label, as annotated.label_smoothing "
+            f"does, for {len(TARGET_SIZES)} sets of sizes, padding ids and epsilons, for smoothing = 0 and for a "
+            "single position, and each call returns a tensor of its own."),
+)
 
 
 def check_smoothed_targets(smoothed_targets_fn: Callable) -> None:
     """Check ``smoothed_targets(target, vocab_size, pad_idx, smoothing) -> (N, vocab_size)``
     against ``annotated.label_smoothing.smoothed_targets``, on the sets of ``TARGET_SIZES``
-    (each with two padding labels).
-
-    Then two edge cases, ``NO_SMOOTHING`` (smoothing = 0) and ``ONE_POSITION`` (N = 1), and a
-    second call with the sizes of the first set, after which the first result must be unchanged.
+    (each with two padding labels), a second call with the sizes of the first set, after which
+    the first result must be unchanged, and two edge cases, ``NO_SMOOTHING`` (smoothing = 0) and
+    ``ONE_POSITION`` (N = 1).
 
     Diagnoses: an input changed in place, a result that is not a float32 cpu tensor, a wrong
     shape (a single position squeezed away), no smoothing (one-hot), the reference given eps
@@ -253,276 +282,254 @@ def check_smoothed_targets(smoothed_targets_fn: Callable) -> None:
     rows not zeroed, a padding id, an epsilon or a size written into the code, smoothing = 0
     replaced by a default, and a result kept in a buffer that the next call overwrites.
     """
-    name = _function(smoothed_targets_fn, "check_smoothed_targets", "smoothed_targets")
-    g = torch.Generator().manual_seed(0)
-
-    def once(sizes: dict) -> torch.Tensor:
-        return _check_targets_once(smoothed_targets_fn, name, sizes, g)
-
-    _run_on_all_sizes(once, TARGET_SIZES, _targets_hint)
-    # A second call with the same sizes and other labels leaves the first result alone.
-    _aliasing(lambda: once(TARGET_SIZES[0]), once(TARGET_SIZES[0]), name, "the targets")
-    _edge_case(once, NO_SMOOTHING)
-    _edge_case(once, ONE_POSITION)
-    print(
-        f"check_smoothed_targets passed: {name} gives 1 - eps to the reference, eps / (V - 2) to "
-        "every other token but padding, 0 to padding and an empty row to a padding label, as "
-        f"annotated.label_smoothing does, for {len(TARGET_SIZES)} sets of sizes, padding ids and "
-        "epsilons, for smoothing = 0 and for a single position, and each call returns a tensor "
-        "of its own."
-    )
+    check(TARGETS, smoothed_targets_fn)
 
 
 # ---------------------------------------------------------------- 8.2 label_smoothing_loss
 
 
-def _q(target: torch.Tensor, V: int, pad: int, reference: float, other: float, add: bool = False,
-       pad_column: bool = True, pad_rows: bool = True) -> torch.Tensor:
-    """A target distribution, float64, built as a mistake might build it: ``other`` on every
-    token, ``reference`` written (or added) at the label, padding column and rows zeroed or not."""
-    q = torch.full((target.size(0), V), other, dtype=torch.float64)
-    if add:
-        q[torch.arange(target.size(0)), target] += reference
-    else:
-        q[torch.arange(target.size(0)), target] = reference
-    if pad_column:
-        q[:, pad] = 0.0
-    if pad_rows:
-        q[target == pad] = 0.0
-    return q
+def course_loss(logits: torch.Tensor, target: torch.Tensor, pad_idx: int, smoothing: float) -> torch.Tensor:
+    """The course's loss: LabelSmoothingLoss, summed over the positions."""
+    return LabelSmoothingLoss(logits.size(-1), pad_idx, smoothing)(logits, target)
 
 
-def _loss_candidates(z: torch.Tensor, target: torch.Tensor, sizes: dict):
-    """(value, message) of the usual wrong losses, in float64, most specific first."""
-    V, pad, eps = sizes["vocab_size"], sizes["pad_idx"], sizes["smoothing"]
-    N = target.size(0)
-    real = target != pad
-    n_real = int(real.sum())
-    log_p = z.log_softmax(-1)
-    q = smoothed_targets(target, V, pad, eps, torch.float64)
-    right = -(q * log_p).sum()
-    H_row = -(1 - eps) * math.log(1 - eps) - (eps * math.log(eps / (V - 2)) if eps else 0.0)  # H(q)
-    s = eps * V / (V - 2)
+def _loss_probes(device: str | None) -> list[Probe]:
+    """Per set of sizes (then the edge cases): ordinary logits, whose gradient is compared too,
+    logits hundreds apart and logits far below zero; and float64 logits about 1e5."""
+    g = torch.Generator().manual_seed(1)
 
-    targets = [
-        (q, ""),
-        (_q(target, V, pad, 1 - eps, eps / (V - 2), pad_column=False),
-         "your target gives the padding token eps / (V - 2) (q[:, pad_idx] = 0 is missing)"),
-        (_q(target, V, pad, 1 - eps, eps / (V - 2), pad_rows=False),
-         "the positions whose label is padding count in your loss (their rows of q must be zero: "
-         "q[target == pad_idx] = 0)"),
-        (_q(target, V, pad, 1 - eps, eps / (V - 2), pad_column=False, pad_rows=False),
-         "your target gives padding eps / (V - 2), and positions whose label is padding count "
-         "(q[:, pad_idx] = 0 and q[target == pad_idx] = 0 are missing)"),
-        (_q(target, V, pad, 1 - eps, eps / V, add=True, pad_column=False),
-         f"this is PyTorch's F.cross_entropy(label_smoothing={eps}, ignore_index=pad_idx): "
-         "Szegedy et al.'s target, eps / V on every token, padding and reference included. The "
-         "course spreads eps over V - 2 tokens; the exact relation is LabelSmoothingLoss(eps) = "
-         f"F.cross_entropy(label_smoothing=eps V / (V - 2) = {s:.4f}) + eps / (V - 2) times the "
-         "sum over real positions of (logit of padding - logit of the label) (notebook 08, "
-         "section 5). Build q yourself (exercise 8.1) and take -(q * log_softmax(logits)).sum()"),
-        (_q(target, V, pad, 1 - eps, eps / V, add=True, pad_column=False, pad_rows=False),
-         f"this is PyTorch's F.cross_entropy(label_smoothing={eps}) without ignore_index: "
-         "Szegedy et al.'s target (eps / V on every token) and the padding positions counted"),
-        (_q(target, V, pad, 1 - s, s / V, add=True, pad_column=False),
-         f"this is F.cross_entropy(label_smoothing={s:.4f}, ignore_index=pad_idx), with the "
-         "right s = eps V / (V - 2) but without the correction eps / (V - 2) * sum of (logit of "
-         "padding - logit of the label) over the real positions: its target still gives padding "
-         "some mass and the reference less than 1 - eps"),
-        (_q(target, V, pad, 1 - eps, eps / V),
-         f"you spread eps over V = {V} tokens; only the V - 2 that are neither the reference "
-         "nor padding share it (eps / (V - 2) each)"),
-        (_q(target, V, pad, 1 - eps, eps / (V - 1), pad_column=False),
-         "you spread eps over the V - 1 tokens other than the reference, padding included; "
-         "padding gets 0 and the V - 2 others eps / (V - 2) each"),
-        (_q(target, V, pad, eps, (1 - eps) / (V - 2)),
-         f"the reference gets eps = {eps} and the others share 1 - eps: swapped, the reference "
-         "keeps 1 - eps"),
-        (_q(target, V, pad, 1 - eps, eps / (V - 2), add=True),
-         "the reference gets 1 - eps + eps / (V - 2): 1 - eps was added to the fill instead of "
-         "written over it"),
-        (_q(target, V, pad, 1.0, 0.0), f"no smoothing: your loss is the plain cross-entropy, "
-         f"but smoothing = {eps}"),
-    ]
-    reductions = [
-        (1, ""),
-        (n_real, f"you divided by the {n_real} real positions: return the sum; the training loop "
-                 "divides by the tokens of the whole batch (or group of accumulated batches), "
-                 "Batch.ntokens"),
-        (N, f"you took the mean over all {N} positions, padding included: return the sum"),
-        (N * V, f"you took the mean over all {N} x {V} entries (.mean() of q * log p, or "
-                "F.kl_div's default): return the sum"),
-    ]
-    for q_wrong, what in targets:
-        loss = -(q_wrong * log_p).sum()
-        for divisor, how in reductions:
-            if what or how:
-                yield loss / divisor, "; and ".join(m for m in (what, how) if m) + "."
-    yield right - n_real * H_row, (
-        f"this is the KL divergence KL(q || p) = H(q, p) - H(q): it is below the course's loss by "
-        f"H(q) = {H_row:.4f} per real position ({n_real} here). It has the same gradients, but the "
-        "course's loss is the cross-entropy H(q, p) = -(q * log_softmax(logits)).sum(), whose "
-        "floor is H(q) (notebook 08, section 5); F.kl_div(log_p, q) is the KL.")
-    yield -right, "the sign is flipped: the loss is -(q * log p).sum(), a positive number."
-    yield -(q * z.log_softmax(0)).sum(), (
-        "log_softmax over the positions (dim=0): each position's distribution is over the "
-        "tokens, the last dimension: log_softmax(logits, dim=-1).")
-    yield -(q * z.softmax(-1)).sum(), (
-        "you multiplied q by the probabilities, not by their log: the loss is "
-        "-(q * log_softmax(logits, dim=-1)).sum().")
-    yield -(q * z).sum(), (
-        "you multiplied q by the logits themselves: logits are not log-probabilities; take "
-        "log_softmax(logits, dim=-1) first.")
-    for other in range(V):
-        if other != pad:
-            wrong = -(smoothed_targets(target, V, other, eps, torch.float64) * log_p).sum()
-            yield wrong, (f"your loss treats token {other} as padding, but this call has "
-                          f"pad_idx={pad}: is the padding id written into your code? Use the "
-                          "pad_idx argument.")
-    for wrong_eps in (0.1, 0.2, 0.25, 0.3, 0.05, 0.01):
-        if not math.isclose(wrong_eps, eps):
-            wrong = -(smoothed_targets(target, V, pad, wrong_eps, torch.float64) * log_p).sum()
+    def probe(logits: torch.Tensor, target: torch.Tensor, sizes: dict | None, kind: str, **options) -> Probe:
+        N, V = logits.shape
+        what = {"float64": f"float64 logits of shape ({N}, {V}), each about 1e5"}.get(kind, f"logits of shape ({N}, {V})")
+        label = (f"{{what}} of {{name}}({what}, target of shape ({N},), pad_idx={sizes['pad_idx']}, "
+                 f"smoothing={sizes['smoothing']})")
+        return Probe((logits, target, sizes["pad_idx"], sizes["smoothing"]), label, tags=dict(kind=kind),
+                     sizes=sizes if kind != "float64" else None, **options)
+
+    def three(sizes: dict) -> list[Probe]:
+        N, V = sizes["N"], sizes["vocab_size"]
+        target = _labels(sizes, g)
+        return [probe(torch.randn(N, V, generator=g) * 2, target, sizes, "ordinary", grad=(0,)),
+                probe(torch.randn(N, V, generator=g) * 150, target, sizes, "wide"),
+                probe(torch.randn(N, V, generator=g) * 2 - 200, target, sizes, "low")]
+
+    probes = [p for sizes in LOSS_SIZES for p in three(sizes)]
+    sizes = LOSS_SIZES[0]
+    target = _labels(sizes, g)
+    logits = torch.randn(sizes["N"], sizes["vocab_size"], generator=g, dtype=torch.float64) * 2 + 1e5
+    probes.append(probe(logits, target, sizes, "float64", precision="float32"))  # q may be built in float32
+    return probes + three(NO_SMOOTHING) + three(ONE_POSITION)
+
+
+def _wrong_q(q: Callable, divide: Callable = lambda target, V, pad: 1) -> Callable:
+    """A label_smoothing_loss with the targets ``q`` (a smoothed_targets) and the sum divided by
+    ``divide(target, V, pad)`` (a known mistake, or its example)."""
+    def label_smoothing_loss(logits, target, pad_idx, smoothing):
+        V = logits.size(-1)
+        log_p = logits.double().log_softmax(-1)
+        loss = -(q(target, V, pad_idx, smoothing).double() * log_p).sum() / divide(target, V, pad_idx)
+        return loss.to(logits.dtype)
+    return label_smoothing_loss
+
+
+def _uniform(eps_of: Callable = lambda eps, V: eps, pad_rows: bool = True) -> Callable:
+    """Szegedy et al.'s target (PyTorch's label_smoothing), eps_of(eps, V) spread over every token."""
+    def targets(target, V, pad, eps):
+        s = eps_of(eps, V)
+        return _q(lambda e, V: 1 - s + s / V, lambda e, V: s / V, pad_column=False, pad_rows=pad_rows,
+                  dtype=torch.float64)(target, V, pad, eps)
+    return targets
+
+
+_S = lambda eps, V: eps * V / (V - 2)  # noqa: E731 - PyTorch's smoothing that matches the course's eps
+# The targets a wrong loss may use, each with what it does wrong (in words of the probe: eps, V).
+_LOSS_TARGETS = [
+    ("the course's targets", smoothed_targets, lambda eps, V: ""),
+    ("mass on padding", _q(pad_column=False), lambda eps, V: (
+        "your target gives the padding token eps / (V - 2) (q[:, pad_idx] = 0 is missing)")),
+    ("padding rows counted", _q(pad_rows=False), lambda eps, V: (
+        "the positions whose label is padding count in your loss (their rows of q must be zero: "
+        "q[target == pad_idx] = 0)")),
+    ("mass on padding, padding rows counted", _q(pad_column=False, pad_rows=False), lambda eps, V: (
+        "your target gives padding eps / (V - 2), and positions whose label is padding count (q[:, pad_idx] = 0 "
+        "and q[target == pad_idx] = 0 are missing)")),
+    ("PyTorch's label smoothing", _uniform(), lambda eps, V: (
+        f"this is PyTorch's F.cross_entropy(label_smoothing={eps}, ignore_index=pad_idx): Szegedy et al.'s target, "
+        "eps / V on every token, padding and reference included. The course spreads eps over V - 2 tokens; the "
+        "exact relation is LabelSmoothingLoss(eps) = F.cross_entropy(label_smoothing=eps V / (V - 2) = "
+        f"{_S(eps, V):.4f}) + eps / (V - 2) times the sum over real positions of (logit of padding - logit of the "
+        "label) (notebook 08, section 5). Build q yourself (exercise 8.1) and take "
+        "-(q * log_softmax(logits)).sum()")),
+    ("PyTorch's label smoothing without ignore_index", _uniform(pad_rows=False), lambda eps, V: (
+        f"this is PyTorch's F.cross_entropy(label_smoothing={eps}) without ignore_index: Szegedy et al.'s target "
+        "(eps / V on every token) and the padding positions counted")),
+    ("PyTorch's without the correction", _uniform(_S), lambda eps, V: (
+        f"this is F.cross_entropy(label_smoothing={_S(eps, V):.4f}, ignore_index=pad_idx), with the right s = eps V "
+        "/ (V - 2) but without the correction eps / (V - 2) * sum of (logit of padding - logit of the label) over "
+        "the real positions: its target still gives padding some mass and the reference less than 1 - eps")),
+    ("eps over V tokens", _q(other=lambda eps, V: eps / V), lambda eps, V: (
+        f"you spread eps over V = {V} tokens; only the V - 2 that are neither the reference nor padding share it "
+        "(eps / (V - 2) each)")),
+    ("eps over V - 1 tokens", _q(other=lambda eps, V: eps / (V - 1), pad_column=False), lambda eps, V: (
+        "you spread eps over the V - 1 tokens other than the reference, padding included; padding gets 0 and "
+        "the V - 2 others eps / (V - 2) each")),
+    ("eps and 1 - eps swapped", _q(lambda eps, V: eps, lambda eps, V: (1 - eps) / (V - 2)), lambda eps, V: (
+        f"the reference gets eps = {eps} and the others share 1 - eps: swapped, the reference keeps 1 - eps")),
+    ("1 - eps added", _q(add=True), lambda eps, V: (
+        "the reference gets 1 - eps + eps / (V - 2): 1 - eps was added to the fill instead of written over it")),
+    ("no smoothing", _q(lambda eps, V: 1.0, lambda eps, V: 0.0), lambda eps, V: (
+        f"no smoothing: your loss is the plain cross-entropy, but smoothing = {eps}")),
+]
+# How a wrong loss may reduce the sum: (name, divisor (target, V, pad), what it does wrong in words).
+_REDUCTIONS = [
+    ("the sum", lambda target, V, pad: 1, lambda p: ""),
+    ("a mean over the real positions", lambda target, V, pad: int((target != pad).sum()), lambda p: (
+        f"you divided by the {int((p.args[1] != p.args[2]).sum())} real positions: return the sum; the training "
+        "loop divides by the tokens of the whole batch (or group of accumulated batches), Batch.ntokens")),
+    ("a mean over the positions", lambda target, V, pad: target.size(0), lambda p: (
+        f"you took the mean over all {p.args[1].size(0)} positions, padding included: return the sum")),
+    ("a mean over the entries", lambda target, V, pad: target.size(0) * V, lambda p: (
+        f"you took the mean over all {p.args[1].size(0)} x {p.args[0].size(-1)} entries (.mean() of q * log p, or "
+        "F.kl_div's default): return the sum")),
+]
+
+
+def _joined(targets_message: Callable, reduction_message: Callable) -> Callable:
+    def message(p: Probe) -> str:
+        eps, V = p.args[3], p.args[0].size(-1)
+        return "; and ".join(m for m in (targets_message(eps, V), reduction_message(p)) if m) + "."
+    return message
+
+
+def _entropy_of_q(eps: float, V: int) -> float:
+    """H(q) of a row of smoothed targets, in nats."""
+    return -(1 - eps) * math.log(1 - eps) - (eps * math.log(eps / (V - 2)) if eps else 0.0)
+
+
+def _kl(logits, target, pad_idx, smoothing):
+    real = int((target != pad_idx).sum())
+    return course_loss(logits, target, pad_idx, smoothing) - real * _entropy_of_q(smoothing, logits.size(-1))
+
+
+def _loss_of(log_p: Callable, sign: float = 1.0) -> Callable:
+    """-(q * log_p(logits)).sum() with a wrong log-probability (a known mistake)."""
+    def label_smoothing_loss(logits, target, pad_idx, smoothing):
+        q = smoothed_targets(target, logits.size(-1), pad_idx, smoothing, logits.dtype)
+        return -sign * (q * log_p(logits)).sum()
+    return label_smoothing_loss
+
+
+def _other_loss(found: dict, p: Probe, pads: bool) -> str | None:
+    """A padding id (``pads``) or an epsilon written into the code: the course's loss with another one."""
+    logits, target, pad, eps = p.args
+    got = found["values"]
+    others = [o for o in range(logits.size(-1)) if o != pad] if pads else [
+        e for e in (0.1, 0.2, 0.25, 0.3, 0.05, 0.01) if not math.isclose(e, eps)]
+    for other in others:
+        if got is not None and _equal(got, course_loss(logits.double(), target, *((other, eps) if pads else (pad, other))), 1e-4):
+            if pads:
+                return (f"your loss treats token {other} as padding, but this call has pad_idx={pad}: is the "
+                        "padding id written into your code? Use the pad_idx argument.")
             if eps == 0:
-                yield wrong, _defaulted(eps, wrong_eps, "loss is that")
-                continue
-            yield wrong, (f"your loss is that of smoothing = {wrong_eps}, but this call has "
-                          f"smoothing = {eps}: is epsilon written into your code? Use the "
-                          "smoothing argument.")
+                return _defaulted(eps, other, "loss is that")
+            return (f"your loss is that of smoothing = {other}, but this call has smoothing = {eps}: is epsilon "
+                    "written into your code? Use the smoothing argument.")
+    return None
 
 
-def _course_loss(z: torch.Tensor, target: torch.Tensor, sizes: dict) -> torch.Tensor:
-    """The course's loss; in float64, checked against PyTorch's two ways of writing it."""
-    V, pad, eps = sizes["vocab_size"], sizes["pad_idx"], sizes["smoothing"]
-    ours = LabelSmoothingLoss(V, pad, eps)(z, target)
-    if z.dtype == torch.float64:
-        soft = F.cross_entropy(z, smoothed_targets(target, V, pad, eps, z.dtype), reduction="sum")
-        builtin = F.cross_entropy(z, target, label_smoothing=eps * V / (V - 2), ignore_index=pad,
-                                  reduction="sum")
-        real = target != pad
-        correction = eps / (V - 2) * (z[real, pad] - z[real, target[real]]).sum()
-        # A plain comparison: torch.testing's first call imports sympy, a second or more.
-        if not (_same(ours, soft, atol=1e-9) and _same(ours, builtin + correction, atol=1e-9)):
-            raise RuntimeError(f"LabelSmoothingLoss gives {ours.item()}, F.cross_entropy with the "
-                               f"soft target {soft.item()} and with the exact relation "
-                               f"{(builtin + correction).item()}: the course's loss has changed")
-    return ours
+def _unstable(found: dict, p: Probe) -> str | None:
+    """Logits hundreds apart, or far below zero, that a log of a softmax (or an exp) cannot take."""
+    got, kind = found["values"], p.tags["kind"]
+    expected = course_loss(*p.args)
+    shown = f"{float(got):.4g}" if got.isfinite() else str(float(got))
+    if kind == "wide" and (not got.isfinite() or not _equal(got, expected, 1e-3)):
+        return (f"with logits hundreds apart (as a confident model's are) your loss is {shown}, the course's loss "
+                f"is {float(expected):.4f}: log(softmax(logits)) underflows. A probability below about 1.4e-45 "
+                "(e^-103.3, the smallest float32) is 0, so its log is -inf (or, with a small number added, far "
+                "too small), and 0 * -inf is NaN. Use F.log_softmax(logits, dim=-1) (or logits - "
+                "logits.logsumexp(-1, keepdim=True)), which never takes the log of an exponential.")
+    if kind == "low" and not got.isfinite():
+        return (f"with every logit far below zero (about -200) your loss is {shown}, the course's loss is "
+                f"{float(expected):.4f}: e^-200 underflows to 0 in float32 for every token, so the log of their "
+                "sum is -inf. A shift by the row's maximum applied only when the logits are large (against "
+                "overflow) misses this case: subtract the maximum always (logits - logits.max(-1, "
+                "keepdim=True).values), or use F.log_softmax(logits, dim=-1).")
+    if kind == "float64" and got.isfinite() and abs(float(got) - float(expected)) < 0.5:
+        return (f"with float64 logits of shape {tuple(p.args[0].shape)}, each about 1e5, your loss is {float(got):.6f}, the "
+                f"course's is {float(expected):.6f}: your loss of float64 logits has float32's precision (float32 "
+                "keeps only 2 or 3 decimals of numbers near 1e5). A step computes in float32 and converts back: a "
+                ".float() on the logits or the log-probabilities, or a tensor of logits created without dtype=. "
+                "Keep the logits' dtype throughout (q may be float32: q.to(logits.dtype)).")
+    return None
 
 
-def _call_loss(fn: Callable, name: str, call: str, logits: torch.Tensor, target: torch.Tensor,
-               sizes: dict) -> torch.Tensor:
-    result = _call(fn, logits, target, sizes["pad_idx"], sizes["smoothing"],
-                   roles=("logits", "target", "pad_idx", "smoothing"))
-    got = _tensor(result, name, "the loss", like=logits)
-    N, V = logits.shape
-    hints = {
-        (N,): " You return one loss per position: sum them too (.sum() of everything).",
-        (N, V): " You return q * log p itself: the loss is minus its sum over positions and "
-                "tokens.",
-        (1,): " Return a 0-dimensional tensor (.sum() gives one), not a tensor of one element.",
-    }
-    _shape(got, (), f"{call}, a scalar", hints.get(tuple(got.shape), ""))
-    return got
+def _max_shift_when_large(logits, target, pad_idx, smoothing):  # a known mistake's example
+    if logits.max() > 80:  # "only where exp could overflow"
+        logits = logits - logits.max(-1, keepdim=True).values
+    return _loss_of(lambda z: z - z.exp().sum(-1, keepdim=True).log())(logits, target, pad_idx, smoothing)
 
 
-def _check_loss_once(fn: Callable, name: str, sizes: dict, g: torch.Generator) -> None:
-    N, V, pad, eps = sizes["N"], sizes["vocab_size"], sizes["pad_idx"], sizes["smoothing"]
-    target = _labels(sizes, g)
-    call = (f"{name}(logits of shape ({N}, {V}), target of shape ({N},), pad_idx={pad}, "
-            f"smoothing={eps})")
+LOSS_MISTAKES = (
+    Mistake("You return one loss per position: sum them too (.sum() of everything).", "a loss per position",
+            stage="shape", shape=lambda p: (p.args[0].size(0),),
+            example=lambda z, t, pad, eps: -(smoothed_targets(t, z.size(-1), pad, eps, z.dtype) * z.log_softmax(-1)).sum(-1)),
+    Mistake("You return q * log p itself: the loss is minus its sum over positions and tokens.", "q * log p itself",
+            stage="shape", shape=lambda p: tuple(p.args[0].shape),
+            example=lambda z, t, pad, eps: -(smoothed_targets(t, z.size(-1), pad, eps, z.dtype) * z.log_softmax(-1))),
+    Mistake("Return a 0-dimensional tensor (.sum() gives one), not a tensor of one element.", "a tensor of one element",
+            stage="shape", shape=lambda p: (1,), example=lambda *a: course_loss(*a).reshape(1)),
+    *(Mistake(_joined(targets_message, reduction_message), f"{targets_name}, {reduction_name}",
+              like=_wrong_q(q, divide))
+      for targets_name, q, targets_message in _LOSS_TARGETS for reduction_name, divide, reduction_message in _REDUCTIONS
+      if (targets_name, reduction_name) != ("the course's targets", "the sum")),
+    Mistake(lambda p: (f"this is the KL divergence KL(q || p) = H(q, p) - H(q): it is below the course's loss by "
+                       f"H(q) = {_entropy_of_q(p.args[3], p.args[0].size(-1)):.4f} per real position ({int((p.args[1] != p.args[2]).sum())} "
+                       "here). It has the same gradients, but the course's loss is the cross-entropy H(q, p) = "
+                       "-(q * log_softmax(logits)).sum(), whose floor is H(q) (notebook 08, section 5); "
+                       "F.kl_div(log_p, q) is the KL."), "KL instead of cross-entropy", like=_kl),
+    Mistake("the sign is flipped: the loss is -(q * log p).sum(), a positive number.", "the sign",
+            like=_loss_of(lambda z: z.log_softmax(-1), -1.0)),
+    Mistake("log_softmax over the positions (dim=0): each position's distribution is over the tokens, the last "
+            "dimension: log_softmax(logits, dim=-1).", "log_softmax over the positions",
+            like=_loss_of(lambda z: z.log_softmax(0))),
+    Mistake("you multiplied q by the probabilities, not by their log: the loss is -(q * log_softmax(logits, "
+            "dim=-1)).sum().", "no log", like=_loss_of(lambda z: z.softmax(-1))),
+    Mistake("you multiplied q by the logits themselves: logits are not log-probabilities; take log_softmax(logits, "
+            "dim=-1) first.", "raw logits", like=_loss_of(lambda z: z)),
+    Mistake("", "a padding id written into the code", find=lambda found, p: _other_loss(found, p, pads=True),
+            example=lambda z, t, pad, eps: course_loss(z, t, 0, eps)),
+    Mistake("", "epsilon written into the code", find=lambda found, p: _other_loss(found, p, pads=False),
+            when=lambda p: p.args[3] != 0, example=lambda z, t, pad, eps: course_loss(z, t, pad, 0.1)),
+    Mistake("", "smoothing = 0 replaced by a default", find=lambda found, p: _other_loss(found, p, pads=False),
+            when=lambda p: p.args[3] == 0, example=lambda z, t, pad, eps: course_loss(z, t, pad, eps or 0.1)),
+    Mistake("", "log(softmax) that underflows", find=_unstable, when=lambda p: p.tags["kind"] == "wide",
+            example=_loss_of(lambda z: z.softmax(-1).log())),
+    Mistake("", "a max shift applied only to large logits", find=_unstable, when=lambda p: p.tags["kind"] == "low",
+            example=_max_shift_when_large),
+    Mistake("", "float64 logits computed in float32", find=_unstable, when=lambda p: p.tags["kind"] == "float64",
+            example=lambda z, t, pad, eps: course_loss(z.float(), t, pad, eps).to(z.dtype)),
+)
 
-    # 1. Ordinary logits, which carry gradients as the model's do.
-    logits = (torch.randn(N, V, generator=g) * 2).requires_grad_()
-    expected = _course_loss(logits.detach(), target, sizes)
-    _course_loss(logits.detach().double(), target, sizes)  # the course equals PyTorch's, exactly
-    got = _call_loss(fn, name, call, logits, target, sizes)
-    if not _same(got.detach(), expected, atol=1e-4):
-        for candidate, message in _loss_candidates(logits.detach().double(), target, sizes):
-            if _same(got.detach(), candidate, atol=1e-4):
-                raise ExerciseFailed(f"{name} returned {got.item():.4f}, the course's loss is "
-                                     f"{expected.item():.4f}: {message}")
-        _assert_close(got.detach(), expected, call, atol=1e-4)
-    if not got.requires_grad or got.grad_fn is None:
-        raise ExerciseFailed(
-            f"{name}'s loss has the right value but carries no gradient: training calls "
-            "loss.backward(), which needs the loss computed from the logits by torch operations. "
-            "Look for .item(), .tolist(), .detach(), torch.tensor(...) of a number, or a "
-            "torch.no_grad() block."
-        )
-    (grad,) = torch.autograd.grad(got, logits)
-    reference = logits.detach().clone().requires_grad_()
-    (expected_grad,) = torch.autograd.grad(_course_loss(reference, target, sizes), reference)
-    if not _same(grad, expected_grad):  # only then: _assert_close's torch.testing is slow to import
-        _assert_close(grad, expected_grad, f"the gradient of {name}'s loss for the logits")
-
-    # 2. Logits hundreds apart: exp underflows to 0 for most tokens, so log(softmax) is -inf.
-    wide = torch.randn(N, V, generator=g) * 150
-    expected = _course_loss(wide, target, sizes)
-    got = _call_loss(fn, name, call, wide, target, sizes).detach()
-    if not got.isfinite() or not _same(got, expected, atol=1e-3):
-        shown = f"{got.item():.4g}" if got.isfinite() else str(got.item())
-        raise ExerciseFailed(
-            f"with logits hundreds apart (as a confident model's are) {name} returned {shown}, the "
-            f"course's loss is {expected.item():.4f}: log(softmax(logits)) underflows. A "
-            "probability below about 1.4e-45 (e^-103.3, the smallest float32) is 0, so its log "
-            "is -inf (or, with a small number added, far too small), and 0 * -inf is NaN. Use "
-            "F.log_softmax(logits, dim=-1) (or logits - logits.logsumexp(-1, keepdim=True)), "
-            "which never takes the log of an exponential."
-        )
-
-    # 3. Logits far below zero: exp underflows to 0 for every token unless the maximum is
-    # subtracted first, whatever the size of the logits.
-    low = torch.randn(N, V, generator=g) * 2 - 200
-    expected = _course_loss(low, target, sizes)
-    got = _call_loss(fn, name, call, low, target, sizes).detach()
-    if not got.isfinite():
-        raise ExerciseFailed(
-            f"with every logit far below zero (about -200) {name} returned {got.item()}, the "
-            f"course's loss is {expected.item():.4f}: e^-200 underflows to 0 in float32 for "
-            "every token, so the log of their sum is -inf. A shift by the row's maximum applied "
-            "only when the logits are large (against overflow) misses this case: subtract the "
-            "maximum always (logits - logits.max(-1, keepdim=True).values), or use "
-            "F.log_softmax(logits, dim=-1)."
-        )
-    _assert_close(got, expected, f"{call}, with logits far below zero (about -200)", atol=1e-3)
-
-
-def _check_loss_float64(fn: Callable, name: str, sizes: dict, g: torch.Generator) -> None:
-    """float64 logits far from zero (about 1e5, where float32 keeps 2 or 3 decimals): the loss
-    must be float64 and as precise as the course's, up to a q built in float32, which is exact
-    to 1e-7."""
-    N, V, pad, eps = sizes["N"], sizes["vocab_size"], sizes["pad_idx"], sizes["smoothing"]
-    target = _labels(sizes, g)
-    logits = torch.randn(N, V, generator=g, dtype=torch.float64) * 2 + 1e5
-    call = (f"{name}(float64 logits of shape ({N}, {V}), each about 1e5, target of shape ({N},), "
-            f"pad_idx={pad}, smoothing={eps})")
-    expected = _course_loss(logits, target, sizes)  # float64, checked against F.cross_entropy
-    got = _call_loss(fn, name, call, logits, target, sizes).detach()  # float64, or named
-    if torch.allclose(got, expected, atol=1e-6, rtol=1e-6):
-        return
-    if got.isfinite() and abs(got.item() - expected.item()) < 0.5:
-        raise ExerciseFailed(
-            f"{call} returned {got.item():.6f}, the course's loss is {expected.item():.6f}: your "
-            "loss of float64 logits has float32's precision (float32 keeps only 2 or 3 decimals "
-            "of numbers near 1e5). A step computes in float32 and converts back: a .float() on "
-            "the logits or the log-probabilities, or a tensor of logits created without "
-            "dtype=. Keep the logits' dtype throughout (q may be float32: q.to(logits.dtype))."
-        )
-    _assert_close(got, expected, call, atol=1e-6)
-
-def _loss_hint(passed: list, sizes: dict, message: str) -> str:
-    return _hard_coded_hint(passed, sizes, message,
-                            "Read N and V from logits.shape and use the pad_idx and smoothing "
-                            "arguments.")
+LOSS = Declaration(
+    check="check_label_smoothing_loss", function="label_smoothing_loss", roles=("logits", "target", "pad_idx", "smoothing"),
+    reference=course_loss, probes=_loss_probes, mistakes=LOSS_MISTAKES, returns=Tensor("the loss"),
+    sizes_fix=_edge_hint("Read N and V from logits.shape and use the pad_idx and smoothing arguments."),
+    passed=("check_label_smoothing_loss passed: {name} sums -q log p over the positions as "
+            "annotated.label_smoothing.LabelSmoothingLoss does (which equals F.cross_entropy with label_smoothing = "
+            "eps V / (V - 2) plus the padding correction), with its gradient, and stays finite for logits hundreds "
+            f"apart and far below zero, for {len(LOSS_SIZES)} sets of sizes, for smoothing = 0 and for a single "
+            "position; float64 logits give a float64 loss."),
+)
 
 
 def check_label_smoothing_loss(label_smoothing_loss: Callable) -> None:
     """Check ``label_smoothing_loss(logits, target, pad_idx, smoothing)``, the label-smoothed
     cross-entropy summed over positions, against ``annotated.label_smoothing.LabelSmoothingLoss``
-    (itself checked, in float64, against ``F.cross_entropy`` with the soft target q, and with
-    ``label_smoothing = eps V / (V - 2)`` plus the padding correction), on ``LOSS_SIZES``:
-    ordinary logits, whose gradient is compared too, logits hundreds apart and logits far below
-    zero; then float64 logits about 1e5 (the loss float64, at float64 precision), and the edge
-    cases ``NO_SMOOTHING`` and ``ONE_POSITION``.
+    (which tests/test_declarations_08_12.py compares, in float64, with ``F.cross_entropy`` with the
+    soft target q, and with ``label_smoothing = eps V / (V - 2)`` plus the padding correction), on
+    ``LOSS_SIZES``: ordinary logits, whose gradient is compared too, logits hundreds apart and
+    logits far below zero; then float64 logits about 1e5 (the loss float64, at float64
+    precision), and the edge cases ``NO_SMOOTHING`` and ``ONE_POSITION``.
 
     Diagnoses: an input changed in place, a result that is not a 0-d tensor of the logits'
     dtype (a loss per position, q * log p itself), the mistakes of exercise 8.1 seen through
@@ -533,24 +540,7 @@ def check_label_smoothing_loss(label_smoothing_loss: Callable) -> None:
     that underflows, a max shift applied only to large logits, float64 logits turned into a
     float32 loss or computed in float32, and smoothing = 0 replaced by a default.
     """
-    name = _function(label_smoothing_loss, "check_label_smoothing_loss", "label_smoothing_loss")
-    g = torch.Generator().manual_seed(1)
-
-    def once(sizes: dict) -> None:
-        _check_loss_once(label_smoothing_loss, name, sizes, g)
-
-    _run_on_all_sizes(once, LOSS_SIZES, _loss_hint)
-    _check_loss_float64(label_smoothing_loss, name, LOSS_SIZES[0], g)
-    _edge_case(once, NO_SMOOTHING)
-    _edge_case(once, ONE_POSITION)
-    print(
-        f"check_label_smoothing_loss passed: {name} sums -q log p over the positions as "
-        "annotated.label_smoothing.LabelSmoothingLoss does (which equals F.cross_entropy with "
-        "label_smoothing = eps V / (V - 2) plus the padding correction), with its gradient, and "
-        "stays finite for logits hundreds apart and far below zero, for "
-        f"{len(LOSS_SIZES)} sets of sizes, for smoothing = 0 and for a single position; float64 "
-        "logits give a float64 loss."
-    )
+    check(LOSS, label_smoothing_loss)
 
 
 # ---------------------------------------------------------------- 8.3 rate
@@ -1029,3 +1019,6 @@ def check_teacher_forcing_loss(teacher_forcing_loss: Callable) -> None:
         "in evaluation mode, leaves the model's mode alone and lets gradients reach the model; "
         "a float64 model gives a float64 loss."
     )
+
+
+DECLARATIONS = {d.check: d for d in (TARGETS, LOSS)}
