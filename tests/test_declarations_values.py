@@ -4,8 +4,10 @@ of this file's own: the engine names a wrong type, compares exactly (floats with
 NaN equal to NaN), finds the known mistakes on them, and the grader's record carries them as
 data that torch.load(weights_only=True) reads back."""
 
+import functools
 import io
 import math
+import re
 
 import numpy as np
 import pytest
@@ -184,7 +186,103 @@ def test_a_tensor_contract_still_names_a_plain_list_or_number():
     decl = Declaration(check="check_t", function="t", roles=("x",), reference=lambda x: x * 2,
                        probes=lambda device: [Probe((torch.ones(2),), "{what} of {name}")],
                        returns=Tensor("the doubled tensor"))
-    with pytest.raises(Failure, match=r"as a tensor, got list of length 2: return the tensor itself, not a list"):
+    with pytest.raises(Failure, match=r"as a tensor, got a list of 2 numbers: return them as one tensor, torch\.stack"):
         engine.run(decl, lambda x: (x * 2).tolist())
     with pytest.raises(Failure, match=r"got float: keep to torch operations"):
         engine.run(decl, lambda x: 2.0)
+
+
+# ---------------------------------------------------------------- modules and functions as arguments
+
+
+def _layer(in_features, out_features, dtype=torch.float32):
+    layer = record.build("torch.nn.Linear", in_features=in_features, out_features=out_features)
+    return layer.to(dtype)
+
+
+def _apply_probes(device):
+    torch.manual_seed(0)
+    x = torch.randn(3, 4)
+    return [Probe((_layer(4, 2), x), "{what} of {name}(Linear(4, 2), x of shape (3, 4))", sizes=dict(n=4)),
+            Probe((_layer(5, 3).double(), torch.randn(2, 5).double()), "{what} of {name}(Linear(5, 3), float64 x)",
+                  grad=(0, 1), sizes=dict(n=5)),
+            Probe((_layer(4, 2).eval().requires_grad_(False), x),  # a module in grad: its parameters require it
+                  "{what} of {name}(Linear(4, 2) in evaluation mode, x)", grad=(0,))]
+
+
+APPLY = Declaration(check="check_apply", function="apply", roles=("layer", "x"), reference=lambda layer, x: layer(x),
+                    probes=_apply_probes, returns=Tensor("the output", like=1),
+                    mistakes=(Mistake("the bias is missing", "no bias", like=lambda layer, x: x @ layer.weight.T),))
+TWICE = Declaration(
+    check="check_twice", function="twice", roles=("f", "x"), reference=lambda f, x: f(f(x)),
+    probes=lambda device: [Probe((torch.tanh, torch.linspace(-2, 2, 5)), "{what} of {name}(tanh, x)"),
+                           Probe((functools.partial(torch.clamp, min=0.5), torch.linspace(-2, 2, 5)),
+                                 "{what} of {name}(clamp at 0.5, x)")],
+    returns=Tensor("the result", like=1),
+    mistakes=(Mistake("you applied f once", "once", like=lambda f, x: f(x)),))
+
+
+def _graded(decl, fn, tmp_path):
+    probes, plan = engine.plan(decl)
+    torch.save(plan, tmp_path / "plan.pt")
+    record.record_file({decl.function: fn}, decl.function, str(tmp_path / "plan.pt"), str(tmp_path / "out.pt"))
+    return engine.judge_record(decl, probes, torch.load(tmp_path / "out.pt", weights_only=True))
+
+
+@pytest.mark.parametrize("decl", [APPLY, TWICE], ids=lambda d: d.check)
+def test_module_and_function_arguments_travel_as_data_and_the_reference_passes(decl, tmp_path):
+    engine.run(decl, decl.reference)
+    assert _graded(decl, decl.reference, tmp_path).verdict == "passed"
+    wrong = decl.mistakes[0].like
+    verdict = _graded(decl, wrong, tmp_path)
+    assert verdict.mistake == decl.mistakes[0].name
+    with pytest.raises(Failure) as caught:
+        engine.run(decl, wrong)
+    assert str(caught.value) == verdict.diagnosis
+
+
+def _cut(layer, x):
+    return torch.nn.functional.linear(x, layer.weight, layer.bias.detach())
+
+
+def _switched(layer, x):
+    layer.train()
+    return layer(x)
+
+
+@pytest.mark.parametrize("wrong, message", [
+    (_cut, r"no gradient reaches layer's bias through the output of _cut"),
+    (lambda layer, x: layer(x) + 0 * layer.weight.sum() + layer.bias.detach() - layer.bias.detach(),
+     r"^$|passed"),
+    (_switched, r"_switched switched the model from evaluation mode to training mode"),
+])
+def test_a_module_arguments_gradients_and_mode_are_judged_in_the_notebook_and_by_the_grader(wrong, message,
+                                                                                             tmp_path):
+    verdict = _graded(APPLY, wrong, tmp_path)
+    if message == r"^$|passed":  # the same gradients by another way: passes
+        assert verdict.verdict == "passed", verdict.diagnosis
+        return
+    assert re.search(message, verdict.diagnosis), verdict.diagnosis
+    with pytest.raises(Failure, match=message):
+        engine.run(APPLY, wrong)
+
+
+def test_a_module_argument_is_built_again_with_its_numbers_dtype_flags_and_mode():
+    layer = _layer(3, 2).double().eval()
+    layer.bias.requires_grad_(False)
+    buffer = io.BytesIO()
+    torch.save(record.encode(layer), buffer)
+    buffer.seek(0)
+    again = record.decode(torch.load(buffer, weights_only=True))
+    assert type(again) is torch.nn.Linear and not again.training and again.weight.dtype == torch.float64
+    assert torch.equal(again.weight, layer.weight) and again is not layer
+    assert again.weight.requires_grad and not again.bias.requires_grad
+    with pytest.raises(TypeError, match="make it with record.build"):
+        record.encode(torch.nn.Linear(2, 2))
+    with pytest.raises(TypeError, match="cannot be sent as data"):
+        record.encode(lambda x: x)
+    with pytest.raises(ValueError, match="annotated or torch only"):
+        record.decode({"call": "os.system"})
+    assert record.describe(layer) | {"module": ""} == {
+        "kind": "module", "type": "Linear", "module": "", "training": False,
+        "parameters": {"weight": [2, 3], "bias": [2]}}

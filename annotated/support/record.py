@@ -15,6 +15,7 @@ Kept light: it imports torch and the standard library only.
 """
 
 import functools
+import importlib
 import inspect
 import linecache
 import os
@@ -95,6 +96,9 @@ def describe(value, depth: int = 0) -> dict:
         return {"kind": "sequence", "type": type(value).__name__, "length": len(value),
                 "items": [describe(item, depth + 1) for item in list(value)[:32]]}
     found = {"kind": "object", "type": type(value).__name__, "module": type(value).__module__}
+    if isinstance(value, torch.nn.Module):  # a module by its class, its parameters' shapes and its mode
+        found |= {"kind": "module", "training": bool(value.training),
+                  "parameters": {n: list(t.shape) for n, t in value.named_parameters()}}
     if type(value).__module__ == "numpy" and getattr(value, "ndim", None) == 0:
         found["value"] = _plain(value.item(), [1, 200])  # a NumPy number
     try:
@@ -104,10 +108,68 @@ def describe(value, depth: int = 0) -> dict:
     return found
 
 
+# ---------------------------------------------------------------- arguments as data
+
+_IMPORTABLE = ("annotated.", "torch.")  # where a module or a function argument may come from
+
+
+def _imported(path: str):
+    """The object of the dotted ``path`` (a module's attribute, or one of its classes' own)."""
+    if not path.startswith(_IMPORTABLE):
+        raise ValueError(f"a probe's argument comes from annotated or torch only, not {path!r}")
+    parts = path.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        try:
+            found = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for name in parts[cut:]:
+            found = getattr(found, name)
+        return found
+    raise ImportError(path)
+
+
+def build(path: str, /, **kwargs):
+    """``path(**kwargs)``, a module or a function a factory returns (a ``sample`` that draws
+    from a seeded generator), that remembers how it was built: :func:`encode` sends it as that
+    recipe (a module with its parameters and buffers, whether each requires grad, and each
+    submodule's training flag), and :func:`decode` builds it again in the kernel. What it
+    keeps in a list ``calls`` (what it was called with) is recorded after each call."""
+    made = _imported(path)(**kwargs)
+    made._recipe = {"build": path, "kwargs": kwargs}
+    return made
+
+
+def _path(fn) -> str | None:
+    """The dotted name under which ``fn`` is found (torch's own functions by their module and name)."""
+    module = getattr(fn, "__module__", None)
+    for name in (getattr(fn, "__qualname__", None), getattr(fn, "__name__", None)):
+        try:
+            if module and name and _imported(f"{module}.{name}") is fn:
+                return f"{module}.{name}"
+        except (ValueError, ImportError, AttributeError):
+            pass
+    return None
+
+
 def encode(value):
     """An argument of a probe as data: a tensor with its layout in memory (the numbers of the
     part of its storage it spans, its strides and offset), so that a transposed view arrives as
-    one; on 'meta' by its shape and dtype alone."""
+    one; on 'meta' by its shape and dtype alone. A module or a function made by :func:`build`
+    by its recipe; a function of annotated or torch by its dotted name (a functools.partial of
+    one with its arguments); a dict with its keys as they are (strings, numbers)."""
+    recipe = getattr(value, "_recipe", None)
+    if recipe is not None:
+        found = {"build": recipe["build"], "kwargs": encode(recipe["kwargs"])}
+        if isinstance(value, torch.nn.Module):
+            found |= {"state": {k: encode(v) for k, v in value.state_dict().items()},
+                      "requires_grad": {n: t.requires_grad for n, t in value.named_parameters()},
+                      "training": {n: m.training for n, m in value.named_modules()}}
+        return found
+    if isinstance(value, functools.partial) and _path(value.func):
+        return {"call": _path(value.func), "args": encode(value.args), "kwargs": encode(value.keywords)}
+    if callable(value) and not isinstance(value, torch.nn.Module) and _path(value):
+        return {"call": _path(value)}
     if torch.is_tensor(value):
         found = {"shape": list(value.shape), "dtype": _dtype_name(value.dtype), "device": str(value.device),
                  "requires_grad": bool(value.requires_grad), "tensor": torch.zeros(0), "stride": None}
@@ -126,11 +188,12 @@ def encode(value):
         return {"torch_device": str(value)}
     if isinstance(value, (tuple, list)):
         return {"sequence": type(value).__name__, "items": [encode(v) for v in value]}
-    if isinstance(value, dict):  # its keys as they are: strings, numbers
+    if isinstance(value, dict):
         return {"mapping": {k: encode(v) for k, v in value.items()}}
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
-    raise TypeError(f"a probe's argument cannot be sent as data: {type(value).__name__}")
+    raise TypeError(f"a probe's argument cannot be sent as data: {type(value).__name__} (a module or a function: "
+                    "make it with record.build, or name a function of annotated or torch)")
 
 
 def decode(value):
@@ -155,6 +218,18 @@ def decode(value):
         return tuple(items) if value["sequence"] == "tuple" else items
     if "mapping" in value:
         return {k: decode(v) for k, v in value["mapping"].items()}
+    if "call" in value:
+        fn = _imported(value["call"])
+        return functools.partial(fn, *decode(value["args"]), **decode(value["kwargs"])) if "args" in value else fn
+    if "build" in value:
+        made = build(value["build"], **decode(value["kwargs"]))
+        if isinstance(made, torch.nn.Module):
+            made.load_state_dict({k: decode(v) for k, v in value["state"].items()}, assign=True)
+            for n, t in made.named_parameters():
+                t.requires_grad_(value["requires_grad"][n])
+            for n, m in made.named_modules():
+                m.training = value["training"][n]
+        return made
     raise ValueError(f"not an encoded argument: {sorted(value)}")
 
 
@@ -205,7 +280,9 @@ def _flat(result) -> list:
 
 def _gradients(result, leaves: list) -> dict:
     """Whether the result requires grad, and the gradient of a fixed weighted sum of it with
-    respect to each leaf (``torch.autograd.grad``: no ``.grad`` changes)."""
+    respect to each leaf (``torch.autograd.grad``: no ``.grad`` changes): a tensor, or a module,
+    whose gradients are a dict, parameter name -> gradient."""
+    named = [dict(leaf.named_parameters()) if isinstance(leaf, torch.nn.Module) else {None: leaf} for leaf in leaves]
     tensors = _flat(result)
     if not any(t.requires_grad for t in tensors):
         return {"requires_grad": False}
@@ -215,21 +292,28 @@ def _gradients(result, leaves: list) -> dict:
             weights = torch.arange(t.numel(), dtype=t.dtype, device=t.device) % 7 - 3
             total = total + (t * weights.view(t.shape)).sum()
     try:
-        grads = torch.autograd.grad(total, leaves, allow_unused=True)
+        grads = iter(torch.autograd.grad(total, [t for n in named for t in n.values()], allow_unused=True))
     except RuntimeError as err:
         return {"requires_grad": True, "error": str(err)}
-    return {"requires_grad": True,
-            "grads": [None if g is None else g.detach().to("cpu").clone() for g in grads]}
+    found = [{k: None if g is None else g.detach().to("cpu").clone() for k, g in zip(n, grads)} for n in named]
+    return {"requires_grad": True, "grads": [g[None] if None in g else g for g in found]}
+
+
+def _calls(arg) -> dict | None:
+    """What an argument made by :func:`build` kept of its calls (its list ``calls``), as data."""
+    calls = getattr(arg, "calls", None) if hasattr(arg, "_recipe") else None
+    return describe(list(calls)) if isinstance(calls, list) else None
 
 
 def call(fn, args: tuple, grad: tuple = (), again: tuple | None = None) -> dict:
     """Call ``fn(*args)`` and describe what happened. ``grad``: the arguments made to require
     grad, whose gradients are recorded; ``again``: the arguments of a second call, after which
     the first result is described once more (a function that keeps its result between calls
-    changes it)."""
+    changes it). A module in ``grad`` has its parameters require grad, and their gradients are
+    recorded; an argument made by :func:`build` that keeps a list ``calls`` has it recorded."""
     args = list(args)
     for i in grad:
-        args[i] = args[i].detach().requires_grad_()
+        args[i] = args[i].requires_grad_() if isinstance(args[i], torch.nn.Module) else args[i].detach().requires_grad_()
     record = {"layout_before": [_layout(a) for a in args], "modes_before": [_modes(a) for a in args]}
     try:
         result = fn(*args)
@@ -240,6 +324,7 @@ def call(fn, args: tuple, grad: tuple = (), again: tuple | None = None) -> dict:
         return record
     record["inputs_after"] = [_after(a) for a in args]
     record["modes_after"] = [_modes(a) for a in args]
+    record["calls_of"] = [_calls(a) for a in args]
     record["result"] = describe(result)
     if grad:
         record["gradients"] = _gradients(result, [args[i] for i in grad])

@@ -22,6 +22,7 @@ the records in its own process (:func:`judge_record`): nothing the notebook rede
 the verdict.
 """
 
+import copy
 import io
 import math
 import re
@@ -150,7 +151,9 @@ class Mistake:
     probe's inputs equals the learner's, on the items ``items`` of a tuple), by ``shape`` (the
     probe -> the shape the learner's result, or item ``item``, has) or by ``find`` (the
     learner's result or item as data, ``found["shape"]``, ``found["values"]`` (None on 'meta'),
-    and the probe -> a message, or None). ``stage``: "shape"
+    ``found["calls"]`` (for each argument made by ``record.build``, what it kept of its calls, as
+    data, or None), and the probe -> a message, or None); ``generic``: a size written into the
+    code may explain it too (the sets of sizes that passed are named). ``stage``: "shape"
     adds the message to the report of a wrong shape; "value" (the default) is the whole message,
     when the shape is right and the numbers differ. ``when``: the probes it is tried on.
     ``name``: the mistake in a few words, without the fix (``--feedback diagnosis``).
@@ -175,6 +178,7 @@ class Mistake:
     prefix: str = ""
     source: str | None = None
     error: str | None = None
+    generic: bool = False
 
     def text(self, probe: Probe) -> str:
         return self.message(probe) if callable(self.message) else self.message
@@ -211,6 +215,10 @@ class Failure(ExerciseFailed):
 
 
 def _clone(value):
+    if hasattr(value, "_recipe"):  # built again from its recipe, as the kernel does
+        return recorder.decode(recorder.encode(value))
+    if isinstance(value, torch.nn.Module):
+        return copy.deepcopy(value)
     if torch.is_tensor(value):
         return value.detach().clone()
     if isinstance(value, tuple):
@@ -456,6 +464,12 @@ def _not_a_tensor(found: dict, name: str, what: str, kind: str) -> Failure | Non
     if failure:
         return failure
     hint = ""
+    numbers = found["kind"] == "value" and found["type"] in ("list", "tuple") and all(
+        isinstance(v, (int, float)) for v in found["value"])
+    if numbers:
+        return Failure(f"{name} should return {what} as {kind or 'a'} tensor, got a {found['type']} of "
+                       f"{found['length']} numbers: return them as one tensor, torch.stack([...]) of the tensors "
+                       "(keep them tensors, without .item())", "not a tensor")
     if found["kind"] == "sequence" or found["type"] in ("list", "tuple"):
         hint = f" of length {found['length']}: return the tensor itself, not a {found['type']}"
     elif found.get("module") == "numpy" or found["type"] in ("int", "float", "bool"):
@@ -579,6 +593,15 @@ _CUT = ("A function used in training must let gradients flow: remove @torch.no_g
         ".item(), .numpy() or torch.tensor(...) of computed numbers, which cut the graph.")
 
 
+def _named_grads(probe: Probe, grads: list, roles: tuple) -> list:
+    """(the argument, or a module argument's parameter, in words; its gradient) for each gradient."""
+    named = []
+    for i, grad in zip(probe.grad, grads):
+        role = roles[i] if i < len(roles) else f"argument {i + 1}"
+        named += ([(f"{role}'s {k}", g) for k, g in grad.items()] if isinstance(grad, dict) else [(role, grad)])
+    return named
+
+
 def _gradients(found: dict, probe: Probe, name: str, what: str, roles: tuple) -> Failure | None:
     if not found["requires_grad"]:
         return Failure(f"{name} returned {what} without a gradient (requires_grad is False) for inputs "
@@ -594,8 +617,7 @@ def _gradients(found: dict, probe: Probe, name: str, what: str, roles: tuple) ->
             "would stop with \"one of the variables needed for gradient computation has been "
             "modified by an inplace operation\". Use the operation that returns a new tensor: "
             "weights = weights.masked_fill(...).", "a tensor changed in place after use")
-    for i, grad in zip(probe.grad, found["grads"]):
-        role = roles[i] if i < len(roles) else f"argument {i + 1}"
+    for role, grad in _named_grads(probe, found["grads"], roles):
         if grad is None or not grad.any():
             return Failure(f"no gradient reaches {role} through {what} of {name}: part of the computation is "
                            f"cut from the graph. {_CUT}", "no gradient")
@@ -609,15 +631,12 @@ def _gradients_differ(decl: Declaration, probe: Probe, found: dict, name: str, w
                       roles: tuple) -> Failure | None:
     """The learner's gradients (of the recorder's fixed weighted sum of the result) against the
     reference's on the same inputs: a graph cut in part (a .detach() on one path) shows here."""
-    args = list(_clone(probe.args))
-    for i in probe.grad:
-        args[i] = args[i].detach().requires_grad_()
     with torch.enable_grad():
-        theirs = recorder._gradients(decl.reference(*args), [args[i] for i in probe.grad])
-    for i, mine, ref in zip(probe.grad, found["grads"], theirs.get("grads", [])):
+        theirs = recorder.call(decl.reference, _clone(probe.args), probe.grad).get("gradients", {})
+    for (role, mine), (_, ref) in zip(_named_grads(probe, found["grads"], roles),
+                                      _named_grads(probe, theirs.get("grads", []), roles)):
         precision = "float64" if ref is not None and ref.dtype == torch.float64 else "float32"
         if ref is not None and mine is not None and not _equal(mine, ref, precision):
-            role = roles[i] if i < len(roles) else f"argument {i + 1}"
             return Failure(
                 f"the gradient of {what} of {name} with respect to {role} differs from the course's (by up to "
                 f"{float((mine.double() - ref.double()).abs().max()):.2g}): part of the computation is cut from "
@@ -853,6 +872,7 @@ def judge(decl: Declaration, probe: Probe, done: dict, name: str, signature, ref
     got = _structure(decl, done["result"], name)
     if isinstance(got, Failure):
         raise got
+    got = [dict(f, calls=done.get("calls_of")) for f in got]  # what the arguments kept of their calls
     whats = [c.label or c.what for c in contracts]
     for contract, found in zip(contracts, got):
         what = contract.what
@@ -890,7 +910,7 @@ def judge(decl: Declaration, probe: Probe, done: dict, name: str, signature, ref
                     if mistake.stage == "value":
                         text = _matches(mistake, got, candidates, None, source)
                         if text:
-                            raise Failure(mistake.prefix + text, mistake.name, mistake=mistake)
+                            raise Failure(mistake.prefix + text, mistake.name, mistake.generic, mistake)
             for contract, found, wanted, what, p in zip(contracts, got, expected, whats, precision):
                 if _agrees(contract, found, wanted, p):
                     continue
