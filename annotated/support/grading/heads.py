@@ -20,7 +20,7 @@ import torch
 from annotated.alignment import NULL, train_ibm_model1
 from annotated.bpe import JOIN
 from annotated.heads import (
-    collect_attention, head_statistics, sentence_attention, teacher_forced_batches, to_words, word_ids,
+    collect_attention, sentence_attention, teacher_forced_batches, to_words, word_ids,
 )
 from annotated.support.grading.core import _hard_coded_hint
 from annotated.support.grading.engine import Declaration, Mistake, Probe, Tensor, _equal, check
