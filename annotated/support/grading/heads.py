@@ -901,8 +901,8 @@ def check_em_step(em_step: Callable) -> None:
     normalized over the English words or over the whole pair, a repeated word counted once
     (`counts[idx] += ...` with repeated indices, or sets of words), the given t ignored,
     probabilities below float32's range lost (float32 counts or steps, an eps added to the sum,
-    probabilities clamped), counts made in float32 (float32's precision), a result that a second
-    call overwrites, and sizes written into the code.
+    probabilities clamped), counts made in float32, a result that a second call overwrites,
+    and sizes written into the code.
     """
     check(EM, em_step)
 
