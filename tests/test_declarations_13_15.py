@@ -1,13 +1,15 @@
 """The references of the declared checks of notebooks 13-15 agree, on every probe, with another
 form of the same computation: the band with blocks of ones (torch.kron), Linformer with E = F = I
 with PyTorch's attention, the skew with the explicit gather of relative logits, the rotation with
-complex numbers and with the course's float32 angles."""
+complex numbers and with the course's float32 angles, the count of a row of Table 3 by formula with
+the parameters of the model make_variant builds."""
 
 import torch
 
 from annotated.relative_positions import naive_relative_logits
 from annotated.rotary import rotate
-from annotated.support.grading import cost, positions
+from annotated.support.grading import cost, positions, variations
+from annotated.variations import table3_parameters
 
 
 def test_the_band_reference_is_blocks_of_ones_on_every_probe():
@@ -53,3 +55,11 @@ def test_the_rotation_reference_is_multiplication_by_complex_numbers_and_the_cou
         assert torch.allclose(reference.double(), by_complex, atol=1e-6 if x.dtype == torch.float64 else 1e-5)
         # The course's rotate takes float32 angles: within the probe's tolerance, which grows with L.
         assert (rotate(x).double() - reference.double()).abs().max() <= probe.precision, probe.label
+
+
+def test_the_row_count_formula_is_the_parameters_of_the_model_make_variant_builds_on_every_probe():
+    for probe in variations.ROW.probes(None):
+        vocab_size, *rest = probe.args
+        sizes = dict(zip(("N", "d_model", "d_ff", "h"), rest))
+        built = table3_parameters(vocab_size, rest[4] if len(rest) > 4 else None, **sizes)
+        assert variations.course_row_parameters(*probe.args) == built, probe.label

@@ -101,7 +101,7 @@ def row_by_shapes(vocab_size, N=6, d_model=512, d_ff=2048, h=8, d_k=None):  # ri
     return sum(math.prod(s) for s in shapes)
 
 
-def row_numpy(vocab_size, N=6, d_model=512, d_ff=2048, h=8, d_k=None):  # right: a numpy integer
+def row_numpy(vocab_size, N=6, d_model=512, d_ff=2048, h=8, d_k=None):  # a numpy integer, not an int
     return np.int64(row(vocab_size, N, d_model, d_ff, h, d_k))
 
 
@@ -336,18 +336,23 @@ WRONG_ANSWERS = [
     (check_row_parameters, wrong_row(default_d_k=lambda d, h: d // 8), r"d_model // 8, the base model's h written"),
     (check_row_parameters, wrong_row(decoder_attentions=1, decoder_norms=2), r"decoder layer with 2 sublayers"),
     (check_row_parameters, wrong_row(decoder_attentions=1), r"encoder-decoder attention is missing"),
-    (check_row_parameters, wrong_row(full_heads=True), r"\(base\); .*its own d_model x d_model matrices"),
+    (check_row_parameters, wrong_row(full_heads=True),
+     r"\(\(C\) d_model=256\); .*its own d_model x d_model matrices"),
     (check_row_parameters, wrong_row(layers=1), r"one layer per stack"),
     (check_row_parameters, wrong_row(generator_bias=False, tables=2),
      r"two things: the generator's bias is missing.*and the vocabulary table is counted twice"),
-    (check_row_parameters, row_with_float_heads, r"returned a float, .*d_model // h rather than d_model / h"),
-    (check_row_parameters, row_as_tensor, r"returned a tensor; return the count as a Python int"),
-    (check_row_parameters, row_by_building, r"builds modules \(EncoderDecoder and \d+ other kinds of module\)"),
-    (check_row_parameters, row_base_written_in, r"gives 63,119,496 for every row.*written into your code"),
+    (check_row_parameters, row_with_float_heads,
+     r"should return the count as an int \(a whole number\), got a float, .*// for a whole division"),
+    (check_row_parameters, row_as_tensor, r"got a tensor of shape \(\): return a Python int"),
+    (check_row_parameters, row_by_building, r"builds modules to count their parameters \(it calls table3_parameters\("),
+    (check_row_parameters, row_base_written_in,
+     r"gives 63,119,496, the base model's count, for \(C\) d_model=256.*written into your code"),
     (check_row_parameters, row_vocab_written_in,
-     r"(?s)counts .* parameters \(small sizes, d_k given\).*passed with every row of Table 3 at the paper's "
+     r"(?s)mismatch in the count of row_vocab_written_in\(vocab_size=11.*\(small sizes, d_k given\).*passed with every "
+     r"row of Table 3 at the paper's "
      r"sizes but not with \(vocab_size=11.*written into your code"),
-    (check_row_parameters, row_other_defaults, r"row_other_defaults\(37000\) counts .* defaults of the exercise"),
+    (check_row_parameters, row_numpy, r"got an int64: return a Python int, int\(\.\.\.\) of it"),  # -> int, as asked
+    (check_row_parameters, row_other_defaults, r"row_parameters\(37000\) counts .* defaults of the exercise"),
     (check_paired_test, not_done, "not done yet|NotImplementedError"),
     (check_paired_test, paired_recipe(critical=lambda f, n: stats.norm.ppf(0.975), p_of=lambda t, f, n: 2 * stats.norm.sf(abs(t))),
      r"the normal distribution instead of Student's t"),
@@ -411,7 +416,6 @@ def test_each_wrong_answer_gets_its_diagnosis(check, answer, message):
 RIGHT_ANSWERS = [
     (check_row_parameters, wrong_row()),  # the piece-by-piece count with no mistake switched on
     (check_row_parameters, row_in_one_expression), (check_row_parameters, row_by_shapes),
-    (check_row_parameters, row_numpy),
     (check_paired_test, paired_test), (check_paired_test, paired_recipe()), (check_paired_test, paired_by_numpy),
     (check_paired_test, paired_by_statistics), (check_paired_test, paired_by_torch),
     (check_holm, holm), (check_holm, holm_while), (check_holm, holm_by_numpy), (check_holm, holm_adjusted),

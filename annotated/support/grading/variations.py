@@ -12,7 +12,6 @@ threshold (numbers exact in binary floating point), which are rejected.
 """
 
 import copy
-import functools
 import itertools
 import math
 import numbers
@@ -21,20 +20,25 @@ from collections.abc import Callable, Mapping
 from collections.abc import Set as AbstractSet
 
 import torch
-import torch.nn as nn
 from scipy import stats
 
 from annotated.support.grading.core import (
     ExerciseFailed, _call, _function, _generic, _hard_coded_hint, _run_on_all_sizes,
 )
+from annotated.support.grading.engine import Declaration, Mistake, Probe, Value, check
 from annotated.variations import FAMILY_ALPHA, holm, paired_test, table3_parameters
 
 # ---------------------------------------------------------------- sizes
 
 # Every row of the paper's Table 3 whose count differs in kind (rows D and E change no size; E's
-# learned table is not part of this exercise): (label, vocab_size, N, d_model, d_ff, h, d_k).
+# learned table is not part of this exercise): (label, vocab_size, N, d_model, d_ff, h, d_k). A known
+# mistake is named from the first row where the count is wrong, so the rows come in an order where no
+# two of them give the same count at that row (at the base, forgetting the norms removes as many numbers
+# as forgetting the feed-forward biases; on (A) h=1, d_k = 64 and d_model // 8 agree): tested.
 PAPER_VOCAB = 37000
 PAPER_ROWS = [
+    ("(C) d_model=256", PAPER_VOCAB, 6, 256, 2048, 8, None),
+    ("big", PAPER_VOCAB, 6, 1024, 4096, 16, None),
     ("base", PAPER_VOCAB, 6, 512, 2048, 8, None),
     ("(A) h=1", PAPER_VOCAB, 6, 512, 2048, 1, None),
     ("(A) h=4", PAPER_VOCAB, 6, 512, 2048, 4, None),
@@ -45,11 +49,9 @@ PAPER_ROWS = [
     ("(C) N=2", PAPER_VOCAB, 2, 512, 2048, 8, None),
     ("(C) N=4", PAPER_VOCAB, 4, 512, 2048, 8, None),
     ("(C) N=8", PAPER_VOCAB, 8, 512, 2048, 8, None),
-    ("(C) d_model=256", PAPER_VOCAB, 6, 256, 2048, 8, None),
     ("(C) d_model=1024", PAPER_VOCAB, 6, 1024, 2048, 8, None),
     ("(C) d_ff=1024", PAPER_VOCAB, 6, 512, 1024, 8, None),
     ("(C) d_ff=4096", PAPER_VOCAB, 6, 512, 4096, 8, None),
-    ("big", PAPER_VOCAB, 6, 1024, 4096, 16, None),
 ]
 # Small sizes, each tried with its d_k and with d_k=None (d_model // h = 6, 2 and 10). Within a set
 # every size differs, from one set to the next every size changes.
@@ -222,151 +224,147 @@ _GROUPS = {"no_bias": {"attention bias", "ff bias", "generator bias"}, "no_atten
            "no_cross_attention": {"decoder"}, "two_sublayers": {"decoder"}, "one_layer": {"layers"}}
 
 
-def _row_mistake(rows: list[tuple], got: list[int]) -> str | None:
-    """The mistake, or pair of mistakes (of different parts of the model), that gives the learner's
-    counts on all ``rows``."""
-    for m, text in _ROW_MISTAKES:
-        if all(_row_count(*r, **m) == n for r, n in zip(rows, got)):
-            return text
-    for (m1, t1), (m2, t2) in itertools.combinations(_ROW_MISTAKES, 2):
-        if set().union(*(_GROUPS[k] for k in m1)) & set().union(*(_GROUPS[k] for k in m2)):
-            continue
-        if all(_row_count(*r, **m1, **m2) == n for r, n in zip(rows, got)):
-            return f"two things: {t1}; and {t2}"
-    return None
-
-
-@functools.lru_cache(maxsize=128)
-def _expected(vocab: int, N: int, d_model: int, d_ff: int, h: int, d_k: int | None) -> int:
-    """``table3_parameters`` (a model built on the meta device), checked against the formula; kept,
-    since a learner runs the check again and again."""
-    with torch.random.fork_rng(devices=[]):
-        count = table3_parameters(vocab, d_k, N=N, d_model=d_model, d_ff=d_ff, h=h)
-    assert count == _row_count(vocab, N, d_model, d_ff, h, d_k), "the check's formula differs from make_variant"
-    return count
+def course_row_parameters(vocab_size: int, N: int = 6, d_model: int = 512, d_ff: int = 2048, h: int = 8,
+                          d_k: int | None = None) -> int:
+    """The parameters of ``make_variant``'s model for one row, by formula (tests/test_declarations_13_15.py
+    compares it with ``table3_parameters``, which builds the model on the meta device)."""
+    return _row_count(vocab_size, N, d_model, d_ff, h, d_k)
 
 
 def _describe_row(row: tuple) -> str:
     return ", ".join(f"{k}={v}" for k, v in zip(_ROW_ARGUMENTS, row))
 
 
-def _counted_row(fn: Callable, name: str, args: tuple) -> int:
-    """The learner's count for one row, refused unless it is an int computed without building modules."""
-    built = []
-    init = nn.Module.__init__
-
-    def spy(self, *a, **kw):
-        built.append(type(self).__name__)
-        init(self, *a, **kw)
-
-    nn.Module.__init__ = spy
-    try:
-        result = _call(fn, *args, roles=_ROW_ARGUMENTS[: len(args)])
-    finally:
-        nn.Module.__init__ = init
-    call = f"{name}({', '.join(map(repr, args))})"
-    if built:
-        kinds = list(dict.fromkeys(built))
-        what = kinds[-1] + (f" and {len(kinds) - 1} other kinds of module" if len(kinds) > 1 else "")
-        raise ExerciseFailed(
-            f"{call} builds modules ({what}) to count their parameters: count from the formulas instead "
-            "(the check itself compares with a model built on the meta device, table3_parameters); that is "
-            "the exercise, and it is how the paper's sizes were chosen before anything was built."
-        )
-    if result is None:
-        raise ExerciseFailed(f"{call} returned None: did you forget the `return` of the count?")
-    if isinstance(result, bool) or not isinstance(result, numbers.Integral):
-        if isinstance(result, float):
-            raise ExerciseFailed(
-                f"{call} returned a float, {result!r}: a count is a whole number; keep to integer arithmetic "
-                "(d_model // h rather than d_model / h) and return an int."
-            )
-        if torch.is_tensor(result):
-            raise ExerciseFailed(f"{call} returned a tensor; return the count as a Python int.")
-        raise ExerciseFailed(f"{call} should return the count as an int, got {type(result).__name__}")
-    return int(result)
+_PAPER_SET = {"rows": "every row of Table 3 at the paper's sizes"}
 
 
-def _check_rows(fn: Callable, name: str, rows: list[tuple], labels: list[str]) -> None:
-    expected = [_expected(*r) for r in rows]
-    got = [_counted_row(fn, name, r) for r in rows]
-    if got == expected:
-        return
-    wrong = next(i for i, (n, e) in enumerate(zip(got, expected)) if n != e)
-    where = (f"{name}({_describe_row(rows[wrong])}) counts {got[wrong]:,} parameters ({labels[wrong]}); "
-             f"the course's model has {expected[wrong]:,}")
-    mistake = _row_mistake(rows, got)
-    if mistake:
-        raise ExerciseFailed(f"{where}. Your counts fit this: {mistake}.")
-    if len(set(got)) == 1 and len(set(expected)) > 1:
-        raise ExerciseFailed(
-            f"{name} gives {got[0]:,} for every row ({len(rows)} rows, from {min(expected):,} to "
-            f"{max(expected):,} parameters): is the count of one model written into your code? Compute it "
-            "from the arguments."
-        )
-    raise _generic(
-        f"{where}, {got[wrong] - expected[wrong]:+,} off. Count one piece at a time and compare with "
-        "the course's modules: sum(p.numel() for p in NarrowKeyAttention(d_model, h, d_k).parameters()) "
-        "(annotated.variations), the same for PositionwiseFeedForward(d_model, d_ff) and "
-        "LayerNorm(d_model), then a layer of each kind, the two stacks, the one table and the "
-        "generator's bias."
-    )
+def _row_probes(device: str | None) -> list[Probe]:
+    probes = [Probe(row[1:], f"{{what}} of {{name}}({_describe_row(row[1:])}) ({row[0]})", sizes=_PAPER_SET,
+                    tags=dict(row=row[0])) for row in PAPER_ROWS]
+    for sizes in ROW_SIZES:  # with its d_k (row B), and with d_k=None
+        row = tuple(sizes[k] for k in _ROW_ARGUMENTS)
+        for args, label in ((row, "small sizes, d_k given"), (row[:-1] + (None,), "small sizes, d_k=None")):
+            probes.append(Probe(args, f"{{what}} of {{name}}({_describe_row(args)}) ({label})", sizes=sizes,
+                                tags=dict(row=label)))
+    return probes + [Probe((PAPER_VOCAB,), "{what} of {name}(%d)" % PAPER_VOCAB, tags=dict(defaults=True))]
 
 
-def _small_rows(sizes: dict) -> list[tuple]:
-    """The rows of a set of small sizes: with its d_k (row B), and with d_k=None."""
-    row = tuple(sizes[k] for k in _ROW_ARGUMENTS)
-    return [row, row[:-1] + (None,)]
+def _counts(text: str | Callable, **wrong) -> Callable:
+    """A ``find``: the learner's count is the formula's with ``wrong`` mistakes (or ``text`` (got, probe)
+    says what is wrong) -> the message, with the row and both counts."""
+    def find(found: dict, p: Probe) -> str | None:
+        got = found["value"]
+        if "defaults" in p.tags or not isinstance(got, int):
+            return None
+        why = text(got, p) if callable(text) else text if got == _row_count(*p.args, **wrong) else None
+        if not why:
+            return None
+        return (f"row_parameters({_describe_row(p.args)}) counts {got:,} parameters ({p.tags['row']}); the course's "
+                f"model has {course_row_parameters(*p.args):,}. Your counts fit this: {why}.")
+    return find
+
+
+def _two_mistakes(got: int, p: Probe) -> str | None:
+    """Two mistakes, of different parts of the model, that give the learner's count together."""
+    for (m1, t1), (m2, t2) in itertools.combinations(_ROW_MISTAKES, 2):
+        if set().union(*(_GROUPS[k] for k in m1)) & set().union(*(_GROUPS[k] for k in m2)):
+            continue
+        if _row_count(*p.args, **m1, **m2) == got:
+            return f"two things: {t1}; and {t2}"
+    return None
+
+
+def _one_model(found: dict, p: Probe) -> str | None:
+    base = course_row_parameters(PAPER_VOCAB)
+    if found["value"] == base and p.args[-1] is None and course_row_parameters(*p.args) != base:
+        return (f"your function gives {base:,}, the base model's count, for {p.tags['row']}, which has "
+                f"{course_row_parameters(*p.args):,}: is the count of one model written into your code? Compute it "
+                "from the arguments.")
+    return None
+
+
+def _defaults(found: dict, p: Probe) -> str | None:
+    if "defaults" not in p.tags:
+        return None
+    return (f"row_parameters({PAPER_VOCAB}) counts {found['value']:,}, but with every other argument left out it is "
+            f"the base model, {course_row_parameters(PAPER_VOCAB):,} (as row_parameters({PAPER_VOCAB}, 6, 512, 2048, "
+            "8, None) counts): give the parameters the defaults of the exercise's def line, N=6, d_model=512, "
+            "d_ff=2048, h=8, d_k=None.")
+
+
+def _off(got: int, p: Probe) -> str:
+    return (f"nothing the check knows, {got - course_row_parameters(*p.args):+,} off. Count one piece at a time and "
+            "compare with the course's modules: sum(p.numel() for p in NarrowKeyAttention(d_model, h, d_k)."
+            "parameters()) (annotated.variations), the same for PositionwiseFeedForward(d_model, d_ff) and "
+            "LayerNorm(d_model), then a layer of each kind, the two stacks, the one table and the generator's bias")
+
+
+def _wrong_row(**wrong) -> Callable:
+    def row_parameters(vocab_size, N=6, d_model=512, d_ff=2048, h=8, d_k=None):
+        return _row_count(vocab_size, N, d_model, d_ff, h, d_k, **wrong)
+    return row_parameters
+
+
+def _counted_by_building(vocab_size, N=6, d_model=512, d_ff=2048, h=8, d_k=None):
+    return table3_parameters(vocab_size, d_k, N=N, d_model=d_model, d_ff=d_ff, h=h)
+
+
+def _row_hint(passed: list, sizes: dict, message: str) -> str:
+    before = "".join(f"; ({', '.join(f'{k}={v}' for k, v in p.items())})" for p in passed if p is not _PAPER_SET)
+    return (f"\nHint: the same function passed with every row of Table 3 at the paper's sizes{before} but not with "
+            f"({', '.join(f'{k}={v}' for k, v in sizes.items())}): is a size written into your code (37000, 512, "
+            "2048, 8, 64)? Use the arguments, and d_model // h when d_k is None.")
+
+
+ROW = Declaration(
+    check="check_row_parameters", function="row_parameters", roles=_ROW_ARGUMENTS, reference=course_row_parameters,
+    probes=_row_probes, returns=Value("the count", kind="int"), sizes_fix=_row_hint,
+    mistakes=(
+        Mistake("your function builds modules to count their parameters (it calls {found}...): count from the "
+                "formulas instead (the check's formula is tested against models built on the meta device, "
+                "table3_parameters); that is the exercise, and it is how the paper's sizes were chosen before anything "
+                "was built.", "a model built",
+                stage="source", example=_counted_by_building,
+                source=r"\b(?:nn \. \w+|make_variant|make_model|table3_parameters|EncoderDecoder|\w*Attention|"
+                       r"PositionwiseFeedForward|LayerNorm|Embeddings?|Generator|Linear) \("),
+        *(Mistake("", ", ".join(k if v is True else f"{k}={v}" for k, v in wrong.items()).replace("_", " "),
+                  find=_counts(text, **wrong), example=_wrong_row(**wrong)) for wrong, text in _ROW_MISTAKES),
+        Mistake("", "two mistakes", find=_counts(_two_mistakes),
+                example=_wrong_row(no_generator_bias=True, tables=2)),
+        Mistake("", "the count of one model", find=_one_model,
+                example=lambda vocab_size, N=6, d_model=512, d_ff=2048, h=8, d_k=None: course_row_parameters(37000)),
+        Mistake("", "other defaults", find=_defaults,
+                example=lambda vocab_size, N=8, d_model=512, d_ff=2048, h=8, d_k=None: course_row_parameters(
+                    vocab_size, N, d_model, d_ff, h, d_k)),
+        Mistake("", "a count off", find=_counts(_off), when=lambda p: p.sizes is _PAPER_SET,
+                example=lambda *args: course_row_parameters(*args) + 1),
+    ),
+    passed=lambda name: (
+        f"check_row_parameters passed: {name} equals table3_parameters on all {len(PAPER_ROWS)} rows of Table 3 that "
+        f"change a size (base {course_row_parameters(PAPER_VOCAB):,}, big "
+        f"{course_row_parameters(PAPER_VOCAB, 6, 1024, 4096, 16):,}, with one vocabulary of {PAPER_VOCAB}) and on "
+        f"{2 * len(ROW_SIZES)} small rows, with and without a d_k of their own; the defaults are the base model."),
+)
 
 
 def check_row_parameters(row_parameters: Callable) -> None:
     """Check ``row_parameters(vocab_size, N=6, d_model=512, d_ff=2048, h=8, d_k=None) -> int``
     against ``annotated.variations.table3_parameters`` (the row's model built on the meta device) for
-    every row of Table 3 at the paper's sizes (one shared vocabulary of 37000: the base, rows A, B and
-    C, the big model), then for the small sizes of ``ROW_SIZES``, each with a d_k of its own and with
-    d_k=None; then calls it with the vocabulary alone, to see that the defaults are the base model.
+    every row of Table 3 at the paper's sizes (one shared vocabulary of 37000: the base, the big model,
+    rows A, B and C), then for the small sizes of ``ROW_SIZES``, each with a d_k of its own
+    and with d_k=None; then calls it with the vocabulary alone, to see that the defaults are the base
+    model.
 
-    Diagnoses: a result that is not an int (a float from /, a tensor); a model built to count it; any
-    bias forgotten (all, the attention's, the feed-forward's, the generator's); the shared table
-    counted twice or three times; layer norms forgotten or counted with their gain only; W_V and W_O
-    sized with d_k (the values keep d_model // h); d_k ignored, or W_Q and W_K given d_k columns
-    instead of h * d_k; d_k=None read as 64 or d_model // 8 (the base's d_k or h written in); the
-    decoder's cross-attention forgotten, or a decoder layer counted with 2 sublayers; per-head
-    d_model x d_model matrices; one layer per stack; any two of these together; defaults other than
-    the base model's; the same number for every row, and sizes written into the code."""
-    name = _function(row_parameters, "check_row_parameters", "row_parameters")
-    paper = [r[1:] for r in PAPER_ROWS]
-    _check_rows(row_parameters, name, paper, [r[0] for r in PAPER_ROWS])
-    passed = []
-    for sizes in ROW_SIZES:
-        try:
-            _check_rows(row_parameters, name, _small_rows(sizes), ["small sizes, d_k given", "small sizes, d_k=None"])
-        except ExerciseFailed as err:
-            if getattr(err, "generic", False):
-                before = "".join(f"; ({', '.join(f'{k}={v}' for k, v in p.items())})" for p in passed)
-                raise ExerciseFailed(
-                    f"{err}\nHint: the same function passed with every row of Table 3 at the paper's sizes"
-                    f"{before} but not with ({', '.join(f'{k}={v}' for k, v in sizes.items())}): is a size "
-                    "written into your code (37000, 512, 2048, 8, 64)? Use the arguments, and d_model // h "
-                    "when d_k is None."
-                ) from None
-            raise
-        passed.append(sizes)
-    base = _expected(*paper[0])
-    n = _counted_row(row_parameters, name, (PAPER_VOCAB,))
-    if n != base:
-        raise ExerciseFailed(
-            f"{name}({PAPER_VOCAB}) counts {n:,}, but with every other argument left out it is the base "
-            f"model, {base:,} (as {name}({PAPER_VOCAB}, 6, 512, 2048, 8, None) counts): give the parameters "
-            "the defaults of the exercise's def line, N=6, d_model=512, d_ff=2048, h=8, d_k=None."
-        )
-    big = _expected(*paper[-1])
-    print(
-        f"check_row_parameters passed: {name} equals table3_parameters on all {len(PAPER_ROWS)} rows of Table 3 "
-        f"that change a size (base {base:,}, big {big:,}, with one vocabulary of {PAPER_VOCAB}) and on "
-        f"{2 * len(ROW_SIZES)} small rows, with and without a d_k of their own; the defaults are the base model."
-    )
-
+    Diagnoses: a result that is not an int (a float from /, a tensor, a NumPy integer); a model built
+    to count it (its code names a module); any bias forgotten (all, the attention's, the
+    feed-forward's, the generator's); the shared table counted twice or three times; layer norms
+    forgotten or counted with their gain only; W_V and W_O sized with d_k (the values keep
+    d_model // h); d_k ignored, or W_Q and W_K given d_k columns instead of h * d_k; d_k=None read as
+    64 or d_model // 8 (the base's d_k or h written in); the decoder's cross-attention forgotten, or a
+    decoder layer counted with 2 sublayers; per-head d_model x d_model matrices; one layer per stack;
+    any two of these together; defaults other than the base model's; the base model's count for
+    every row, and sizes written into the code."""
+    check(ROW, row_parameters)
 
 
 # ---------------------------------------------------------------- 15.2 a row's paired test
@@ -787,3 +785,6 @@ def check_holm(holm_fn: Callable) -> None:
         "given), stepping down from the smallest against alpha / m, alpha / (m - 1), ... and stopping at the first "
         "that fails; p-values at their threshold are rejected."
     )
+
+
+DECLARATIONS = {d.check: d for d in (ROW,)}
