@@ -1,8 +1,8 @@
 """Checks of notebook 01's exercises: the numerically stable softmax (1.1) and the softmax with a
 temperature (1.2), as declarations (``annotated.support.grading.engine``) compared with
 ``annotated.softmax``; and the variance of a dot product with and without the 1/sqrt(d_k)
-scaling (1.3), still code run where the function runs: it draws with a ``sample`` function the
-check hands it, which the grader's recorder cannot send as data."""
+scaling (1.3), drawn with a seeded ``sample`` function the check hands it (``sampler``, sent to
+the kernel as data by ``annotated.support.record.build``)."""
 
 import math
 from collections.abc import Callable
@@ -10,11 +10,9 @@ from collections.abc import Callable
 import torch
 
 from annotated.softmax import softmax as course_softmax
-from annotated.support.grading.core import (
-    ExerciseFailed, _aliasing, _assert_close, _call, _function, _generic, _hard_coded_hint, _rows,
-    _run_on_all_sizes, _same, _shape, _tensor,
-)
-from annotated.support.grading.engine import Declaration, Mistake, Probe, Tensor, _equal, check
+from annotated.support import record as recorder
+from annotated.support.grading.core import _rows
+from annotated.support.grading.engine import Declaration, Mistake, Probe, Tensor, _clone, _equal, check
 
 # Scores (batch, rows, n): every size differs, so a softmax, a max or a sum along the wrong
 # dimension shows, and every size changes from one set to the next.
@@ -408,147 +406,156 @@ def check_softmax_with_temperature(softmax_with_temperature: Callable) -> None:
     check(TEMPERATURE, softmax_with_temperature, OTHER_DEVICE)
 
 
-DECLARATIONS = {d.check: d for d in (STABLE, TEMPERATURE)}
-
 # ---------------------------------------------------------------- exercise 1.3: score_variances
 
 
-def _sampler(kind: str, g: torch.Generator) -> tuple[Callable, list]:
-    """``sample(*shape)``, components of mean 0 and variance 1, and the list of what it drew
-    (a copy of each tensor, so that a change in place does not change the reference)."""
-    drawn: list[torch.Tensor] = []
+def sampler(kind: str, seed: int) -> Callable:
+    """``sample(*shape)`` (or ``sample(shape)``): components of mean 0 and variance 1, "Gaussian",
+    "uniform" on [-sqrt(3), sqrt(3)] or "+-1", from a generator seeded with ``seed``; the shapes
+    it was called with are kept in ``sample.calls``. The check's argument, made by
+    ``record.build``, so that the grader sends it as data and the kernel makes it again."""
+    g = torch.Generator().manual_seed(seed)
 
     def sample(*shape) -> torch.Tensor:
         if len(shape) == 1 and isinstance(shape[0], (tuple, list, torch.Size)):
             shape = tuple(shape[0])  # sample((n, d)) as well as sample(n, d)
+        sample.calls.append(tuple(int(n) for n in shape))
         if kind == "Gaussian":
-            t = torch.randn(*shape, generator=g)
-        elif kind == "uniform":
-            t = (torch.rand(*shape, generator=g) * 2 - 1) * math.sqrt(3)
-        else:
-            t = torch.randint(0, 2, tuple(shape), generator=g).float() * 2 - 1
-        drawn.append(t.clone())
-        return t
+            return torch.randn(*shape, generator=g)
+        if kind == "uniform":
+            return (torch.rand(*shape, generator=g) * 2 - 1) * math.sqrt(3)
+        return torch.randint(0, 2, tuple(shape), generator=g).float() * 2 - 1
 
-    return sample, drawn
+    sample.calls = []
+    return sample
 
 
-def _variance_mistake(got: torch.Tensor, q: torch.Tensor, k: torch.Tensor, d_k: int) -> str | None:
-    """Name the mistake that turns the samples q, k into ``got``, if it is a known one."""
-    q, k = q.double(), k.double()
-    dots = (q * k).sum(-1)
-    v = float(dots.var())
-    first, second = float(got[0]), float(got[1])
+def _sample(kind: str, seed: int) -> Callable:
+    return recorder.build(f"{__name__}.sampler", kind=kind, seed=seed)
 
-    def close(a: float, b: float) -> bool:
-        return math.isclose(a, b, rel_tol=1e-3, abs_tol=1e-6)
 
-    if close(first, math.sqrt(v)) and close(second, math.sqrt(v / d_k)):
-        return (f"you returned standard deviations, {first:.4g} and {second:.4g}, not variances: "
-                f"Var(q.k) is {v:.4g} here, about d_k = {d_k}. Use .var(), not .std().")
-    if close(first, v / d_k) and close(second, v):
-        return ("the two numbers are swapped: first the variance of the raw scores q.k (about "
-                "d_k), then that of the scaled scores q.k / sqrt(d_k) (about 1).")
-    if close(first, v / d_k**2) and close(second, v / d_k**3):
-        return (f"you averaged the products q_i k_i instead of summing them (their mean is q.k / "
-                f"d_k): your first number is {first:.4g}, about 1 / d_k, where Var(q.k) is about "
-                f"d_k = {d_k}. The dot product is the sum, (q * k).sum(dim=-1).")
-    products = float((q * k).var())
-    if close(first, products):
-        return (f"your first number, {first:.4g}, is the variance of the {q.numel()} products "
-                "q_i k_i (about 1), not of the n_pairs dot products q.k: sum the products of "
-                "each pair first, (q * k).sum(dim=-1), then take the variance of those sums.")
-    if close(first, float((q * k).sum(0).var())):
-        return ("you summed over the pairs (dim=0) instead of over the d_k components of each "
-                "pair: a row is one pair, so the dot product is (q * k).sum(dim=-1).")
-    if close(first, float((q @ k.T).var())):
-        return (f"q @ k.T scores every q with every k, {q.size(0)}^2 numbers that are not "
-                "independent pairs: pair row i of q with row i of k only, (q * k).sum(dim=-1).")
-    if close(first, v):
-        if close(second, v):
-            return ("your second number equals the first: the scores were not divided by "
-                    "sqrt(d_k) before the second variance.")
-        if close(second, v / d_k**2):
-            return (f"you divided the scores by d_k = {d_k} instead of sqrt(d_k) = "
-                    f"{math.sqrt(d_k):.4g}: the second number should be about 1, yours is "
-                    f"{second:.4g}.")
-        if close(second, v / math.sqrt(d_k)):
-            return ("you divided the variance by sqrt(d_k); but dividing the scores by sqrt(d_k) "
-                    "divides their variance by d_k: Var(cX) = c^2 Var(X). Take the variance of "
-                    "q.k / sqrt(d_k), or divide the first variance by d_k.")
-        implied = v / second if second > 0 else 0.0
-        if implied > 0 and abs(implied - round(implied)) < 1e-3 and round(implied) != d_k:
-            return (f"you divided the scores by sqrt({round(implied)}), but here d_k = {d_k}: is "
-                    "d_k written into your code? Use the d_k argument.")
+def _draw(d_k: int, n_pairs: int, sample: Callable) -> tuple:
+    return sample(n_pairs, d_k), sample(n_pairs, d_k)  # q, k: (n_pairs, d_k) each
+
+
+def course_variances(d_k: int, n_pairs: int, sample: Callable) -> torch.Tensor:
+    q, k = _draw(d_k, n_pairs, sample)
+    dots = (q * k).sum(dim=-1)                          # (n_pairs,)
+    return torch.stack([dots.var(), (dots / math.sqrt(d_k)).var()])
+
+
+def _variance_probes(device: str | None) -> list[Probe]:
+    probes = []
+    for seed, (sizes, kind) in enumerate(zip(VARIANCE_SIZES, DISTRIBUTIONS), start=2):
+        d_k, n_pairs = sizes["d_k"], sizes["n_pairs"]
+        q, k = (t.double() for t in _draw(d_k, n_pairs, _sample(kind, seed)))
+        dots = (q * k).sum(-1)  # the population variance (correction=0) passes too
+        population = torch.stack([dots.var(correction=0), (dots / math.sqrt(d_k)).var(correction=0)]).float()
+        again = (d_k, n_pairs, _sample(kind, seed + 10)) if seed > 2 else None
+        probes.append(Probe((d_k, n_pairs, _sample(kind, seed)), f"{{what}} of {{name}}(d_k={d_k}, "
+                            f"n_pairs={n_pairs}, sample)", sizes=sizes, tags=dict(kind=kind), again=again,
+                            accept=lambda got, population=population: _equal(got[0], population)))
+    return probes
+
+
+def _draws(test: Callable, message: str = "") -> Callable:
+    """A find on the shapes the learner's ``sample`` was called with: test(shapes, (n_pairs, d_k))
+    -> a message, or True for ``message``."""
+    def find(found: dict, p: Probe) -> str | None:
+        result = test(found["calls"][2]["value"], (p.args[1], p.args[0]))
+        return (message or result) if result else None
+    return find
+
+
+def _implied(found: dict, p: Probe) -> str | None:
+    """The second number is Var(q.k) / c for a whole c other than d_k: sqrt(c) written into the code."""
+    d_k, (first, second) = p.args[0], found["values"].tolist()
+    v = float(course_variances(*_clone(p.args))[0])
+    implied = v / second if second > 0 else 0.0
+    if math.isclose(first, v, rel_tol=1e-3) and round(implied) not in (0, d_k) and abs(implied - round(implied)) < 1e-3:
+        return (f"you divided the scores by sqrt({round(implied)}), but here d_k = {d_k}: is d_k written into "
+                "your code? Use the d_k argument.")
     return None
 
 
-def _check_variances_once(fn: Callable, name: str, sizes: dict, kind: str,
-                          g: torch.Generator) -> tuple[dict, torch.Tensor]:
-    d_k, n_pairs = sizes["d_k"], sizes["n_pairs"]
-    sample, drawn = _sampler(kind, g)
-    call = f"{name}(d_k={d_k}, n_pairs={n_pairs}, sample)"
-    result = _call(fn, d_k, n_pairs, sample, roles=("d_k", "n_pairs", "sample"))
-    if not drawn:
-        raise ExerciseFailed(
-            f"{call} never called sample: draw q and k with the sample function you are given, "
-            "q = sample(n_pairs, d_k) and k = sample(n_pairs, d_k), so that the check can try "
-            "components that are not Gaussian (uniform, +-1), as the notebook does."
-        )
-    shapes = [tuple(t.shape) for t in drawn]
-    wrong = [s for s in shapes if s != (n_pairs, d_k)]
-    if wrong:
-        fix = ("one row per pair: sample(n_pairs, d_k), not sample(d_k, n_pairs)"
-               if wrong[0] == (d_k, n_pairs) else "sample(n_pairs, d_k)")
-        raise _generic(
-            f"{call} drew a sample of shape {wrong[0]}; q and k are (n_pairs, d_k) = "
-            f"({n_pairs}, {d_k}), {fix}."
-        )
-    if len(drawn) == 1:
-        raise ExerciseFailed(
-            f"{call} drew one sample only: q and k must be independent, two calls of "
-            "sample(n_pairs, d_k). With k = q the score is q.q = |q|^2, which is never negative "
-            "and whose variance is not d_k (for +-1 components it is 0)."
-        )
-    if len(drawn) > 2:
-        raise ExerciseFailed(
-            f"{call} drew {len(drawn)} samples: draw q and k once and compute both numbers from "
-            "the same scores, so that the second is exactly the first divided by d_k."
-        )
-    if isinstance(result, (tuple, list)) and len(result) == 2:
-        raise ExerciseFailed(
-            f"{name} returned a {type(result).__name__} of two numbers; return them as one "
-            "tensor of shape (2,): torch.stack([variance, scaled_variance]) (keep them tensors, "
-            "without .item())."
-        )
-    got = _tensor(result, name, "the two variances", like=drawn[0])
-    _shape(got, (2,), f"{call}, the pair (Var(q.k), Var(q.k / sqrt(d_k)))",
-           " Return torch.stack([variance, scaled_variance]).")
-    q, k = drawn
-    dots = (q.double() * k.double()).sum(-1)
-    expected = torch.stack([dots.var(), (dots / math.sqrt(d_k)).var()])
-    population = torch.stack([dots.var(correction=0), (dots / math.sqrt(d_k)).var(correction=0)])
-    if not (_same(got, expected.float()) or _same(got, population.float())):
-        if not got.isfinite().all():
-            _assert_close(got, expected, call)
-        message = _variance_mistake(got, q, k, d_k)
-        if message:
-            raise _generic(message)
-        _assert_close(got, expected, f"{call}, (Var(q.k), Var(q.k / sqrt(d_k)))")
-    return dict(d_k=d_k, kind=kind, raw=float(expected[0]), scaled=float(expected[1])), got
+def _variances(dots=lambda q, k: (q * k).sum(-1), pair=lambda s, d_k: [s.var(), (s / math.sqrt(d_k)).var()],
+               draw=_draw) -> Callable:
+    """A wrong answer: another way of drawing, another dot product or another pair."""
+    return lambda d_k, n_pairs, sample: torch.stack(pair(dots(*draw(d_k, n_pairs, sample)), d_k))
 
 
-def _variances_hint(passed: list, sizes: dict, message: str) -> str:
-    return _hard_coded_hint(passed, sizes, message,
-                            "Use the d_k and n_pairs arguments, never a number of the first set.")
+VARIANCE_MISTAKES = (
+    Mistake("", "sample not called", find=_draws(lambda shapes, want: not shapes, (
+        "your function never called sample: draw q and k with the sample function you are given, q = "
+        "sample(n_pairs, d_k) and k = sample(n_pairs, d_k), so that the check can try components that are not "
+        "Gaussian (uniform, +-1), as the notebook does.")),
+            example=_variances(draw=lambda d, n, sample: (torch.randn(n, d), torch.randn(n, d)))),
+    Mistake("", "samples of the wrong shape", generic=True, find=_draws(lambda shapes, want: next((
+        f"your function drew a sample of shape {s}; q and k are (n_pairs, d_k) = {want}, " + (
+            "one row per pair: sample(n_pairs, d_k), not sample(d_k, n_pairs)." if s == want[::-1] else
+            "sample(n_pairs, d_k).") for s in shapes if s != want), None)),
+            example=_variances(draw=lambda d, n, sample: (sample(d, n).T, sample(d, n).T))),
+    Mistake("", "more than two samples", find=_draws(lambda shapes, want: len(shapes) > 2 and (
+        f"your function drew {len(shapes)} samples: draw q and k once and compute both numbers from the same "
+        "scores, so that the second is exactly the first divided by d_k.")),
+            example=_variances(draw=lambda d, n, sample: (sample(n, d), sample(n, d), sample(n, d))[1:])),
+    Mistake("your function drew one sample only: q and k must be independent, two calls of sample(n_pairs, d_k). "
+            "With k = q the score is q.q = |q|^2, which is never negative and whose variance is not d_k (for +-1 "
+            "components it is 0).", "one sample for q and k", like=_variances(draw=lambda d, n, sample: (
+                sample(n, d),) * 2)),
+    Mistake(lambda p: (f"you returned standard deviations, the square roots of the variances, not variances: "
+                       f"Var(q.k) is about d_k = {p.args[0]}. Use .var(), not .std()."), "standard deviations",
+            like=_variances(pair=lambda s, d_k: [s.std(), (s / math.sqrt(d_k)).std()])),
+    Mistake("the two numbers are swapped: first the variance of the raw scores q.k (about d_k), then that of the "
+            "scaled scores q.k / sqrt(d_k) (about 1).", "the two numbers swapped",
+            like=_variances(pair=lambda s, d_k: [(s / math.sqrt(d_k)).var(), s.var()])),
+    Mistake(lambda p: (f"you averaged the products q_i k_i instead of summing them (their mean is q.k / d_k): your "
+                       f"first number is about 1 / d_k, where Var(q.k) is about d_k = {p.args[0]}. The dot product "
+                       "is the sum, (q * k).sum(dim=-1)."), "the mean of the products",
+            like=_variances(dots=lambda q, k: (q * k).mean(-1))),
+    Mistake(lambda p: (f"your first number is the variance of the {p.args[0] * p.args[1]} products q_i k_i (about "
+                       "1), not of the n_pairs dot products q.k: sum the products of each pair first, "
+                       "(q * k).sum(dim=-1), then take the variance of those sums."), "the variance of the products",
+            like=_variances(dots=lambda q, k: (q * k).flatten())),
+    Mistake("you summed over the pairs (dim=0) instead of over the d_k components of each pair: a row is one pair, "
+            "so the dot product is (q * k).sum(dim=-1).", "the sum over the pairs",
+            like=_variances(dots=lambda q, k: (q * k).sum(0))),
+    Mistake(lambda p: (f"q @ k.T scores every q with every k, {p.args[1]}^2 numbers that are not independent pairs: "
+                       "pair row i of q with row i of k only, (q * k).sum(dim=-1)."), "q @ k.T",
+            like=_variances(dots=lambda q, k: (q @ k.T).flatten())),
+    Mistake("your second number equals the first: the scores were not divided by sqrt(d_k) before the second "
+            "variance.", "no scaling", like=_variances(pair=lambda s, d_k: [s.var(), s.var()])),
+    Mistake(lambda p: (f"you divided the scores by d_k = {p.args[0]} instead of sqrt(d_k) = {math.sqrt(p.args[0]):.4g}: "
+                       "the second number should be about 1."), "divided by d_k",
+            like=_variances(pair=lambda s, d_k: [s.var(), (s / d_k).var()])),
+    Mistake("you divided the variance by sqrt(d_k); but dividing the scores by sqrt(d_k) divides their variance by "
+            "d_k: Var(cX) = c^2 Var(X). Take the variance of q.k / sqrt(d_k), or divide the first variance by d_k.",
+            "the variance divided by sqrt(d_k)", like=_variances(pair=lambda s, d_k: [s.var(), s.var() / math.sqrt(d_k)])),
+    Mistake("", "a d_k written into the scaling", find=_implied, generic=True,
+            example=_variances(pair=lambda s, d_k: [s.var(), (s / 3.0).var()])),
+)
+
+
+def _variances_passed(name: str) -> str:
+    table = "; ".join(f"d_k = {p.args[0]} ({p.tags['kind']}): {raw:.1f} and {scaled:.2f}" for p in
+                      _variance_probes(None) for raw, scaled in [course_variances(*p.args).tolist()])
+    return (f"check_score_variances passed: {name} measures Var(q.k) about d_k and Var(q.k / sqrt(d_k)) about 1, "
+            f"from its own samples: {table}.")
+
+
+VARIANCES = Declaration(
+    check="check_score_variances", function="score_variances", roles=("d_k", "n_pairs", "sample"),
+    reference=course_variances, probes=_variance_probes, mistakes=VARIANCE_MISTAKES, passed=_variances_passed,
+    returns=Tensor("the pair of variances", like=None), sizes_fix="Use the d_k and n_pairs arguments, never a "
+    "number of the first set.")
 
 
 def check_score_variances(score_variances: Callable) -> None:
     """Check ``score_variances(d_k, n_pairs, sample)``, which draws q and k with
     ``sample(n_pairs, d_k)`` and returns tensor([Var(q.k), Var(q.k / sqrt(d_k))]), on the
     sizes of ``VARIANCE_SIZES`` with Gaussian, uniform and +-1 components. The expected numbers
-    are computed from the very samples the function drew; the unbiased variance (torch's
-    default) and the population one (correction=0) both pass.
+    are computed from the very samples the function drew (the check's ``sample`` is seeded);
+    the unbiased variance (torch's default) and the population one (correction=0) both pass.
 
     Diagnoses: an input changed in place, sample not called, samples of the wrong shape
     (transposed, or a size written into the code), one sample for both q and k, more than
@@ -558,20 +565,7 @@ def check_score_variances(score_variances: Callable) -> None:
     or applied to the variance as 1/sqrt(d_k), a d_k written into the scaling, and a result
     written into a tensor kept between calls (a later call changes an earlier result).
     """
-    name = _function(score_variances, "check_score_variances", "score_variances")
-    g = torch.Generator().manual_seed(2)
-    measured, results = [], []
+    check(VARIANCES, score_variances)
 
-    def once(sizes: dict) -> None:
-        kind = DISTRIBUTIONS[VARIANCE_SIZES.index(sizes)]
-        run = lambda: _check_variances_once(score_variances, name, sizes, kind, g)  # noqa: E731
-        # Each later call must leave the pair an earlier call returned alone.
-        summary, got = _aliasing(run, results[-1], name, "the pair of variances") if results else run()
-        measured.append(summary)
-        results.append(got)
 
-    _run_on_all_sizes(once, VARIANCE_SIZES, _variances_hint)
-    table = "; ".join(f"d_k = {m['d_k']} ({m['kind']}): {m['raw']:.1f} and {m['scaled']:.2f}"
-                      for m in measured)
-    print(f"check_score_variances passed: {name} measures Var(q.k) about d_k and "
-          f"Var(q.k / sqrt(d_k)) about 1, from its own samples: {table}.")
+DECLARATIONS = {d.check: d for d in (STABLE, TEMPERATURE, VARIANCES)}
