@@ -142,18 +142,10 @@ def check_relative_positions(relative_positions_fn: Callable) -> None:
 
 # ------------------------------------------------------------------ the skew, as a declaration
 
-_CAUSAL_NOTE = "on and below the diagonal"
-
-
-def _causal(qe: torch.Tensor) -> torch.Tensor:
-    L = qe.size(-1)
-    return torch.ones(L, L, dtype=torch.bool).tril()
-
-
 def _below(got: torch.Tensor, expected: torch.Tensor, precision="float32") -> bool:
     """``got`` equals ``expected`` on and below the diagonal (above it, leftovers are allowed:
     the look-ahead mask removes them)."""
-    causal = _causal(expected)
+    causal = torch.ones(expected.shape[-2:], dtype=torch.bool).tril()
     return _equal(got[..., causal], expected[..., causal], precision)
 
 
@@ -185,7 +177,7 @@ def _skew_probes(device: str | None) -> list[Probe]:
 
 
 def _skew_mismatch(got: torch.Tensor, expected: torch.Tensor, label: str) -> str:
-    causal, label = _causal(expected), f"{label}, {_CAUSAL_NOTE}"
+    causal, label = torch.ones(expected.shape[-2:], dtype=torch.bool).tril(), f"{label}, on and below the diagonal"
     if expected.dtype == torch.float64 and _below(got, expected):  # the skew moves numbers: float64 comes back exact
         return _float32_precision(got[..., causal], expected[..., causal], label)
     return _default_mismatch(got[..., causal], expected[..., causal], label)
