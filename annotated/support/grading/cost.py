@@ -1,6 +1,10 @@
 """Checks of notebook 13's exercises: the band-of-blocks mask of local attention, Linformer's
 attention over projected keys and values, and the rank that keeps a share of a matrix's energy,
-each against the course's ``annotated.local_attention`` and ``annotated.linformer``."""
+each against the course's ``annotated.local_attention`` and ``annotated.linformer``.
+
+The first two are declarations (``annotated.support.grading.engine``), judged by the grader in its own
+process; ``check_rank_for_energy`` is still code run where the learner's function runs: its result,
+ranks as an integer tensor of any integer dtype, is no contract the engine has yet."""
 
 import math
 from collections.abc import Callable
@@ -70,8 +74,8 @@ def _band_probes(device: str | None) -> list[Probe]:
 
 BAND = Declaration(
     check="check_block_band_mask", function="block_band_mask", roles=("n", "b"), reference=block_band_mask,
-    probes=_band_probes, sizes_fix=_hint("Read n and b from the arguments, and build the mask for this n (no table "
-                                         "of positions made in advance for some largest length)."),
+    probes=_band_probes, sizes_fix=("Read n and b from the arguments, and build the mask for this n (no table of "
+                                    "positions made in advance for some largest length)."),
     returns=Tensor("the mask", dtype="bool", like=None, kind="a bool", mismatch=_band_mismatch,
                    dtype_message=lambda found, name, what, args: (
                        f"{name}(n={args[0]}, b={args[1]}) returned {what} as a torch.{found['dtype']} tensor; the "

@@ -6,7 +6,12 @@ Besides the sizes of the notebook, each check tries what the signature allows an
 would miss: lengths beyond a table precomputed at 512 or 5,000 positions, a length or a batch
 of one, float64 inputs and a 4-D input with heads in front; and, once every set has passed,
 it calls the function again to see that the first result was not overwritten (a buffer the
-function reuses)."""
+function reuses).
+
+The skew and the rotation are declarations (``annotated.support.grading.engine``), judged by the
+grader in its own process; ``check_relative_positions`` is still code run where the learner's
+function runs: its result, an int64 tensor made from three ints, has no tensor argument whose
+integer dtype the engine's "ids" contract could take."""
 
 import math
 from collections.abc import Callable

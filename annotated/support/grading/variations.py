@@ -9,6 +9,11 @@ zero means, lists and tuples) with a pooled spread whose degrees of freedom are 
 seeds - 1; Holm's correction on made-up tables of p-values placed so that every usual mistake rejects
 another set than the rule, with the default alpha and others, and on p-values exactly at their
 threshold (numbers exact in binary floating point), which are rejected.
+
+The count is a declaration (``annotated.support.grading.engine``, an int), judged by the grader in its
+own process; ``check_paired_test`` and ``check_holm`` are still code run where the learner's function
+runs: they must see a list or dict argument changed in place (a sort, a pop), which the recorder does
+not describe, and holm returns a set, which is no plain value the engine compares yet.
 """
 
 import copy
