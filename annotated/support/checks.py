@@ -285,7 +285,7 @@ def check_feed_forward_arguments(d_model: int, d_ff: int, dropout: float = 0.0) 
     check_probability("dropout", dropout)
 
 
-def check_layer_norm_arguments(d_model: int, eps: float = 1e-5) -> None:
+def check_layer_norm_arguments(d_model: int, eps: float = 1e-5, fast: bool = True) -> None:
     """Raise a ValueError unless LayerNorm(d_model, eps) can be built: a positive integer width and
     eps > 0 (eps = 0 divides by zero on a constant input)."""
     check_sizes(d_model=d_model)
