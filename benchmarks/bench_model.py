@@ -14,7 +14,8 @@ nn.Transformer's two final LayerNorms, which the post-norm stack of the paper do
 (``annotated.support.reference.torch_reference`` builds it). Both sides build their masks
 inside the step. Before timing, the script counts the dropout draws of one training forward
 of every contender and prints them, so the output shows the work is equal. Ours runs on the
-fast path (``F.scaled_dot_product_attention``) and on the explicit teaching path; a last row
+fast path (``F.scaled_dot_product_attention`` and ``F.layer_norm``) and on the explicit teaching path
+(notebook 04's attention and notebook 06's layer-norm formula); a last row
 runs the paper's configuration (dropout at §5.4's two sites only, the course's default),
 which does less work than ``nn.Transformer`` and is therefore not the comparison.
 
@@ -38,6 +39,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from annotated.layer_norm import LayerNorm
 from annotated.masks import padding_mask, subsequent_mask, target_mask
 from annotated.model import TransformerConfig, make_model
 from annotated.multi_head import MultiHeadAttention
@@ -154,6 +156,14 @@ def attention_contenders(device):
             "ours, teaching path": ours(explicit)}
 
 
+def formula_norms(model: nn.Module) -> nn.Module:
+    """``model`` with every LayerNorm on notebook 06's formula (fast=False) instead of F.layer_norm."""
+    for module in model.modules():
+        if isinstance(module, LayerNorm):
+            module.fast = False
+    return model
+
+
 def training_contenders(device):
     """{name: (step, training forward)}: nn.Transformer first, then ours at equal work on both
     paths, then ours in the paper's configuration."""
@@ -185,7 +195,7 @@ def training_contenders(device):
     models = {
         "nn.Transformer": (TorchSeq2Seq(EQUAL_WORK), theirs),
         "ours, fast path": (make_model(EQUAL_WORK), ours),
-        "ours, teaching path": (make_model(replace(EQUAL_WORK, fast_attention=False)), ours),
+        "ours, teaching path": (formula_norms(make_model(replace(EQUAL_WORK, fast_attention=False))), ours),
         "ours, paper's dropout": (make_model(PAPER), ours),
     }
     contenders = {}

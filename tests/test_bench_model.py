@@ -67,3 +67,19 @@ def test_report_prints_ratios_to_the_first(capsys):
     ratios = bench.report("title", {"theirs": [2.0, 2.0, 2.0], "ours": [1.0, 1.0, 3.0]})
     assert ratios == {"theirs": 1.0, "ours": 0.5}
     assert "0.500x" in capsys.readouterr().out
+
+
+def test_the_fast_row_runs_the_fused_kernels_and_the_teaching_row_the_formulas(monkeypatch):
+    """The fast path calls F.layer_norm in every LayerNorm; the teaching path none (notebook 06's formula)."""
+    monkeypatch.setattr(bench, "EQUAL_WORK", small(bench.EQUAL_WORK))
+    monkeypatch.setattr(bench, "VOCAB", 50)
+    monkeypatch.setattr(bench, "BATCH", 3)
+    monkeypatch.setattr(bench, "LENGTH", 9)
+    calls = []
+    real = torch.nn.functional.layer_norm
+    monkeypatch.setattr(torch.nn.functional, "layer_norm", lambda *a, **k: calls.append(1) or real(*a, **k))
+    contenders = bench.training_contenders(torch.device("cpu"))
+    contenders["ours, teaching path"][1]()
+    assert calls == []
+    contenders["ours, fast path"][1]()
+    assert len(calls) == 2 * 2 + 3 * 2  # N=2: two norms in each encoder layer, three in each decoder layer
