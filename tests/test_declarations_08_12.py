@@ -8,9 +8,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from annotated.batching import Batch
 from annotated.heads import head_statistics
 from annotated.label_smoothing import smoothed_targets
-from annotated.support.grading import heads, training
+from annotated.support.grading import engine, heads, training
+from annotated.training import evaluate_loss
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -62,3 +64,13 @@ def test_the_em_reference_takes_the_steps_of_the_courses_model_1_on_every_set_of
         for probe, iterations in ((uniform, 1), (after_one, 2)):
             expected = heads._course_em(pairs, sizes["V_e"], sizes["V_f"], iterations)
             assert torch.allclose(heads.EM.reference(*probe.args), expected, rtol=1e-9, atol=1e-12), probe.label
+
+
+def test_the_teacher_forcing_reference_is_evaluate_loss_on_every_probe_without_dropout():
+    for probe in training.TEACHER.probes(None):
+        model, src, tgt, pad, loss_fn = engine._clone(probe.args)
+        if any(m.p > 0 for m in model.modules() if isinstance(m, torch.nn.Dropout)) and model.training:
+            continue  # dropout draws: evaluate_loss runs the model in evaluation mode
+        with torch.no_grad():
+            ours = training.TEACHER.reference(model, src, tgt, pad, loss_fn)
+        assert abs(float(ours) - evaluate_loss(model, [Batch(src, tgt, pad)], loss_fn)) < 1e-5, probe.label

@@ -455,7 +455,8 @@ ENTROPY_MISTAKES = (
             "number of keys each row may see (log n is the most entropy a row can have).", "not normalized",
             like=_entropy(lambda e, n, r, w: _heads(e, r) / r.sum((0, 2)))),
     Mistake("you averaged -p log p over the keys (mean(-1)): the entropy is the SUM over the keys, "
-            "-sum_j p_j log p_j.", "a mean over the keys", like=_entropy(lambda e, n, r, w: _ratio(e / w.size(-1), n, r, w))),
+            "-sum_j p_j log p_j.", "a mean over the keys",
+            like=_entropy(lambda e, n, r, w: _ratio(e / w.size(-1), n, r, w))),
     Mistake("your ratio is negative: the entropy is MINUS sum_j p_j log p_j (each log p_j <= 0).", "the sign",
             like=_entropy(lambda e, n, r, w: -_ratio(e, n, r, w))),
     Mistake("you took the entropy in bits (log2) and log n in nats (natural log): use one base for both (the "
@@ -492,7 +493,8 @@ ENTROPY_MISTAKES = (
             like=_entropy(lambda e, n, r, w: ((e * r).sum(2) / (n * r).sum(2)).mean(0))),
     Mistake("you averaged each sentence first, then the sentences: sum over all the valid rows of the block at "
             "once, so that every row weighs the same (long sentences have more rows).", "sentences averaged first",
-            like=_entropy(lambda e, n, r, w: ((e * r).sum(2) / r.sum(2)).mean(0) / ((n * r).sum(2) / r.sum(2)).mean(0))),
+            like=_entropy(lambda e, n, r, w: ((e * r).sum(2) / r.sum(2)).mean(0)
+                          / ((n * r).sum(2) / r.sum(2)).mean(0))),
 )
 
 ENTROPY = Declaration(

@@ -1,15 +1,14 @@
 """Checks of notebook 08's exercises: label smoothing's targets and loss
 (``annotated.label_smoothing``, compared with ``F.cross_entropy`` in
 tests/test_declarations_08_12.py), the warm-up schedule (``annotated.schedule.rate``) and the loss
-per token of a batch under teacher forcing (``annotated.batching.Batch`` and
-``annotated.training.evaluate_loss``).
+per token of a batch under teacher forcing (``annotated.batching.Batch``, which
+tests/test_declarations_08_12.py compares with ``annotated.training.evaluate_loss``).
 
-The two label-smoothing checks are declarations (``annotated.support.grading.engine``), judged
-where no learner's code runs when the grader grades; ``check_rate`` and
-``check_teacher_forcing_loss`` are still code run in the kernel: the rate's known mistakes are
-told apart only by the whole curve (max instead of min equals "no warm-up" before the peak and
-"linear forever" after it), which one call at a time cannot see, and the teacher-forcing loss takes
-a model and a loss function, which the recorder does not yet send as data."""
+Three checks are declarations (``annotated.support.grading.engine``), judged where no learner's
+code runs when the grader grades; the model and the loss function of the teacher-forcing check
+travel as data (``record.build``). ``check_rate`` is still code run in the kernel: its known
+mistakes are told apart only by the whole curve (max instead of min equals "no warm-up" before
+the peak and "linear forever" after it), which one call at a time cannot see."""
 
 import math
 import numbers
@@ -20,16 +19,15 @@ import torch.nn.functional as F
 
 from annotated.batching import Batch
 from annotated.label_smoothing import LabelSmoothingLoss, smoothed_targets
-from annotated.masks import padding_mask, subsequent_mask, target_mask
+from annotated.masks import padding_mask, target_mask
 from annotated.model import EncoderDecoder, TransformerConfig, make_model
 from annotated.schedule import rate
-from annotated.support import guarded_training
 from annotated.support.grading.core import (
-    _TO_FLOAT32, ExerciseFailed, _assert_close, _assert_close64, _call, _function, _generic, _gradients_flow,
-    _hard_coded_hint, _modes, _modes_kept, _run_on_all_sizes, _same, _shape, _tensor,
+    ExerciseFailed, _call, _function, _generic, _hard_coded_hint, _run_on_all_sizes,
 )
+from annotated.support import record as recorder
+from annotated.support.grading import engine
 from annotated.support.grading.engine import Declaration, Mistake, Probe, Tensor, _equal, check
-from annotated.training import evaluate_loss
 
 # Every size changes from one set to the next; the padding id and epsilon too, so that a
 # pad_idx = 0 or a smoothing = 0.1 written into the code fails.
@@ -300,7 +298,8 @@ def _loss_probes(device: str | None) -> list[Probe]:
 
     def probe(logits: torch.Tensor, target: torch.Tensor, sizes: dict | None, kind: str, **options) -> Probe:
         N, V = logits.shape
-        what = {"float64": f"float64 logits of shape ({N}, {V}), each about 1e5"}.get(kind, f"logits of shape ({N}, {V})")
+        what = f"float64 logits of shape ({N}, {V}), each about 1e5" if kind == "float64" else (
+            f"logits of shape ({N}, {V})")
         label = (f"{{what}} of {{name}}({what}, target of shape ({N},), pad_idx={sizes['pad_idx']}, "
                  f"smoothing={sizes['smoothing']})")
         return Probe((logits, target, sizes["pad_idx"], sizes["smoothing"]), label, tags=dict(kind=kind),
@@ -426,7 +425,8 @@ def _other_loss(found: dict, p: Probe, pads: bool) -> str | None:
     others = [o for o in range(logits.size(-1)) if o != pad] if pads else [
         e for e in (0.1, 0.2, 0.25, 0.3, 0.05, 0.01) if not math.isclose(e, eps)]
     for other in others:
-        if got is not None and _equal(got, course_loss(logits.double(), target, *((other, eps) if pads else (pad, other))), 1e-4):
+        wrong = course_loss(logits.double(), target, *((other, eps) if pads else (pad, other)))
+        if got is not None and _equal(got, wrong, 1e-4):
             if pads:
                 return (f"your loss treats token {other} as padding, but this call has pad_idx={pad}: is the "
                         "padding id written into your code? Use the pad_idx argument.")
@@ -455,7 +455,8 @@ def _unstable(found: dict, p: Probe) -> str | None:
                 "overflow) misses this case: subtract the maximum always (logits - logits.max(-1, "
                 "keepdim=True).values), or use F.log_softmax(logits, dim=-1).")
     if kind == "float64" and got.isfinite() and abs(float(got) - float(expected)) < 0.5:
-        return (f"with float64 logits of shape {tuple(p.args[0].shape)}, each about 1e5, your loss is {float(got):.6f}, the "
+        return (f"with float64 logits of shape {tuple(p.args[0].shape)}, each about 1e5, your loss is "
+                f"{float(got):.6f}, the "
                 f"course's is {float(expected):.6f}: your loss of float64 logits has float32's precision (float32 "
                 "keeps only 2 or 3 decimals of numbers near 1e5). A step computes in float32 and converts back: a "
                 ".float() on the logits or the log-probabilities, or a tensor of logits created without dtype=. "
@@ -472,7 +473,8 @@ def _max_shift_when_large(logits, target, pad_idx, smoothing):  # a known mistak
 LOSS_MISTAKES = (
     Mistake("You return one loss per position: sum them too (.sum() of everything).", "a loss per position",
             stage="shape", shape=lambda p: (p.args[0].size(0),),
-            example=lambda z, t, pad, eps: -(smoothed_targets(t, z.size(-1), pad, eps, z.dtype) * z.log_softmax(-1)).sum(-1)),
+            example=lambda z, t, pad, eps: -(smoothed_targets(t, z.size(-1), pad, eps, z.dtype)
+                                             * z.log_softmax(-1)).sum(-1)),
     Mistake("You return q * log p itself: the loss is minus its sum over positions and tokens.", "q * log p itself",
             stage="shape", shape=lambda p: tuple(p.args[0].shape),
             example=lambda z, t, pad, eps: -(smoothed_targets(t, z.size(-1), pad, eps, z.dtype) * z.log_softmax(-1))),
@@ -482,8 +484,9 @@ LOSS_MISTAKES = (
               like=_wrong_q(q, divide))
       for targets_name, q, targets_message in _LOSS_TARGETS for reduction_name, divide, reduction_message in _REDUCTIONS
       if (targets_name, reduction_name) != ("the course's targets", "the sum")),
-    Mistake(lambda p: (f"this is the KL divergence KL(q || p) = H(q, p) - H(q): it is below the course's loss by "
-                       f"H(q) = {_entropy_of_q(p.args[3], p.args[0].size(-1)):.4f} per real position ({int((p.args[1] != p.args[2]).sum())} "
+    Mistake(lambda p: ("this is the KL divergence KL(q || p) = H(q, p) - H(q): it is below the course's loss by "
+                       f"H(q) = {_entropy_of_q(p.args[3], p.args[0].size(-1)):.4f} per real "
+                       f"position ({int((p.args[1] != p.args[2]).sum())} "
                        "here). It has the same gradients, but the course's loss is the cross-entropy H(q, p) = "
                        "-(q * log_softmax(logits)).sum(), whose floor is H(q) (notebook 08, section 5); "
                        "F.kl_div(log_p, q) is the KL."), "KL instead of cross-entropy", like=_kl),
@@ -511,7 +514,8 @@ LOSS_MISTAKES = (
 )
 
 LOSS = Declaration(
-    check="check_label_smoothing_loss", function="label_smoothing_loss", roles=("logits", "target", "pad_idx", "smoothing"),
+    check="check_label_smoothing_loss", function="label_smoothing_loss",
+    roles=("logits", "target", "pad_idx", "smoothing"),
     reference=course_loss, probes=_loss_probes, mistakes=LOSS_MISTAKES, returns=Tensor("the loss"),
     sizes_fix=_edge_hint("Read N and V from logits.shape and use the pad_idx and smoothing arguments."),
     passed=("check_label_smoothing_loss passed: {name} sums -q log p over the positions as "
@@ -737,249 +741,241 @@ class _SmallModel(EncoderDecoder):
 
 def _teacher_model(sizes: dict, dropout: float = 0.0) -> EncoderDecoder:
     """A small model, without dropout unless asked, built without touching the caller's random
-    state."""
+    state. Its generator holds a copy of the target embedding's table rather than the same
+    tensor: a probe sends the model as its weights, one tensor per name, and builds it again from
+    them (the loss is the same; a shared tensor would arrive as two)."""
     with torch.random.fork_rng():
         torch.manual_seed(0)
         config = TransformerConfig(sizes["vocab"], sizes["vocab"], N=1, d_model=16, d_ff=24, h=2,
                                    dropout=dropout)
         model = make_model(config)
+    model.generator.proj.weight = torch.nn.Parameter(model.generator.proj.weight.detach().clone())
     model.__class__ = _SmallModel
     return model
 
 
-def _teacher_candidates(model, src, tgt, pad, loss_fn):
-    """(value, message) of the usual wrong losses per token."""
-    batch = tgt.size(0)
-    src_mask = padding_mask(src, pad)
-
-    def summed(tgt_in, tgt_y, src_mask, tgt_mask, src=src):
-        logits = model(src, tgt_in, src_mask, tgt_mask)
-        return loss_fn(logits.flatten(0, 1), tgt_y.flatten())
-
-    tgt_in, tgt_y = tgt[:, :-1], tgt[:, 1:]
-    L = tgt_in.size(1)
-    ntokens = int((tgt_y != pad).sum())
-    structures = [
-        (tgt_y, lambda: summed(tgt_in, tgt_y, src_mask, target_mask(tgt_in, pad)), ""),
-        (tgt_in, lambda: summed(tgt_in, tgt_in, src_mask, target_mask(tgt_in, pad)),
-         "the labels are not shifted: your decoder reads tgt[:, :-1] and is asked to predict the "
-         "same tokens, so position t sees its own answer. The labels are the target shifted left, "
-         "tgt_y = tgt[:, 1:]: at each position, the next token"),
-        (tgt, lambda: summed(tgt, tgt, src_mask, target_mask(tgt, pad)),
-         "nothing is shifted: the decoder reads the whole target and must predict it, each "
-         "position its own token, which it sees. Read tgt_in = tgt[:, :-1], predict "
-         "tgt_y = tgt[:, 1:]"),
-        (tgt_y, lambda: summed(tgt_y, tgt_y, src_mask, target_mask(tgt_y, pad)),
-         "the decoder reads its own labels, tgt[:, 1:]: position t sees the token it must predict. "
-         "The decoder reads tgt_in = tgt[:, :-1] (from <s>) and predicts tgt_y = tgt[:, 1:]"),
-        (tgt_in, lambda: summed(tgt_y, tgt_in, src_mask, target_mask(tgt_y, pad)),
-         "the shift goes the wrong way: the decoder reads tgt[:, 1:] and predicts tgt[:, :-1], the "
-         "token before. It reads tgt_in = tgt[:, :-1] (from <s>) and predicts the next one, "
-         "tgt_y = tgt[:, 1:]"),
-        (tgt_y, lambda: summed(tgt_in, tgt_y, src_mask, padding_mask(tgt_in, pad)),
-         "the target mask has no look-ahead part: with the padding mask alone, position t attends "
-         "to the later tokens, among them its own label. Use target_mask(tgt_in, pad_idx), the "
-         "padding mask and subsequent_mask together"),
-        (tgt_y, lambda: summed(tgt_in, tgt_y, None, target_mask(tgt_in, pad)),
-         "the source mask is missing: the decoder's cross-attention reads the source's padding "
-         "(and so does the encoder). Pass src_mask = padding_mask(src, pad_idx)"),
-        (tgt_y, lambda: summed(tgt_in, tgt_y, src_mask, subsequent_mask(L).unsqueeze(0)),
-         ""),  # without the target padding mask: the same loss (padding only ever follows)
-        (tgt_y, lambda: summed(tgt_in, tgt_y, None, None),
-         "no masks at all: the decoder sees the tokens it must predict and the source's padding. "
-         "Pass src_mask = padding_mask(src, pad_idx) and tgt_mask = target_mask(tgt_in, pad_idx)"),
-    ]
-    divisors = [
-        (ntokens, ""),
-        (1, "you returned the summed loss: divide it by the number of real label tokens, "
-            f"(tgt_y != pad_idx).sum() = {ntokens} here, to get the loss per token"),
-        (batch * L, f"you divided by all {batch * L} label positions, padding included: divide by "
-                    f"the real label tokens, (tgt_y != pad_idx).sum() = {ntokens} here (a batch "
-                    "with more padding would otherwise get a smaller loss)"),
-        (batch, f"you divided by the {batch} sentences: divide by the real label tokens, "
-                f"(tgt_y != pad_idx).sum() = {ntokens} here, so that long and short sentences "
-                "count per token"),
-        (int((tgt != pad).sum()), "you divided by the real tokens of the whole target, <s> "
-         f"included ({int((tgt != pad).sum())}); <s> is never a label: count the labels, "
-         f"(tgt_y != pad_idx).sum() = {ntokens}"),
-        (int((tgt_in != pad).sum()), "you counted the decoder's input tokens "
-         f"((tgt_in != pad_idx).sum() = {int((tgt_in != pad).sum())}) instead of the labels; the "
-         f"loss is summed over the labels: (tgt_y != pad_idx).sum() = {ntokens}"),
-    ]
-    for labels, summed_loss, what in structures:  # each computed only if those before did not fit
-        value = summed_loss()
-        # Dividing by the real tokens of its own labels is no further mistake.
-        natural = int((labels != pad).sum())
-        for divisor, how in [(natural, "")] + [(d, m) for d, m in divisors if d != natural]:
-            if what or how:
-                yield value / divisor, "; and ".join(m for m in (what, how) if m) + "."
-    # The mean of per-sentence means (the gradient-accumulation mistake, inside one batch).
-    per_sentence = [summed(tgt_in[i : i + 1], tgt_y[i : i + 1], src_mask[i : i + 1],
-                           target_mask(tgt_in[i : i + 1], pad), src[i : i + 1])
-                    / int((tgt_y[i] != pad).sum())
-                    for i in range(batch)]
-    yield sum(per_sentence) / batch, (
-        "you averaged the sentences' losses per token: a token of a short sentence then weighs "
-        "more than one of a long sentence. Sum the loss over every label token of the batch and "
-        "divide once, by their number (tgt_y != pad_idx).sum(), as notebook 08's accumulation "
-        "check shows.")
-    logits = model(src, tgt_in, src_mask, target_mask(tgt_in, pad)).flatten(0, 1)
-    for smoothing in (0.0, 0.1):
-        builtin = F.cross_entropy(logits, tgt_y.flatten(), ignore_index=pad,
-                                  label_smoothing=smoothing)
-        yield builtin, (
-            f"this is F.cross_entropy(logits, labels, ignore_index=pad_idx, label_smoothing="
-            f"{smoothing}), not the loss you were given: call loss_fn(logits, labels), the "
-            "course's LabelSmoothingLoss (its smoothing spreads eps over V - 2 tokens, PyTorch's "
-            "over V), and divide its sum by the number of label tokens.")
+def _built(sizes: dict, dropout: float = 0.0, training: bool = True) -> EncoderDecoder:
+    """The check's model, made so that a probe sends it as data (its recipe and weights)."""
+    model = recorder.build("annotated.support.grading.training._teacher_model",
+                           sizes={k: sizes[k] for k in ("vocab",)}, dropout=dropout)
+    return model.train(training)
 
 
-def _check_teacher_once(fn: Callable, name: str, sizes: dict, g: torch.Generator) -> None:
-    batch, L_src, L_tgt, V, pad = (sizes[k] for k in ("batch", "L_src", "L_tgt", "vocab",
-                                                      "pad_idx"))
-    src, tgt = _teacher_batch(sizes, g)
-    model = _teacher_model(sizes)
-    # The loss behind its checks: a student's wrong shapes get its one-line error, not PyTorch's.
-    loss_fn = guarded_training.LabelSmoothingLoss(V, pad, 0.1)
-    # The course's: Batch does the shift and the masks; the summed loss over its ntokens.
-    b = Batch(src, tgt, pad)
+def course_teacher_forcing_loss(model, src, tgt, pad_idx: int, loss_fn) -> torch.Tensor:
+    """The course's loss per token of the batch: Batch, the model, the summed loss / ntokens."""
+    b = Batch(src, tgt, pad_idx)
+    return loss_fn(model(b.src, b.tgt_in, b.src_mask, b.tgt_mask).flatten(0, 1), b.tgt_y.flatten()) / b.ntokens
+
+
+def _teacher_probes(device: str | None) -> list[Probe]:
+    """The batches of ``TEACHER_SIZES`` on a model without dropout in training mode (gradients to every
+    parameter compared); then, on the first batch's sizes, the model in evaluation mode, a model with
+    dropout in training mode (its loss must not be the loss without dropout) and in evaluation mode,
+    and a float64 model."""
+    g = torch.Generator().manual_seed(2)
+
+    def probe(sizes: dict, model, setting: str = "", probe_sizes: dict | None = None, **options) -> Probe:
+        src, tgt = _teacher_batch(sizes, g)
+        V, pad = sizes["vocab"], sizes["pad_idx"]
+        loss_fn = recorder.build("annotated.label_smoothing.LabelSmoothingLoss", vocab_size=V, pad_idx=pad,
+                                 smoothing=0.1)
+        label = (f"{{what}} of {{name}}(model, src of shape {tuple(src.shape)}, tgt of shape {tuple(tgt.shape)}, "
+                 f"pad_idx={pad}, loss_fn){setting}")
+        return Probe((model, src, tgt, pad, loss_fn), label, sizes=probe_sizes, hints=_TEACHER_HINTS, **options)
+
+    probes = [probe(sizes, _built(sizes), probe_sizes=sizes, grad=(0,)) for sizes in TEACHER_SIZES]
+    sizes = TEACHER_SIZES[0]
+    probes.append(probe(sizes, _built(sizes, training=False), " in evaluation mode"))
+    dropout = probe(sizes, _built(sizes, TEACHER_DROPOUT), f" on a model with dropout {TEACHER_DROPOUT}, in "
+                    "training mode", tags=dict(dropout=True))
     with torch.no_grad():
-        expected = loss_fn(model(b.src, b.tgt_in, b.src_mask, b.tgt_mask).flatten(0, 1),
-                           b.tgt_y.flatten()) / b.ntokens
-        course = evaluate_loss(model, [b], loss_fn)
-        if not math.isclose(expected.item(), course, rel_tol=1e-5):
-            raise RuntimeError(f"Batch and the summed loss give {expected.item()}, evaluate_loss "
-                               f"{course}: the course's training code has changed")
-    model.train()
-    call = (f"{name}(model, src of shape ({batch}, {L_src}), tgt of shape ({batch}, {L_tgt}), "
-            f"pad_idx={pad}, loss_fn)")
-    roles = ("model", "src", "tgt", "pad_idx", "loss_fn")
-    modes = _modes(model)
-    result = _call(fn, model, src, tgt, pad, loss_fn, roles=roles, hints=_TEACHER_HINTS)
-    _modes_kept(model, modes, name)
-    got = _tensor(result, name, "the loss")
-    hint = (" Return one number for the batch: the summed loss divided by the label tokens."
-            if got.dim() else "")
-    _shape(got, (), f"{call}, a scalar", hint)
-    if not _same(got.detach(), expected, atol=1e-4):
-        with torch.no_grad():
-            for candidate, message in _teacher_candidates(model, src, tgt, pad, loss_fn):
-                if _same(got.detach(), candidate, atol=1e-4):
-                    raise ExerciseFailed(f"{name} returned {got.item():.4f}, the course's loss per "
-                                         f"token is {expected.item():.4f}: {message}")
-            # The course's special ids, <pad> <s> </s> <unk>, are the likely ones written in.
-            for other in sorted({0, 1, 2, 3} - {pad}):
-                if other < V:
-                    wrong = Batch(src, tgt, other)
-                    value = loss_fn(model(wrong.src, wrong.tgt_in, wrong.src_mask, wrong.tgt_mask)
-                                    .flatten(0, 1), wrong.tgt_y.flatten()) / max(wrong.ntokens, 1)
-                    if _same(got.detach(), value, atol=1e-4):
-                        raise ExerciseFailed(
-                            f"your masks and token count treat token {other} as padding, but this "
-                            f"call has pad_idx={pad}: is the padding id written into your code? "
-                            "Use the pad_idx argument.")
-        _assert_close(got.detach(), expected, call, atol=1e-4)
-    if not got.requires_grad or got.grad_fn is None:
-        raise ExerciseFailed(
-            f"{name}'s loss has the right value but carries no gradient: training calls "
-            "backward() on it. Look for .item(), .detach(), torch.tensor(...) of a number or a "
-            "torch.no_grad() block."
-        )
+        model, *rest = engine._clone(dropout.args)
+        without = float(course_teacher_forcing_loss(model.eval(), *rest))
+    dropout.tags["without"] = without
+    dropout.accept = lambda values: bool(values[0].isfinite().all()) and not _equal(
+        values[0], torch.tensor(without), 1e-4)  # dropout acts: any other finite loss
+    probes += [dropout, probe(sizes, _built(sizes, TEACHER_DROPOUT, training=False),
+                              f" on a model with dropout {TEACHER_DROPOUT}, in evaluation mode")]
+    return probes + [probe(sizes, _built(sizes).double(), " with a float64 model (model.double())",
+                           {"_float64": True})]
 
 
-_TEACHER_ROLES = ("model", "src", "tgt", "pad_idx", "loss_fn")
 _TEACHER_HINTS = ((r"does not fit logits",
                    "\nHint: the decoder reads tgt[:, :-1] and its labels are tgt[:, 1:]: both "
                    "have L_tgt - 1 positions, so the logits and the labels fit."),)
 
 
-def _course_teacher_loss(model, src, tgt, pad: int, loss_fn) -> torch.Tensor:
-    """The course's loss per token of the batch: Batch, the model, the summed loss / ntokens."""
-    b = Batch(src, tgt, pad)
-    with torch.no_grad():
-        return loss_fn(model(b.src, b.tgt_in, b.src_mask, b.tgt_mask).flatten(0, 1),
-                       b.tgt_y.flatten()) / b.ntokens
+def _teacher(shift: str = "right", tgt_mask: str = "target", src_mask: bool = True,
+             divide: str | None = "own") -> Callable:
+    """A teacher_forcing_loss that shifts, masks and divides as told (the reference, a known mistake or its
+    example): ``shift`` the decoder's input and labels, ``tgt_mask`` its mask, ``divide`` the summed loss by
+    the real tokens of its own labels, of tgt[:, 1:], the positions, the sentences, the target's or the
+    input's tokens, or ``None``."""
+    def teacher_forcing_loss(model, src, tgt, pad_idx, loss_fn):
+        tgt_in, tgt_y = {"right": (tgt[:, :-1], tgt[:, 1:]), "none": (tgt[:, :-1], tgt[:, :-1]),
+                         "reversed": (tgt[:, 1:], tgt[:, :-1]), "labels": (tgt[:, 1:], tgt[:, 1:]),
+                         "nothing": (tgt, tgt)}[shift]
+        masks = {"target": lambda: target_mask(tgt_in, pad_idx), "padding": lambda: padding_mask(tgt_in, pad_idx),
+                 None: lambda: None}
+        logits = model(src, tgt_in, padding_mask(src, pad_idx) if src_mask else None, masks[tgt_mask]())
+        summed = loss_fn(logits.flatten(0, 1), tgt_y.flatten())
+        divisor = {"own": (tgt_y != pad_idx).sum(), "ntokens": (tgt[:, 1:] != pad_idx).sum(),
+                   "positions": tgt.size(0) * (tgt.size(1) - 1), "sentences": tgt.size(0),
+                   "target": (tgt != pad_idx).sum(), "inputs": (tgt[:, :-1] != pad_idx).sum(), None: 1}[divide]
+        return summed / divisor
+    return teacher_forcing_loss
 
 
-def _check_teacher_modes(fn: Callable, name: str, sizes: dict, g: torch.Generator) -> None:
-    """A model with dropout: in training mode the loss has dropout and its gradient reaches the
-    model's parameters, in evaluation mode it has none, and the function leaves the model's mode
-    as it found it."""
-    src, tgt = _teacher_batch(sizes, g)
-    pad, V = sizes["pad_idx"], sizes["vocab"]
-    model = _teacher_model(sizes, dropout=TEACHER_DROPOUT)
-    loss_fn = guarded_training.LabelSmoothingLoss(V, pad, 0.1)
-    model.eval()
-    without = _course_teacher_loss(model, src, tgt, pad, loss_fn)
-    setting = f"a model with dropout {TEACHER_DROPOUT}"
-
-    # 1. Training mode: the model's dropout acts, the gradient reaches its parameters.
-    model.train()
-    modes = _modes(model)
-    with torch.random.fork_rng():
-        torch.manual_seed(0)
-        result = _call(fn, model, src, tgt, pad, loss_fn, roles=_TEACHER_ROLES, hints=_TEACHER_HINTS)
-    _modes_kept(model, modes, name)
-    got = _tensor(result, name, "the loss")
-    _shape(got, (), f"{name}(...) on {setting}, in training mode, a scalar")
-    if _same(got.detach(), without, atol=1e-4):
-        raise ExerciseFailed(
-            f"on {setting} in training mode (model.train()), {name} returned {got.item():.4f}, "
-            "the loss without dropout: your function turns dropout off, so the model would "
-            "train without the regularization of §5.4. Do not call model.eval() (or "
-            "torch.no_grad()) in a training loss, even if you switch back before returning: "
-            "call the model in the mode the caller left it in."
-        )
-    _gradients_flow(got, {"the target embedding's table": model.tgt_embed[0].lut.weight,
-                          "the encoder's W^Q": model.encoder.layers[0].self_attn.W_Q.weight},
-                    name, "the loss")
-
-    # 2. Evaluation mode: no dropout, and the model stays in evaluation mode.
-    model.eval()
-    modes = _modes(model)
-    result = _call(fn, model, src, tgt, pad, loss_fn, roles=_TEACHER_ROLES, hints=_TEACHER_HINTS)
-    _modes_kept(model, modes, name)
-    got = _tensor(result, name, "the loss")
-    _shape(got, (), f"{name}(...) on {setting}, in evaluation mode, a scalar")
-    _assert_close(got.detach(), without,
-                  f"{name}(...) on {setting}, in evaluation mode (no dropout)", atol=1e-4)
+def _counts(p: Probe) -> dict:
+    tgt, pad = p.args[2], p.args[3]
+    return dict(ntokens=int((tgt[:, 1:] != pad).sum()), positions=tgt.size(0) * (tgt.size(1) - 1), batch=tgt.size(0),
+                target=int((tgt != pad).sum()), inputs=int((tgt[:, :-1] != pad).sum()))
 
 
-def _check_teacher_float64(fn: Callable, name: str, sizes: dict, g: torch.Generator) -> None:
-    """A float64 model (model.double()): the loss is float64, at float64 precision."""
-    src, tgt = _teacher_batch(sizes, g)
-    pad, V = sizes["pad_idx"], sizes["vocab"]
-    model = _teacher_model(sizes).double()
-    model.train()  # without dropout, as in the sets of sizes
-    loss_fn = guarded_training.LabelSmoothingLoss(V, pad, 0.1)
-    expected = _course_teacher_loss(model, src, tgt, pad, loss_fn)
-    try:
-        result = _call(fn, model, src, tgt, pad, loss_fn, roles=_TEACHER_ROLES, hints=_TEACHER_HINTS)
-    except ExerciseFailed as err:
-        if not getattr(err, "generic", False):
-            raise
-        raise _generic(f"with a float64 model (model.double()): {err}") from None
-    got = _tensor(result, name, "the loss")
-    _shape(got, (), f"{name}(...) with a float64 model, a scalar")
-    if got.dtype != torch.float64:
-        raise ExerciseFailed(
-            f"with a float64 model (model.double()) {name} returned a {got.dtype} loss: the "
-            "loss must keep the model's dtype, float64 (the model's logits are float64, and so "
-            f"is the sum of loss_fn). {_TO_FLOAT32}"
-        )
-    _assert_close64(got.detach(), expected, f"the loss of {name} with a float64 model")
+# The wrong shifts and masks: a short name, the arguments of _teacher, what it does wrong, and which
+# count the real tokens of its own labels are (dividing by them is no further mistake).
+_STRUCTURES = [
+    ("the right shift", dict(), "", "ntokens"),
+    ("labels not shifted", dict(shift="none"),
+     "the labels are not shifted: your decoder reads tgt[:, :-1] and is asked to predict the same tokens, so "
+     "position t sees its own answer. The labels are the target shifted left, tgt_y = tgt[:, 1:]: at each "
+     "position, the next token", "inputs"),
+    ("nothing shifted", dict(shift="nothing"),
+     "nothing is shifted: the decoder reads the whole target and must predict it, each position its own token, "
+     "which it sees. Read tgt_in = tgt[:, :-1], predict tgt_y = tgt[:, 1:]", "target"),
+    ("the decoder reading its labels", dict(shift="labels"),
+     "the decoder reads its own labels, tgt[:, 1:]: position t sees the token it must predict. The decoder "
+     "reads tgt_in = tgt[:, :-1] (from <s>) and predicts tgt_y = tgt[:, 1:]", "ntokens"),
+    ("the shift the wrong way", dict(shift="reversed"),
+     "the shift goes the wrong way: the decoder reads tgt[:, 1:] and predicts tgt[:, :-1], the token before. "
+     "It reads tgt_in = tgt[:, :-1] (from <s>) and predicts the next one, tgt_y = tgt[:, 1:]", "inputs"),
+    ("no look-ahead mask", dict(tgt_mask="padding"),
+     "the target mask has no look-ahead part: with the padding mask alone, position t attends to the later "
+     "tokens, among them its own label. Use target_mask(tgt_in, pad_idx), the padding mask and subsequent_mask "
+     "together", "ntokens"),
+    ("no source mask", dict(src_mask=False),
+     "the source mask is missing: the decoder's cross-attention reads the source's padding (and so does the "
+     "encoder). Pass src_mask = padding_mask(src, pad_idx)", "ntokens"),
+    ("no masks", dict(src_mask=False, tgt_mask=None),
+     "no masks at all: the decoder sees the tokens it must predict and the source's padding. Pass src_mask = "
+     "padding_mask(src, pad_idx) and tgt_mask = target_mask(tgt_in, pad_idx)", "ntokens"),
+]
+# The wrong divisors, each with what it does wrong (in the words of the probe's counts).
+_DIVISORS = [
+    (None, lambda c: ("you returned the summed loss: divide it by the number of real label tokens, "
+                      f"(tgt_y != pad_idx).sum() = {c['ntokens']} here, to get the loss per token")),
+    ("positions", lambda c: (f"you divided by all {c['positions']} label positions, padding included: divide by the "
+                             f"real label tokens, (tgt_y != pad_idx).sum() = {c['ntokens']} here (a batch with more "
+                             "padding would otherwise get a smaller loss)")),
+    ("sentences", lambda c: (f"you divided by the {c['batch']} sentences: divide by the real label tokens, "
+                             f"(tgt_y != pad_idx).sum() = {c['ntokens']} here, so that long and short sentences "
+                             "count per token")),
+    ("target", lambda c: (f"you divided by the real tokens of the whole target, <s> included ({c['target']}); <s> "
+                          f"is never a label: count the labels, (tgt_y != pad_idx).sum() = {c['ntokens']}")),
+    ("inputs", lambda c: (f"you counted the decoder's input tokens ((tgt_in != pad_idx).sum() = {c['inputs']}) "
+                          f"instead of the labels; the loss is summed over the labels: (tgt_y != pad_idx).sum() = "
+                          f"{c['ntokens']}")),
+]
+
+
+def _structure_message(what: str, how: Callable | None) -> Callable:
+    return lambda p: "; and ".join(m for m in (what, how and how(_counts(p))) if m) + "."
+
+
+def _mean_of_sentence_means(model, src, tgt, pad_idx, loss_fn):
+    return sum(course_teacher_forcing_loss(model, src[i: i + 1], tgt[i: i + 1], pad_idx, loss_fn)
+               for i in range(src.size(0))) / src.size(0)
+
+
+def _pytorch_loss(smoothing: float) -> Callable:
+    def teacher_forcing_loss(model, src, tgt, pad_idx, loss_fn):
+        b = Batch(src, tgt, pad_idx)
+        logits = model(b.src, b.tgt_in, b.src_mask, b.tgt_mask).flatten(0, 1)
+        return F.cross_entropy(logits, b.tgt_y.flatten(), ignore_index=pad_idx, label_smoothing=smoothing)
+    return teacher_forcing_loss
+
+
+def _other_padding(found: dict, p: Probe) -> str | None:
+    """The course's special ids, <pad> <s> </s> <unk>, are the likely ones written in."""
+    model, src, tgt, pad, loss_fn = engine._clone(p.args)
+    for other in sorted({0, 1, 2, 3} - {pad}):
+        if other < p.args[4].vocab_size:
+            b = Batch(src, tgt, other)
+            with torch.no_grad():
+                    value = loss_fn(model(b.src, b.tgt_in, b.src_mask, b.tgt_mask).flatten(0, 1),
+                                b.tgt_y.flatten()) / max(b.ntokens, 1)
+            if _equal(found["values"], value, 1e-4):
+                return (f"your masks and token count treat token {other} as padding, but this call has "
+                        f"pad_idx={pad}: is the padding id written into your code? Use the pad_idx argument.")
+    return None
+
+
+def _dropout_off(found: dict, p: Probe) -> str | None:
+    if found["values"] is None or not _equal(found["values"], torch.tensor(p.tags["without"]), 1e-4):
+        return None
+    return (f"on a model with dropout {TEACHER_DROPOUT} in training mode (model.train()), your function returned "
+            f"{float(found['values']):.4f}, the loss without dropout: your function turns dropout off, so the model "
+            "would train without the regularization of §5.4. Do not call model.eval() (or torch.no_grad()) in a "
+            "training loss, even if you switch back before returning: call the model in the mode the caller left "
+            "it in.")
+
+
+def _in_eval_then_back(model, src, tgt, pad_idx, loss_fn):  # a known mistake's example
+    was = model.training
+    loss = course_teacher_forcing_loss(model.eval(), src, tgt, pad_idx, loss_fn)
+    model.train(was)
+    return loss
 
 
 def _teacher_hint(passed: list, sizes: dict, message: str) -> str:
+    if "_float64" in sizes:
+        return "\nThis is with a float64 model (model.double()); every float32 model passed before it."
     if sizes["batch"] == 1:
-        return (f"\nHint: the same function passed with batches of several sentences but not with "
-                f"a batch of one ({', '.join(f'{k}={v}' for k, v in sizes.items())}): does a "
-                ".squeeze() drop the batch dimension? squeeze() without a dimension drops every "
-                "dimension of size 1; leave the shapes alone, or squeeze only a dimension you "
-                "added yourself, .squeeze(dim).")
-    return _hard_coded_hint(passed, sizes, message,
-                            "Read the lengths from the tensors' shapes and use the pad_idx "
+        return (f"\nHint: the same function passed with batches of several sentences but not with a batch of one "
+                f"({', '.join(f'{k}={v}' for k, v in sizes.items())}): does a .squeeze() drop the batch dimension? "
+                "squeeze() without a dimension drops every dimension of size 1; leave the shapes alone, or squeeze "
+                "only a dimension you added yourself, .squeeze(dim).")
+    return _hard_coded_hint(passed, sizes, message, "Read the lengths from the tensors' shapes and use the pad_idx "
                             "argument.")
+
+
+_SCALAR = "Return one number for the batch: the summed loss divided by the label tokens."
+
+TEACHER_MISTAKES = (
+    Mistake("", "not a scalar",
+            stage="shape", find=lambda found, p: _SCALAR if found["shape"] else None,
+            example=lambda *args: course_teacher_forcing_loss(*args).reshape(1)),
+    Mistake("", "dropout turned off in training", when=lambda p: p.tags.get("dropout", False), find=_dropout_off,
+            example=_in_eval_then_back),
+    *(Mistake(_structure_message(what, how), f"{name}, divided by {divide or 'nothing'}",
+              like=_teacher(**structure, divide=divide))
+      for name, structure, what, natural in _STRUCTURES
+      for divide, how in [("own", None), ("ntokens", None), *((d, h) for d, h in _DIVISORS if d != natural)]
+      if (what or how) and not (divide == "ntokens" and natural == "ntokens")),
+    Mistake("you averaged the sentences' losses per token: a token of a short sentence then weighs more than one "
+            "of a long sentence. Sum the loss over every label token of the batch and divide once, by their number "
+            "(tgt_y != pad_idx).sum(), as notebook 08's accumulation check shows.", "the mean of sentence means",
+            like=_mean_of_sentence_means),
+    *(Mistake(f"this is F.cross_entropy(logits, labels, ignore_index=pad_idx, label_smoothing={smoothing}), not the "
+              "loss you were given: call loss_fn(logits, labels), the course's LabelSmoothingLoss (its smoothing "
+              "spreads eps over V - 2 tokens, PyTorch's over V), and divide its sum by the number of label tokens.",
+              f"F.cross_entropy with label_smoothing={smoothing}", like=_pytorch_loss(smoothing))
+      for smoothing in (0.0, 0.1)),
+    Mistake("", "a padding id written into the code", find=_other_padding,
+            example=lambda model, src, tgt, pad, loss_fn: course_teacher_forcing_loss(model, src, tgt, 0, loss_fn)),
+)
+
+TEACHER = Declaration(
+    check="check_teacher_forcing_loss", function="teacher_forcing_loss",
+    roles=("model", "src", "tgt", "pad_idx", "loss_fn"), reference=course_teacher_forcing_loss,
+    probes=_teacher_probes, mistakes=TEACHER_MISTAKES, sizes_fix=_teacher_hint,
+    returns=Tensor("the loss", like=None, dtypes=("float32", "float64")),
+    passed=("check_teacher_forcing_loss passed: {name} feeds the decoder tgt[:, :-1] under the target mask, scores "
+            "tgt[:, 1:] and divides the summed loss by the real label tokens, as Batch and evaluate_loss do, for "
+            f"{len(TEACHER_SIZES)} batches (padding on both sides, and one single sentence); with dropout in the "
+            "model it keeps dropout in training mode and none in evaluation mode, leaves the model's mode alone "
+            "and lets gradients reach the model; a float64 model gives a float64 loss."),
+)
 
 
 def check_teacher_forcing_loss(teacher_forcing_loss: Callable) -> None:
@@ -1000,25 +996,7 @@ def check_teacher_forcing_loss(teacher_forcing_loss: Callable) -> None:
     (model.eval() left behind, or model.train()), dropout turned off in training (model.eval()
     inside, even if undone), and a float64 model's loss turned into float32.
     """
-    name = _function(teacher_forcing_loss, "check_teacher_forcing_loss", "teacher_forcing_loss")
-    g = torch.Generator().manual_seed(2)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # a model this small runs faster on one thread, above all when busy
-    try:
-        _run_on_all_sizes(lambda sizes: _check_teacher_once(teacher_forcing_loss, name, sizes, g),
-                          TEACHER_SIZES, _teacher_hint)
-        _check_teacher_modes(teacher_forcing_loss, name, TEACHER_SIZES[0], g)
-        _check_teacher_float64(teacher_forcing_loss, name, TEACHER_SIZES[0], g)
-    finally:
-        torch.set_num_threads(threads)
-    print(
-        f"check_teacher_forcing_loss passed: {name} feeds the decoder tgt[:, :-1] under the target "
-        "mask, scores tgt[:, 1:] and divides the summed loss by the real label tokens, as Batch "
-        f"and evaluate_loss do, for {len(TEACHER_SIZES)} batches (padding on both sides, and one "
-        "single sentence); with dropout in the model it keeps dropout in training mode and none "
-        "in evaluation mode, leaves the model's mode alone and lets gradients reach the model; "
-        "a float64 model gives a float64 loss."
-    )
+    check(TEACHER, teacher_forcing_loss)
 
 
-DECLARATIONS = {d.check: d for d in (TARGETS, LOSS)}
+DECLARATIONS = {d.check: d for d in (TARGETS, LOSS, TEACHER)}
