@@ -159,7 +159,7 @@ def test_a_module_left_in_another_mode_is_named():
     decl = Declaration(check="check_call", function="call", roles=("module", "x"), reference=lambda m, x: x,
                        probes=lambda device: [Probe((layer.train(), torch.ones(2)), "{what} of {name}")],
                        returns=Tensor("the output", like=1))
-    with pytest.raises(Failure, match=r"switched the model from training mode to evaluation mode"):
+    with pytest.raises(Failure, match=r"switched module from training mode to evaluation mode"):
         engine.run(decl, call)
 
 

@@ -254,7 +254,7 @@ def _switched(layer, x):
     (_cut, r"no gradient reaches layer's bias through the output of _cut"),
     (lambda layer, x: layer(x) + 0 * layer.weight.sum() + layer.bias.detach() - layer.bias.detach(),
      r"^$|passed"),
-    (_switched, r"_switched switched the model from evaluation mode to training mode"),
+    (_switched, r"_switched switched layer from evaluation mode to training mode"),
 ])
 def test_a_module_arguments_gradients_and_mode_are_judged_in_the_notebook_and_by_the_grader(wrong, message,
                                                                                              tmp_path):

@@ -305,13 +305,21 @@ def _calls(arg) -> dict | None:
     return describe(list(calls)) if isinstance(calls, list) else None
 
 
-def call(fn, args: tuple, grad: tuple = (), again: tuple | None = None) -> dict:
+def call(fn, args: tuple, grad: tuple = (), again: tuple | None = None, seed: int | None = None) -> dict:
     """Call ``fn(*args)`` and describe what happened. ``grad``: the arguments made to require
     grad, whose gradients are recorded; ``again``: the arguments of a second call, after which
     the first result is described once more (a function that keeps its result between calls
     changes it). A module in ``grad`` has its parameters require grad, and their gradients are
-    recorded; an argument made by :func:`build` that keeps a list ``calls`` has it recorded."""
-    args = list(args)
+    recorded; an argument made by :func:`build` that keeps a list ``calls`` has it recorded.
+    ``seed``: the global generator's seed before each call (what it was is put back after), so
+    that a function drawing from it (F.dropout) draws what the check can draw again."""
+    with torch.random.fork_rng(devices=[], enabled=seed is not None):
+        return _call(fn, list(args), grad, again, seed)
+
+
+def _call(fn, args: list, grad: tuple, again: tuple | None, seed: int | None) -> dict:
+    if seed is not None:
+        torch.manual_seed(seed)
     for i in grad:
         args[i] = args[i].requires_grad_() if isinstance(args[i], torch.nn.Module) else args[i].detach().requires_grad_()
     record = {"layout_before": [_layout(a) for a in args], "modes_before": [_modes(a) for a in args]}
@@ -329,6 +337,8 @@ def call(fn, args: tuple, grad: tuple = (), again: tuple | None = None) -> dict:
     if grad:
         record["gradients"] = _gradients(result, [args[i] for i in grad])
     if again is not None:
+        if seed is not None:
+            torch.manual_seed(seed)
         try:
             fn(*again)
         except (Exception, SystemExit) as err:
@@ -398,7 +408,7 @@ def record_file(namespace: dict, function: str, plan_path: str, out_path: str) -
         for planned in plan["calls"]:
             again = planned.get("again")
             done = call(fn, tuple(decode(a) for a in planned["args"]), tuple(planned.get("grad", ())),
-                        None if again is None else tuple(decode(a) for a in again))
+                        None if again is None else tuple(decode(a) for a in again), planned.get("seed"))
             record["calls"].append({k: v for k, v in done.items() if not k.startswith("_")})
             if "raised" in done:
                 break

@@ -59,7 +59,8 @@ class Probe:
     second call, ``again``, when there is one (the grader's recorder stops at a first call that
     raises, so put a call that must raise in ``again``); ``no_error``: name -> the message when
     it returns instead (an exception of another type gets ``on_error``'s). ``accept``: (the result's items' numbers) -> whether they pass, where
-    more than the reference's numbers are right (a tie)."""
+    more than the reference's numbers are right (a tie). ``seed``: the global generator's seed
+    before the call (a function that draws from it, F.dropout, draws what ``accept`` can draw)."""
 
     args: tuple
     label: str
@@ -76,6 +77,7 @@ class Probe:
     no_error: Callable | None = None
     accept: Callable | None = None
     precision: str | float | None = None
+    seed: int | None = None
 
     def text(self, name: str, what: str = "the result") -> str:
         return self.label.replace("{name}", name).replace("{what}", what)
@@ -632,7 +634,7 @@ def _gradients_differ(decl: Declaration, probe: Probe, found: dict, name: str, w
     """The learner's gradients (of the recorder's fixed weighted sum of the result) against the
     reference's on the same inputs: a graph cut in part (a .detach() on one path) shows here."""
     with torch.enable_grad():
-        theirs = recorder.call(decl.reference, _clone(probe.args), probe.grad).get("gradients", {})
+        theirs = recorder.call(decl.reference, _clone(probe.args), probe.grad, seed=probe.seed).get("gradients", {})
     for (role, mine), (_, ref) in zip(_named_grads(probe, found["grads"], roles),
                                       _named_grads(probe, theirs.get("grads", []), roles)):
         precision = "float64" if ref is not None and ref.dtype == torch.float64 else "float32"
@@ -686,8 +688,8 @@ def _kept_between_calls(first: dict, after: dict, name: str, what: str) -> Failu
     return None
 
 
-def _modes_changed(done: dict, name: str) -> Failure | None:
-    for before, after in zip(done.get("modes_before", []), done.get("modes_after", [])):
+def _modes_changed(done: dict, name: str, roles: tuple) -> Failure | None:
+    for role, before, after in zip(roles, done.get("modes_before", []), done.get("modes_after", [])):
         if before is None:
             continue
         changed = [n for n, was in before.items() if after.get(n) != was]
@@ -695,8 +697,10 @@ def _modes_changed(done: dict, name: str) -> Failure | None:
             first = changed[0]
             was = "training" if before[first] else "evaluation"
             now = "training" if after.get(first) else "evaluation"
+            module = "the model" if role == "model" else role  # the argument, or its submodule
+            module = module if first == "the model" else f"{module}.{first}"
             return Failure(
-                f"{name} switched {first} from {was} mode to {now} mode and left it there "
+                f"{name} switched {module} from {was} mode to {now} mode and left it there "
                 f"({len(changed)} module(s) changed): whoever called it finds the module in another "
                 "mode (dropout on or off) for every later step. Do not call .eval() or .train() in "
                 "the function; if it must, put the mode back before returning: "
@@ -868,6 +872,9 @@ def judge(decl: Declaration, probe: Probe, done: dict, name: str, signature, ref
     changed = _changed(args, done, signature, roles)
     if changed:
         raise Failure(f"{name} changed {changed}. {_IN_PLACE}", "an input changed in place")
+    failure = _modes_changed(done, name, roles)  # before the numbers, which another mode changes
+    if failure:
+        raise failure
     contracts = _items(decl)
     got = _structure(decl, done["result"], name)
     if isinstance(got, Failure):
@@ -931,9 +938,6 @@ def judge(decl: Declaration, probe: Probe, done: dict, name: str, signature, ref
                    or _gradients_differ(decl, probe, done["gradients"], name, what, roles))
         if failure:
             raise failure
-    failure = _modes_changed(done, name)
-    if failure:
-        raise failure
     if probe.again is not None and probe.error is not None:  # the second call must raise
         err = done.get("again_raised")
         if err is None:
@@ -1009,7 +1013,7 @@ def run(decl: Declaration, fn, device: str | None = None) -> str:
         sets = _Sets(probes)
         for probe in probes:
             done = recorder.call(fn, _clone(probe.args), probe.grad,
-                                 None if probe.again is None else _clone(probe.again))
+                                 None if probe.again is None else _clone(probe.again), probe.seed)
             try:
                 judge(decl, probe, done, name, signature, source=source)
             except Failure as failure:
@@ -1042,7 +1046,8 @@ def plan(decl: Declaration) -> tuple[list, dict]:
     with torch.random.fork_rng(devices=[]):
         probes = decl.probes(GRADER_DEVICE)
     calls = [{"args": [recorder.encode(a) for a in p.args], "grad": list(p.grad),
-              "again": None if p.again is None else [recorder.encode(a) for a in p.again]} for p in probes]
+              "again": None if p.again is None else [recorder.encode(a) for a in p.again], "seed": p.seed}
+             for p in probes]
     return probes, {"calls": calls}
 
 

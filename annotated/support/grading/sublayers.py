@@ -25,6 +25,7 @@ stays float64, equals the course's to float64 precision, and passes gradients ba
 """
 
 import itertools
+import math
 from collections.abc import Callable
 
 import torch
@@ -33,12 +34,13 @@ import torch.nn.functional as F
 
 from annotated.feed_forward import PositionwiseFeedForward
 from annotated.residual import SublayerConnection
+from annotated.support import record as recorder
 from annotated.support.grading.core import (
     ExerciseFailed, _aliasing, _assert_close, _assert_close64, _call, _function, _generic,
     _gradients_flow, _hard_coded_hint, _modes, _modes_kept, _run_on_all_sizes, _same, _same64, _shape,
     _sizes, _squeezed, _tensor,
 )
-from annotated.support.grading.engine import Declaration, Mistake, Probe, Tensor, _equal, check
+from annotated.support.grading.engine import Declaration, Mistake, Probe, Tensor, _clone, _equal, check
 
 FFN_SIZES = [
     dict(batch=2, L=3, d_model=6, d_ff=10),
@@ -81,12 +83,12 @@ class _FixedDropout(nn.Dropout):
     repr, ``isinstance(dropout, nn.Dropout)``) that zeroes the same entries at every call (a
     fixed pattern per number of entries, in memory order) and multiplies the others by
     1/(1 - p), as nn.Dropout does in training; in evaluation mode, or with p = 0, it returns its input, as nn.Dropout does. It
-    records the tensors it is called with in ``inputs``."""
+    records the tensors it is called with in ``calls``."""
 
     def __init__(self, p: float = DROPOUT_P, seed: int = 0):
         super().__init__(p)
         self.seed = seed
-        self.inputs: list[torch.Tensor] = []
+        self.calls: list[torch.Tensor] = []
 
     def keep(self, shape: torch.Size) -> torch.Tensor:
         """The fixed pattern for ``shape``: True where an entry is kept. It depends on the number
@@ -98,7 +100,7 @@ class _FixedDropout(nn.Dropout):
         return (torch.rand(numel, generator=g) >= self.p).view(shape)
 
     def forward(self, t: torch.Tensor) -> torch.Tensor:
-        self.inputs.append(t.detach().clone())
+        self.calls.append(t.detach().clone())
         if not self.training or self.p == 0:
             return t
         if self.inplace:
@@ -110,17 +112,17 @@ class _FixedDropout(nn.Dropout):
 class _Norm(nn.LayerNorm):
     """A real ``nn.LayerNorm`` (``normalized_shape``, ``eps``, ``weight``, ``bias``,
     ``elementwise_affine``) that also answers to the course's names for its parameters,
-    ``gamma`` and ``beta``, and records the tensors it is called with in ``inputs``."""
+    ``gamma`` and ``beta``, and records the tensors it is called with in ``calls``."""
 
     def __init__(self, d_model: int):
         super().__init__(d_model)
-        self.inputs: list[torch.Tensor] = []
+        self.calls: list[torch.Tensor] = []
 
     gamma = property(lambda self: self.weight)
     beta = property(lambda self: self.bias)
 
     def forward(self, t: torch.Tensor) -> torch.Tensor:
-        self.inputs.append(t.detach().clone())
+        self.calls.append(t.detach().clone())
         return super().forward(t)
 
 
@@ -130,10 +132,10 @@ class _Sublayer(PositionwiseFeedForward):
 
     def __init__(self, d_model: int, d_ff: int):
         super().__init__(d_model, d_ff)
-        self.inputs: list[torch.Tensor] = []
+        self.calls: list[torch.Tensor] = []
 
     def forward(self, t: torch.Tensor) -> torch.Tensor:
-        self.inputs.append(t.detach().clone())
+        self.calls.append(t.detach().clone())
         return super().forward(t)
 
 
@@ -154,7 +156,7 @@ def _seeded_call(fn: Callable, *args, **kwargs):
 
 def _called(what: str, recorded: nn.Module, name: str, use: str) -> None:
     """Refuse a module that was never called."""
-    if not recorded.inputs:
+    if not recorded.calls:
         raise ExerciseFailed(
             f"{name} never called the {what} it was given: {use}"
         )
@@ -211,201 +213,143 @@ _FFN_MATMUL = (
     "(d_ff, d_model), so x @ W_1 then @ W_2, with no .T (nn.Linear stores its weight the other "
     "way round, (out_features, in_features), and computes x @ weight.T).",
 )
-
-
-def _ffn_inputs(sizes: dict, g: torch.Generator) -> tuple:
-    batch, L, d_model, d_ff = sizes["batch"], sizes["L"], sizes["d_model"], sizes["d_ff"]
-    x = torch.randn(batch, L, d_model, generator=g)
-    W_1 = torch.randn(d_model, d_ff, generator=g) / d_model**0.5
-    b_1 = torch.randn(d_ff, generator=g)
-    W_2 = torch.randn(d_ff, d_model, generator=g) / d_ff**0.5
-    b_2 = torch.randn(d_model, generator=g)
-    return x, W_1, b_1, W_2, b_2
-
-
-def _ffn_formula(x, W_1, b_1, W_2, b_2, drop: Callable) -> torch.Tensor:
-    """The course's network on the given tensors (gradients flow to them), nn.Linear's way."""
-    return F.linear(drop(F.linear(x, W_1.T, b_1).relu()), W_2.T, b_2)
-
-
-def _ffn_call(fn: Callable, name: str, args: tuple, dropout: _FixedDropout) -> torch.Tensor:
-    """Call the learner's network with the stand-in ``dropout`` (its record emptied first) and
-    check that the call left the dropout's mode as it was."""
-    box = nn.ModuleDict(dict(dropout=dropout))
-    before = _modes(box)
-    dropout.inputs.clear()
-    roles = ("x", "W_1", "b_1", "W_2", "b_2", "dropout")
-    result = _seeded_call(fn, *args, dropout, roles=roles, hints=(_FFN_MATMUL,))
-    _modes_kept(box, before, name)
-    x = args[0]
-    got = _tensor(result, name, "the output", like=x)
-    shape = (*x.shape[:-1], args[3].size(1))
-    _shape(got, shape, _ffn_describe(name, args), _squeezed(got.shape, shape))
-    return got
-
-
-def _ffn_describe(name: str, args: tuple) -> str:
-    x, W_1 = args[0], args[1]
-    d_model, d_ff = W_1.shape
-    batch, L = x.shape[:2]
-    dtype = "" if x.dtype == torch.float32 else f", all {x.dtype}"
-    return (f"{name}(x of shape (batch={batch}, L={L}, d_model={d_model}), W_1 ({d_model}, "
-            f"{d_ff}), b_1, W_2 ({d_ff}, {d_model}), b_2, dropout{dtype})")
-
-
+_FFN_ROLES = ("x", "W_1", "b_1", "W_2", "b_2", "dropout")
 _FUNCTIONAL_EVAL = (
-    "with the dropout in evaluation mode (dropout.training is False) your function still drops "
-    "entries: F.dropout(t, p) drops whatever the mode, as its training argument is True by "
-    "default. Call the module, dropout(t), which follows the mode (or pass "
-    "training=dropout.training)."
+    "with the dropout in evaluation mode (dropout.training is False) your function still drops entries: "
+    "F.dropout(t, p) drops whatever the mode, as its training argument is True by default. Call the "
+    "module, dropout(t), which follows the mode (or pass training=dropout.training).")
+
+
+def _dropout(p: float = DROPOUT_P, seed: int = 1, training: bool = True) -> nn.Module:
+    """The check's dropout, made so that a probe sends it as data (``record.build``)."""
+    return recorder.build(f"{__name__}._FixedDropout", p=p, seed=seed).train(training)
+
+
+def course_feed_forward(x, W_1, b_1, W_2, b_2, dropout, act=F.relu, keep=None) -> torch.Tensor:
+    """The course's network on the given tensors, nn.Linear's way (``act``, or the dropout as the
+    mask ``keep``, changed for a known mistake or an accepted answer)."""
+    hidden = act(F.linear(x, W_1.T, b_1))                              # (batch, L, d_ff)
+    hidden = dropout(hidden) if keep is None else hidden * keep(hidden)
+    return F.linear(hidden, W_2.T, b_2)                                # (batch, L, d_model)
+
+
+def _functional(t: torch.Tensor) -> torch.Tensor:
+    """The mask, with its 1/(1 - p), of F.dropout(t, p, training=True) right after the probe's seed."""
+    return _seeded_keep(t.shape, t.dtype)
+
+
+def _ffn_probes(device: str | None) -> list[Probe]:
+    g, probes = torch.Generator().manual_seed(0), []
+
+    def probe(args, sizes=None, dropout=None, setting="", **options):
+        x, W_1 = args[0], args[1]
+        (d_model, d_ff), dropout = W_1.shape, dropout or _dropout()
+        label = (f"{{what}} of {{name}}(x of shape {tuple(x.shape)}, W_1 ({d_model}, {d_ff}), b_1, W_2 ({d_ff}, "
+                 f"{d_model}), b_2, dropout{setting})")
+        args = (*args, dropout)
+        with torch.no_grad():  # F.dropout(t, dropout.p, dropout.training): right too, another mask
+            functional = course_feed_forward(*_clone(args), keep=_functional if dropout.training else None)
+        probes.append(Probe(args, label, sizes=sizes, hints=(_FFN_MATMUL,), seed=_SEED, tags=dict(
+            eval=not dropout.training), accept=lambda got: _equal(got[0], functional), **options))
+
+    for sizes in FFN_SIZES:
+        batch, L, d_model, d_ff = sizes.values()
+        args = (torch.randn(batch, L, d_model, generator=g), torch.randn(d_model, d_ff, generator=g) / d_model**0.5,
+                torch.randn(d_ff, generator=g), torch.randn(d_ff, d_model, generator=g) / d_ff**0.5,
+                torch.randn(d_model, generator=g))
+        probe(args, sizes)
+    probe(args, again=(torch.randn(args[0].shape, generator=g), *args[1:], _dropout()))
+    probe(tuple(t.double() for t in args), dropout=_dropout(p=0.0), setting=", all float64", grad=(0, 1, 2, 3, 4))
+    probe(args, dropout=_dropout(training=False), setting=" in evaluation mode")
+    return probes
+
+
+def _dropped(found: dict) -> list:
+    """The tensors the learner's function called the dropout on, as data."""
+    return found["calls"][5].get("items", [])
+
+
+def _dropout_calls(found: dict, p: Probe) -> str | None:
+    x, d_model, d_ff, calls = p.args[0], *p.args[1].shape, _dropped(found)
+    if not calls:
+        return ("your function never called the dropout it was given: the course applies it to the ReLU's output, "
+                "dropout(relu(x @ W_1 + b_1)) @ W_2 + b_2 (the paper's formula has none; the check's dropout "
+                "zeroes fixed entries, so where it acts shows in the result).")
+    if len(calls) > 1:
+        return f"your function called dropout {len(calls)} times; call it once, on the ReLU's output."
+    first = calls[0]
+    if first["shape"][-1] != d_model or math.prod(first["shape"]) != x.numel():
+        return None  # compared by their entries: a network that flattens the positions is named too
+    if first["values"] is not None and torch.equal(first["values"].reshape(x.shape), x):
+        return ("dropout was applied to the input x: the course applies it to the hidden layer, the ReLU's output "
+                "of width d_ff, dropout(relu(x @ W_1 + b_1)) @ W_2 + b_2.")
+    return (f"dropout was applied to a tensor of width d_model = {d_model}, after the second layer: the course "
+            f"applies it to the hidden layer (width d_ff = {d_ff}), between the ReLU and W_2. The dropout after the "
+            "whole sublayer belongs to the residual connection (exercise 6.3).")
+
+
+def _mixes(found: dict, p: Probe) -> str | None:
+    """The first position right and a later one wrong: the output at a position depends on others."""
+    got, expected = found["values"], course_feed_forward(*_clone(p.args))
+    if got is None or got.dim() < 3 or got.shape != expected.shape or not _equal(got[:, 0], expected[:, 0]):
+        return None
+    return ("your network mixes positions: the output at position 0 is right, at later positions it is not. The "
+            "network acts on every position's vector on its own: matrix products over the last dimension, "
+            "x @ W_1, with no reshape that moves positions into the features.")
+
+
+def _ffn(relu=1, b_1="inside", b_2=True, act=F.relu) -> Callable:
+    """A wrong network: ``relu`` ReLUs (2: after the second layer too; -1: there only), b_1 "inside",
+    None or "after" the ReLU, b_2 or not, another activation."""
+    def feed_forward(x, W_1, b_1_, W_2, b_2_, dropout):
+        hidden = x @ W_1 + (b_1_ if b_1 == "inside" else 0)
+        hidden = act(hidden) if relu in (1, 2) else hidden
+        hidden = hidden + b_1_ if b_1 == "after" else hidden
+        out = dropout(hidden) @ W_2 + (b_2_ if b_2 else 0)
+        return out.relu() if relu in (2, -1) else out
+    return feed_forward
+
+
+_FFN_FORMULA = "FFN(x) = max(0, x W_1 + b_1) W_2 + b_2"
+FFN_MISTAKES = (
+    Mistake(_FUNCTIONAL_EVAL, "F.dropout in evaluation mode", when=lambda p: p.tags["eval"],
+            like=lambda *args: course_feed_forward(*args, keep=_functional)),
+    Mistake("", "where the dropout is called", find=_dropout_calls,
+            example=lambda x, W_1, b_1, W_2, b_2, dropout: F.relu(x @ W_1 + b_1) @ W_2 + b_2),
+    Mistake("a ReLU after the second layer as well: the paper's max(0, .) comes once, between the layers, "
+            f"{_FFN_FORMULA}; the output itself may be negative (it is added to the residual stream).",
+            "a ReLU after the second layer too", like=_ffn(relu=2)),
+    Mistake(f"the ReLU is after the second layer instead of between the two: {_FFN_FORMULA}, the ReLU on the "
+            "hidden layer of width d_ff.", "the ReLU after the second layer", like=_ffn(relu=-1)),
+    Mistake("there is no ReLU: without max(0, .) the two layers collapse into one linear map, x (W_1 W_2) + "
+            "(b_1 W_2 + b_2). Apply torch.relu to x @ W_1 + b_1.", "no ReLU", like=_ffn(relu=0)),
+    Mistake("you used GELU: the paper's activation is max(0, .), the ReLU (GELU is later practice, in BERT and "
+            "GPT).", "GELU", like=_ffn(act=F.gelu)),
+    Mistake("b_1 is missing: the hidden layer is max(0, x W_1 + b_1), the bias added before the ReLU.", "no b_1",
+            like=_ffn(b_1=None)),
+    Mistake("b_2 is missing: the output is max(0, x W_1 + b_1) W_2 + b_2.", "no b_2", like=_ffn(b_2=False)),
+    Mistake(f"both biases are missing: {_FFN_FORMULA} (nn.Linear has its bias by default).", "no biases",
+            like=_ffn(b_1=None, b_2=False)),
+    Mistake("b_1 is added after the ReLU: it goes inside, max(0, x W_1 + b_1), so that the ReLU cuts at a learned "
+            "threshold.", "b_1 after the ReLU", like=_ffn(b_1="after")),
+    Mistake("", "positions mixed", find=_mixes,
+            example=lambda *args: course_feed_forward(*args).cumsum(dim=1)),
 )
 
-
-def _check_ffn_once(fn: Callable, name: str, sizes: dict, g: torch.Generator) -> None:
-    batch, d_model, d_ff = sizes["batch"], sizes["d_model"], sizes["d_ff"]
-    x, W_1, b_1, W_2, b_2 = args = _ffn_inputs(sizes, g)
-    dropout = _FixedDropout(seed=1)
-
-    # The course's module with the same numbers: nn.Linear holds W^T; the stand-in dropout.
-    course = PositionwiseFeedForward(d_model, d_ff)
-    with torch.no_grad():
-        course.W_1.weight.copy_(W_1.T)
-        course.W_1.bias.copy_(b_1)
-        course.W_2.weight.copy_(W_2.T)
-        course.W_2.bias.copy_(b_2)
-    course.dropout = dropout
-    with torch.no_grad():
-        expected = course(x)  # (batch, L, d_model)
-
-    call = _ffn_describe(name, args)
-    got = _ffn_call(fn, name, args, dropout)
-    inputs = list(dropout.inputs)
-    hidden = x.double() @ W_1.double() + b_1.double()  # (batch, L, d_ff), before the ReLU
-    functional = (_seeded_keep(hidden.shape, x.dtype).double() if not inputs else None)
-    if _same(got, expected) or (functional is not None and _same(
-            got, (hidden.relu() * functional) @ W_2.double() + b_2.double())):
-        # Right (the dropout module, or F.dropout with the module's p and mode).
-        if len(inputs) > 1:
-            raise ExerciseFailed(f"{name} called dropout {len(inputs)} times; call it "
-                                 "once, on the ReLU's output.")
-        _ffn_other_calls(fn, name, args, g, got, functional)
-        return
-
-    # float64 pieces, for the mistakes; the stand-in dropout zeroes the same entries again.
-    xd, W_1d, b_1d, W_2d, b_2d = (t.double() for t in (x, W_1, b_1, W_2, b_2))
-    drop = dropout
-    if not inputs:
-        raise ExerciseFailed(
-            f"{name} never called the dropout it was given: the course applies it to the ReLU's "
-            "output, dropout(relu(x @ W_1 + b_1)) @ W_2 + b_2 (the paper's formula has none; "
-            "the check's dropout zeroes fixed entries, so where it acts shows in the result)."
-        )
-    if len(inputs) > 1:
-        raise ExerciseFailed(f"{name} called dropout {len(inputs)} times; call it once, on the "
-                             "ReLU's output.")
-    # Compared by their entries, so that a network that flattens the positions is named too.
-    if inputs[0].shape[-1] == d_model and inputs[0].numel() == x.numel():
-        if torch.equal(inputs[0].reshape(x.shape), x):
-            raise ExerciseFailed(
-                "dropout was applied to the input x: the course applies it to the hidden layer, "
-                "the ReLU's output of width d_ff, dropout(relu(x @ W_1 + b_1)) @ W_2 + b_2."
-            )
-        raise ExerciseFailed(
-            f"dropout was applied to a tensor of width d_model = {d_model}, after the second "
-            f"layer: the course applies it to the hidden layer (width d_ff = {d_ff}), between "
-            "the ReLU and W_2. The dropout after the whole sublayer belongs to the residual "
-            "connection (exercise 6.3)."
-        )
-    no_b_1 = drop((xd @ W_1d).relu())  # the hidden layer without its bias
-    mistakes = [
-        ((drop(hidden.relu()) @ W_2d + b_2d).relu(),
-         "a ReLU after the second layer as well: the paper's max(0, .) comes once, between the "
-         "layers, FFN(x) = max(0, x W_1 + b_1) W_2 + b_2; the output itself may be negative (it "
-         "is added to the residual stream)."),
-        ((drop(hidden) @ W_2d + b_2d).relu(),
-         "the ReLU is after the second layer instead of between the two: FFN(x) = max(0, x W_1 "
-         "+ b_1) W_2 + b_2, the ReLU on the hidden layer of width d_ff."),
-        (drop(hidden) @ W_2d + b_2d,
-         "there is no ReLU: without max(0, .) the two layers collapse into one linear map, "
-         "x (W_1 W_2) + (b_1 W_2 + b_2). Apply torch.relu to x @ W_1 + b_1."),
-        (drop(F.gelu(hidden)) @ W_2d + b_2d,
-         "you used GELU: the paper's activation is max(0, .), the ReLU (GELU is later practice, "
-         "in BERT and GPT)."),
-        (no_b_1 @ W_2d + b_2d,
-         "b_1 is missing: the hidden layer is max(0, x W_1 + b_1), the bias added before the "
-         "ReLU."),
-        (drop(hidden.relu()) @ W_2d,
-         "b_2 is missing: the output is max(0, x W_1 + b_1) W_2 + b_2."),
-        (no_b_1 @ W_2d,
-         "both biases are missing: FFN(x) = max(0, x W_1 + b_1) W_2 + b_2 (nn.Linear has its "
-         "bias by default)."),
-        (drop((xd @ W_1d).relu() + b_1d) @ W_2d + b_2d,
-         "b_1 is added after the ReLU: it goes inside, max(0, x W_1 + b_1), so that the ReLU "
-         "cuts at a learned threshold."),
-    ]
-    for candidate, message in mistakes:
-        if _same(got, candidate):
-            raise ExerciseFailed(message)
-    # Position-wise: changing one position may change that position's output only.
-    other = x.clone()
-    other[:, 0] = torch.randn(batch, d_model, generator=g)
-    again = _ffn_call(fn, name, (other, *args[1:]), _FixedDropout(seed=1))
-    if not torch.equal(again[:, 1:], got[:, 1:]):
-        raise ExerciseFailed(
-            "your network mixes positions: changing the input at position 0 changed the output "
-            "at other positions. The network acts on every position's vector on its own: matrix "
-            "products over the last dimension, x @ W_1, with no reshape that moves positions "
-            "into the features."
-        )
-    _assert_close(got, expected, call)
-
-
-def _ffn_other_calls(fn: Callable, name: str, args: tuple, g: torch.Generator,
-                     got: torch.Tensor, functional: torch.Tensor | None) -> None:
-    """After a right result in training mode: another input must not overwrite it, and with
-    the dropout in evaluation mode the network must not drop."""
-    x, W_1, b_1, W_2, b_2 = args
-    other = torch.randn(x.shape, generator=g)
-    _aliasing(lambda: _ffn_call(fn, name, (other, *args[1:]), _FixedDropout(seed=1)), got, name,
-              "the output")
-    dropout = _FixedDropout(seed=1).eval()
-    got = _ffn_call(fn, name, args, dropout)
-    expected = _ffn_formula(*(t.double() for t in args), lambda t: t)
-    if _same(got, expected):
-        return
-    hidden = (x.double() @ W_1.double() + b_1.double()).relu()
-    if not dropout.inputs and _same(
-            got, (hidden * _seeded_keep(hidden.shape, x.dtype)) @ W_2.double() + b_2.double()):
-        raise ExerciseFailed(_FUNCTIONAL_EVAL)
-    _assert_close(got, expected, f"{_ffn_describe(name, args)}, with the dropout in evaluation "
-                  "mode (where it returns its input)")
-
-
-def _check_ffn_float64(fn: Callable, name: str, g: torch.Generator) -> None:
-    """One pass in float64, with inputs that require grad: the output must stay float64, equal
-    the course's to float64 precision, and pass gradients back to x and every weight."""
-    args = tuple(t.double().requires_grad_() for t in _ffn_inputs(FFN_SIZES[0], g))
-    dropout = _FixedDropout(seed=1)
-    got = _ffn_call(fn, name, args, dropout)
-    if dropout.inputs:
-        expected = _ffn_formula(*args, dropout)
-    else:  # F.dropout with the module's p and mode
-        keep = _seeded_keep((*args[0].shape[:-1], args[1].size(1)), torch.float64)
-        expected = _ffn_formula(*args, lambda t: t * keep)
-    _assert_close64(got.detach(), expected.detach(), _ffn_describe(name, args))
-    _same_gradients(got, expected, dict(zip(("x", "W_1", "b_1", "W_2", "b_2"), args)), name,
-                    "the output")
-
-
-def _ffn_hint(passed: list, sizes: dict, message: str) -> str:
-    return _hard_coded_hint(passed, sizes, message,
-                            "Read every size from the inputs (x.shape, W_1.shape).")
+FFN = Declaration(
+    check="check_feed_forward", function="feed_forward", roles=_FFN_ROLES, reference=course_feed_forward,
+    probes=_ffn_probes, returns=Tensor("the output"), mistakes=FFN_MISTAKES,
+    sizes_fix="Read every size from the inputs (x.shape, W_1.shape).",
+    passed=(f"check_feed_forward passed: {{name}} computes max(0, x W_1 + b_1) W_2 + b_2 with dropout on the hidden "
+            f"layer, as the course's PositionwiseFeedForward does, for {len(FFN_SIZES)} sets of sizes, with the "
+            "dropout in training and in evaluation mode, and in float64 with gradients reaching x and the weights."),
+)
 
 
 def check_feed_forward(feed_forward: Callable) -> None:
     """Check ``feed_forward(x, W_1, b_1, W_2, b_2, dropout)``, the network of §3.3 with the
-    course's optional dropout on the hidden layer, against ``PositionwiseFeedForward`` on
-    the sizes of ``FFN_SIZES``.
+    course's optional dropout on the hidden layer, against ``PositionwiseFeedForward``'s
+    computation on the sizes of ``FFN_SIZES``; ``dropout`` zeroes fixed entries (``_FixedDropout``).
 
     Diagnoses: wrong shape (a batch of one squeezed away), dtype or device, an input changed
     in place, transposed weights (the product's error, with a hint), dropout never called,
@@ -415,20 +359,10 @@ def check_feed_forward(feed_forward: Callable) -> None:
     the dropout's mode changed (dropout.eval()), F.dropout dropping in evaluation mode, a
     float64 input computed in float32, and gradients that do not reach x or a weight
     (@torch.no_grad(), .detach()). Reading ``dropout.p`` or ``dropout.training``, and
-    F.dropout with the module's p and mode, are accepted.
+    F.dropout with the module's p and mode, are accepted (the global generator is seeded
+    before each call, so its mask can be drawn again).
     """
-    name = _function(feed_forward, "check_feed_forward", "feed_forward")
-    g = torch.Generator().manual_seed(0)
-    with torch.random.fork_rng():  # building the course's module must not move the learner's seed
-        _run_on_all_sizes(lambda sizes: _check_ffn_once(feed_forward, name, sizes, g), FFN_SIZES,
-                          _ffn_hint)
-        _check_ffn_float64(feed_forward, name, g)
-    print(
-        f"check_feed_forward passed: {name} computes max(0, x W_1 + b_1) W_2 + b_2 with dropout on "
-        f"the hidden layer, as the course's PositionwiseFeedForward does, for {len(FFN_SIZES)} "
-        "sets of sizes, with the dropout in training and in evaluation mode, and in float64 with "
-        "gradients reaching x and the weights."
-    )
+    check(FFN, feed_forward)
 
 
 # ---------------------------------------------------------------- layer normalization (6.2)
@@ -655,7 +589,7 @@ def check_layer_norm(layer_norm: Callable) -> None:
     check(NORM, layer_norm)
 
 
-DECLARATIONS = {NORM.check: NORM}
+DECLARATIONS = {d.check: d for d in (FFN, NORM)}
 
 
 # ---------------------------------------------------------------- the residual connection (6.3)
@@ -683,7 +617,7 @@ def _connection_call(fn: Callable, name: str, x: torch.Tensor, modules: tuple, n
     box = nn.ModuleDict(dict(zip(("sublayer", "norm", "dropout"), modules)))
     before = _modes(box)
     for module in modules:
-        module.inputs.clear()
+        module.calls.clear()
     result = _seeded_call(fn, x, *modules, norm_first, roles=_CONNECTION_ROLES)
     _modes_kept(box, before, name)
     got = _tensor(result, name, "the output", like=x)
@@ -714,7 +648,7 @@ def _connection_other_calls(fn: Callable, name: str, x: torch.Tensor, modules: t
         module.eval()
     try:
         got = _connection_call(fn, name, x, modules, norm_first, call)
-        dropout_calls = len(modules[2].inputs)
+        dropout_calls = len(modules[2].calls)
         with torch.no_grad():
             expected = _connection_formula(x, modules, norm_first)  # dropout is the identity
             seeded = _connection_formula(x, modules, norm_first, _seeded_keep(x.shape, x.dtype))
@@ -748,14 +682,14 @@ def _check_sublayer_once(fn: Callable, name: str, sizes: dict, g: torch.Generato
         call = (f"{name}(x of shape (batch={batch}, L={L}, d_model={d_model}), ..., "
                 f"norm_first={norm_first})")
         got = _connection_call(fn, name, x, modules, norm_first, call)
-        calls = {"sublayer": len(ffn.inputs), "norm": len(norm.inputs),
-                 "dropout": len(dropout.inputs)}
+        calls = {"sublayer": len(ffn.calls), "norm": len(norm.calls),
+                 "dropout": len(dropout.calls)}
         sublayer, recorded_norm, recorded_dropout = ffn, norm, dropout
-        records = [list(module.inputs) for module in modules]
+        records = [list(module.calls) for module in modules]
         with torch.no_grad():  # F.dropout(t, dropout.p, dropout.training): right, another mask
             seeded = _connection_formula(x, modules, norm_first, _seeded_keep(x.shape, x.dtype))
         for module, record in zip(modules, records):  # the learner's calls only
-            module.inputs[:] = record
+            module.calls[:] = record
         if _same(got, expected) or (not calls["dropout"] and _same(got, seeded)):
             # The norm may be computed from its attributes (weight, bias, eps), uncalled.
             for what, n in calls.items():
@@ -859,7 +793,7 @@ def _check_sublayer_float64(fn: Callable, name: str, g: torch.Generator) -> None
         call = (f"{name}(x of shape (batch={batch}, L={L}, d_model={d_model}), all float64, ..., "
                 f"norm_first={norm_first})")
         got = _connection_call(fn, name, x, modules, norm_first, call)
-        keep = None if dropout.inputs else _seeded_keep(x.shape, x.dtype)  # F.dropout's mask
+        keep = None if dropout.calls else _seeded_keep(x.shape, x.dtype)  # F.dropout's mask
         expected = _connection_formula(x, modules, norm_first, keep)
         _assert_close64(got.detach(), expected.detach(), call)
         _same_gradients(got, expected, {"x": x, "the sublayer's W_1.weight": ffn.W_1.weight,
