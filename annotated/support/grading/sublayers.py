@@ -233,9 +233,9 @@ def course_feed_forward(x, W_1, b_1, W_2, b_2, dropout, act=F.relu, keep=None) -
     return F.linear(hidden, W_2.T, b_2)                                # (batch, L, d_model)
 
 
-def _functional(t: torch.Tensor) -> torch.Tensor:
-    """The mask, with its 1/(1 - p), of F.dropout(t, p, training=True) right after the probe's seed."""
-    return _seeded_keep(t.shape, t.dtype)
+def _functional(dropout: nn.Module) -> Callable:
+    """t -> the mask, with its 1/(1 - p), of F.dropout(t, dropout.p, training=True) right after the probe's seed."""
+    return lambda t: _seeded_keep(t.shape, t.dtype, dropout.p)
 
 
 def _ffn_probes(device: str | None) -> list[Probe]:
@@ -248,7 +248,7 @@ def _ffn_probes(device: str | None) -> list[Probe]:
                  f"{d_model}), b_2, dropout{setting})")
         args = (*args, dropout)
         with torch.no_grad():  # F.dropout(t, dropout.p, dropout.training): right too, another mask
-            functional = course_feed_forward(*_clone(args), keep=_functional if dropout.training else None)
+            functional = course_feed_forward(*_clone(args), keep=_functional(dropout) if dropout.training else None)
         probes.append(Probe(args, label, sizes=sizes, hints=(_FFN_MATMUL,), seed=_SEED, tags=dict(
             eval=not dropout.training), accept=lambda got: _equal(got[0], functional), **options))
 
@@ -313,7 +313,7 @@ def _ffn(relu=1, b_1="inside", b_2=True, act=F.relu) -> Callable:
 _FFN_FORMULA = "FFN(x) = max(0, x W_1 + b_1) W_2 + b_2"
 FFN_MISTAKES = (
     Mistake(_FUNCTIONAL_EVAL, "F.dropout in evaluation mode", when=lambda p: p.tags["eval"],
-            like=lambda *args: course_feed_forward(*args, keep=_functional)),
+            like=lambda *args: course_feed_forward(*args, keep=_functional(args[5]))),
     Mistake("", "where the dropout is called", find=_dropout_calls,
             example=lambda x, W_1, b_1, W_2, b_2, dropout: F.relu(x @ W_1 + b_1) @ W_2 + b_2),
     Mistake("a ReLU after the second layer as well: the paper's max(0, .) comes once, between the layers, "
