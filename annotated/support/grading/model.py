@@ -3,15 +3,17 @@ generator, and the parameter count of ``annotated.model.make_model``.
 
 Each compares with the course's own modules (``DecoderLayer``, ``Embeddings``, ``Generator``,
 ``make_model`` and ``count_parameters``) and, where PyTorch has the same piece, with it too
-(``nn.TransformerDecoderLayer``, ``nn.Transformer``)."""
+(``nn.TransformerDecoderLayer``, ``nn.Transformer``).
+
+The count is a declaration (``annotated.support.grading.engine``, an int, its config sent as data by
+``record.build``), judged by the grader in its own process. The decoder layer and the tied embeddings
+are still code run where the learner's function runs: see ``check_decoder_layer_forward`` and
+``check_tied_embeddings``."""
 
 import contextlib
-import dataclasses
-import functools
 import inspect
 import itertools
 import math
-import numbers
 from collections.abc import Callable
 
 import torch
@@ -22,12 +24,14 @@ from annotated.masks import subsequent_mask
 from annotated.model import DecoderLayer, TransformerConfig, count_parameters, make_model
 from annotated.multi_head import MultiHeadAttention
 from annotated.positional import sinusoidal_table
+from annotated.support import record as recorder
 from annotated.support.grading.core import (
     ExerciseFailed, _aliasing, _assert_close, _assert_close64, _call, _function, _generic,
     _gradients_flow, _hard_coded_hint, _modes, _modes_kept, _run_on_all_sizes, _same, _shape,
     _squeezed, _tensor,
 )
-from annotated.support.reference import copy_layer_norm_from_torch, copy_mha_from_torch, torch_reference
+from annotated.support.grading.engine import Declaration, Mistake, Probe, Value, check
+from annotated.support.reference import copy_layer_norm_from_torch, copy_mha_from_torch
 
 # Within a set every size differs (so a swapped tensor shows in its shape); from one set to
 # the next every size changes (so a size written into the code fails). d_k = d_model / h is
@@ -896,16 +900,12 @@ def _count(c: TransformerConfig, **wrong) -> int:
         final = 0
     if wrong.get("final_norms_always"):
         final = 2 * norm
-    cross = 0 if wrong.get("no_cross_attention") else 1
+    cross = 0 if wrong.get("no_cross_attention") or wrong.get("no_cross_sublayer") else 1
     cross_norm = 0 if wrong.get("no_cross_sublayer") else 1
-    if wrong.get("no_cross_sublayer"):
-        cross = 0
     layers = 1 if wrong.get("one_layer") else N
     encoder = layers * (attention + ffn + 2 * norm)
     decoder = layers * ((1 + cross) * attention + ffn + (2 + cross_norm) * norm)
-    share = c.share_embeddings and not wrong.get("share_ignored")
-    if wrong.get("always_shared"):
-        share = True
+    share = (c.share_embeddings and not wrong.get("share_ignored")) or wrong.get("always_shared")
     tables = c.tgt_vocab_size if share else c.src_vocab_size + c.tgt_vocab_size
     tables += wrong.get("extra_tables", 0) * c.tgt_vocab_size
     gen_bias = 0 if wrong.get("no_generator_bias") or wrong.get("no_bias") else c.tgt_vocab_size
@@ -913,8 +913,8 @@ def _count(c: TransformerConfig, **wrong) -> int:
     return tables * d + encoder + decoder + final + gen_bias + positions
 
 
-# (keywords of _count, what is wrong); a mistake is recognized only when it explains the
-# learner's count on every configuration of a set that it changes.
+# (keywords of _count, what is wrong): named from the first configuration where the count is wrong,
+# so the configurations come in an order where no two mistakes give the same count there (tested).
 _COUNT_MISTAKES = [
     (dict(no_bias=True),
      "every bias is missing (the attention projections', the feed-forward network's and the "
@@ -987,15 +987,25 @@ _COUNT_MISTAKES = [
 ]
 
 
+def _config(**fields) -> TransformerConfig:
+    """A config that a probe sends as data (``record.build``)."""
+    return recorder.build("annotated.model.TransformerConfig", **fields)
+
+
 def _variants(sizes: dict) -> list[TransformerConfig]:
     """The configurations of a set of sizes: post-norm and pre-norm, tied with one vocabulary
     (of the target's size) and untied."""
     common = dict(N=sizes["N"], d_model=sizes["d_model"], d_ff=sizes["d_ff"], h=sizes["h"])
     V_src, V_tgt = sizes["src_vocab"], sizes["tgt_vocab"]
-    return [TransformerConfig(V_src, V_tgt, **common),
-            TransformerConfig(V_tgt, V_tgt, share_embeddings=True, **common),
-            TransformerConfig(V_src, V_tgt, norm_first=True, **common),
-            TransformerConfig(V_tgt, V_tgt, share_embeddings=True, norm_first=True, **common)]
+    return [_config(src_vocab_size=V_src, tgt_vocab_size=V_tgt, **common),
+            _config(src_vocab_size=V_tgt, tgt_vocab_size=V_tgt, share_embeddings=True, **common),
+            _config(src_vocab_size=V_src, tgt_vocab_size=V_tgt, norm_first=True, **common),
+            _config(src_vocab_size=V_tgt, tgt_vocab_size=V_tgt, share_embeddings=True, norm_first=True, **common)]
+
+
+# The paper's base and big models, with one shared vocabulary of 37000 (Table 3 counts 65M and 213M).
+PAPER_MODELS = {"base": (dict(), 65), "big": (dict(d_model=1024, d_ff=4096, h=16), 213)}
+_PAPER_SET = {"models": "the paper's base and big, one vocabulary of 37000"}
 
 
 def _describe_config(c: TransformerConfig) -> str:
@@ -1005,147 +1015,127 @@ def _describe_config(c: TransformerConfig) -> str:
             f"{'pre-norm' if c.norm_first else 'post-norm'}")
 
 
-def _counted(fn: Callable, name: str, c: TransformerConfig) -> int:
-    """The learner's count for ``c``, refused unless it is an int computed without building
-    modules."""
-    built = []
-    init = nn.Module.__init__
-
-    def spy(self, *args, **kwargs):
-        built.append(type(self).__name__)
-        init(self, *args, **kwargs)
-
-    nn.Module.__init__ = spy
-    try:
-        result = _call(fn, c, roles=("config",))
-    finally:
-        nn.Module.__init__ = init
-    if built:
-        kinds = list(dict.fromkeys(built))  # the outermost module is built last
-        what = kinds[-1] + (f" and {len(kinds) - 1} other kinds of module" if len(kinds) > 1 else "")
-        raise ExerciseFailed(
-            f"{name} builds modules ({what}) to count their parameters: count by hand from the "
-            "formulas instead (the check itself compares with a built model); that is the "
-            "exercise, and it works for models too large to build."
-        )
-    if isinstance(result, bool) or not isinstance(result, numbers.Integral):
-        if result is None:
-            raise ExerciseFailed(f"{name} returned None: did you forget the `return` of the count?")
-        if isinstance(result, float):
-            raise ExerciseFailed(
-                f"{name} returned a float, {result!r}: a count is a whole number; keep to integer "
-                "arithmetic (// rather than /) and return an int."
-            )
-        if torch.is_tensor(result):
-            raise ExerciseFailed(f"{name} returned a tensor; return the count as a Python int.")
-        raise ExerciseFailed(f"{name} should return the count as an int, got {type(result).__name__}")
-    return int(result)
+def course_parameter_count(config: TransformerConfig) -> int:
+    """count_parameters(make_model(config)) by formula (tests/test_declarations_07_09.py compares it with
+    the model built, and the stacks with nn.Transformer's, on every probe)."""
+    return _count(config)
 
 
-def _count_mistake(configs: list, got: list[int]) -> str | None:
-    """The mistake, or pair of mistakes, that gives the learner's counts on all ``configs``."""
-    singles = [(m, text) for m, text in _COUNT_MISTAKES]
-    for m, text in singles:
-        if all(_count(c, **m) == n for c, n in zip(configs, got)):
-            return text
-    for (m1, t1), (m2, t2) in itertools.combinations(singles, 2):
-        if set(m1) & set(m2):
-            continue
-        if all(_count(c, **m1, **m2) == n for c, n in zip(configs, got)):
+def _count_probes(device: str | None) -> list[Probe]:
+    probes = [Probe((c,), f"{{what}} of {{name}}({_describe_config(c)})", sizes=sizes)
+              for sizes in COUNT_SIZES for c in _variants(sizes)]
+    for model, (fields, _) in PAPER_MODELS.items():
+        c = _config(src_vocab_size=37000, tgt_vocab_size=37000, share_embeddings=True, **fields)
+        probes.append(Probe((c,), f"{{what}} of {{name}}(the paper's {model} model: {_describe_config(c)})",
+                            sizes=_PAPER_SET))
+    return probes
+
+
+def _earlier(c: TransformerConfig) -> list[TransformerConfig]:
+    """The configurations of the probes before ``c``'s, which a learner failing at ``c`` passed."""
+    configs = [q.args[0] for q in _count_probes(None)]
+    return configs[: configs.index(c)] if c in configs else []
+
+
+def _fits(c: TransformerConfig, got: int, **wrong) -> bool:
+    """The learner's count at ``c`` is the formula's with ``wrong``, which is right wherever they passed."""
+    return _count(c, **wrong) == got and all(_count(e, **wrong) == _count(e) for e in _earlier(c))
+
+
+def _counts(text: Callable, generic: bool = False) -> Callable:
+    """A ``find``: ``text`` (the learner's count, the config) says what is wrong -> the message, with the
+    configuration and both counts."""
+    def find(found: dict, p: Probe) -> str | None:
+        c, got = p.args[0], found["value"]
+        why = text(got, c)
+        if not why:
+            return None
+        return (f"parameter_count counts {got:,} parameters for ({_describe_config(c)}); make_model builds "
+                f"{_count(c):,}{'' if generic else '. Your count fits this: '}{why}.")
+    return find
+
+
+def _two_mistakes(got: int, c: TransformerConfig) -> str | None:
+    for (m1, t1), (m2, t2) in itertools.combinations(_COUNT_MISTAKES, 2):
+        if not set(m1) & set(m2) and _fits(c, got, **m1, **m2):
             return f"two things: {t1}; and {t2}"
     return None
 
 
-@functools.lru_cache(maxsize=64)
-def _built_count(src_vocab: int, tgt_vocab: int, N: int, d_model: int, d_ff: int, h: int,
-                 norm_first: bool, share: bool) -> int:
-    """count_parameters(make_model(...)), checked against nn.Transformer's stacks and the
-    formula; kept, since a learner runs the check again and again."""
-    c = TransformerConfig(src_vocab, tgt_vocab, N=N, d_model=d_model, d_ff=d_ff, h=h,
-                          norm_first=norm_first, share_embeddings=share,
-                          max_len=16)  # a short positional table, a buffer: it changes no count
-    with torch.random.fork_rng(devices=[]):
-        model = make_model(c)
-        if not share:  # sharing changes no stack: one comparison per pair of configurations
-            # nn.Transformer's stacks (final norms as ours); dropout plays no part in a count.
-            library = torch_reference(dataclasses.replace(c, dropout=0.0))
-            stacks = count_parameters(model.encoder) + count_parameters(model.decoder)
-            assert stacks == count_parameters(library), "the course's stacks differ from nn.Transformer's"
-    count = count_parameters(model)
-    assert count == _count(c), "the formula of notebook 07 differs from make_model"
-    return count
+def _one_model(found: dict, p: Probe) -> str | None:
+    """The count of another probe's configuration, whatever the config."""
+    others = {_count(c) for q in _count_probes(None) for c in q.args} - {_count(p.args[0])}
+    if found["value"] not in others:
+        return None
+    return (f"parameter_count gives {found['value']:,} for ({_describe_config(p.args[0])}), the count of another "
+            f"configuration; make_model builds {_count(p.args[0]):,} here: is the count of one model written into "
+            "your code? Compute it from the fields of the config.")
 
 
-def _check_count_once(fn: Callable, name: str, sizes: dict) -> None:
-    configs = _variants(sizes)
-    expected = [_built_count(c.src_vocab_size, c.tgt_vocab_size, c.N, c.d_model, c.d_ff, c.h,
-                             c.norm_first, c.share_embeddings) for c in configs]
-    got = [_counted(fn, name, c) for c in configs]
-    if got == expected:
-        return
-    wrong = next(i for i, (n, e) in enumerate(zip(got, expected)) if n != e)
-    mistake = _count_mistake(configs, got)
-    if mistake:
-        c = configs[wrong]
-        raise ExerciseFailed(
-            f"{name} counts {got[wrong]:,} parameters for ({_describe_config(c)}); make_model "
-            f"builds {expected[wrong]:,}. Your count fits this: {mistake}."
-        )
-    if len(set(got)) == 1 and len(set(expected)) > 1:
-        raise ExerciseFailed(
-            f"{name} gives {got[0]:,} for every configuration ({len(configs)} different ones, "
-            f"from {min(expected):,} to {max(expected):,} parameters): is the count of one model "
-            "written into your code? Compute it from the fields of the config."
-        )
-    c = configs[wrong]
-    raise _generic(
-        f"{name} counts {got[wrong]:,} parameters for ({_describe_config(c)}); make_model builds "
-        f"{expected[wrong]:,}, {got[wrong] - expected[wrong]:+,} off. Count one piece at a time "
-        "and compare with the course's modules: sum(p.numel() for p in "
-        "MultiHeadAttention(d_model, h).parameters()), the same for PositionwiseFeedForward(d_model, "
-        "d_ff) and LayerNorm(d_model), then a layer of each kind, the stacks, the tables and the "
-        "generator's bias."
-    )
+def _off(got: int, c: TransformerConfig) -> str:
+    return (f", {got - _count(c):+,} off. Count one piece at a time and compare with the course's modules: "
+            "sum(p.numel() for p in MultiHeadAttention(d_model, h).parameters()), the same for "
+            "PositionwiseFeedForward(d_model, d_ff) and LayerNorm(d_model), then a layer of each kind, the stacks, "
+            "the tables and the generator's bias")
 
 
-def _count_hint(passed: list, sizes: dict, message: str) -> str:
-    return _hard_coded_hint(passed, sizes, message,
-                            "Read every size from the config: config.d_model, config.N, ...")
+def _wrong_count(**wrong) -> Callable:
+    def parameter_count(config):
+        return _count(config, **wrong)
+    return parameter_count
+
+
+def _counted_by_building(config):
+    return count_parameters(make_model(config))
+
+
+COUNT = Declaration(
+    check="check_parameter_count", function="parameter_count", roles=("config",),
+    reference=course_parameter_count, probes=_count_probes, returns=Value("the count", kind="int"),
+    sizes_fix="Read every size from the config: config.d_model, config.N, ...",
+    mistakes=(
+        Mistake("your function builds modules to count their parameters (it calls {found}...): count by hand from "
+                "the formulas instead (the check's formula is tested against a built model); that is the exercise, "
+                "and it works for models too large to build.", "a model built", stage="source",
+                example=_counted_by_building,
+                source=r"\b(?:nn \. \w+|make_model|EncoderDecoder|Encoder|Decoder|\w*Layer|\w*Attention|"
+                       r"PositionwiseFeedForward|LayerNorm|Embeddings?|Generator|Linear|torch_reference) \("),
+        *(Mistake("", ", ".join(k if v is True else f"{k}={v}" for k, v in wrong.items()).replace("_", " "),
+                  find=_counts(lambda got, c, wrong=wrong, text=text: text if _fits(c, got, **wrong) else None),
+                  example=_wrong_count(**wrong)) for wrong, text in _COUNT_MISTAKES),
+        Mistake("", "two mistakes", find=_counts(_two_mistakes),
+                example=_wrong_count(no_cross_attention=True, extra_tables=1)),
+        Mistake("", "the count of one model", find=_one_model, example=lambda config: 63_119_496),
+        Mistake("", "a count off", find=_counts(_off, generic=True), generic=True,
+                example=lambda config: _count(config) + 1),
+    ),
+    passed=lambda name: (
+        f"check_parameter_count passed: {name} equals count_parameters(make_model(config)) for "
+        f"{len(COUNT_SIZES) * 4} configurations (post-norm and pre-norm, shared and separate embeddings); with one "
+        "shared vocabulary of 37000 it counts " + " and ".join(
+            f"{model} {n:,} ({100 * (n - m * 1e6) / (m * 1e6):+.1f}% from Table 3's {m}M)"
+            for model, (f, m) in PAPER_MODELS.items()
+            for n in [_count(TransformerConfig(37000, 37000, share_embeddings=True, **f))]) + "."),
+)
 
 
 def check_parameter_count(parameter_count: Callable) -> None:
     """Check ``parameter_count(config) -> int`` against ``count_parameters(make_model(config))``
     on the sizes of ``COUNT_SIZES``, each post-norm and pre-norm, with shared and with separate
-    embeddings; the stacks' share of that count is checked against ``nn.Transformer``'s own.
-    Then reports the function's count for the paper's base and big models (Table 3).
+    embeddings, then on the paper's base and big models (Table 3), whose counts the passing line reports
+    (tests/test_declarations_07_09.py checks the formula against the built model, and the stacks against
+    ``nn.Transformer``'s own, on every probe).
 
-    Diagnoses: a result that is not an int; a model built to count it; any bias forgotten
-    (all, the attention's, the feed-forward's, the generator's); layer norms forgotten or counted
+    Diagnoses: a result that is not an int; a model built to count it (its code names a module); any bias
+    forgotten (all, the attention's, the feed-forward's, the generator's); layer norms forgotten or counted
     with gamma only; the pre-norm final norms forgotten, or counted in post-norm too; the
     decoder's cross-attention forgotten (with or without its norm); a tied table counted twice
     or three times, share_embeddings ignored either way; the positional tables counted; per-head
     d_model x d_model matrices; one feed-forward map; one layer per stack; any two of these
-    together; the same number for every configuration, and sizes written into the code.
+    together; the count of another configuration (one model's count written in), and sizes written into
+    the code.
     """
-    name = _function(parameter_count, "check_parameter_count", "parameter_count")
-    _run_on_all_sizes(lambda sizes: _check_count_once(parameter_count, name, sizes), COUNT_SIZES,
-                      _count_hint)
-    paper = {"base": (TransformerConfig(37000, 37000, share_embeddings=True), 65),
-             "big": (TransformerConfig(37000, 37000, d_model=1024, d_ff=4096, h=16,
-                                       share_embeddings=True), 213)}
-    reports = []
-    for model, (c, millions) in paper.items():
-        n = _counted(parameter_count, name, c)
-        if n != _count(c):
-            raise ExerciseFailed(
-                f"{name} passed on the small configurations but counts {n:,} for the paper's "
-                f"{model} model, where make_model builds {_count(c):,}: is a size written "
-                "into your code, or a case of the sizes that the small ones do not reach?"
-            )
-        reports.append(f"{model} {n:,} ({100 * (n - millions * 1e6) / (millions * 1e6):+.1f}% "
-                       f"from Table 3's {millions}M)")
-    print(
-        f"check_parameter_count passed: {name} equals count_parameters(make_model(config)) for "
-        f"{len(COUNT_SIZES) * 4} configurations (post-norm and pre-norm, shared and separate "
-        "embeddings); with one shared vocabulary of 37000 it counts " + " and ".join(reports) + "."
-    )
+    check(COUNT, parameter_count)
+
+
+DECLARATIONS = {"check_parameter_count": COUNT}
