@@ -3,11 +3,14 @@
 length-penalized score s(Y) of decoded outputs under teacher forcing (notebook 11, section 5).
 
 The BLEU check runs toy corpora small enough to count by hand; the others small vocabularies,
-rows and random logits of their own, seeded.
+rows and random logits of their own, seeded. ``check_bleu`` and ``check_sequence_scores`` are
+declarations (``annotated.support.grading.engine``), judged by the grader in its own process;
+``check_ids_to_tokens`` is still code run where the learner's function runs: the engine does not
+record a list argument changed in place (a row of ids emptied with ids.remove), which it names.
 """
 
-import contextlib
 import math
+import re
 from collections import Counter
 from collections.abc import Callable
 
@@ -17,9 +20,9 @@ from sacrebleu.metrics import BLEU
 from annotated.beam_search import lp
 from annotated.evaluation import corpus_bleu, ids_to_tokens
 from annotated.support.grading.core import (
-    ExerciseFailed, _assert_close, _call, _function, _generic, _hard_coded_hint, _run_on_all_sizes,
-    _same, _shape, _sizes, _squeezed, _tensor,
+    ExerciseFailed, _call, _function, _generic, _hard_coded_hint, _run_on_all_sizes, _sizes,
 )
+from annotated.support.grading.engine import Declaration, Mistake, Probe, Tensor, Value, check
 from annotated.vocab import BOS, EOS, PAD, SPECIALS, UNK, Vocab
 
 # (hypotheses, references), words without punctuation, so that sacrebleu's 13a tokenizer, the
@@ -137,150 +140,137 @@ def _bleu(hypotheses: list[str], references: list[str], *, clip: bool = True, ma
     return 100 * score if percent else score
 
 
-def _number(result, name: str) -> float:
-    if torch.is_tensor(result) and result.numel() == 1:
-        result = result.item()
-    if hasattr(result, "score") and not isinstance(result, (int, float)):
-        raise ExerciseFailed(f"{name} returned a {type(result).__name__}; return the score itself, a number "
-                             "(sacrebleu's result holds it in .score; here, compute it yourself).")
-    numeric = isinstance(result, (int, float)) or type(result).__module__ == "numpy"
-    if isinstance(result, bool) or not numeric:
-        raise ExerciseFailed(f"{name} should return BLEU as a number (a float), got {type(result).__name__}")
-    value = float(result)
-    if math.isnan(value):
-        raise ExerciseFailed(f"{name} returned NaN: is a log taken of 0, or a 0/0 computed? With no match "
-                             "of some order, BLEU is 0.")
-    return value
 
 
-@contextlib.contextmanager
-def _sacrebleu_switched_off():
-    """While the learner's function runs, every way sacrebleu scores (``corpus_score``,
-    ``sentence_score``, ``compute_bleu`` from counts, and through them the course's ``corpus_bleu``)
-    raises instead: the exercise is to compute BLEU, not to call a library that does. Yields the
-    list of the methods that were called."""
-    from sacrebleu.metrics.base import Metric
-    from sacrebleu.metrics.bleu import BLEU as SacreBLEU
-
-    called = []
-
-    def refuse(method):
-        def refused(*args, **kwargs):
-            called.append(method)
-            raise RuntimeError(f"sacrebleu's {method} is switched off during this check")
-        return refused
-
-    saved = [(Metric, "corpus_score"), (SacreBLEU, "sentence_score"), (SacreBLEU, "compute_bleu"),
-             (SacreBLEU, "_compute_score_from_stats")]
-    originals = [(owner, attr, owner.__dict__[attr]) for owner, attr in saved]
-    try:
-        for owner, attr, original in originals:
-            replacement = refuse(attr)
-            setattr(owner, attr, staticmethod(replacement) if isinstance(original, staticmethod) else replacement)
-        yield called
-    finally:
-        for owner, attr, original in originals:
-            setattr(owner, attr, original)
+def _bleu_mistake(**switched) -> Callable:
+    def wrong(hypotheses: list[str], references: list[str]) -> float:
+        return _bleu(hypotheses, references, **switched)
+    return wrong
 
 
-def _check_bleu_once(fn: Callable, name: str, hypotheses: list[str], references: list[str]) -> None:
-    expected = BLEU(tokenize="none", smooth_method="none").corpus_score(hypotheses, [references]).score
-    if not math.isclose(expected, _bleu(hypotheses, references), rel_tol=1e-9, abs_tol=1e-9):
-        raise RuntimeError("the check's own BLEU disagrees with sacrebleu's")
-    # The course's corpus_bleu: sacrebleu with its 13a tokenizer (the same words here) and its
-    # default smoothing, which changes the score only where some p_n is 0; case-sensitive.
-    smoothed = corpus_bleu(hypotheses, references, lowercase=False).score
-    if expected > 0 and not math.isclose(smoothed, expected, rel_tol=1e-9):
-        raise RuntimeError("the course's corpus_bleu disagrees with sacrebleu's unsmoothed BLEU")
-    hints = ((r"math domain error", "\nHint: a precision p_n is 0 here, and log(0) is undefined: BLEU "
-                                    "is then 0 (no smoothing), return 0.0 before taking the logs."),
-             (r"division by zero", "\nHint: the outputs here are shorter than 4 words (or empty), so the "
-                                   "corpus holds no n-gram of some order: p_n = 0 / 0. sacrebleu counts such "
-                                   "a precision as 0, and BLEU is then 0: test the matches (or the n-gram "
-                                   "totals) before you divide, and return 0.0."))
-    try:
-        with _sacrebleu_switched_off() as called:
-            result = _call(fn, list(hypotheses), list(references), hints=hints, roles=("hypotheses", "references"))
-        value = _number(result, name)
-    except ExerciseFailed as err:
-        if called:
-            raise ExerciseFailed(
-                f"{name} calls sacrebleu ({called[0]}), directly or through the course's corpus_bleu; the "
-                "exercise is to compute BLEU yourself: count each output's n-grams (n = 1 to 4), clip each "
-                "count by the reference's, sum matches and totals over the corpus, take the geometric mean "
-                "of the four precisions and multiply by the brevity penalty. (The check switches sacrebleu "
-                "off while your function runs.)") from None
-        if expected == 0 and ("math domain error" in str(err) or "division by zero" in str(err)):
-            raise ExerciseFailed(str(err)) from None  # named by its hint: not a size written in
-        raise
-    if math.isclose(value, expected, rel_tol=1e-6, abs_tol=1e-6):
-        return
-    if expected == 0 and math.isclose(value, smoothed, rel_tol=1e-6):
-        return  # sacrebleu's smoothing, as the course's corpus_bleu applies it: accepted too
-    c, r = _bleu_sizes(hypotheses, references)["hyp_words"], _bleu_sizes(hypotheses, references)["ref_words"]
-    mistakes = [
-        (dict(percent=False), "your score is a fraction; BLEU is reported in percent, times 100 (the "
-                              "paper's 27.3, not 0.273), as sacrebleu reports it."),
-        (dict(bp="inverted"), f"the brevity penalty is inverted: here the outputs have c = {c} words and the "
-                              f"references r = {r}, and BP = exp(1 - r/c) = {math.exp(1 - r / c):.3f}, not "
-                              f"exp(1 - c/r) = {math.exp(1 - c / r):.3f}; the penalty must shrink the score "
-                              "more as the output gets shorter."),
-        (dict(bp="no min"), f"the brevity penalty rewards long outputs: with c = {c} > r = {r}, "
-                            f"exp(1 - r/c) = {math.exp(1 - r / c):.3f} is above 1. BP = min(1, "
-                            "exp(1 - r/c)): a long output is not rewarded, its precisions already suffer."),
-        (dict(bp="none"), f"the brevity penalty is missing, or inverted and capped at 1: here c = {c} < r = "
-                          f"{r}, so BP = exp(1 - r/c) = {math.exp(1 - r / c):.3f} multiplies the geometric "
-                          f"mean (exp(1 - c/r) = {math.exp(1 - c / r):.3f} is above 1, and min(1, ...) "
-                          "makes it 1)."),
-        (dict(clip=False), "the n-gram matches are not clipped: an n-gram of the output counts at most as "
-                           "many times as it occurs in the reference, min(count in output, count in "
-                           "reference): against a reference holding 'the cat' once, the output 'the cat the "
-                           "cat' matches it once, not twice."),
-        (dict(mean="arithmetic"), "you took the arithmetic mean of the four precisions; BLEU takes their "
-                                  "geometric mean, exp((log p_1 + log p_2 + log p_3 + log p_4) / 4)."),
-        (dict(level="sentence"), "you averaged the BLEU of each sentence; corpus BLEU sums the clipped "
-                                 "matches, the output n-grams and the lengths over all sentences first, "
-                                 "then computes one score."),
-        (dict(level="macro"), "you averaged the precisions of the sentences; corpus BLEU sums the clipped "
-                              "matches and the output n-grams over all sentences, then divides once: "
-                              "p_n = sum of matches / sum of n-grams."),
-        (dict(max_n=3), "your score uses the 1- to 3-gram precisions; BLEU uses n = 1 to 4 "
-                        "(range(1, 5))."),
-        (dict(denominator="reference"), "you divided the matches by the reference's n-grams: a precision "
-                                        "divides by the output's n-grams (how much of the output is "
-                                        "right); the brevity penalty, not a recall, covers what is missing."),
-        (dict(words="lower"), "you lowercased the sentences: BLEU compares the words as they are written, "
-                              "so 'A' does not match 'a' (sacrebleu's default; it lowercases only when asked, "
-                              "as the course's corpus_bleu is and as its signature's case:lc records). Split "
-                              "the sentences as they are, hypothesis.split()."),
-        (dict(words="space"), "you split at single spaces, str.split(' '): a double space, or a space at the "
-                              "start or end of a sentence, makes an empty word '' (and an empty output one "
-                              "word). str.split() with no argument splits at any run of spaces and drops "
-                              "them at the ends."),
-        (dict(short="skipped"), "you left out the outputs shorter than 4 words: they still count, their "
-                                "words in c and their references in r, their 1-grams (and the n-grams they "
-                                "have) in the precisions; an output of one word just has no 2-, 3- or 4-gram."),
-        (dict(short="truncated"), "you counted an output shorter than n words as one n-gram of order n "
-                                  "(range(max(1, len(words) - n + 1)) takes words[0:n] even when it holds "
-                                  "fewer than n words): such an output has no n-gram of that order, and "
-                                  "adds nothing to the total; range(len(words) - n + 1) is empty then."),
-        (dict(short="formula"), "you counted len(words) - n + 1 n-grams for every output: for an output shorter "
-                                "than n words that is below 0 (an empty output has -3 4-grams), and the totals "
-                                "shrink. Count the n-grams you extract, max(0, len(words) - n + 1)."),
-    ]
-    for mistake, message in mistakes:
-        if math.isclose(value, _bleu(hypotheses, references, **mistake), rel_tol=1e-6, abs_tol=1e-6):
-            raise ExerciseFailed(message)
-    zero = ""
-    if expected == 0:
-        zero = (" No 4-gram of these outputs is in its reference, so p_4 = 0 and BLEU is 0 without "
-                f"smoothing (sacrebleu's default smoothing, which the course's corpus_bleu uses, gives "
-                f"{smoothed:.4f}; either is accepted).")
-    raise _generic(f"{name} gives {value:.4f} on {len(hypotheses)} sentences where sacrebleu's corpus "
-                   f"BLEU is {expected:.4f}.{zero}")
+def _lengths(probe) -> tuple[int, int]:
+    sizes = _bleu_sizes(*probe.args)
+    return sizes["hyp_words"], sizes["ref_words"]
+
+
+def _penalty_message(how: str) -> Callable:
+    def message(probe) -> str:
+        c, r = _lengths(probe)
+        return {
+            "inverted": f"the brevity penalty is inverted: here the outputs have c = {c} words and the references r "
+                        f"= {r}, and BP = exp(1 - r/c) = {math.exp(1 - r / c):.3f}, not exp(1 - c/r) = "
+                        f"{math.exp(1 - c / r):.3f}; the penalty must shrink the score more as the output gets "
+                        "shorter.",
+            "no min": f"the brevity penalty rewards long outputs: with c = {c} > r = {r}, exp(1 - r/c) = "
+                      f"{math.exp(1 - r / c):.3f} is above 1. BP = min(1, exp(1 - r/c)): a long output is not "
+                      "rewarded, its precisions already suffer.",
+            "none": f"the brevity penalty is missing, or inverted and capped at 1: here c = {c} < r = {r}, so BP = "
+                    f"exp(1 - r/c) = {math.exp(1 - r / c):.3f} multiplies the geometric mean (exp(1 - c/r) = "
+                    f"{math.exp(1 - c / r):.3f} is above 1, and min(1, ...) makes it 1).",
+        }[how]
+    return message
+
+
+def _nan(found: dict, probe) -> str | None:
+    value = found.get("value") if found["kind"] == "value" else None
+    if found["kind"] == "tensor" and found["values"] is not None and found["values"].numel() == 1:
+        value = float(found["values"].reshape(()))
+    if isinstance(value, float) and math.isnan(value):
+        return ("your function returned NaN: is a log taken of 0, or a 0/0 computed? With no match of some "
+                "order, BLEU is 0.")
+    return None
+
+
+def _through_corpus_bleu(hypotheses: list[str], references: list[str]) -> float:
+    return corpus_bleu(hypotheses, references, lowercase=False).score  # sacrebleu: not the exercise
+
+
+def _through_sacrebleu(hypotheses: list[str], references: list[str]) -> float:
+    return BLEU(tokenize="none", smooth_method="none").corpus_score(hypotheses, [references]).score
+
+
+_YOURSELF = ("the exercise is to compute BLEU yourself: count each output's n-grams (n = 1 to 4), clip each count "
+             "by the reference's, sum matches and totals over the corpus, take the geometric mean of the four "
+             "precisions and multiply by the brevity penalty.")
+
+BLEU_MISTAKES = (
+    Mistake(f"your function calls sacrebleu (corpus_score), directly or through the course's corpus_bleu; {_YOURSELF}",
+            "sacrebleu through corpus_bleu", stage="source", source=r"(?s)\bcorpus_bleu\b.*\. score\b",
+            example=_through_corpus_bleu),
+    Mistake(f"your function calls sacrebleu ({{found}}); {_YOURSELF}", "sacrebleu called", stage="source",
+            source=r"\bsacrebleu\b|(?<=\. )(corpus_score|sentence_score|compute_bleu|_compute_score_from_stats)\b",
+            example=_through_sacrebleu),
+    Mistake("your score is a fraction; BLEU is reported in percent, times 100 (the paper's 27.3, not 0.273), as "
+            "sacrebleu reports it.", "a fraction, not percent", like=_bleu_mistake(percent=False)),
+    Mistake(_penalty_message("inverted"), "the brevity penalty inverted", like=_bleu_mistake(bp="inverted")),
+    Mistake(_penalty_message("no min"), "the brevity penalty above 1", like=_bleu_mistake(bp="no min")),
+    Mistake(_penalty_message("none"), "no brevity penalty", like=_bleu_mistake(bp="none"),
+            example=_bleu_mistake(bp="inverted min")),
+    Mistake("the n-gram matches are not clipped: an n-gram of the output counts at most as many times as it occurs "
+            "in the reference, min(count in output, count in reference): against a reference holding 'the cat' "
+            "once, the output 'the cat the cat' matches it once, not twice.", "matches not clipped",
+            like=_bleu_mistake(clip=False)),
+    Mistake("you took the arithmetic mean of the four precisions; BLEU takes their geometric mean, exp((log p_1 + "
+            "log p_2 + log p_3 + log p_4) / 4).", "the arithmetic mean", like=_bleu_mistake(mean="arithmetic")),
+    Mistake("you averaged the BLEU of each sentence; corpus BLEU sums the clipped matches, the output n-grams and "
+            "the lengths over all sentences first, then computes one score.", "the mean of sentence BLEU",
+            like=_bleu_mistake(level="sentence")),
+    Mistake("you averaged the precisions of the sentences; corpus BLEU sums the clipped matches and the output "
+            "n-grams over all sentences, then divides once: p_n = sum of matches / sum of n-grams.",
+            "the mean of sentence precisions", like=_bleu_mistake(level="macro")),
+    Mistake("your score uses the 1- to 3-gram precisions; BLEU uses n = 1 to 4 (range(1, 5)).", "n up to 3",
+            like=_bleu_mistake(max_n=3)),
+    Mistake("you divided the matches by the reference's n-grams: a precision divides by the output's n-grams (how "
+            "much of the output is right); the brevity penalty, not a recall, covers what is missing.",
+            "the reference's n-grams as denominator", like=_bleu_mistake(denominator="reference")),
+    Mistake("you lowercased the sentences: BLEU compares the words as they are written, so 'A' does not match 'a' "
+            "(sacrebleu's default; it lowercases only when asked, as the course's corpus_bleu is and as its "
+            "signature's case:lc records). Split the sentences as they are, hypothesis.split().", "lowercased",
+            like=_bleu_mistake(words="lower")),
+    Mistake("you split at single spaces, str.split(' '): a double space, or a space at the start or end of a "
+            "sentence, makes an empty word '' (and an empty output one word). str.split() with no argument splits "
+            "at any run of spaces and drops them at the ends.", "split at single spaces",
+            like=_bleu_mistake(words="space")),
+    Mistake("you left out the outputs shorter than 4 words: they still count, their words in c and their "
+            "references in r, their 1-grams (and the n-grams they have) in the precisions; an output of one word "
+            "just has no 2-, 3- or 4-gram.", "short outputs left out", like=_bleu_mistake(short="skipped")),
+    Mistake("you counted an output shorter than n words as one n-gram of order n (range(max(1, len(words) - n + "
+            "1)) takes words[0:n] even when it holds fewer than n words): such an output has no n-gram of that "
+            "order, and adds nothing to the total; range(len(words) - n + 1) is empty then.",
+            "a short output as one n-gram", like=_bleu_mistake(short="truncated")),
+    Mistake("you counted len(words) - n + 1 n-grams for every output: for an output shorter than n words that is "
+            "below 0 (an empty output has -3 4-grams), and the totals shrink. Count the n-grams you extract, "
+            "max(0, len(words) - n + 1).", "a negative count of n-grams", like=_bleu_mistake(short="formula")),
+    Mistake("", "NaN", find=_nan, example=lambda hypotheses, references: float("nan")),
+)
+
+_BLEU_ERRORS = ((r"math domain error", "\nHint: a precision p_n is 0 here, and log(0) is undefined: BLEU is then 0 "
+                                       "(no smoothing), return 0.0 before taking the logs."),
+                (r"division by zero", "\nHint: the outputs here are shorter than 4 words (or empty), so the corpus "
+                                      "holds no n-gram of some order: p_n = 0 / 0. sacrebleu counts such a precision "
+                                      "as 0, and BLEU is then 0: test the matches (or the n-gram totals) before you "
+                                      "divide, and return 0.0."))
+
+
+def _bleu_probes(device: str | None) -> list[Probe]:
+    """One probe per toy corpus; where BLEU is 0 without smoothing, the course's corpus_bleu's
+    smoothed score (sacrebleu's default) passes too."""
+    probes = []
+    for hypotheses, references in BLEU_CORPORA:
+        accept = None
+        if _bleu(hypotheses, references) == 0:
+            smoothed = corpus_bleu(hypotheses, references, lowercase=False).score
+            accept = lambda values, smoothed=smoothed: values[0] is not None and math.isclose(  # noqa: E731
+                values[0], smoothed, rel_tol=1e-6)
+        probes.append(Probe((list(hypotheses), list(references)),
+                            f"{{what}} of {{name}} on {len(hypotheses)} sentences (sacrebleu's corpus BLEU expected)",
+                            sizes=_bleu_sizes(hypotheses, references), hints=_BLEU_ERRORS, accept=accept))
+    return probes
 
 
 _BLEU_NOTES = {  # what a corpus tries that the ones before it do not
+    2: "no 4-gram of these outputs is in its reference, so p_4 = 0 and BLEU is 0 without smoothing (sacrebleu's "
+       "default smoothing, which the course's corpus_bleu uses, gives another score; either is accepted)",
     3: "these sentences hold capitals (BLEU is case-sensitive), a double space and spaces around a sentence "
        "(str.split() drops them), an output of one word and an empty one (no n-gram above their length)",
     4: "this corpus is one output of two words: it holds no 3-gram and no 4-gram, so p_3 and p_4 are 0 "
@@ -289,19 +279,32 @@ _BLEU_NOTES = {  # what a corpus tries that the ones before it do not
 
 
 def _bleu_hint(passed: list, sizes: dict, message: str) -> str:
+    if any(re.search(pattern, message) for pattern, _ in _BLEU_ERRORS):
+        return ""  # named by its hint: not a size written in
     hint = _hard_coded_hint(passed, sizes, message,
                             "Loop over every sentence you are given: zip(hypotheses, references).")
     note = _BLEU_NOTES.get(SIZE_SETS["check_bleu"].index(sizes))
     return hint + (f"\nNote: {note}." if note else "")
 
 
+BLEU_CHECK = Declaration(
+    check="check_bleu", function="bleu", roles=("hypotheses", "references"), reference=_bleu, probes=_bleu_probes,
+    returns=Value("BLEU", kind="float", numbers=True, precision=1e-4), mistakes=BLEU_MISTAKES, sizes_fix=_bleu_hint,
+    passed=(f"check_bleu passed: {{name}} gives sacrebleu's corpus BLEU on {len(BLEU_CORPORA)} toy corpora: outputs "
+            "shorter than the references (brevity penalty below 1), longer ones (penalty 1), one without a 4-gram "
+            "match (BLEU 0), capitals and stray spaces with a one-word and an empty output, and one without a "
+            "3-gram (BLEU 0)."),
+)
+
+
 def check_bleu(bleu: Callable) -> None:
     """Check ``bleu(hypotheses, references) -> float`` against sacrebleu's corpus BLEU (no
-    smoothing, split at whitespace, case-sensitive) and the course's ``corpus_bleu`` (with
-    lowercase=False) on the toy corpora of ``BLEU_CORPORA``: outputs shorter than their
-    references, longer ones, one with no 4-gram match, text with capitals, a double space,
-    spaces around a sentence, a one-word and an empty output, and a corpus with no 3-gram.
-    sacrebleu is switched off while ``bleu`` runs, so that calling it does not pass.
+    smoothing, split at whitespace, case-sensitive; ``_bleu``, which tests/test_declarations_10_11
+    compares with sacrebleu and the course's ``corpus_bleu``) on the toy corpora of ``BLEU_CORPORA``:
+    outputs shorter than their references, longer ones, one with no 4-gram match (where the course's
+    ``corpus_bleu``, smoothed, passes too), text with capitals, a double space, spaces around a
+    sentence, a one-word and an empty output, and a corpus with no 3-gram. A function whose code
+    calls sacrebleu (or the course's corpus_bleu) fails before it runs.
 
     Diagnoses: a call to sacrebleu (or the course's corpus_bleu) instead of the computation, a
     result of another kind or NaN, a fraction instead of percent, the brevity penalty inverted,
@@ -311,17 +314,7 @@ def check_bleu(bleu: Callable) -> None:
     out, given a negative count of n-grams or counted as one n-gram, log(0), a division by zero where the corpus has
     no n-gram of some order, and code that reads only some of the sentences.
     """
-    name = _function(bleu, "check_bleu", "bleu")
-    sets = SIZE_SETS["check_bleu"]
-    by_sizes = {_sizes(s): corpus for s, corpus in zip(sets, BLEU_CORPORA)}
-    _run_on_all_sizes(lambda sizes: _check_bleu_once(bleu, name, *by_sizes[_sizes(sizes)]), sets, _bleu_hint)
-    print(
-        f"check_bleu passed: {name} gives sacrebleu's corpus BLEU on {len(BLEU_CORPORA)} toy corpora: "
-        "outputs shorter than the references (brevity penalty below 1), longer ones (penalty 1), one "
-        "without a 4-gram match (BLEU 0), capitals and stray spaces with a one-word and an empty output, "
-        "and one without a 3-gram (BLEU 0)."
-    )
-
+    check(BLEU_CHECK, bleu)
 
 
 # ---------------------------------------------------------------- 11.2 from ids to tokens
@@ -517,30 +510,29 @@ def _score_mistakes(alpha: float) -> list[tuple[dict, str]]:
     ]
 
 
-def _check_scores_once(fn: Callable, name: str, sizes: dict, settings: dict) -> None:
-    logits, ys = _score_inputs(sizes, settings)
-    alpha, pad = settings["alpha"], settings["pad"]
-    expected = _scores(logits, ys, alpha, pad)
-    for b in range(ys.size(0)):  # the reference, row by row as notebook 11 scores one output
-        row = ys[b][ys[b] != pad]
-        one = logits[b, : row.numel() - 1].log_softmax(-1).gather(-1, row[1:, None]).sum() / lp(row.numel() - 1.0,
-                                                                                                    alpha)
-        if not math.isclose(float(one), float(expected[b]), rel_tol=1e-5, abs_tol=1e-5):
-            raise RuntimeError("the check's batched s(Y) disagrees with the row-by-row one")
-    batch, L, vocab = sizes["batch"], sizes["L"], sizes["vocab"]
-    call = (f"{name}(logits of shape ({batch}, {L - 1}, {vocab}), ys of shape ({batch}, {L}), alpha={alpha}, "
-            f"pad_idx={pad})")
-    result = _call(fn, logits, ys, alpha, pad, roles=("logits", "ys", "alpha", "pad_idx"))
-    got = _tensor(result, name, "the scores", like=logits)
-    _shape(got, (batch,), call, _squeezed(got.shape, (batch,)) or " One score per row of ys: (batch,).")
-    got = got.detach()
-    if _same(got, expected):
-        return
-    for mistake, message in _score_mistakes(alpha):
-        wrong = _scores(logits, ys, alpha, pad, **mistake)
-        if not _same(wrong, expected) and _same(got, wrong):
-            raise ExerciseFailed(f"{call}: {message}")
-    _assert_close(got, expected, f"the scores of {call}")
+def _score_mistake(**switched) -> Callable:
+    def wrong(logits: torch.Tensor, ys: torch.Tensor, alpha: float, pad_idx: int) -> torch.Tensor:
+        return _scores(logits, ys, alpha, pad_idx, **switched)
+    return wrong
+
+
+_SCORE_NAMES = ["raw logits", "probabilities", "a softmax over the positions", "labels not shifted",
+                "padding scored", "|Y| with <s>", "|Y| without </s>", "|Y| the padded length", "no length penalty",
+                "the penalty multiplied", "divided by |Y|", "alpha as a factor"]
+SCORE_MISTAKES = tuple(
+    Mistake(lambda probe, i=i: _score_mistakes(probe.args[2])[i][1], name, like=_score_mistake(**switched))
+    for i, ((switched, _), name) in enumerate(zip(_score_mistakes(0.0), _SCORE_NAMES, strict=True)))
+
+
+def _score_probes(device: str | None) -> list[Probe]:
+    probes = []
+    for sizes, settings in zip(SCORE_SIZES, _SCORE_SETTINGS):
+        logits, ys = _score_inputs(sizes, settings)
+        batch, L, vocab = sizes["batch"], sizes["L"], sizes["vocab"]
+        label = (f"{{what}} of {{name}}(logits of shape ({batch}, {L - 1}, {vocab}), ys of shape ({batch}, {L}), "
+                 f"alpha={settings['alpha']}, pad_idx={settings['pad']})")
+        probes.append(Probe((logits, ys, settings["alpha"], settings["pad"]), label, sizes=sizes))
+    return probes
 
 
 def _scores_hint(passed: list, sizes: dict, message: str) -> str:
@@ -553,13 +545,23 @@ def _scores_hint(passed: list, sizes: dict, message: str) -> str:
     return hint + "".join(f"\nNote: {note}." for note in notes)
 
 
+SCORES = Declaration(
+    check="check_sequence_scores", function="sequence_scores", roles=("logits", "ys", "alpha", "pad_idx"),
+    reference=_scores, probes=_score_probes, returns=Tensor("the scores"), mistakes=SCORE_MISTAKES,
+    sizes_fix=_scores_hint,
+    passed=("check_sequence_scores passed: {name} gives s(Y) = log P(Y | X) / lp(|Y|) of every row, its "
+            f"log-probabilities summed over the tokens after <s> up to the padding, on {len(SCORE_SIZES)} random "
+            "batches (rows of different lengths, a batch of one)."),
+)
+
+
 def check_sequence_scores(sequence_scores: Callable) -> None:
     """Check ``sequence_scores(logits, ys, alpha, pad_idx) -> (batch,)``, s(Y) = log P(Y | X) /
     lp(|Y|) of decoded rows ys from the logits a forward pass gives with teacher forcing,
-    against the course's formula (``annotated.beam_search.lp``) computed in one batch and row by
-    row as notebook 11 scores one output, on the random inputs of ``SCORE_SIZES``: rows of
-    different lengths, padded, other ids of <s> and <pad> and other alphas from set to set, and
-    a batch of one.
+    against the course's formula (``_scores``, which tests/test_declarations_10_11 compares with
+    notebook 11's row-by-row score) on the random inputs of ``SCORE_SIZES``: rows of different
+    lengths, padded, other ids of <s> and <pad> and other alphas from set to set, and a batch of
+    one.
 
     Diagnoses: an input changed in place, a result of another dtype, kind or shape (a batch of
     one squeezed away), raw logits, probabilities or a softmax over the positions, the labels
@@ -567,12 +569,7 @@ def check_sequence_scores(sequence_scores: Callable) -> None:
     the length penalty missing, multiplied, replaced by the length or with alpha as a factor,
     and sizes or a padding id written into the code.
     """
-    name = _function(sequence_scores, "check_sequence_scores", "sequence_scores")
-    settings = dict(zip(map(_sizes, SCORE_SIZES), _SCORE_SETTINGS))
-    _run_on_all_sizes(lambda sizes: _check_scores_once(sequence_scores, name, sizes, settings[_sizes(sizes)]),
-                      SCORE_SIZES, _scores_hint)
-    print(
-        f"check_sequence_scores passed: {name} gives s(Y) = log P(Y | X) / lp(|Y|) of every row, its "
-        f"log-probabilities summed over the tokens after <s> up to the padding, on {len(SCORE_SIZES)} random "
-        "batches (rows of different lengths, a batch of one)."
-    )
+    check(SCORES, sequence_scores)
+
+
+DECLARATIONS = {"check_bleu": BLEU_CHECK, "check_sequence_scores": SCORES}
