@@ -308,7 +308,7 @@ def _loss_probes(device: str | None) -> list[Probe]:
     def three(sizes: dict) -> list[Probe]:
         N, V = sizes["N"], sizes["vocab_size"]
         target = _labels(sizes, g)
-        return [probe(torch.randn(N, V, generator=g) * 2, target, sizes, "ordinary", grad=(0,)),
+        return [probe(torch.randn(N, V, generator=g) * 2, target, sizes, "ordinary", grad=(0,), precision=1e-4),
                 probe(torch.randn(N, V, generator=g) * 150, target, sizes, "wide"),
                 probe(torch.randn(N, V, generator=g) * 2 - 200, target, sizes, "low")]
 
@@ -797,7 +797,7 @@ def _teacher_probes(device: str | None) -> list[Probe]:
     probes += [dropout, probe(sizes, _built(sizes, TEACHER_DROPOUT, training=False),
                               f" on a model with dropout {TEACHER_DROPOUT}, in evaluation mode")]
     return probes + [probe(sizes, _built(sizes).double(), " with a float64 model (model.double())",
-                           {"_float64": True})]
+                           {"_float64": True}, precision="float64")]
 
 
 _TEACHER_HINTS = ((r"does not fit logits",
@@ -969,7 +969,7 @@ TEACHER = Declaration(
     check="check_teacher_forcing_loss", function="teacher_forcing_loss",
     roles=("model", "src", "tgt", "pad_idx", "loss_fn"), reference=course_teacher_forcing_loss,
     probes=_teacher_probes, mistakes=TEACHER_MISTAKES, sizes_fix=_teacher_hint,
-    returns=Tensor("the loss", like=None, dtypes=("float32", "float64")),
+    returns=Tensor("the loss", like=None, dtypes=("float32", "float64"), precision=1e-4),  # a loss of about 3
     passed=("check_teacher_forcing_loss passed: {name} feeds the decoder tgt[:, :-1] under the target mask, scores "
             "tgt[:, 1:] and divides the summed loss by the real label tokens, as Batch and evaluate_loss do, for "
             f"{len(TEACHER_SIZES)} batches (padding on both sides, and one single sentence); with dropout in the "
