@@ -3,7 +3,11 @@ compared with ``subword-nmt``), a vocabulary built from token counts (``annotate
 which numbers tokens as torchtext does) and one word segmented by learned merges
 (``annotated.bpe.BytePairEncoder``, compared with ``subword-nmt``'s ``BPE``).
 
-Every check runs toy corpora small enough to count by hand.
+Every check runs toy corpora small enough to count by hand. The three are still code run where the
+learner's function runs, not declarations (``annotated.support.grading.engine``): each names an
+argument changed in place (the corpus dict, the lists of specials and sentences, the list of
+merges), which the engine does not record for a list or dict; and the merged corpus, a dict keyed
+by tuples of symbols, is no plain value the recorder describes.
 """
 
 import contextlib
