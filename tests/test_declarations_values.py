@@ -206,8 +206,7 @@ def _apply_probes(device):
     return [Probe((_layer(4, 2), x), "{what} of {name}(Linear(4, 2), x of shape (3, 4))", sizes=dict(n=4)),
             Probe((_layer(5, 3).double(), torch.randn(2, 5).double()), "{what} of {name}(Linear(5, 3), float64 x)",
                   grad=(0, 1), sizes=dict(n=5)),
-            Probe((_layer(4, 2).eval().requires_grad_(False), x),  # a module in grad: its parameters require it
-                  "{what} of {name}(Linear(4, 2) in evaluation mode, x)", grad=(0,))]
+            Probe((_layer(4, 2).eval(), x), "{what} of {name}(Linear(4, 2) in evaluation mode, x)", grad=(0,))]
 
 
 APPLY = Declaration(check="check_apply", function="apply", roles=("layer", "x"), reference=lambda layer, x: layer(x),
@@ -251,7 +250,7 @@ def _switched(layer, x):
 
 
 @pytest.mark.parametrize("wrong, message", [
-    (_cut, r"no gradient reaches layer's bias through the output of _cut"),
+    (_cut, r"no gradient reaches the layer's bias through the output of _cut"),
     (lambda layer, x: layer(x) + 0 * layer.weight.sum() + layer.bias.detach() - layer.bias.detach(),
      r"^$|passed"),
     (_switched, r"_switched switched layer from evaluation mode to training mode"),

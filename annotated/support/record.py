@@ -282,7 +282,8 @@ def _gradients(result, leaves: list) -> dict:
     """Whether the result requires grad, and the gradient of a fixed weighted sum of it with
     respect to each leaf (``torch.autograd.grad``: no ``.grad`` changes): a tensor, or a module,
     whose gradients are a dict, parameter name -> gradient."""
-    named = [dict(leaf.named_parameters()) if isinstance(leaf, torch.nn.Module) else {None: leaf} for leaf in leaves]
+    named = [{n: t for n, t in leaf.named_parameters() if t.requires_grad} if isinstance(leaf, torch.nn.Module)
+             else {None: leaf} for leaf in leaves]
     tensors = _flat(result)
     if not any(t.requires_grad for t in tensors):
         return {"requires_grad": False}
@@ -309,7 +310,7 @@ def call(fn, args: tuple, grad: tuple = (), again: tuple | None = None, seed: in
     """Call ``fn(*args)`` and describe what happened. ``grad``: the arguments made to require
     grad, whose gradients are recorded; ``again``: the arguments of a second call, after which
     the first result is described once more (a function that keeps its result between calls
-    changes it). A module in ``grad`` has its parameters require grad, and their gradients are
+    changes it). A module in ``grad``: the gradients of its parameters that require grad are
     recorded; an argument made by :func:`build` that keeps a list ``calls`` has it recorded.
     ``seed``: the global generator's seed before each call (what it was is put back after), so
     that a function drawing from it (F.dropout) draws what the check can draw again."""
@@ -321,7 +322,8 @@ def _call(fn, args: list, grad: tuple, again: tuple | None, seed: int | None) ->
     if seed is not None:
         torch.manual_seed(seed)
     for i in grad:
-        args[i] = args[i].requires_grad_() if isinstance(args[i], torch.nn.Module) else args[i].detach().requires_grad_()
+        if not isinstance(args[i], torch.nn.Module):
+            args[i] = args[i].detach().requires_grad_()
     record = {"layout_before": [_layout(a) for a in args], "modes_before": [_modes(a) for a in args]}
     try:
         result = fn(*args)
@@ -340,11 +342,11 @@ def _call(fn, args: list, grad: tuple, again: tuple | None, seed: int | None) ->
         if seed is not None:
             torch.manual_seed(seed)
         try:
-            fn(*again)
+            second = fn(*again)
         except (Exception, SystemExit) as err:
             record["again_raised"] = exception(err)
         else:
-            record["first_after"] = describe(result)
+            record["first_after"], record["again_result"] = describe(result), describe(second)
     return record
 
 

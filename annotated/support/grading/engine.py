@@ -154,7 +154,8 @@ class Mistake:
     probe -> the shape the learner's result, or item ``item``, has) or by ``find`` (the
     learner's result or item as data, ``found["shape"]``, ``found["values"]`` (None on 'meta'),
     ``found["calls"]`` (for each argument made by ``record.build``, what it kept of its calls, as
-    data, or None), and the probe -> a message, or None); ``generic``: a size written into the
+    data, or None), ``found["again"]`` (what the second call returned, as data, or None), and the
+    probe -> a message, or None); ``generic``: a size written into the
     code may explain it too (the sets of sizes that passed are named). ``stage``: "shape"
     adds the message to the report of a wrong shape; "value" (the default) is the whole message,
     when the shape is right and the numbers differ. ``when``: the probes it is tried on.
@@ -600,7 +601,7 @@ def _named_grads(probe: Probe, grads: list, roles: tuple) -> list:
     named = []
     for i, grad in zip(probe.grad, grads):
         role = roles[i] if i < len(roles) else f"argument {i + 1}"
-        named += ([(f"{role}'s {k}", g) for k, g in grad.items()] if isinstance(grad, dict) else [(role, grad)])
+        named += ([(f"the {role}'s {k}", g) for k, g in grad.items()] if isinstance(grad, dict) else [(role, grad)])
     return named
 
 
@@ -879,7 +880,8 @@ def judge(decl: Declaration, probe: Probe, done: dict, name: str, signature, ref
     got = _structure(decl, done["result"], name)
     if isinstance(got, Failure):
         raise got
-    got = [dict(f, calls=done.get("calls_of")) for f in got]  # what the arguments kept of their calls
+    # What the arguments kept of their calls, and what the second call (``again``) returned.
+    got = [dict(f, calls=done.get("calls_of"), again=done.get("again_result")) for f in got]
     whats = [c.label or c.what for c in contracts]
     for contract, found in zip(contracts, got):
         what = contract.what

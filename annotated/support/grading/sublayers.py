@@ -1,27 +1,20 @@
-"""Checks of notebook 06's exercises: the position-wise feed-forward network
-(``annotated.feed_forward``), layer normalization (``annotated.layer_norm``, compared with
-``torch.nn.functional.layer_norm`` as well) and the residual connection in both orders
-(``annotated.residual.SublayerConnection``). Layer norm is a declaration (``NORM``, run by
-``annotated.support.grading.engine``, judged by the grader outside the kernel); the other two
-take modules as arguments, which the grader's recorder cannot send as data, and stay code.
+"""Checks of notebook 06's exercises, as declarations (``annotated.support.grading.engine``,
+judged by the grader outside the kernel): the position-wise feed-forward network (``FFN``,
+``annotated.feed_forward``), layer normalization (``NORM``, ``annotated.layer_norm``, compared
+with ``torch.nn.functional.layer_norm`` as well) and the residual connection in both orders
+(``CONNECTION``, ``annotated.residual.SublayerConnection``).
 
 The network, the norm and the dropout a learner's function receives are the check's own
-modules: each records what it is called with, so the check can say which one was never
-called, or called on the wrong tensor. They are the real classes, so every attribute a
-learner may read is there: the dropout is an ``nn.Dropout`` (``p``, ``inplace``,
-``training``) that zeroes the same entries at every call (and scales the rest by 1/(1 - p),
-as ``nn.Dropout`` in training), so where it acts shows in the result and the result is
-deterministic, and returns its input in evaluation mode; the norm is an ``nn.LayerNorm``
-(``normalized_shape``, ``eps``, ``weight``, ``bias``) that also answers to the course's
-``gamma`` and ``beta``. A dropout drawn with ``F.dropout(t, dropout.p, dropout.training)``
-from the module's own settings is right too: the checks seed the global generator before
-each call and draw the same mask again (leaving the generator as they found it).
-
-Besides the sizes of each check's ``SIZE_SETS``, every check calls the learner's function
-again on another input (a second call must not overwrite the first result), with the
-modules in evaluation mode where there are modules (nothing may drop, and no call may leave
-a module in another mode), and once in float64 with inputs that require grad (the result
-stays float64, equals the course's to float64 precision, and passes gradients back).
+modules, made by ``record.build`` so that the grader sends them as data: each records what it
+is called with (``calls``), so the check can say which one was never called, or called on the
+wrong tensor. They are the real classes, so every attribute a learner may read is there: the
+dropout is an ``nn.Dropout`` (``p``, ``inplace``, ``training``) that zeroes the same entries at
+every call (and scales the rest by 1/(1 - p), as ``nn.Dropout`` in training), so where it acts
+shows in the result and the result is deterministic, and returns its input in evaluation mode;
+the norm is an ``nn.LayerNorm`` (``normalized_shape``, ``eps``, ``weight``, ``bias``) that also
+answers to the course's ``gamma`` and ``beta``. A dropout drawn with ``F.dropout(t, dropout.p,
+dropout.training)`` from the module's own settings is right too: each probe seeds the global
+generator before the call (``Probe.seed``, put back after) and the check draws the same mask.
 """
 
 import itertools
@@ -33,13 +26,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from annotated.feed_forward import PositionwiseFeedForward
-from annotated.residual import SublayerConnection
 from annotated.support import record as recorder
-from annotated.support.grading.core import (
-    ExerciseFailed, _aliasing, _assert_close, _assert_close64, _call, _function, _generic,
-    _gradients_flow, _hard_coded_hint, _modes, _modes_kept, _run_on_all_sizes, _same, _same64, _shape,
-    _sizes, _squeezed, _tensor,
-)
+from annotated.support.grading.core import _hard_coded_hint, _sizes
 from annotated.support.grading.engine import Declaration, Mistake, Probe, Tensor, _clone, _equal, check
 
 FFN_SIZES = [
@@ -136,7 +124,8 @@ class _Sublayer(PositionwiseFeedForward):
 
     def forward(self, t: torch.Tensor) -> torch.Tensor:
         self.calls.append(t.detach().clone())
-        return super().forward(t)
+        out = super().forward(t)
+        return out if len(self.calls) == 1 else out / 2  # a later call differs, as one with dropout would
 
 
 def _seeded_keep(shape: torch.Size, dtype: torch.dtype, p: float = DROPOUT_P) -> torch.Tensor:
@@ -145,64 +134,6 @@ def _seeded_keep(shape: torch.Size, dtype: torch.dtype, p: float = DROPOUT_P) ->
     with torch.random.fork_rng():
         torch.manual_seed(_SEED)
         return F.dropout(torch.ones(shape, dtype=dtype), p, True)
-
-
-def _seeded_call(fn: Callable, *args, **kwargs):
-    """``_call`` with the global seed at ``_SEED``, so that a dropout drawn from the global
-    generator draws the mask of ``_seeded_keep``."""
-    torch.manual_seed(_SEED)
-    return _call(fn, *args, **kwargs)
-
-
-def _called(what: str, recorded: nn.Module, name: str, use: str) -> None:
-    """Refuse a module that was never called."""
-    if not recorded.calls:
-        raise ExerciseFailed(
-            f"{name} never called the {what} it was given: {use}"
-        )
-
-
-def _weights(t: torch.Tensor) -> torch.Tensor:
-    return (torch.arange(t.numel(), dtype=t.dtype) % 7 - 3).view(t.shape)
-
-
-def _backward_failed(name: str, what: str, err: RuntimeError) -> ExerciseFailed:
-    """The message for a result whose backward pass raises: in training, loss.backward() would."""
-    hint = ""
-    if "inplace operation" in str(err):
-        hint = (" An in-place operation (x /= ..., x.mul_(...), relu_(), x[...] = ...) changed "
-                "a tensor that the backward pass needs, after it was used: write the step "
-                "out of place, x = x / ..., so that each intermediate result keeps its value.")
-    return _generic(f"backpropagating through {what} of {name} raised RuntimeError: "
-                    f"{str(err).splitlines()[0]}{hint}")
-
-
-def _same_gradients(got: torch.Tensor, expected: torch.Tensor, inputs: dict, name: str,
-                    what: str) -> None:
-    """Gradients of a fixed weighted sum of ``got`` must reach each of ``inputs`` (name -> a
-    float64 tensor that requires grad) and equal those of ``expected``, the course's result
-    from the same inputs: a function decorated @torch.no_grad(), or one that cuts part of the
-    graph (.detach(), .data), is named."""
-    if not got.requires_grad:
-        _gradients_flow(got, inputs, name, what)  # names the missing gradient
-    leaves = list(inputs.values())
-    try:
-        mine = torch.autograd.grad((got * _weights(got)).sum(), leaves, allow_unused=True,
-                                   retain_graph=True)
-    except RuntimeError as err:
-        raise _backward_failed(name, what, err) from None
-    reference = torch.autograd.grad((expected * _weights(expected)).sum(), leaves,
-                                    allow_unused=True)
-    if any(a is None or not a.any() for a in mine):
-        _gradients_flow(got, inputs, name, what)  # names the input no gradient reaches
-    for n, a, b in zip(inputs, mine, reference):
-        if not _same64(a, b):
-            raise ExerciseFailed(
-                f"the gradient of {what} of {name} with respect to {n} differs from the course's "
-                f"(by up to {float((a - b).abs().max()):.2g}): part of the computation is cut "
-                "from the graph, so training would learn through some paths only. Remove "
-                ".detach(), .data and torch.no_grad() from the function."
-            )
 
 
 # ---------------------------------------------------------------- the feed-forward network (6.1)
@@ -589,252 +520,169 @@ def check_layer_norm(layer_norm: Callable) -> None:
     check(NORM, layer_norm)
 
 
-DECLARATIONS = {d.check: d for d in (FFN, NORM)}
 
 
 # ---------------------------------------------------------------- the residual connection (6.3)
 
 
-_CONNECTION_ROLES = ("x", "sublayer", "norm", "dropout", "norm_first")
-
-
-def _connection_modules(d_model: int, g: torch.Generator, dtype=torch.float32) -> tuple:
-    """The sublayer (the course's network), the norm and the dropout the learner's function
-    gets: each records its calls; gamma and beta away from 1 and 0."""
-    ffn, norm = _Sublayer(d_model, 3 * d_model), _Norm(d_model)
-    with torch.no_grad():  # the check's own numbers
-        for p in ffn.parameters():
-            p.copy_(torch.randn(p.shape, generator=g) / p.size(-1) ** 0.5)
-        norm.weight.copy_(torch.rand(d_model, generator=g) + 0.5)
-        norm.bias.copy_(torch.randn(d_model, generator=g))
-    return ffn.to(dtype), norm.to(dtype), _FixedDropout(seed=2)
-
-
-def _connection_call(fn: Callable, name: str, x: torch.Tensor, modules: tuple, norm_first: bool,
-                     call: str) -> torch.Tensor:
-    """Call the learner's function with ``modules`` (their records emptied first) and check that
-    it left their modes (training or evaluation) as they were."""
-    box = nn.ModuleDict(dict(zip(("sublayer", "norm", "dropout"), modules)))
-    before = _modes(box)
-    for module in modules:
-        module.calls.clear()
-    result = _seeded_call(fn, x, *modules, norm_first, roles=_CONNECTION_ROLES)
-    _modes_kept(box, before, name)
-    got = _tensor(result, name, "the output", like=x)
-    _shape(got, tuple(x.shape), call, _squeezed(got.shape, tuple(x.shape)))
-    return got
-
-
-def _connection_formula(x: torch.Tensor, modules: tuple, norm_first: bool,
-                        keep: torch.Tensor | None = None) -> torch.Tensor:
-    """The course's SublayerConnection with ``modules``; with ``keep``, the dropout is the mask
-    F.dropout draws from the seeded global generator instead of the module."""
-    ffn, norm, dropout = modules
-    drop = dropout if keep is None else (lambda t: t * keep.to(t.dtype))
+def course_connection(x, sublayer, norm, dropout, norm_first: bool, keep=None) -> torch.Tensor:
+    """The course's SublayerConnection with the given modules (the dropout as the mask ``keep``, for
+    F.dropout with the module's settings)."""
+    drop = dropout if keep is None else (lambda t: t * keep(t))
     if norm_first:
-        return x + drop(ffn(norm(x)))
-    return norm(x + drop(ffn(x)))
+        return x + drop(sublayer(norm(x)))   # pre-norm
+    return norm(x + drop(sublayer(x)))       # post-norm: the paper's LayerNorm(x + Sublayer(x))
 
 
-def _connection_other_calls(fn: Callable, name: str, x: torch.Tensor, modules: tuple,
-                            norm_first: bool, got: torch.Tensor, g: torch.Generator,
-                            call: str) -> None:
-    """After a right result: another input must not overwrite it, and with the modules in
-    evaluation mode the dropout must not drop."""
-    other = torch.randn(x.shape, generator=g)
-    _aliasing(lambda: _connection_call(fn, name, other, modules, norm_first, call), got, name,
-              "the output")
-    for module in modules:
-        module.eval()
-    try:
-        got = _connection_call(fn, name, x, modules, norm_first, call)
-        dropout_calls = len(modules[2].calls)
+def _connection_probes(device: str | None) -> list[Probe]:
+    g, probes = torch.Generator().manual_seed(0), []
+
+    def modules(d_model: int, dtype=torch.float32, training=True, p=DROPOUT_P) -> tuple:
+        """The sublayer (the course's network), the norm (gamma and beta away from 1 and 0) and the dropout."""
+        ffn = recorder.build(f"{__name__}._Sublayer", d_model=d_model, d_ff=3 * d_model)
+        norm = recorder.build(f"{__name__}._Norm", d_model=d_model)
         with torch.no_grad():
-            expected = _connection_formula(x, modules, norm_first)  # dropout is the identity
-            seeded = _connection_formula(x, modules, norm_first, _seeded_keep(x.shape, x.dtype))
-        if _same(got, expected):
-            return
-        if not dropout_calls and _same(got, seeded):
-            raise ExerciseFailed(_FUNCTIONAL_EVAL)
-        _assert_close(got, expected, f"{call}, with the modules in evaluation mode (where the "
-                      "dropout returns its input)")
-    finally:
-        for module in modules:
-            module.train()
+            for t in ffn.parameters():
+                t.copy_(torch.randn(t.shape, generator=g) / t.size(-1) ** 0.5)
+            norm.weight.copy_(torch.rand(d_model, generator=g) + 0.5)
+            norm.bias.copy_(torch.randn(d_model, generator=g))
+        return tuple(m.to(dtype).train(training) for m in (ffn, norm, _dropout(p, seed=2, training=training)))
 
+    def probe(x, mods, norm_first, sizes=None, setting="", **options):
+        args = (x, *mods, norm_first)
+        with torch.no_grad():  # F.dropout(t, dropout.p, dropout.training): right too, another mask
+            functional = course_connection(*_clone(args), keep=_functional(mods[2]) if mods[2].training else None)
+        order = f"with norm_first={norm_first} ({'pre-norm' if norm_first else 'post-norm'}): "
+        probes.append(Probe(args, f"{{what}} of {{name}}(x of shape {tuple(x.shape)}, sublayer, norm, dropout, "
+                            f"norm_first={norm_first}){setting}", sizes=sizes, seed=_SEED, tags=dict(
+                                eval=not mods[2].training, order=order), accept=lambda got: _equal(got[0], functional),
+                            **options))
 
-def _check_sublayer_once(fn: Callable, name: str, sizes: dict, g: torch.Generator) -> None:
-    batch, L, d_model = sizes["batch"], sizes["L"], sizes["d_model"]
-    x = torch.randn(batch, L, d_model, generator=g) * 2 + 0.5
-    modules = ffn, norm, dropout = _connection_modules(d_model, g)
-    ffn.requires_grad_(False)
-    norm.requires_grad_(False)
-    # The pieces, their results in float64, for the mistakes.
-    S, N, D = (lambda t: ffn(t).double()), (lambda t: norm(t).double()), dropout
-    xd = x.double()
-    formulas = {"post": N(x + dropout(ffn(x))), "pre": xd + D(S(norm(x)))}
+    for sizes in SUBLAYER_SIZES:
+        x, mods = torch.randn(*sizes.values(), generator=g) * 2 + 0.5, modules(sizes["d_model"])
+        for norm_first in (False, True):  # a second call with the other order: the first result stays
+            probe(x, mods, norm_first, sizes, again=(x, *mods, not norm_first))
+    x = probes[0].args[0]  # the first set's
     for norm_first in (False, True):
-        course = SublayerConnection(d_model, dropout=DROPOUT_P, norm_first=norm_first)
-        course.norm, course.dropout = norm, dropout
-        with torch.no_grad():
-            expected = course(x, ffn)
-        order = "pre-norm" if norm_first else "post-norm"
-        call = (f"{name}(x of shape (batch={batch}, L={L}, d_model={d_model}), ..., "
-                f"norm_first={norm_first})")
-        got = _connection_call(fn, name, x, modules, norm_first, call)
-        calls = {"sublayer": len(ffn.calls), "norm": len(norm.calls),
-                 "dropout": len(dropout.calls)}
-        sublayer, recorded_norm, recorded_dropout = ffn, norm, dropout
-        records = [list(module.calls) for module in modules]
-        with torch.no_grad():  # F.dropout(t, dropout.p, dropout.training): right, another mask
-            seeded = _connection_formula(x, modules, norm_first, _seeded_keep(x.shape, x.dtype))
-        for module, record in zip(modules, records):  # the learner's calls only
-            module.calls[:] = record
-        if _same(got, expected) or (not calls["dropout"] and _same(got, seeded)):
-            # The norm may be computed from its attributes (weight, bias, eps), uncalled.
-            for what, n in calls.items():
-                if n > 1 or (what == "sublayer" and n != 1):
-                    raise ExerciseFailed(f"{name} called the {what} {n} times "
-                                         f"(norm_first={norm_first}, {order}); call it once and "
-                                         "reuse the result.")
-            _connection_other_calls(fn, name, x, modules, norm_first, got, g, call)
-            continue
-        _called("sublayer", sublayer, name, "the residual connection wraps it, sublayer(...), "
-                "and adds its output to x.")
-        _called("norm", recorded_norm, name,
-                "the layer norm forgotten? "
-                + ("Pre-norm normalizes the sublayer's input: x + dropout(sublayer(norm(x)))."
-                   if norm_first else
-                   "Post-norm normalizes the sum: norm(x + dropout(sublayer(x))), the paper's "
-                   "LayerNorm(x + Sublayer(x)).")
-                + " Use the norm passed in: it holds the layer's own gamma and beta.")
-        _called("dropout", recorded_dropout, name,
-                "the paper applies dropout to the output of each sub-layer, before it is added "
-                "to the sub-layer input and normalized (§5.4): dropout(sublayer(...)). Use the "
-                "dropout passed in (the module knows whether the model is training).")
-        if norm_first:
-            mistakes = [
-                (formulas["post"], None),
-                (N(x) + D(S(norm(x))),
-                 "the residual is added after the norm: norm(x) + dropout(sublayer(norm(x))). "
-                 "In pre-norm the residual path carries x itself, untouched, x + dropout("
-                 "sublayer(norm(x))): that identity path is what hands the gradient down a deep "
-                 "stack (notebook 06, section 4). Keep x and normalize a copy: "
-                 "x + dropout(sublayer(norm(x)))."),
-                (N(x + dropout(ffn(norm(x)))),
-                 "a second norm at the end: pre-norm normalizes the sublayer's input only, "
-                 "x + dropout(sublayer(norm(x))), and leaves the sum unnormalized (the stack "
-                 "ends with one more layer norm instead)."),
-                (D(xd + S(norm(x))),
-                 "dropout is applied to the sum, so it drops parts of the residual x too: it "
-                 "belongs on the sublayer's output only, x + dropout(sublayer(norm(x)))."),
-                (xd + S(dropout(norm(x))),
-                 "dropout is applied to the sublayer's input: it belongs on its output, "
-                 "x + dropout(sublayer(norm(x))) (§5.4)."),
-                (xd + D(N(ffn(x))),
-                 "the norm is applied to the sublayer's output: in pre-norm it comes first, on "
-                 "the sublayer's input, x + dropout(sublayer(norm(x)))."),
-                (D(S(norm(x))),
-                 "the residual is missing: add x, x + dropout(sublayer(norm(x)))."),
-            ]
-        else:
-            mistakes = [
-                (formulas["pre"], None),
-                (D(N(x + ffn(x))),
-                 "dropout is applied after the norm: the paper applies it to the sublayer's "
-                 "output before the residual sum, norm(x + dropout(sublayer(x))) (§5.4)."),
-                (N(dropout(x + ffn(x))),
-                 "dropout is applied to the sum, so it drops parts of the residual x too: it "
-                 "belongs on the sublayer's output only, norm(x + dropout(sublayer(x)))."),
-                (xd + N(dropout(ffn(x))),
-                 "the norm is applied to the sublayer's output only: post-norm normalizes the "
-                 "sum, norm(x + dropout(sublayer(x))), the paper's LayerNorm(x + Sublayer(x))."),
-                (N(x) + D(S(x)),
-                 "the norm is applied to x only: post-norm normalizes the sum, "
-                 "norm(x + dropout(sublayer(x)))."),
-                (N(dropout(ffn(x))),
-                 "the residual is missing: add x before the norm, norm(x + dropout(sublayer(x)))."),
-            ]
-        for candidate, message in mistakes:
-            if not _same(got, candidate):
-                continue
-            if message is not None:
-                raise ExerciseFailed(f"with norm_first={norm_first} ({order}): {message}")
-            # The other order's formula: the flag ignored, or the two orders swapped.
-            other = _connection_call(fn, name, x, modules, not norm_first, call)
-            if _same(other, formulas["pre" if norm_first else "post"]):
-                raise ExerciseFailed(
-                    "the orders are swapped: norm_first=False must give the paper's post-norm, "
-                    "norm(x + dropout(sublayer(x))), and norm_first=True pre-norm, "
-                    "x + dropout(sublayer(norm(x))), as the course's SublayerConnection does."
-                )
-            kind = "post-norm" if norm_first else "pre-norm"
-            raise ExerciseFailed(
-                f"norm_first is ignored: your function always computes {kind}. norm_first=False "
-                "must give the paper's post-norm, norm(x + dropout(sublayer(x))), and "
-                "norm_first=True pre-norm, x + dropout(sublayer(norm(x)))."
-            )
-        for what, n in calls.items():
-            if n > 1:
-                raise _generic(f"{name} called the {what} {n} times "
-                               f"(norm_first={norm_first}, {order}); each is used once.")
-        _assert_close(got, expected, f"{call}, against the course's SublayerConnection")
-
-
-def _check_sublayer_float64(fn: Callable, name: str, g: torch.Generator) -> None:
-    """One pass in float64 in both orders, with x and the modules' parameters requiring grad:
-    the output must stay float64, equal the course's to float64 precision, and pass gradients
-    back to x, the sublayer and the norm."""
-    sizes = SUBLAYER_SIZES[0]
-    batch, L, d_model = sizes["batch"], sizes["L"], sizes["d_model"]
-    x = (torch.randn(batch, L, d_model, generator=g) * 2 + 0.5).double().requires_grad_()
-    modules = ffn, norm, dropout = _connection_modules(d_model, g, torch.float64)
+        probe(x, modules(x.size(-1), training=False), norm_first, setting=", the modules in evaluation mode")
     for norm_first in (False, True):
-        call = (f"{name}(x of shape (batch={batch}, L={L}, d_model={d_model}), all float64, ..., "
-                f"norm_first={norm_first})")
-        got = _connection_call(fn, name, x, modules, norm_first, call)
-        keep = None if dropout.calls else _seeded_keep(x.shape, x.dtype)  # F.dropout's mask
-        expected = _connection_formula(x, modules, norm_first, keep)
-        _assert_close64(got.detach(), expected.detach(), call)
-        _same_gradients(got, expected, {"x": x, "the sublayer's W_1.weight": ffn.W_1.weight,
-                                        "the norm's weight (gamma)": norm.weight},
-                        name, "the output")
+        mods = modules(x.size(-1), torch.float64, p=0.0)
+        for module, weight in zip(mods, ("W_1.weight", "weight")):  # as the old check: a bias's gradient, a sum of
+            module.requires_grad_(False)                           # the recorder's weights, may be 0
+            module.get_parameter(weight).requires_grad_()
+        probe(x.double(), mods, norm_first, setting=", all float64", grad=(0, 1, 2))
+    return probes
 
 
-def _sublayer_hint(passed: list, sizes: dict, message: str) -> str:
-    return _hard_coded_hint(passed, sizes, message,
-                            "Use x's own shape; the modules you are given work on any size.")
+def _connection_calls(found: dict, p: Probe) -> str | None:
+    """A module never called, or called more than once (the check's sublayer differs at a second call, as one
+    with dropout would; its dropout zeroes the same entries again)."""
+    norm_first = p.args[4]
+    calls = {what: len(found["calls"][i].get("items", [])) for i, what in enumerate(("sublayer", "norm", "dropout"), 1)}
+    uses = {"sublayer": "the residual connection wraps it, sublayer(...), and adds its output to x.",
+            "norm": "the layer norm forgotten? " + (
+                "Pre-norm normalizes the sublayer's input: x + dropout(sublayer(norm(x))). " if norm_first else
+                "Post-norm normalizes the sum: norm(x + dropout(sublayer(x))), the paper's LayerNorm(x + "
+                "Sublayer(x)). ") + "Use the norm passed in: it holds the layer's own gamma and beta.",
+            "dropout": "the paper applies dropout to the output of each sub-layer, before it is added to the "
+                       "sub-layer input and normalized (§5.4): dropout(sublayer(...)). Use the dropout passed in (the "
+                       "module knows whether the model is training)."}
+    for what, n in calls.items():
+        if n == 0 and (what != "dropout" or not p.tags["eval"]):
+            return f"your function never called the {what} it was given: {uses[what]}"
+        if n > 1 and what != "norm":
+            return (f"your function called the {what} {n} times ({p.tags['order'][5:-2]}); call it once and reuse "
+                    "the result.")
+    return None
+
+
+def _orders(found: dict, p: Probe) -> str | None:
+    """The other order's result: norm_first ignored, or the two orders swapped (the second call's result)."""
+    args, norm_first = _clone(p.args), p.args[4]
+    other = course_connection(*args[:4], not norm_first)
+    if found["again"] is None or not _equal(found["values"], other):
+        return None
+    if _equal(found["again"]["values"], course_connection(*_clone(p.args)[:4], norm_first)):
+        return ("the orders are swapped: norm_first=False must give the paper's post-norm, norm(x + dropout("
+                "sublayer(x))), and norm_first=True pre-norm, x + dropout(sublayer(norm(x))), as the course's "
+                "SublayerConnection does.")
+    return (f"norm_first is ignored: your function always computes {'post' if norm_first else 'pre'}-norm. "
+            "norm_first=False must give the paper's post-norm, norm(x + dropout(sublayer(x))), and norm_first=True "
+            "pre-norm, x + dropout(sublayer(norm(x))).")
+
+
+def _order(norm_first: bool, message: str, formula: Callable) -> Mistake:
+    """A wrong formula of one order: formula(x, S, N, D)."""
+    return Mistake(lambda p: p.tags["order"] + message, message.split(":")[0][:50],
+                   when=lambda p: p.args[4] == norm_first, like=lambda x, S, N, D, norm_first: formula(x, S, N, D),
+                   example=lambda x, S, N, D, first: (formula(x, S, N, D) if first == norm_first
+                                                      else course_connection(x, S, N, D, first)))
+
+
+_PRE, _POST = "x + dropout(sublayer(norm(x)))", "norm(x + dropout(sublayer(x)))"
+CONNECTION_MISTAKES = (
+    Mistake(_FUNCTIONAL_EVAL, "F.dropout in evaluation mode", when=lambda p: p.tags["eval"],
+            like=lambda *args: course_connection(*args, keep=_functional(args[3]))),
+    Mistake("", "a module not called, or called twice", find=_connection_calls,
+            example=lambda x, S, N, D, norm_first: course_connection(x, S, lambda t: t, D, norm_first)),
+    Mistake("", "the orders swapped, or norm_first ignored", find=_orders,
+            example=lambda x, S, N, D, norm_first: course_connection(x, S, N, D, not norm_first)),
+    _order(True, "the residual is added after the norm: norm(x) + dropout(sublayer(norm(x))). In pre-norm the "
+           "residual path carries x itself, untouched, x + dropout(sublayer(norm(x))): that identity path is what "
+           "hands the gradient down a deep stack (notebook 06, section 4). Keep x and normalize a copy: " + _PRE + ".",
+           lambda x, S, N, D: N(x) + D(S(N(x)))),
+    _order(True, "a second norm at the end: pre-norm normalizes the sublayer's input only, " + _PRE + ", and leaves "
+           "the sum unnormalized (the stack ends with one more layer norm instead).", lambda x, S, N, D: N(x + D(S(N(x))))),
+    _order(True, "dropout is applied to the sum, so it drops parts of the residual x too: it belongs on the "
+           "sublayer's output only, " + _PRE + ".", lambda x, S, N, D: D(x + S(N(x)))),
+    _order(True, "dropout is applied to the sublayer's input: it belongs on its output, " + _PRE + " (§5.4).",
+           lambda x, S, N, D: x + S(D(N(x)))),
+    _order(True, "the norm is applied to the sublayer's output: in pre-norm it comes first, on the sublayer's "
+           "input, " + _PRE + ".", lambda x, S, N, D: x + D(N(S(x)))),
+    _order(True, "the residual is missing: add x, " + _PRE + ".", lambda x, S, N, D: D(S(N(x)))),
+    _order(False, "dropout is applied after the norm: the paper applies it to the sublayer's output before the "
+           "residual sum, " + _POST + " (§5.4).", lambda x, S, N, D: D(N(x + S(x)))),
+    _order(False, "dropout is applied to the sum, so it drops parts of the residual x too: it belongs on the "
+           "sublayer's output only, " + _POST + ".", lambda x, S, N, D: N(D(x + S(x)))),
+    _order(False, "the norm is applied to the sublayer's output only: post-norm normalizes the sum, " + _POST +
+           ", the paper's LayerNorm(x + Sublayer(x)).", lambda x, S, N, D: x + N(D(S(x)))),
+    _order(False, "the norm is applied to x only: post-norm normalizes the sum, " + _POST + ".",
+           lambda x, S, N, D: N(x) + D(S(x))),
+    _order(False, "the residual is missing: add x before the norm, " + _POST + ".", lambda x, S, N, D: N(D(S(x)))),
+)
+
+CONNECTION = Declaration(
+    check="check_sublayer_connection", function="sublayer_connection",
+    roles=("x", "sublayer", "norm", "dropout", "norm_first"), reference=course_connection,
+    probes=_connection_probes, returns=Tensor("the output"), mistakes=CONNECTION_MISTAKES,
+    sizes_fix="Use x's own shape; the modules you are given work on any size.",
+    passed=("check_sublayer_connection passed: {name} gives post-norm, norm(x + dropout(sublayer(x))), for "
+            "norm_first=False and pre-norm, x + dropout(sublayer(norm(x))), for norm_first=True, as the course's "
+            f"SublayerConnection does, for {len(SUBLAYER_SIZES)} sets of sizes, with the modules in training and in "
+            "evaluation mode, and in float64 with gradients reaching x, the sublayer and the norm."),
+)
 
 
 def check_sublayer_connection(sublayer_connection: Callable) -> None:
     """Check ``sublayer_connection(x, sublayer, norm, dropout, norm_first)`` in both orders
     against ``annotated.residual.SublayerConnection``, with the course's feed-forward network
-    as the sublayer, an nn.LayerNorm of random weight and bias (also named gamma and beta),
-    and an nn.Dropout that zeroes fixed entries, on the sizes of ``SUBLAYER_SIZES`` (one a
-    batch of one sentence), in training and evaluation mode, then in float64 with gradients.
-    The norm may be computed from its attributes instead of called.
+    as the sublayer (``_Sublayer``: a second call differs, as one with dropout would), an
+    nn.LayerNorm of random weight and bias (also named gamma and beta), and an nn.Dropout that
+    zeroes fixed entries, on the sizes of ``SUBLAYER_SIZES`` (one a batch of one sentence), in
+    training and evaluation mode, then in float64 with gradients. The norm may be computed from
+    its attributes instead of called; F.dropout with the module's p and mode is accepted.
 
     Diagnoses: wrong shape (a batch of one squeezed away), dtype or device, an input changed
-    in place, the sublayer, the norm or the dropout never called (or called twice), a
-    module's mode changed (.eval() or .train() left behind), F.dropout dropping in
-    evaluation mode, a result a second call overwrites, a float64 input computed in float32,
-    gradients that do not reach x, the sublayer or the norm (@torch.no_grad(), .detach()),
-    the orders swapped, norm_first ignored, and in post-norm: dropout after the norm or on the sum, the norm on the
-    sublayer's output or on x only, the residual missing; in pre-norm: the residual added
-    after the norm, a second norm at the end, dropout on the sum or on the sublayer's input,
-    the norm after the sublayer, the residual missing.
+    in place, the sublayer, the norm or the dropout never called (the sublayer or the dropout
+    called twice), a module's mode changed (.eval() or .train() left behind), F.dropout
+    dropping in evaluation mode, a result a second call overwrites, a float64 input computed in
+    float32, gradients that do not reach x, the sublayer or the norm (@torch.no_grad(),
+    .detach()), the orders swapped, norm_first ignored, and in post-norm: dropout after the
+    norm or on the sum, the norm on the sublayer's output or on x only, the residual missing;
+    in pre-norm: the residual added after the norm, a second norm at the end, dropout on the
+    sum or on the sublayer's input, the norm after the sublayer, the residual missing.
     """
-    name = _function(sublayer_connection, "check_sublayer_connection", "sublayer_connection")
-    g = torch.Generator().manual_seed(0)
-    with torch.random.fork_rng():  # building the modules must not move the learner's seed
-        _run_on_all_sizes(lambda sizes: _check_sublayer_once(sublayer_connection, name, sizes, g),
-                          SUBLAYER_SIZES, _sublayer_hint)
-        _check_sublayer_float64(sublayer_connection, name, g)
-    print(
-        f"check_sublayer_connection passed: {name} gives post-norm, "
-        "norm(x + dropout(sublayer(x))), for norm_first=False and pre-norm, "
-        "x + dropout(sublayer(norm(x))), for norm_first=True, "
-        f"as the course's SublayerConnection does, for {len(SUBLAYER_SIZES)} sets of sizes, "
-        "with the modules in training and in evaluation mode, and in float64 with gradients "
-        "reaching x, the sublayer and the norm."
-    )
+    check(CONNECTION, sublayer_connection)
+
+
+DECLARATIONS = {d.check: d for d in (FFN, NORM, CONNECTION)}
