@@ -6,18 +6,20 @@ Each compares with the course's own modules (``DecoderLayer``, ``Embeddings``, `
 (``nn.TransformerDecoderLayer``, ``nn.Transformer``).
 
 The count is a declaration (``annotated.support.grading.engine``, an int, its config sent as data by
-``record.build``), judged by the grader in its own process. The decoder layer and the tied embeddings
-are still code run where the learner's function runs: see ``check_decoder_layer_forward`` and
-``check_tied_embeddings``."""
+``record.build``), judged by the grader in its own process, and so is the decoder layer's forward pass (its layer sent as data by
+``record.build``, the global generator seeded before each call so that its dropout can be drawn again). The tied
+embeddings are still code run where the learner's function runs: the check reads which Parameters the three
+modules it returns share (the same object, or the same memory), and calls them, which a result described as data
+(a module by its class, its parameters' shapes and its mode) does not allow."""
 
 import contextlib
-import inspect
 import itertools
 import math
 from collections.abc import Callable
 
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 from annotated.feed_forward import PositionwiseFeedForward
 from annotated.masks import subsequent_mask
@@ -26,12 +28,10 @@ from annotated.multi_head import MultiHeadAttention
 from annotated.positional import sinusoidal_table
 from annotated.support import record as recorder
 from annotated.support.grading.core import (
-    ExerciseFailed, _aliasing, _assert_close, _assert_close64, _call, _function, _generic,
-    _gradients_flow, _hard_coded_hint, _modes, _modes_kept, _run_on_all_sizes, _same, _shape,
-    _squeezed, _tensor,
+    ExerciseFailed, _assert_close, _call, _function, _generic, _hard_coded_hint, _run_on_all_sizes, _same, _shape,
+    _tensor,
 )
-from annotated.support.grading.engine import Declaration, Mistake, Probe, Value, check
-from annotated.support.reference import copy_layer_norm_from_torch, copy_mha_from_torch
+from annotated.support.grading.engine import Declaration, Mistake, Probe, Tensor, Value, check
 
 # Within a set every size differs (so a swapped tensor shows in its shape); from one set to
 # the next every size changes (so a size written into the code fails). d_k = d_model / h is
@@ -39,6 +39,9 @@ from annotated.support.reference import copy_layer_norm_from_torch, copy_mha_fro
 LAYER_SIZES = [dict(batch=3, L_tgt=5, L_src=7, d_model=12, h=2, d_ff=20),
                dict(batch=2, L_tgt=6, L_src=4, d_model=15, h=3, d_ff=22),
                dict(batch=1, L_tgt=4, L_src=8, d_model=14, h=7, d_ff=9)]
+# Tried first: the source as long as the target, where a mistake that swaps the memory and the decoder's states,
+# or the two masks, gives numbers to compare instead of an exception (as many numbers as LAYER_SIZES[0]'s memory).
+SAME_LENGTHS = dict(batch=3, L_tgt=7, L_src=7, d_model=12, h=2, d_ff=20)
 # The dropout of the sublayer connections in the check of training and evaluation modes.
 LAYER_DROPOUT = 0.5
 TIE_SIZES = [dict(src_vocab=13, tgt_vocab=11, d_model=6),
@@ -82,7 +85,14 @@ class _Layer(DecoderLayer):
 _Layer.__name__ = _Layer.__qualname__ = "DecoderLayer"
 
 
-def _randomize(module: nn.Module, g: torch.Generator) -> None:
+def _decoder_layer(d_model: int, h: int, d_ff: int, dropout: float, norm_first: bool) -> _Layer:
+    """The course's decoder layer (what a probe sends as data, ``record.build``, with its weights)."""
+    with torch.random.fork_rng(devices=[]):  # its own initialization, overwritten by _randomize
+        return _Layer(d_model, MultiHeadAttention(d_model, h), MultiHeadAttention(d_model, h),
+                      PositionwiseFeedForward(d_model, d_ff), dropout=dropout, norm_first=norm_first)
+
+
+def _randomize(module: nn.Module, g: torch.Generator) -> nn.Module:
     """Random values for every parameter, layer norms included (gamma around 1, beta and the
     biases around 0), so that each parameter, and so each mistake, shows in the output."""
     with torch.no_grad():
@@ -94,319 +104,7 @@ def _randomize(module: nn.Module, g: torch.Generator) -> None:
                 p.copy_(1 + 0.5 * torch.randn(p.shape, generator=g))
             else:
                 p.copy_(0.5 * torch.randn(p.shape, generator=g))
-
-
-def _decoder_layers(sizes: dict, norm_first: bool, g: torch.Generator) -> tuple[_Layer, nn.Module]:
-    """The course's decoder layer and PyTorch's, holding the same random weights."""
-    d, h, d_ff = sizes["d_model"], sizes["h"], sizes["d_ff"]
-    with torch.random.fork_rng(devices=[]):  # the layers' own initialization, overwritten below
-        theirs = nn.TransformerDecoderLayer(d, h, d_ff, dropout=0.0, batch_first=True,
-                                            norm_first=norm_first)
-        ours = _Layer(d, MultiHeadAttention(d, h), MultiHeadAttention(d, h),
-                      PositionwiseFeedForward(d, d_ff), dropout=0.0, norm_first=norm_first)
-    _randomize(theirs, g)
-    copy_mha_from_torch(ours.self_attn, theirs.self_attn)
-    copy_mha_from_torch(ours.src_attn, theirs.multihead_attn)
-    with torch.no_grad():
-        ff = ours.feed_forward
-        for mine, its in ((ff.W_1, theirs.linear1), (ff.W_2, theirs.linear2)):
-            mine.weight.copy_(its.weight)
-            mine.bias.copy_(its.bias)
-    for sublayer, norm in zip(ours.sublayer, (theirs.norm1, theirs.norm2, theirs.norm3)):
-        copy_layer_norm_from_torch(sublayer.norm, norm)
-    return ours, theirs
-
-
-_ATTENTION_SIGNATURE = inspect.signature(MultiHeadAttention.forward)
-
-
-def _bound(args: tuple, kwargs: dict) -> dict | None:
-    """The arguments of a MultiHeadAttention call by name (query, key, value, mask)."""
-    try:
-        bound = _ATTENTION_SIGNATURE.bind(None, *args, **kwargs)
-    except TypeError:
-        return None
-    bound.apply_defaults()
-    return bound.arguments
-
-
-def _is(t, expected: torch.Tensor) -> bool:
-    """``t`` is ``expected``, or a tensor of the same shape and values."""
-    if t is expected:
-        return True
-    if not torch.is_tensor(t) or t.shape != expected.shape:
-        return False
-    if t.dtype == torch.bool or expected.dtype == torch.bool:
-        return t.dtype == expected.dtype and torch.equal(t, expected)
-    return _same(t, expected)
-
-
-class _Recorder:
-    """Forward hooks on the layer and its parts: which module ran, in what order, with which
-    inputs and outputs."""
-
-    PARTS = ("self_attn", "src_attn", "feed_forward")
-
-    def __init__(self, layer: DecoderLayer):
-        self.events: list = []  # ("call" | "return", name, args, kwargs, output)
-        modules = {"layer": layer, **{p: getattr(layer, p) for p in self.PARTS}}
-        for i, sublayer in enumerate(layer.sublayer):
-            modules[f"sublayer {i}"] = sublayer
-            modules[f"norm {i}"] = sublayer.norm
-        self.handles = []
-        for name, module in modules.items():
-            self.handles.append(module.register_forward_pre_hook(self._pre(name), with_kwargs=True))
-            self.handles.append(module.register_forward_hook(self._post(name), with_kwargs=True))
-
-    def _pre(self, name):
-        def hook(module, args, kwargs):
-            self.events.append(("call", name, args, kwargs, None))
-        return hook
-
-    def _post(self, name):
-        def hook(module, args, kwargs, output):
-            self.events.append(("return", name, args, kwargs, output))
-        return hook
-
-    def remove(self) -> None:
-        for handle in self.handles:
-            handle.remove()
-
-    def calls(self, name: str) -> list:
-        return [(args, kwargs) for kind, n, args, kwargs, _ in self.events if kind == "call" and n == name]
-
-    def returns(self, name: str) -> list:
-        return [out for kind, n, _, _, out in self.events if kind == "return" and n == name]
-
-    def parts_in_order(self) -> list[str]:
-        """The attention and feed-forward modules in the order they were called."""
-        return [n for kind, n, *_ in self.events if kind == "call" and n in self.PARTS]
-
-    def enclosing(self) -> list[tuple[str, int | None]]:
-        """Each call of a part with the index of the sublayer connection it ran inside (None
-        when outside all of them)."""
-        open_sublayers, found = [], []
-        for kind, name, *_ in self.events:
-            if name.startswith("sublayer "):
-                if kind == "call":
-                    open_sublayers.append(int(name.split()[1]))
-                elif open_sublayers:
-                    open_sublayers.pop()
-            elif kind == "call" and name in self.PARTS:
-                found.append((name, open_sublayers[-1] if open_sublayers else None))
-        return found
-
-
-_ROLE = {"self_attn": "the masked self-attention", "src_attn": "the encoder-decoder attention",
-         "feed_forward": "the feed-forward network"}
-_CORRECT = ("x = layer.sublayer[0](x, lambda y: layer.self_attn(y, y, y, tgt_mask)); "
-            "x = layer.sublayer[1](x, lambda y: layer.src_attn(y, memory, memory, src_mask)); "
-            "return layer.sublayer[2](x, layer.feed_forward)")
-
-
-def _sublayer_input(rec: _Recorder, i: int, norm_first: bool):
-    """What the sublayer function of connection ``i`` received: x, or norm(x) in pre-norm."""
-    calls = rec.calls(f"sublayer {i}")
-    if not calls:
-        return None, None
-    args, kwargs = calls[0]
-    x_in = args[0] if args else kwargs.get("x")
-    if not norm_first:
-        return x_in, x_in
-    normed = rec.returns(f"norm {i}")
-    return x_in, (normed[0] if normed else None)
-
-
-def _attention_mistake(rec: _Recorder, part: str, x, memory, src_mask, tgt_mask,
-                       norm_first: bool) -> str | None:
-    """A wrong input of the self- or the cross-attention, named."""
-    calls = rec.calls(part)
-    if not calls:
-        return None
-    arguments = _bound(*calls[0])
-    if arguments is None:
-        return None
-    query, key, value, mask = (arguments[k] for k in ("query", "key", "value", "mask"))
-    index = dict(rec.enclosing()).get(part)  # the connection the call ran inside
-    x_in, y = _sublayer_input(rec, index, norm_first) if index is not None else (None, None)
-    if part == "self_attn":
-        if _is(key, memory) or _is(value, memory):
-            return ("your masked self-attention reads the memory: in self-attention the queries, "
-                    "keys and values are all the decoder's own states, layer.self_attn(y, y, y, "
-                    "tgt_mask); the memory is for the second sublayer, layer.src_attn.")
-        if mask is None:
-            return ("your self-attention has no mask: each target position then sees the later "
-                    "positions, the very words it is trained to predict (and the padding). Pass "
-                    "tgt_mask, which hides both (§3.2.3): layer.self_attn(y, y, y, tgt_mask).")
-        if _is(mask, src_mask):
-            return ("your self-attention got src_mask, the source's padding mask, where it needs "
-                    "tgt_mask (no look-ahead, no target padding): the two masks are swapped. "
-                    "Self-attention over the target takes tgt_mask, the attention over the "
-                    "memory src_mask.")
-        if not _is(mask, tgt_mask):
-            return ("your self-attention's mask is not the tgt_mask you are given (a causal mask "
-                    "built in your function, or tgt_mask reshaped?): pass tgt_mask itself, "
-                    "(batch, L_tgt, L_tgt), which hides the padding of the target as well as the "
-                    "later positions; MultiHeadAttention adds the head axis itself.")
-    else:
-        if _is(query, memory) and not _is(key, memory):
-            return ("your encoder-decoder attention takes its queries from the memory and its keys "
-                    "and values from the decoder: the other way round. The queries come from the "
-                    "decoder, the keys and values from the encoder's output (§3.2.3): "
-                    "layer.src_attn(y, memory, memory, src_mask).")
-        if _is(query, memory):
-            return ("your encoder-decoder attention takes its queries from the memory too: they "
-                    "come from the decoder (the sublayer's input y), so that each target position "
-                    "asks its own question of the source: layer.src_attn(y, memory, memory, "
-                    "src_mask).")
-        if not _is(key, memory) or not _is(value, memory):
-            which = "keys" if not _is(key, memory) else "values"
-            if torch.is_tensor(key) and key.shape == x.shape and not _is(key, memory):
-                return ("your encoder-decoder attention reads the decoder instead of the encoder: "
-                        "its keys and values must be the memory (the encoder's output), so that "
-                        "the target can look at the source sentence; with the decoder's own "
-                        "states it is a second self-attention. Use layer.src_attn(y, memory, "
-                        "memory, src_mask).")
-            return (f"the {which} of your encoder-decoder attention are not `memory` as you were "
-                    "given it (normalized, or changed?): pass memory itself, as keys and as "
-                    "values: layer.src_attn(y, memory, memory, src_mask).")
-        if mask is None:
-            return ("your encoder-decoder attention has no mask: it attends to the padding of the "
-                    "source. Pass src_mask: layer.src_attn(y, memory, memory, src_mask).")
-        if _is(mask, tgt_mask) or (torch.is_tensor(mask) and mask.shape[-2:] == tgt_mask.shape[-2:]):
-            return ("you gave the encoder-decoder attention the causal mask tgt_mask: its keys are "
-                    "the source positions, which the decoder may all see (the source is known in "
-                    "full); only the source's padding is hidden. Use src_mask there.")
-        if not _is(mask, src_mask):
-            return ("your encoder-decoder attention's mask is not the src_mask you are given: "
-                    "use src_mask itself.")
-    role = _ROLE[part]
-    if norm_first and y is not None and not _is(query, y) and _is(query, x_in):
-        return (f"{role} reads x, not the argument of its function: in pre-norm "
-                "(norm_first=True) the sublayer connection calls its function on norm(x), so "
-                "the lambda must use what it receives, `lambda y: ...(y, ...)`, not the x outside "
-                "it (in post-norm the two are the same, which hides the mistake there).")
-    return None
-
-
-def _layer_mistake(rec: _Recorder, x, memory, src_mask, tgt_mask, norm_first: bool,
-                   finished: bool, result=None) -> str | None:
-    """Name what the recorded calls show to be wrong; None when they show nothing."""
-    parts = rec.parts_in_order()
-    counts = {p: parts.count(p) for p in _Recorder.PARTS}
-    if finished and not any(counts.values()):
-        return ("your function called none of layer.self_attn, layer.src_attn and "
-                "layer.feed_forward: a decoder layer is these three sublayers, each wrapped in "
-                f"its sublayer connection: {_CORRECT}.")
-    if counts["self_attn"] == 2 and not counts["src_attn"]:
-        return ("you used layer.self_attn for both attentions: the encoder-decoder attention has "
-                "its own weights, layer.src_attn (a decoder layer holds two MultiHeadAttention "
-                "modules): layer.src_attn(y, memory, memory, src_mask).")
-    if counts["src_attn"] == 2 and not counts["self_attn"]:
-        return ("you used layer.src_attn for both attentions: the masked self-attention has its "
-                "own weights, layer.self_attn(y, y, y, tgt_mask).")
-    if counts["self_attn"] == 1 and counts["src_attn"] == 1:
-        own, cross = _bound(*rec.calls("self_attn")[0]), _bound(*rec.calls("src_attn")[0])
-        if (own and cross and _is(own["key"], memory) and torch.is_tensor(cross["key"])
-                and cross["key"].shape == x.shape):
-            return ("you swapped the two attention modules: layer.self_attn is the masked "
-                    "self-attention, layer.src_attn the attention over the memory (src for "
-                    "source); each has weights of its own, trained for its role. Use "
-                    "layer.self_attn(y, y, y, tgt_mask) first, then layer.src_attn(y, memory, "
-                    "memory, src_mask).")
-    for part in ("self_attn", "src_attn"):
-        mistake = _attention_mistake(rec, part, x, memory, src_mask, tgt_mask, norm_first)
-        if mistake:
-            return mistake
-    for part, n in counts.items():
-        if n > 1:
-            return (f"your function called layer.{part} {n} times; each sublayer runs once: "
-                    f"{_CORRECT}.")
-    if finished:
-        for part, n in counts.items():
-            if not n:
-                return (f"your function never called layer.{part}, {_ROLE[part]}: a decoder layer "
-                        f"has three sublayers, {_CORRECT}.")
-    expected = [p for p in _Recorder.PARTS if counts[p]]
-    if parts != expected:
-        got = " -> ".join(parts)
-        return (f"your sublayers run in the order {got}; the decoder layer's order (Figure 1, "
-                "§3.1) is masked self-attention, then encoder-decoder attention over the memory, "
-                "then the feed-forward network: self_attn -> src_attn -> feed_forward.")
-    enclosing = rec.enclosing()
-    for part, index in enclosing:
-        if index is None:
-            if not rec.calls("sublayer 0") and not rec.calls("sublayer 1") and not rec.calls("sublayer 2"):
-                if any(rec.calls(f"norm {i}") for i in range(3)):
-                    order = "pre-norm (norm_first=True)" if norm_first else "post-norm"
-                    return ("you wrote the residual connection and layer norm yourself, with the "
-                            "norms of layer.sublayer; this layer is "
-                            f"{order}, and your order of norm and residual is not its own. Call "
-                            "the sublayer connection itself, layer.sublayer[i](x, fn): it puts the "
-                            "norm where the layer's norm_first says (notebook 06).")
-                return ("no sublayer connection: each sublayer must be wrapped in its residual "
-                        "connection and layer norm, layer.sublayer[i](x, fn), which computes "
-                        "LayerNorm(x + Dropout(fn(x))) (post-norm); without it the layer has no "
-                        f"residual path and no norm. {_CORRECT}.")
-            return (f"{_ROLE[part]} runs outside any sublayer connection: wrap it, "
-                    f"layer.sublayer[i](x, fn), as the others. {_CORRECT}.")
-    indices = [index for _, index in enclosing]
-    if indices != list(range(len(indices))):
-        pairs = ", ".join(f"{p} in sublayer[{i}]" for p, i in enclosing)
-        return (f"you wrapped {pairs}: each sublayer has its own connection, with its own layer "
-                "norm (its own gamma and beta): sublayer[0] for the self-attention, sublayer[1] "
-                "for the encoder-decoder attention, sublayer[2] for the feed-forward network.")
-    # The residual stream: each connection takes the output of the one before.
-    previous = x
-    for i in range(3):
-        calls, outputs = rec.calls(f"sublayer {i}"), rec.returns(f"sublayer {i}")
-        if not calls:
-            break
-        args, kwargs = calls[0]
-        given = args[0] if args else kwargs.get("x")
-        if not _is(given, previous):
-            if i > 0 and _is(given, x):
-                return (f"layer.sublayer[{i}] gets the layer's input x instead of the output of "
-                        f"layer.sublayer[{i - 1}]: the sublayers form a chain, each takes the "
-                        "output of the one before: x = layer.sublayer[0](x, ...), then "
-                        "x = layer.sublayer[1](x, ...) with that new x.")
-            if i > 0 and torch.is_tensor(given) and _is(given, previous + _rec_input(rec, i - 1)):
-                return (f"you added the residual yourself around layer.sublayer[{i - 1}]: the "
-                        "sublayer connection already adds x (it returns LayerNorm(x + "
-                        "Dropout(fn(x)))); adding x again counts the residual twice. Use its "
-                        "output as it is.")
-            return None  # no known mistake: the comparison says what differs
-        if not outputs:
-            break
-        previous = outputs[0]
-    if finished and torch.is_tensor(result) and rec.returns("sublayer 2"):
-        last = rec.returns("sublayer 2")[0]
-        if not _is(result, last):
-            if _is(result, last + _rec_input(rec, 2)):
-                return ("you added the residual yourself after layer.sublayer[2]: the sublayer "
-                        "connection already adds it; return its output as it is.")
-            return ("your function does not return the output of the last sublayer connection, "
-                    "layer.sublayer[2](x, layer.feed_forward): return it as it is.")
-    return None
-
-
-def _rec_input(rec: _Recorder, i: int):
-    """The x given to sublayer connection ``i``."""
-    args, kwargs = rec.calls(f"sublayer {i}")[0]
-    return args[0] if args else kwargs.get("x")
-
-
-_LAYER_ROLES = ("layer", "x", "memory", "src_mask", "tgt_mask")
-_NOT_CALLABLE_HINT = (
-    "\nHint: a sublayer connection takes a function and calls it itself, on x (or norm(x)): "
-    "pass layer.feed_forward, or lambda y: layer.self_attn(y, y, y, tgt_mask), not the result "
-    "of calling them."
-)
-_ATTRIBUTE_HINT = (
-    "\nHint: a DecoderLayer holds layer.self_attn, layer.src_attn (two MultiHeadAttention), "
-    "layer.feed_forward (a PositionwiseFeedForward) and layer.sublayer (a list of three "
-    "SublayerConnection, called as layer.sublayer[i](x, fn))."
-)
+    return module
 
 
 def _layer_inputs(sizes: dict, g: torch.Generator) -> tuple:
@@ -423,163 +121,222 @@ def _layer_inputs(sizes: dict, g: torch.Generator) -> tuple:
     return x, memory, src_mask, tgt_mask
 
 
-def _check_layer_once(fn: Callable, name: str, sizes: dict, norm_first: bool,
-                      g: torch.Generator) -> None:
-    batch, L_tgt, L_src, d = sizes["batch"], sizes["L_tgt"], sizes["L_src"], sizes["d_model"]
-    ours, theirs = _decoder_layers(sizes, norm_first, g)
-    x, memory, src_mask, tgt_mask = _layer_inputs(sizes, g)
-
-    with torch.no_grad():
-        expected = ours(x, memory, src_mask, tgt_mask)
-        # PyTorch's masks mean the opposite (True = may not look), one per head: (batch * h,
-        # L_q, L_k). (Its key-padding masks would give the same, at a second of import time.)
-        h = sizes["h"]
-        library = theirs(x, memory, tgt_mask=~tgt_mask.repeat_interleave(h, 0),
-                         memory_mask=~src_mask.expand(batch, L_tgt, L_src).repeat_interleave(h, 0))
-    if not _same(expected, library):  # the course's layer computes what PyTorch's does
-        raise RuntimeError("the course's DecoderLayer and nn.TransformerDecoderLayer differ")
-
-    rec = _Recorder(ours)
-    order = "pre-norm" if norm_first else "post-norm"
-    call = (f"{name}(layer ({order}), x of shape {tuple(x.shape)}, memory of shape "
-            f"{tuple(memory.shape)}, src_mask, tgt_mask)")
-    modes = _modes(ours)
-    try:
-        try:
-            result = _call(fn, ours, x, memory, src_mask, tgt_mask, roles=_LAYER_ROLES,
-                           hints=((r"'DecoderLayer' object has no attribute", _ATTRIBUTE_HINT),
-                                  (r"'Tensor' object is not callable", _NOT_CALLABLE_HINT)))
-        except ExerciseFailed as err:
-            if not getattr(err, "generic", False):
-                raise
-            # A result passed where a function is due: the error's own hint says it best.
-            called_a_result = "object is not callable" in str(err)
-            mistake = None if called_a_result else _layer_mistake(
-                rec, x, memory, src_mask, tgt_mask, norm_first, finished=False)
-            if mistake:
-                first = str(err).splitlines()[0].split(" Fix: ")[0]  # the error, not its remedy
-                raise ExerciseFailed(f"{mistake}\n(Your function stopped with: {first})") from None
-            raise
-        if rec.calls("layer"):
-            raise ExerciseFailed(
-                f"{name} calls the layer itself, layer(x, memory, src_mask, tgt_mask), which runs "
-                "the course's forward: write the forward pass from the layer's parts, "
-                "layer.sublayer[i], layer.self_attn, layer.src_attn and layer.feed_forward."
-            )
-        _modes_kept(ours, modes, name)
-        got = _tensor(result, name, "the layer's output", like=x)
-        hint = _squeezed(got.shape, (batch, L_tgt, d))
-        if tuple(got.shape) == (batch, L_src, d):
-            hint = (f" Yours has L_src = {L_src} positions, the memory's: the output has one row "
-                    "per target position, the queries' (the decoder's states).")
-        _shape(got, (batch, L_tgt, d), call, hint)
-        if _same(got, expected):
-            return
-        mistake = _layer_mistake(rec, x, memory, src_mask, tgt_mask, norm_first, finished=True,
-                                 result=got)
-        if mistake:
-            raise ExerciseFailed(mistake)
-        _assert_close(got, expected, f"the output of {call}")
-    finally:
-        rec.remove()
+_SEED = 20170612  # the global generator's seed before each call: a dropout drawn from it draws the same masks
 
 
-def _course_layer(sizes: dict, norm_first: bool, g: torch.Generator) -> _Layer:
-    """The course's decoder layer with random weights and LAYER_DROPOUT in its sublayer
-    connections (the attention and the feed-forward network keep none)."""
-    d, h, d_ff = sizes["d_model"], sizes["h"], sizes["d_ff"]
+def course_layer_forward(layer, x, memory, src_mask, tgt_mask) -> torch.Tensor:
+    """``DecoderLayer.forward``, its dropout drawn right after ``_SEED`` (tests/test_declarations_07_09.py
+    compares it with nn.TransformerDecoderLayer holding the same weights)."""
+    return _forward(layer, x, memory, src_mask, tgt_mask)
+
+
+def _forward(layer, x, memory, src_mask, tgt_mask, *, self_attn="self_attn", self_qkv="y y y", self_mask="tgt",
+             src_attn="src_attn", cross_qkv="y m m", cross_mask="src", order=("self", "cross", "ff"),
+             wrap=(0, 1, 2), connection="module", feed="chain") -> torch.Tensor:
+    """The decoder layer's forward, or a wrong one: the attentions' modules, inputs (y: the sublayer's
+    argument, m: memory, M: memory normalized, x: the layer's input) and masks (tgt, src, none, causal),
+    the order of the sublayers and the connection that wraps each; ``connection`` "module" (the layer's
+    own), "none" (x + fn(x)), "post by hand" (norm(x + fn(x))), "no dropout" (the layer's order by hand),
+    "dropout always" (F.dropout in every mode); ``feed`` "chain", "x" (each connection gets x), "twice"
+    (the residual added again around the first)."""
     with torch.random.fork_rng(devices=[]):
-        layer = _Layer(d, MultiHeadAttention(d, h), MultiHeadAttention(d, h),
-                       PositionwiseFeedForward(d, d_ff), dropout=LAYER_DROPOUT, norm_first=norm_first)
-    _randomize(layer, g)
-    return layer
+        torch.manual_seed(_SEED)
+        masks = {"tgt": tgt_mask, "src": src_mask, "none": None,
+                 "causal": subsequent_mask(x.size(1)).unsqueeze(0)}
+        named = lambda y: {"y": y, "m": memory, "x": x, "M": layer.sublayer[1].norm(memory)}  # noqa: E731
+        steps = {"self": lambda y: getattr(layer, self_attn)(*(named(y)[n] for n in self_qkv.split()), masks[self_mask]),
+                 "cross": lambda y: getattr(layer, src_attn)(*(named(y)[n] for n in cross_qkv.split()),
+                                                            masks[cross_mask]),
+                 "ff": layer.feed_forward}
+        start = x
+        for step, i in zip(order, wrap):
+            c, fn = layer.sublayer[i], steps[step]
+            drop = {"no dropout": lambda t: t, "post by hand": lambda t: t, "none": lambda t: t,
+                    "dropout always": lambda t: F.dropout(t, c.dropout.p)}.get(connection, c.dropout)
+            source = start if feed == "x" and i == 1 else x
+            if connection == "module":
+                out = c(source, fn)
+            elif connection == "none":
+                out = source + fn(source)
+            elif connection == "post by hand" or not c.norm_first:
+                out = c.norm(source + drop(fn(source)))
+            else:
+                out = source + drop(fn(c.norm(source)))
+            x = out + source if feed == "twice" and i == 0 else out
+        return x
 
 
-def _check_layer_modes(fn: Callable, name: str, sizes: dict, norm_first: bool,
-                       g: torch.Generator) -> None:
-    """The same layer with dropout in its connections: in evaluation mode the output has no
-    dropout and the gradient reaches x and memory; in training mode the dropout acts; the
-    function leaves the layer's mode as it found it; a second call does not overwrite the
-    first result; and a float64 layer gives a float64 output."""
-    layer = _course_layer(sizes, norm_first, g)
-    order = "pre-norm" if norm_first else "post-norm"
-    roles = _LAYER_ROLES
+def _wrong_layer(**wrong) -> Callable:
+    return lambda layer, x, memory, src_mask, tgt_mask: _forward(layer, x, memory, src_mask, tgt_mask, **wrong)
+
+
+def _layer_probes(device: str | None) -> list[Probe]:
+    g, probes = torch.Generator().manual_seed(7), []
     hints = ((r"'DecoderLayer' object has no attribute", _ATTRIBUTE_HINT),
              (r"'Tensor' object is not callable", _NOT_CALLABLE_HINT))
-    setting = f"a {order} layer whose sublayer connections have dropout p = {LAYER_DROPOUT}"
-    shape = (sizes["batch"], sizes["L_tgt"], sizes["d_model"])
 
-    # 1. Evaluation mode: no dropout, whatever p is; gradients reach both inputs.
-    layer.eval()
-    x, memory, src_mask, tgt_mask = _layer_inputs(sizes, g)
-    with torch.no_grad():
-        expected = layer(x, memory, src_mask, tgt_mask)
-    x.requires_grad_()
-    memory.requires_grad_()
-    modes = _modes(layer)
-    got = _call(fn, layer, x, memory, src_mask, tgt_mask, roles=roles, hints=hints)
-    _modes_kept(layer, modes, name)
-    got = _tensor(got, name, "the layer's output", like=x)
-    _shape(got, shape, f"{name}(...) on {setting}, in evaluation mode")
-    if not _same(got, expected):
-        raise ExerciseFailed(
-            f"in evaluation mode (layer.eval()), on {setting}, your output differs from the "
-            "layer's, though it equals it without dropout: your function applies dropout in "
-            "evaluation mode. F.dropout(t, p) drops unless given training=False (its default "
-            "is True); use the connection itself, layer.sublayer[i](x, fn), or its module "
-            "layer.sublayer[i].dropout, which knows the mode (or F.dropout(t, p, "
-            "training=layer.training))."
-        )
-    _gradients_flow(got, {"x": x, "memory": memory}, name, "the layer's output")
+    def layer(sizes, norm_first, dropout=0.0):
+        built = recorder.build(f"{__name__}._decoder_layer", d_model=sizes["d_model"], h=sizes["h"],
+                               d_ff=sizes["d_ff"], dropout=dropout, norm_first=norm_first)
+        return _randomize(built, g)
 
-    # 2. Training mode: the connections' dropout acts; the first result stays as it was.
-    layer.train()
-    x2, memory2, _, _ = _layer_inputs(sizes, g)
-    layer.eval()
-    with torch.no_grad():
-        without = layer(x2, memory2, src_mask, tgt_mask)
-    layer.train()
-    modes = _modes(layer)
+    def probe(args, setting, **options):
+        x, memory = args[1], args[2]
+        order = "pre-norm" if args[0].sublayer[0].norm_first else "post-norm"
+        label = (f"{{what}} of {{name}}(layer ({order}{setting}), x of shape {tuple(x.shape)}, memory of shape "
+                 f"{tuple(memory.shape)}, src_mask, tgt_mask)")
+        probes.append(Probe(args, label, hints=hints, seed=_SEED, tags=dict(
+            norm_first=order == "pre-norm", eval=not args[0].training, dropout=args[0].sublayer[0].dropout.p > 0),
+            **options))
 
-    def in_training():
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(0)
-            return _call(fn, layer, x2, memory2, src_mask, tgt_mask, roles=roles, hints=hints)
+    for norm_first in (False, True):  # first, as many source as target positions: a mistake that swaps the
+        probe((layer(SAME_LENGTHS, norm_first), *_layer_inputs(SAME_LENGTHS, g)), "")  # two is named, not an error
+    for sizes in LAYER_SIZES:
+        for norm_first in (False, True):
+            probe((layer(sizes, norm_first), *_layer_inputs(sizes, g)), "", sizes=sizes)
+    sizes, setting = LAYER_SIZES[0], f", dropout p = {LAYER_DROPOUT} in its sublayer connections"
+    for norm_first in (False, True):  # in evaluation mode, gradients; in training mode, a second call
+        probe((layer(sizes, norm_first, LAYER_DROPOUT).eval(), *_layer_inputs(sizes, g)), setting + ", in evaluation "
+              "mode", grad=(1, 2))
+        probe((layer(sizes, norm_first, LAYER_DROPOUT), *_layer_inputs(sizes, g)), setting + ", in training mode",
+              again=(layer(sizes, norm_first, LAYER_DROPOUT), *_layer_inputs(sizes, g)))
+    for norm_first in (False, True):
+        x, memory, src_mask, tgt_mask = _layer_inputs(sizes, g)
+        probe((layer(sizes, norm_first).double(), x.double(), memory.double(), src_mask, tgt_mask), ", float64")
+    return probes
 
-    trained = _aliasing(in_training, got, name, "the layer's output")
-    _modes_kept(layer, modes, name)
-    trained = _tensor(trained, name, "the layer's output", like=x2)
-    _shape(trained, shape, f"{name}(...) on {setting}, in training mode")
-    if _same(trained, without):
-        raise ExerciseFailed(
-            f"in training mode (layer.train()), on {setting}, your output is the output without "
-            "dropout: your function ignores the dropout of the sublayer connections, which "
-            "§5.4 applies to the output of every sublayer in training. Call the connections "
-            "themselves, layer.sublayer[i](x, fn); if you write the residual by hand, apply "
-            "layer.sublayer[i].dropout to the sublayer's output before adding it; and do not "
-            "switch the layer to evaluation mode (layer.eval()) inside the function."
-        )
 
-    # 3. float64: the layer and its inputs in float64, the output too.
-    layer.eval()
-    layer.double()
-    x3, memory3, _, _ = _layer_inputs(sizes, g)
-    x3, memory3 = x3.double(), memory3.double()
-    with torch.no_grad():
-        expected = layer(x3, memory3, src_mask, tgt_mask)
-    try:
-        got = _call(fn, layer, x3, memory3, src_mask, tgt_mask, roles=roles, hints=hints)
-    except ExerciseFailed as err:
-        if not getattr(err, "generic", False):
-            raise
-        raise _generic(
-            f"with a float64 layer (layer.double()) and float64 x and memory: {err}\nHint: keep "
-            "the dtype of the inputs: no .float() on them or on the layer, and dtype=x.dtype for "
-            "a tensor you create."
-        ) from None
-    got = _tensor(got, name, "the layer's output", like=x3)
-    _shape(got, shape, f"{name}(...) on a float64 layer")
-    _assert_close64(got, expected, f"the output of {name} on a float64 {order} layer")
+_CORRECT = ("x = layer.sublayer[0](x, lambda y: layer.self_attn(y, y, y, tgt_mask)); "
+            "x = layer.sublayer[1](x, lambda y: layer.src_attn(y, memory, memory, src_mask)); "
+            "return layer.sublayer[2](x, layer.feed_forward)")
+_NOT_CALLABLE_HINT = (
+    "\nHint: a sublayer connection takes a function and calls it itself, on x (or norm(x)): "
+    "pass layer.feed_forward, or lambda y: layer.self_attn(y, y, y, tgt_mask), not the result "
+    "of calling them."
+)
+_ATTRIBUTE_HINT = (
+    "\nHint: a DecoderLayer holds layer.self_attn, layer.src_attn (two MultiHeadAttention), "
+    "layer.feed_forward (a PositionwiseFeedForward) and layer.sublayer (a list of three "
+    "SublayerConnection, called as layer.sublayer[i](x, fn))."
+)
+_READS_DECODER = ("your encoder-decoder attention reads the decoder instead of the encoder: its keys and values must "
+                  "be the memory (the encoder's output), so that the target can look at the source sentence; with the "
+                  "decoder's own states it is a second self-attention. Use layer.src_attn(y, memory, memory, "
+                  "src_mask).")
+_SELF_READS_MEMORY = ("your masked self-attention reads the memory: in self-attention the queries, keys and values are "
+                      "all the decoder's own states, layer.self_attn(y, y, y, tgt_mask); the memory is for the second "
+                      "sublayer, layer.src_attn.")
+_NO_DROPOUT = ("your output is the output without dropout: your function ignores the dropout of the sublayer "
+               "connections, which §5.4 applies to the output of every sublayer in training. Call the connections "
+               "themselves, layer.sublayer[i](x, fn); if you write the residual by hand, apply "
+               "layer.sublayer[i].dropout to the sublayer's output before adding it; and do not switch the layer to "
+               "evaluation mode (layer.eval()) inside the function.")
+
+
+def _by_hand(p: Probe) -> str:
+    order = "pre-norm (norm_first=True)" if p.tags["norm_first"] else "post-norm"
+    return ("you wrote the residual connection and layer norm yourself, with the norms of layer.sublayer; this layer "
+            f"is {order}, and your order of norm and residual is not its own. Call the sublayer connection itself, "
+            "layer.sublayer[i](x, fn): it puts the norm where the layer's norm_first says (notebook 06).")
+
+
+def _reads_x(role: str) -> str:
+    return (f"{role} reads x, not the argument of its function: in pre-norm (norm_first=True) the sublayer connection "
+            "calls its function on norm(x), so the lambda must use what it receives, `lambda y: ...(y, ...)`, not the "
+            "x outside it (in post-norm the two are the same, which hides the mistake there).")
+
+
+def _layer_mistake(message, name: str, when=lambda p: True, **wrong) -> Mistake:
+    return Mistake(message, name, like=_wrong_layer(**wrong), when=when)
+
+
+LAYER_MISTAKES = (
+    Mistake("your function calls the layer itself, layer(x, memory, src_mask, tgt_mask), which runs the course's "
+            "forward: write the forward pass from the layer's parts, layer.sublayer[i], layer.self_attn, "
+            "layer.src_attn and layer.feed_forward.", "the layer called whole", stage="source",
+            source=r"\blayer (?:\(|\. forward \()", example=lambda layer, x, memory, src_mask, tgt_mask: layer(
+                x, memory, src_mask, tgt_mask)),
+    _layer_mistake("you used layer.self_attn for both attentions: the encoder-decoder attention has its own weights, "
+                   "layer.src_attn (a decoder layer holds two MultiHeadAttention modules): layer.src_attn(y, memory, "
+                   "memory, src_mask).", "self_attn for both attentions", src_attn="self_attn"),
+    _layer_mistake("you used layer.src_attn for both attentions: the masked self-attention has its own weights, "
+                   "layer.self_attn(y, y, y, tgt_mask).", "src_attn for both attentions", self_attn="src_attn"),
+    _layer_mistake("you swapped the two attention modules: layer.self_attn is the masked self-attention, layer.src_attn "
+                   "the attention over the memory (src for source); each has weights of its own, trained for its role. "
+                   "Use layer.self_attn(y, y, y, tgt_mask) first, then layer.src_attn(y, memory, memory, src_mask).",
+                   "the attention modules swapped", self_attn="src_attn", src_attn="self_attn"),
+    _layer_mistake(_SELF_READS_MEMORY, "the self-attention reads the memory", self_qkv="y m m"),
+    _layer_mistake("your self-attention has no mask: each target position then sees the later positions, the very "
+                   "words it is trained to predict (and the padding). Pass tgt_mask, which hides both (§3.2.3): "
+                   "layer.self_attn(y, y, y, tgt_mask).", "no mask in the self-attention", self_mask="none"),
+    _layer_mistake("your self-attention got src_mask, the source's padding mask, where it needs tgt_mask (no "
+                   "look-ahead, no target padding): the two masks are swapped. Self-attention over the target takes "
+                   "tgt_mask, the attention over the memory src_mask.", "the masks swapped", self_mask="src",
+                   cross_mask="tgt"),
+    _layer_mistake("your self-attention's mask is not the tgt_mask you are given (a causal mask built in your "
+                   "function, or tgt_mask reshaped?): pass tgt_mask itself, (batch, L_tgt, L_tgt), which hides the "
+                   "padding of the target as well as the later positions; MultiHeadAttention adds the head axis "
+                   "itself.", "a mask of its own in the self-attention", self_mask="causal"),
+    _layer_mistake(_READS_DECODER, "the cross-attention reads the decoder", cross_qkv="y y y"),
+    _layer_mistake(_READS_DECODER, "the cross-attention reads the decoder, with tgt_mask", cross_qkv="y y y",
+                   cross_mask="tgt"),
+    _layer_mistake("your encoder-decoder attention takes its queries from the memory and its keys and values from the "
+                   "decoder: the other way round. The queries come from the decoder, the keys and values from the "
+                   "encoder's output (§3.2.3): layer.src_attn(y, memory, memory, src_mask).",
+                   "the cross-attention's queries and keys swapped", cross_qkv="m y y"),
+    _layer_mistake("your encoder-decoder attention takes its queries from the memory too: they come from the decoder "
+                   "(the sublayer's input y), so that each target position asks its own question of the source: "
+                   "layer.src_attn(y, memory, memory, src_mask).", "the cross-attention's queries from the memory",
+                   cross_qkv="m m m"),
+    _layer_mistake("the keys of your encoder-decoder attention are not `memory` as you were given it (normalized, or "
+                   "changed?): pass memory itself, as keys and as values: layer.src_attn(y, memory, memory, "
+                   "src_mask).", "the memory changed", cross_qkv="y M M"),
+    _layer_mistake("your encoder-decoder attention has no mask: it attends to the padding of the source. Pass "
+                   "src_mask: layer.src_attn(y, memory, memory, src_mask).", "no mask in the cross-attention",
+                   cross_mask="none"),
+    _layer_mistake("you gave the encoder-decoder attention the causal mask tgt_mask: its keys are the source "
+                   "positions, which the decoder may all see (the source is known in full); only the source's "
+                   "padding is hidden. Use src_mask there.", "the causal mask in the cross-attention",
+                   cross_mask="tgt"),
+    _layer_mistake("your sublayers run in the order self_attn -> feed_forward -> src_attn; the decoder layer's order "
+                   "(Figure 1, §3.1) is masked self-attention, then encoder-decoder attention over the memory, then "
+                   "the feed-forward network: self_attn -> src_attn -> feed_forward.", "the feed-forward second",
+                   order=("self", "ff", "cross")),
+    _layer_mistake("your sublayers run in the order src_attn -> self_attn -> feed_forward; the decoder layer's order "
+                   "(Figure 1, §3.1) is masked self-attention, then encoder-decoder attention over the memory, then "
+                   "the feed-forward network: self_attn -> src_attn -> feed_forward.", "the attentions' order",
+                   order=("cross", "self", "ff")),
+    _layer_mistake("you wrapped self_attn in sublayer[0], src_attn in sublayer[0], feed_forward in sublayer[0]: each "
+                   "sublayer has its own connection, with its own layer norm (its own gamma and beta): sublayer[0] "
+                   "for the self-attention, sublayer[1] for the encoder-decoder attention, sublayer[2] for the "
+                   "feed-forward network.", "one connection for all", wrap=(0, 0, 0)),
+    _layer_mistake(f"no sublayer connection: each sublayer must be wrapped in its residual connection and layer norm, "
+                   "layer.sublayer[i](x, fn), which computes LayerNorm(x + Dropout(fn(x))) (post-norm); without it "
+                   f"the layer has no residual path and no norm. {_CORRECT}.", "no sublayer connection",
+                   connection="none"),
+    _layer_mistake(_by_hand, "the residual and norm by hand", when=lambda p: not p.tags["dropout"],
+                   connection="post by hand"),
+    _layer_mistake(_reads_x("the masked self-attention"), "the self-attention reads the outer x", self_qkv="x x x"),
+    _layer_mistake(_reads_x("the encoder-decoder attention"), "the cross-attention reads the outer x",
+                   cross_qkv="x m m"),
+    _layer_mistake("layer.sublayer[1] gets the layer's input x instead of the output of layer.sublayer[0]: the "
+                   "sublayers form a chain, each takes the output of the one before: x = layer.sublayer[0](x, ...), "
+                   "then x = layer.sublayer[1](x, ...) with that new x.", "a connection fed the layer's input",
+                   feed="x"),
+    _layer_mistake("you added the residual yourself around layer.sublayer[0]: the sublayer connection already adds x "
+                   "(it returns LayerNorm(x + Dropout(fn(x)))); adding x again counts the residual twice. Use its "
+                   "output as it is.", "the residual added twice", feed="twice"),
+    Mistake(f"in evaluation mode (layer.eval()), on a layer whose sublayer connections have dropout p = {LAYER_DROPOUT}, "
+            "your output differs from the layer's, though it equals it without dropout: your function applies dropout "
+            "in evaluation mode. F.dropout(t, p) drops unless given training=False (its default is True); use the "
+            "connection itself, layer.sublayer[i](x, fn), or its module layer.sublayer[i].dropout, which knows the "
+            "mode (or F.dropout(t, p, training=layer.training)).",
+            "dropout in evaluation mode", when=lambda p: p.tags["eval"] and p.tags["dropout"],
+            like=_wrong_layer(connection="dropout always")),
+    Mistake(lambda p: f"in training mode (layer.train()), on a {'pre' if p.tags['norm_first'] else 'post'}-norm layer "
+            f"whose sublayer connections have dropout p = {LAYER_DROPOUT}, " + _NO_DROPOUT, "dropout ignored",
+            when=lambda p: not p.tags["eval"] and p.tags["dropout"], like=_wrong_layer(connection="no dropout")),
+)
 
 
 def _layer_hint(passed: list, sizes: dict, message: str) -> str:
@@ -594,48 +351,42 @@ def _layer_hint(passed: list, sizes: dict, message: str) -> str:
         "x.shape), or better, write no size at all: the layer's modules know theirs.")
 
 
+LAYER = Declaration(
+    check="check_decoder_layer_forward", function="decoder_layer_forward",
+    roles=("layer", "x", "memory", "src_mask", "tgt_mask"), reference=course_layer_forward, probes=_layer_probes,
+    returns=Tensor("the layer's output", like=1), mistakes=LAYER_MISTAKES, sizes_fix=_layer_hint,
+    passed=("check_decoder_layer_forward passed: {name} equals the course's DecoderLayer and PyTorch's "
+            "nn.TransformerDecoderLayer with the same weights, post-norm and pre-norm, with padded source and target, "
+            f"for {len(LAYER_SIZES)} sets of sizes (one a single sentence): masked self-attention, then attention over "
+            "the memory, then the feed-forward network. With dropout in its connections it drops in training mode and "
+            "not in evaluation mode, leaves the layer's mode alone, lets gradients reach x and memory, and keeps "
+            "float64."),
+)
+
+
 def check_decoder_layer_forward(decoder_layer_forward: Callable) -> None:
     """Check ``decoder_layer_forward(layer, x, memory, src_mask, tgt_mask)`` against
-    ``DecoderLayer.forward`` and ``nn.TransformerDecoderLayer`` holding the same random weights,
-    post-norm and pre-norm, on the sizes of ``LAYER_SIZES`` (the last a batch of one sentence),
+    ``DecoderLayer.forward`` (tests/test_declarations_07_09.py: equal to ``nn.TransformerDecoderLayer`` holding the
+    same weights), post-norm and pre-norm, on the sizes of ``LAYER_SIZES`` (the last a batch of one sentence),
     with padding in both masks. Then, on a layer whose sublayer connections have dropout
     ``LAYER_DROPOUT``: in evaluation mode the output has no dropout and the gradient reaches x
-    and memory, in training mode the dropout acts, and a second call leaves the first result
-    as it was; and a float64 layer with float64 inputs gives float64 at float64 precision.
+    and memory, in training mode the dropout acts (the global generator seeded before the call), and a second
+    call leaves the first result as it was; and a float64 layer with float64 inputs gives float64 at float64
+    precision.
 
     Diagnoses: the layer called whole; self_attn used for both attentions (or src_attn), or the
     two swapped; the self-attention reading the memory, without a mask, with src_mask (masks
     swapped) or with a mask of its own; the cross-attention reading the decoder instead of the
-    memory, with its queries from the memory, with the causal mask, without a mask; a lambda
-    that reads the outer x (wrong in pre-norm only); a sublayer called twice or never; sublayers
-    in the wrong order; no sublayer connection, a residual and norm written by hand, a part
-    outside its connection, the connections' indices mixed up, a module's result passed where
-    the connection wants the function; a sublayer fed the layer's input instead of the previous
-    output, the residual added twice; sizes written into the code, and a batch of one sentence
-    squeezed away; the layer's mode changed (layer.eval() left behind); dropout ignored in
-    training mode, or applied in evaluation mode; no gradient (torch.no_grad, .detach()); a
-    result kept in a buffer that the next call overwrites; float64 turned into float32.
+    memory, with its queries from the memory, with the causal mask, without a mask, or a memory changed; a lambda
+    that reads the outer x (wrong in pre-norm only); sublayers in the wrong order; no sublayer connection, a
+    residual and norm written by hand, one connection for all, a module's result passed where the connection wants
+    the function; a sublayer fed the layer's input instead of the previous output, the residual added twice; sizes
+    written into the code, and a batch of one sentence squeezed away; the layer's mode changed (layer.eval() left
+    behind); dropout ignored in training mode, or applied in evaluation mode; no gradient (torch.no_grad,
+    .detach()); a result kept in a buffer that the next call overwrites; float64 turned into float32.
     """
-    name = _function(decoder_layer_forward, "check_decoder_layer_forward", "decoder_layer_forward")
-    g = torch.Generator().manual_seed(7)
-
-    def once(sizes: dict) -> None:
-        for norm_first in (False, True):
-            _check_layer_once(decoder_layer_forward, name, sizes, norm_first, g)
-
     with _one_thread():
-        _run_on_all_sizes(once, LAYER_SIZES, _layer_hint)
-        for norm_first in (False, True):
-            _check_layer_modes(decoder_layer_forward, name, LAYER_SIZES[0], norm_first, g)
-    print(
-        f"check_decoder_layer_forward passed: {name} equals the course's DecoderLayer and "
-        "PyTorch's nn.TransformerDecoderLayer with the same weights, post-norm and pre-norm, "
-        f"with padded source and target, for {len(LAYER_SIZES)} sets of sizes (one a single "
-        "sentence): masked self-attention, then attention over the memory, then the "
-        "feed-forward network. With dropout in its connections it drops in training mode and "
-        "not in evaluation mode, leaves the layer's mode alone, lets gradients reach x and "
-        "memory, and keeps float64."
-    )
+        check(LAYER, decoder_layer_forward)
 
 
 # ---------------------------------------------------------------- the tied embeddings
@@ -1138,4 +889,4 @@ def check_parameter_count(parameter_count: Callable) -> None:
     check(COUNT, parameter_count)
 
 
-DECLARATIONS = {"check_parameter_count": COUNT}
+DECLARATIONS = {d.check: d for d in (LAYER, COUNT)}
