@@ -6,6 +6,16 @@ The decoding checks build small random models of their own, seeded, never the sh
 beam-search check runs ``simple_beam_search`` itself on small random "models" (a table of
 next-token log-probabilities for every prefix) and compares each of its steps with the
 learner's.
+
+None of the three is a declaration yet (``annotated.support.grading.engine``); each is still code run where the
+learner's function runs, for want of what the engine and the recorder do not describe: 9.1's result is mostly the
+cache, a dict argument the function fills in place (the recorder describes tensor arguments after the call, not a
+dict's entries), and a cache stored newest first gives the right output; 9.2 returns int64 ids whatever the dtype of
+src (an int32 source is a probe; the engine's "ids" contract is the dtype of a tensor argument), and a right output
+computed without the cache is named from the model's calls (the engine tries known mistakes only on a wrong
+result); 9.3 returns (live, finished) whose tokens and scores may be 0-d tensors, NumPy numbers, tuples or lists (a
+:class:`Value` compares plain built-in types exactly), and changing the caller's lists in place
+(tokens.append) is named from the arguments after the call.
 """
 
 import contextlib
