@@ -25,7 +25,8 @@ def _rate(step, d_model, warmup):
 RATE = Declaration(
     check="check_rate", function="rate", roles=("step", "d_model", "warmup"), reference=_rate,
     probes=lambda device: [Probe((s, d, w), f"{{what}} of {{name}}(step={s}, d_model={d}, warmup={w})",
-                                 sizes=dict(d_model=d)) for s, d, w in [(1, 512, 4000), (100, 512, 4000), (50, 64, 10)]],
+                                 sizes=dict(d_model=d))
+                           for s, d, w in [(1, 512, 4000), (100, 512, 4000), (50, 64, 10)]],
     returns=Value("the learning rate", kind="float", precision=1e-12),
     mistakes=(Mistake("the factor d_model ** -0.5 is missing", "no d_model factor",
                       like=lambda s, d, w: min(s ** -0.5, s * w ** -1.5)),),

@@ -137,8 +137,8 @@ class Value:
 
 @dataclass
 class Items:
-    """A result that is a tuple of tensors (or :class:`Value` items), ``what`` naming the tuple ("the triple (tgt_in, tgt_y,
-    tgt_mask): ...")."""
+    """A result that is a tuple of tensors (or of :class:`Value` items), ``what`` naming the tuple
+    ("the triple (tgt_in, tgt_y, tgt_mask): ...")."""
 
     items: tuple
     what: str
@@ -1099,5 +1099,5 @@ def defined_outside(record: dict) -> str | None:
             "graded must be written in its exercise's cell (no pass for one imported or copied in)")
 
 
-__all__ = ["Declaration", "Failure", "Items", "Mistake", "Probe", "Tensor", "Value", "Verdict", "check", "defined_outside",
-           "judge", "judge_record", "plan", "run"]
+__all__ = ["Declaration", "Failure", "Items", "Mistake", "Probe", "Tensor", "Value", "Verdict", "check",
+           "defined_outside", "judge", "judge_record", "plan", "run"]

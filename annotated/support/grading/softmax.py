@@ -525,12 +525,14 @@ VARIANCE_MISTAKES = (
             like=_variances(dots=lambda q, k: (q @ k.T).flatten())),
     Mistake("your second number equals the first: the scores were not divided by sqrt(d_k) before the second "
             "variance.", "no scaling", like=_variances(pair=lambda s, d_k: [s.var(), s.var()])),
-    Mistake(lambda p: (f"you divided the scores by d_k = {p.args[0]} instead of sqrt(d_k) = {math.sqrt(p.args[0]):.4g}: "
+    Mistake(lambda p: (f"you divided the scores by d_k = {p.args[0]} instead of sqrt(d_k) = "
+                       f"{math.sqrt(p.args[0]):.4g}: "
                        "the second number should be about 1."), "divided by d_k",
             like=_variances(pair=lambda s, d_k: [s.var(), (s / d_k).var()])),
     Mistake("you divided the variance by sqrt(d_k); but dividing the scores by sqrt(d_k) divides their variance by "
             "d_k: Var(cX) = c^2 Var(X). Take the variance of q.k / sqrt(d_k), or divide the first variance by d_k.",
-            "the variance divided by sqrt(d_k)", like=_variances(pair=lambda s, d_k: [s.var(), s.var() / math.sqrt(d_k)])),
+            "the variance divided by sqrt(d_k)",
+            like=_variances(pair=lambda s, d_k: [s.var(), s.var() / math.sqrt(d_k)])),
     Mistake("", "a d_k written into the scaling", find=_implied, generic=True,
             example=_variances(pair=lambda s, d_k: [s.var(), (s / 3.0).var()])),
 )

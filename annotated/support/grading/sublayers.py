@@ -632,7 +632,8 @@ CONNECTION_MISTAKES = (
            "hands the gradient down a deep stack (notebook 06, section 4). Keep x and normalize a copy: " + _PRE + ".",
            lambda x, S, N, D: N(x) + D(S(N(x)))),
     _order(True, "a second norm at the end: pre-norm normalizes the sublayer's input only, " + _PRE + ", and leaves "
-           "the sum unnormalized (the stack ends with one more layer norm instead).", lambda x, S, N, D: N(x + D(S(N(x))))),
+           "the sum unnormalized (the stack ends with one more layer norm instead).",
+           lambda x, S, N, D: N(x + D(S(N(x))))),
     _order(True, "dropout is applied to the sum, so it drops parts of the residual x too: it belongs on the "
            "sublayer's output only, " + _PRE + ".", lambda x, S, N, D: D(x + S(N(x)))),
     _order(True, "dropout is applied to the sublayer's input: it belongs on its output, " + _PRE + " (§5.4).",
