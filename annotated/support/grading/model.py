@@ -137,8 +137,8 @@ def _forward(layer, x, memory, src_mask, tgt_mask, *, self_attn="self_attn", sel
     argument, m: memory, M: memory normalized, x: the layer's input) and masks (tgt, src, none, causal),
     the order of the sublayers and the connection that wraps each; ``connection`` "module" (the layer's
     own), "none" (x + fn(x)), "post by hand" (norm(x + fn(x))), "no dropout" (the layer's order by hand),
-    "dropout always" (F.dropout in every mode); ``feed`` "chain", "x" (each connection gets x), "twice"
-    (the residual added again around the first)."""
+    "dropout always" (F.dropout in every mode); ``feed`` "chain", "x" (the second connection gets x), "twice"
+    or "twice last" (the residual added again around the first or the last)."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(_SEED)
         masks = {"tgt": tgt_mask, "src": src_mask, "none": None,
@@ -162,7 +162,7 @@ def _forward(layer, x, memory, src_mask, tgt_mask, *, self_attn="self_attn", sel
                 out = c.norm(source + drop(fn(source)))
             else:
                 out = source + drop(fn(c.norm(source)))
-            x = out + source if feed == "twice" and i == 0 else out
+            x = out + source if (feed, i) in (("twice", 0), ("twice last", 2)) else out
         return x
 
 
@@ -219,6 +219,8 @@ _ATTRIBUTE_HINT = (
     "layer.feed_forward (a PositionwiseFeedForward) and layer.sublayer (a list of three "
     "SublayerConnection, called as layer.sublayer[i](x, fn))."
 )
+_PARTS = ("self_attn", "src_attn", "feed_forward")
+_ROLES = ("the masked self-attention", "the encoder-decoder attention", "the feed-forward network")
 _READS_DECODER = ("your encoder-decoder attention reads the decoder instead of the encoder: its keys and values must "
                   "be the memory (the encoder's output), so that the target can look at the source sentence; with the "
                   "decoder's own states it is a second self-attention. Use layer.src_attn(y, memory, memory, "
@@ -291,6 +293,9 @@ LAYER_MISTAKES = (
     _layer_mistake("the keys of your encoder-decoder attention are not `memory` as you were given it (normalized, or "
                    "changed?): pass memory itself, as keys and as values: layer.src_attn(y, memory, memory, "
                    "src_mask).", "the memory changed", cross_qkv="y M M"),
+    _layer_mistake("the values of your encoder-decoder attention are not `memory` as you were given it (normalized, or "
+                   "changed?): pass memory itself, as keys and as values: layer.src_attn(y, memory, memory, "
+                   "src_mask).", "the memory changed in the values", cross_qkv="y m M"),
     _layer_mistake("your encoder-decoder attention has no mask: it attends to the padding of the source. Pass "
                    "src_mask: layer.src_attn(y, memory, memory, src_mask).", "no mask in the cross-attention",
                    cross_mask="none"),
@@ -306,10 +311,17 @@ LAYER_MISTAKES = (
                    "(Figure 1, §3.1) is masked self-attention, then encoder-decoder attention over the memory, then "
                    "the feed-forward network: self_attn -> src_attn -> feed_forward.", "the attentions' order",
                    order=("cross", "self", "ff")),
-    _layer_mistake("you wrapped self_attn in sublayer[0], src_attn in sublayer[0], feed_forward in sublayer[0]: each "
-                   "sublayer has its own connection, with its own layer norm (its own gamma and beta): sublayer[0] "
-                   "for the self-attention, sublayer[1] for the encoder-decoder attention, sublayer[2] for the "
-                   "feed-forward network.", "one connection for all", wrap=(0, 0, 0)),
+    *(_layer_mistake(f"you wrapped {', '.join(f'{p} in sublayer[{i}]' for p, i in zip(_PARTS, wrap))}: each sublayer "
+                     "has its own connection, with its own layer norm (its own gamma and beta): sublayer[0] for the "
+                     "self-attention, sublayer[1] for the encoder-decoder attention, sublayer[2] for the feed-forward "
+                     "network.", f"the connections {wrap}", wrap=wrap)
+      for wrap in itertools.product(range(3), repeat=3) if len(set(wrap)) in (1, 3) and wrap != (0, 1, 2)),
+    *(_layer_mistake(f"your function never called layer.{part}, {role}: a decoder layer has three sublayers, "
+                     f"{_CORRECT}.", f"{part} never called", order=tuple(o for o in ("self", "cross", "ff") if o != step),
+                     wrap=tuple(i for i, o in enumerate(("self", "cross", "ff")) if o != step))
+      for part, role, step in zip(_PARTS[1:], _ROLES[1:], ("cross", "ff"))),  # without self_attn: fed x, below
+    _layer_mistake(f"your function called layer.feed_forward 2 times; each sublayer runs once: {_CORRECT}.",
+                   "feed_forward called twice", order=("self", "cross", "ff", "ff"), wrap=(0, 1, 2, 2)),
     _layer_mistake(f"no sublayer connection: each sublayer must be wrapped in its residual connection and layer norm, "
                    "layer.sublayer[i](x, fn), which computes LayerNorm(x + Dropout(fn(x))) (post-norm); without it "
                    f"the layer has no residual path and no norm. {_CORRECT}.", "no sublayer connection",
@@ -326,6 +338,8 @@ LAYER_MISTAKES = (
     _layer_mistake("you added the residual yourself around layer.sublayer[0]: the sublayer connection already adds x "
                    "(it returns LayerNorm(x + Dropout(fn(x)))); adding x again counts the residual twice. Use its "
                    "output as it is.", "the residual added twice", feed="twice"),
+    _layer_mistake("you added the residual yourself after layer.sublayer[2]: the sublayer connection already adds it; "
+                   "return its output as it is.", "the residual added after the last", feed="twice last"),
     Mistake(f"in evaluation mode (layer.eval()), on a layer whose sublayer connections have dropout p = {LAYER_DROPOUT}, "
             "your output differs from the layer's, though it equals it without dropout: your function applies dropout "
             "in evaluation mode. F.dropout(t, p) drops unless given training=False (its default is True); use the "
@@ -377,10 +391,12 @@ def check_decoder_layer_forward(decoder_layer_forward: Callable) -> None:
     Diagnoses: the layer called whole; self_attn used for both attentions (or src_attn), or the
     two swapped; the self-attention reading the memory, without a mask, with src_mask (masks
     swapped) or with a mask of its own; the cross-attention reading the decoder instead of the
-    memory, with its queries from the memory, with the causal mask, without a mask, or a memory changed; a lambda
-    that reads the outer x (wrong in pre-norm only); sublayers in the wrong order; no sublayer connection, a
-    residual and norm written by hand, one connection for all, a module's result passed where the connection wants
-    the function; a sublayer fed the layer's input instead of the previous output, the residual added twice; sizes
+    memory, with its queries from the memory, with the causal mask, without a mask, or a memory changed (as keys or
+    values); a lambda that reads the outer x (wrong in pre-norm only); a sublayer never called, the feed-forward
+    called twice; sublayers in the wrong order; no sublayer connection, a residual and norm written by hand, the
+    connections' indices mixed up (one for all, or permuted), a module's result passed where the connection wants
+    the function; a sublayer fed the layer's input instead of the previous output, the residual added twice (around
+    the first or after the last); sizes
     written into the code, and a batch of one sentence squeezed away; the layer's mode changed (layer.eval() left
     behind); dropout ignored in training mode, or applied in evaluation mode; no gradient (torch.no_grad,
     .detach()); a result kept in a buffer that the next call overwrites; float64 turned into float32.
