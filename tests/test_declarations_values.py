@@ -286,3 +286,39 @@ def test_a_module_argument_is_built_again_with_its_numbers_dtype_flags_and_mode(
     assert record.describe(layer) | {"module": ""} == {
         "kind": "module", "type": "Linear", "module": "", "training": False,
         "parameters": {"weight": [2, 3], "bias": [2]}}
+
+
+# ---------------------------------------------------------------- results that are modules
+
+
+def _make_layer(d_in, d_out, seed):
+    torch.manual_seed(seed)  # the course's seeded init (the engine forks the generator around each check)
+    return torch.nn.Linear(d_in, d_out)
+
+
+LAYER = Declaration(
+    check="check_make_layer", function="make_layer", roles=("d_in", "d_out", "seed"), reference=_make_layer,
+    probes=lambda device: [Probe((3, 2, 0), "{what} of {name}(3, 2, seed=0)", on=(torch.ones(4, 3),)),
+                           Probe((5, 4, 1), "{what} of {name}(5, 4, seed=1)")],
+    returns=engine.Module("the layer"),
+    mistakes=(Mistake("the layer has no bias", "no bias",
+                      like=lambda d_in, d_out, seed: (torch.manual_seed(seed),
+                                                      torch.nn.Linear(d_in, d_out, False))[1]),))
+
+
+def test_a_module_result_is_judged_by_its_parameters_mode_and_output_in_the_notebook_and_by_the_grader(tmp_path):
+    test_module_and_function_arguments_travel_as_data_and_the_reference_passes(LAYER, tmp_path)
+
+
+@pytest.mark.parametrize("wrong, message", [
+    (lambda d_in, d_out, seed: torch.ones(d_out, d_in), r"should return the layer as a module \(an nn\.Module\), "
+                                                        r"got a tensor"),
+    (lambda d_in, d_out, seed: _make_layer(d_in, d_out, seed).eval(), r"\(3, 2, seed=0\): it is in evaluation mode"),
+    (lambda d_in, d_out, seed: _make_layer(d_out, d_in, seed),
+     r"its parameters \(name: shape\) are \{'weight': \[3, 2\]"),
+    (lambda d_in, d_out, seed: _make_layer(d_in, d_out, seed + 1), r"its output on the probe's input differs"),
+])
+def test_the_engine_names_another_module(wrong, message, tmp_path):
+    with pytest.raises(Failure, match=message):
+        engine.run(LAYER, wrong)
+    assert re.search(message, _graded(LAYER, wrong, tmp_path).diagnosis)

@@ -68,12 +68,14 @@ def _kind(value) -> str:
     return next((k.__name__ for k in (*_PLAIN, list, tuple, dict) if isinstance(value, k)), type(value).__name__)
 
 
-def describe(value, depth: int = 0) -> dict:
+def describe(value, depth: int = 0, on: tuple | None = None) -> dict:
     """``value`` as data: a tensor with its dtype, device, layout, shape, whether it requires grad
     and its numbers (a dense CPU copy; none for 'meta' or huge tensors); a plain value (bools,
     numbers, strings, None, and lists, tuples and dicts of them, up to ``MAX_PLAIN`` numbers and
     strings) as itself, with its built-in type and its own class; another tuple or list with its
-    first 32 items; anything else by its type (and its value, for a NumPy number)."""
+    first 32 items; a module by its class, its parameters' shapes, its mode and, given ``on``, the
+    output of calling it on those arguments; anything else by its type (and its value, for a NumPy
+    number)."""
     if value is None:
         return {"kind": "none"}
     if torch.is_tensor(value):
@@ -99,6 +101,12 @@ def describe(value, depth: int = 0) -> dict:
     if isinstance(value, torch.nn.Module):  # a module by its class, its parameters' shapes and its mode
         found |= {"kind": "module", "training": bool(value.training),
                   "parameters": {n: list(t.shape) for n, t in value.named_parameters()}}
+        if on is not None:
+            try:
+                with torch.no_grad():
+                    found["outputs"] = describe(value(*on))
+            except Exception as err:  # noqa: BLE001 - the learner's module fails on the probe's input
+                found["outputs_raised"] = exception(err)
     if type(value).__module__ == "numpy" and getattr(value, "ndim", None) == 0:
         found["value"] = _plain(value.item(), [1, 200])  # a NumPy number
     try:
@@ -306,19 +314,21 @@ def _calls(arg) -> dict | None:
     return describe(list(calls)) if isinstance(calls, list) else None
 
 
-def call(fn, args: tuple, grad: tuple = (), again: tuple | None = None, seed: int | None = None) -> dict:
+def call(fn, args: tuple, grad: tuple = (), again: tuple | None = None, seed: int | None = None,
+         on: tuple | None = None) -> dict:
     """Call ``fn(*args)`` and describe what happened. ``grad``: the arguments made to require
     grad, whose gradients are recorded; ``again``: the arguments of a second call, after which
     the first result is described once more (a function that keeps its result between calls
     changes it). A module in ``grad``: the gradients of its parameters that require grad are
     recorded; an argument made by :func:`build` that keeps a list ``calls`` has it recorded.
     ``seed``: the global generator's seed before each call (what it was is put back after), so
-    that a function drawing from it (F.dropout) draws what the check can draw again."""
+    that a function drawing from it (F.dropout) draws what the check can draw again. ``on``: the
+    arguments a module the function returns is called on (its output is described)."""
     with torch.random.fork_rng(devices=[], enabled=seed is not None):
-        return _call(fn, list(args), grad, again, seed)
+        return _call(fn, list(args), grad, again, seed, on)
 
 
-def _call(fn, args: list, grad: tuple, again: tuple | None, seed: int | None) -> dict:
+def _call(fn, args: list, grad: tuple, again: tuple | None, seed: int | None, on: tuple | None) -> dict:
     if seed is not None:
         torch.manual_seed(seed)
     for i in grad:
@@ -335,7 +345,7 @@ def _call(fn, args: list, grad: tuple, again: tuple | None, seed: int | None) ->
     record["inputs_after"] = [_after(a) for a in args]
     record["modes_after"] = [_modes(a) for a in args]
     record["calls_of"] = [_calls(a) for a in args]
-    record["result"] = describe(result)
+    record["result"] = describe(result, on=on)
     if grad:
         record["gradients"] = _gradients(result, [args[i] for i in grad])
     if again is not None:
@@ -410,7 +420,8 @@ def record_file(namespace: dict, function: str, plan_path: str, out_path: str) -
         for planned in plan["calls"]:
             again = planned.get("again")
             done = call(fn, tuple(decode(a) for a in planned["args"]), tuple(planned.get("grad", ())),
-                        None if again is None else tuple(decode(a) for a in again), planned.get("seed"))
+                        None if again is None else tuple(decode(a) for a in again), planned.get("seed"),
+                        None if planned.get("on") is None else tuple(decode(a) for a in planned["on"]))
             record["calls"].append({k: v for k, v in done.items() if not k.startswith("_")})
             if "raised" in done:
                 break

@@ -60,7 +60,8 @@ class Probe:
     raises, so put a call that must raise in ``again``); ``no_error``: name -> the message when
     it returns instead (an exception of another type gets ``on_error``'s). ``accept``: (the result's items' numbers) -> whether they pass, where
     more than the reference's numbers are right (a tie). ``seed``: the global generator's seed
-    before the call (a function that draws from it, F.dropout, draws what ``accept`` can draw)."""
+    before the call (a function that draws from it, F.dropout, draws what ``accept`` can draw).
+    ``on``: the arguments a :class:`Module` result is called on."""
 
     args: tuple
     label: str
@@ -78,6 +79,7 @@ class Probe:
     accept: Callable | None = None
     precision: str | float | None = None
     seed: int | None = None
+    on: tuple | None = None
 
     def text(self, name: str, what: str = "the result") -> str:
         return self.label.replace("{name}", name).replace("{what}", what)
@@ -133,6 +135,17 @@ class Value:
     precision: float | None = None
     numbers: bool = False
     label: str | None = None
+
+
+@dataclass
+class Module:
+    """A result that is a module (a layer the function builds): judged by its parameters' names and
+    shapes, its mode and, where the probe names inputs (``Probe.on``), its output on them, against
+    the reference's module (float32's precision)."""
+
+    what: str
+    label: str | None = None
+    precision: None = None  # compared at float32's
 
 
 @dataclass
@@ -196,7 +209,7 @@ class Declaration:
     roles: tuple                    # the arguments, in order: ("tokens", "pad_idx")
     reference: Callable             # the course's function, called as the learner's is
     probes: Callable                # (other device or None) -> [Probe, ...]
-    returns: Tensor | Value | Items
+    returns: Tensor | Value | Module | Items
     mistakes: tuple = ()
     passed: str | Callable = ""     # the line printed when it passes ({name}: the learner's function)
     sizes_fix: str | Callable = ""  # how to read a size rather than write it, for the hint (or the hint itself)
@@ -326,7 +339,10 @@ def _number(found: dict, kind: str):
 
 
 def _read(contract, found: dict):
-    """What the comparison reads of one described item: a tensor's numbers, a plain value."""
+    """What the comparison reads of one described item: a tensor's numbers, a plain value (a
+    module: its description)."""
+    if isinstance(contract, Module):
+        return found
     if not isinstance(contract, Value):
         return found["values"]
     if found["kind"] == "value" and found["type"] == contract.kind:
@@ -338,7 +354,32 @@ def _agrees(contract, found: dict, expected, precision) -> bool:
     """The learner's item (as described) equals ``expected``, at the contract's precision."""
     if isinstance(contract, Value):
         return _difference(_read(contract, found), expected, precision) is None
+    if isinstance(contract, Module):
+        return _module_difference(found, expected) is None
     return _equal(found["values"], expected, precision)
+
+
+def _module_difference(found: dict, expected: dict) -> str | None:
+    """How a described module differs from the reference's (described the same way), or None."""
+    if found["parameters"] != expected["parameters"]:
+        return f"its parameters (name: shape) are {found['parameters']}, expected {expected['parameters']}"
+    if found["training"] != expected["training"]:
+        return f"it is in {'training' if found['training'] else 'evaluation'} mode, expected the other"
+    if "outputs_raised" in found:
+        err = found["outputs_raised"]
+        return f"calling it on the probe's input raised {err['type']}: {err['message']}"
+    mine, theirs = found.get("outputs"), expected.get("outputs")
+    same = mine is not None and mine["kind"] == "tensor" and theirs is not None and _equal(
+        mine["values"], theirs["values"])
+    if theirs is not None and not same:
+        return "its output on the probe's input differs from the reference module's"
+    return None
+
+
+def _as_data(contracts: tuple, values: tuple, probe: Probe) -> tuple:
+    """The reference's (or a wrong answer's) items, a module described as the kernel describes one."""
+    return tuple(recorder.describe(v, on=_clone(probe.on)) if isinstance(c, Module) and v is not None else v
+                 for c, v in zip(contracts, values))
 
 
 # ---------------------------------------------------------------- messages written once
@@ -514,6 +555,10 @@ def _contract(contract: Tensor | Value, found: dict, args: tuple, name: str, wha
     before any comparison."""
     if isinstance(contract, Value):
         return _not_plain(contract, found, name, what)
+    if isinstance(contract, Module):
+        return _none(found, name, what) or (None if found["kind"] == "module" else Failure(
+            f"{name} should return {what} as a module (an nn.Module), got {_a(found.get('type', found['kind']))}",
+            "not a module"))
     failure = _not_a_tensor(found, name, what, contract.kind)
     if failure:
         return failure
@@ -747,13 +792,13 @@ class _Candidates:
     def __init__(self, decl: Declaration, probe: Probe):
         self.decl, self.probe, self.cache = decl, probe, {}
         self.contracts = _items(decl)
-        self.tolerance = [_precision(probe, c) if isinstance(c, Value) else
+        self.tolerance = [_precision(probe, c) if isinstance(c, (Value, Module)) else
                           p if not isinstance(p, str) and p is not None else "float32"
                           for c, p in ((c, probe.precision or c.precision) for c in self.contracts)]
 
     def agrees(self, i: int, found: dict, wrong) -> bool:
         """Item ``i`` of the learner's result is the wrong answer's (no tensor's numbers: not known)."""
-        if wrong is None or (not isinstance(self.contracts[i], Value) and found["values"] is None):
+        if wrong is None or (isinstance(self.contracts[i], Tensor) and found["values"] is None):
             return False
         return _agrees(self.contracts[i], found, wrong, self.tolerance[i])
 
@@ -761,7 +806,8 @@ class _Candidates:
         if id(mistake) not in self.cache:
             try:
                 with torch.no_grad():
-                    self.cache[id(mistake)] = _as_items(self.decl, _plain(mistake.like(*_clone(self.probe.args))))
+                    wrong = _as_items(self.decl, _plain(mistake.like(*_clone(self.probe.args))))
+                    self.cache[id(mistake)] = _as_data(_items(self.decl), wrong, self.probe)
             except Exception:  # noqa: BLE001 - a mistake that does not fit this probe's shapes
                 self.cache[id(mistake)] = None
         return self.cache[id(mistake)]
@@ -843,7 +889,7 @@ def _raised_like(mistake: Mistake, probe: Probe, err: dict, source: str | None) 
 def _precision(probe: Probe, contract, wanted=None):
     """The precision of a comparison: the probe's, the contract's, else float32's or float64's
     rounding for a tensor (by the reference's dtype), exact for a plain value."""
-    if isinstance(contract, Value):
+    if isinstance(contract, (Value, Module)):
         return probe.precision if isinstance(probe.precision, (int, float)) else contract.precision
     return probe.precision or contract.precision or ("float64" if wanted.dtype == torch.float64 else "float32")
 
@@ -891,11 +937,11 @@ def judge(decl: Declaration, probe: Probe, done: dict, name: str, signature, ref
     if reference is None:
         with torch.no_grad():
             reference = _plain(decl.reference(*_clone(args)))
-    expected = _as_items(decl, reference)
+    expected = _as_data(contracts, _as_items(decl, reference), probe)
     candidates = _Candidates(decl, probe)
     mistakes = decl.mistakes if probe.mistakes else ()
     for i, (found, wanted, what) in enumerate(zip(got, expected, whats)):
-        if isinstance(contracts[i], Value) or tuple(found["shape"]) == tuple(wanted.shape):
+        if isinstance(contracts[i], (Value, Module)) or tuple(found["shape"]) == tuple(wanted.shape):
             continue
         label = probe.text(name, what)
         hint, mistake = "", None
@@ -927,6 +973,8 @@ def judge(decl: Declaration, probe: Probe, done: dict, name: str, signature, ref
                 if isinstance(contract, Value):
                     raise Failure(_value_mismatch(_read(contract, found), wanted, label, p), "wrong values",
                                   generic=True)
+                if isinstance(contract, Module):
+                    raise Failure(f"{label}: {_module_difference(found, wanted)}", "another module", generic=True)
                 if coarse:
                     raise Failure(_float32_precision(found["values"], wanted, label), "float32 precision",
                                   generic=True)
@@ -1015,7 +1063,7 @@ def run(decl: Declaration, fn, device: str | None = None) -> str:
         sets = _Sets(probes)
         for probe in probes:
             done = recorder.call(fn, _clone(probe.args), probe.grad,
-                                 None if probe.again is None else _clone(probe.again), probe.seed)
+                                 None if probe.again is None else _clone(probe.again), probe.seed, _clone(probe.on))
             try:
                 judge(decl, probe, done, name, signature, source=source)
             except Failure as failure:
@@ -1048,7 +1096,8 @@ def plan(decl: Declaration) -> tuple[list, dict]:
     with torch.random.fork_rng(devices=[]):
         probes = decl.probes(GRADER_DEVICE)
     calls = [{"args": [recorder.encode(a) for a in p.args], "grad": list(p.grad),
-              "again": None if p.again is None else [recorder.encode(a) for a in p.again], "seed": p.seed}
+              "again": None if p.again is None else [recorder.encode(a) for a in p.again], "seed": p.seed,
+              "on": None if p.on is None else [recorder.encode(a) for a in p.on]}
              for p in probes]
     return probes, {"calls": calls}
 
@@ -1099,5 +1148,5 @@ def defined_outside(record: dict) -> str | None:
             "graded must be written in its exercise's cell (no pass for one imported or copied in)")
 
 
-__all__ = ["Declaration", "Failure", "Items", "Mistake", "Probe", "Tensor", "Value", "Verdict", "check",
+__all__ = ["Declaration", "Failure", "Items", "Mistake", "Module", "Probe", "Tensor", "Value", "Verdict", "check",
            "defined_outside", "judge", "judge_record", "plan", "run"]
