@@ -2,16 +2,20 @@
 
 The course's declared checks (``annotated.support.grading.engine``) never judge a function
 where it runs: this module calls it on the probe inputs and describes what happened (the result,
-as tensors, plain values and type names; an exception, as its type, message and line; the inputs as they are
-after the call; gradients; a first result after a second call; the training flags of module
-arguments), and the engine judges the description. In a notebook both happen in the kernel;
-when the grader grades a submission, this module runs in the submission's kernel, writes the
-description to a file (``record_file``), and the grader judges it in its own process, where
-nothing the notebook redefined (torch, the checks, this module) can change the verdict.
+as tensors, plain values, a module's shapes and type names; an exception, as its type, message
+and line; the inputs as they are after the call; gradients; a first result after a second call,
+and the second's; the training flags of module arguments; what an argument made by ``build``
+kept of its calls), and the engine judges the description. In a notebook both happen in the
+kernel; when the grader grades a submission, this module runs in the submission's kernel,
+writes the description to a file (``record_file``), and the grader judges it in its own
+process, where nothing the notebook redefined (torch, the checks, this module) can change the
+verdict. The probe inputs travel the other way as data too (``encode``, ``decode``): tensors,
+dicts, modules and functions by their recipe (``build``) or their name under annotated or torch.
 
-A description holds only dicts, lists, strings, numbers, None and plain CPU tensors: what
-``torch.load(..., weights_only=True)`` reads back without running any code of the file's.
-Kept light: it imports torch and the standard library only.
+A description holds only dicts, lists, tuples, strings, numbers, bools, None and plain CPU
+tensors: what ``torch.load(..., weights_only=True)`` reads back without running any code of the
+file's. Kept light: it imports torch and the standard library only (``decode`` imports the
+module a recipe names).
 """
 
 import functools
