@@ -6,11 +6,11 @@ Each compares with the course's own modules (``DecoderLayer``, ``Embeddings``, `
 (``nn.TransformerDecoderLayer``, ``nn.Transformer``).
 
 The count is a declaration (``annotated.support.grading.engine``, an int, its config sent as data by
-``record.build``), judged by the grader in its own process, and so is the decoder layer's forward pass (its layer sent as data by
-``record.build``, the global generator seeded before each call so that its dropout can be drawn again). The tied
-embeddings are still code run where the learner's function runs: the check reads which Parameters the three
-modules it returns share (the same object, or the same memory), and calls them, which a result described as data
-(a module by its class, its parameters' shapes and its mode) does not allow."""
+``record.build``), judged by the grader in its own process, and so is the decoder layer's forward pass (its
+layer sent as data by ``record.build``, the global generator seeded before each call so that its dropout can be
+drawn again). The tied embeddings are still code run where the learner's function runs: the check reads which
+Parameters the three modules it returns share (the same object, or the same memory), which a result described as
+data (a module by its class, its parameters' shapes, its mode and its output) does not show."""
 
 import contextlib
 import itertools
@@ -144,7 +144,8 @@ def _forward(layer, x, memory, src_mask, tgt_mask, *, self_attn="self_attn", sel
         masks = {"tgt": tgt_mask, "src": src_mask, "none": None,
                  "causal": subsequent_mask(x.size(1)).unsqueeze(0)}
         named = lambda y: {"y": y, "m": memory, "x": x, "M": layer.sublayer[1].norm(memory)}  # noqa: E731
-        steps = {"self": lambda y: getattr(layer, self_attn)(*(named(y)[n] for n in self_qkv.split()), masks[self_mask]),
+        steps = {"self": lambda y: getattr(layer, self_attn)(*(named(y)[n] for n in self_qkv.split()),
+                                                             masks[self_mask]),
                  "cross": lambda y: getattr(layer, src_attn)(*(named(y)[n] for n in cross_qkv.split()),
                                                             masks[cross_mask]),
                  "ff": layer.feed_forward}
@@ -263,9 +264,10 @@ LAYER_MISTAKES = (
                    "memory, src_mask).", "self_attn for both attentions", src_attn="self_attn"),
     _layer_mistake("you used layer.src_attn for both attentions: the masked self-attention has its own weights, "
                    "layer.self_attn(y, y, y, tgt_mask).", "src_attn for both attentions", self_attn="src_attn"),
-    _layer_mistake("you swapped the two attention modules: layer.self_attn is the masked self-attention, layer.src_attn "
-                   "the attention over the memory (src for source); each has weights of its own, trained for its role. "
-                   "Use layer.self_attn(y, y, y, tgt_mask) first, then layer.src_attn(y, memory, memory, src_mask).",
+    _layer_mistake("you swapped the two attention modules: layer.self_attn is the masked self-attention, "
+                   "layer.src_attn the attention over the memory (src for source); each has weights of its own, "
+                   "trained for its role. Use layer.self_attn(y, y, y, tgt_mask) first, then layer.src_attn(y, "
+                   "memory, memory, src_mask).",
                    "the attention modules swapped", self_attn="src_attn", src_attn="self_attn"),
     _layer_mistake(_SELF_READS_MEMORY, "the self-attention reads the memory", self_qkv="y m m"),
     _layer_mistake("your self-attention has no mask: each target position then sees the later positions, the very "
@@ -317,7 +319,8 @@ LAYER_MISTAKES = (
                      "network.", f"the connections {wrap}", wrap=wrap)
       for wrap in itertools.product(range(3), repeat=3) if len(set(wrap)) in (1, 3) and wrap != (0, 1, 2)),
     *(_layer_mistake(f"your function never called layer.{part}, {role}: a decoder layer has three sublayers, "
-                     f"{_CORRECT}.", f"{part} never called", order=tuple(o for o in ("self", "cross", "ff") if o != step),
+                     f"{_CORRECT}.", f"{part} never called",
+                     order=tuple(o for o in ("self", "cross", "ff") if o != step),
                      wrap=tuple(i for i, o in enumerate(("self", "cross", "ff")) if o != step))
       for part, role, step in zip(_PARTS[1:], _ROLES[1:], ("cross", "ff"))),  # without self_attn: fed x, below
     _layer_mistake(f"your function called layer.feed_forward 2 times; each sublayer runs once: {_CORRECT}.",
@@ -340,11 +343,11 @@ LAYER_MISTAKES = (
                    "output as it is.", "the residual added twice", feed="twice"),
     _layer_mistake("you added the residual yourself after layer.sublayer[2]: the sublayer connection already adds it; "
                    "return its output as it is.", "the residual added after the last", feed="twice last"),
-    Mistake(f"in evaluation mode (layer.eval()), on a layer whose sublayer connections have dropout p = {LAYER_DROPOUT}, "
-            "your output differs from the layer's, though it equals it without dropout: your function applies dropout "
-            "in evaluation mode. F.dropout(t, p) drops unless given training=False (its default is True); use the "
-            "connection itself, layer.sublayer[i](x, fn), or its module layer.sublayer[i].dropout, which knows the "
-            "mode (or F.dropout(t, p, training=layer.training)).",
+    Mistake(f"in evaluation mode (layer.eval()), on a layer whose sublayer connections have dropout p = "
+            f"{LAYER_DROPOUT}, your output differs from the layer's, though it equals it without dropout: your "
+            "function applies dropout in evaluation mode. F.dropout(t, p) drops unless given training=False (its "
+            "default is True); use the connection itself, layer.sublayer[i](x, fn), or its module "
+            "layer.sublayer[i].dropout, which knows the mode (or F.dropout(t, p, training=layer.training)).",
             "dropout in evaluation mode", when=lambda p: p.tags["eval"] and p.tags["dropout"],
             like=_wrong_layer(connection="dropout always")),
     Mistake(lambda p: f"in training mode (layer.train()), on a {'pre' if p.tags['norm_first'] else 'post'}-norm layer "
