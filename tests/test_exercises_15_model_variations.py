@@ -101,7 +101,7 @@ def row_by_shapes(vocab_size, N=6, d_model=512, d_ff=2048, h=8, d_k=None):  # ri
     return sum(math.prod(s) for s in shapes)
 
 
-def row_numpy(vocab_size, N=6, d_model=512, d_ff=2048, h=8, d_k=None):  # a numpy integer, not an int
+def row_numpy(vocab_size, N=6, d_model=512, d_ff=2048, h=8, d_k=None):  # right: a numpy integer
     return np.int64(row(vocab_size, N, d_model, d_ff, h, d_k))
 
 
@@ -351,7 +351,6 @@ WRONG_ANSWERS = [
      r"(?s)mismatch in the count of row_vocab_written_in\(vocab_size=11.*\(small sizes, d_k given\).*passed with every "
      r"row of Table 3 at the paper's "
      r"sizes but not with \(vocab_size=11.*written into your code"),
-    (check_row_parameters, row_numpy, r"got an int64: return a Python int, int\(\.\.\.\) of it"),  # -> int, as asked
     (check_row_parameters, row_other_defaults, r"row_parameters\(37000\) counts .* defaults of the exercise"),
     (check_paired_test, not_done, "not done yet|NotImplementedError"),
     (check_paired_test, paired_recipe(critical=lambda f, n: stats.norm.ppf(0.975), p_of=lambda t, f, n: 2 * stats.norm.sf(abs(t))),
@@ -416,6 +415,7 @@ def test_each_wrong_answer_gets_its_diagnosis(check, answer, message):
 RIGHT_ANSWERS = [
     (check_row_parameters, wrong_row()),  # the piece-by-piece count with no mistake switched on
     (check_row_parameters, row_in_one_expression), (check_row_parameters, row_by_shapes),
+    (check_row_parameters, row_numpy),
     (check_paired_test, paired_test), (check_paired_test, paired_recipe()), (check_paired_test, paired_by_numpy),
     (check_paired_test, paired_by_statistics), (check_paired_test, paired_by_torch),
     (check_holm, holm), (check_holm, holm_while), (check_holm, holm_by_numpy), (check_holm, holm_adjusted),

@@ -128,13 +128,16 @@ class Value:
     one number, a NumPy float32 or an int where a float is asked is the wrong type (the exercise
     asks for a Python number, and ``.item()`` makes one), unless ``numbers``: the exercise
     asks for "a number", and whatever float(), int() or bool() reads as one number of the
-    kind (a 0-d tensor too) passes. ``find`` mistakes read ``found["value"]``."""
+    kind (a 0-d tensor too) passes. ``numpy``: a NumPy number of the kind passes too (np.integer
+    for an int, np.floating for a float: what NumPy's sums return), a tensor still does not.
+    ``find`` mistakes read ``found["value"]``."""
 
     what: str
     kind: str = "float"
     precision: float | None = None
     numbers: bool = False
     label: str | None = None
+    numpy: bool = False
 
 
 @dataclass
@@ -338,6 +341,14 @@ def _number(found: dict, kind: str):
     return value if ok else None
 
 
+def _numpy_number(found: dict, kind: str):
+    """The number of a NumPy number of the kind ("int": np.integer, "float": np.floating), else None."""
+    value = found.get("value") if found.get("module") == "numpy" and found["kind"] == "object" else None
+    fits = {"int": isinstance(value, int) and not isinstance(value, bool),
+            "float": isinstance(value, float)}.get(kind, False)
+    return value if fits else None
+
+
 def _read(contract, found: dict):
     """What the comparison reads of one described item: a tensor's numbers, a plain value (a
     module: its description)."""
@@ -347,6 +358,8 @@ def _read(contract, found: dict):
         return found["values"]
     if found["kind"] == "value" and found["type"] == contract.kind:
         return found["value"]
+    if contract.numpy and _numpy_number(found, contract.kind) is not None:
+        return _numpy_number(found, contract.kind)
     return _number(found, contract.kind) if contract.numbers and contract.kind in ("float", "int", "bool") else None
 
 
@@ -471,6 +484,8 @@ def _not_plain(contract: Value, found: dict, name: str, what: str) -> Failure | 
     if found["kind"] == "value" and found["type"] == contract.kind:
         return None
     if contract.numbers and _number(found, contract.kind) is not None:
+        return None
+    if contract.numpy and _numpy_number(found, contract.kind) is not None:
         return None
     if found["kind"] == "tensor" and found["values"] is None and contract.numbers:
         return None  # a number on 'meta': its type is right, its value unknown

@@ -323,7 +323,7 @@ def _row_hint(passed: list, sizes: dict, message: str) -> str:
 
 ROW = Declaration(
     check="check_row_parameters", function="row_parameters", roles=_ROW_ARGUMENTS, reference=course_row_parameters,
-    probes=_row_probes, returns=Value("the count", kind="int"), sizes_fix=_row_hint,
+    probes=_row_probes, returns=Value("the count", kind="int", numpy=True), sizes_fix=_row_hint,
     mistakes=(
         Mistake("your function builds modules to count their parameters (it calls {found}...): count from the "
                 "formulas instead (the check's formula is tested against models built on the meta device, "
@@ -360,7 +360,7 @@ def check_row_parameters(row_parameters: Callable) -> None:
     and with d_k=None; then calls it with the vocabulary alone, to see that the defaults are the base
     model.
 
-    Diagnoses: a result that is not an int (a float from /, a tensor, a NumPy integer); a model built
+    Diagnoses: a result that is not an int (a float from /, a tensor; a NumPy integer passes); a model built
     to count it (its code names a module); any bias forgotten (all, the attention's, the
     feed-forward's, the generator's); the shared table counted twice or three times; layer norms
     forgotten or counted with their gain only; W_V and W_O sized with d_k (the values keep
