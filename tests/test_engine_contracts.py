@@ -68,3 +68,58 @@ def test_a_numpy_number_of_the_kind_passes_where_the_exercise_allows_it_and_a_te
         assert got is None
     else:
         assert got is not None and __import__("re").search(message, got), got
+
+
+# ---------------------------------------------------------------- lists and dicts changed in place
+
+
+def _merged(counts, pair):
+    """A dict keyed by tuples of symbols, as BPE's corpus is."""
+    out = {}
+    for symbols, n in counts.items():
+        out[tuple(s.replace(" ", "") for s in symbols)] = n
+    return {k: v * pair for k, v in out.items()}
+
+
+IN_PLACE = Declaration(
+    check="check_sorted_copy", function="sorted_copy", roles=("xs",), reference=sorted,
+    probes=lambda device: [Probe(([1, 7, 8, 2],), "{what} of {name}([1, 7, 8, 2])")],
+    returns=Value("the sorted list", kind="list"))
+TUPLE_KEYS = Declaration(
+    check="check_merged", function="merged", roles=("counts", "pair"), reference=_merged,
+    probes=lambda device: [Probe(({("l", "o"): 3, ("w",): 1}, 2), "{what} of {name}(counts, 2)")],
+    returns=Value("the corpus", kind="dict"))
+
+
+def _sort_in_place(xs):
+    xs.sort()
+    return xs
+
+
+def _pop(counts, pair):
+    counts.pop(("w",))
+    return _merged(counts, pair) | {("w",): 2}
+
+
+@pytest.mark.parametrize("decl, fn, message", [
+    (IN_PLACE, sorted, None),
+    (IN_PLACE, _sort_in_place, r"^_sort_in_place changed its first argument `xs` in place \(now \[1, 2, 7, 8\]\)\. A function must not "
+                               r"change its inputs: .*Work on a copy: list\(x\), dict\(x\), sorted\(x\)"),
+    (IN_PLACE, lambda xs: xs.append(0) or sorted(xs[:-1]), r"changed its first argument `xs` in place \(now \[1, 7, 8, 2, 0\]\)"),
+    (TUPLE_KEYS, _merged, None),
+    (TUPLE_KEYS, lambda counts, pair: {k: v * pair + 1 for k, v in counts.items()},
+     r"mismatch in the corpus .*: 7 instead of 6 at \[\('l', 'o'\)\]"),
+    (TUPLE_KEYS, _pop, r"changed its first argument `counts` in place \(now \{\('l', 'o'\): 3\}\)"),
+])
+def test_a_list_or_dict_argument_changed_in_place_is_named_with_what_it_became(decl, fn, message, tmp_path):
+    got = _both(decl, fn, tmp_path)
+    if message is None:
+        assert got is None
+    else:
+        assert got is not None and __import__("re").search(message, got), got
+
+
+def test_a_dict_keyed_by_tuples_of_symbols_is_a_plain_value():
+    found = record.describe({("l", "o", "w</w>"): 5, ("a",): 1})
+    assert found["kind"] == "value" and found["value"] == {("l", "o", "w</w>"): 5, ("a",): 1}
+    assert record.describe({(torch.tensor(1),): 1})["kind"] == "object"

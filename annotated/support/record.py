@@ -62,10 +62,15 @@ def _plain(value, budget: list):
         out = {}
         for key, item in items:
             out[key] = _plain(item, budget)
-            if out[key] is _NOT_PLAIN or not isinstance(key, _PLAIN):
+            if out[key] is _NOT_PLAIN or not _key(key):
                 return _NOT_PLAIN
         return out if isinstance(value, dict) else type(value)(out.values())
     return _NOT_PLAIN
+
+
+def _key(key) -> bool:
+    """A dict key that travels as data: a bool, number or string, or a tuple of them (BPE's symbols)."""
+    return isinstance(key, _PLAIN) or (type(key) is tuple and all(isinstance(k, _PLAIN) for k in key))
 
 
 def _kind(value) -> str:
@@ -254,7 +259,11 @@ def _layout(arg) -> list | None:
 
 
 def _after(arg) -> dict | None:
-    """A tensor argument after the call: its shape, dtype, layout and numbers."""
+    """A tensor argument after the call: its shape, dtype, layout and numbers; a list or dict
+    argument (a plain value, which a call can change in place) as its value."""
+    if isinstance(arg, (list, dict)):
+        plain = _plain(arg, [MAX_PLAIN, MAX_CHARS])
+        return None if plain is _NOT_PLAIN else {"value": plain, "class": type(arg).__name__}
     if not torch.is_tensor(arg):
         return None
     found = {"shape": list(arg.shape), "dtype": _dtype_name(arg.dtype), "layout": _layout(arg), "values": None}

@@ -216,6 +216,7 @@ class Declaration:
     mistakes: tuple = ()
     passed: str | Callable = ""     # the line printed when it passes ({name}: the learner's function)
     sizes_fix: str | Callable = ""  # how to read a size rather than write it, for the hint (or the hint itself)
+    in_place: str = ""              # what to do instead of changing an argument in place, when not the engine's
 
 
 class Failure(ExerciseFailed):
@@ -398,11 +399,25 @@ def _as_data(contracts: tuple, values: tuple, probe: Probe) -> tuple:
 # ---------------------------------------------------------------- messages written once
 
 
-def _changed(args: tuple, done: dict, signature, roles) -> str | None:
-    """Which tensor argument the call changed in place, and how (from its description after the
-    call and its layout before); None when all are as they were."""
+_PLAIN_IN_PLACE = ("A function must not change its inputs: whoever called it uses them again (and this check "
+                   "compares your result with results computed from them). Work on a copy: list(x), dict(x), "
+                   "sorted(x) rather than x.sort(), x.pop(...), del x[...], x[...] = ...")
+
+
+def _changed(args: tuple, done: dict, signature, roles) -> tuple[str, str] | None:
+    """Which argument the call changed in place, and how (a tensor from its description after the
+    call and its layout before; a list or dict by its value: "(now [1, 7, 8, 2])"), with what to do
+    instead; None when all are as they were."""
     for i, (arg, after) in enumerate(zip(args, done.get("inputs_after", []))):
-        if not torch.is_tensor(arg) or after is None:
+        if after is None:
+            continue
+        if isinstance(arg, (list, dict)) and "value" in after:
+            was = recorder._plain(arg, [math.inf, math.inf])
+            if _difference(after["value"], was) is not None or after["class"] != type(arg).__name__:
+                return (f"{_named_argument(i, signature or [], roles)} in place (now {_short(after['value'], 100)})",
+                        _PLAIN_IN_PLACE)
+            continue
+        if not torch.is_tensor(arg):
             continue
         how = None
         if tuple(after["shape"]) != tuple(arg.shape):
@@ -419,7 +434,7 @@ def _changed(args: tuple, done: dict, signature, roles) -> str | None:
             if not same.all():
                 how = f"{int((~same).sum())} of its {same.numel()} numbers changed"
         if how:
-            return f"{_named_argument(i, signature or [], roles)} in place: {how}"
+            return f"{_named_argument(i, signature or [], roles)} in place: {how}", _IN_PLACE
     return None
 
 
@@ -464,8 +479,9 @@ def _exception(err: dict, name: str, args: tuple, probe: Probe, done: dict, sign
     message = f"{name}({_describe(args)}) raised {err['type']}: {text}{where}{hint}"
     changed = _changed(args, done, signature, roles)
     if changed:
-        message += (f"\nBefore that, {name} changed {changed}; a function must not change "
-                    "its inputs: use operations that return a new tensor.")
+        message += (f"\nBefore that, {name} changed {changed[0]}; a function must not change its inputs: " +
+                    ("use operations that return a new tensor." if changed[1] is _IN_PLACE else
+                     "work on a copy (list(x), dict(x), sorted(x))."))
     return Failure(message, f"an exception ({err['type']})", generic=True)
 
 
@@ -933,7 +949,7 @@ def judge(decl: Declaration, probe: Probe, done: dict, name: str, signature, ref
         raise Failure(probe.no_error(name), f"no {probe.error} raised")
     changed = _changed(args, done, signature, roles)
     if changed:
-        raise Failure(f"{name} changed {changed}. {_IN_PLACE}", "an input changed in place")
+        raise Failure(f"{name} changed {changed[0]}. {decl.in_place or changed[1]}", "an input changed in place")
     failure = _modes_changed(done, name, roles)  # before the numbers, which another mode changes
     if failure:
         raise failure
