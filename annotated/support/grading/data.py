@@ -3,11 +3,11 @@ compared with ``subword-nmt``), a vocabulary built from token counts (``annotate
 which numbers tokens as torchtext does) and one word segmented by learned merges
 (``annotated.bpe.BytePairEncoder``, compared with ``subword-nmt``'s ``BPE``).
 
-Every check runs toy corpora small enough to count by hand. The three are still code run where the
-learner's function runs, not declarations (``annotated.support.grading.engine``): each names an
-argument changed in place (the corpus dict, the lists of specials and sentences, the list of
-merges), which the engine does not record for a list or dict; and the merged corpus, a dict keyed
-by tuples of symbols, is no plain value the recorder describes.
+Every check runs toy corpora small enough to count by hand. ``check_build_vocab`` is a declaration
+(``annotated.support.grading.engine``), judged by the grader in its own process; the recorder
+describes a list argument after the call, so the specials extended in place are named there.
+``check_bpe_merge_step`` and ``check_segment`` are still code run where the learner's function runs
+(not yet converted).
 """
 
 import contextlib
@@ -19,6 +19,7 @@ from annotated.bpe import END, JOIN, BytePairEncoder, learn_bpe, merge, spell
 from annotated.support.grading.core import (
     ExerciseFailed, _call, _function, _generic, _hard_coded_hint, _run_on_all_sizes, _sizes,
 )
+from annotated.support.grading.engine import Declaration, Mistake, Probe, Value, check
 from annotated.vocab import SPECIALS, build_vocab_from_iterator
 
 # ---------------------------------------------------------------- the toy corpora
@@ -359,47 +360,69 @@ _VOCAB_MISTAKES = [
 ]
 
 
-def _check_vocab_once(fn: Callable, name: str, sentences: list, min_freq: int, specials: list) -> None:
-    expected = build_vocab_from_iterator(sentences, min_freq, specials).get_itos()
-    if expected != _vocab(sentences, min_freq, specials):
-        raise RuntimeError("the check's own vocabulary disagrees with annotated.vocab's")
-    given_sentences, given_specials = [list(tokens) for tokens in sentences], list(specials)
-    result = _call(fn, given_sentences, min_freq, given_specials, roles=("sentences", "min_freq", "specials"))
-    if given_specials != list(specials) or given_sentences != sentences:
-        which = "specials" if given_specials != list(specials) else "sentences"
-        raise ExerciseFailed(
-            f"{name} changed the list `{which}` it was given: itos = specials, then itos += ... or .extend(...), "
-            "grows the caller's list (and a default argument such as SPECIALS, for every later call). "
-            "Build a new list: itos = list(specials) + words.")
-    if hasattr(result, "get_itos") and callable(result.get_itos):
-        raise ExerciseFailed(f"{name} returned a {type(result).__name__}; return the list of tokens itself, "
-                             "index -> token (a Vocab's get_itos() gives it).")
-    if not isinstance(result, (list, tuple)) or not all(isinstance(t, str) for t in result):
-        raise ExerciseFailed(f"{name} should return the tokens, a list of strings, the token of id i at "
-                             f"index i; got {type(result).__name__}")
-    got = list(result)
-    if got == expected:
-        return
-    if len(set(got)) != len(got) and len(set(got)) == len(expected) and set(got) == set(expected) and \
-            got != _vocab(sentences, min_freq, specials, place="twice"):
-        raise ExerciseFailed(f"a token is listed more than once ({next(t for t in got if got.count(t) > 1)!r}): "
-                             "each token gets one id.")
-    where = f"with min_freq={min_freq} and specials {list(specials)}"
-    for mistake, message in _VOCAB_MISTAKES:
-        wrong = _vocab(sentences, min_freq, specials, **mistake)
-        if wrong != expected and got == wrong:
-            raise ExerciseFailed(f"{where}: {message}")
-    if got[: len(specials)] == list(specials) and sorted(got[len(specials):]) == sorted(expected[len(specials):]):
-        raise _generic(f"{where}: the right tokens, in another order: {got[len(specials):]}, where the "
-                       f"order is {expected[len(specials):]}: most frequent first, ties alphabetically.")
-    first = next((i for i, (g, e) in enumerate(zip(got, expected)) if g != e), min(len(got), len(expected)))
-    raise _generic(f"{where}: your vocabulary is {got}, where build_vocab_from_iterator gives {expected} "
-                   f"(the first difference at id {first}).")
+def _vocab_mistake(mistake: dict, message: str) -> Mistake:
+    return Mistake(lambda p: f"with min_freq={p.args[1]} and specials {list(p.args[2])}: {message}",
+                   ", ".join(f"{k} {v}" for k, v in mistake.items()),
+                   like=lambda sentences, min_freq, specials: _vocab(sentences, min_freq, specials, **mistake))
+
+
+def _course_vocab(sentences: list, min_freq: int, specials: list) -> list[str]:
+    return build_vocab_from_iterator(sentences, min_freq, specials).get_itos()
+
+
+def _listed_twice(found: dict, p: Probe) -> str | None:
+    got, expected = list(found["value"]), _course_vocab(*p.args)
+    if len(set(got)) != len(got) and set(got) == set(expected) and got != _vocab(*p.args, place="twice"):
+        return f"a token is listed more than once ({next(t for t in got if got.count(t) > 1)!r}): each token gets one id."
+    return None
+
+
+def _another_order(found: dict, p: Probe) -> str | None:
+    got, expected, specials = list(found["value"]), _course_vocab(*p.args), list(p.args[2])
+    n = len(specials)
+    if got[:n] == specials and sorted(got[n:]) == sorted(expected[n:]):
+        return (f"with min_freq={p.args[1]} and specials {specials}: the right tokens, in another order: {got[n:]}, "
+                f"where the order is {expected[n:]}: most frequent first, ties alphabetically.")
+    return None
+
+
+def _not_tokens(found: dict, name: str, what: str) -> str:
+    if found.get("type") == "Vocab":
+        return (f"{name} returned a Vocab; return the list of tokens itself, index -> token (a Vocab's get_itos() "
+                "gives it).")
+    return f"{name} should return the tokens, a list of strings, the token of id i at index i; got {found['type']}"
+
+
+def _vocab_probes(device: str | None) -> list[Probe]:
+    return [Probe((sentences, min_freq, list(specials)),
+                  f"{{what}} of {{name}}({len(sentences)} sentences, min_freq={min_freq}, specials={list(specials)})",
+                  sizes=sizes)
+            for sizes, (sentences, min_freq, specials) in zip(SIZE_SETS["check_build_vocab"], VOCAB_CORPORA)]
 
 
 def _vocab_hint(passed: list, sizes: dict, message: str) -> str:
     return _hard_coded_hint(passed, sizes, message,
                             "Count the sentences you are given, and use the min_freq and specials given.")
+
+
+BUILD_VOCAB = Declaration(
+    check="check_build_vocab", function="build_vocab", roles=("sentences", "min_freq", "specials"),
+    reference=_course_vocab, probes=_vocab_probes, sizes_fix=_vocab_hint,
+    returns=Value("the tokens", kind="list", sequence=True, other=_not_tokens),
+    in_place=("itos = specials, then itos += ... or .extend(...), grows the caller's list (and a default argument "
+              "such as SPECIALS, for every later call). Build a new list: itos = list(specials) + words."),
+    mistakes=(
+        Mistake("", "a token listed twice", find=_listed_twice,
+                example=lambda s, m, sp: _course_vocab(s, m, sp) + [_course_vocab(s, m, sp)[-1]]),
+        *(_vocab_mistake(mistake, message) for mistake, message in _VOCAB_MISTAKES),
+        Mistake("", "another order", find=_another_order, generic=True,
+                example=lambda s, m, sp: list(sp) + sorted(_course_vocab(s, m, sp)[len(sp):])),
+    ),
+    passed=lambda name: (
+        f"check_build_vocab passed: {name} numbers the tokens as annotated.vocab.build_vocab_from_iterator "
+        f"(and torchtext) do, on {len(VOCAB_CORPORA)} toy corpora: the specials first, in the order given, then "
+        "every token seen at least min_freq times, the most frequent first, ties alphabetically."),
+)
 
 
 def check_build_vocab(build_vocab: Callable) -> None:
@@ -415,16 +438,7 @@ def check_build_vocab(build_vocab: Callable) -> None:
     or not the ones given, the right tokens in another order, and code that reads only part of
     the input.
     """
-    name = _function(build_vocab, "check_build_vocab", "build_vocab")
-    sets = SIZE_SETS["check_build_vocab"]
-    by_sizes = {_sizes(s): corpus for s, corpus in zip(sets, VOCAB_CORPORA)}
-    _run_on_all_sizes(lambda sizes: _check_vocab_once(build_vocab, name, *by_sizes[_sizes(sizes)]), sets,
-                      _vocab_hint)
-    print(
-        f"check_build_vocab passed: {name} numbers the tokens as annotated.vocab.build_vocab_from_iterator "
-        f"(and torchtext) do, on {len(VOCAB_CORPORA)} toy corpora: the specials first, in the order given, then "
-        "every token seen at least min_freq times, the most frequent first, ties alphabetically."
-    )
+    check(BUILD_VOCAB, build_vocab)
 
 
 # ---------------------------------------------------------------- 10.3 one word in pieces
@@ -562,3 +576,6 @@ def check_segment(segment: Callable) -> None:
         "corpora: the learned pair learned first merged first, </w> on the last letter while merging, @@ at "
         "the end of every piece but the last."
     )
+
+
+DECLARATIONS = {d.check: d for d in (BUILD_VOCAB,)}

@@ -130,6 +130,8 @@ class Value:
     asks for "a number", and whatever float(), int() or bool() reads as one number of the
     kind (a 0-d tensor too) passes. ``numpy``: a NumPy number of the kind passes too (np.integer
     for an int, np.floating for a float: what NumPy's sums return), a tensor still does not.
+    ``sequence``: a tuple passes where a list is asked (read as a list). ``other``: (result as
+    data, name, what) -> the message for a result of another type, or None for the engine's.
     ``find`` mistakes read ``found["value"]``."""
 
     what: str
@@ -138,6 +140,8 @@ class Value:
     numbers: bool = False
     label: str | None = None
     numpy: bool = False
+    sequence: bool = False
+    other: Callable | None = None
 
 
 @dataclass
@@ -359,6 +363,8 @@ def _read(contract, found: dict):
         return found["values"]
     if found["kind"] == "value" and found["type"] == contract.kind:
         return found["value"]
+    if contract.sequence and found["kind"] == "value" and (found["type"], contract.kind) == ("tuple", "list"):
+        return list(found["value"])
     if contract.numpy and _numpy_number(found, contract.kind) is not None:
         return _numpy_number(found, contract.kind)
     return _number(found, contract.kind) if contract.numbers and contract.kind in ("float", "int", "bool") else None
@@ -499,6 +505,8 @@ def _not_plain(contract: Value, found: dict, name: str, what: str) -> Failure | 
     a tensor)."""
     if found["kind"] == "value" and found["type"] == contract.kind:
         return None
+    if contract.sequence and found["kind"] == "value" and (found["type"], contract.kind) == ("tuple", "list"):
+        return None
     if contract.numbers and _number(found, contract.kind) is not None:
         return None
     if contract.numpy and _numpy_number(found, contract.kind) is not None:
@@ -508,6 +516,9 @@ def _not_plain(contract: Value, found: dict, name: str, what: str) -> Failure | 
     failure = _none(found, name, what)
     if failure:
         return failure
+    message = contract.other(found, name, what) if contract.other else None
+    if message:
+        return Failure(message, f"not {_a(contract.kind)}")
     hint = ""
     if found["kind"] == "tensor":
         got = f"a tensor of shape {tuple(found['shape'])}"

@@ -1,0 +1,38 @@
+"""The references of the declared checks of notebook 10 agree, on every probe, with what they stand
+for: build_vocab's with the check's own written-out numbering (whose switches make the known
+mistakes), and the grader, judging a kernel's record, finds each known mistake as the notebook does
+(tests/test_declarations.py runs every known mistake; here, those that need the record's
+description of an argument changed in place)."""
+
+import pytest
+import torch
+
+from annotated.support import record
+from annotated.support.grading import data, engine
+
+
+def test_the_vocabulary_reference_is_the_checks_written_out_numbering_on_every_probe():
+    for probe in data.BUILD_VOCAB.probes(None):
+        assert data.BUILD_VOCAB.reference(*probe.args) == data._vocab(*probe.args), probe.label
+
+
+def _graded(decl, fn, tmp_path):
+    probes, plan = engine.plan(decl)
+    torch.save(plan, tmp_path / "plan.pt")
+    record.record_file({decl.function: fn}, decl.function, str(tmp_path / "plan.pt"), str(tmp_path / "out.pt"))
+    return engine.judge_record(decl, probes, torch.load(tmp_path / "out.pt", weights_only=True))
+
+
+def _extend_specials(sentences, min_freq, specials):
+    itos = specials
+    itos += data._course_vocab(sentences, min_freq, specials)[len(specials):]
+    return itos
+
+
+@pytest.mark.parametrize("decl, fn, message", [
+    (data.BUILD_VOCAB, _extend_specials, r"changed its third argument `specials` in place \(now \['<pad>'"),
+])
+def test_the_grader_names_an_argument_changed_in_place_from_the_kernels_record(decl, fn, message, tmp_path):
+    verdict = _graded(decl, fn, tmp_path)
+    assert verdict.verdict == "failed" and verdict.mistake == "an input changed in place", verdict
+    assert pytest.importorskip("re").search(message, verdict.diagnosis), verdict.diagnosis
