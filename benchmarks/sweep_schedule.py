@@ -36,21 +36,25 @@ from annotated.support.cli import PRESETS, main as train
 
 
 def run_one(preset: str, warmup: int, factor: float, threads: int, folder: Path, limit: int | None,
-            bpe_merges: int | None = None) -> dict:
-    out = folder / f"w{warmup}-f{factor}-m{bpe_merges}.pt"
+            bpe_merges: int | None = None, dropout: float | None = None, seed: int = 0, beam: int = 0) -> dict:
+    """Train the preset once with these settings (None: the preset's) and return its record: the validation
+    loss (per epoch and at the end), validation BLEU (greedy, or beam search of width ``beam``), the minutes."""
+    out = folder / f"w{warmup}-f{factor}-m{bpe_merges}-p{dropout}-s{seed}.pt"
     started, printed = time.perf_counter(), io.StringIO()
     with contextlib.redirect_stdout(printed):
         code = train(["--preset", preset, "--warmup", str(warmup), "--lr-factor", str(factor), "--threads", str(threads),
-                      "--seed", "0", "--beam-size", "0", "--split", "val", "--no-progress", "--out", str(out),
+                      "--seed", str(seed), "--beam-size", str(beam), "--split", "val", "--no-progress", "--out", str(out),
                       *(["--limit", str(limit)] if limit else []),
-                      *(["--bpe-merges", str(bpe_merges)] if bpe_merges is not None else [])])
+                      *(["--bpe-merges", str(bpe_merges)] if bpe_merges is not None else []),
+                      *(["--dropout", str(dropout)] if dropout is not None else [])])
     if code != 0:
         raise SystemExit(f"training with warm-up {warmup} and factor {factor} failed with exit code {code}")
     extra = load_checkpoint(out)["extra"]
     history = extra["history"]
     bleu = float(re.search(r"BLEU on val \(.*?\): ([0-9.]+)", printed.getvalue()).group(1))
     return {"warmup": warmup, "factor": factor, "bpe_merges": extra["recipe"]["bpe_merges"],
-            "val_loss": history["val_loss"][-1], "val_bleu_greedy": bleu, "val_loss_per_epoch": history["val_loss"],
+            "dropout": extra["recipe"]["dropout"], "seed": seed,
+            "val_loss": history["val_loss"][-1], f"val_bleu_{f'beam{beam}' if beam else 'greedy'}": bleu, "val_loss_per_epoch": history["val_loss"],
             "steps": history["step"][-1], "minutes": round((time.perf_counter() - started) / 60, 2)}
 
 
@@ -60,6 +64,7 @@ def main() -> None:
     parser.add_argument("--warmups", type=int, nargs="+", required=True)
     parser.add_argument("--factors", type=float, nargs="+", required=True)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--dropout", type=float, help="P_drop of every run (default: the preset's)")
     parser.add_argument("--out", type=Path, required=True, help="the JSON file to write")
     parser.add_argument("--limit", type=int, help="the first N pairs of each split only (a quick check of the script)")
     parser.add_argument("--compare-words", action="store_true",
@@ -74,20 +79,25 @@ def main() -> None:
     with signals_as_interrupt(), tempfile.TemporaryDirectory() as folder:
         for warmup in args.warmups:
             for factor in args.factors:
-                runs.append(run_one(args.preset, warmup, factor, args.threads, Path(folder), args.limit))
+                runs.append(run_one(args.preset, warmup, factor, args.threads, Path(folder), args.limit,
+                                    dropout=args.dropout))
                 print(runs[-1], flush=True)
         best = min(runs, key=lambda r: r["val_loss"])
         words = None
         if args.compare_words:  # the same schedule, steps and seed on whole words: val BLEU, pieces against words
-            words = run_one(args.preset, best["warmup"], best["factor"], args.threads, Path(folder), args.limit, 0)
+            words = run_one(args.preset, best["warmup"], best["factor"], args.threads, Path(folder), args.limit, 0,
+                            dropout=args.dropout)
             print("whole words:", words, flush=True)
     recipe = {k: v for k, v in dataclasses.asdict(PRESETS[args.preset]).items()
               if k not in ("warmup", "lr_factor")}  # swept: each run records its own
+    if args.dropout is not None:
+        recipe["dropout"] = args.dropout
     record = {"preset": args.preset, "limit": args.limit, "recipe": recipe, "seed": 0,
               "threads": args.threads, "torch": torch.__version__, "machine": platform.processor() or platform.machine(),
               "command": "python benchmarks/sweep_schedule.py " + " ".join(
                   [f"--preset {args.preset}", "--warmups", *map(str, args.warmups), "--factors",
                    *map(str, args.factors), f"--threads {args.threads}",
+                   *([f"--dropout {args.dropout:g}"] if args.dropout is not None else []),
                    *(["--compare-words"] if args.compare_words else []), f"--out {args.out}"]),
               "runs": runs, "words": words}
     write_text(args.out, json.dumps(record, indent=1) + "\n")  # whole, or the earlier record as it was

@@ -48,7 +48,9 @@ def test_notebook_preset_is_notebook_09s_recipe_with_a_fixed_number_of_updates()
 @pytest.mark.parametrize("name", sorted(PRESETS))
 def test_presets_use_the_papers_dropout_sites_only(name):
     preset = PRESETS[name]
-    assert preset.dropout == 0.1  # §5.4: P_drop = 0.1 on sub-layer outputs and embedding sums
+    # §5.4: P_drop = 0.1 on sub-layer outputs and embedding sums; notebook 11's 1,100 updates use none, a
+    # choice recorded by benchmarks/tune_short_run.py (benchmarks/results/short_run_choice.json)
+    assert preset.dropout == (0.0 if name == "notebook" else 0.1)
     assert preset.attention_dropout == 0.0 and preset.ff_dropout == 0.0  # not in the paper
 
 
