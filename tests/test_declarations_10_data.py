@@ -36,3 +36,26 @@ def test_the_grader_names_an_argument_changed_in_place_from_the_kernels_record(d
     verdict = _graded(decl, fn, tmp_path)
     assert verdict.verdict == "failed" and verdict.mistake == "an input changed in place", verdict
     assert pytest.importorskip("re").search(message, verdict.diagnosis), verdict.diagnosis
+
+
+def test_the_segment_reference_is_subword_nmts_on_every_word():
+    probes = data.SEGMENT.probes(None)
+    for merges, words in zip(data._MERGES, data.SEGMENT_WORDS):
+        theirs = data.subword_nmt_segments(merges, words)
+        ours = [data.SEGMENT.reference(p.args[0], p.args[1]) for p in probes if p.args[0] in words
+                and p.args[1] == [tuple(m) for m in merges]]
+        assert ours == theirs == [data._segment(w, merges) for w in words]
+
+
+def _sort_merges(word, merges):
+    merges.sort()
+    return data._course_segment(word, merges)
+
+
+def test_the_grader_names_the_merges_sorted_in_place():
+    import tempfile
+    from pathlib import Path
+    with tempfile.TemporaryDirectory() as tmp:
+        verdict = _graded(data.SEGMENT, _sort_merges, Path(tmp))
+    assert verdict.mistake == "an input changed in place" and "changed its second argument `merges` in place (now [(" \
+        in verdict.diagnosis, verdict

@@ -6,8 +6,8 @@ which numbers tokens as torchtext does) and one word segmented by learned merges
 Every check runs toy corpora small enough to count by hand. ``check_build_vocab`` is a declaration
 (``annotated.support.grading.engine``), judged by the grader in its own process; the recorder
 describes a list argument after the call, so the specials extended in place are named there.
-``check_bpe_merge_step`` and ``check_segment`` are still code run where the learner's function runs
-(not yet converted).
+``check_segment`` too, one probe per word. ``check_bpe_merge_step`` is still code run where the
+learner's function runs (not yet converted).
 """
 
 import contextlib
@@ -500,54 +500,57 @@ _SEGMENT_MISTAKES = [
 ]
 
 
-def _check_segment_once(fn: Callable, name: str, merges: list, words: list) -> None:
-    """Every word of the set through the learner's function, then the mistake named by what it does
-    to every word: the first known mistake that gives the learner's pieces for all of them."""
-    encoder = BytePairEncoder(merges)
-    expected = [encoder.segment(word) for word in words]
-    if expected != [_segment(word, merges) for word in words]:
-        raise RuntimeError("the check's own segmentation disagrees with annotated.bpe's")
-    results = []
-    for word, right in zip(words, expected):
-        given = [tuple(pair) for pair in merges]
-        try:
-            result = _call(fn, word, given, roles=("word", "merges"))
-        except ExerciseFailed:
-            if any(got != want for got, want in zip(results, expected)):
-                break  # an earlier word came out wrong already: name that mistake
-            raise
-        if given != [tuple(pair) for pair in merges]:
-            raise ExerciseFailed(f"{name} changed the list of merges it was given (sorted it, or removed merges "
-                                 "from it): it is the learned model, used for every word. Leave it as it is.")
-        if isinstance(result, str):
-            raise ExerciseFailed(f"{name}({word!r}, merges) returned the string {result!r}; return the list of "
-                                 f"pieces, such as {right}.")
-        if not isinstance(result, (list, tuple)) or not all(isinstance(p, str) for p in result):
-            raise ExerciseFailed(f"{name} should return the pieces, a list of strings; got {type(result).__name__}")
-        results.append(list(result))
-    if results == expected[: len(results)] and len(results) == len(words):
-        return
-    tried = words[: len(results)]
-    word, got, right = next((w, g, e) for w, g, e in zip(tried, results, expected) if g != e)
-    where = f"{name}({word!r}, merges) gives {got}, where the course's BytePairEncoder gives {right}"
-    for mistake, message in _SEGMENT_MISTAKES:
-        wrong = [_segment(w, merges, **mistake) for w in tried]
-        if wrong != expected[: len(tried)] and wrong == results:
-            first = next(i for i, (w, e) in enumerate(zip(wrong, expected)) if w != e)
-            raise ExerciseFailed(f"{name}({tried[first]!r}, merges) gives {results[first]}, where the course's "
-                                 f"BytePairEncoder gives {expected[first]}: {message}")
-    raise _generic(f"{where}.")
+def _segment_mistake(mistake: dict, message: str) -> Mistake:
+    def wrong(word, merges):
+        return _segment(word, merges, **mistake)
+
+    def text(p: Probe) -> str:
+        word, merges = p.args
+        return (f"segment({word!r}, merges) gives {wrong(word, merges)}, where the course's BytePairEncoder gives "
+                f"{BytePairEncoder(merges).segment(word)}: {message}")
+    return Mistake(text, ", ".join(f"{k} {v}" for k, v in mistake.items()).replace("_", " "), like=wrong)
 
 
-def _subword_nmt_segments(merges: list, words: list) -> list[list[str]]:
-    from subword_nmt.apply_bpe import BPE
+def _course_segment(word: str, merges: list) -> list[str]:
+    return BytePairEncoder(merges).segment(word)
 
-    reference = BPE(io.StringIO("#version: 0.2\n" + "".join(f"{a} {b}\n" for a, b in merges)), separator=JOIN)
-    return [reference.segment_tokens([word]) for word in words]
+
+def _segment_probes(device: str | None) -> list[Probe]:
+    return [Probe((word, [tuple(pair) for pair in merges]), f"{{what}} of {{name}}({word!r}, merges)", sizes=sizes)
+            for sizes, merges, words in zip(SIZE_SETS["check_segment"], _MERGES, SEGMENT_WORDS) for word in words]
+
+
+def _not_pieces(found: dict, name: str, what: str) -> str:
+    if found.get("type") == "str":
+        return f"{name} returned the string {found['value']!r}; return the list of pieces, such as ['new@@', 'est']."
+    return f"{name} should return the pieces, a list of strings; got {found['type']}"
 
 
 def _segment_hint(passed: list, sizes: dict, message: str) -> str:
     return _hard_coded_hint(passed, sizes, message, "Use the merges you are given, all of them.")
+
+
+SEGMENT = Declaration(
+    check="check_segment", function="segment", roles=("word", "merges"), reference=_course_segment,
+    probes=_segment_probes, sizes_fix=_segment_hint,
+    returns=Value("the pieces", kind="list", sequence=True, other=_not_pieces),
+    in_place="The merges are the learned model, used for every word: leave the list as it is (sorted(merges) "
+             "makes a copy).",
+    mistakes=tuple(_segment_mistake(mistake, message) for mistake, message in _SEGMENT_MISTAKES), consistent=True,
+    passed=lambda name: (
+        f"check_segment passed: {name} cuts {sum(map(len, SEGMENT_WORDS))} words into the pieces that "
+        f"annotated.bpe.BytePairEncoder and subword-nmt give, with the merges learned from {len(_MERGES)} toy "
+        "corpora: the learned pair learned first merged first, </w> on the last letter while merging, @@ at "
+        "the end of every piece but the last."),
+)
+
+
+def subword_nmt_segments(merges: list, words: list) -> list[list[str]]:
+    """subword-nmt's BPE on ``words`` (tests/test_declarations_10_data.py compares it with the reference)."""
+    from subword_nmt.apply_bpe import BPE
+
+    reference = BPE(io.StringIO("#version: 0.2\n" + "".join(f"{a} {b}\n" for a, b in merges)), separator=JOIN)
+    return [reference.segment_tokens([word]) for word in words]
 
 
 def check_segment(segment: Callable) -> None:
@@ -561,21 +564,7 @@ def check_segment(segment: Callable) -> None:
     of the pieces, the merge learned last (or the leftmost learned pair) merged first, a single
     merge, str.replace on the spelled word, and merges other than the ones given.
     """
-    name = _function(segment, "check_segment", "segment")
-    for merges, words in zip(_MERGES, SEGMENT_WORDS):
-        encoder = BytePairEncoder(merges)
-        if _subword_nmt_segments(merges, words) != [encoder.segment(word) for word in words]:
-            raise RuntimeError(f"annotated.bpe and subword-nmt segment {words} differently")
-    sets = SIZE_SETS["check_segment"]
-    by_sizes = {_sizes(s): (m, w) for s, m, w in zip(sets, _MERGES, SEGMENT_WORDS)}
-    _run_on_all_sizes(lambda sizes: _check_segment_once(segment, name, *by_sizes[_sizes(sizes)]), sets,
-                      _segment_hint)
-    print(
-        f"check_segment passed: {name} cuts {sum(map(len, SEGMENT_WORDS))} words into the pieces that "
-        f"annotated.bpe.BytePairEncoder and subword-nmt give, with the merges learned from {len(_MERGES)} toy "
-        "corpora: the learned pair learned first merged first, </w> on the last letter while merging, @@ at "
-        "the end of every piece but the last."
-    )
+    check(SEGMENT, segment)
 
 
-DECLARATIONS = {d.check: d for d in (BUILD_VOCAB,)}
+DECLARATIONS = {d.check: d for d in (BUILD_VOCAB, SEGMENT)}

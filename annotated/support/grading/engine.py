@@ -221,6 +221,7 @@ class Declaration:
     passed: str | Callable = ""     # the line printed when it passes ({name}: the learner's function)
     sizes_fix: str | Callable = ""  # how to read a size rather than write it, for the hint (or the hint itself)
     in_place: str = ""              # what to do instead of changing an argument in place, when not the engine's
+    consistent: bool = False        # a mistake by like is named only where it passes every earlier probe too
 
 
 class Failure(ExerciseFailed):
@@ -828,6 +829,19 @@ def _structure(decl: Declaration, found: dict, name: str) -> list | Failure:
     return Failure(f"{name} should return {decl.returns.what}, got {got}", "not the tuple asked for")
 
 
+class _Lazy:
+    """The items of a generator, computed as far as they are read, and kept for a second reading."""
+
+    def __init__(self, items):
+        self.items, self.done = iter(items), []
+
+    def __iter__(self):
+        yield from self.done
+        for item in self.items:
+            self.done.append(item)
+            yield item
+
+
 class _Candidates:
     """The known mistakes' results on one probe, computed once, when first needed."""
 
@@ -941,11 +955,30 @@ def _value_mismatch(got, expected, label: str, precision) -> str:
             f"\n  expected: {_short(expected, 300)}")
 
 
+def _explains(decl: Declaration, mistake: Mistake, earlier: list) -> bool:
+    """Whether the wrong answer ``mistake.like`` gives the reference's result on every probe of
+    ``earlier`` (which the learner passed): if not, the learner's function is not that answer."""
+    for p in earlier:
+        try:
+            with torch.no_grad():
+                right = _as_items(decl, _plain(decl.reference(*_clone(p.args))))
+                wrong = _as_items(decl, _plain(mistake.like(*_clone(p.args))))
+        except Exception:  # noqa: BLE001 - the wrong answer fails where the learner's passed
+            return False
+        for c, r, w in zip(_items(decl), right, wrong):
+            same = (_difference(w, r, _precision(p, c)) is None if isinstance(c, Value) else
+                    torch.is_tensor(w) and _equal(w, r, _precision(p, c, r)) if isinstance(c, Tensor) else True)
+            if not same:
+                return False
+    return True
+
+
 def judge(decl: Declaration, probe: Probe, done: dict, name: str, signature, reference=None,
-          source: str | None = None) -> None:
+          source: str | None = None, earlier: list = ()) -> None:
     """Judge one recorded call (``done``, from :func:`record.call`) of the learner's function
     named ``name``; raise :class:`Failure` with the first thing wrong. ``reference``: the
-    course's result on the probe, if already computed."""
+    course's result on the probe, if already computed. ``earlier``: the probes passed before
+    (with ``decl.consistent``, a mistake by ``like`` that fails one of them is not named)."""
     args, roles = probe.args, decl.roles
     if "raised" in done:
         err = done["raised"]
@@ -982,6 +1015,8 @@ def judge(decl: Declaration, probe: Probe, done: dict, name: str, signature, ref
     expected = _as_data(contracts, _as_items(decl, reference), probe)
     candidates = _Candidates(decl, probe)
     mistakes = decl.mistakes if probe.mistakes else ()
+    if decl.consistent and earlier:  # a generator: the earlier probes are tried only where a mistake is sought
+        mistakes = _Lazy(m for m in mistakes if m.like is None or _explains(decl, m, earlier))
     for i, (found, wanted, what) in enumerate(zip(got, expected, whats)):
         if isinstance(contracts[i], (Value, Module)) or tuple(found["shape"]) == tuple(wanted.shape):
             continue
@@ -1102,16 +1137,17 @@ def run(decl: Declaration, fn, device: str | None = None) -> str:
         raise failure
     with torch.random.fork_rng(devices=[]):
         probes = decl.probes(device)
-        sets = _Sets(probes)
+        sets, passed = _Sets(probes), []
         for probe in probes:
             done = recorder.call(fn, _clone(probe.args), probe.grad,
                                  None if probe.again is None else _clone(probe.again), probe.seed, _clone(probe.on))
             try:
-                judge(decl, probe, done, name, signature, source=source)
+                judge(decl, probe, done, name, signature, source=source, earlier=passed)
             except Failure as failure:
                 failed = _with_sizes_hint(failure, sets.passed, probe.sizes, decl.sizes_fix)
                 raise failed from done.get("_error")  # the learner's exception, kept for a debugger
             sets.done(probe)
+            passed.append(probe)
     return passed_line(decl, name)
 
 
@@ -1162,16 +1198,17 @@ def judge_record(decl: Declaration, probes: list, record: dict) -> Verdict:
     failure = source_failure(decl, source)
     if failure:
         return Verdict("failed", str(failure), failure.name)
-    sets = _Sets(probes)
+    sets, passed = _Sets(probes), []
     with torch.random.fork_rng(devices=[]):
         for probe, done in zip(probes, record["calls"]):
             try:
-                judge(decl, probe, done, name, signature, source=source)
+                judge(decl, probe, done, name, signature, source=source, earlier=passed)
             except Failure as failure:
                 failure = _with_sizes_hint(failure, sets.passed, probe.sizes, decl.sizes_fix)
                 verdict = "not attempted" if failure.name == "not done" else "failed"
                 return Verdict(verdict, str(failure), failure.name)
             sets.done(probe)
+            passed.append(probe)
     if len(record["calls"]) < len(probes):
         return Verdict("error", "the record stops before the last call (the kernel's record was cut short)",
                        "no record")
