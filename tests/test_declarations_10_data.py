@@ -1,4 +1,4 @@
-"""The references of the declared checks of notebook 10 agree, on every probe, with what they stand
+"""The references of the declared checks of notebook 10 (and 11.2, ids_to_tokens) agree, on every probe, with what they stand
 for: build_vocab's with the check's own written-out numbering (whose switches make the known
 mistakes), and the grader, judging a kernel's record, finds each known mistake as the notebook does
 (tests/test_declarations.py runs every known mistake; here, those that need the record's
@@ -59,3 +59,27 @@ def test_the_grader_names_the_merges_sorted_in_place():
         verdict = _graded(data.SEGMENT, _sort_merges, Path(tmp))
     assert verdict.mistake == "an input changed in place" and "changed its second argument `merges` in place (now [(" \
         in verdict.diagnosis, verdict
+
+
+def test_the_ids_to_tokens_reference_is_the_checks_written_out_cut_on_every_row():
+    from annotated.support.grading import translation
+
+    for probe in translation.TOKENS.probes(None):
+        ids, vocab = probe.args
+        assert translation.TOKENS.reference(ids, vocab) == translation._row_tokens(ids, vocab), probe.label
+
+
+def _remove_pads(ids, vocab):
+    from annotated.evaluation import ids_to_tokens
+
+    while vocab["<pad>"] in ids:
+        ids.remove(vocab["<pad>"])
+    return ids_to_tokens(ids, vocab)
+
+
+def test_the_grader_names_a_row_of_ids_emptied_in_place_and_the_vocabulary_travels_as_data(tmp_path):
+    from annotated.support.grading import translation
+
+    assert _graded(translation.TOKENS, translation.TOKENS.reference, tmp_path).verdict == "passed"
+    verdict = _graded(translation.TOKENS, _remove_pads, tmp_path)
+    assert "changed its first argument `ids` in place (now [1, 7, 8, 2])" in verdict.diagnosis, verdict

@@ -267,7 +267,7 @@ WRONG_ANSWERS = [
     (check_ids_to_tokens, tokens_by_stripping_specials, r"you dropped <unk> too"),
     (check_ids_to_tokens, tokens_with_the_course_ids,
      r"with the vocabulary \['<unk>', '<pad>', '</s>', '<s>', .*the ids of the specials are written into your code"),
-    (check_ids_to_tokens, tokens_removing_in_place, r"changed the list of ids it was given \(now \[1, 7, 8, 2\]\)"),
+    (check_ids_to_tokens, tokens_removing_in_place, r"changed its first argument `ids` in place \(now \[1, 7, 8, 2\]\)"),
     (check_ids_to_tokens, lambda ids, vocab: " ".join(ids_to_tokens(ids, vocab)),
      r"returned the string 'a dog runs'; return the list of tokens"),
     (check_ids_to_tokens, lambda ids, vocab: ids[1 : ids.index(vocab[EOS])] if vocab[EOS] in ids else ids[1:],

@@ -221,7 +221,7 @@ class Declaration:
     passed: str | Callable = ""     # the line printed when it passes ({name}: the learner's function)
     sizes_fix: str | Callable = ""  # how to read a size rather than write it, for the hint (or the hint itself)
     in_place: str = ""              # what to do instead of changing an argument in place, when not the engine's
-    consistent: bool = False        # a mistake by like is named only where it passes every earlier probe too
+    consistent: bool = False        # a mistake by like is named only where it explains the learner's whole set
 
 
 class Failure(ExerciseFailed):
@@ -973,12 +973,29 @@ def _explains(decl: Declaration, mistake: Mistake, earlier: list) -> bool:
     return True
 
 
+def _explains_later(decl: Declaration, mistake: Mistake, later: list) -> bool:
+    """Whether the wrong answer ``mistake.like`` gives the learner's results on the recorded calls
+    ``later`` ((probe, record) of the same set of sizes, after the one that failed)."""
+    for p, done in later:
+        got = _structure(decl, done["result"], "")
+        if isinstance(got, Failure):
+            return False
+        candidates = _Candidates(decl, p)
+        wrong = candidates.result(mistake)
+        if wrong is None or not all(candidates.agrees(i, got[i], wrong[i]) for i in range(len(wrong))):
+            return False
+    return True
+
+
 def judge(decl: Declaration, probe: Probe, done: dict, name: str, signature, reference=None,
-          source: str | None = None, earlier: list = ()) -> None:
+          source: str | None = None, earlier: list = (), later: list = ()) -> None:
     """Judge one recorded call (``done``, from :func:`record.call`) of the learner's function
     named ``name``; raise :class:`Failure` with the first thing wrong. ``reference``: the
-    course's result on the probe, if already computed. ``earlier``: the probes passed before
-    (with ``decl.consistent``, a mistake by ``like`` that fails one of them is not named)."""
+    course's result on the probe, if already computed. ``earlier``: the probes passed before;
+    ``later``: (probe, record) of the later calls of the same set of sizes (with
+    ``decl.consistent``, a mistake by ``like`` is named only where it passes every earlier probe
+    and gives the learner's results on the later ones: one mistake told apart from another by
+    the whole set, a set of words, of rows)."""
     args, roles = probe.args, decl.roles
     if "raised" in done:
         err = done["raised"]
@@ -1015,8 +1032,9 @@ def judge(decl: Declaration, probe: Probe, done: dict, name: str, signature, ref
     expected = _as_data(contracts, _as_items(decl, reference), probe)
     candidates = _Candidates(decl, probe)
     mistakes = decl.mistakes if probe.mistakes else ()
-    if decl.consistent and earlier:  # a generator: the earlier probes are tried only where a mistake is sought
-        mistakes = _Lazy(m for m in mistakes if m.like is None or _explains(decl, m, earlier))
+    if decl.consistent:  # a generator: the earlier probes are tried only where a mistake is sought
+        mistakes = _Lazy(m for m in mistakes if m.like is None or (
+            _explains(decl, m, earlier) and _explains_later(decl, m, later)))
     for i, (found, wanted, what) in enumerate(zip(got, expected, whats)):
         if isinstance(contracts[i], (Value, Module)) or tuple(found["shape"]) == tuple(wanted.shape):
             continue
@@ -1137,18 +1155,35 @@ def run(decl: Declaration, fn, device: str | None = None) -> str:
         raise failure
     with torch.random.fork_rng(devices=[]):
         probes = decl.probes(device)
-        sets, passed = _Sets(probes), []
-        for probe in probes:
-            done = recorder.call(fn, _clone(probe.args), probe.grad,
-                                 None if probe.again is None else _clone(probe.again), probe.seed, _clone(probe.on))
+        sets, passed, records = _Sets(probes), [], []
+        for probe in probes if decl.consistent else ():  # all recorded first, as by the grader: the later calls count
+            records.append(_recorded(fn, probe))
+            if "raised" in records[-1]:
+                break
+        for k, probe in enumerate(probes):
+            if k == len(records):
+                records.append(_recorded(fn, probe))
+            done = records[k]
             try:
-                judge(decl, probe, done, name, signature, source=source, earlier=passed)
+                judge(decl, probe, done, name, signature, source=source, earlier=passed,
+                      later=_later(probes, records, k))
             except Failure as failure:
                 failed = _with_sizes_hint(failure, sets.passed, probe.sizes, decl.sizes_fix)
                 raise failed from done.get("_error")  # the learner's exception, kept for a debugger
             sets.done(probe)
             passed.append(probe)
     return passed_line(decl, name)
+
+
+def _recorded(fn, probe: Probe) -> dict:
+    return recorder.call(fn, _clone(probe.args), probe.grad, None if probe.again is None else _clone(probe.again),
+                         probe.seed, _clone(probe.on))
+
+
+def _later(probes: list, records: list, k: int) -> list:
+    """(probe, record) of the recorded calls after the k-th of the same set of sizes that returned."""
+    return [(p, done) for p, done in zip(probes[k + 1:], records[k + 1:])
+            if p.sizes is not None and p.sizes == probes[k].sizes and "raised" not in done]
 
 
 def passed_line(decl: Declaration, name: str) -> str:
@@ -1200,9 +1235,10 @@ def judge_record(decl: Declaration, probes: list, record: dict) -> Verdict:
         return Verdict("failed", str(failure), failure.name)
     sets, passed = _Sets(probes), []
     with torch.random.fork_rng(devices=[]):
-        for probe, done in zip(probes, record["calls"]):
+        for k, (probe, done) in enumerate(zip(probes, record["calls"])):
             try:
-                judge(decl, probe, done, name, signature, source=source, earlier=passed)
+                judge(decl, probe, done, name, signature, source=source, earlier=passed,
+                      later=_later(probes, record["calls"], k))
             except Failure as failure:
                 failure = _with_sizes_hint(failure, sets.passed, probe.sizes, decl.sizes_fix)
                 verdict = "not attempted" if failure.name == "not done" else "failed"

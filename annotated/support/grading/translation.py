@@ -3,10 +3,10 @@
 length-penalized score s(Y) of decoded outputs under teacher forcing (notebook 11, section 5).
 
 The BLEU check runs toy corpora small enough to count by hand; the others small vocabularies,
-rows and random logits of their own, seeded. ``check_bleu`` and ``check_sequence_scores`` are
-declarations (``annotated.support.grading.engine``), judged by the grader in its own process;
-``check_ids_to_tokens`` is still code run where the learner's function runs: the engine does not
-record a list argument changed in place (a row of ids emptied with ids.remove), which it names.
+rows and random logits of their own, seeded. The three are declarations
+(``annotated.support.grading.engine``), judged by the grader in its own process; ids_to_tokens's
+vocabulary travels as data (``record.build`` of ``annotated.vocab.Vocab``), and the recorder
+describes the row of ids after each call, so that one emptied with ids.remove is named.
 """
 
 import math
@@ -18,10 +18,9 @@ import torch
 from sacrebleu.metrics import BLEU
 
 from annotated.beam_search import lp
+from annotated.support import record
 from annotated.evaluation import corpus_bleu, ids_to_tokens
-from annotated.support.grading.core import (
-    ExerciseFailed, _call, _function, _generic, _hard_coded_hint, _run_on_all_sizes, _sizes,
-)
+from annotated.support.grading.core import _hard_coded_hint
 from annotated.support.grading.engine import Declaration, Mistake, Probe, Tensor, Value, check
 from annotated.vocab import BOS, EOS, PAD, SPECIALS, UNK, Vocab
 
@@ -362,50 +361,36 @@ _TOKEN_MISTAKES = [
 ]
 
 
-def _check_tokens_once(fn: Callable, name: str, itos: list[str], rows: list[list[int]]) -> None:
-    """Every row of the set through the learner's function, then the mistake named by what it does
-    to every row: the first known mistake that gives the learner's tokens for all of them."""
-    vocab = Vocab(itos)
-    expected = [ids_to_tokens(list(row), vocab) for row in rows]
-    if expected != [_row_tokens(row, vocab) for row in rows]:
-        raise RuntimeError("the check's own ids_to_tokens disagrees with annotated.evaluation's")
-    results = []
-    for row, right in zip(rows, expected):
-        given = list(row)
-        call = f"{name}({row}, vocab) with the vocabulary {itos}"
-        try:
-            result = _call(fn, given, vocab, roles=("ids", "vocab"))
-        except ExerciseFailed:
-            if any(got != want for got, want in zip(results, expected)):
-                break  # an earlier row came out wrong already: name that mistake
-            raise
-        if given != row:
-            raise ExerciseFailed(f"{call} changed the list of ids it was given (now {given}): the caller uses the "
-                                 "row again. Build a new list (a slice, ids[:end], is a new list) instead of "
-                                 "removing items from it (remove, pop, del).")
-        if isinstance(result, str):
-            raise ExerciseFailed(f"{call} returned the string {result!r}; return the list of tokens, such as "
-                                 f"{right}: joining them into text is the detokenizer's work.")
-        if not isinstance(result, (list, tuple)):
-            raise ExerciseFailed(f"{call} should return a list of tokens, got {type(result).__name__}")
-        if result and all(isinstance(t, int) for t in result):
-            raise ExerciseFailed(f"{call} returned ids, {list(result)}; return the tokens themselves, "
-                                 "vocab.lookup_tokens(ids) (or vocab.itos[i] for each id).")
-        results.append(list(result))
-    if len(results) == len(rows) and results == expected:
-        return
-    tried = rows[: len(results)]
+def _tokens_mistake(mistake: dict, message: str) -> Mistake:
+    def wrong(ids, vocab):
+        return _row_tokens(ids, vocab, **mistake)
 
-    def first_wrong(outputs: list) -> str:
-        i = next(i for i, (out, want) in enumerate(zip(outputs, expected)) if out != want)
-        return (f"{name}({tried[i]}, vocab) with the vocabulary {itos} gives {results[i]}, where the tokens are "
-                f"{expected[i]}")
+    def text(p: Probe) -> str:
+        ids, vocab = p.args
+        return (f"ids_to_tokens({ids}, vocab) with the vocabulary {vocab.itos} gives {wrong(ids, vocab)}, where the "
+                f"tokens are {ids_to_tokens(list(ids), vocab)}: {message}")
+    return Mistake(text, ", ".join(f"{k} {v}" for k, v in mistake.items()).replace("_", " "), like=wrong)
 
-    for mistake, message in _TOKEN_MISTAKES:
-        wrong = [_row_tokens(row, vocab, **mistake) for row in tried]
-        if wrong != expected[: len(tried)] and wrong == results:
-            raise ExerciseFailed(f"{first_wrong(wrong)}: {message}")
-    raise _generic(f"{first_wrong(results)} (annotated.evaluation.ids_to_tokens).")
+
+def _ids(found: dict, p: Probe) -> str | None:
+    got = found["value"]
+    if got and all(isinstance(t, int) and not isinstance(t, bool) for t in got):
+        return f"ids_to_tokens returned ids, {list(got)}; return the tokens themselves, vocab.lookup_tokens(ids) " \
+               "(or vocab.itos[i] for each id)."
+    return None
+
+
+def _not_tokens(found: dict, name: str, what: str) -> str:
+    if found.get("type") == "str":
+        return (f"{name} returned the string {found['value']!r}; return the list of tokens: joining them into text "
+                "is the detokenizer's work.")
+    return f"{name} should return a list of tokens, got {found['type']}"
+
+
+def _tokens_probes(device: str | None) -> list[Probe]:
+    return [Probe((list(row), record.build("annotated.vocab.Vocab", itos=itos)),
+                  f"{{what}} of {{name}}({row}, vocab) with the vocabulary {itos}", sizes=sizes)
+            for sizes, (itos, rows) in zip(SIZE_SETS["check_ids_to_tokens"], TOKEN_CASES) for row in rows]
 
 
 def _tokens_hint(passed: list, sizes: dict, message: str) -> str:
@@ -413,6 +398,22 @@ def _tokens_hint(passed: list, sizes: dict, message: str) -> str:
     hint = _hard_coded_hint(passed, sizes, message, "Read the ids of <s>, </s> and <pad> from the vocabulary.")
     return hint + (f"\nNote: in this vocabulary <s> is {itos.index(BOS)}, </s> is {itos.index(EOS)} and <pad> "
                    f"is {itos.index(PAD)}.")
+
+
+TOKENS = Declaration(
+    check="check_ids_to_tokens", function="ids_to_tokens", roles=("ids", "vocab"),
+    reference=lambda ids, vocab: ids_to_tokens(list(ids), vocab), probes=_tokens_probes, sizes_fix=_tokens_hint,
+    returns=Value("the tokens", kind="list", sequence=True, other=_not_tokens), consistent=True,
+    in_place="The caller uses the row again. Build a new list (a slice, ids[:end], is a new list) instead of "
+             "removing items from it (remove, pop, del).",
+    mistakes=(Mistake("", "ids, not tokens", find=_ids,
+                      example=lambda ids, vocab: [vocab[t] for t in ids_to_tokens(list(ids), vocab)]),
+              *(_tokens_mistake(mistake, message) for mistake, message in _TOKEN_MISTAKES)),
+    passed=lambda name: (
+        f"check_ids_to_tokens passed: {name} gives annotated.evaluation.ids_to_tokens's tokens for "
+        f"{sum(len(rows) for _, rows in TOKEN_CASES)} decoded rows of {len(TOKEN_CASES)} vocabularies: cut at the "
+        "first </s>, without <s> and <pad>, <unk> kept."),
+)
 
 
 def check_ids_to_tokens(ids_to_tokens_fn: Callable) -> None:
@@ -425,16 +426,7 @@ def check_ids_to_tokens(ids_to_tokens_fn: Callable) -> None:
     a cut at the last </s> (or after it), no cut, a stop at the first <pad>, <s> or <pad> (or
     both) kept, <unk> dropped, and the ids of the specials written into the code.
     """
-    name = _function(ids_to_tokens_fn, "check_ids_to_tokens", "ids_to_tokens")
-    sets = SIZE_SETS["check_ids_to_tokens"]
-    by_sizes = {_sizes(s): case for s, case in zip(sets, TOKEN_CASES)}
-    _run_on_all_sizes(lambda sizes: _check_tokens_once(ids_to_tokens_fn, name, *by_sizes[_sizes(sizes)]), sets,
-                      _tokens_hint)
-    print(
-        f"check_ids_to_tokens passed: {name} gives annotated.evaluation.ids_to_tokens's tokens for "
-        f"{sum(len(rows) for _, rows in TOKEN_CASES)} decoded rows of {len(TOKEN_CASES)} vocabularies: cut at the "
-        "first </s>, without <s> and <pad>, <unk> kept."
-    )
+    check(TOKENS, ids_to_tokens_fn)
 
 
 # ---------------------------------------------------------------- 11.3 s(Y) under teacher forcing
@@ -572,4 +564,4 @@ def check_sequence_scores(sequence_scores: Callable) -> None:
     check(SCORES, sequence_scores)
 
 
-DECLARATIONS = {"check_bleu": BLEU_CHECK, "check_sequence_scores": SCORES}
+DECLARATIONS = {"check_bleu": BLEU_CHECK, "check_ids_to_tokens": TOKENS, "check_sequence_scores": SCORES}
