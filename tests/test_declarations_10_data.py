@@ -83,3 +83,19 @@ def test_the_grader_names_a_row_of_ids_emptied_in_place_and_the_vocabulary_trave
     assert _graded(translation.TOKENS, translation.TOKENS.reference, tmp_path).verdict == "passed"
     verdict = _graded(translation.TOKENS, _remove_pads, tmp_path)
     assert "changed its first argument `ids` in place (now [1, 7, 8, 2])" in verdict.diagnosis, verdict
+
+
+def test_the_merge_steps_probes_follow_subword_nmts_merges_and_the_reference_makes_them():
+    probes = data.BPE_STEP.probes(None)
+    for words, merges in zip(data.BPE_CORPORA, data._MERGES):
+        assert data.subword_nmt_merges(words) == merges
+        steps = [p for p in probes if p.sizes == data.SIZE_SETS["check_bpe_merge_step"][data._MERGES.index(merges)]]
+        assert [data.BPE_STEP.reference(p.args[0])[0] for p in steps] == merges
+        for before, after in zip(steps, steps[1:]):  # each probe's corpus is the reference's merge of the one before
+            assert data.BPE_STEP.reference(before.args[0])[1] == after.args[0]
+
+
+def test_the_grader_judges_the_merge_step_from_the_kernels_record(tmp_path):
+    assert _graded(data.BPE_STEP, data._course_step, tmp_path).verdict == "passed"
+    verdict = _graded(data.BPE_STEP, data._wrong_step(merge_word=data._merge_first_only), tmp_path)
+    assert verdict.mistake == "the first occurrence only", verdict

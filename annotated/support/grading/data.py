@@ -6,8 +6,9 @@ which numbers tokens as torchtext does) and one word segmented by learned merges
 Every check runs toy corpora small enough to count by hand. ``check_build_vocab`` is a declaration
 (``annotated.support.grading.engine``), judged by the grader in its own process; the recorder
 describes a list argument after the call, so the specials extended in place are named there.
-``check_segment`` too, one probe per word. ``check_bpe_merge_step`` is still code run where the
-learner's function runs (not yet converted).
+``check_segment`` (one probe per word) and ``check_bpe_merge_step`` (one probe per merge, the
+course's corpus before it, a second call on the next) too; the merged corpus, a dict keyed by tuples of
+symbols, travels as data.
 """
 
 import contextlib
@@ -16,10 +17,8 @@ from collections import Counter
 from collections.abc import Callable
 
 from annotated.bpe import END, JOIN, BytePairEncoder, learn_bpe, merge, spell
-from annotated.support.grading.core import (
-    ExerciseFailed, _call, _function, _generic, _hard_coded_hint, _run_on_all_sizes, _sizes,
-)
-from annotated.support.grading.engine import Declaration, Mistake, Probe, Value, check
+from annotated.support.grading.core import _hard_coded_hint
+from annotated.support.grading.engine import Declaration, Items, Mistake, Probe, Value, check
 from annotated.vocab import SPECIALS, build_vocab_from_iterator
 
 # ---------------------------------------------------------------- the toy corpora
@@ -123,7 +122,211 @@ def _merge_as_text(symbols: tuple, pair: tuple) -> tuple:
     return tuple(" ".join(symbols).replace(" ".join(pair), "".join(pair)).split(" "))
 
 
-def _subword_nmt_merges(word_counts: dict) -> list[tuple[str, str]]:
+def _show(symbols) -> str:
+    return " ".join(symbols) if isinstance(symbols, tuple) else repr(symbols)
+
+
+def _course_step(corpus: dict) -> tuple:
+    """One merge as the course learns it: the most frequent pair (ties: the larger), merged in every word."""
+    pair = _best(_pair_counts(corpus))
+    return pair, {merge(symbols, pair): n for symbols, n in corpus.items()}
+
+
+def _across_words(corpus: dict) -> tuple[str, str]:
+    """The most frequent pair of the corpus's symbols in one row, across the words."""
+    row = [(symbol, n) for symbols, n in corpus.items() for symbol in symbols]
+    pairs = Counter()
+    for (a, n), (b, _) in zip(row, row[1:]):
+        pairs[a, b] += n
+    return _best(pairs)
+
+
+def _wrong_step(pick: Callable = lambda c: _best(_pair_counts(c)), merge_word: Callable = merge,
+                keys: Callable = lambda symbols: symbols, count: Callable = lambda n: n,
+                only_merged: bool = False) -> Callable:
+    """A bpe_merge_step with one mistake: the pair picked, a word merged, its key or its count."""
+    def bpe_merge_step(corpus):
+        pair = pick(corpus)
+        return pair, {keys(merge_word(symbols, pair)): count(n) for symbols, n in corpus.items()
+                      if not only_merged or pair in zip(symbols, symbols[1:])}
+    return bpe_merge_step
+
+
+def _at(p: Probe) -> str:
+    return f"at merge {p.tags['step']}"
+
+
+def _picked(test: Callable) -> Callable:
+    """A ``find`` on the learner's pair: ``test`` (pair, corpus, pair counts, best, probe) -> message or None."""
+    def find(found: dict, p: Probe) -> str | None:
+        pair, corpus = found["value"], p.args[0]
+        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+            return None
+        pairs = _pair_counts(corpus)
+        best = _best(pairs)
+        return None if tuple(pair) == best else test(tuple(pair), corpus, pairs, best, p)
+    return find
+
+
+def _tie(pair, corpus, pairs, best, p) -> str | None:
+    if pairs.get(pair) != pairs[best]:
+        return None
+    tied = [q for q in pairs if pairs[q] == pairs[best]]
+    why = []
+    if pair == max(pairs, key=pairs.__getitem__):  # max keeps the first of equal counts
+        why.append("the first one counted (what max(pairs, key=pairs.get) and Counter.most_common give)")
+    if pair == min(tied):
+        why.append("the smallest as Python compares tuples of strings")
+    return (f"{_at(p)} {', '.join(map(str, tied))} all occur {pairs[best]} times, and you took {pair}"
+            f"{', ' + ' and '.join(why) if why else ''}. The course and subword-nmt break a tie by taking "
+            f"the largest pair as Python compares tuples of strings, here {best}: "
+            "max(pairs, key=lambda pair: (pairs[pair], pair)).")
+
+
+def _per_word(pair, corpus, pairs, best, p) -> str | None:
+    if pair != _best(_pair_counts(corpus, weighted=False)):
+        return None
+    return (f"{_at(p)} you counted each word once: {pair} is in the most words, but {best} occurs "
+            f"{pairs[best]} times in the text against {pairs[pair]}. Weight every pair by the count of its "
+            "word: pairs[pair] += count.")
+
+
+def _once_per_word(pair, corpus, pairs, best, p) -> str | None:
+    if pair != _best(_pair_counts(corpus, once_per_word=True)):
+        return None
+    return (f"{_at(p)} you counted a pair once per word, however often the word holds it (a set of its "
+            "pairs?); 'a a a h' holds ('a', 'a') twice, and the course and subword-nmt count both, "
+            f"so {best} occurs {pairs[best]} times and {pair} {pairs.get(pair, 0)}. Count every item of "
+            "zip(symbols, symbols[1:]).")
+
+
+def _merged_find(test: Callable) -> Callable:
+    """A ``find`` on the learner's merged corpus: ``test`` (merged, expected, pair, probe) -> message or None."""
+    def find(found: dict, p: Probe) -> str | None:
+        pair, expected = _course_step(p.args[0])
+        merged = found["value"]
+        return None if not isinstance(merged, dict) or merged == expected else test(merged, expected, pair, p)
+    return find
+
+
+def _where(p: Probe, pair: tuple) -> str:
+    return f"{_at(p)} ({' + '.join(pair)})"
+
+
+def _keys(merged, expected, pair, p) -> str | None:
+    bad = [key for key in merged if not isinstance(key, tuple)]
+    return (f"{_where(p, pair)} the merged corpus has the key {bad[0]!r}; keep each word as a tuple of its "
+            "symbols, ('n', 'e', 'w', 'e', 'st</w>'), as in the input.") if bad else None
+
+
+def _missing(merged, expected, pair, p) -> str | None:
+    if len(merged) < len(expected) and all(expected.get(k) == n for k, n in merged.items()):
+        left_out = next(_show(k) for k in expected if k not in merged)
+        return (f"{_where(p, pair)} words are missing from the merged corpus (such as {left_out!r}): return every "
+                "word, merged or unchanged.")
+    return None
+
+
+def _recounted(merged, expected, pair, p) -> str | None:
+    if set(merged) != set(expected):
+        return None
+    word = next(k for k in expected if merged[k] != expected[k])
+    return (f"{_where(p, pair)} the word {_show(word)!r} has the count {merged[word]} instead of {expected[word]}: "
+            "a merge changes how a word is spelled, never how often it occurs.")
+
+
+_MERGE_MISTAKES = [
+    (_merge_without_skip, "overlapping pairs joined twice",
+     "you joined overlapping occurrences twice: in 'a a a' the pair ('a', 'a') occurs at positions 0 and 1, but "
+     "once the first two are joined the second a belongs to 'aa'. Scan left to right and skip both symbols of a "
+     "merged pair (i += 2), giving 'aa a'."),
+    (_merge_from_the_right, "merged from the right",
+     "you merged from the right: 'a a a' must become 'aa a', the leftmost occurrence first, as the course's merge "
+     "and subword-nmt do."),
+    (_merge_first_only, "the first occurrence only",
+     "you joined only the first occurrence of the pair in each word (a loop that stops at the first match, or "
+     "str.replace(..., 1)): a merge joins every occurrence, scanning the whole word left to right (skipping the "
+     "two symbols of each pair it joins)."),
+    (_merge_as_text, "str.replace on the text",
+     "you replaced the pair in the text of the word, with the symbols joined by spaces: str.replace does not see "
+     "where a symbol ends, so the text of the pair also matches the start of a longer symbol. Compare whole "
+     "symbols: (symbols[i], symbols[i + 1]) == pair."),
+]
+
+
+def _merge_mistake(wrong_merge: Callable, name: str, message: str) -> Mistake:
+    def text(p: Probe) -> str:
+        corpus, pair = p.args[0], _course_step(p.args[0])[0]
+        word = next(k for k in corpus if wrong_merge(k, pair) != merge(k, pair))
+        return (f"{_where(p, pair)} {message} Here {_show(word)!r} became {_show(wrong_merge(word, pair))!r} "
+                f"instead of {_show(merge(word, pair))!r}.")
+    return Mistake(text, name, like=_wrong_step(merge_word=wrong_merge), items=(1,))
+
+
+def _not_a_pair(found: dict, name: str, what: str) -> str:
+    hint = " (the two symbols apart, not joined)" if found.get("type") == "str" else ""
+    return (f"the pair {name} returns should be a tuple of two symbols, such as ('s', 't</w>'){hint}; got "
+            f"{found.get('value', found['type'])!r}")
+
+
+def _not_a_corpus(found: dict, name: str, what: str) -> str:
+    return (f"the second item {name} returns is {found['type']}; return the merged corpus as a dict, symbols (a "
+            "tuple) -> count, like its input.")
+
+
+def _bpe_probes(device: str | None) -> list[Probe]:
+    probes = []
+    for sizes, words, merges in zip(SIZE_SETS["check_bpe_merge_step"], BPE_CORPORA, _MERGES):
+        corpora = [{spell(word): n for word, n in words.items()}]
+        for pair in merges:
+            corpora.append({merge(symbols, pair): n for symbols, n in corpora[-1].items()})
+        probes += [Probe((corpora[k],), f"{{what}} of {{name}} at merge {k + 1} of {len(merges)} on the words "
+                         f"{list(words)}", sizes=sizes, tags=dict(step=k + 1),
+                         again=(corpora[k + 1] if k + 1 < len(merges) else corpora[0],),  # one with pairs left
+                         again_what="the merged corpus")
+                   for k in range(len(merges))]
+    return probes
+
+
+def _bpe_hint(passed: list, sizes: dict, message: str) -> str:
+    return _hard_coded_hint(passed, sizes, message,
+                            "Count the pairs of the corpus you are given, all its words.")
+
+
+BPE_STEP = Declaration(
+    check="check_bpe_merge_step", function="bpe_merge_step", roles=("corpus",), reference=_course_step,
+    probes=_bpe_probes, sizes_fix=_bpe_hint, consistent=True,
+    returns=Items((Value("the pair", kind="tuple", sequence=True, other=_not_a_pair),
+                   Value("the merged corpus", kind="dict", other=_not_a_corpus)),
+                  what="a pair (the merged pair, the merged corpus)", again_what="the merged corpus"),
+    in_place="Build a new dict and return it; the caller keeps using its own.",
+    mistakes=(
+        Mistake("", "a pair across two words", find=_picked(lambda pair, c, pairs, best, p: (
+            f"{_at(p)} your pair {pair} joins the end of one word ({pair[0]!r} ends in {END}) to the start of "
+            "another: pairs are counted inside each word only, zip(symbols, symbols[1:]) for each word of the corpus, "
+            "never across the words. (Merges never cross a word: a piece is part of one word.)")
+            if pair[0].endswith(END) else None), example=_wrong_step(pick=_across_words)),
+        Mistake("", "a tie broken another way", find=_picked(_tie),
+                example=_wrong_step(pick=lambda c: max(_pair_counts(c), key=_pair_counts(c).get))),
+        Mistake("", "each word counted once", find=_picked(_per_word),
+                example=_wrong_step(pick=lambda c: _best(_pair_counts(c, weighted=False)))),
+        Mistake("", "a pair counted once per word", find=_picked(_once_per_word),
+                example=_wrong_step(pick=lambda c: _best(_pair_counts(c, once_per_word=True)))),
+        Mistake("", "words as strings", find=_merged_find(_keys), item=1, example=_wrong_step(keys=" ".join)),
+        Mistake("", "words missing", find=_merged_find(_missing), item=1, example=_wrong_step(only_merged=True)),
+        Mistake("", "counts changed", find=_merged_find(_recounted), item=1, example=_wrong_step(count=lambda n: 1)),
+        *(_merge_mistake(*mistake) for mistake in _MERGE_MISTAKES),
+    ),
+    passed=lambda name: (
+        f"check_bpe_merge_step passed: step by step, {name} learns the merges of annotated.bpe.learn_bpe "
+        f"and of subword-nmt's learn_bpe, {' + '.join(str(len(m)) for m in _MERGES)} merges on "
+        f"{len(BPE_CORPORA)} toy corpora (a tie, a one-letter word, runs like 'a a a', a pair twice in "
+        "'h a h a h'), with the corpus after each merge."),
+)
+
+
+def subword_nmt_merges(word_counts: dict) -> list[tuple[str, str]]:
+    """subword-nmt's merges of ``word_counts`` (tests/test_declarations_10_data.py compares them with the probes')."""
     from subword_nmt.learn_bpe import learn_bpe as reference_learn_bpe
 
     codes = io.StringIO()
@@ -131,141 +334,6 @@ def _subword_nmt_merges(word_counts: dict) -> list[tuple[str, str]]:
     with contextlib.redirect_stderr(io.StringIO()):  # its progress bar
         reference_learn_bpe(lines, codes, 10_000, min_frequency=2, is_dict=True)
     return [tuple(line.split(" ")) for line in codes.getvalue().splitlines()[1:]]  # after "#version: 0.2"
-
-
-def _show(symbols) -> str:
-    return " ".join(symbols) if isinstance(symbols, tuple) else repr(symbols)
-
-
-def _check_pair(pair, corpus: dict, step: int) -> None:
-    pairs = _pair_counts(corpus)
-    best = _best(pairs)
-    if pair == best:
-        return
-    where = f"at merge {step}"
-    if pair[0].endswith(END):
-        raise ExerciseFailed(
-            f"{where} your pair {pair} joins the end of one word ({pair[0]!r} ends in {END}) to the start of "
-            "another: pairs are counted inside each word only, zip(symbols, symbols[1:]) for each word of "
-            "the corpus, never across the words. (Merges never cross a word: a piece is part of one word.)"
-        )
-    if pair not in pairs:
-        raise _generic(f"{where} your pair {pair} is not a pair of neighbouring symbols of any word; "
-                       f"the most frequent pair is {best}, {pairs[best]} times.")
-    if pairs[pair] == pairs[best]:
-        tied = [p for p in pairs if pairs[p] == pairs[best]]
-        why = []
-        if pair == max(pairs, key=pairs.__getitem__):  # max keeps the first of equal counts
-            why.append("the first one counted (what max(pairs, key=pairs.get) and Counter.most_common give)")
-        if pair == min(tied):
-            why.append("the smallest as Python compares tuples of strings")
-        raise ExerciseFailed(
-            f"{where} {', '.join(map(str, tied))} all occur {pairs[best]} times, and you took {pair}"
-            f"{', ' + ' and '.join(why) if why else ''}. The course and subword-nmt break a tie by taking "
-            f"the largest pair as Python compares tuples of strings, here {best}: "
-            "max(pairs, key=lambda pair: (pairs[pair], pair))."
-        )
-    if pair == _best(_pair_counts(corpus, weighted=False)):
-        raise ExerciseFailed(
-            f"{where} you counted each word once: {pair} is in the most words, but {best} occurs "
-            f"{pairs[best]} times in the text against {pairs[pair]}. Weight every pair by the count of its "
-            "word: pairs[pair] += count."
-        )
-    if pair == _best(_pair_counts(corpus, once_per_word=True)):
-        raise ExerciseFailed(
-            f"{where} you counted a pair once per word, however often the word holds it (a set of its "
-            "pairs?); 'a a a h' holds ('a', 'a') twice, and the course and subword-nmt count both, "
-            f"so {best} occurs {pairs[best]} times and {pair} {pairs[pair]}. Count every item of "
-            "zip(symbols, symbols[1:])."
-        )
-    raise _generic(f"{where} your pair {pair} occurs {pairs[pair]} times, but {best} occurs {pairs[best]} "
-                   "times: merge the most frequent pair, each word weighted by its count.")
-
-
-def _check_corpus(merged, corpus: dict, pair: tuple, step: int) -> None:
-    expected = {merge(symbols, pair): n for symbols, n in corpus.items()}
-    if not isinstance(merged, dict):
-        raise ExerciseFailed(f"the second item your function returns is {type(merged).__name__}; return "
-                             "the merged corpus as a dict, symbols (a tuple) -> count, like its input.")
-    if merged == expected:
-        return
-    where = f"at merge {step} ({' + '.join(pair)})"
-    bad_keys = [key for key in merged if not isinstance(key, tuple)]
-    if bad_keys:
-        raise ExerciseFailed(f"{where} the merged corpus has the key {bad_keys[0]!r}; keep each word as a "
-                             "tuple of its symbols, ('n', 'e', 'w', 'e', 'st</w>'), as in the input.")
-    if len(merged) < len(expected) and all(expected.get(k) == n for k, n in merged.items()):
-        left_out = next(_show(k) for k in expected if k not in merged)
-        raise ExerciseFailed(f"{where} words are missing from the merged corpus (such as {left_out!r}): "
-                             "return every word, merged or unchanged.")
-    if set(merged) == set(expected):
-        word = next(k for k in expected if merged[k] != expected[k])
-        raise ExerciseFailed(f"{where} the word {_show(word)!r} has the count {merged[word]} instead of "
-                             f"{expected[word]}: a merge changes how a word is spelled, never how often "
-                             "it occurs.")
-    mistakes = [
-        (_merge_without_skip, "you joined overlapping occurrences twice: in 'a a a' the pair ('a', 'a') "
-                              "occurs at positions 0 and 1, but once the first two are joined the second "
-                              "a belongs to 'aa'. Scan left to right and skip both symbols of a merged "
-                              "pair (i += 2), giving 'aa a'."),
-        (_merge_from_the_right, "you merged from the right: 'a a a' must become 'aa a', the leftmost "
-                                "occurrence first, as the course's merge and subword-nmt do."),
-        (_merge_first_only, "you joined only the first occurrence of the pair in each word (a loop that "
-                            "stops at the first match, or str.replace(..., 1)): a merge joins every "
-                            "occurrence, scanning the whole word left to right (skipping the two symbols "
-                            "of each pair it joins)."),
-        (_merge_as_text, "you replaced the pair in the text of the word, with the symbols joined by spaces: "
-                         "str.replace does not see where a symbol ends, so the text of the pair also "
-                         "matches the start of a longer symbol. Compare whole symbols: (symbols[i], "
-                         "symbols[i + 1]) == pair."),
-    ]
-    for wrong_merge, message in mistakes:
-        if merged == {wrong_merge(symbols, pair): n for symbols, n in corpus.items()}:
-            word = next(k for k in corpus if wrong_merge(k, pair) != merge(k, pair))
-            wrong = _show(wrong_merge(word, pair))
-            raise ExerciseFailed(f"{where} {message} Here {_show(word)!r} became {wrong!r} instead of "
-                                 f"{_show(merge(word, pair))!r}.")
-    word = next((k for k in corpus if merge(k, pair) not in merged), None)
-    detail = (f"the word {_show(word)!r} should become {_show(merge(word, pair))!r}" if word is not None
-              else "it holds words that the corpus did not")
-    raise _generic(f"{where} your merged corpus differs from the course's merge: {detail}.")
-
-
-def _check_bpe_once(fn: Callable, name: str, word_counts: dict, merges: list) -> None:
-    corpus = {spell(word): n for word, n in word_counts.items()}
-    returned = None  # the dict returned at the merge before, and a copy of it
-    for step, best in enumerate(merges, start=1):
-        given = dict(corpus)
-        result = _call(fn, given, roles=("corpus",))
-        if given != corpus:
-            raise ExerciseFailed(f"{name} changed the corpus it was given (at merge {step}): build a new "
-                                 "dict and return it; the caller keeps using its own.")
-        if returned is not None and returned[0] != returned[1]:
-            raise ExerciseFailed(
-                f"the merged corpus {name} returned at merge {step - 1} changed when it was called again, "
-                f"at merge {step}: your function returns the same dict every time (one created outside it, "
-                "emptied and refilled), so each call overwrites the result of the one before; learning "
-                "passes that result back in as the next corpus. Build a new dict in every call."
-            )
-        if not isinstance(result, tuple) or len(result) != 2:
-            got = (f"a {type(result).__name__} of {len(result)} items" if isinstance(result, (tuple, list))
-                   else type(result).__name__)
-            raise ExerciseFailed(f"{name} should return a pair (the merged pair, the merged corpus), "
-                                 f"got {got}")
-        pair, merged = result
-        if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and all(isinstance(s, str) for s in pair)):
-            hint = " (the two symbols apart, not joined)" if isinstance(pair, str) else ""
-            raise ExerciseFailed(f"the pair {name} returns should be a tuple of two symbols, such as "
-                                 f"('s', 't</w>'){hint}; got {pair!r}")
-        pair = tuple(pair)
-        _check_pair(pair, corpus, step)
-        _check_corpus(merged, corpus, pair, step)
-        returned, corpus = (merged, dict(merged)), dict(merged)
-
-
-def _bpe_hint(passed: list, sizes: dict, message: str) -> str:
-    return _hard_coded_hint(passed, sizes, message,
-                            "Count the pairs of the corpus you are given, all its words.")
 
 
 def check_bpe_merge_step(bpe_merge_step: Callable) -> None:
@@ -280,22 +348,7 @@ def check_bpe_merge_step(bpe_merge_step: Callable) -> None:
     str.replace on the spelled word, the same dict returned (and overwritten) at every call,
     and code that only works on one corpus.
     """
-    name = _function(bpe_merge_step, "check_bpe_merge_step", "bpe_merge_step")
-    for words, merges in zip(BPE_CORPORA, _MERGES):
-        if _subword_nmt_merges(words) != merges:
-            raise RuntimeError(f"annotated.bpe.learn_bpe and subword-nmt disagree on {words}")
-    sets = SIZE_SETS["check_bpe_merge_step"]
-    by_sizes = {_sizes(s): (w, m) for s, w, m in zip(sets, BPE_CORPORA, _MERGES)}
-    _run_on_all_sizes(lambda sizes: _check_bpe_once(bpe_merge_step, name, *by_sizes[_sizes(sizes)]),
-                      sets, _bpe_hint)
-    print(
-        f"check_bpe_merge_step passed: step by step, {name} learns the merges of annotated.bpe.learn_bpe "
-        f"and of subword-nmt's learn_bpe, {' + '.join(str(len(m)) for m in _MERGES)} merges on "
-        f"{len(BPE_CORPORA)} toy corpora (a tie, a one-letter word, runs like 'a a a', a pair twice in "
-        "'h a h a h'), with the corpus after each merge."
-    )
-
-
+    check(BPE_STEP, bpe_merge_step)
 
 
 # ---------------------------------------------------------------- 10.2 the vocabulary
@@ -567,4 +620,4 @@ def check_segment(segment: Callable) -> None:
     check(SEGMENT, segment)
 
 
-DECLARATIONS = {d.check: d for d in (BUILD_VOCAB, SEGMENT)}
+DECLARATIONS = {d.check: d for d in (BPE_STEP, BUILD_VOCAB, SEGMENT)}

@@ -130,7 +130,7 @@ class Value:
     asks for "a number", and whatever float(), int() or bool() reads as one number of the
     kind (a 0-d tensor too) passes. ``numpy``: a NumPy number of the kind passes too (np.integer
     for an int, np.floating for a float: what NumPy's sums return), a tensor still does not.
-    ``sequence``: a tuple passes where a list is asked (read as a list). ``other``: (result as
+    ``sequence``: a tuple passes where a list is asked, a list where a tuple is (read as the kind asked). ``other``: (result as
     data, name, what) -> the message for a result of another type, or None for the engine's.
     ``find`` mistakes read ``found["value"]``."""
 
@@ -364,8 +364,8 @@ def _read(contract, found: dict):
         return found["values"]
     if found["kind"] == "value" and found["type"] == contract.kind:
         return found["value"]
-    if contract.sequence and found["kind"] == "value" and (found["type"], contract.kind) == ("tuple", "list"):
-        return list(found["value"])
+    if contract.sequence and found["kind"] == "value" and {found["type"], contract.kind} == {"tuple", "list"}:
+        return (list if contract.kind == "list" else tuple)(found["value"])
     if contract.numpy and _numpy_number(found, contract.kind) is not None:
         return _numpy_number(found, contract.kind)
     return _number(found, contract.kind) if contract.numbers and contract.kind in ("float", "int", "bool") else None
@@ -506,7 +506,7 @@ def _not_plain(contract: Value, found: dict, name: str, what: str) -> Failure | 
     a tensor)."""
     if found["kind"] == "value" and found["type"] == contract.kind:
         return None
-    if contract.sequence and found["kind"] == "value" and (found["type"], contract.kind) == ("tuple", "list"):
+    if contract.sequence and found["kind"] == "value" and {found["type"], contract.kind} == {"tuple", "list"}:
         return None
     if contract.numbers and _number(found, contract.kind) is not None:
         return None
