@@ -123,3 +123,30 @@ def test_a_dict_keyed_by_tuples_of_symbols_is_a_plain_value():
     found = record.describe({("l", "o", "w</w>"): 5, ("a",): 1})
     assert found["kind"] == "value" and found["value"] == {("l", "o", "w</w>"): 5, ("a",): 1}
     assert record.describe({(torch.tensor(1),): 1})["kind"] == "object"
+
+
+# ---------------------------------------------------------------- sets
+
+
+REJECTED = Declaration(
+    check="check_small", function="small", roles=("p_values",),
+    reference=lambda p_values: {k for k, p in p_values.items() if p < 0.05},
+    probes=lambda device: [Probe(({"A1": 0.01, ("B8", "BLEU"): 0.02, "E": 0.5},), "{what} of {name}(p_values)")],
+    returns=Value("the names", kind="set"))
+
+
+@pytest.mark.parametrize("fn, message", [
+    (lambda p_values: {k for k, p in p_values.items() if p < 0.05}, None),
+    (lambda p_values: frozenset(k for k, p in p_values.items() if p < 0.05), None),
+    (lambda p_values: {k for k, p in p_values.items() if p < 0.015}, r"mismatch in the names .*\{'A1'\} instead of"),
+    (lambda p_values: [k for k, p in p_values.items() if p < 0.05], r"should return the names as a set, got a list"),
+])
+def test_a_set_travels_as_its_sorted_items_and_is_compared_as_a_set(fn, message, tmp_path):
+    got = _both(REJECTED, fn, tmp_path)
+    assert (got is None) if message is None else (got is not None and __import__("re").search(message, got)), got
+
+
+def test_a_set_is_described_as_its_items_sorted():
+    found = record.describe({"b", ("a", "x"), "a"})
+    assert (found["kind"], found["type"], found["length"]) == ("value", "set", 3)
+    assert found["value"] == sorted(["b", ("a", "x"), "a"], key=repr)

@@ -396,7 +396,7 @@ WRONG_ANSWERS = [
     (check_holm, holm_as_list, r"returned a list; return a set of the rejected names"),
     (check_holm, holm_p_values, r"your set holds the p-values themselves"),
     (check_holm, holm_positions, r"your set holds positions"),
-    (check_holm, holm_popping, r"changed p_values in place"),
+    (check_holm, holm_popping, r"changed its first argument `p_values` in place \(now .*sorted\(p_values\.items\(\)"),
     (check_holm, holm_without_alpha, r"(?s)raised TypeError.*give your function the parameters of the exercise's"),
     (check_holm, holm_comparisons_written_in,
      r"(?s)Hint: the same function passed with \(comparisons=8\) but not with \(comparisons=5\): is a size written "

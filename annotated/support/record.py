@@ -48,8 +48,9 @@ _NOT_PLAIN = object()
 
 def _plain(value, budget: list):
     """``value`` as built-in bools, ints, floats, strings, None, lists, tuples and dicts (a NumPy
-    float64 or a str subclass becomes its built-in base), or None when it holds anything else or
-    more than the budget ([numbers and strings left, characters left])."""
+    float64 or a str subclass becomes its built-in base; a set of plain items the sorted list of
+    them), or None when it holds anything else or more than the budget ([numbers and strings
+    left, characters left])."""
     if value is None:
         return value
     for kind in _PLAIN:
@@ -57,6 +58,9 @@ def _plain(value, budget: list):
             budget[0] -= 1
             budget[1] -= len(value) if kind is str else 0
             return kind(value) if budget[0] >= 0 and budget[1] >= 0 else _NOT_PLAIN
+    if isinstance(value, (set, frozenset)):  # a set as the sorted list of its items (describe says it was a set)
+        items = [_plain(item, budget) for item in value]
+        return _NOT_PLAIN if any(item is _NOT_PLAIN or not _key(item) for item in items) else sorted(items, key=repr)
     if type(value) in (list, tuple) or isinstance(value, dict):
         items = value.items() if isinstance(value, dict) else enumerate(value)
         out = {}
@@ -74,6 +78,8 @@ def _key(key) -> bool:
 
 
 def _kind(value) -> str:
+    if isinstance(value, (set, frozenset)):
+        return "set"
     return next((k.__name__ for k in (*_PLAIN, list, tuple, dict) if isinstance(value, k)), type(value).__name__)
 
 
@@ -81,7 +87,8 @@ def describe(value, depth: int = 0, on: tuple | None = None) -> dict:
     """``value`` as data: a tensor with its dtype, device, layout, shape, whether it requires grad
     and its numbers (a dense CPU copy; none for 'meta' or huge tensors); a plain value (bools,
     numbers, strings, None, and lists, tuples and dicts of them, up to ``MAX_PLAIN`` numbers and
-    strings) as itself, with its built-in type and its own class; another tuple or list with its
+    strings) as itself, with its built-in type and its own class (a set as its items sorted, type
+    "set"); another tuple or list with its
     first 32 items; a module by its class, its parameters' shapes, its mode and, given ``on``, the
     output of calling it on those arguments; anything else by its type (and its value, for a NumPy
     number)."""
@@ -100,7 +107,7 @@ def describe(value, depth: int = 0, on: tuple | None = None) -> dict:
     plain = _plain(value, [MAX_PLAIN, MAX_CHARS])
     if plain is not _NOT_PLAIN:
         found = {"kind": "value", "type": _kind(value), "class": type(value).__name__, "value": plain}
-        if isinstance(value, (list, tuple, dict, str)):
+        if isinstance(value, (list, tuple, dict, str, set, frozenset)):
             found["length"] = len(value)
         return found
     if isinstance(value, (tuple, list)) and depth < 4:

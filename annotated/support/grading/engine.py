@@ -121,8 +121,9 @@ class Tensor:
 class Value:
     """A result that is a plain value: a number, a bool, a string, None, or a list, tuple or dict
     of them (a learning rate, a rank, a list of tokens, a vocabulary, a pair (statistic,
-    p_value)). ``kind``: its built-in type, "float", "int", "bool", "str", "list", "tuple" or
-    "dict" (a bool is not an int here, a NumPy float64 is a float). It must equal the
+    p_value)). ``kind``: its built-in type, "float", "int", "bool", "str", "list", "tuple",
+    "dict" or "set" (a bool is not an int here, a NumPy float64 is a float; a set travels as its
+    sorted items, and a frozenset is a set). It must equal the
     reference's exactly, item by item: a float within ``precision`` (absolute, rtol 0) when
     given, NaN equal to NaN, an int where a float is expected as the same number. A tensor of
     one number, a NumPy float32 or an int where a float is asked is the wrong type (the exercise
@@ -222,6 +223,7 @@ class Declaration:
     sizes_fix: str | Callable = ""  # how to read a size rather than write it, for the hint (or the hint itself)
     in_place: str = ""              # what to do instead of changing an argument in place, when not the engine's
     consistent: bool = False        # a mistake by like is named only where it explains the learner's whole set
+    errors_first: bool = False      # (consistent) an exception in a set is named before its wrong numbers
 
 
 class Failure(ExerciseFailed):
@@ -363,7 +365,7 @@ def _read(contract, found: dict):
     if not isinstance(contract, Value):
         return found["values"]
     if found["kind"] == "value" and found["type"] == contract.kind:
-        return found["value"]
+        return set(found["value"]) if contract.kind == "set" else found["value"]
     if contract.sequence and found["kind"] == "value" and {found["type"], contract.kind} == {"tuple", "list"}:
         return (list if contract.kind == "list" else tuple)(found["value"])
     if contract.numpy and _numpy_number(found, contract.kind) is not None:
@@ -1165,14 +1167,27 @@ def run(decl: Declaration, fn, device: str | None = None) -> str:
                 records.append(_recorded(fn, probe))
             done = records[k]
             try:
-                judge(decl, probe, done, name, signature, source=source, earlier=passed,
-                      later=_later(probes, records, k))
+                _judge_set(decl, probes, records, k, name, signature, source, passed)
             except Failure as failure:
                 failed = _with_sizes_hint(failure, sets.passed, probe.sizes, decl.sizes_fix)
                 raise failed from done.get("_error")  # the learner's exception, kept for a debugger
             sets.done(probe)
             passed.append(probe)
     return passed_line(decl, name)
+
+
+def _judge_set(decl: Declaration, probes: list, records: list, k: int, name: str, signature, source, passed: list):
+    """Judge the k-th recorded call; with ``decl.errors_first``, a later call of the same set that raised
+    is reported before the wrong numbers of this one (as a check that calls a whole set first)."""
+    try:
+        judge(decl, probes[k], records[k], name, signature, source=source, earlier=passed,
+              later=_later(probes, records, k))
+    except Failure:
+        if decl.errors_first and "raised" not in records[k]:
+            for j in range(k + 1, len(records)):
+                if probes[j].sizes is not None and probes[j].sizes == probes[k].sizes and "raised" in records[j]:
+                    judge(decl, probes[j], records[j], name, signature, source=source)
+        raise
 
 
 def _recorded(fn, probe: Probe) -> dict:
@@ -1237,8 +1252,7 @@ def judge_record(decl: Declaration, probes: list, record: dict) -> Verdict:
     with torch.random.fork_rng(devices=[]):
         for k, (probe, done) in enumerate(zip(probes, record["calls"])):
             try:
-                judge(decl, probe, done, name, signature, source=source, earlier=passed,
-                      later=_later(probes, record["calls"], k))
+                _judge_set(decl, probes, record["calls"], k, name, signature, source, passed)
             except Failure as failure:
                 failure = _with_sizes_hint(failure, sets.passed, probe.sizes, decl.sizes_fix)
                 verdict = "not attempted" if failure.name == "not done" else "failed"

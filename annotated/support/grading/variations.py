@@ -10,10 +10,13 @@ seeds - 1; Holm's correction on made-up tables of p-values placed so that every 
 another set than the rule, with the default alpha and others, and on p-values exactly at their
 threshold (numbers exact in binary floating point), which are rejected.
 
-The count is a declaration (``annotated.support.grading.engine``, an int), judged by the grader in its
-own process; ``check_paired_test`` and ``check_holm`` are still code run where the learner's function
-runs: they must see a list or dict argument changed in place (a sort, a pop), which the recorder does
-not describe, and holm returns a set, which is no plain value the engine compares yet.
+The count (an int, a NumPy integer accepted) and Holm's correction (a set, one probe per table, a known
+mistake named only where it explains the learner's whole set) are declarations
+(``annotated.support.grading.engine``), judged by the grader in its own process; the recorder describes
+the p_values dict after each call, so a pop is named. ``check_paired_test`` is still code run where the
+learner's function runs: its dict may hold 0-d tensors and NumPy numbers, compared within 1e-4 relatively,
+and its mistakes (one recipe in the interval, another in the p-value) are told apart over a whole set of
+cases, which one probe's result does not show.
 """
 
 import copy
@@ -22,7 +25,6 @@ import math
 import numbers
 import statistics
 from collections.abc import Callable, Mapping
-from collections.abc import Set as AbstractSet
 
 import torch
 from scipy import stats
@@ -688,65 +690,110 @@ _HOLM_HINTS = (
 )
 
 
-def _holm_call(fn: Callable, name: str, case: tuple) -> tuple[set, str]:
-    p_values, alpha = case
-    args = (p_values,) if alpha is None else (p_values, alpha)
-    call = f"{name}({', '.join(_show(a) for a in args)})"
-    given = copy.deepcopy(p_values)
-    try:
-        result = _call(fn, given, *args[1:], hints=_HOLM_HINTS, roles=("p_values", "alpha"))
-    except ExerciseFailed as err:
-        if _HOLM_HINTS[0][1] in str(err):  # the cause is named: not a size written in
-            err.generic = False
-        raise
-    _unchanged(call, p_values, given, "p_values",
-               "a sorted list of its items, sorted(p_values.items(), key=...), rather than pop or del on the dict")
-    if result is None:
-        raise ExerciseFailed(f"{call} returned None: did you forget the `return` of the set?")
-    if not isinstance(result, AbstractSet):
-        what = type(result).__name__
-        raise ExerciseFailed(
-            f"{call} returned a {what}; return a set of the rejected names, set() when none is (the notebook "
-            f"asks `key in rejected`{', and a dict is not the names alone' if isinstance(result, Mapping) else ''})."
-        )
-    strangers = [x for x in result if x not in p_values]
-    if strangers:
-        numbers_only = all(isinstance(x, numbers.Number) and not isinstance(x, bool) for x in result)
-        if numbers_only and all(x in p_values.values() for x in result):
-            why = "your set holds the p-values themselves; return the names (the keys of p_values) of the rejected ones"
-        elif numbers_only and all(isinstance(x, numbers.Integral) for x in result):
-            why = ("your set holds positions (the k of the sorted order); return the names (the keys of p_values) "
-                   "of the rejected ones")
-        else:
-            why = "return names that are keys of p_values"
-        raise ExerciseFailed(f"{call} returned {_show(result)}, with {_show(strangers[0])}, which is not a key of "
-                             f"p_values: {why}.")
-    return set(result), call
+def _listed(names, p_values: dict) -> list:
+    return sorted(names, key=lambda n: p_values[n])
 
 
-def _holm_once(fn: Callable, name: str, sizes: dict) -> None:
-    cases = HOLM_CASES[HOLM_SIZES.index(sizes)]
-    results = [_holm_call(fn, name, case) for case in cases]
-    got = [r for r, _ in results]
-    expected = [holm(p, FAMILY_ALPHA if a is None else a) for p, a in cases]
-    if got == expected:
-        return
-    wrong = next(i for i, (g, e) in enumerate(zip(got, expected)) if g != e)
-    p_values, alpha = cases[wrong]
-    listed = lambda names: sorted(names, key=lambda n: p_values[n])  # noqa: E731
-    alpha = FAMILY_ALPHA if alpha is None else alpha
-    where = (f"{results[wrong][1]} returned {_show(listed(got[wrong]))}; Holm's correction rejects "
-             f"{_show(listed(expected[wrong]))} (m = {len(p_values)}, alpha = {alpha})")
-    for how, message in _HOLM_MISTAKES:
-        if all(g == _holm_variant(p, FAMILY_ALPHA if a is None else a, how) for g, (p, a) in zip(got, cases)):
-            raise ExerciseFailed(f"{where}: {message}.")
-    if all(g == e for g, e, (_, a) in zip(got, expected, cases) if a is not None):
-        raise ExerciseFailed(
-            f"{where}: your function is right whenever alpha is given, and wrong when it is left out: its default "
-            f"must be alpha=0.05, the notebook's FAMILY_ALPHA (the def line of the exercise)."
-        )
-    raise _generic(f"{where}. Sort the p-values from the smallest; the k-th of m (k from 1) is rejected when p <= "
-                   "alpha / (m - k + 1); stop at the first that is not.")
+def _holm_where(p: Probe, got) -> str:
+    p_values = p.args[0]
+    alpha = p.args[1] if len(p.args) > 1 else FAMILY_ALPHA
+    return (f"holm({', '.join(_show(a) for a in p.args)}) returned {_show(_listed(got, p_values))}; Holm's correction "
+            f"rejects {_show(_listed(holm(p_values, alpha), p_values))} (m = {len(p_values)}, alpha = {alpha})")
+
+
+def _holm_mistake(how: str, message: str) -> Mistake:
+    def wrong(p_values, alpha=FAMILY_ALPHA):
+        return _holm_variant(p_values, alpha, how)
+    return Mistake(lambda p: f"{_holm_where(p, wrong(*p.args))}: {message}.", how, like=wrong)
+
+
+def _holm_strict(p_values, alpha=FAMILY_ALPHA):
+    """p < threshold: a p-value exactly at its threshold kept."""
+    rejected = set()
+    for k, (name, p) in enumerate(sorted(p_values.items(), key=lambda item: item[1])):
+        if p >= alpha / (len(p_values) - k):
+            break
+        rejected.add(name)
+    return rejected
+
+
+def _at_threshold(p: Probe) -> str:
+    p_values, alpha = p.args[0], p.args[1] if len(p.args) > 1 else FAMILY_ALPHA
+    m, listed = len(p_values), _listed(holm(p_values, alpha), p_values)
+    on = [name for k, name in enumerate(listed) if p_values[name] == alpha / (m - k)]
+    return (f"holm({', '.join(_show(a) for a in p.args)}) returned {_show(_listed(_holm_strict(*p.args), p_values))}; "
+            f"Holm's correction rejects {_show(listed)}: with alpha = {alpha} and m = {m} the thresholds are "
+            f"{', '.join(f'{alpha / (m - k):.4g}' for k in range(m))}, and the p-value of {_show(on[0])}, "
+            f"{p_values[on[0]]}, is exactly at its own; {_HOLM_EQUAL}.")
+
+
+def _strangers(test: Callable) -> Callable:
+    """A ``find``: names in the learner's set that are not keys of p_values, and ``test`` (them, the set,
+    p_values) -> why, or None."""
+    def find(found: dict, p: Probe) -> str | None:
+        got, p_values = found["value"], p.args[0]
+        strangers = [x for x in got if x not in p_values]
+        why = test(strangers, got, p_values) if strangers else None
+        return (f"holm({', '.join(_show(a) for a in p.args)}) returned {_show(got)}, with {_show(strangers[0])}, "
+                f"which is not a key of p_values: {why}.") if why else None
+    return find
+
+
+def _numbers_only(got) -> bool:
+    return all(isinstance(x, numbers.Number) and not isinstance(x, bool) for x in got)
+
+
+def _holm_other_default(p_values, alpha=0.1):
+    return holm(p_values, alpha)
+
+
+def _not_a_set(found: dict, name: str, what: str) -> str:
+    mapping = ", and a dict is not the names alone" if found.get("type") == "dict" else ""
+    return (f"{name} returned a {found['type']}; return a set of the rejected names, set() when none is (the "
+            f"notebook asks `key in rejected`{mapping}).")
+
+
+def _holm_probes(device: str | None) -> list[Probe]:
+    probes = [Probe(args, f"{{what}} of {{name}}({', '.join(_show(a) for a in args)})", sizes=sizes,
+                    hints=_HOLM_HINTS)
+              for sizes, cases in zip(HOLM_SIZES, HOLM_CASES)
+              for args in ((p,) if a is None else (p, a) for p, a in cases)]
+    return probes + [Probe(case, f"{{what}} of {{name}}({', '.join(_show(a) for a in case)}) (p-values at their "
+                           "threshold)", hints=_HOLM_HINTS, tags=dict(edge=True)) for case in HOLM_EDGES]
+
+
+HOLM = Declaration(
+    check="check_holm", function="holm", roles=("p_values", "alpha"), reference=holm, probes=_holm_probes,
+    returns=Value("the rejected names", kind="set", other=_not_a_set), consistent=True, errors_first=True,
+    sizes_fix=_hint("Use len(p_values), the number of comparisons you are given."),
+    in_place="Work on copies: a sorted list of its items, sorted(p_values.items(), key=...), rather than pop or del "
+             "on the dict.",
+    mistakes=(
+        Mistake("", "the p-values, not the names", find=_strangers(
+            lambda strangers, got, p_values: "your set holds the p-values themselves; return the names (the keys of "
+            "p_values) of the rejected ones" if _numbers_only(got) and all(x in p_values.values() for x in got)
+            else None), example=lambda p_values, alpha=0.05: {p_values[n] for n in holm(p_values, alpha)}),
+        Mistake("", "positions, not the names", find=_strangers(
+            lambda strangers, got, p_values: "your set holds positions (the k of the sorted order); return the names "
+            "(the keys of p_values) of the rejected ones" if _numbers_only(got) and all(
+                isinstance(x, numbers.Integral) for x in got) else None),
+            example=lambda p_values, alpha=0.05: set(range(len(holm(p_values, alpha))))),
+        Mistake("", "names not of p_values", find=_strangers(lambda *_: "return names that are keys of p_values"),
+                example=lambda p_values, alpha=0.05: {str(n) + "!" for n in holm(p_values, alpha)}),
+        *(_holm_mistake(how, message) for how, message in _HOLM_MISTAKES),
+        Mistake(_at_threshold, "a p-value at its threshold kept", like=_holm_strict),
+        Mistake(lambda p: f"{_holm_where(p, set())}: your function is right whenever alpha is given, and wrong when "
+                "it is left out: its default must be alpha=0.05, the notebook's FAMILY_ALPHA (the def line of the "
+                "exercise).", "another default", source=r"\balpha = (?!0\.05 \))[\d.]+ \)",
+                when=lambda p: len(p.args) == 1, example=_holm_other_default),
+    ),
+    passed=lambda name: (
+        f"check_holm passed: {name} rejects what the course's holm does on "
+        f"{sum(map(len, HOLM_CASES)) + len(HOLM_EDGES)} tables of p-values "
+        f"({', '.join(str(s['comparisons']) for s in HOLM_SIZES)} and 4 comparisons, alpha 0.05 by default or "
+        "given), stepping down from the smallest against alpha / m, alpha / (m - 1), ... and stopping at the first "
+        "that fails; p-values at their threshold are rejected."),
+)
 
 
 def check_holm(holm_fn: Callable) -> None:
@@ -763,33 +810,7 @@ def check_holm(holm_fn: Callable) -> None:
     descending order; the names of the comparisons not rejected; alpha ignored (0.05 written into the code),
     or a default other than 0.05; a p-value at its threshold kept (< for <=); p_values changed in place
     (popped); the number of comparisons written into the code."""
-    name = _function(holm_fn, "check_holm", "holm")
-    _run_on_all_sizes(lambda sizes: _holm_once(holm_fn, name, sizes), HOLM_SIZES,
-                      _hint("Use len(p_values), the number of comparisons you are given."))
-    for case in HOLM_EDGES:
-        got, call = _holm_call(holm_fn, name, case)
-        expected = holm(*case)
-        if got != expected:
-            p_values, alpha = case
-            listed = sorted(expected, key=lambda n: p_values[n])
-            if got < expected:
-                m = len(p_values)
-                on = [name for k, name in enumerate(listed) if p_values[name] == alpha / (m - k)]
-                raise ExerciseFailed(
-                    f"{call} returned {_show(sorted(got, key=lambda n: p_values[n]))}; Holm's correction rejects "
-                    f"{_show(listed)}: with alpha = {alpha} and m = {m} the thresholds are "
-                    f"{', '.join(f'{alpha / (m - k):.4g}' for k in range(m))}, and the p-value of {_show(on[0])}, "
-                    f"{p_values[on[0]]}, is exactly at its own; {_HOLM_EQUAL}."
-                )
-            raise _generic(f"{call} returned {_show(sorted(got, key=lambda n: p_values[n]))}; Holm's correction "
-                           f"rejects {_show(listed)}.")
-    cases = sum(map(len, HOLM_CASES)) + len(HOLM_EDGES)
-    print(
-        f"check_holm passed: {name} rejects what the course's holm does on {cases} tables of p-values "
-        f"({', '.join(str(s['comparisons']) for s in HOLM_SIZES)} and 4 comparisons, alpha 0.05 by default or "
-        "given), stepping down from the smallest against alpha / m, alpha / (m - 1), ... and stopping at the first "
-        "that fails; p-values at their threshold are rejected."
-    )
+    check(HOLM, holm_fn)
 
 
-DECLARATIONS = {d.check: d for d in (ROW,)}
+DECLARATIONS = {d.check: d for d in (ROW, HOLM)}
