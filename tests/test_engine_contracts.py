@@ -150,3 +150,20 @@ def test_a_set_is_described_as_its_items_sorted():
     found = record.describe({"b", ("a", "x"), "a"})
     assert (found["kind"], found["type"], found["length"]) == ("value", "set", 3)
     assert found["value"] == sorted(["b", ("a", "x"), "a"], key=repr)
+
+
+# ---------------------------------------------------------------- modules with tied weights
+
+
+def test_a_built_module_with_tied_weights_arrives_tied_and_computes_the_same(tmp_path):
+    model = record.build("annotated.support.grading.training._teacher_model", sizes={"vocab": 11})
+    assert model.generator.proj.weight is model.tgt_embed[0].lut.weight
+    torch.save({"model": record.encode(model)}, tmp_path / "plan.pt")
+    again = record.decode(torch.load(tmp_path / "plan.pt", weights_only=True)["model"])
+    assert again.generator.proj.weight is again.tgt_embed[0].lut.weight  # one tensor, as in the original
+    assert [n for n, _ in again.named_parameters()] == [n for n, _ in model.named_parameters()]
+    for (n, a), (_, b) in zip(model.state_dict().items(), again.state_dict().items()):
+        assert torch.equal(a, b), n
+    src = torch.tensor([[1, 4, 5, 2]])
+    with torch.no_grad():
+        assert torch.equal(model.encode(src, None), again.encode(src, None))

@@ -180,15 +180,20 @@ def encode(value):
     """An argument of a probe as data: a tensor with its layout in memory (the numbers of the
     part of its storage it spans, its strides and offset), so that a transposed view arrives as
     one; on 'meta' by its shape and dtype alone. A module or a function made by :func:`build`
-    by its recipe; a function of annotated or torch by its dotted name (a functools.partial of
+    by its recipe (a module with its weights, and the names that share one: tied weights); a
+    function of annotated or torch by its dotted name (a functools.partial of
     one with its arguments); a dict with its keys as they are (strings, numbers)."""
     recipe = getattr(value, "_recipe", None)
     if recipe is not None:
         found = {"build": recipe["build"], "kwargs": encode(recipe["kwargs"])}
         if isinstance(value, torch.nn.Module):
+            names: dict = {}  # a tensor held under several names (tied weights): its names, to tie them again
+            for k, v in value.state_dict(keep_vars=True).items():
+                names.setdefault(id(v), []).append(k)
             found |= {"state": {k: encode(v) for k, v in value.state_dict().items()},
                       "requires_grad": {n: t.requires_grad for n, t in value.named_parameters()},
-                      "training": {n: m.training for n, m in value.named_modules()}}
+                      "training": {n: m.training for n, m in value.named_modules()},
+                      "tied": [group for group in names.values() if len(group) > 1]}
         return found
     if isinstance(value, functools.partial) and _path(value.func):
         return {"call": _path(value.func), "args": encode(value.args), "kwargs": encode(value.keywords)}
@@ -249,6 +254,12 @@ def decode(value):
         made = build(value["build"], **decode(value["kwargs"]))
         if isinstance(made, torch.nn.Module):
             made.load_state_dict({k: decode(v) for k, v in value["state"].items()}, assign=True)
+            for first, *others in value.get("tied", []):  # assign=True made one tensor per name: one again
+                shared = made.get_parameter(first) if first in dict(made.named_parameters()) else made.get_buffer(
+                    first)
+                for name in others:
+                    owner, _, attribute = name.rpartition(".")
+                    setattr(made.get_submodule(owner), attribute, shared)
             for n, t in made.named_parameters():
                 t.requires_grad_(value["requires_grad"][n])
             for n, m in made.named_modules():

@@ -741,15 +741,13 @@ class _SmallModel(EncoderDecoder):
 
 def _teacher_model(sizes: dict, dropout: float = 0.0) -> EncoderDecoder:
     """A small model, without dropout unless asked, built without touching the caller's random
-    state. Its generator holds a copy of the target embedding's table rather than the same
-    tensor: a probe sends the model as its weights, one tensor per name, and builds it again from
-    them (the loss is the same; a shared tensor would arrive as two)."""
+    state (its generator shares the target embedding's table, as make_model's: the recorder ties
+    them again when it builds the model in the kernel)."""
     with torch.random.fork_rng():
         torch.manual_seed(0)
         config = TransformerConfig(sizes["vocab"], sizes["vocab"], N=1, d_model=16, d_ff=24, h=2,
                                    dropout=dropout)
         model = make_model(config)
-    model.generator.proj.weight = torch.nn.Parameter(model.generator.proj.weight.detach().clone())
     model.__class__ = _SmallModel
     return model
 
