@@ -102,7 +102,8 @@ class Tensor:
     float64 computation is right there); a number is the absolute tolerance (rtol 0) of every
     comparison, the known mistakes' too (a probe's ``precision`` overrides it). ``dtypes``: with
     ``like`` None, the floating dtypes allowed (the first is named); ``dtype_message`` then serves
-    for another floating dtype too."""
+    for another floating dtype too. For "ids" with ``like`` None (integers made from numbers, or
+    from a floating tensor), the integer dtypes allowed ("int64"), or "integer" for any."""
 
     what: str
     dtype: str = "floating"
@@ -624,6 +625,15 @@ def _contract(contract: Tensor | Value, found: dict, args: tuple, name: str, wha
             return Failure(message, "not a bool mask")
         return None
     like = args[contract.like] if contract.like is not None else None
+    if contract.dtype == "ids" and like is None:  # integers made from numbers: the dtypes allowed
+        allowed = contract.dtypes
+        integer = not dtype.is_floating_point and not dtype.is_complex and dtype != torch.bool
+        if not (integer and "integer" in allowed) and found["dtype"] not in allowed:
+            wanted = "an integer tensor" if "integer" in allowed else f"torch.{allowed[0]}"
+            message = (contract.dtype_message(found, name, what, args) if contract.dtype_message else
+                       f"{name} returned {what} as {dtype}; expected {wanted}.")
+            return Failure(message, "the wrong dtype")
+        return None
     if contract.dtype == "ids":
         if dtype != like.dtype:
             message = (contract.dtype_message(found, name, what, args) if contract.dtype_message else

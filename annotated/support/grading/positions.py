@@ -8,10 +8,9 @@ of one, float64 inputs and a 4-D input with heads in front; and, once every set 
 it calls the function again to see that the first result was not overwritten (a buffer the
 function reuses).
 
-The skew and the rotation are declarations (``annotated.support.grading.engine``), judged by the
-grader in its own process; ``check_relative_positions`` is still code run where the learner's
-function runs: its result, an int64 tensor made from three ints, has no tensor argument whose
-integer dtype the engine's "ids" contract could take."""
+The three are declarations (``annotated.support.grading.engine``), judged by the grader in its own
+process; the relative positions, an int64 tensor made from three ints, by the "ids" contract with the
+dtypes it allows."""
 
 import math
 from collections.abc import Callable
@@ -19,10 +18,7 @@ from collections.abc import Callable
 import torch
 
 from annotated.relative_positions import relative_positions, skew
-from annotated.support.grading.core import (
-    ExerciseFailed, _aliasing, _assert_close, _call, _function, _hard_coded_hint, _run_on_all_sizes, _shape,
-    _squeezed,
-)
+from annotated.support.grading.core import _hard_coded_hint, _squeezed
 from annotated.support.grading.engine import (
     Declaration, Mistake, Probe, Tensor, _default_mismatch, _equal, _float32_precision, check,
 )
@@ -85,41 +81,54 @@ def _offsets(length_q: int, length_k: int) -> torch.Tensor:
     return torch.arange(length_k)[None, :] - torch.arange(length_q)[:, None]  # (L_q, L_k): j - i
 
 
-def _check_relative_once(fn: Callable, name: str, results: list, length_q: int, length_k: int,
-                         max_distance: int) -> None:
-    call = f"{name}(length_q={length_q}, length_k={length_k}, max_distance={max_distance})"
-    got = _call(fn, length_q, length_k, max_distance, roles=("length_q", "length_k", "max_distance"))
-    if not torch.is_tensor(got):
-        raise ExerciseFailed(f"{call} returned {type(got).__name__}, not a tensor of indices")
-    hint = " Rows are queries i, columns keys j."
-    if got.shape != (length_q, length_k) and max(length_q, length_k) > 512 and 512 in got.shape:
-        hint += (" Your result stops at 512: a table precomputed for 512 positions? Compute the offsets "
-                 "from length_q and length_k, which can be any size.")
-    else:
-        hint += _squeezed(got.shape, (length_q, length_k))
-    _shape(got, (length_q, length_k), call, hint)
-    results.append(got)
-    if got.dtype != torch.long:
-        raise ExerciseFailed(f"{call} is {got.dtype}; indices into an nn.Embedding must be int64 (torch.long)")
-    expected = relative_positions(length_q, length_k, max_distance)
-    if torch.equal(got, expected):
-        return
-    k, offsets = max_distance, _offsets(length_q, length_k)
-    mistakes = [
-        ((-offsets).clamp(-k, k) + k, "your offsets are i - j; Shaw et al. index the edge from i to j by j - i "
-                                      "(key position minus query position)."),
-        (offsets.clamp(-k, k), "the clipped offsets run from -k to k, but they index a table of 2k + 1 rows: "
-                               "add k so that they run from 0 to 2k."),
-        (offsets + k, "the offsets are not clipped: clip(j - i, -k, k) (offset.clamp(-k, k)) before adding k, "
-                      "so that any offset beyond k uses the vector of k."),
-        (offsets.clamp(-k + 1, k - 1) + k, "you clip at k - 1; Shaw et al. clip at k itself: clamp(-k, k)."),
-        (offsets.clamp(0, 2 * k), "you clamped j - i to 0 .. 2k without adding k first: every negative "
-                                  "offset became 0. Clip to -k .. k, then add k."),
-    ]
-    for candidate, message in mistakes:
-        if got.shape == candidate.shape and torch.equal(got, candidate):
-            raise ExerciseFailed(message)
-    _assert_close(got.double(), expected.double(), call)
+def _relative_probes(device: str | None) -> list[Probe]:
+    probes = [Probe((s["length_q"], s["length_k"], s["max_distance"]),
+                    f"{{what}} of {{name}}(length_q={s['length_q']}, length_k={s['length_k']}, "
+                    f"max_distance={s['max_distance']})", sizes=s) for s in SIZE_SETS["check_relative_positions"]]
+    first = probes[0].args
+    probes[0].again, probes[0].again_what = (*first[:2], first[2] + 1), "the result"  # a reused buffer
+    return probes
+
+
+def _relative_is(wrong: Callable, message: str, name: str) -> Mistake:
+    return Mistake(message, name, like=lambda lq, lk, k: wrong(_offsets(lq, lk), k))
+
+
+def _table_512(found: dict, p: Probe) -> str | None:
+    if max(p.args[:2]) > 512 and 512 in found["shape"]:
+        return ("Your result stops at 512: a table precomputed for 512 positions? Compute the offsets from length_q "
+                "and length_k, which can be any size.")
+    return None
+
+
+RELATIVE = Declaration(
+    check="check_relative_positions", function="relative_positions", roles=("length_q", "length_k", "max_distance"),
+    reference=relative_positions, probes=_relative_probes,
+    returns=Tensor("the indices", dtype="ids", like=None, dtypes=("int64",), kind="an int64",
+                   dtype_message=lambda found, name, what, args: (
+                       f"{name}(length_q={args[0]}, length_k={args[1]}, max_distance={args[2]}) is "
+                       f"torch.{found['dtype']}; indices into an nn.Embedding must be int64 (torch.long)")),
+    sizes_fix=_hint("Use the length_q, length_k and max_distance arguments."),
+    mistakes=(
+        Mistake("", "a table of 512 positions", stage="shape", find=_table_512,
+                example=lambda lq, lk, k: (_offsets(512, 512)[:lq, :lk]).clamp(-k, k) + k),
+        _relative_is(lambda o, k: (-o).clamp(-k, k) + k, "your offsets are i - j; Shaw et al. index the edge from i "
+                     "to j by j - i (key position minus query position).", "i - j"),
+        _relative_is(lambda o, k: o.clamp(-k, k), "the clipped offsets run from -k to k, but they index a table of "
+                     "2k + 1 rows: add k so that they run from 0 to 2k.", "no + k"),
+        _relative_is(lambda o, k: o + k, "the offsets are not clipped: clip(j - i, -k, k) (offset.clamp(-k, k)) "
+                     "before adding k, so that any offset beyond k uses the vector of k.", "not clipped"),
+        _relative_is(lambda o, k: o.clamp(-k + 1, k - 1) + k, "you clip at k - 1; Shaw et al. clip at k itself: "
+                     "clamp(-k, k).", "clipped at k - 1"),
+        _relative_is(lambda o, k: o.clamp(0, 2 * k), "you clamped j - i to 0 .. 2k without adding k first: every "
+                     "negative offset became 0. Clip to -k .. k, then add k.", "clamped to 0 .. 2k"),
+    ),
+    passed=lambda name: (
+        f"check_relative_positions passed: {name} gives clip(j - i, -k, k) + k for "
+        + ", ".join(f"({s['length_q']}, {s['length_k']}, k={s['max_distance']})"
+                    for s in SIZE_SETS["check_relative_positions"])
+        + "; a second call leaves the first result as it was."),
+)
 
 
 def check_relative_positions(relative_positions_fn: Callable) -> None:
@@ -132,17 +141,7 @@ def check_relative_positions(relative_positions_fn: Callable) -> None:
     clipping, clipping at k - 1, clamping to 0 .. 2k without the shift, a table precomputed
     for 512 positions, a length of one squeezed away, an earlier result overwritten by the
     next call (a reused buffer), a size written in."""
-    name = _function(relative_positions_fn, "check_relative_positions", "relative_positions")
-    sets = SIZE_SETS["check_relative_positions"]
-    results = []
-    _run_on_all_sizes(lambda s: _check_relative_once(relative_positions_fn, name, results, **s), sets,
-                      _hint("Use the length_q, length_k and max_distance arguments."))
-    again = dict(sets[0], max_distance=sets[0]["max_distance"] + 1)
-    _aliasing(lambda: _call(relative_positions_fn, *again.values(), roles=("length_q", "length_k", "max_distance")),
-              results[0], name)
-    print(f"check_relative_positions passed: {name} gives clip(j - i, -k, k) + k for "
-          + ", ".join(f"({s['length_q']}, {s['length_k']}, k={s['max_distance']})" for s in sets)
-          + "; a second call leaves the first result as it was.")
+    check(RELATIVE, relative_positions_fn)
 
 
 # ------------------------------------------------------------------ the skew, as a declaration
@@ -367,4 +366,4 @@ def check_rotate(rotate_fn: Callable) -> None:
     check(ROTATE, rotate_fn)
 
 
-DECLARATIONS = {d.check: d for d in (SKEW, ROTATE)}
+DECLARATIONS = {d.check: d for d in (RELATIVE, SKEW, ROTATE)}
