@@ -10,7 +10,7 @@ import torch
 
 from annotated.support import record
 from annotated.support.grading import engine
-from annotated.support.grading.engine import Declaration, Failure, Probe, Value
+from annotated.support.grading.engine import Declaration, Failure, Probe, Tensor, Value
 
 
 def _graded(decl, fn, tmp_path):
@@ -167,3 +167,26 @@ def test_a_built_module_with_tied_weights_arrives_tied_and_computes_the_same(tmp
     src = torch.tensor([[1, 4, 5, 2]])
     with torch.no_grad():
         assert torch.equal(model.encode(src, None), again.encode(src, None))
+
+
+# ---------------------------------------------------------------- integer tensors made from numbers
+
+
+def _counts(dtypes):
+    return Declaration(
+        check="check_counts", function="counts", roles=("x",), reference=lambda x: (x > 0).sum(-1),
+        probes=lambda device: [Probe((torch.tensor([[1.0, -2.0, 3.0], [-1.0, -1.0, 4.0]]),), "{what} of {name}(x)")],
+        returns=Tensor("the counts", dtype="ids", like=None, dtypes=dtypes))
+
+
+@pytest.mark.parametrize("dtypes, fn, message", [
+    (("integer",), lambda x: (x > 0).sum(-1), None),
+    (("integer",), lambda x: (x > 0).sum(-1).int(), None),
+    (("integer",), lambda x: (x > 0).sum(-1).float(), r"as torch\.float32; expected an integer tensor"),
+    (("integer",), lambda x: (x > 0).sum(-1) > 0, r"as torch\.bool; expected an integer tensor"),
+    (("int64",), lambda x: (x > 0).sum(-1).int(), r"as torch\.int32; expected torch\.int64"),
+    (("int64",), lambda x: (x > 0).sum(-1) + 1, r"mismatch in the counts"),
+])
+def test_an_integer_tensor_without_an_integer_argument_takes_the_dtypes_allowed(dtypes, fn, message, tmp_path):
+    got = _both(_counts(dtypes), fn, tmp_path)
+    assert (got is None) if message is None else (got is not None and __import__("re").search(message, got)), got

@@ -2,9 +2,9 @@
 attention over projected keys and values, and the rank that keeps a share of a matrix's energy,
 each against the course's ``annotated.local_attention`` and ``annotated.linformer``.
 
-The first two are declarations (``annotated.support.grading.engine``), judged by the grader in its own
-process; ``check_rank_for_energy`` is still code run where the learner's function runs: its result,
-ranks as an integer tensor of any integer dtype, is no contract the engine has yet."""
+The three are declarations (``annotated.support.grading.engine``), judged by the grader in its own
+process; the ranks, an integer tensor of any integer dtype made from a floating one, by the "ids"
+contract with the dtypes it allows."""
 
 import math
 from collections.abc import Callable
@@ -13,9 +13,7 @@ import torch
 
 from annotated.linformer import linformer_attention, rank_for_energy
 from annotated.local_attention import block_band_mask
-from annotated.support.grading.core import (
-    ExerciseFailed, _call, _function, _generic, _hard_coded_hint, _run_on_all_sizes, _shape,
-)
+from annotated.support.grading.core import _hard_coded_hint
 from annotated.support.grading.engine import Declaration, Items, Mistake, Probe, Tensor, check
 
 # b dividing n and not, and a length beyond the 512 or 1,024 positions a table could be made
@@ -279,64 +277,102 @@ def _rank(weights, energy, square=True, plus_one=True, strict=True):
     return short.sum(-1) + (1 if plus_one else 0)
 
 
-def _check_rank_once(fn: Callable, name: str, sizes: dict, g: torch.Generator) -> None:
-    batch, L, energy = sizes["batch"], sizes["L"], sizes["energy"]
-    dtype = torch.float64 if energy == 1.0 else torch.float32
-    weights = (3 * torch.randn(batch, L, L, generator=g, dtype=dtype)).softmax(-1)
-    weights[0] = torch.eye(L)  # the identity: every direction holds 1/L of the energy
-    uniform = torch.full((L, L), 1.0 / L, dtype=dtype)
-    if batch > 2:  # nearly uniform: L - 1 directions of singular value 1e-4 each (1e-8 of the energy)
-        weights[1] = (1 - 1e-4) * uniform + 1e-4 * torch.eye(L, dtype=dtype)
-    weights[-1] = uniform if batch > 1 else weights[-1]  # uniform: rank 1
-    kind = ", float64" if dtype == torch.float64 else ""
-    call = f"{name}(weights {tuple(weights.shape)}{kind}, energy={energy})"
-    try:
-        got = _call(fn, weights, energy, roles=("weights", "energy"))
-    except ExerciseFailed as err:
-        if energy == 1.0 and getattr(err, "generic", False):  # energy = 1.0 refused, or what it leads to
-            raise ExerciseFailed(f"{err}\nenergy = 1.0 (all of the energy) is a goal the exercise allows: "
-                                 "any energy in (0, 1].") from None
-        raise
-    if not isinstance(got, torch.Tensor):
-        raise ExerciseFailed(f"{call} returned {type(got).__name__}: return a tensor of ranks, one per matrix.")
-    hint = " One rank per matrix: reduce over the singular values (dim=-1)."
-    if batch == 1 and got.dim() == 0:
-        hint = _SQUEEZED
-    _shape(got, (batch,), call, hint)
-    if got.is_floating_point() or got.is_complex() or got.dtype == torch.bool:
-        raise ExerciseFailed(f"{call} is a {got.dtype} tensor; a rank is an integer: count with .sum(-1).")
-    expected = rank_for_energy(weights, energy)
-    if torch.equal(got.long(), expected):
-        return
-    mistakes = [
-        (_rank(weights, energy, square=False), "you accumulated the singular values themselves; the energy "
-                                               "is the sum of their squares: square them first."),
-        (_rank(weights, energy, plus_one=False), "your rank is one too small: the count of ranks still short "
-                                                 "of the goal, plus one, is the first rank that reaches it."),
-        (_rank(weights, energy, strict=False), "a rank whose share equals the goal already reaches it: count "
-                                               "the shares < energy, not <= energy."),
-        (torch.full_like(expected, L), "every rank is the full L: the share kept must be compared with energy."),
-    ]
-    for candidate, message in mistakes:
-        if torch.equal(got.long(), candidate):
-            raise ExerciseFailed(message)
-    rounding = ""
-    if energy == 1.0:
-        rounding = (" The share kept by all the ranks is 1 only up to rounding (it can come out as "
-                    "0.9999999999999999): compare with energy - 1e-9, as the exercise says, so that "
-                    "energy = 1.0 is reached.")
-    if bool((got.long() > L).any()) or bool((got.long() < 1).any()):
-        raise ExerciseFailed(f"{call} gives ranks {got.tolist()}: a rank of an {L} x {L} matrix lies between 1 "
-                             f"and {L}.{rounding}")
-    if batch > 2 and int(got[1]) != int(expected[1]) and bool((got.long() == expected)[2:].all()):
-        raise ExerciseFailed(
-            f"{call} gives ranks {got.tolist()}, the course's rank_for_energy {expected.tolist()}: matrix 1 is "
-            f"nearly uniform, 0.9999 / {L} everywhere plus 1e-4 on the diagonal; its last {L - 1} ranks hold "
-            "1e-8 of its energy each, which float32 (about 7 digits) rounds away, and so does a slack "
-            "larger than 1e-9. Compute the singular values in float64 (weights.double()) and compare the "
-            "shares with energy - 1e-9.")
-    raise _generic(f"{call} gives ranks {got.tolist()}, the course's rank_for_energy {expected.tolist()}; the "
-                   f"identity (matrix 0) needs ceil(energy * L) = {math.ceil(energy * L - 1e-9)}.{rounding}")
+def _rank_probes(device: str | None) -> list[Probe]:
+    """The identity, nearly uniform, uniform and random softmax matrices of each set of ``RANK_SIZES``
+    (energy = 1.0 on float64 matrices), then a batch of one (``RANK_EDGES``)."""
+    g, probes = torch.Generator().manual_seed(12), []
+    for sizes in RANK_SIZES + RANK_EDGES:
+        batch, L, energy = sizes["batch"], sizes["L"], sizes["energy"]
+        dtype = torch.float64 if energy == 1.0 else torch.float32
+        weights = (3 * torch.randn(batch, L, L, generator=g, dtype=dtype)).softmax(-1)
+        weights[0] = torch.eye(L)  # the identity: every direction holds 1/L of the energy
+        uniform = torch.full((L, L), 1.0 / L, dtype=dtype)
+        if batch > 2:  # nearly uniform: L - 1 directions of singular value 1e-4 each (1e-8 of the energy)
+            weights[1] = (1 - 1e-4) * uniform + 1e-4 * torch.eye(L, dtype=dtype)
+        weights[-1] = uniform if batch > 1 else weights[-1]  # uniform: rank 1
+        kind = ", float64" if dtype == torch.float64 else ""
+        hints = ((r"", "\nenergy = 1.0 (all of the energy) is a goal the exercise allows: any energy in (0, 1]."),
+                 ) if energy == 1.0 else ()
+        probes.append(Probe((weights, energy), f"{{what}} of {{name}}(weights {tuple(weights.shape)}{kind}, "
+                            f"energy={energy})", sizes=sizes if sizes in RANK_SIZES else None, hints=hints))
+    return probes
+
+
+def _call_text(p: Probe) -> str:
+    weights, energy = p.args
+    kind = ", float64" if weights.dtype == torch.float64 else ""
+    return f"rank_for_energy(weights {tuple(weights.shape)}{kind}, energy={energy})"
+
+
+def _rounding(p: Probe) -> str:
+    return (" The share kept by all the ranks is 1 only up to rounding (it can come out as 0.9999999999999999): "
+            "compare with energy - 1e-9, as the exercise says, so that energy = 1.0 is reached."
+            if p.args[1] == 1.0 else "")
+
+
+def _out_of_range(found: dict, p: Probe) -> str | None:
+    got, L = found["values"].long(), p.args[0].shape[-1]
+    if bool((got > L).any()) or bool((got < 1).any()):
+        return f"{_call_text(p)} gives ranks {got.tolist()}: a rank of an {L} x {L} matrix lies between 1 and {L}." \
+               + _rounding(p)
+    return None
+
+
+def _nearly_uniform(found: dict, p: Probe) -> str | None:
+    got, (weights, energy) = found["values"].long(), p.args
+    expected, L = rank_for_energy(weights, energy), weights.shape[-1]
+    if len(got) > 2 and int(got[1]) != int(expected[1]) and bool((got == expected)[2:].all()):
+        return (f"{_call_text(p)} gives ranks {got.tolist()}, the course's rank_for_energy {expected.tolist()}: matrix "
+                f"1 is nearly uniform, 0.9999 / {L} everywhere plus 1e-4 on the diagonal; its last {L - 1} ranks hold "
+                "1e-8 of its energy each, which float32 (about 7 digits) rounds away, and so does a slack larger "
+                "than 1e-9. Compute the singular values in float64 (weights.double()) and compare the shares with "
+                "energy - 1e-9.")
+    return None
+
+
+def _other_ranks(found: dict, p: Probe) -> str:
+    (weights, energy), L = p.args, p.args[0].shape[-1]
+    return (f"{_call_text(p)} gives ranks {found['values'].tolist()}, the course's rank_for_energy "
+            f"{rank_for_energy(weights, energy).tolist()}; the identity (matrix 0) needs ceil(energy * L) = "
+            f"{math.ceil(energy * L - 1e-9)}.{_rounding(p)}")
+
+
+def _one_rank_for_each(found: dict, p: Probe) -> str:
+    return _SQUEEZED.strip() if p.args[0].shape[0] == 1 and found["shape"] == [] else (
+        "One rank per matrix: reduce over the singular values (dim=-1).")
+
+
+RANK = Declaration(
+    check="check_rank_for_energy", function="rank_for_energy", roles=("weights", "energy"),
+    reference=rank_for_energy, probes=_rank_probes,
+    sizes_fix=_hint("Read the sizes from weights.shape and use the energy you are given."),
+    returns=Tensor("the ranks", dtype="ids", like=None, dtypes=("integer",), kind="an integer",
+                   dtype_message=lambda found, name, what, args: (
+                       f"{name}(weights {tuple(args[0].shape)}, energy={args[1]}) is a torch.{found['dtype']} tensor; "
+                       "a rank is an integer: count with .sum(-1).")),
+    mistakes=(
+        Mistake("", "one rank per matrix", stage="shape", find=_one_rank_for_each,
+                example=lambda weights, energy: rank_for_energy(weights, energy).max()),
+        Mistake("you accumulated the singular values themselves; the energy is the sum of their squares: square "
+                "them first.", "singular values not squared", like=lambda w, e: _rank(w, e, square=False)),
+        Mistake("your rank is one too small: the count of ranks still short of the goal, plus one, is the first rank "
+                "that reaches it.", "off by one", like=lambda w, e: _rank(w, e, plus_one=False)),
+        Mistake("a rank whose share equals the goal already reaches it: count the shares < energy, not <= energy.",
+                "<= for <", like=lambda w, e: _rank(w, e, strict=False)),
+        Mistake("every rank is the full L: the share kept must be compared with energy.", "the full rank",
+                like=lambda w, e: torch.full((w.shape[0],), w.shape[-1])),
+        Mistake("", "a rank out of range", find=_out_of_range, generic=True,
+                example=lambda w, e: rank_for_energy(w, e) + w.shape[-1]),
+        Mistake("", "float32 shares", find=_nearly_uniform,
+                example=lambda w, e: _rank(w, e - 1e-7)),  # a slack above 1e-9, as float32's rounding
+        Mistake("", "other ranks", find=_other_ranks, generic=True,
+                example=lambda w, e: rank_for_energy(w, e).clamp(max=2)),
+    ),
+    passed=lambda name: (
+        f"check_rank_for_energy passed: {name} equals the course's rank_for_energy on {len(RANK_SIZES + RANK_EDGES)} "
+        "batches of attention matrices, the identity, uniform and nearly uniform attention among them, "
+        "energy = 1.0 included."),
+)
 
 
 def check_rank_for_energy(rank_for_energy_fn: Callable) -> None:
@@ -348,15 +384,7 @@ def check_rank_for_energy(rank_for_energy_fn: Callable) -> None:
     not squared, off by one, <= for <, the full rank whatever the energy, a rank beyond 1 .. L
     (energy = 1.0 compared without the slack), shares in float32 or with a slack above 1e-9 (a
     nearly uniform matrix), energy = 1.0 refused, sizes written into the code."""
-    name = _function(rank_for_energy_fn, "check_rank_for_energy", "rank_for_energy")
-    g = torch.Generator().manual_seed(12)
-    _run_on_all_sizes(lambda sizes: _check_rank_once(rank_for_energy_fn, name, sizes, g), RANK_SIZES,
-                      _hint("Read the sizes from weights.shape and use the energy you are given."))
-    for sizes in RANK_EDGES:
-        _check_rank_once(rank_for_energy_fn, name, sizes, g)
-    print(f"check_rank_for_energy passed: {name} equals the course's rank_for_energy on {len(RANK_SIZES + RANK_EDGES)} "
-          "batches of attention matrices, the identity, uniform and nearly uniform attention among them, "
-          "energy = 1.0 included.")
+    check(RANK, rank_for_energy_fn)
 
 
-DECLARATIONS = {d.check: d for d in (BAND, LINFORMER)}
+DECLARATIONS = {d.check: d for d in (BAND, LINFORMER, RANK)}
