@@ -190,3 +190,32 @@ def _counts(dtypes):
 def test_an_integer_tensor_without_an_integer_argument_takes_the_dtypes_allowed(dtypes, fn, message, tmp_path):
     got = _both(_counts(dtypes), fn, tmp_path)
     assert (got is None) if message is None else (got is not None and __import__("re").search(message, got)), got
+
+
+# ---------------------------------------------------------------- several calls judged together
+
+
+def _rate_with_max(step, d_model, warmup):
+    step = max(step, 1)
+    return d_model ** -0.5 * max(step ** -0.5, step * warmup ** -1.5)
+
+
+def _rate_dividing_by_zero(step, d_model, warmup):
+    return d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
+
+
+@pytest.mark.parametrize("fn, verdict, message", [
+    (None, "passed", ""),
+    (_rate_with_max, "failed", r"^max instead of min"),  # the whole curve: before the peak it is 'no warm-up'
+    (_rate_dividing_by_zero, "failed", r"^_rate_dividing_by_zero\(0, d_model=512, warmup=4000\) raised "
+                                       r"ZeroDivisionError"),
+    (lambda step, d_model, warmup: torch.tensor(0.1), "failed", r"returned a tensor; return a Python float"),
+])
+def test_a_probe_of_several_calls_is_judged_as_one_curve_in_the_notebook_and_by_the_grader(fn, verdict, message,
+                                                                                          tmp_path):
+    from annotated.support.grading.training import RATE
+
+    fn = fn or RATE.reference
+    got = _graded(RATE, fn, tmp_path)
+    assert got.verdict == verdict and __import__("re").search(message, got.diagnosis), got
+    assert (_both(RATE, fn, tmp_path) or "") == got.diagnosis

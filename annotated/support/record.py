@@ -303,9 +303,9 @@ def exception(err: BaseException) -> dict:
     frames = traceback.extract_tb(err.__traceback__)
     mine = [f for f in frames[1:] if not f.filename.startswith(_TORCH_DIR) and f.filename != __file__]
     last = mine[-1] if mine else None
-    return {"type": type(err).__name__, "message": str(err),
+    return {"type": type(err).__name__, "message": str(err), "call": getattr(err, "_each_call", None),
             "type_error": isinstance(err, TypeError), "system_exit": isinstance(err, SystemExit),
-            "frames": len(frames), "inner": last.name if last else None,
+            "frames": 1 + sum(f.filename != __file__ for f in frames[1:]), "inner": last.name if last else None,
             "where": [last.name, last.lineno, (last.line or "").strip()] if last else None}
 
 
@@ -345,8 +345,23 @@ def _calls(arg) -> dict | None:
     return describe(list(calls)) if isinstance(calls, list) else None
 
 
+def _each(fn):
+    """``fn`` called on each of its arguments, a tuple of arguments per call: the list of its results (an
+    exception says which call raised it)."""
+    def calls(*arguments):
+        results = []
+        for i, args in enumerate(arguments):
+            try:
+                results.append(fn(*args))
+            except BaseException as err:
+                err._each_call = i
+                raise
+        return results
+    return calls
+
+
 def call(fn, args: tuple, grad: tuple = (), again: tuple | None = None, seed: int | None = None,
-         on: tuple | None = None) -> dict:
+         on: tuple | None = None, each: bool = False) -> dict:
     """Call ``fn(*args)`` and describe what happened. ``grad``: the arguments made to require
     grad, whose gradients are recorded; ``again``: the arguments of a second call, after which
     the first result is described once more (a function that keeps its result between calls
@@ -354,9 +369,10 @@ def call(fn, args: tuple, grad: tuple = (), again: tuple | None = None, seed: in
     recorded; an argument made by :func:`build` that keeps a list ``calls`` has it recorded.
     ``seed``: the global generator's seed before each call (what it was is put back after), so
     that a function drawing from it (F.dropout) draws what the check can draw again. ``on``: the
-    arguments a module the function returns is called on (its output is described)."""
+    arguments a module the function returns is called on (its output is described). ``each``: every
+    argument is the arguments of one call, and the result is the list of the calls' results."""
     with torch.random.fork_rng(devices=[], enabled=seed is not None):
-        return _call(fn, list(args), grad, again, seed, on)
+        return _call(_each(fn) if each else fn, list(args), grad, again, seed, on)
 
 
 def _call(fn, args: list, grad: tuple, again: tuple | None, seed: int | None, on: tuple | None) -> dict:
@@ -452,7 +468,8 @@ def record_file(namespace: dict, function: str, plan_path: str, out_path: str) -
             again = planned.get("again")
             done = call(fn, tuple(decode(a) for a in planned["args"]), tuple(planned.get("grad", ())),
                         None if again is None else tuple(decode(a) for a in again), planned.get("seed"),
-                        None if planned.get("on") is None else tuple(decode(a) for a in planned["on"]))
+                        None if planned.get("on") is None else tuple(decode(a) for a in planned["on"]),
+                        planned.get("each", False))
             record["calls"].append({k: v for k, v in done.items() if not k.startswith("_")})
             if "raised" in done:
                 break

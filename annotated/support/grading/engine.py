@@ -61,7 +61,9 @@ class Probe:
     it returns instead (an exception of another type gets ``on_error``'s). ``accept``: (the result's items' numbers) -> whether they pass, where
     more than the reference's numbers are right (a tie). ``seed``: the global generator's seed
     before the call (a function that draws from it, F.dropout, draws what ``accept`` can draw).
-    ``on``: the arguments a :class:`Module` result is called on."""
+    ``on``: the arguments a :class:`Module` result is called on. ``each``: ``args`` holds the
+    arguments of several calls, judged together (a curve): the result is the list of their results,
+    and so is the reference's (a message may name the learner's function as ``{name}``)."""
 
     args: tuple
     label: str
@@ -80,6 +82,7 @@ class Probe:
     precision: str | float | None = None
     seed: int | None = None
     on: tuple | None = None
+    each: bool = False
 
     def text(self, name: str, what: str = "the result") -> str:
         return self.label.replace("{name}", name).replace("{what}", what)
@@ -130,7 +133,7 @@ class Value:
     one number, a NumPy float32 or an int where a float is asked is the wrong type (the exercise
     asks for a Python number, and ``.item()`` makes one), unless ``numbers``: the exercise
     asks for "a number", and whatever float(), int() or bool() reads as one number of the
-    kind (a 0-d tensor too) passes. ``numpy``: a NumPy number of the kind passes too (np.integer
+    kind (a 0-d tensor too) passes. ``precision`` (absolute, relative): within either. ``numpy``: a NumPy number of the kind passes too (np.integer
     for an int, np.floating for a float: what NumPy's sums return), a tensor still does not.
     ``sequence``: a tuple passes where a list is asked, a list where a tuple is (read as the kind asked). ``other``: (result as
     data, name, what) -> the message for a result of another type, or None for the engine's.
@@ -258,6 +261,12 @@ def _clone(value):
     return value
 
 
+def _run_on(fn, probe: "Probe"):
+    """``fn`` on the probe's arguments (copies), or on each call's of an ``each`` probe (a list)."""
+    args = _clone(probe.args)
+    return [fn(*a) for a in args] if probe.each else fn(*args)
+
+
 def _dtype(name: str) -> torch.dtype:
     return getattr(torch, name)
 
@@ -311,9 +320,14 @@ def _difference(got, expected, precision: float | None = None, where: str = "") 
     if isinstance(expected, float) and isinstance(got, number) and not isinstance(got, bool):
         if got == expected or (math.isnan(got) and math.isnan(expected)):
             return None
-        if precision is not None and abs(got - expected) <= precision:
+        if isinstance(precision, tuple):  # (absolute, relative)
+            if math.isclose(got, expected, abs_tol=precision[0], rel_tol=precision[1]):
+                return None
+            within = f" (more than {precision[1]:g} of it apart)"
+        elif precision is not None and abs(got - expected) <= precision:
             return None
-        within = f" (more than {precision:g} apart)" if precision is not None else ""
+        else:
+            within = f" (more than {precision:g} apart)" if precision is not None else ""
         return f"{_short(got)} instead of {_short(expected)}{at}{within}"
     if type(got) is not type(expected):
         return f"{_a(type(got).__name__)} ({_short(got, 60)}) instead of {_a(type(expected).__name__)} " \
@@ -450,6 +464,8 @@ def _changed(args: tuple, done: dict, signature, roles) -> tuple[str, str] | Non
 
 def _exception(err: dict, name: str, args: tuple, probe: Probe, done: dict, signature, roles) -> Failure:
     """The message of an exception of the learner's function, from its description."""
+    if probe.each and err.get("call") is not None:  # the call of the probe's that raised it
+        args = args[err["call"]]
     if err["type"] == "NotImplementedError":
         inner = err["inner"] or name
         if inner not in (name, "<module>"):  # an earlier exercise that this one calls
@@ -874,7 +890,7 @@ class _Candidates:
         if id(mistake) not in self.cache:
             try:
                 with torch.no_grad():
-                    wrong = _as_items(self.decl, _plain(mistake.like(*_clone(self.probe.args))))
+                    wrong = _as_items(self.decl, _plain(_run_on(mistake.like, self.probe)))
                     self.cache[id(mistake)] = _as_data(_items(self.decl), wrong, self.probe)
             except Exception:  # noqa: BLE001 - a mistake that does not fit this probe's shapes
                 self.cache[id(mistake)] = None
@@ -948,7 +964,7 @@ def _raised_like(mistake: Mistake, probe: Probe, err: dict, source: str | None) 
     if mistake.like is None:
         return bool(re.search(mistake.error, err["message"])) and (mistake.source is None or _in_code(mistake, source))
     try:
-        mistake.like(*_clone(probe.args))
+        _run_on(mistake.like, probe)
     except Exception as theirs:  # noqa: BLE001 - the wrong answer's own exception
         return type(theirs).__name__ == err["type"] and str(theirs) == err["message"]
     return False
@@ -973,8 +989,8 @@ def _explains(decl: Declaration, mistake: Mistake, earlier: list) -> bool:
     for p in earlier:
         try:
             with torch.no_grad():
-                right = _as_items(decl, _plain(decl.reference(*_clone(p.args))))
-                wrong = _as_items(decl, _plain(mistake.like(*_clone(p.args))))
+                right = _as_items(decl, _plain(_run_on(decl.reference, p)))
+                wrong = _as_items(decl, _plain(_run_on(mistake.like, p)))
         except Exception:  # noqa: BLE001 - the wrong answer fails where the learner's passed
             return False
         for c, r, w in zip(_items(decl), right, wrong):
@@ -1040,7 +1056,7 @@ def judge(decl: Declaration, probe: Probe, done: dict, name: str, signature, ref
             raise failure
     if reference is None:
         with torch.no_grad():
-            reference = _plain(decl.reference(*_clone(args)))
+            reference = _plain(_run_on(decl.reference, probe))
     expected = _as_data(contracts, _as_items(decl, reference), probe)
     candidates = _Candidates(decl, probe)
     mistakes = decl.mistakes if probe.mistakes else ()
@@ -1055,7 +1071,7 @@ def judge(decl: Declaration, probe: Probe, done: dict, name: str, signature, ref
         for m in mistakes:
             text = _matches(m, got, candidates, i, source) if m.stage == "shape" else None
             if text:
-                hint, mistake = f" {m.prefix}{text}", m
+                hint, mistake = f" {m.prefix}{text}".replace("{name}", name), m
                 break
         hint = hint or _squeezed(found["shape"], wanted.shape)
         raise Failure(f"wrong shape for {label}: expected {tuple(wanted.shape)}, got {tuple(found['shape'])}.{hint}",
@@ -1072,7 +1088,8 @@ def judge(decl: Declaration, probe: Probe, done: dict, name: str, signature, ref
                     if mistake.stage == "value":
                         text = _matches(mistake, got, candidates, None, source)
                         if text:
-                            raise Failure(mistake.prefix + text, mistake.name, mistake.generic, mistake)
+                            raise Failure((mistake.prefix + text).replace("{name}", name), mistake.name,
+                                          mistake.generic, mistake)
             for contract, found, wanted, what, p in zip(contracts, got, expected, whats, precision):
                 if _agrees(contract, found, wanted, p):
                     continue
@@ -1202,7 +1219,7 @@ def _judge_set(decl: Declaration, probes: list, records: list, k: int, name: str
 
 def _recorded(fn, probe: Probe) -> dict:
     return recorder.call(fn, _clone(probe.args), probe.grad, None if probe.again is None else _clone(probe.again),
-                         probe.seed, _clone(probe.on))
+                         probe.seed, _clone(probe.on), probe.each)
 
 
 def _later(probes: list, records: list, k: int) -> list:
@@ -1233,7 +1250,7 @@ def plan(decl: Declaration) -> tuple[list, dict]:
     """The grader's probes and what the kernel is sent: each call's arguments as data."""
     with torch.random.fork_rng(devices=[]):
         probes = decl.probes(GRADER_DEVICE)
-    calls = [{"args": [recorder.encode(a) for a in p.args], "grad": list(p.grad),
+    calls = [{"args": [recorder.encode(a) for a in p.args], "grad": list(p.grad), "each": p.each,
               "again": None if p.again is None else [recorder.encode(a) for a in p.again], "seed": p.seed,
               "on": None if p.on is None else [recorder.encode(a) for a in p.on]}
              for p in probes]

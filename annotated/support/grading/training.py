@@ -4,14 +4,14 @@ tests/test_declarations_08_12.py), the warm-up schedule (``annotated.schedule.ra
 per token of a batch under teacher forcing (``annotated.batching.Batch``, which
 tests/test_declarations_08_12.py compares with ``annotated.training.evaluate_loss``).
 
-Three checks are declarations (``annotated.support.grading.engine``), judged where no learner's
+The four checks are declarations (``annotated.support.grading.engine``), judged where no learner's
 code runs when the grader grades; the model and the loss function of the teacher-forcing check
-travel as data (``record.build``). ``check_rate`` is still code run in the kernel: its known
-mistakes are told apart only by the whole curve (max instead of min equals "no warm-up" before
-the peak and "linear forever" after it), which one call at a time cannot see."""
+travel as data (``record.build``). ``check_rate`` too: its known mistakes are told apart only by
+the whole curve (max instead of min equals "no warm-up" before the peak and "linear forever" after
+it), so each setting's steps are one probe whose calls are judged together (``Probe.each``: the
+result and the reference are the list of rates), and step 0 another."""
 
 import math
-import numbers
 from collections.abc import Callable
 
 import torch
@@ -22,12 +22,10 @@ from annotated.label_smoothing import LabelSmoothingLoss, smoothed_targets
 from annotated.masks import padding_mask, target_mask
 from annotated.model import EncoderDecoder, TransformerConfig, make_model
 from annotated.schedule import rate
-from annotated.support.grading.core import (
-    ExerciseFailed, _call, _function, _generic, _hard_coded_hint, _run_on_all_sizes,
-)
+from annotated.support.grading.core import _hard_coded_hint
 from annotated.support import record as recorder
 from annotated.support.grading import engine
-from annotated.support.grading.engine import Declaration, Mistake, Probe, Tensor, _equal, check
+from annotated.support.grading.engine import Declaration, Mistake, Probe, Tensor, Value, _equal, check
 
 # Every size changes from one set to the next; the padding id and epsilon too, so that a
 # pad_idx = 0 or a smoothing = 0.1 written into the code fails.
@@ -556,138 +554,170 @@ def _steps(warmup: int) -> list[int]:
                    10 * warmup, 37 * warmup + 5})
 
 
-def _number(result, name: str, call: str) -> float:
-    """A learning rate must be a finite real Python number, as LambdaLR expects."""
-    if torch.is_tensor(result):
-        raise ExerciseFailed(
-            f"{call} returned a tensor; return a Python float (LambdaLR multiplies the base rate "
-            "by it, and Adam keeps it as its lr): compute with ** and min, or math.sqrt, on the "
-            "integers you are given, not with torch."
-        )
-    if result is None:
-        raise ExerciseFailed(f"{call} returned None: did you forget the `return`?")
-    if isinstance(result, bool) or not isinstance(result, numbers.Real):
-        raise ExerciseFailed(f"{call} should return the learning rate as a float, got "
-                             f"{type(result).__name__}")
-    value = float(result)
-    if not math.isfinite(value):
-        raise ExerciseFailed(f"{call} returned {value}: a learning rate must be a finite number.")
-    return value
-
-
-def _rate_mistake(got: list[float], steps: list[int], d: int, w: int) -> str | None:
+def _formulas(d: int, w: int) -> list:
+    """(the rate by a wrong formula, its short name, what is wrong) for d_model = d, warmup = w."""
     peak = (d * w) ** -0.5
-    formulas = [
-        (lambda s: min(s**-0.5, s * w**-1.5),
+    return [
+        (lambda s: min(s**-0.5, s * w**-1.5), "no d_model factor",
          f"the factor d_model^-0.5 is missing: your rates are sqrt(d_model) = {d**0.5:.4g} times "
          f"too large (peak {w**-0.5:.6f} instead of (d_model * warmup)^-0.5 = {peak:.6f}). "
          "Multiply by d_model ** -0.5: wider models take smaller steps."),
-        (lambda s: d**0.5 * min(s**-0.5, s * w**-1.5),
+        (lambda s: d**0.5 * min(s**-0.5, s * w**-1.5), "d_model^0.5",
          f"you multiplied by d_model^0.5 instead of d_model^-0.5: the peak is "
          f"{d**0.5 * w**-0.5:.4f} instead of {peak:.6f}. The exponent is negative: "
          "d_model ** -0.5."),
-        (lambda s: d**-1 * min(s**-0.5, s * w**-1.5),
+        (lambda s: d**-1 * min(s**-0.5, s * w**-1.5), "d_model^-1",
          f"you multiplied by d_model^-1 instead of d_model^-0.5: the peak is {w**-0.5 / d:.3g} "
          f"instead of {peak:.6f}."),
-        (lambda s: d**-0.5 * min(s**-0.5, s * w**-0.5),
+        (lambda s: d**-0.5 * min(s**-0.5, s * w**-0.5), "warmup^-0.5",
          f"the warm-up branch has warmup^-0.5 where the paper has warmup^-1.5: your rate rises as "
          f"step / sqrt(warmup), meets the decay at step warmup^(1/3) = {w ** (1 / 3):.1f} instead "
          f"of step {w}, and peaks at {d**-0.5 * w ** (-1 / 6):.6f} instead of {peak:.6f}."),
-        (lambda s: d**-0.5 * min(s**-0.5, s * w**-1),
+        (lambda s: d**-0.5 * min(s**-0.5, s * w**-1), "warmup^-1",
          f"the warm-up branch has warmup^-1 where the paper has warmup^-1.5: the two branches "
          f"then meet at step warmup^(2/3) = {w ** (2 / 3):.1f}, not at step {w}."),
-        (lambda s: d**-0.5 * max(s**-0.5, s * w**-1.5),
+        (lambda s: d**-0.5 * max(s**-0.5, s * w**-1.5), "max instead of min",
          "max instead of min: your rate starts at its largest, falls until step = warmup and then "
          "grows without bound (the linear branch). The paper takes the min: the smaller of the "
          "two branches, the rise before the peak, the decay after it."),
-        (lambda s: d**-0.5 * s**-0.5,
+        (lambda s: d**-0.5 * s**-0.5, "no warm-up",
          "there is no warm-up: your rate is d_model^-0.5 * step^-0.5 from step 1, its largest "
          f"({d**-0.5:.4f}) at the very first update. The min with step * warmup^-1.5 makes it "
          "rise linearly for the first warmup steps (with warmup^1.5 instead of warmup^-1.5 that "
          "branch is huge and the min never takes it)."),
-        (lambda s: d**-0.5 * s * w**-1.5,
+        (lambda s: d**-0.5 * s * w**-1.5, "linear forever",
          "your rate rises linearly forever: the decay step^-0.5 never takes over (is it missing, "
          "or written step^0.5?). The min of the two branches makes the rate fall as "
          "1/sqrt(step) after the peak at step = warmup."),
-        (lambda s: d**-0.5 * min((s + 1) ** -0.5, (s + 1) * w**-1.5),
+        (lambda s: d**-0.5 * min((s + 1) ** -0.5, (s + 1) * w**-1.5), "one step ahead",
          "your rates are one step ahead: rate(step) gives the paper's value for step + 1. The "
          "paper counts steps from 1, and so does the course's rate: make_optimizer passes k + 1 "
          "to it for LambdaLR's count k, which starts at 0. Compute the formula at step itself."),
-        (lambda s: d**-0.5 * min(max(s - 1, 1) ** -0.5, max(s - 1, 1) * w**-1.5),
+        (lambda s: d**-0.5 * min(max(s - 1, 1) ** -0.5, max(s - 1, 1) * w**-1.5), "one step behind",
          "your rates are one step behind: rate(step) gives the paper's value for step - 1. The "
          "course's rate takes the update number counted from 1, as the paper does; make_optimizer "
          "already passes k + 1 for LambdaLR's count k."),
     ]
-    for formula, message in formulas:
-        if all(_near(x, formula(s)) for x, s in zip(got, steps)):
-            return message
-    # A d_model or warmup written into the code: fit it, then test the whole curve with it.
-    # (Only from positive rates: a rate of 0 or below fits no d_model and no warmup.)
-    late = steps[-1]
-    fits = []
-    if got[-1] > 0:
-        d_fit = (got[-1] * late**0.5) ** -2  # past the peak: d^-0.5 step^-0.5
-        fits.append((d_fit, w, "d_model", d_fit, d))
-    if got[0] > 0:
-        w_fit = (got[0] * d**0.5) ** (-2 / 3)  # step 1 (warmup > 1): d^-0.5 w^-1.5
-        fits.append((d, w_fit, "warmup", w_fit, w))
-    for d_try, w_try, what, value, actual in fits:
+
+
+_FORMULA_NAMES = [name for _, name, _ in _formulas(512, 4000)]
+
+
+def _curve(found: dict, p: Probe) -> list | None:
+    """The learner's rates on a curve probe, or None (step 0's probe, or not all numbers)."""
+    got = found["value"]
+    numbers_only = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in got)
+    return got if "zero" not in p.tags and numbers_only else None
+
+
+def _formula_mistake(k: int) -> Mistake:
+    def find(found: dict, p: Probe) -> str | None:
+        got, (_, d, w) = _curve(found, p), p.args[0]
+        formula, _, message = _formulas(d, w)[k]
+        return message if got and all(_near(x, formula(s)) for x, (s, _, _) in zip(got, p.args)) else None
+
+    def example(step, d_model, warmup):
+        return _formulas(d_model, warmup)[k][0](max(step, 1))
+    return Mistake("", _FORMULA_NAMES[k], find=find, example=example)
+
+
+def _written_in(what: str) -> Callable:
+    """A ``find``: the learner's curve is rate's with ``what`` (d_model or warmup) fitted from it, another value."""
+    def find(found: dict, p: Probe) -> str | None:
+        got, (_, d, w) = _curve(found, p), p.args[0]
+        steps = [s for s, _, _ in p.args]
+        if not got or got[-1 if what == "d_model" else 0] <= 0:
+            return None
+        value = (got[-1] * steps[-1] ** 0.5) ** -2 if what == "d_model" else (got[0] * d**0.5) ** (-2 / 3)
+        d_try, w_try, actual = (value, w, d) if what == "d_model" else (d, value, w)
         if (value >= 2 and abs(value - round(value)) < 1e-3 * value and round(value) != actual
                 and all(_near(x, rate(s, round(d_try), round(w_try))) for x, s in zip(got, steps))):
             return (f"your rates are those of {what} = {round(value)}, but this call has {what} = "
                     f"{actual}: is {what} written into your code? Use the argument.")
-    return None
+        return None
+    return find
 
 
-def _check_rate_once(fn: Callable, name: str, sizes: dict) -> None:
-    d, w = sizes["d_model"], sizes["warmup"]
-    steps = _steps(w)
-    roles = ("step", "d_model", "warmup")
-    got = [_number(_call(fn, s, d, w, roles=roles), name, f"{name}({s}, d_model={d}, warmup={w})")
-           for s in steps]
+def _other_rates(found: dict, p: Probe) -> str | None:
+    got = _curve(found, p)
+    if got is None:
+        return None
+    (_, d, w), steps = p.args[0], [s for s, _, _ in p.args]
     expected = [rate(s, d, w) for s in steps]
     bad = [i for i, (x, e) in enumerate(zip(got, expected)) if not _near(x, e)]
-    if bad:
-        message = _rate_mistake(got, steps, d, w)
-        if message:
-            raise ExerciseFailed(message)
-        i = bad[0]
-        raise _generic(
-            f"{name}({steps[i]}, d_model={d}, warmup={w}) returned {got[i]:.6g}, the paper's "
+    i = bad[0]
+    return (f"{{name}}({steps[i]}, d_model={d}, warmup={w}) returned {got[i]:.6g}, the paper's "
             f"formula gives {expected[i]:.6g} (wrong at {len(bad)} of the {len(steps)} steps "
-            f"tried, {', '.join(str(steps[j]) for j in bad[:5])}{', ...' if len(bad) > 5 else ''})."
-        )
-    # Step 0: LambdaLR's first call, before any update; the course treats it as step 1.
-    call = f"{name}(0, d_model={d}, warmup={w})"
-    try:
-        result = _call(fn, 0, d, w, roles=roles)
-    except ExerciseFailed as err:
-        if isinstance(err.__cause__, (ZeroDivisionError, ValueError, OverflowError)):
-            raise ExerciseFailed(
-                f"{call} raised {type(err.__cause__).__name__}: {err.__cause__}: at step 0 the "
-                "formula's step^-0.5 divides by zero. The paper counts steps from 1; the course's "
-                "rate treats step 0 as step 1 (step = max(step, 1)), so that a scheduler which "
-                "asks for step 0 gets a usable rate."
-            ) from None
-        raise
-    if isinstance(result, numbers.Real) and not math.isfinite(result):
-        raise ExerciseFailed(
-            f"{call} returned {float(result)}: at step 0 the formula's step^-0.5 divides by zero. "
-            "The paper counts steps from 1; the course's rate treats step 0 as step 1 "
-            "(step = max(step, 1))."
-        )
-    zero = _number(result, name, call)
-    if not _near(zero, expected[0]):
-        raise ExerciseFailed(
-            f"{call} returned {zero:.6g}; the course treats step 0 as step 1 "
-            f"(step = max(step, 1)), so it should be rate(1) = {expected[0]:.6g}. A rate of 0 "
-            "there would waste the first update (LambdaLR asks for step 0 before it), and "
-            "step^-0.5 at 0 divides by zero."
-        )
+            f"tried, {', '.join(str(steps[j]) for j in bad[:5])}{', ...' if len(bad) > 5 else ''}).")
+
+
+def _step_zero(found: dict, p: Probe) -> str | None:
+    got = found["value"]
+    if "zero" not in p.tags or not got or not isinstance(got[0], (int, float)) or isinstance(got[0], bool):
+        return None
+    (_, d, w), zero = p.args[0], got[0]
+    call = f"{{name}}(0, d_model={d}, warmup={w})"
+    if not math.isfinite(zero):
+        return (f"{call} returned {float(zero)}: at step 0 the formula's step^-0.5 divides by zero. The paper counts "
+                "steps from 1; the course's rate treats step 0 as step 1 (step = max(step, 1)).")
+    return (f"{call} returned {zero:.6g}; the course treats step 0 as step 1 (step = max(step, 1)), so it should be "
+            f"rate(1) = {rate(1, d, w):.6g}. A rate of 0 there would waste the first update (LambdaLR asks for step 0 "
+            "before it), and step^-0.5 at 0 divides by zero.")
+
+
+def _zero_raised(err: dict, name: str) -> str:
+    return (f"{name}(0, d_model=..., warmup=...) raised {err['type']}: {err['message']}: at step 0 the formula's "
+            "step^-0.5 divides by zero. The paper counts steps from 1; the course's rate treats step 0 as step 1 "
+            "(step = max(step, 1)), so that a scheduler which asks for step 0 gets a usable rate.")
+
+
+def _not_rates(found: dict, name: str, what: str) -> str:
+    items = found.get("items", [])
+    if any(f["kind"] == "tensor" for f in items):
+        return (f"{name} returned a tensor; return a Python float (LambdaLR multiplies the base rate by it, and Adam "
+                "keeps it as its lr): compute with ** and min, or math.sqrt, on the integers you are given, not with "
+                "torch.")
+    other = next((f for f in items if f["kind"] != "value"), {"type": found["type"]})
+    return f"{name} should return the learning rate as a float, got {other['type']}"
+
+
+def _rate_probes(device: str | None) -> list[Probe]:
+    probes = []
+    for sizes in RATE_SIZES:
+        d, w = sizes["d_model"], sizes["warmup"]
+        steps = _steps(w)
+        probes.append(Probe(tuple((s, d, w) for s in steps), f"{{what}} of {{name}}(step, d_model={d}, warmup={w}) "
+                            f"at the steps {', '.join(map(str, steps))}", sizes=sizes, each=True))
+        probes.append(Probe(((0, d, w),), f"{{what}} of {{name}}(0, d_model={d}, warmup={w})", sizes=sizes, each=True,
+                            tags=dict(zero=True), on_error=lambda err, name, d=d, w=w: _zero_raised(err, name).replace(
+                                "d_model=..., warmup=...", f"d_model={d}, warmup={w}")))
+    return probes
 
 
 def _rate_hint(passed: list, sizes: dict, message: str) -> str:
     return _hard_coded_hint(passed, sizes, message, "Use the d_model and warmup arguments.")
+
+
+_RATE_SETTINGS = ", ".join(f"({s['d_model']}, {s['warmup']})" for s in RATE_SIZES)
+RATE = Declaration(
+    check="check_rate", function="rate", roles=("step", "d_model", "warmup"), reference=rate, probes=_rate_probes,
+    returns=Value("the learning rates", kind="list", precision=(0.0, 1e-6), other=_not_rates), sizes_fix=_rate_hint,
+    mistakes=(
+        *(_formula_mistake(k) for k in range(len(_FORMULA_NAMES))),
+        Mistake("", "d_model written in", find=_written_in("d_model"),
+                example=lambda step, d_model, warmup: rate(step, 512, warmup)),
+        Mistake("", "warmup written in", find=_written_in("warmup"),
+                example=lambda step, d_model, warmup: rate(step, d_model, 4000)),
+        Mistake("", "step 0", find=_step_zero, example=lambda step, d_model, warmup: rate(step, d_model, warmup) * (
+            step > 0)),
+        Mistake("", "other rates", find=_other_rates, generic=True,
+                example=lambda step, d_model, warmup: rate(step, d_model, warmup) * 1.01),
+    ),
+    passed=lambda name: (
+        f"check_rate passed: {name} rises linearly to (d_model * warmup)^-0.5 at step = warmup "
+        f"and decays as step^-0.5 after it, as annotated.schedule.rate does, for (d_model, warmup) "
+        f"= {_RATE_SETTINGS}, and treats step 0 as step 1."),
+)
 
 
 def check_rate(rate_fn: Callable) -> None:
@@ -701,14 +731,7 @@ def check_rate(rate_fn: Callable) -> None:
     steps counted one ahead or one behind, a d_model or warmup written into the code, and
     step 0 dividing by zero or giving another rate than step 1.
     """
-    name = _function(rate_fn, "check_rate", "rate")
-    _run_on_all_sizes(lambda sizes: _check_rate_once(rate_fn, name, sizes), RATE_SIZES, _rate_hint)
-    settings = ", ".join(f"({s['d_model']}, {s['warmup']})" for s in RATE_SIZES)
-    print(
-        f"check_rate passed: {name} rises linearly to (d_model * warmup)^-0.5 at step = warmup "
-        f"and decays as step^-0.5 after it, as annotated.schedule.rate does, for (d_model, warmup) "
-        f"= {settings}, and treats step 0 as step 1."
-    )
+    check(RATE, rate_fn)
 
 
 # ---------------------------------------------------------------- 8.4 teacher_forcing_loss
@@ -997,4 +1020,4 @@ def check_teacher_forcing_loss(teacher_forcing_loss: Callable) -> None:
     check(TEACHER, teacher_forcing_loss)
 
 
-DECLARATIONS = {d.check: d for d in (TARGETS, LOSS, TEACHER)}
+DECLARATIONS = {d.check: d for d in (TARGETS, LOSS, RATE, TEACHER)}
