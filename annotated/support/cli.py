@@ -99,7 +99,7 @@ class Preset:
 
 PRESETS: dict[str, Preset] = {
     # Notebook 11's run: 1.5M parameters with 4,000 byte-pair merges, 1,100 updates of at most 1,500
-    # padded tokens, 2.7 minutes on a quiet 2-core CPU with two threads (benchmarks/RESULTS.md); warm-up and
+    # padded tokens, 2.3 minutes on a quiet 2-core CPU with two threads (benchmarks/RESULTS.md); warm-up and
     # factor chosen on validation loss by benchmarks/sweep_schedule.py (at the paper's dropout, 0.1), then
     # dropout 0 chosen on validation BLEU with paired seeds by benchmarks/tune_short_run.py (which also
     # chose the notebook's average of its last two checkpoints, a step the command line does not take). A fixed number
