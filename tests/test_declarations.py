@@ -1,5 +1,6 @@
 """The declared checks (annotated.support.grading.engine): every known mistake of every
-declaration is caught, by itself, with its own message; the engine's own messages (written once
+declaration is caught, by itself, with its own message, in the notebook and from the kernel's record as the
+grader reads it; the engine's own messages (written once
 for every declaration) on a small declaration of its own; and what the grader reads back from a
 kernel is data only."""
 
@@ -262,11 +263,7 @@ def test_a_source_mistake_is_found_in_the_code_not_in_its_comments_strings_or_na
 def test_every_declaration_passes_its_own_reference_through_the_graders_record(decl, tmp_path):
     """The grader's path: the probes sent as data, the kernel's recorder (which stops at a first call
     that raises) calling the reference, the record judged here: passed, with no call left out."""
-    probes, plan = engine.plan(decl)
-    torch.save(plan, tmp_path / "plan.pt")
-    record.record_file({decl.function: decl.reference}, decl.function, str(tmp_path / "plan.pt"),
-                       str(tmp_path / "out.pt"))
-    verdict = engine.judge_record(decl, probes, torch.load(tmp_path / "out.pt", weights_only=True))
+    verdict = judged_from_record(decl, decl.reference, tmp_path)
     assert verdict.verdict == "passed", verdict.diagnosis
 
 
@@ -297,3 +294,21 @@ def test_the_layer_norm_reference_is_the_course_layer_norm_on_every_probe():
             course.beta.copy_(beta)
             expected = course(x)
         assert torch.allclose(sublayers.NORM.reference(*probe.args), expected, atol=2e-4), probe.label
+
+
+def judged_from_record(decl: Declaration, fn, tmp_path) -> engine.Verdict:
+    """The grader's path for ``fn``: the probes sent as data, the kernel's recorder calling it, the record
+    read back with weights_only and judged here."""
+    probes, plan = engine.plan(decl)
+    torch.save(plan, tmp_path / "plan.pt")
+    record.record_file({decl.function: fn}, decl.function, str(tmp_path / "plan.pt"), str(tmp_path / "out.pt"))
+    return engine.judge_record(decl, probes, torch.load(tmp_path / "out.pt", weights_only=True))
+
+
+@pytest.mark.parametrize("decl, mistake, wrong", list(_wrong_answers()))
+def test_the_grader_judges_each_known_mistake_from_the_kernels_record_as_the_notebook_does(decl, mistake, wrong,
+                                                                                            tmp_path):
+    verdict = judged_from_record(decl, wrong, tmp_path)
+    with pytest.raises(engine.Failure) as in_notebook:
+        engine.run(decl, wrong, engine.GRADER_DEVICE)
+    assert (verdict.verdict, verdict.mistake, verdict.diagnosis) == ("failed", mistake.name, str(in_notebook.value))

@@ -5,22 +5,14 @@ mistakes), and the grader, judging a kernel's record, finds each known mistake a
 description of an argument changed in place)."""
 
 import pytest
-import torch
 
-from annotated.support import record
-from annotated.support.grading import data, engine
+from annotated.support.grading import data
+from tests.test_declarations import judged_from_record
 
 
 def test_the_vocabulary_reference_is_the_checks_written_out_numbering_on_every_probe():
     for probe in data.BUILD_VOCAB.probes(None):
         assert data.BUILD_VOCAB.reference(*probe.args) == data._vocab(*probe.args), probe.label
-
-
-def _graded(decl, fn, tmp_path):
-    probes, plan = engine.plan(decl)
-    torch.save(plan, tmp_path / "plan.pt")
-    record.record_file({decl.function: fn}, decl.function, str(tmp_path / "plan.pt"), str(tmp_path / "out.pt"))
-    return engine.judge_record(decl, probes, torch.load(tmp_path / "out.pt", weights_only=True))
 
 
 def _extend_specials(sentences, min_freq, specials):
@@ -33,7 +25,7 @@ def _extend_specials(sentences, min_freq, specials):
     (data.BUILD_VOCAB, _extend_specials, r"changed its third argument `specials` in place \(now \['<pad>'"),
 ])
 def test_the_grader_names_an_argument_changed_in_place_from_the_kernels_record(decl, fn, message, tmp_path):
-    verdict = _graded(decl, fn, tmp_path)
+    verdict = judged_from_record(decl, fn, tmp_path)
     assert verdict.verdict == "failed" and verdict.mistake == "an input changed in place", verdict
     assert pytest.importorskip("re").search(message, verdict.diagnosis), verdict.diagnosis
 
@@ -56,7 +48,7 @@ def test_the_grader_names_the_merges_sorted_in_place():
     import tempfile
     from pathlib import Path
     with tempfile.TemporaryDirectory() as tmp:
-        verdict = _graded(data.SEGMENT, _sort_merges, Path(tmp))
+        verdict = judged_from_record(data.SEGMENT, _sort_merges, Path(tmp))
     assert verdict.mistake == "an input changed in place" and "changed its second argument `merges` in place (now [(" \
         in verdict.diagnosis, verdict
 
@@ -80,8 +72,8 @@ def _remove_pads(ids, vocab):
 def test_the_grader_names_a_row_of_ids_emptied_in_place_and_the_vocabulary_travels_as_data(tmp_path):
     from annotated.support.grading import translation
 
-    assert _graded(translation.TOKENS, translation.TOKENS.reference, tmp_path).verdict == "passed"
-    verdict = _graded(translation.TOKENS, _remove_pads, tmp_path)
+    assert judged_from_record(translation.TOKENS, translation.TOKENS.reference, tmp_path).verdict == "passed"
+    verdict = judged_from_record(translation.TOKENS, _remove_pads, tmp_path)
     assert "changed its first argument `ids` in place (now [1, 7, 8, 2])" in verdict.diagnosis, verdict
 
 
@@ -96,6 +88,6 @@ def test_the_merge_steps_probes_follow_subword_nmts_merges_and_the_reference_mak
 
 
 def test_the_grader_judges_the_merge_step_from_the_kernels_record(tmp_path):
-    assert _graded(data.BPE_STEP, data._course_step, tmp_path).verdict == "passed"
-    verdict = _graded(data.BPE_STEP, data._wrong_step(merge_word=data._merge_first_only), tmp_path)
+    assert judged_from_record(data.BPE_STEP, data._course_step, tmp_path).verdict == "passed"
+    verdict = judged_from_record(data.BPE_STEP, data._wrong_step(merge_word=data._merge_first_only), tmp_path)
     assert verdict.mistake == "the first occurrence only", verdict

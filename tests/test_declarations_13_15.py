@@ -2,16 +2,14 @@
 form of the same computation: the band with blocks of ones (torch.kron), Linformer with E = F = I
 with PyTorch's attention, the skew with the explicit gather of relative logits, the rotation with
 complex numbers and with the course's float32 angles, the count of a row of Table 3 by formula with
-the parameters of the model make_variant builds; and the grader, judging a kernel's record, finds each
-known mistake of these checks as the notebook does."""
+the parameters of the model make_variant builds. That the grader, judging a kernel's record, finds
+each known mistake as the notebook does is tested for every declaration in test_declarations.py."""
 
-import pytest
 import torch
 
 from annotated.relative_positions import naive_relative_logits
 from annotated.rotary import rotate
-from annotated.support import record
-from annotated.support.grading import cost, engine, positions, variations
+from annotated.support.grading import cost, positions, variations
 from annotated.variations import table3_parameters
 
 
@@ -66,22 +64,3 @@ def test_the_row_count_formula_is_the_parameters_of_the_model_make_variant_build
         sizes = dict(zip(("N", "d_model", "d_ff", "h"), rest))
         built = table3_parameters(vocab_size, rest[4] if len(rest) > 4 else None, **sizes)
         assert variations.course_row_parameters(*probe.args) == built, probe.label
-
-
-def _known_mistakes():
-    for decl in (cost.BAND, cost.LINFORMER, positions.SKEW, positions.ROTATE, variations.ROW):
-        for mistake in decl.mistakes:
-            if mistake.stage != "source":  # a source mistake reads the code, which a lambda here does not show alone
-                yield pytest.param(decl, mistake, id=f"{decl.check}-{mistake.name}")
-
-
-@pytest.mark.parametrize("decl, mistake", list(_known_mistakes()))
-def test_the_grader_judges_each_known_mistake_from_the_kernels_record_as_the_notebook_does(decl, mistake, tmp_path):
-    wrong = mistake.example or mistake.like
-    probes, plan = engine.plan(decl)
-    torch.save(plan, tmp_path / "plan.pt")
-    record.record_file({decl.function: wrong}, decl.function, str(tmp_path / "plan.pt"), str(tmp_path / "out.pt"))
-    verdict = engine.judge_record(decl, probes, torch.load(tmp_path / "out.pt", weights_only=True))
-    with pytest.raises(engine.Failure) as in_notebook:
-        engine.run(decl, wrong, engine.GRADER_DEVICE)
-    assert (verdict.verdict, verdict.mistake, verdict.diagnosis) == ("failed", mistake.name, str(in_notebook.value))

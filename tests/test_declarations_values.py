@@ -16,6 +16,7 @@ import torch
 from annotated.support import record
 from annotated.support.grading import engine
 from annotated.support.grading.engine import Declaration, Failure, Items, Mistake, Probe, Tensor, Value
+from tests.test_declarations import judged_from_record
 
 
 def _rate(step, d_model, warmup):
@@ -222,19 +223,12 @@ TWICE = Declaration(
     mistakes=(Mistake("you applied f once", "once", like=lambda f, x: f(x)),))
 
 
-def _graded(decl, fn, tmp_path):
-    probes, plan = engine.plan(decl)
-    torch.save(plan, tmp_path / "plan.pt")
-    record.record_file({decl.function: fn}, decl.function, str(tmp_path / "plan.pt"), str(tmp_path / "out.pt"))
-    return engine.judge_record(decl, probes, torch.load(tmp_path / "out.pt", weights_only=True))
-
-
 @pytest.mark.parametrize("decl", [APPLY, TWICE], ids=lambda d: d.check)
 def test_module_and_function_arguments_travel_as_data_and_the_reference_passes(decl, tmp_path):
     engine.run(decl, decl.reference)
-    assert _graded(decl, decl.reference, tmp_path).verdict == "passed"
+    assert judged_from_record(decl, decl.reference, tmp_path).verdict == "passed"
     wrong = decl.mistakes[0].like
-    verdict = _graded(decl, wrong, tmp_path)
+    verdict = judged_from_record(decl, wrong, tmp_path)
     assert verdict.mistake == decl.mistakes[0].name
     with pytest.raises(Failure) as caught:
         engine.run(decl, wrong)
@@ -258,7 +252,7 @@ def _switched(layer, x):
 ])
 def test_a_module_arguments_gradients_and_mode_are_judged_in_the_notebook_and_by_the_grader(wrong, message,
                                                                                              tmp_path):
-    verdict = _graded(APPLY, wrong, tmp_path)
+    verdict = judged_from_record(APPLY, wrong, tmp_path)
     if message == r"^$|passed":  # the same gradients by another way: passes
         assert verdict.verdict == "passed", verdict.diagnosis
         return
@@ -321,4 +315,4 @@ def test_a_module_result_is_judged_by_its_parameters_mode_and_output_in_the_note
 def test_the_engine_names_another_module(wrong, message, tmp_path):
     with pytest.raises(Failure, match=message):
         engine.run(LAYER, wrong)
-    assert re.search(message, _graded(LAYER, wrong, tmp_path).diagnosis)
+    assert re.search(message, judged_from_record(LAYER, wrong, tmp_path).diagnosis)

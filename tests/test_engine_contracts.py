@@ -11,13 +11,7 @@ import torch
 from annotated.support import record
 from annotated.support.grading import engine
 from annotated.support.grading.engine import Declaration, Failure, Probe, Tensor, Value
-
-
-def _graded(decl, fn, tmp_path):
-    probes, plan = engine.plan(decl)
-    torch.save(plan, tmp_path / "plan.pt")
-    record.record_file({decl.function: fn}, decl.function, str(tmp_path / "plan.pt"), str(tmp_path / "out.pt"))
-    return engine.judge_record(decl, probes, torch.load(tmp_path / "out.pt", weights_only=True))
+from tests.test_declarations import judged_from_record
 
 
 def _both(decl, fn, tmp_path):
@@ -27,7 +21,7 @@ def _both(decl, fn, tmp_path):
         mine = None
     except Failure as failure:
         mine = str(failure)
-    verdict = _graded(decl, fn, tmp_path)
+    verdict = judged_from_record(decl, fn, tmp_path)
     assert (verdict.verdict == "passed") == (mine is None), (mine, verdict)
     assert mine is None or verdict.diagnosis == mine
     return mine
@@ -216,6 +210,6 @@ def test_a_probe_of_several_calls_is_judged_as_one_curve_in_the_notebook_and_by_
     from annotated.support.grading.training import RATE
 
     fn = fn or RATE.reference
-    got = _graded(RATE, fn, tmp_path)
+    got = judged_from_record(RATE, fn, tmp_path)
     assert got.verdict == verdict and __import__("re").search(message, got.diagnosis), got
     assert (_both(RATE, fn, tmp_path) or "") == got.diagnosis
