@@ -25,40 +25,26 @@ from pathlib import Path
 
 import torch
 
-from annotated.data import load_pairs
 from annotated.evaluation import corpus_bleu, translate
 from annotated.label_smoothing import LabelSmoothingLoss
 from annotated.model import TransformerConfig, make_model
 from annotated.schedule import make_optimizer
-from annotated.support.cli import PRESETS, encode, make_batches
+from annotated.support.cli import PRESETS, make_batches
 from annotated.support.errors import CourseError
 from annotated.support.files import check_output_file, signals_as_interrupt, write_text
-from annotated.support.tokenizer import build_vocabs, make_text
+from annotated.support.table3 import Data, Recipe
 from annotated.training import evaluate_loss, fit
-from annotated.vocab import PAD, UNK
+from annotated.vocab import PAD
 
 RECIPE = PRESETS["notebook"]
 GAP = 100  # updates between the two checkpoints averaged
-BEAM, ALPHA, MAX_LEN, MIN_FREQ, LABEL_SMOOTHING = 4, 0.6, 64, 2, 0.1
+BEAM, ALPHA, MAX_LEN, LABEL_SMOOTHING = 4, 0.6, 64, 0.1
 MARGIN = 0.6  # BLEU
 
 
-class Data:
-    """Notebook 11's data cell: pieces, one vocabulary, the batches (the training batches' seed is the run's)."""
-
-    def __init__(self, limit: int | None):
-        self.pairs = {split: load_pairs(split)[:limit] for split in ("train", "val")}
-        self.text = make_text(RECIPE.bpe_merges, self.pairs["train"])
-        self.src, self.tgt = build_vocabs(MIN_FREQ, self.pairs["train"], self.text)
-        for vocab in (self.src, self.tgt):
-            vocab.set_default_index(vocab[UNK])
-        self.examples = {split: encode(pairs, self.text.tokenize_de, self.text.tokenize_en, self.src, self.tgt)
-                         for split, pairs in self.pairs.items()}
-
-
 def val_bleu(model, data: Data) -> float:
-    sources, references = zip(*data.pairs["val"])
-    out = translate(model, list(sources), data.src, data.tgt, data.text.tokenize_de, beam_size=BEAM, max_len=MAX_LEN,
+    sources, references = zip(*data.val)
+    out = translate(model, list(sources), data.vocab, data.vocab, data.text.tokenize_de, beam_size=BEAM, max_len=MAX_LEN,
                     length_penalty=ALPHA, detokenizer=data.text.detokenize)
     return round(corpus_bleu(out, list(references)).score, 2)
 
@@ -66,13 +52,13 @@ def val_bleu(model, data: Data) -> float:
 def run(data: Data, dropout: float, seed: int) -> dict:
     """One run, as notebook 11 trains: the last checkpoint's and the average's validation loss and BLEU."""
     started = time.process_time()
-    train = make_batches(data.examples["train"], RECIPE.max_tokens, shuffle=True, seed=seed)
-    val = make_batches(data.examples["val"], RECIPE.max_tokens, shuffle=False, seed=seed)
-    config = TransformerConfig(len(data.src), len(data.tgt), N=RECIPE.N, d_model=RECIPE.d_model, d_ff=RECIPE.d_ff,
+    train = make_batches(data.train, RECIPE.max_tokens, shuffle=True, seed=seed)
+    val = make_batches(data.val_examples, RECIPE.max_tokens, shuffle=False, seed=seed)
+    config = TransformerConfig(len(data.vocab), len(data.vocab), N=RECIPE.N, d_model=RECIPE.d_model, d_ff=RECIPE.d_ff,
                                h=RECIPE.h, dropout=dropout, share_embeddings=True)
     torch.manual_seed(seed)
     model = make_model(config)
-    loss_fn = LabelSmoothingLoss(len(data.tgt), data.tgt[PAD], smoothing=LABEL_SMOOTHING)
+    loss_fn = LabelSmoothingLoss(len(data.vocab), data.vocab[PAD], smoothing=LABEL_SMOOTHING)
     optimizer, scheduler = make_optimizer(model, RECIPE.d_model, warmup=RECIPE.warmup, factor=RECIPE.lr_factor)
     epochs = math.ceil(RECIPE.max_steps / len(train))
     history = fit(model, train, val, loss_fn, optimizer, scheduler, epochs=epochs, max_steps=RECIPE.max_steps - GAP,
@@ -116,7 +102,7 @@ def main() -> None:
         parser.error(str(error))
     torch.set_num_threads(args.threads)
     with signals_as_interrupt():
-        data = Data(args.limit)
+        data = Data(Recipe(bpe_merges=RECIPE.bpe_merges, limit=args.limit))  # the pieces and one vocabulary
         runs = []
         for seed in args.seeds:
             for dropout in args.dropouts:
