@@ -271,10 +271,6 @@ def _dtype(name: str) -> torch.dtype:
     return getattr(torch, name)
 
 
-def _is_float(dtype: str) -> bool:
-    return _dtype(dtype).is_floating_point
-
-
 def _shape(found: dict) -> tuple:
     return tuple(found["shape"])
 

@@ -94,10 +94,6 @@ def _split_probes(device: str | None) -> list[Probe]:
     return probes
 
 
-def _split_sizes(p: Probe) -> tuple:
-    return p.tags["batch"], p.tags["L"], p.tags["h"], p.tags["d_k"]
-
-
 SPLIT = Declaration(
     check="check_split_heads", function="split_heads", roles=("x", "h"), reference=course_split,
     probes=_split_probes, returns=Tensor("the split tensor"), sizes_fix=_HEADS_FIX,
