@@ -1,8 +1,6 @@
-"""Checks of notebook 01's exercises: the numerically stable softmax (1.1) and the softmax with a
-temperature (1.2), as declarations (``annotated.support.grading.engine``) compared with
-``annotated.softmax``; and the variance of a dot product with and without the 1/sqrt(d_k)
-scaling (1.3), drawn with a seeded ``sample`` function the check hands it (``sampler``, sent to
-the kernel as data by ``annotated.support.record.build``)."""
+"""Checks of notebook 01 as declarations (``engine``): the stable softmax (1.1) and the softmax with a
+temperature (1.2) against ``annotated.softmax``, and the variances of q.k with and without 1/sqrt(d_k) (1.3),
+drawn with the check's seeded ``sampler``."""
 
 import math
 from collections.abc import Callable
@@ -14,12 +12,10 @@ from annotated.support import record as recorder
 from annotated.support.grading.core import _rows
 from annotated.support.grading.engine import Declaration, Mistake, Probe, Tensor, _clone, _equal, check
 
-# Scores (batch, rows, n): every size differs, so a softmax, a max or a sum along the wrong
-# dimension shows, and every size changes from one set to the next.
+# Scores (batch, rows, n): every size differs, within a set and from one set to the next.
 SOFTMAX_SIZES = [dict(batch=2, rows=3, n=5), dict(batch=4, rows=6, n=7)]
 TEMPERATURE_SIZES = [dict(rows=3, n=5), dict(rows=6, n=2)]
-# One distribution of the components per set, each with mean 0 and variance 1: Gaussian,
-# uniform on [-sqrt(3), sqrt(3)] and +-1 with equal chances.
+# One distribution of mean 0 and variance 1 per set (uniform on [-sqrt(3), sqrt(3)]).
 VARIANCE_SIZES = [dict(d_k=9, n_pairs=3000), dict(d_k=25, n_pairs=2000), dict(d_k=64, n_pairs=1000)]
 DISTRIBUTIONS = ("Gaussian", "uniform", "+-1")
 SIZE_SETS = {
@@ -27,26 +23,15 @@ SIZE_SETS = {
     "check_softmax_with_temperature": TEMPERATURE_SIZES,
     "check_score_variances": VARIANCE_SIZES,
 }
-# The other device the probes try in a notebook: the GPU, where there is one (the grader and the
-# tests use 'meta').
+# The other device the probes try in a notebook (the grader and the tests use 'meta').
 OTHER_DEVICE: str | None = "cuda" if torch.cuda.is_available() else None
 
-_KEEPDIM_HINT = (
-    "\nHint: a max or a sum along a dimension without keepdim=True drops that dimension, so "
-    "(batch, rows, n).amax(dim=-1) is (batch, rows), which broadcasting lines up with the wrong "
-    "dimensions of x. Keep it: x.amax(dim=dim, keepdim=True), e.sum(dim=dim, keepdim=True)."
-)
-_MAX_PAIR_HINT = (
-    "\nHint: x.max(dim=...) returns a pair (values, indices); use x.amax(dim=dim, keepdim=True), "
-    "or x.max(dim=dim, keepdim=True).values."
-)
-_CALL_HINTS = ((r"must match the size of tensor", _KEEPDIM_HINT), (r"return_types\.max", _MAX_PAIR_HINT))
-_UNDERFLOW = (
-    "exp of scores that far below zero underflows to 0 in every entry, and 0 / 0 is NaN. Does "
-    "your function subtract the maximum only when the scores are large (if x.max() > ...)? The "
-    "shift is needed on both sides: subtract the maximum along dim always, "
-    "x - x.amax(dim=dim, keepdim=True), and the largest exponent is exactly 0 whatever the scores."
-)
+_CALL_HINTS = ((r"must match the size of tensor", "\nHint: a max or a sum along a dimension without keepdim=True "
+                 "drops it, and broadcasting lines up the wrong dimensions: x.amax(dim=dim, keepdim=True)."),
+               (r"return_types\.max", "\nHint: x.max(dim=...) returns a pair (values, indices); use "
+                "x.amax(dim=dim, keepdim=True)."))
+_UNDERFLOW = ("exp of scores that far below zero is 0 everywhere, and 0 / 0 is NaN: do you subtract the maximum "
+              "only when the scores are large? Always subtract it, x - x.amax(dim=dim, keepdim=True).")
 
 
 def _by_hand(x: torch.Tensor, dim: int, shift=None) -> torch.Tensor:
@@ -104,58 +89,45 @@ def _stable_probes(device: str | None) -> list[Probe]:
     return probes
 
 
-def _other_dimension(last: bool) -> Callable:
+def _elsewhere(kind: str) -> Callable:
+    """A find: the softmax along the last dimension whatever dim asks ("last"), or the softmax, the sum or the max
+    along another dimension than dim ("softmax", "sum", "max")."""
     def find(found: dict, p: Probe) -> str | None:
-        (x, dim), got = p.args, found["values"]
-        ndim = x.dim()
-        for other in range(ndim) if got is not None else ():
-            if other != dim % ndim and (other == ndim - 1) == last and _equal(got, torch.softmax(x, dim=other)):
-                if last:
-                    return (f"asked for the softmax along dim={dim}, your function took it along the last "
-                            "dimension: does it ignore its dim argument (a -1 written into the code)? Use dim "
-                            "in the max and in the sum: x.amax(dim=dim, keepdim=True), e.sum(dim=dim, keepdim=True).")
-                return (p.tags.get("prefix", "") + f"your softmax runs along {_dimension(other, ndim)}, but "
-                        f"dim={dim} asks for {_dimension(dim, ndim)}: take the max and the sum along dim.")
+        (x, dim), got, n = p.args, found["values"], p.args[0].dim()
+        if got is None or kind == "sum" and not got.isfinite().all():
+            return None
+        for o in range(n):
+            there, asked = _dimension(o, n), _dimension(dim, n)
+            if o == dim % n or kind in ("last", "softmax") and (o == n - 1) != (kind == "last"):
+                continue
+            if kind == "last" and _equal(got, torch.softmax(x, dim=o)):
+                return (f"asked for the softmax along dim={dim}, your function took it along the last dimension: "
+                        "does it ignore its dim argument (a -1 written into the code)? Use dim in the max and the sum.")
+            if kind == "softmax" and _equal(got, torch.softmax(x, dim=o)):
+                return (p.tags.get("prefix", "") + f"your softmax runs along {there}, but dim={dim} asks for "
+                        f"{asked}: take the max and the sum along dim.")
+            if kind == "sum" and _equal(got.sum(o), torch.ones_like(got.sum(o))):
+                return (f"your weights sum to 1 along {there}, but the softmax runs along {asked} (dim={dim}): "
+                        "divide by the sum along dim, e.sum(dim=dim, keepdim=True).")
+            if kind == "max" and _equal(got, _by_hand(x, dim, x.amax(dim=o, keepdim=True))):
+                return (f"you subtracted the maximum along {there}, but the softmax runs along {asked}: a shift "
+                        "cancels only if it is the same along the row, the max along dim.")
         return None
     return find
 
 
-def _sums_elsewhere(found: dict, p: Probe) -> str | None:
-    (x, dim), got = p.args, found["values"]
-    for other in range(x.dim()) if got is not None and got.isfinite().all() else ():
-        if other != dim % x.dim() and _equal(got.sum(other), torch.ones_like(got.sum(other))):
-            return (f"your weights sum to 1 along {_dimension(other, x.dim())}, but the softmax runs along "
-                    f"{_dimension(dim, x.dim())} (dim={dim}): divide by the sum along dim, e.sum(dim=dim, keepdim=True).")
-    return None
-
-
 def _whole_sum(found: dict, p: Probe) -> str | None:
     got = found["values"]
-    if got is None or not got.isfinite().all() or not _equal(got.sum(), torch.tensor(1.0)):
-        return None
-    return ("you divided by the sum of the whole tensor, so all the weights together sum to 1, not each "
-            "row: sum along dim, e.sum(dim=dim, keepdim=True).")
-
-
-def _max_elsewhere(found: dict, p: Probe) -> str | None:
-    (x, dim), got = p.args, found["values"]
-    for other in range(x.dim()) if got is not None else ():
-        if other != dim % x.dim() and _equal(got, _by_hand(x, dim, x.amax(dim=other, keepdim=True))):
-            return (f"you subtracted the maximum along {_dimension(other, x.dim())}, but the softmax runs "
-                    f"along {_dimension(dim, x.dim())}: a shift changes nothing only when it is the same for "
-                    "every entry of a row, so it must be the max along the softmax's own dimension: "
-                    "x.amax(dim=dim, keepdim=True).")
+    if got is not None and got.isfinite().all() and _equal(got.sum(), torch.tensor(1.0)):
+        return "you divided by the sum of the whole tensor, not of each row: e.sum(dim=dim, keepdim=True)."
     return None
 
 
 def _overflow(got: torch.Tensor, p: Probe) -> str | None:
-    if got.isfinite().all():
-        return None
-    return ("NaN or inf for scores around 1000 (the notebook's [1000, 1001, 1002]): your weights sum to "
-            f"{_rows(got)} per row. exp(1000) overflows float32 (whose largest number is about 3.4e38, and "
-            "e^89 is already past it), and inf / inf is NaN. Subtract the maximum along dim before the "
-            "exponential: x - x.amax(dim=dim, keepdim=True) is at most 0 everywhere, so every exp lies in "
-            "(0, 1] and the softmax is unchanged.")
+    return None if got.isfinite().all() else (
+        f"NaN or inf for scores around 1000: your rows sum to {_rows(got)}. exp(1000) overflows float32 "
+        "(e^89 already does), and inf / inf is NaN. Subtract the maximum along dim first, "
+        "x - x.amax(dim=dim, keepdim=True): every exp is then in (0, 1], and the softmax unchanged.")
 
 
 def _like_rows(shift: Callable, message: Callable) -> Callable:
@@ -167,45 +139,40 @@ def _like_rows(shift: Callable, message: Callable) -> Callable:
 
 
 _GLOBAL_MAX = _like_rows(lambda x: x.amax(), lambda x, bad: (
-    "with rows of very different scale in one tensor (scores about -1500, 0 and +1500) "
-    f"{int(bad.sum())} of the {bad.numel()} rows are NaN or do not sum to 1: you subtracted the maximum "
-    "of the whole tensor. In a row 1500 below it every exp(x - max) underflows to 0, and 0 / 0 is NaN. "
-    "Subtract each row's own maximum: x.amax(dim=dim, keepdim=True)."))
+    f"with rows of very different scale (about -1500, 0 and +1500) {int(bad.sum())} of the {bad.numel()} rows are "
+    "NaN or do not sum to 1: you subtracted the maximum of the whole tensor. In a row far below it every exp "
+    "underflows to 0, and 0 / 0 is NaN. Subtract each row's maximum: x.amax(dim=dim, keepdim=True)."))
 _BELOW_MAX = _like_rows(lambda x: x.mean(-1, keepdim=True), lambda x, bad: (
-    f"the row whose scores spread about +-{x[0, 1].abs().max():.0f} comes out NaN or not summing to 1: "
-    "you subtracted something smaller than the row's maximum (its mean, its minimum?), which leaves "
-    "exponents far above 0, and exp overflows to inf. Only the maximum makes every exponent at most 0: "
-    "x.amax(dim=dim, keepdim=True)."))
+    f"the row whose scores spread about +-{x[0, 1].abs().max():.0f} is NaN or does not sum to 1: you subtracted "
+    "something smaller than the row's maximum (its mean, its minimum?), and exp overflows. Only the maximum "
+    "makes every exponent at most 0: x.amax(dim=dim, keepdim=True)."))
 
 
 def _underflow(got: torch.Tensor, p: Probe) -> str | None:
-    if not _bad_rows(got).any():
-        return None
-    return ("NaN or weights that do not sum to 1 for scores around -1000 (the notebook's [1000, 1001, 1002] "
-            f"moved below zero): your rows sum to {_rows(got)}. {_UNDERFLOW}")
+    return None if not _bad_rows(got).any() else (
+        f"NaN or weights that do not sum to 1 for scores around -1000: your rows sum to {_rows(got)}. {_UNDERFLOW}")
 
 
 STABLE_MISTAKES = (
-    Mistake("your function calls {found}: the exercise is to build the softmax yourself, from torch.exp, a "
-            "max and a sum (the check compares your result with torch.softmax). Subtract the maximum along "
-            "dim, take the exponential, divide by its sum along dim.", "the library's softmax called",
+    Mistake("your function calls {found}: the exercise is to build the softmax yourself: subtract the maximum "
+            "along dim, take torch.exp, divide by its sum along dim.", "the library's softmax called",
             stage="source", source=r"(?i)(?<![\w.])(?:\w+\s*\.\s*)*(?:log_?)?softmax(?=\s*\()",
             example=lambda x, dim=-1: torch.softmax(x, dim)),
-    Mistake("", "the dim argument ignored", find=_other_dimension(last=True),
+    Mistake("", "the dim argument ignored", find=_elsewhere("last"),
             example=lambda x, dim=-1: _by_hand(x, -1)),
-    Mistake("", "the softmax along another dimension", find=_other_dimension(last=False),
+    Mistake("", "the softmax along another dimension", find=_elsewhere("softmax"),
             example=lambda x, dim=-1: _by_hand(x, 0)),
     Mistake("", "the sum of the whole tensor", find=_whole_sum,
             example=lambda x, dim=-1: (lambda e: e / e.sum())(torch.exp(x - x.amax(dim, keepdim=True)))),
-    Mistake("", "the sum along another dimension", find=_sums_elsewhere,
+    Mistake("", "the sum along another dimension", find=_elsewhere("sum"),
             example=lambda x, dim=-1: (lambda e: e / e.sum(0, keepdim=True))(torch.exp(x - x.amax(dim, True)))),
-    Mistake("the exponentials are not divided by their sum: after e = exp(x - max), return "
-            "e / e.sum(dim=dim, keepdim=True), so that each row sums to 1.", "not normalized",
+    Mistake("the exponentials are not divided by their sum: return e / e.sum(dim=dim, keepdim=True).",
+            "not normalized",
             like=lambda x, dim=-1: torch.exp(x - x.amax(dim=dim, keepdim=True))),
-    Mistake("", "the max along another dimension", find=_max_elsewhere,
+    Mistake("", "the max along another dimension", find=_elsewhere("max"),
             example=lambda x, dim=-1: _by_hand(x, dim, x.amax(dim=0, keepdim=True))),
-    Mistake("you divided the scores by their maximum; subtract it instead: softmax(x - c) = softmax(x) for any "
-            "constant c, but softmax(x / c) is another distribution (a temperature c).", "divided by the max",
+    Mistake("you divided the scores by their maximum; subtract it instead: softmax(x - c) = softmax(x), but "
+            "softmax(x / c) is another distribution.", "divided by the max",
             like=lambda x, dim=-1: _by_hand(x / x.amax(dim=dim, keepdim=True), dim)),
     Mistake("", "no max subtracted", find=_found("big", _overflow), example=lambda x, dim=-1: _by_hand(x, dim, 0.0)),
     Mistake("", "the max of the whole tensor", find=_found("mixed", _GLOBAL_MAX),
@@ -228,20 +195,14 @@ STABLE = Declaration(
 
 
 def check_stable_softmax(stable_softmax: Callable) -> None:
-    """Check ``stable_softmax(x, dim=-1)``, built from exp, max and sum, against torch.softmax
-    and ``annotated.softmax.softmax``, on the sizes of ``SOFTMAX_SIZES``.
-
-    Each set tries ordinary scores along three dimensions, the scores moved up by 1000, and
-    rows of very different scale (about -1500, 0 and +1500, one row 100 times wider) in one
-    tensor. Then 4-D scores (heads in front) along a middle and the last dimension, one row
-    (1-D), a batch of one (1, 1, n), scores around -1000, float64 scores (float64 weights, exact
-    to float64 rounding), a second call that must leave the first result unchanged, and scores
-    on another device (the GPU in a notebook that has one; 'meta' for the grader).
+    """Check ``stable_softmax(x, dim=-1)``, built from exp, max and sum, against torch.softmax on the sizes of
+    ``SOFTMAX_SIZES`` (three dimensions, scores + 1000, rows about -1500, 0 and +1500), then 4-D, 1-D and
+    batch-of-one scores, scores around -1000, float64, a second call and another device.
 
     Diagnoses: a call of the library's softmax, an input changed in place, a result of another
     kind, dtype, device or shape, a max or sum without keepdim (the broadcasting error) and
     ``x.max(dim)`` used as a tensor, the dim argument ignored, the softmax, the max or the sum
-    along the wrong dimension, exponentials not divided by their sum, the scores divided by
+    along the wrong dimension, the sum of the whole tensor, exponentials not divided by their sum, the scores divided by
     their maximum instead of shifted, no max subtracted (inf/NaN on large scores), the maximum
     of the whole tensor instead of each row's (0/0 in rows far below it), a shift below the
     row's maximum (mean, minimum: overflow in a wide row), a shift only when the scores are
@@ -256,20 +217,18 @@ def check_stable_softmax(stable_softmax: Callable) -> None:
 # ---------------------------------------------------------------- exercise 1.2: temperature
 
 
+_RAISE = "raise ValueError(f\"temperature must be positive, got {temperature}\")."
+
+
 def _refused(temperature: float) -> Callable:
-    def message(err: dict, name: str) -> str:
-        return (f"{name}(x, temperature={temperature}) raised {err['type']}: {err['message']}; raise a "
-                "ValueError instead, which says the temperature must be positive and names the value it got: "
-                "raise ValueError(f\"temperature must be positive, got {temperature}\").")
-    return message
+    return lambda err, name: (f"{name}(x, temperature={temperature}) raised {err['type']}: {err['message']}; "
+                              f"raise a ValueError instead: {_RAISE}")
 
 
 def _accepted(temperature: float) -> Callable:
-    meaning = ("divides by zero (x / 0 is inf or NaN)" if temperature == 0 else
-               "reverses the order: the lowest score would get the most weight")
-    return lambda name: (f"{name}(x, temperature={temperature}) returned without an error, but a temperature "
-                         f"of {temperature} {meaning}. Refuse it before computing: if temperature <= 0, raise "
-                         "ValueError(f\"temperature must be positive, got {temperature}\").")
+    meaning = "divides by zero" if temperature == 0 else "gives the lowest score the most weight"
+    return lambda name: (f"{name}(x, temperature={temperature}) returned without an error, but a temperature of "
+                         f"{temperature} {meaning}. Refuse it before computing: if temperature <= 0, {_RAISE}")
 
 
 def _temperature_probes(device: str | None) -> list[Probe]:
@@ -309,60 +268,49 @@ def _entropy(p: torch.Tensor) -> float:
 
 
 def _overflowed(got: torch.Tensor, p: Probe) -> str | None:
-    if got.isfinite().all():
-        return None
     (x, temperature), what = p.args, p.tags["what"]
-    return (f"NaN or inf with {what} and temperature {temperature}: the scores divided by the temperature "
-            f"reach {float((x / temperature).abs().max()):.0f}, and exp of that overflows float32 (e^89 is "
-            "already past its largest number). Divide by the temperature first, then subtract the maximum of "
-            "the divided scores before the exponential (your stable_softmax of exercise 1.1 does it: "
-            "stable_softmax(x / temperature)).")
+    return None if got.isfinite().all() else (
+        f"NaN or inf with {what} and temperature {temperature}: the divided scores reach "
+        f"{float((x / temperature).abs().max()):.0f}, and exp of that overflows float32. Divide by the temperature, "
+        "then subtract the maximum before the exponential: stable_softmax(x / temperature) of exercise 1.1.")
 
 
 def _not_last(got: torch.Tensor, p: Probe) -> str | None:
     x, temperature = p.args
-    for other in range(x.dim() - 1):
-        if _equal(got, torch.softmax(x / temperature, dim=other)):
-            return (f"with x of shape {tuple(x.shape)}, your softmax runs along dimension {other}; it runs "
-                    "along the last dimension whatever comes in front: reduce along dim=-1, not along "
-                    "dimension 1 or 0.")
-    return None
+    return next((f"with x of shape {tuple(x.shape)}, your softmax runs along dimension {o}; it runs along the last "
+                 "dimension whatever comes in front: dim=-1." for o in range(x.dim() - 1)
+                 if _equal(got, torch.softmax(x / temperature, dim=o))), None)
 
 
 def _low(got: torch.Tensor, p: Probe) -> str | None:
-    if not _bad_rows(got).any():
-        return None
-    return ("NaN or weights that do not sum to 1 for scores x - 1000 at temperature 0.5 (about -2000 once "
-            f"divided): your rows sum to {_rows(got)}. {_UNDERFLOW}")
+    return None if not _bad_rows(got).any() else (
+        f"NaN or weights that do not sum to 1 for scores x - 1000 at temperature 0.5: your rows sum to "
+        f"{_rows(got)}. {_UNDERFLOW}")
 
 
 def _positive(p: Probe) -> bool:
     return p.args[1] > 0 and p.args[1] != 1
 
 
-TEMPERATURE_MISTAKES = (
-    Mistake(lambda p: (f"with temperature={p.args[1]} you get the same weights as with temperature 1: the "
-                       "temperature has no effect. Divide the scores by it before the exponential, "
-                       "softmax(x / temperature) (subtracting it, or dividing the exponentials by it, cancels "
-                       "in the normalization)."), "a temperature without effect", when=_positive,
-            like=lambda x, temperature: _by_hand(x, -1)),
-    Mistake(lambda p: (f"you divided the weights by the temperature after the softmax, so each row sums to "
-                       f"1/{p.args[1]} = {1 / p.args[1]:.4g}. The temperature divides the scores before it: "
-                       "softmax(x / temperature)."), "the weights divided by T", when=_positive,
-            like=lambda x, temperature: _by_hand(x, -1) / temperature),
-    Mistake("you raised the weights to the power 1/temperature without normalizing again: the rows no longer "
-            "sum to 1. softmax(x / T) is that power divided by its row sum; simpler, divide the scores: "
-            "softmax(x / temperature).", "a power without normalizing", when=_positive,
-            like=lambda x, temperature: _by_hand(x, -1) ** (1 / temperature)),
-    Mistake(lambda p: (f"you multiplied the scores by the temperature instead of dividing: at T = {p.args[1]} "
-                       f"your weights have a mean entropy of {_entropy(_by_hand(p.args[0] * p.args[1], -1)):.3f} "
-                       f"nats, where softmax(x / T) has {_entropy(_by_hand(p.args[0] / p.args[1], -1)):.3f}. "
-                       "A temperature above 1 must flatten the weights (higher entropy), below 1 sharpen them: "
-                       "softmax(x / temperature)."), "the scores multiplied by T", when=_positive,
-            like=lambda x, temperature: _by_hand(x * temperature, -1)),
-    Mistake("you divided the scores by sqrt(temperature): the temperature itself divides them, softmax(x / T). "
-            "(Attention's 1/sqrt(d_k) is a temperature T = sqrt(d_k): there the square root is part of T.)",
-            "divided by sqrt(T)", when=_positive, like=lambda x, temperature: _by_hand(x / math.sqrt(temperature), -1)),
+_FIX = " The temperature divides the scores before the exponential: softmax(x / temperature)."
+TEMPERATURE_MISTAKES = tuple(Mistake(message, name, when=_positive, like=like) for name, like, message in (
+    ("a temperature without effect", lambda x, t: _by_hand(x, -1), lambda p: (
+        f"with temperature={p.args[1]} you get the same weights as with temperature 1: the temperature has no "
+        "effect (subtracted, or dividing the exponentials, it cancels in the normalization)." + _FIX)),
+    ("the weights divided by T", lambda x, t: _by_hand(x, -1) / t, lambda p: (
+        f"you divided the weights by the temperature after the softmax, so each row sums to 1/{p.args[1]} = "
+        f"{1 / p.args[1]:.4g}." + _FIX)),
+    ("a power without normalizing", lambda x, t: _by_hand(x, -1) ** (1 / t),
+     "you raised the weights to the power 1/temperature without normalizing again: the rows no longer sum to 1."
+     + _FIX),
+    ("the scores multiplied by T", lambda x, t: _by_hand(x * t, -1), lambda p: (
+        f"you multiplied the scores by the temperature instead of dividing: at T = {p.args[1]} your weights have a "
+        f"mean entropy of {_entropy(_by_hand(p.args[0] * p.args[1], -1)):.3f} nats, where softmax(x / T) has "
+        f"{_entropy(_by_hand(p.args[0] / p.args[1], -1)):.3f}: T above 1 must flatten the weights." + _FIX)),
+    ("divided by sqrt(T)", lambda x, t: _by_hand(x / math.sqrt(t), -1),
+     "you divided the scores by sqrt(temperature): the temperature itself divides them (in attention, "
+     "T = sqrt(d_k))." + _FIX),
+)) + (
     Mistake("", "overflow", find=_found("large", _overflowed),
             example=lambda x, temperature: _by_hand(x / temperature, -1, 0.0)),
     Mistake("", "not along the last dimension", find=_found("lead", _not_last),
@@ -383,15 +331,10 @@ TEMPERATURE = Declaration(
 
 
 def check_softmax_with_temperature(softmax_with_temperature: Callable) -> None:
-    """Check ``softmax_with_temperature(x, temperature)``, the softmax of x / temperature
-    along the last dimension, against ``annotated.softmax.softmax`` and torch.softmax, on
-    the sizes of ``TEMPERATURE_SIZES``.
-
-    Each set tries the temperatures 2 and 0.5 on ordinary scores, 0.05 (scores divided by it
-    reach about 100), 3 on scores around 1000, and 0 and -1, which must raise ValueError.
-    Then scores (batch, rows, n) and a batch of one (1, n), scores around -1000 at T = 0.5,
-    float64 scores (exact to float64 rounding), an int temperature, a second call that must
-    leave the first result unchanged, and scores on another device.
+    """Check ``softmax_with_temperature(x, temperature)``, softmax(x / temperature) along the last dimension,
+    on the sizes of ``TEMPERATURE_SIZES`` (T = 2, 0.5, 0.05, 3 on scores around 1000; 0 and -1 must raise
+    ValueError), then 3-D and batch-of-one scores, scores around -1000, float64, an int T, a second call and
+    another device.
 
     Diagnoses: an input changed in place, a result of another kind, dtype, device or shape,
     a temperature without effect (subtracted, or applied to the exponentials), the weights
@@ -410,10 +353,8 @@ def check_softmax_with_temperature(softmax_with_temperature: Callable) -> None:
 
 
 def sampler(kind: str, seed: int) -> Callable:
-    """``sample(*shape)`` (or ``sample(shape)``): components of mean 0 and variance 1, "Gaussian",
-    "uniform" on [-sqrt(3), sqrt(3)] or "+-1", from a generator seeded with ``seed``; the shapes
-    it was called with are kept in ``sample.calls``. The check's argument, made by
-    ``record.build``, so that the grader sends it as data and the kernel makes it again."""
+    """``sample(*shape)`` (or ``sample(shape)``): components of mean 0 and variance 1 of the ``kind``, seeded;
+    the shapes it was called with in ``sample.calls``. Made by ``record.build``, so that it travels as data."""
     g = torch.Generator().manual_seed(seed)
 
     def sample(*shape) -> torch.Tensor:
@@ -484,11 +425,11 @@ def _variances(dots=lambda q, k: (q * k).sum(-1), pair=lambda s, d_k: [s.var(), 
     return lambda d_k, n_pairs, sample: torch.stack(pair(dots(*draw(d_k, n_pairs, sample)), d_k))
 
 
+_SUM = "(q * k).sum(dim=-1)"
 VARIANCE_MISTAKES = (
     Mistake("", "sample not called", find=_draws(lambda shapes, want: not shapes, (
-        "your function never called sample: draw q and k with the sample function you are given, q = "
-        "sample(n_pairs, d_k) and k = sample(n_pairs, d_k), so that the check can try components that are not "
-        "Gaussian (uniform, +-1), as the notebook does.")),
+        "your function never called sample: draw q = sample(n_pairs, d_k) and k = sample(n_pairs, d_k) with the "
+        "function you are given, so that the check can try components that are not Gaussian.")),
             example=_variances(draw=lambda d, n, sample: (torch.randn(n, d), torch.randn(n, d)))),
     Mistake("", "samples of the wrong shape", generic=True, find=_draws(lambda shapes, want: next((
         f"your function drew a sample of shape {s}; q and k are (n_pairs, d_k) = {want}, " + (
@@ -497,42 +438,34 @@ VARIANCE_MISTAKES = (
             example=_variances(draw=lambda d, n, sample: (sample(d, n).T, sample(d, n).T))),
     Mistake("", "more than two samples", find=_draws(lambda shapes, want: len(shapes) > 2 and (
         f"your function drew {len(shapes)} samples: draw q and k once and compute both numbers from the same "
-        "scores, so that the second is exactly the first divided by d_k.")),
-            example=_variances(draw=lambda d, n, sample: (sample(n, d), sample(n, d), sample(n, d))[1:])),
-    Mistake("your function drew one sample only: q and k must be independent, two calls of sample(n_pairs, d_k). "
-            "With k = q the score is q.q = |q|^2, which is never negative and whose variance is not d_k (for +-1 "
-            "components it is 0).", "one sample for q and k", like=_variances(draw=lambda d, n, sample: (
-                sample(n, d),) * 2)),
-    Mistake(lambda p: (f"you returned standard deviations, the square roots of the variances, not variances: "
-                       f"Var(q.k) is about d_k = {p.args[0]}. Use .var(), not .std()."), "standard deviations",
-            like=_variances(pair=lambda s, d_k: [s.std(), (s / math.sqrt(d_k)).std()])),
-    Mistake("the two numbers are swapped: first the variance of the raw scores q.k (about d_k), then that of the "
-            "scaled scores q.k / sqrt(d_k) (about 1).", "the two numbers swapped",
-            like=_variances(pair=lambda s, d_k: [(s / math.sqrt(d_k)).var(), s.var()])),
-    Mistake(lambda p: (f"you averaged the products q_i k_i instead of summing them (their mean is q.k / d_k): your "
-                       f"first number is about 1 / d_k, where Var(q.k) is about d_k = {p.args[0]}. The dot product "
-                       "is the sum, (q * k).sum(dim=-1)."), "the mean of the products",
-            like=_variances(dots=lambda q, k: (q * k).mean(-1))),
-    Mistake(lambda p: (f"your first number is the variance of the {p.args[0] * p.args[1]} products q_i k_i (about "
-                       "1), not of the n_pairs dot products q.k: sum the products of each pair first, "
-                       "(q * k).sum(dim=-1), then take the variance of those sums."), "the variance of the products",
-            like=_variances(dots=lambda q, k: (q * k).flatten())),
-    Mistake("you summed over the pairs (dim=0) instead of over the d_k components of each pair: a row is one pair, "
-            "so the dot product is (q * k).sum(dim=-1).", "the sum over the pairs",
-            like=_variances(dots=lambda q, k: (q * k).sum(0))),
-    Mistake(lambda p: (f"q @ k.T scores every q with every k, {p.args[1]}^2 numbers that are not independent pairs: "
-                       "pair row i of q with row i of k only, (q * k).sum(dim=-1)."), "q @ k.T",
-            like=_variances(dots=lambda q, k: (q @ k.T).flatten())),
-    Mistake("your second number equals the first: the scores were not divided by sqrt(d_k) before the second "
-            "variance.", "no scaling", like=_variances(pair=lambda s, d_k: [s.var(), s.var()])),
-    Mistake(lambda p: (f"you divided the scores by d_k = {p.args[0]} instead of sqrt(d_k) = "
-                       f"{math.sqrt(p.args[0]):.4g}: "
-                       "the second number should be about 1."), "divided by d_k",
-            like=_variances(pair=lambda s, d_k: [s.var(), (s / d_k).var()])),
-    Mistake("you divided the variance by sqrt(d_k); but dividing the scores by sqrt(d_k) divides their variance by "
-            "d_k: Var(cX) = c^2 Var(X). Take the variance of q.k / sqrt(d_k), or divide the first variance by d_k.",
-            "the variance divided by sqrt(d_k)",
-            like=_variances(pair=lambda s, d_k: [s.var(), s.var() / math.sqrt(d_k)])),
+        "scores.")), example=_variances(draw=lambda d, n, sample: (sample(n, d), sample(n, d), sample(n, d))[1:])),
+) + tuple(Mistake(message, name, like=_variances(**wrong)) for name, wrong, message in (
+    ("one sample for q and k", dict(draw=lambda d, n, sample: (sample(n, d),) * 2),
+     "your function drew one sample only: q and k must be independent, two calls of sample(n_pairs, d_k) "
+     "(k = q gives |q|^2, whose variance is not d_k)."),
+    ("standard deviations", dict(pair=lambda s, d_k: [s.std(), (s / math.sqrt(d_k)).std()]), lambda p: (
+        f"you returned standard deviations, the square roots of the variances, not variances: Var(q.k) is about d_k = "
+        f"{p.args[0]}. Use .var().")),
+    ("the two numbers swapped", dict(pair=lambda s, d_k: [(s / math.sqrt(d_k)).var(), s.var()]),
+     "the two numbers are swapped: first Var(q.k) (about d_k), then Var(q.k / sqrt(d_k)) (about 1)."),
+    ("the mean of the products", dict(dots=lambda q, k: (q * k).mean(-1)), lambda p: (
+        f"you averaged the products q_i k_i instead of summing them: your first number is about 1 / d_k, where "
+        f"Var(q.k) is about d_k = {p.args[0]}. The dot product is the sum, {_SUM}.")),
+    ("the variance of the products", dict(dots=lambda q, k: (q * k).flatten()), lambda p: (
+        f"your first number is the variance of the {p.args[0] * p.args[1]} products q_i k_i (about 1), not of the "
+        f"n_pairs dot products: sum each pair's products first, {_SUM}.")),
+    ("the sum over the pairs", dict(dots=lambda q, k: (q * k).sum(0)),
+     f"you summed over the pairs (dim=0) instead of over the d_k components of each pair: {_SUM}."),
+    ("q @ k.T", dict(dots=lambda q, k: (q @ k.T).flatten()), lambda p: (
+        f"q @ k.T scores every q with every k, {p.args[1]}^2 numbers that are not independent pairs: pair row i "
+        f"of q with row i of k, {_SUM}.")),
+    ("no scaling", dict(pair=lambda s, d_k: [s.var(), s.var()]),
+     "your second number equals the first: divide the scores by sqrt(d_k) before the second variance."),
+    ("divided by d_k", dict(pair=lambda s, d_k: [s.var(), (s / d_k).var()]), lambda p: (
+        f"you divided the scores by d_k = {p.args[0]} instead of sqrt(d_k) = {math.sqrt(p.args[0]):.4g}.")),
+    ("the variance divided by sqrt(d_k)", dict(pair=lambda s, d_k: [s.var(), s.var() / math.sqrt(d_k)]),
+     "you divided the variance by sqrt(d_k), but Var(cX) = c^2 Var(X): take the variance of q.k / sqrt(d_k)."),
+)) + (
     Mistake("", "a d_k written into the scaling", find=_implied, generic=True,
             example=_variances(pair=lambda s, d_k: [s.var(), (s / 3.0).var()])),
 )
@@ -553,11 +486,9 @@ VARIANCES = Declaration(
 
 
 def check_score_variances(score_variances: Callable) -> None:
-    """Check ``score_variances(d_k, n_pairs, sample)``, which draws q and k with
-    ``sample(n_pairs, d_k)`` and returns tensor([Var(q.k), Var(q.k / sqrt(d_k))]), on the
-    sizes of ``VARIANCE_SIZES`` with Gaussian, uniform and +-1 components. The expected numbers
-    are computed from the very samples the function drew (the check's ``sample`` is seeded);
-    the unbiased variance (torch's default) and the population one (correction=0) both pass.
+    """Check ``score_variances(d_k, n_pairs, sample)``, tensor([Var(q.k), Var(q.k / sqrt(d_k))]) of q and k
+    drawn with ``sample(n_pairs, d_k)``, on ``VARIANCE_SIZES`` (Gaussian, uniform, +-1), against the numbers of
+    the very samples drawn; the unbiased and the population variance both pass.
 
     Diagnoses: an input changed in place, sample not called, samples of the wrong shape
     (transposed, or a size written into the code), one sample for both q and k, more than
