@@ -30,10 +30,12 @@ from annotated.decoding import decoder_layer_step, greedy_decode, init_cache
 from annotated.masks import padding_mask, subsequent_mask
 from annotated.model import EncoderDecoder, TransformerConfig, make_model
 from annotated.multi_head import MultiHeadAttention
+from annotated.support import record as recorder
 from annotated.support.grading.core import (
     ExerciseFailed, _assert_close, _call, _function, _generic, _hard_coded_hint, _run_on_all_sizes,
     _same, _same64, _shape, _sizes, _tensor,
 )
+from annotated.support.grading.engine import Declaration, Mistake, Probe, Tensor, Value, _run_on, check
 
 # ---------------------------------------------------------------- the sizes
 
@@ -103,12 +105,6 @@ class _Attention(MultiHeadAttention):
 class _Cache(dict):
     def __repr__(self) -> str:
         return f"cache (a dict holding {sorted(map(str, self))})"
-
-
-class _Model(EncoderDecoder):
-    def __repr__(self) -> str:
-        layer = self.decoder.layers[0].self_attn
-        return f"model (EncoderDecoder, N={len(self.decoder.layers)}, d_model={layer.d_model}, h={layer.h})"
 
 
 def _attention_module(d_model: int, h: int, seed: int) -> MultiHeadAttention:
@@ -376,10 +372,18 @@ def check_self_attention_step(self_attention_step: Callable) -> None:
 # ---------------------------------------------------------------- 9.2 greedy decoding with the cache
 
 
+class _Model(EncoderDecoder):
+    def __repr__(self) -> str:
+        layer = self.decoder.layers[0].self_attn
+        return f"model (EncoderDecoder, N={len(self.decoder.layers)}, d_model={layer.d_model}, h={layer.h})"
+
+
 def _decoding_model(sizes: dict, settings: dict) -> nn.Module:
     """A small random model in eval mode whose output depends on the source and the step: an
     untrained tied generator predicts nearly the same token everywhere, so it gets weights of
-    its own; it never predicts <s> or <pad>."""
+    its own; it never predicts <s> or <pad>. It keeps in ``calls`` how many positions its
+    decoder's self-attention saw at each call: 1 with the cache (a probe sends it as data,
+    ``record.build``, and the recorder brings ``calls`` back)."""
     d_model = sizes["h"] * sizes["d_k"]
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(settings["seed"])
@@ -391,6 +395,9 @@ def _decoding_model(sizes: dict, settings: dict) -> nn.Module:
         with torch.no_grad():
             model.generator.proj.bias[[settings["bos"], settings["pad"]]] = -1e4
     model.__class__ = _Model  # a short repr, nothing else
+    model.calls = []
+    for layer in model.decoder.layers:
+        layer.self_attn.W_Q.register_forward_pre_hook(lambda _, inputs: model.calls.append(inputs[0].size(1)))
     return model.eval()
 
 
@@ -438,6 +445,11 @@ def _decode(model, src, src_mask, max_len: int, bos: int, eos: int | None, pad: 
     return ys
 
 
+def course_cached_greedy_decode(model, src, src_mask, max_len, bos_idx, eos_idx, pad_idx):
+    """The reference: the course's greedy_decode with its cache."""
+    return greedy_decode(model, src, src_mask, max_len, bos_idx, eos_idx, use_cache=True, pad_idx=pad_idx)
+
+
 def _choose_eos(unstopped: torch.Tensor, bos: int, pad: int, vocab: int) -> int:
     """An end token that every sentence produces, at different steps, before the length
     limit; among those, the one whose ends are spread most."""
@@ -459,32 +471,41 @@ def _choose_eos(unstopped: torch.Tensor, bos: int, pad: int, vocab: int) -> int:
     return best
 
 
-_DECODE_ROLES = ("model", "src", "src_mask", "max_len", "bos_idx", "eos_idx", "pad_idx")
-
-
-def _token_ids(result, name: str, batch: int, max_len: int) -> torch.Tensor:
-    """The learner's output, checked to be a (batch, <= max_len) int64 tensor on the cpu."""
-    if result is None:
-        raise ExerciseFailed(f"{name} returned None: did you forget to return ys?")
-    if not torch.is_tensor(result):
-        raise ExerciseFailed(f"{name} should return the token ids as a tensor, got {type(result).__name__}")
-    if result.device != torch.device("cpu"):
-        raise ExerciseFailed(f"{name} returned the ids on {result.device}; the inputs are on the cpu: create "
-                             "ys where src is (device=src.device), with no .cuda() or .to(...).")
-    if result.dtype != torch.long:
-        raise ExerciseFailed(
-            f"{name} returned the ids as {result.dtype}; token ids are int64 (torch.long), what an "
-            "embedding looks up and what argmax gives: create ys with torch.full(..., dtype=torch.long)."
-        )
-    if result.dim() != 2 or result.size(0) != batch:
-        raise _generic(f"{name} returned ids of shape {tuple(result.shape)}; expected (batch, <= max_len) "
-                       f"with batch = {batch}: one row per sentence.")
-    if result.size(1) > max_len:
-        raise ExerciseFailed(
-            f"{name} returned {result.size(1)} columns with max_len = {max_len}: max_len counts every "
-            "token of the output, <s> included, so decode at most max_len - 1 new tokens."
-        )
-    return result
+def _decode_probes(device: str | None) -> list[Probe]:
+    """Each set's model on its batch of sources; then, on the first model, the calls the signature
+    allows beyond a batch of sentences: one sentence (a squeeze() would drop its batch dimension),
+    int32 ids (the output stays int64), and max_len = 1 (<s> alone, no step) and 2 (one step)."""
+    probes, edges = [], []
+    for sizes, settings in zip(DECODE_SIZES, _DECODE_SETTINGS):
+        bos, pad, max_len = settings["bos"], settings["pad"], sizes["max_len"]
+        model = recorder.build(f"{__name__}._decoding_model", sizes=sizes, settings=settings)
+        src, src_mask = _decoding_source(sizes, seed=sizes["vocab"] + 1)
+        eos = _choose_eos(greedy_decode(model, src, src_mask, max_len, bos, None, pad_idx=pad), bos, pad,
+                          sizes["vocab"])
+        if not torch.equal(course_cached_greedy_decode(model, src, src_mask, max_len, bos, eos, pad),
+                           greedy_decode(model, src, src_mask, max_len, bos, eos, use_cache=False, pad_idx=pad)):
+            raise RuntimeError("the check's references disagree: greedy_decode with and without the cache")
+        calls = [(src, src_mask, max_len, sizes, "", "")]
+        if not probes:
+            calls += [
+                (src[-1:], src_mask[-1:], max_len, None, "a batch of one sentence",
+                 " Read the batch size from src, src.size(0); and a squeeze() drops the batch dimension of one "
+                 "sentence: index instead, x[:, -1] and next_token.unsqueeze(1)."),
+                (src.int(), src_mask, max_len, None, "int32 source ids",
+                 " The output is int64 whatever the dtype of src: create ys with dtype=torch.long, not src's dtype."),
+                (src, src_mask, 1, None, "max_len = 1",
+                 " max_len counts <s>: with max_len = 1 the output is <s> alone, (batch, 1), after no step at all."),
+                (src, src_mask, 2, None, "max_len = 2", " max_len = 2 allows exactly one step after <s>."),
+            ]
+        for source, mask, length, of, what, hint in calls:
+            dtype = f" ({source.dtype})" if of is None else ""
+            call = (f"{{name}}(model, src of shape {tuple(source.shape)}{dtype}, src_mask, max_len={length}, "
+                    f"bos_idx={bos}, eos_idx={eos}, pad_idx={pad})" + (f", {what}" if what else ""))
+            this = f"\nThis call: {call}.{hint}" if what else ""
+            hints = (("", this.replace("{name}", "cached_greedy_decode")),) if what else ()
+            (edges if what else probes).append(Probe((model, source, mask, length, bos, eos, pad), call.replace(
+                "{name}", "{what} of {name}"), sizes=of, hints=hints, tags=dict(call=call, this=this)))
+    return probes + edges  # the edges once every set has passed
 
 
 def _first_difference(got: torch.Tensor, expected: torch.Tensor) -> str:
@@ -494,136 +515,148 @@ def _first_difference(got: torch.Tensor, expected: torch.Tensor) -> str:
     return f"shapes: expected {tuple(expected.shape)}, got {tuple(got.shape)}"
 
 
-def _check_decode_once(fn: Callable, name: str, sizes: dict, settings: dict) -> None:
-    batch, max_len, vocab = sizes["batch"], sizes["max_len"], sizes["vocab"]
-    bos, pad = settings["bos"], settings["pad"]
-    model = _decoding_model(sizes, settings)
-    src, src_mask = _decoding_source(sizes, seed=vocab + 1)
-    unstopped = greedy_decode(model, src, src_mask, max_len, bos, None, pad_idx=pad)  # (batch, max_len)
-    eos = _choose_eos(unstopped, bos, pad, vocab)
-    expected = greedy_decode(model, src, src_mask, max_len, bos, eos, use_cache=True, pad_idx=pad)
-    without_cache = greedy_decode(model, src, src_mask, max_len, bos, eos, use_cache=False, pad_idx=pad)
-    mine = _decode(model, src, src_mask, max_len, bos, eos, pad)
-    if not (torch.equal(expected, without_cache) and torch.equal(expected, mine)):
-        raise RuntimeError("the check's references disagree: greedy_decode with and without the cache")
-
-    # The decoder's self-attention sees how many positions at once: 1 with the cache.
-    seen: list[int] = []
-    hooks = [layer.self_attn.W_Q.register_forward_pre_hook(lambda _, inputs: seen.append(inputs[0].size(1)))
-             for layer in model.decoder.layers]
-    try:
-        with torch.no_grad():
-            result = _call(fn, model, src, src_mask, max_len, bos, eos, pad, roles=_DECODE_ROLES)
-    finally:
-        for hook in hooks:
-            hook.remove()
-    got = _token_ids(result, name, batch, max_len)
-    call = (f"{name}(model, src of shape ({batch}, {sizes['L_src']}), src_mask, max_len={max_len}, "
-            f"bos_idx={bos}, eos_idx={eos}, pad_idx={pad})")
-    right = torch.equal(got, expected)
-    if max(seen, default=1) > 1:
-        prefix = _decode(model, src, src_mask, max_len, bos, eos, pad, feed="prefix")
-        if right:
-            raise ExerciseFailed(
-                f"the output is right, but without the cache: the decoder's self-attention ran on up to "
-                f"{max(seen)} positions at once, the whole prefix, as model.decode does. With the cache "
-                "every step runs the newest token only, through decoder_layer_step, which appends its "
-                "keys and values to the cache; that is the saving the exercise is about."
-            )
-        if torch.equal(got, prefix):
-            raise ExerciseFailed(
-                "you fed the whole prefix ys through the cached layers at every step: the cache already "
-                "holds the keys and values of the earlier positions, so they enter it again at each "
-                "step (and the new queries see each other unmasked). Run the newest token only, "
-                "ys[:, -1:], at its position ys.size(1) - 1."
-            )
-        raise _generic(
-            f"the decoder's self-attention ran on up to {max(seen)} positions at once, and the output "
-            f"differs from greedy_decode's ({_first_difference(got, expected)}). With the cache each "
-            "step runs the newest token only, ys[:, -1:], through decoder_layer_step."
-        )
-    if right:
-        return
-    if not (got[:, 0] == bos).all():
-        if got.size(1) < expected.size(1) and torch.equal(got, expected[:, 1 : got.size(1) + 1]):
-            raise ExerciseFailed(
-                f"your outputs lack the <s> they start from: every row of the output begins with "
-                f"bos_idx = {bos}, as greedy_decode's and the training targets' do; keep it in ys."
-            )
-        raise ExerciseFailed(
-            f"the first token of every output must be <s>, bos_idx = {bos}; yours are "
-            f"{got[:, 0].tolist()}. Start from ys = torch.full((batch, 1), bos_idx, dtype=torch.long)."
-        )
-    variant = lambda **mistake: _decode(model, src, src_mask, max_len, bos, eos, pad, **mistake)  # noqa: E731
-    mistakes = [
-        (dict(start="0"), "every token went in at position 0: the positional encoding must say where the "
-                          "newest token stands, position(embed(ys[:, -1:]), start=ys.size(1) - 1)."),
-        (dict(start="t"), "the newest token went in one position too far: ys holds t tokens, at positions "
-                          "0 .. t - 1, so the newest is at start=ys.size(1) - 1, not ys.size(1)."),
-        (dict(final_norm=False), "the decoder's final norm is missing: a pre-norm decoder ends with a "
-                                 "LayerNorm (model.decoder.norm; nn.Identity in a post-norm one) before "
-                                 "the generator."),
-        (dict(mask_source=False), "the cross-attention looked at the source's padding: pass src_mask to "
-                                  "decoder_layer_step, so that no query attends to a <pad> of the source."),
-        (dict(pad_after_eos=False), f"a sentence that has produced </s> went on producing tokens while the "
-                                    f"others finished: after its </s> a sentence gets pad_idx = {pad} only "
-                                    "(next_token.masked_fill(done, pad_idx))."),
-        (dict(stop="never"), "your decoding does not stop when every sentence has produced </s>: it runs "
-                             "to max_len. Stop as soon as all are done (if done.all(): break), as the "
-                             "course's greedy_decode does, so a batch costs no more steps than it needs."),
-        (dict(stop="never", pad_after_eos=False), "your decoding does not stop at </s>: it runs every "
-                                                  "sentence to max_len. After its </s> a sentence gets "
-                                                  "pad_idx only, and decoding stops when all are done."),
-        (dict(stop="any"), "your decoding stopped as soon as one sentence produced </s>: the others are cut "
-                           "short. Stop when every sentence is done, done.all(), not done.any()."),
-        (dict(remember_done=False), "a sentence that produced </s> started again a step later: `done` must "
-                                    "remember every sentence that has finished, done = done | (next_token "
-                                    "== eos_idx), not only those that finish at this step."),
-    ]
-    for mistake, message in mistakes:
-        if torch.equal(got, variant(**mistake)):
-            raise ExerciseFailed(message)
-    raise _generic(f"{call} differs from the course's greedy_decode: {_first_difference(got, expected)}.")
+def _ids(found: dict, p: Probe) -> torch.Tensor | None:
+    """The learner's ids, where they are (batch, columns) for the probe's batch."""
+    values = found["values"]
+    return values if values is not None and values.dim() == 2 and values.size(0) == p.args[1].size(0) else None
 
 
-def _check_decode_edges(fn: Callable, name: str, sizes: dict, settings: dict) -> None:
-    """The calls the signature allows beyond a batch of sentences, on the model of one set of
-    sizes, once every set has passed: one sentence (a squeeze() would drop its batch
-    dimension), int32 ids (the output stays int64), and max_len = 1 (<s> alone, no step) and
-    2 (one step)."""
-    bos, pad, max_len = settings["bos"], settings["pad"], sizes["max_len"]
-    model = _decoding_model(sizes, settings)
-    src, src_mask = _decoding_source(sizes, seed=sizes["vocab"] + 1)
-    eos = _choose_eos(greedy_decode(model, src, src_mask, max_len, bos, None, pad_idx=pad), bos, pad, sizes["vocab"])
-    calls = [
-        (src[-1:], src_mask[-1:], max_len, "a batch of one sentence",
-         " Read the batch size from src, src.size(0); and a squeeze() drops the batch dimension of one "
-         "sentence: index instead, x[:, -1] and next_token.unsqueeze(1)."),
-        (src.int(), src_mask, max_len, "int32 source ids",
-         " The output is int64 whatever the dtype of src: create ys with dtype=torch.long, not src's dtype."),
-        (src, src_mask, 1, "max_len = 1",
-         " max_len counts <s>: with max_len = 1 the output is <s> alone, (batch, 1), after no step at all."),
-        (src, src_mask, 2, "max_len = 2", " max_len = 2 allows exactly one step after <s>."),
-    ]
-    for source, mask, length, what, hint in calls:
-        with torch.no_grad():
-            expected = greedy_decode(model, source.long(), mask, length, bos, eos, use_cache=True, pad_idx=pad)
-        call = (f"{name}(model, src of shape {tuple(source.shape)} ({source.dtype}), src_mask, max_len={length}, "
-                f"bos_idx={bos}, eos_idx={eos}, pad_idx={pad}), {what}")
-        try:
-            with torch.no_grad():
-                result = _call(fn, model, source, mask, length, bos, eos, pad, roles=_DECODE_ROLES)
-            got = _token_ids(result, name, source.size(0), length)
-        except ExerciseFailed as err:
-            raise ExerciseFailed(f"{err}\nThis call: {call}.{hint}") from None
-        if not torch.equal(got, expected):
-            raise ExerciseFailed(f"{call} differs from the course's greedy_decode: "
-                                 f"{_first_difference(got, expected)}.{hint}")
+def _columns(found: dict, p: Probe) -> str | None:
+    ids, max_len = _ids(found, p), p.args[3]
+    if ids is not None and ids.size(1) > max_len:
+        return (f"{{name}} returned {ids.size(1)} columns with max_len = {max_len}: max_len counts every token of "
+                f"the output, <s> included, so decode at most max_len - 1 new tokens.{p.tags['this']}")
+    return None
+
+
+def _prefix_seen(found: dict, p: Probe) -> int:
+    """The most positions the decoder's self-attention saw at once in the learner's call."""
+    return max((found["calls"][0] or {}).get("value") or [1])
+
+
+def _without_cache(found: dict, p: Probe) -> str | None:
+    ids = _ids(found, p)
+    if _prefix_seen(found, p) > 1 and ids is not None and torch.equal(ids, _run_on(course_cached_greedy_decode, p)):
+        return (f"the output is right, but without the cache: the decoder's self-attention ran on up to "
+                f"{_prefix_seen(found, p)} positions at once, the whole prefix, as model.decode does. With the cache "
+                "every step runs the newest token only, through decoder_layer_step, which appends its keys and "
+                "values to the cache; that is the saving the exercise is about.")
+    return None
+
+
+def _prefix_fed(found: dict, p: Probe) -> str | None:
+    ids = _ids(found, p)
+    if _prefix_seen(found, p) > 1 and ids is not None and torch.equal(ids, _run_on(
+            lambda *args: _decode(*args, feed="prefix"), p)):
+        return ("you fed the whole prefix ys through the cached layers at every step: the cache already holds the "
+                "keys and values of the earlier positions, so they enter it again at each step (and the new "
+                "queries see each other unmasked). Run the newest token only, ys[:, -1:], at its position "
+                "ys.size(1) - 1.")
+    return None
+
+
+def _whole_prefix(found: dict, p: Probe) -> str | None:
+    if _prefix_seen(found, p) > 1:
+        ids, expected = _ids(found, p), _run_on(course_cached_greedy_decode, p)
+        return (f"the decoder's self-attention ran on up to {_prefix_seen(found, p)} positions at once, and the output "
+                f"differs from greedy_decode's ({_first_difference(ids, expected) if ids is not None else 'shapes'}). "
+                "With the cache each step runs the newest token only, ys[:, -1:], through decoder_layer_step.")
+    return None
+
+
+def _no_bos(found: dict, p: Probe) -> str | None:
+    ids, bos = _ids(found, p), p.args[4]
+    if ids is None or ids.size(1) == 0 or (ids[:, 0] == bos).all():
+        return None
+    expected = _run_on(course_cached_greedy_decode, p)
+    if ids.size(1) < expected.size(1) and torch.equal(ids, expected[:, 1 : ids.size(1) + 1]):
+        return (f"your outputs lack the <s> they start from: every row of the output begins with bos_idx = {bos}, "
+                "as greedy_decode's and the training targets' do; keep it in ys.")
+    return None
+
+
+def _not_bos_first(found: dict, p: Probe) -> str | None:
+    ids, bos = _ids(found, p), p.args[4]
+    if ids is None or ids.size(1) == 0 or (ids[:, 0] == bos).all():
+        return None
+    return (f"the first token of every output must be <s>, bos_idx = {bos}; yours are {ids[:, 0].tolist()}. "
+            "Start from ys = torch.full((batch, 1), bos_idx, dtype=torch.long).")
+
+
+def _other_tokens(found: dict, p: Probe) -> str:
+    return (f"{p.tags['call']} differs from the course's greedy_decode: "
+            f"{_first_difference(found['values'], _run_on(course_cached_greedy_decode, p))}.{p.tags['this']}")
+
+
+def _decode_like(message: str | Callable, name: str, **switches) -> Mistake:
+    return Mistake(message, name, stage="always", like=lambda *args: _decode(*args, **switches))
+
+
+def _greedy_without_cache(model, src, src_mask, max_len, bos_idx, eos_idx, pad_idx):
+    return greedy_decode(model, src, src_mask, max_len, bos_idx, eos_idx, use_cache=False, pad_idx=pad_idx)
 
 
 def _decode_hint(passed: list, sizes: dict, message: str) -> str:
     return _hard_coded_hint(passed, sizes, message,
                             "Read the batch size from src (src.size(0)) and use the ids you are given.")
+
+
+DECODE = Declaration(
+    check="check_cached_greedy_decode", function="cached_greedy_decode",
+    roles=("model", "src", "src_mask", "max_len", "bos_idx", "eos_idx", "pad_idx"),
+    reference=course_cached_greedy_decode, probes=_decode_probes, sizes_fix=_decode_hint,
+    returns=Tensor("the ids", dtype="ids", like=None, dtypes=("int64",), kind="an int64",
+                   dtype_message=lambda found, name, what, args: (
+                       f"{name} returned the ids as torch.{found['dtype']}; token ids are int64 (torch.long), what an "
+                       "embedding looks up and what argmax gives: create ys with torch.full(..., dtype=torch.long)."
+                       + ("\nThis call: int32 source ids. The output is int64 whatever the dtype of src: create ys "
+                          "with dtype=torch.long, not src's dtype." if args[1].dtype != torch.long else ""))),
+    mistakes=(
+        Mistake("", "too many columns", stage="always", find=_columns,
+                example=lambda m, s, sm, max_len, *ids: _decode(m, s, sm, max_len + 1, *ids)),
+        Mistake("", "right without the cache", stage="always", find=_without_cache, example=_greedy_without_cache),
+        Mistake("", "the prefix fed through the cache", stage="always", find=_prefix_fed,
+                example=lambda *args: _decode(*args, feed="prefix")),
+        Mistake("", "the whole prefix at every step", stage="always", find=_whole_prefix, generic=True,
+                example=lambda *args: _greedy_without_cache(*args).flip(0)),
+        Mistake("", "<s> left out", stage="always", find=_no_bos, example=lambda *args: _decode(*args)[:, 1:]),
+        Mistake("", "<s> not first", stage="always", find=_not_bos_first,
+                example=lambda *args: _decode(*args).index_fill(1, torch.tensor([0]), args[6])),
+        _decode_like("every token went in at position 0: the positional encoding must say where the newest token "
+                     "stands, position(embed(ys[:, -1:]), start=ys.size(1) - 1).", "every token at position 0",
+                     start="0"),
+        _decode_like("the newest token went in one position too far: ys holds t tokens, at positions 0 .. t - 1, so "
+                     "the newest is at start=ys.size(1) - 1, not ys.size(1).", "one position too far", start="t"),
+        _decode_like("the decoder's final norm is missing: a pre-norm decoder ends with a LayerNorm "
+                     "(model.decoder.norm; nn.Identity in a post-norm one) before the generator.",
+                     "the final norm skipped", final_norm=False),
+        _decode_like("the cross-attention looked at the source's padding: pass src_mask to decoder_layer_step, so "
+                     "that no query attends to a <pad> of the source.", "the source padding not masked",
+                     mask_source=False),
+        _decode_like(lambda p: f"a sentence that has produced </s> went on producing tokens while the others "
+                     f"finished: after its </s> a sentence gets pad_idx = {p.args[6]} only "
+                     "(next_token.masked_fill(done, pad_idx)).", "no padding after </s>", pad_after_eos=False),
+        _decode_like("your decoding does not stop when every sentence has produced </s>: it runs to max_len. Stop "
+                     "as soon as all are done (if done.all(): break), as the course's greedy_decode does, so a batch "
+                     "costs no more steps than it needs.", "no stop", stop="never"),
+        _decode_like("your decoding does not stop at </s>: it runs every sentence to max_len. After its </s> a "
+                     "sentence gets pad_idx only, and decoding stops when all are done.", "no stop and no padding",
+                     stop="never", pad_after_eos=False),
+        _decode_like("your decoding stopped as soon as one sentence produced </s>: the others are cut short. Stop "
+                     "when every sentence is done, done.all(), not done.any().", "a stop at the first </s>",
+                     stop="any"),
+        _decode_like("a sentence that produced </s> started again a step later: `done` must remember every sentence "
+                     "that has finished, done = done | (next_token == eos_idx), not only those that finish at this "
+                     "step.", "a done that forgets", remember_done=False),
+        Mistake("", "other tokens", find=_other_tokens, generic=True,
+                example=lambda *args: _decode(*args).flip(0)),
+    ),
+    passed=lambda name: (
+        f"check_cached_greedy_decode passed: {name} gives greedy_decode's tokens, with and without its "
+        "cache, on a post-norm and a pre-norm random model, running one new position per step, "
+        "stopping when every sentence has produced </s> and padding after it; also for one sentence "
+        "alone, int32 source ids, and max_len = 1 and 2."),
+)
 
 
 def check_cached_greedy_decode(cached_greedy_decode: Callable) -> None:
@@ -644,21 +677,8 @@ def check_cached_greedy_decode(cached_greedy_decode: Callable) -> None:
     one sentence squeezed away, ids in the dtype of int32 sources, a step taken with
     max_len = 1, and sizes or special ids written into the code.
     """
-    name = _function(cached_greedy_decode, "check_cached_greedy_decode", "cached_greedy_decode")
-    settings = dict(zip(map(_sizes, DECODE_SIZES), _DECODE_SETTINGS))
     with _one_thread():
-        _run_on_all_sizes(lambda sizes: _check_decode_once(cached_greedy_decode, name, sizes,
-                                                           settings[_sizes(sizes)]),
-                          DECODE_SIZES, _decode_hint)
-        _check_decode_edges(cached_greedy_decode, name, DECODE_SIZES[0], _DECODE_SETTINGS[0])
-    print(
-        f"check_cached_greedy_decode passed: {name} gives greedy_decode's tokens, with and without its "
-        "cache, on a post-norm and a pre-norm random model, running one new position per step, "
-        "stopping when every sentence has produced </s> and padding after it; also for one sentence "
-        "alone, int32 source ids, and max_len = 1 and 2."
-    )
-
-
+        check(DECODE, cached_greedy_decode)
 
 
 # ---------------------------------------------------------------- 9.3 one step of beam search
@@ -721,7 +741,9 @@ def _beam_step(live: list, log_probs: torch.Tensor, k: int, alpha: float, eos: i
     return live, finished
 
 
-_BEAM_ROLES = ("live", "log_probs", "k", "alpha", "eos")
+def course_beam_step(live: list, log_probs: torch.Tensor, k: int, alpha: float, eos: int) -> tuple[list, list]:
+    """The reference: one step of simple_beam_search."""
+    return _beam_step(live, log_probs, k, alpha, eos)
 
 
 def _show_tokens(tokens: list[int]) -> str:
@@ -734,50 +756,83 @@ def _show_hypotheses(hypotheses: list) -> str:
     return ", ".join(f"{_show_tokens(tokens)} {value:.4f}" for tokens, value in hypotheses)
 
 
-def _as_token(value, name: str, what: str) -> int:
+def _loose(found: dict):
+    """A described result as Python objects again: a 0-d tensor as a tensor, a NumPy number as its number."""
+    if found["kind"] == "value":
+        return found["value"]
+    if found["kind"] == "tensor":
+        return found["values"]
+    if found["kind"] == "sequence":
+        return (tuple if found["type"] == "tuple" else list)(_loose(item) for item in found["items"])
+    if found["kind"] == "object" and found.get("module") == "numpy" and "value" in found:
+        return found["value"]
+    return _Other(found)
+
+
+class _Other:
+    """What the recorder described by its type only (a dict of tensors, an object)."""
+
+    def __init__(self, found: dict):
+        self.found = found
+
+    def __repr__(self) -> str:
+        return f"<{self.found['type']}>"
+
+
+def _as_token(value, what: str) -> int:
     if torch.is_tensor(value) and value.numel() == 1 and not value.is_floating_point() and value.dtype != torch.bool:
         return int(value)
     if isinstance(value, int) and not isinstance(value, bool):
         return value
-    if type(value).__module__ == "numpy" and hasattr(value, "dtype") and value.dtype.kind in "iu":
-        return int(value)
     raise ExerciseFailed(
-        f"{name}: the tokens of {what} should be token ids, ints, but one of them is {value!r} "
+        f"{{name}}: the tokens of {what} should be token ids, ints, but one of them is {value!r} "
         f"({type(value).__name__}). Append the id itself, t or int(t), to a copy of the list: tokens + [t]."
     )
 
 
-def _as_number(value, name: str, what: str) -> float:
+def _as_number(value, what: str) -> float:
     if torch.is_tensor(value) and value.numel() == 1 and value.is_floating_point():
         return float(value)
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
-    if type(value).__module__ == "numpy" and hasattr(value, "dtype") and value.dtype.kind == "f":
-        return float(value)
-    raise ExerciseFailed(f"{name}: the score of {what} should be a number (a float), got "
+    raise ExerciseFailed(f"{{name}}: the score of {what} should be a number (a float), got "
                          f"{type(value).__name__} {value!r}.")
 
 
-def _hypotheses(items, name: str, which: str) -> list[tuple[list[int], float]]:
+def _hypotheses(items, which: str) -> list[tuple[list[int], float]]:
     """The learner's list of (tokens, number) pairs, as lists of ints and floats."""
     if not isinstance(items, (list, tuple)):
-        raise ExerciseFailed(f"{name} should return the {which} hypotheses as a list of (tokens, score) "
+        raise ExerciseFailed(f"{{name}} should return the {which} hypotheses as a list of (tokens, score) "
                              f"pairs, got {type(items).__name__}")
     out = []
     for item in items:
         if not (isinstance(item, (list, tuple)) and len(item) == 2):
             raise ExerciseFailed(
-                f"each of the {which} hypotheses {name} returns should be a pair (tokens, score), such as "
+                f"each of the {which} hypotheses {{name}} returns should be a pair (tokens, score), such as "
                 f"([1, 4, 6], -1.23); got {item!r}")
         tokens, value = item
         if torch.is_tensor(tokens) and tokens.dim() == 1:
             tokens = list(tokens)
         if not isinstance(tokens, (list, tuple)):
-            raise ExerciseFailed(f"the tokens of each of the {which} hypotheses {name} returns should be a list "
+            raise ExerciseFailed(f"the tokens of each of the {which} hypotheses {{name}} returns should be a list "
                                  f"of ids, <s> first; got {type(tokens).__name__} {tokens!r}")
         what = f"the {which} hypothesis {list(tokens)!r}"
-        out.append(([_as_token(t, name, what) for t in tokens], _as_number(value, name, what)))
+        out.append(([_as_token(t, what) for t in tokens], _as_number(value, what)))
     return out
+
+
+def _beam_result(found: dict) -> tuple[tuple | None, str | None]:
+    """The learner's (live, finished), described, as lists of ([ids], score) pairs, or the message
+    ({name}: the learner's function) of a result of another kind."""
+    result = _loose(found)
+    try:
+        if not (isinstance(result, (tuple, list)) and len(result) == 2):
+            got = (f"a {type(result).__name__} of {len(result)} items" if isinstance(result, (tuple, list))
+                   else found.get("type", found["kind"]) if isinstance(result, _Other) else type(result).__name__)
+            raise ExerciseFailed(f"{{name}} should return a pair (live, finished), got {got}")
+        return (_hypotheses(result[0], "live"), _hypotheses(result[1], "finished")), None
+    except ExerciseFailed as err:
+        return None, str(err)
 
 
 def _same_hypotheses(got: list, expected: list) -> bool:
@@ -792,164 +847,129 @@ def _separated(candidates: list[float], k: int) -> bool:
     return all(a - b > 1e-4 for a, b in zip(best, best[1:]))
 
 
-def _beam_mistakes(k: int, alpha: float, eos: int) -> list[tuple[dict, str]]:
-    """Each known mistake, as the switches of ``_beam_step``, and its diagnosis."""
-    return [
-        (dict(order="worst first"),
-         "your hypotheses are the worst candidates, not the best: you sorted the candidates in ascending "
-         "order of log P, so the k lowest came first. A log-probability is higher when the hypothesis is "
-         "more likely: sort by decreasing log P (sorted(..., key=lambda c: -c[1]), or reverse=True)."),
-        (dict(cumulative=False),
-         "you ranked the candidates by the new token's log-probability alone: a candidate's log P is its "
-         "hypothesis's log P plus the token's, log P(y_1 .. y_t) = log P(y_1 .. y_t-1) + log P(y_t | ...), "
-         "so that the beam compares whole hypotheses, not their last tokens."),
-        (dict(pool="best"),
-         "you extended each live hypothesis by its own best token only: that is k greedy searches side by "
-         "side. Beam search ranks every extension of every hypothesis together, all n * V candidates, and "
-         "keeps the k best: two of them may extend the same hypothesis, and another hypothesis may have none."),
-        (dict(pool="top k"),
-         f"you took each hypothesis's k best tokens (k = {k}) before ranking: when </s> is among them, that "
-         "hypothesis offers only k - 1 live continuations, and the beam falls short of k live hypotheses (at "
-         "the first step there is one hypothesis, <s>). Rank all n * V candidates (or each hypothesis's k + 1 "
-         "best, as the batched beam_search takes the 2k best overall), so that k live ones always remain."),
-        (dict(live_from="k best"),
-         "the place of a finished hypothesis was left empty: you kept the live candidates among the k best "
-         "only, so after a </s> the beam holds fewer than k. A finished hypothesis leaves the beam and its "
-         "place goes to the next best candidate that does not end in </s>: the k best of all the candidates "
-         "that do not end in </s>."),
-        (dict(finished_from="every candidate"),
-         "you set aside every candidate that ends in </s>, even those outside the k best: a hypothesis is "
-         "finished only if its </s> makes it one of the k best candidates of the step; the others are "
-         "pruned, as every candidate outside the beam is."),
-        (dict(penalty="none"),
-         "the finished hypotheses are scored by log P alone: set aside, each is scored by s(Y) = log P / "
-         f"lp(|Y|), lp(|Y|) = ((5 + |Y|) / 6)^alpha, with alpha = {alpha} here, so that longer outputs are "
-         "not beaten just for having more (negative) terms."),
-        (dict(penalty="multiply"),
-         "you multiplied log P by lp(|Y|): s(Y) = log P / lp(|Y|) divides by it. log P is negative and lp >= "
-         "1, so dividing brings a long output's score closer to 0, which is the point of the penalty; "
-         "multiplying pushes it further down."),
-        (dict(penalty="length"),
-         "you divided log P by the length |Y| itself: the length penalty divides by lp(|Y|) = ((5 + |Y|) / "
-         f"6)^alpha (alpha = {alpha} here; Wu et al., 2016), which is 1 for one token and grows more slowly."),
-        (dict(penalty="factor"),
-         "you computed lp(|Y|) as ((5 + |Y|) / 6) * alpha: alpha is an exponent, lp(|Y|) = ((5 + |Y|) / "
-         "6) ** alpha (lp from annotated.beam_search)."),
-        (dict(length="with <s>"),
-         "the length penalty used the wrong length: you counted <s>, len(tokens). |Y| counts the tokens "
-         "after <s>, </s> included: lp(len(tokens) - 1, alpha), as simple_beam_search does."),
-        (dict(length="without </s>"),
-         "the length penalty used the wrong length: you left out </s> (or used the length before the "
-         "step). |Y| counts the tokens after <s>, </s> included: lp(len(tokens) - 1, alpha), as "
-         "simple_beam_search does."),
-        (dict(penalize_live=True),
-         "your live hypotheses carry log P / lp(|Y|): the length penalty scores the finished hypotheses "
-         "only. A live hypothesis keeps its log P, which the next step adds to; all live ones have the "
-         "same length, so lp would not change their order anyway."),
-    ]
+def _beam_probes(device: str | None) -> list[Probe]:
+    """simple_beam_search on each set's random model, with its trace: one probe per step, the live
+    hypotheses of the search before it and the model's log-probabilities for them."""
+    probes = []
+    for sizes, settings in zip(BEAM_SIZES, _BEAM_SETTINGS):
+        k, vocab, max_len = sizes["k"], sizes["vocab"], sizes["max_len"]
+        bos, eos, alpha = settings["bos"], settings["eos"], settings["alpha"]
+        model, trace = _beam_model(vocab, eos, settings["seed"]), []
+        simple_beam_search(lambda p: dict(enumerate(model(p).tolist())), k, max_len, alpha, bos, eos, trace)
+        live, seen = [([bos], 0.0)], 0
+        for step, (expected_live, finished_so_far) in enumerate(trace, start=1):
+            log_probs = torch.stack([model(tokens) for tokens, _ in live])  # (n, vocab)
+            if (expected_live, finished_so_far[seen:]) != _beam_step(live, log_probs, k, alpha, eos) or not _separated(
+                    [logp + lt for (_, logp), row in zip(live, log_probs.tolist()) for lt in row], k):
+                raise RuntimeError("the check's beam step disagrees with simple_beam_search's, or its candidates "
+                                   "are too close: pick another seed")
+            where = (f"at step {step} of a search with k={k}, alpha={alpha}, eos={eos}, vocab={vocab} "
+                     f"({len(live)} live: {_show_hypotheses(live)})")
+            probes.append(Probe(([(list(t), logp) for t, logp in live], log_probs, k, alpha, eos),
+                                f"{{what}} of {{name}} {where}", sizes=sizes, tags=dict(where=where)))
+            live, seen = [(list(tokens), logp) for tokens, logp in expected_live], len(finished_so_far)
+    return probes
 
 
-def _beam_result(result, name: str) -> tuple[list, list]:
-    """The learner's (live, finished), checked to be a pair of lists of (tokens, number) pairs."""
-    if not (isinstance(result, (tuple, list)) and len(result) == 2):
-        got = (f"a {type(result).__name__} of {len(result)} items" if isinstance(result, (tuple, list))
-               else type(result).__name__)
-        raise ExerciseFailed(f"{name} should return a pair (live, finished), got {got}")
-    return _hypotheses(result[0], name, "live"), _hypotheses(result[1], name, "finished")
+def _at(message: str | Callable) -> Callable:
+    """A message prefixed with the step it shows at (a callable: of the probe)."""
+    return lambda p: f"{p.tags['where']}: {message(p) if callable(message) else message}"
 
 
-def _same_step(got: tuple[list, list], expected: tuple[list, list]) -> bool:
-    return _same_hypotheses(got[0], expected[0]) and _same_hypotheses(got[1], expected[1])
+def _beam_like(message: str | Callable, name: str, **change) -> Mistake:
+    """A known mistake: ``_beam_step`` with one switch, or with another k, alpha or eos written in."""
+    fixed = {key: change.pop(key) for key in ("k", "alpha", "eos") if key in change}
+
+    def wrong(live, log_probs, k, alpha, eos):
+        arguments = dict(dict(k=k, alpha=alpha, eos=eos), **fixed)
+        return _beam_step(live, log_probs, **arguments, **change)
+    return Mistake(_at(message), name, like=wrong)
 
 
-def _diagnose_beam(steps: list, k: int, alpha: float, eos: int) -> None:
-    """Name the mistake of the learner's steps, each (where, live given, log_probs, expected, got):
-    a finished hypothesis in the beam at the first wrong step, else the first known mistake that
-    gives what the learner gave at every step (and something wrong at one), else the first
-    difference."""
-    wrong = [step for step in steps if not _same_step(step[4], step[3])]
-    where, _, _, (expected_live, expected_finished), (live, finished) = wrong[0]
-    vocab = steps[0][2].size(-1)
-
-    def fits(**change) -> bool:  # the learner's every step is the right one with other arguments
-        arguments = {**dict(k=k, alpha=alpha, eos=eos), **change}
-        return all(_same_step(got, _beam_step(given, log_probs, **arguments)) for _, given, log_probs, _, got in steps)
-
-    other_k = [other for other in range(1, 2 * k + 2) if other != k and fits(k=other)]
-    if other_k:
-        raise ExerciseFailed(f"{where}: the beam holds {other_k[0]} hypotheses where k = {k}: is k written into "
-                             "your code? Use the k you are given.")
-    other_eos = [other for other in range(vocab) if other != eos and fits(eos=other)]
-    if other_eos:
-        raise ExerciseFailed(
-            f"{where}: your search does not treat {eos} as </s>; it keeps and sets aside the hypotheses as if </s> "
-            f"were another id ({', '.join(map(str, other_eos))} would all fit). Is the id of </s> written into "
-            "your code? Use the eos you are given: another vocabulary numbers its specials otherwise.")
-    other_alpha = [other for other in (0.5, 0.6, 0.8, 1.0) if other != alpha and fits(alpha=other)]
-    if other_alpha:
-        raise ExerciseFailed(f"{where}: your scores are those of alpha = {other_alpha[0]}, where alpha = {alpha}: is "
-                             "alpha written into your code? Use the alpha you are given.")
-    ended = [tokens for tokens, _ in live if tokens and tokens[-1] == eos]
-    if ended:
-        raise ExerciseFailed(
-            f"{where}: your live hypotheses include {_show_tokens(ended[0])}, which ends in </s> (eos = {eos}): "
-            "a finished hypothesis leaves the beam, set aside with its score s(Y), and its place goes to the "
-            "next best candidate that does not end in </s>. Kept in the beam, it would be extended past its "
-            "end, and take the place of a live one.")
-    for mistake, message in _beam_mistakes(k, alpha, eos):
-        outputs = [_beam_step(given, log_probs, k, alpha, eos, **mistake) for _, given, log_probs, _, _ in steps]
-        if all(_same_step(step[4], out) for step, out in zip(steps, outputs)):
-            first = next(step[0] for step, out in zip(steps, outputs) if not _same_step(out, step[3]))
-            raise ExerciseFailed(f"{first}: {message}")
-    if _same_hypotheses(sorted(live, key=lambda h: -h[1]), expected_live) and \
-            _same_hypotheses(sorted(finished, key=lambda h: -h[1]), expected_finished):
-        raise ExerciseFailed(f"{where}: the hypotheses are right but not in order: return each list best "
-                             "first, by decreasing log P (and s(Y)), as simple_beam_search keeps them.")
-    if not _same_hypotheses(live, expected_live):
-        raise _generic(f"{where}: your live hypotheses are {_show_hypotheses(live)}, where simple_beam_search "
-                       f"keeps {_show_hypotheses(expected_live)} (tokens, log P; best first).")
-    raise _generic(f"{where}: your finished hypotheses are {_show_hypotheses(finished)}, where simple_beam_search "
-                   f"sets aside {_show_hypotheses(expected_finished)} (tokens, s(Y)).")
+def _ended(found: dict, p: Probe) -> str | None:
+    result, eos = _beam_result(found)[0], p.args[4]
+    ended = [tokens for tokens, _ in (result[0] if result else []) if tokens and tokens[-1] == eos]
+    return _at(
+        f"your live hypotheses include {_show_tokens(ended[0])}, which ends in </s> (eos = {eos}): a finished "
+        "hypothesis leaves the beam, set aside with its score s(Y), and its place goes to the next best candidate "
+        "that does not end in </s>. Kept in the beam, it would be extended past its end, and take the place of a "
+        "live one.")(p) if ended else None
 
 
-def _check_beam_once(fn: Callable, name: str, sizes: dict, settings: dict) -> None:
-    """simple_beam_search on the set's random model, with its trace; at every step, the learner's
-    function on the same live hypotheses and the model's log-probabilities for them. Every step
-    is run before a mistake is named, so that a mistake is named by what it does at every step."""
-    k, vocab, max_len = sizes["k"], sizes["vocab"], sizes["max_len"]
-    bos, eos, alpha = settings["bos"], settings["eos"], settings["alpha"]
-    model = _beam_model(vocab, eos, settings["seed"])
-    trace: list = []
-    simple_beam_search(lambda prefix: dict(enumerate(model(prefix).tolist())), k, max_len, alpha, bos, eos, trace)
-    live, seen, steps = [([bos], 0.0)], 0, []
-    for step, (expected_live, finished_so_far) in enumerate(trace, start=1):
-        log_probs = torch.stack([model(tokens) for tokens, _ in live])  # (n, vocab)
-        expected = (expected_live, finished_so_far[seen:])
-        if expected != _beam_step(live, log_probs, k, alpha, eos) or not _separated(
-                [logp + lt for (_, logp), row in zip(live, log_probs.tolist()) for lt in row], k):
-            raise RuntimeError("the check's beam step disagrees with simple_beam_search's, or its candidates "
-                               "are too close: pick another seed")
-        given = [(list(tokens), logp) for tokens, logp in live]
-        where = (f"at step {step} of a search with k={k}, alpha={alpha}, eos={eos}, vocab={vocab} "
-                 f"({len(live)} live: {_show_hypotheses(live)})")
-        try:
-            result = _call(fn, given, log_probs, k, alpha, eos, roles=_BEAM_ROLES)
-        except ExerciseFailed:
-            if any(not _same_step(s[4], s[3]) for s in steps):
-                break  # an earlier step was wrong already: name that mistake
-            raise
-        if given != [(list(tokens), logp) for tokens, logp in live]:
-            changed = next((f"the tokens of {_show_tokens(b[0])} became {_show_tokens(a[0])}"
-                            for a, b in zip(given, live) if isinstance(a, tuple) and a != b),
-                           "the list itself changed")
-            raise ExerciseFailed(
-                f"{name} changed the live hypotheses it was given ({changed}): tokens.append(t) changes the "
-                "caller's list, which every other extension of the same hypothesis shares. Build a new list "
-                "for each candidate, tokens + [t].")
-        steps.append((where, given, log_probs, expected, _beam_result(result, name)))
-        live, seen = [(list(tokens), logp) for tokens, logp in expected_live], len(finished_so_far)
-    if any(not _same_step(got, expected) for _, _, _, expected, got in steps):
-        _diagnose_beam(steps, k, alpha, eos)
+def _out_of_order(found: dict, p: Probe) -> str | None:
+    (live, finished), (right_live, right_finished) = _beam_result(found)[0], course_beam_step(*p.args)
+    if _same_hypotheses(sorted(live, key=lambda h: -h[1]), right_live) and \
+            _same_hypotheses(sorted(finished, key=lambda h: -h[1]), right_finished):
+        return _at("the hypotheses are right but not in order: return each list best first, by decreasing log P "
+                   "(and s(Y)), as simple_beam_search keeps them.")(p)
+    return None
+
+
+def _other_hypotheses(found: dict, p: Probe) -> str:
+    (live, finished), (right_live, right_finished) = _beam_result(found)[0], course_beam_step(*p.args)
+    if not _same_hypotheses(live, right_live):
+        return _at(f"your live hypotheses are {_show_hypotheses(live)}, where simple_beam_search keeps "
+                   f"{_show_hypotheses(right_live)} (tokens, log P; best first).")(p)
+    return _at(f"your finished hypotheses are {_show_hypotheses(finished)}, where simple_beam_search sets aside "
+               f"{_show_hypotheses(right_finished)} (tokens, s(Y)).")(p)
+
+
+def _worse(live, log_probs, k, alpha, eos):
+    live, finished = course_beam_step(live, log_probs, k, alpha, eos)
+    return [(tokens, logp - 0.5) for tokens, logp in live], finished
+
+
+_SWITCHES = (
+    (dict(order="worst first"), "worst first",
+     "your hypotheses are the worst candidates, not the best: you sorted the candidates in ascending order of log P, "
+     "so the k lowest came first. A log-probability is higher when the hypothesis is more likely: sort by "
+     "decreasing log P (sorted(..., key=lambda c: -c[1]), or reverse=True)."),
+    (dict(cumulative=False), "ranked by the new token alone",
+     "you ranked the candidates by the new token's log-probability alone: a candidate's log P is its hypothesis's "
+     "log P plus the token's, log P(y_1 .. y_t) = log P(y_1 .. y_t-1) + log P(y_t | ...), so that the beam compares "
+     "whole hypotheses, not their last tokens."),
+    (dict(pool="best"), "each hypothesis extended by its best token only",
+     "you extended each live hypothesis by its own best token only: that is k greedy searches side by side. Beam "
+     "search ranks every extension of every hypothesis together, all n * V candidates, and keeps the k best: two "
+     "of them may extend the same hypothesis, and another hypothesis may have none."),
+    (dict(pool="top k"), "each hypothesis's k best tokens only",
+     lambda p: f"you took each hypothesis's k best tokens (k = {p.args[2]}) before ranking: when </s> is among "
+     "them, that hypothesis offers only k - 1 live continuations, and the beam falls short of k live hypotheses (at "
+     "the first step there is one hypothesis, <s>). Rank all n * V candidates (or each hypothesis's k + 1 best, as "
+     "the batched beam_search takes the 2k best overall), so that k live ones always remain."),
+    (dict(live_from="k best"), "a finished hypothesis's place left empty",
+     "the place of a finished hypothesis was left empty: you kept the live candidates among the k best only, so "
+     "after a </s> the beam holds fewer than k. A finished hypothesis leaves the beam and its place goes to the "
+     "next best candidate that does not end in </s>: the k best of all the candidates that do not end in </s>."),
+    (dict(finished_from="every candidate"), "every candidate ending in </s> set aside",
+     "you set aside every candidate that ends in </s>, even those outside the k best: a hypothesis is finished "
+     "only if its </s> makes it one of the k best candidates of the step; the others are pruned, as every "
+     "candidate outside the beam is."),
+    (dict(penalty="none"), "no length penalty",
+     lambda p: "the finished hypotheses are scored by log P alone: set aside, each is scored by s(Y) = log P / "
+     f"lp(|Y|), lp(|Y|) = ((5 + |Y|) / 6)^alpha, with alpha = {p.args[3]} here, so that longer outputs are not "
+     "beaten just for having more (negative) terms."),
+    (dict(penalty="multiply"), "log P multiplied by lp",
+     "you multiplied log P by lp(|Y|): s(Y) = log P / lp(|Y|) divides by it. log P is negative and lp >= 1, so "
+     "dividing brings a long output's score closer to 0, which is the point of the penalty; multiplying pushes it "
+     "further down."),
+    (dict(penalty="length"), "log P divided by |Y|",
+     lambda p: "you divided log P by the length |Y| itself: the length penalty divides by lp(|Y|) = ((5 + |Y|) / "
+     f"6)^alpha (alpha = {p.args[3]} here; Wu et al., 2016), which is 1 for one token and grows more slowly."),
+    (dict(penalty="factor"), "alpha as a factor",
+     "you computed lp(|Y|) as ((5 + |Y|) / 6) * alpha: alpha is an exponent, lp(|Y|) = ((5 + |Y|) / 6) ** alpha "
+     "(lp from annotated.beam_search)."),
+    (dict(length="with <s>"), "|Y| counted with <s>",
+     "the length penalty used the wrong length: you counted <s>, len(tokens). |Y| counts the tokens after <s>, "
+     "</s> included: lp(len(tokens) - 1, alpha), as simple_beam_search does."),
+    (dict(length="without </s>"), "|Y| counted without </s>",
+     "the length penalty used the wrong length: you left out </s> (or used the length before the step). |Y| "
+     "counts the tokens after <s>, </s> included: lp(len(tokens) - 1, alpha), as simple_beam_search does."),
+    (dict(penalize_live=True), "live hypotheses scored with the penalty",
+     "your live hypotheses carry log P / lp(|Y|): the length penalty scores the finished hypotheses only. A live "
+     "hypothesis keeps its log P, which the next step adds to; all live ones have the same length, so lp would not "
+     "change their order anyway."),
+)
 
 
 def _beam_hint(passed: list, sizes: dict, message: str) -> str:
@@ -958,6 +978,39 @@ def _beam_hint(passed: list, sizes: dict, message: str) -> str:
                             "Read every size from the inputs, and use the k, alpha and eos you are given.")
     return hint + (f"\nNote: here <s> is {settings['bos']}, </s> is {settings['eos']} and alpha is "
                    f"{settings['alpha']}.")
+
+
+BEAM = Declaration(
+    check="check_beam_step", function="beam_step", roles=("live", "log_probs", "k", "alpha", "eos"),
+    reference=course_beam_step, probes=_beam_probes, consistent=True, sizes_fix=_beam_hint,
+    returns=Value("the hypotheses (live, finished)", kind="tuple", precision=(1e-5, 1e-5),
+                  read=lambda found: _beam_result(found)[0],
+                  other=lambda found, name, what: _beam_result(found)[1].replace("{name}", name)),
+    in_place=("tokens.append(t) changes the caller's list, which every other extension of the same hypothesis "
+              "shares. Build a new list for each candidate, tokens + [t]."),
+    mistakes=(
+        *(_beam_like(lambda p, k=k: f"the beam holds {k} hypotheses where k = {p.args[2]}: is k written into your "
+                     "code? Use the k you are given.", f"k = {k} written in", k=k) for k in range(1, 6)),
+        *(_beam_like(lambda p, eos=eos: f"your search does not treat {p.args[4]} as </s>; it keeps and sets aside "
+                     f"the hypotheses as if </s> were another id ({eos} would fit). Is the id of </s> written into "
+                     "your code? Use the eos you are given: another vocabulary numbers its specials otherwise.",
+                     f"eos = {eos} written in", eos=eos) for eos in (2, 3)),  # the course's </s> is 2
+        *(_beam_like(lambda p, alpha=alpha: f"your scores are those of alpha = {alpha}, where alpha = {p.args[3]}: "
+                     "is alpha written into your code? Use the alpha you are given.", f"alpha = {alpha} written in",
+                     alpha=alpha) for alpha in (0.5, 0.6, 0.8, 1.0)),
+        Mistake("", "a finished hypothesis kept in the beam", find=_ended,
+                example=lambda live, log_probs, k, alpha, eos: _beam_step(live, log_probs, k, alpha, eos,
+                                                                          live_from="with finished")),
+        *(_beam_like(message, name, **switch) for switch, name, message in _SWITCHES),
+        Mistake("", "lists out of order", find=_out_of_order,
+                example=lambda *args: tuple(list(reversed(h)) for h in course_beam_step(*args))),
+        Mistake("", "other hypotheses", find=_other_hypotheses, generic=True, example=_worse),
+    ),
+    passed=lambda name: (
+        f"check_beam_step passed: step by step, {name} keeps the live hypotheses and sets aside the finished "
+        f"ones, with their s(Y), as simple_beam_search does, on {len(BEAM_SIZES)} random models (k = 1 to 4, "
+        "alpha = 0 to 1)."),
+)
 
 
 def check_beam_step(beam_step: Callable) -> None:
@@ -975,12 +1028,7 @@ def check_beam_step(beam_step: Callable) -> None:
     the length or with alpha as a factor, |Y| counted with <s> or without </s>, live hypotheses
     scored with the penalty, lists out of order, and sizes, k, alpha or ids written into the code.
     """
-    name = _function(beam_step, "check_beam_step", "beam_step")
-    settings = dict(zip(map(_sizes, BEAM_SIZES), _BEAM_SETTINGS))
-    _run_on_all_sizes(lambda sizes: _check_beam_once(beam_step, name, sizes, settings[_sizes(sizes)]),
-                      BEAM_SIZES, _beam_hint)
-    print(
-        f"check_beam_step passed: step by step, {name} keeps the live hypotheses and sets aside the finished "
-        f"ones, with their s(Y), as simple_beam_search does, on {len(BEAM_SIZES)} random models (k = 1 to 4, "
-        "alpha = 0 to 1)."
-    )
+    check(BEAM, beam_step)
+
+
+DECLARATIONS = {"check_cached_greedy_decode": DECODE, "check_beam_step": BEAM}

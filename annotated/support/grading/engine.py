@@ -137,7 +137,9 @@ class Value:
     for an int, np.floating for a float: what NumPy's sums return), a tensor still does not.
     ``sequence``: a tuple passes where a list is asked, a list where a tuple is (read as the kind asked). ``other``: (result as
     data, name, what) -> the message for a result of another type, or None for the engine's.
-    ``find`` mistakes read ``found["value"]``."""
+    ``find`` mistakes read ``found["value"]``. ``read``: (result as described) -> the plain value
+    compared, or None where it is none (then ``other`` names it): a result whose numbers may be
+    0-d tensors or NumPy numbers inside lists and tuples, read as the exercise allows."""
 
     what: str
     kind: str = "float"
@@ -147,6 +149,7 @@ class Value:
     numpy: bool = False
     sequence: bool = False
     other: Callable | None = None
+    read: Callable | None = None
 
 
 @dataclass
@@ -191,7 +194,10 @@ class Mistake:
     builds by hand; ``{found}`` in its message is the code that matched); at another stage, it
     is the test itself. With ``stage`` "error", the message of an exception: one whose message
     matches the pattern ``error`` (and whose code matches ``source``, if given), or the very
-    exception that ``like`` raises on the probe."""
+    exception that ``like`` raises on the probe. With ``stage`` "always", tried on every result
+    that passed the contract, before its shape is compared, right or wrong: a ``find`` sees a
+    right result too (what an argument kept of its calls can be wrong where the result is
+    right), a ``like`` is named where the learner's result is its and not the reference's."""
 
     message: str | Callable
     name: str
@@ -375,6 +381,8 @@ def _read(contract, found: dict):
         return found
     if not isinstance(contract, Value):
         return found["values"]
+    if contract.read is not None:
+        return contract.read(found)
     if found["kind"] == "value" and found["type"] == contract.kind:
         return set(found["value"]) if contract.kind == "set" else found["value"]
     if contract.sequence and found["kind"] == "value" and {found["type"], contract.kind} == {"tuple", "list"}:
@@ -411,8 +419,11 @@ def _module_difference(found: dict, expected: dict) -> str | None:
 
 
 def _as_data(contracts: tuple, values: tuple, probe: Probe) -> tuple:
-    """The reference's (or a wrong answer's) items, a module described as the kernel describes one."""
-    return tuple(recorder.describe(v, on=_clone(probe.on)) if isinstance(c, Module) and v is not None else v
+    """The reference's (or a wrong answer's) items, a module described as the kernel describes one; for a
+    :class:`Value` with ``read``, a result that is not plain data (modules) described so, then read."""
+    return tuple(recorder.describe(v, on=_clone(probe.on)) if isinstance(c, Module) and v is not None else
+                 c.read(recorder.describe(v, on=_clone(probe.on))) if isinstance(c, Value) and c.read and
+                 recorder._plain(v, [math.inf, math.inf]) is recorder._NOT_PLAIN else v
                  for c, v in zip(contracts, values))
 
 
@@ -424,12 +435,18 @@ _PLAIN_IN_PLACE = ("A function must not change its inputs: whoever called it use
                    "sorted(x) rather than x.sort(), x.pop(...), del x[...], x[...] = ...")
 
 
-def _changed(args: tuple, done: dict, signature, roles) -> tuple[str, str] | None:
+def _changed(args: tuple, done: dict, signature, roles, each: bool = False) -> tuple[str, str] | None:
     """Which argument the call changed in place, and how (a tensor from its description after the
     call and its layout before; a list or dict by its value: "(now [1, 7, 8, 2])"), with what to do
-    instead; None when all are as they were."""
+    instead; None when all are as they were. ``each``: every argument is the arguments of one call."""
     for i, (arg, after) in enumerate(zip(args, done.get("inputs_after", []))):
         if after is None:
+            continue
+        if each and "items" in after:  # one call of an ``each`` probe: its own arguments
+            inner = {"inputs_after": after["items"], "layout_before": done["layout_before"][i]}
+            changed = _changed(arg, inner, signature, roles)
+            if changed:
+                return changed
             continue
         if isinstance(arg, (list, dict)) and "value" in after:
             was = recorder._plain(arg, [math.inf, math.inf])
@@ -519,7 +536,10 @@ _WORDS = {"str": "string", "int": "int (a whole number)", "float": "float"}
 def _not_plain(contract: Value, found: dict, name: str, what: str) -> Failure | None:
     """A result that is not of the plain type the contract names (None: the same message as for
     a tensor)."""
-    if found["kind"] == "value" and found["type"] == contract.kind:
+    if contract.read is not None:  # what it reads is the value, and nothing else
+        if contract.read(found) is not None:
+            return None
+    elif found["kind"] == "value" and found["type"] == contract.kind:
         return None
     if contract.sequence and found["kind"] == "value" and {found["type"], contract.kind} == {"tuple", "list"}:
         return None
@@ -1032,7 +1052,7 @@ def judge(decl: Declaration, probe: Probe, done: dict, name: str, signature, ref
         raise _exception(err, name, args, probe, done, signature, roles)
     if probe.error is not None and probe.again is None:
         raise Failure(probe.no_error(name), f"no {probe.error} raised")
-    changed = _changed(args, done, signature, roles)
+    changed = _changed(args, done, signature, roles, probe.each)
     if changed:
         raise Failure(f"{name} changed {changed[0]}. {decl.in_place or changed[1]}", "an input changed in place")
     failure = _modes_changed(done, name, roles)  # before the numbers, which another mode changes
@@ -1059,6 +1079,13 @@ def judge(decl: Declaration, probe: Probe, done: dict, name: str, signature, ref
     if decl.consistent:  # a generator: the earlier probes are tried only where a mistake is sought
         mistakes = _Lazy(m for m in mistakes if m.like is None or (
             _explains(decl, m, earlier) and _explains_later(decl, m, later)))
+    right = None  # whether the learner's result is the reference's, once an "always" like asks
+    for mistake in (m for m in mistakes if m.stage == "always"):
+        if mistake.like is not None and right is None:
+            right = all(_agrees(c, f, w, _precision(probe, c, w)) for c, f, w in zip(contracts, got, expected))
+        text = None if mistake.like is not None and right else _matches(mistake, got, candidates, None, source)
+        if text:
+            raise Failure((mistake.prefix + text).replace("{name}", name), mistake.name, mistake.generic, mistake)
     for i, (found, wanted, what) in enumerate(zip(got, expected, whats)):
         if isinstance(contracts[i], (Value, Module)) or tuple(found["shape"]) == tuple(wanted.shape):
             continue
