@@ -1,8 +1,5 @@
-"""Checks of notebook 02's exercises, as declarations (``annotated.support.grading.engine``):
-scaled dot-product attention (2.1), the same with loops over the queries and keys (2.2), and the
-hard lookup it becomes when one score dominates (2.3), compared with ``annotated.attention``
-(which tests/test_declarations.py compares with ``torch.nn.functional.scaled_dot_product_attention``
-on every probe)."""
+"""Checks of notebook 02 as declarations (``engine``): scaled dot-product attention (2.1), the same with
+loops (2.2) and the hard lookup it becomes when one score dominates (2.3), against ``annotated.attention``."""
 
 import math
 import warnings
@@ -15,9 +12,7 @@ from annotated.attention import scaled_dot_product_attention
 from annotated.support.grading.core import ExerciseFailed, _hard_coded_hint, _rows
 from annotated.support.grading.engine import Declaration, Items, Mistake, Probe, Tensor, _equal, check
 
-# Two 3-D sets (batch, L, d) and one 4-D set (batch, h, L, d), as multi-head attention
-# calls it; d_k is never 4, the d_k of a hand-worked example, no size repeats inside a set,
-# and d_k changes between sets.
+# Two 3-D sets (batch, L, d) and a 4-D one (batch, h, L, d); d_k is never 4 and changes between sets.
 ATTENTION_SIZES = [
     dict(lead=(2,), L_q=3, L_k=5, d_k=6, d_v=7),
     dict(lead=(3,), L_q=7, L_k=4, d_k=10, d_v=5),
@@ -27,36 +22,21 @@ ATTENTION_SIZES = [
 LOOP_SIZES = [dict(L_q=3, L_k=5, d_k=6, d_v=2), dict(L_q=5, L_k=2, d_k=7, d_v=3)]
 SIZE_SETS = {"check_attention": ATTENTION_SIZES, "check_attention_loops": LOOP_SIZES,
              "check_hard_lookup": ATTENTION_SIZES}
-# The other device the probes try in a notebook: the GPU, where there is one ('meta' for the grader).
-OTHER_DEVICE: str | None = "cuda" if torch.cuda.is_available() else None
+OTHER_DEVICE: str | None = "cuda" if torch.cuda.is_available() else None  # 'meta' for the grader
 # The scaled scores about -3e4 use d_k = 16, whose sqrt and 1/sqrt are exact in float32.
 LOW_D_K = 16
 
 # The errors of a matrix product whose shapes do not fit: what query @ key.T gives.
 _MATMUL_ERROR = (r"must match the size of tensor|cannot be multiplied|Expected size for first two"
                  r"|size mismatch|mat1 and mat2|\bx\.T\b")
-_TRANSPOSE_HINT = (
-    "\nHint: the scores query @ key^T need the last two dimensions of the key swapped, "
-    "(..., L_k, d_k) -> (..., d_k, L_k): key.transpose(-2, -1), not key.transpose(1, 2) or "
-    "key.T. key.T reverses all the dimensions of a tensor with more than two ((batch, L_k, d_k) "
-    "becomes (d_k, L_k, batch)), and key.transpose(1, 2) is right for 3-D inputs only."
-)
-_KEY_T = ("you used .T on a tensor with more than two dimensions (key.T?): .T reverses all of them, so a "
-          "key (batch, L_k, d_k) becomes (d_k, L_k, batch), and the scores pair the wrong numbers or fail "
-          "(torch warns that this use of .T is deprecated). Swap the last two dimensions only: "
-          "key.transpose(-2, -1) (or key.mT).")
-_NO_SHIFT = (
-    "exp(300) overflows float32 (e^89 is already past its largest number), and inf / inf is "
-    "NaN: is your softmax written out without subtracting the maximum? Use "
-    "scores.softmax(dim=-1), which subtracts it, or subtract each row's maximum before the "
-    "exponential, scores - scores.amax(dim=-1, keepdim=True)."
-)
-_UNDERFLOW = (
-    "exp of scores that far below zero underflows to 0 for every key, and 0 / 0 is NaN: is the "
-    "maximum subtracted only when the scores are large (if scores.max() > ...), or not at all? "
-    "Subtract each row's maximum always (scores.softmax(dim=-1) does), so the largest exponent "
-    "is exactly 0."
-)
+_TRANSPOSE_HINT = ("\nHint: the scores query @ key^T swap the last two dimensions of the key: "
+                   "key.transpose(-2, -1), not key.transpose(1, 2) (3-D only) or key.T (reverses all of them).")
+_KEY_T = ("you used .T on a tensor with more than two dimensions (key.T?): it reverses all of them, (batch, L_k, d_k) "
+          "becomes (d_k, L_k, batch). Swap the last two only: key.transpose(-2, -1) (or key.mT).")
+_NO_SHIFT = ("exp(300) overflows float32, and inf / inf is NaN: is your softmax written without subtracting the "
+             "maximum? Use scores.softmax(dim=-1), or subtract scores.amax(dim=-1, keepdim=True) first.")
+_UNDERFLOW = ("exp of scores that far below zero is 0 for every key, and 0 / 0 is NaN: is the maximum subtracted "
+              "only when the scores are large, or not at all? Subtract each row's maximum always.")
 
 
 def _call_attention(attention: Callable, *args):
@@ -155,12 +135,9 @@ def _lead_hint(how: str) -> Callable:
         text = ("\nHint: it works for (batch, L, d) inputs but not for (batch, h, L, d): every step must act on "
                 "the last dimensions, whatever comes in front")
         if "argmax" in how:
-            return text + (": the scores with key.transpose(-2, -1), the argmax over dim=-1, and the pick along "
-                           "dim=-2 with every leading dimension kept (torch.gather(value, -2, index.unsqueeze(-1)"
-                           ".expand(*index.shape, d_v)), or F.one_hot(index, L_k).to(value.dtype) @ value).")
-        text += " (d_k = query.size(-1), softmax(dim=-1)"
-        return text + (")." if _TRANSPOSE_HINT in message else ", and transpose the last two dimensions of the "
-                       "key, key.transpose(-2, -1), not key.transpose(1, 2) or key.T).")
+            return f"{text}: {_PICK}"
+        return text + (" (d_k = query.size(-1), softmax(dim=-1))." if _TRANSPOSE_HINT in message else
+                       " (d_k = query.size(-1), softmax(dim=-1), key.transpose(-2, -1)).")
     return hint
 
 
@@ -260,31 +237,26 @@ def _masked(test: Callable) -> Callable:
 
 
 def _nan_with_mask(weights, full, what, p):
-    if weights.isnan().any():
-        return (f"with {what} your weights contain NaN although every query may attend to some key; fill the "
-                "masked scores with float('-inf') (not the weights), before the softmax.")
-    return None
+    return None if not weights.isnan().any() else (
+        f"with {what} your weights contain NaN although every query may attend to some key; fill the masked "
+        "scores with float('-inf') (not the weights), before the softmax.")
 
 
 def _inverted(weights, full, what, p):
     if (weights[~full] != 0).any() and _equal(weights[full], torch.zeros_like(weights[full])):
-        return ("your mask is inverted: keys where the mask is True got zero weight. True means 'may attend', so "
-                "hide the keys where it is False: scores.masked_fill(~mask, float('-inf')).")
+        return ("your mask is inverted: keys where the mask is True got zero weight. True means 'may attend': "
+                "scores.masked_fill(~mask, float('-inf')).")
     return None
 
 
 def _renormalized(weights, full, what, p):
     if not (weights.isnan().any() or (weights.double().sum(-1) < 0.5).any()):
         return None
-    q, k, v, mask = p.args
-    raw = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
-    return ("the weights of the kept keys vanish (NaN or 0, row sums "
-            f"{_rows(weights)}) when a masked key's score is far above theirs (scaled scores here: masked keys "
-            f"{raw[~full].min():.0f} or more, kept keys {raw[full].max():.1f} or less): that is the softmax taken "
-            "over all the keys, the masked weights zeroed and the rest renormalized afterwards. It agrees with "
-            "masking first only while the kept weights stay above zero; here exp(kept - max) underflows to 0 and "
-            "renormalizing gives 0 / 0. Fill the masked scores with float('-inf') before the softmax, so a "
-            "masked key takes no part in it.")
+    raw = p.args[0] @ p.args[1].transpose(-2, -1) / math.sqrt(p.args[0].size(-1))
+    return (f"the weights of the kept keys vanish (NaN or 0, row sums {_rows(weights)}) when a masked key's score "
+            f"is far above theirs (masked {raw[~full].min():.0f} or more, kept {raw[full].max():.1f} or less): that "
+            "is the softmax taken over all the keys, the masked weights zeroed and the rest renormalized afterwards, "
+            "0 / 0 once exp(kept - max) underflows. Fill the masked scores with float('-inf') before the softmax.")
 
 
 def _hidden_weight(weights, full, what, p):
@@ -295,15 +267,16 @@ def _hidden_weight(weights, full, what, p):
     return None
 
 
+_ZERO = "The course gives such a query zero weights: after the softmax, weights.masked_fill(~mask, 0.0)."
+
+
 def _blind(weights: torch.Tensor, p: Probe) -> str | None:
     L_k = p.args[1].size(-2)
     if weights.isnan().any():
-        return ("a query whose keys are all masked gets NaN: the softmax of a row of -inf is 0/0. Such a query "
-                "sees nothing, so the course gives it zero weights: after the softmax, weights.masked_fill(~mask, 0.0).")
+        return f"a query whose keys are all masked gets NaN: the softmax of a row of -inf is 0/0. {_ZERO}"
     if _equal(weights.reshape(-1, weights.size(-2), L_k)[0, 1], torch.full((L_k,), 1 / L_k)):
         return (f"a query whose keys are all masked got uniform weights 1/L_k = {1 / L_k:.4f}: the scores were "
-                "filled with a finite number (such as -1e9), so the softmax spread evenly over keys it may not see. "
-                "The course gives such a query zero weights: after the softmax, weights.masked_fill(~mask, 0.0).")
+                f"filled with a finite number (such as -1e9). {_ZERO}")
     return None
 
 
@@ -314,10 +287,8 @@ def _low(weights: torch.Tensor, p: Probe) -> str | None:
     if (weights[~full] != 0).any() or (weights.sum(-1) < 0.5).any():
         how = (f"the masked keys got weight (up to {weights[~full].abs().max():.4f})" if (weights[~full] != 0).any()
                else f"the weights of the keys it may see vanished (row sums {_rows(weights)})")
-        return ("when every scaled score is about -3e4 (a legitimately low score: the scores are not bounded), "
-                f"{how}: the masked scores were filled with a finite number (such as -1e4) that these scores go "
-                "below, so a masked key outscored every key the query may see. Fill with float('-inf'), as the "
-                "exercise asks: a masked key then takes no part in the softmax whatever the other scores are.")
+        return (f"when every scaled score is about -3e4 (scores are not bounded), {how}: the masked scores were "
+                "filled with a finite number (such as -1e4) that these scores go below. Fill with float('-inf').")
     return None
 
 
@@ -350,8 +321,8 @@ ATTENTION_MISTAKES = (
     Mistake(_KEY_T, "key.T", stage="error", like=_key_T, when=lambda p: p.args[1].dim() == 3),
     Mistake("", "a wrong scaling", item=1, find=_found("plain", _scale_mistake),
             example=_with_mask(scale=1.0)),
-    Mistake("softmax over the wrong dimension: each column of your weights sums to 1 (softmax(dim=-2), over the "
-            "queries), but each query's weights over the keys, a row, must sum to 1: use softmax(dim=-1).",
+    Mistake("softmax over the wrong dimension: each column of your weights sums to 1 (over the queries), but each "
+            "query's row must: use softmax(dim=-1).",
             "the softmax over the queries", items=(1,), like=_with_mask(dim=-2)),
     Mistake("", "the mask inverted", item=1, find=_masked(_inverted),
             example=lambda q, k, v, mask=None: _with_mask()(q, k, v, None if mask is None else ~mask)),
@@ -362,9 +333,8 @@ ATTENTION_MISTAKES = (
     Mistake("", "renormalized after the softmax", item=1, when=lambda p: p.tags.get("big"),
             find=_masked(_renormalized), example=_with_mask(after=_renormalize)),
     Mistake("", "NaN with a mask", item=1, find=_masked(_nan_with_mask), example=_with_mask(fill=float("nan"))),
-    Mistake("the mask was applied after the softmax: the masked keys got weight 0, but the rows no longer sum to "
-            "1. Mask the scores with float('-inf') before the softmax, so the softmax shares the weight among the "
-            "keys that remain.", "the mask applied after the softmax", items=(1,),
+    Mistake("the mask was applied after the softmax: the rows no longer sum to 1. Mask the scores with "
+            "float('-inf') before the softmax.", "the mask applied after the softmax", items=(1,),
             when=lambda p: p.tags.get("masked"), like=_with_mask(after=lambda w, mask: w * mask)),
     Mistake("", "masked keys weighted", item=1, find=_masked(_hidden_weight), example=_with_mask(fill=-5.0)),
     Mistake("", "a fully masked query", item=1, find=_found("blind", _blind), example=_with_mask(fill=-1e9)),
@@ -391,15 +361,9 @@ ATTENTION = Declaration(
 
 
 def check_attention(attention: Callable) -> None:
-    """Check ``attention(query, key, value, mask=None) -> (output, weights)``.
-
-    Runs three sets of sizes (``ATTENTION_SIZES``), the last with heads in front, each
-    without a mask, with a padding mask (batch, 1, L_k), with a masked key whose score
-    dwarfs the kept ones, with a causal mask (1, L_q, L_k) and with a query whose keys are
-    all masked. Masks have as many dimensions as the scores. Then a batch of one sentence
-    with a single query, scaled scores up to 300, float64 inputs, scaled scores all about -3e4
-    under a padding mask (float64), a second call that must leave the first result unchanged,
-    gradients to the query, key and value, and inputs on another device.
+    """Check ``attention(query, key, value, mask=None) -> (output, weights)`` on ``ATTENTION_SIZES`` (the last
+    4-D), without a mask, with padding, causal and fully masked rows and a masked key of large score; then one
+    query, scaled scores up to 300 and about -3e4, float64, a second call, gradients and another device.
 
     Diagnoses: an input changed in place, a result of another kind (not a pair of real
     floating tensors of the inputs' dtype and device), wrong shapes, softmax over the wrong
@@ -440,32 +404,23 @@ def _loops_probes(device: str | None) -> list[Probe]:
 
 
 def _not_normalized(weights: torch.Tensor, p: Probe) -> str | None:
-    expected = scaled_dot_product_attention(*p.args)[1]
     sums = weights.sum(-1, keepdim=True)
-    if (weights > 0).all() and not _equal(sums, torch.ones_like(sums)) and _equal(weights / sums, expected):
+    if (weights > 0).all() and not _equal(sums, torch.ones_like(sums)) and _equal(
+            weights / sums, scaled_dot_product_attention(*p.args)[1]):
         return ("your weights are exponentials of the scaled scores not divided by their sum: each row should sum "
-                f"to 1, yours sum to {_rows(weights)}. Divide query i's exponentials by their sum over the keys.")
-    return None
-
-
-def _loops_low(weights: torch.Tensor, p: Probe) -> str | None:
-    if weights.isnan().any() or (weights.sum(-1) < 0.5).any():
-        return f"NaN or weights that vanish when every scaled score is about -3e4: {_UNDERFLOW}"
+                f"to 1, yours sum to {_rows(weights)}.")
     return None
 
 
 def _by_loops(normalize: Callable = lambda s: s.softmax(-1), output: Callable | None = None) -> Callable:
     """The attention of one sequence with one thing changed (a known mistake's answer)."""
-    def attention_loops(q, k, v):
-        weights = normalize(_scores(q, k))
-        return (weights @ v if output is None else output(v, q.size(0))), weights
-    return attention_loops
+    return lambda q, k, v: (lambda w: (w @ v if output is None else output(v).expand(q.size(0), -1), w))(
+        normalize(_scores(q, k)))
 
 
 LOOPS_MISTAKES = (
     Mistake(lambda p: (f"That is {(p.args[0].size(0), p.args[1].size(1))}, (L_q, d_k): you averaged the keys. The "
-                       "keys only decide the weights; the output of query i averages the values, sum over j of "
-                       "weights[i, j] * value[j], shape (L_q, d_v)."), "the keys averaged", stage="shape",
+                       "output averages the values, shape (L_q, d_v)."), "the keys averaged", stage="shape",
             shape=lambda p: (p.args[0].size(0), p.args[1].size(1)),
             example=lambda q, k, v: (scaled_dot_product_attention(q, k, k)[0], scaled_dot_product_attention(q, k, v)[1])),
     Mistake("Your weights are transposed: one row per query and one column per key comes from "
@@ -473,25 +428,23 @@ LOOPS_MISTAKES = (
             shape=lambda p: (p.args[1].size(0), p.args[0].size(0)),
             example=lambda q, k, v: (lambda o, w: (o, w.T))(*scaled_dot_product_attention(q, k, v))),
     Mistake("each column of your weights sums to 1: you normalized each key's scores over the queries. The softmax "
-            "runs over the keys of one query: for query i, divide exp(s_ij - max_j s_ij) by its sum over j.",
-            "normalized over the queries", items=(1,), like=_by_loops(lambda s: s.softmax(0))),
+            "runs over the keys of one query.", "normalized over the queries", items=(1,),
+            like=_by_loops(lambda s: s.softmax(0))),
     Mistake("", "not normalized", item=1, find=_found("plain", _not_normalized),
             example=_by_loops(lambda s: (s - s.amax(-1, keepdim=True)).exp())),
     Mistake("", "a wrong scaling", item=1, find=_found("plain", _scale_mistake),
             example=lambda q, k, v: _pair((q @ k.T / q.size(-1)).softmax(-1), v)),
-    Mistake("every row of your output is the plain sum of the values: weight value j by query i's weight for key "
-            "j, output[i] = sum over j of weights[i, j] * value[j].", "the values summed", items=(0,),
-            like=_by_loops(output=lambda v, L_q: v.sum(0).expand(L_q, -1))),
-    Mistake("every row of your output is the plain mean of the values: the average is weighted, output[i] = sum "
-            "over j of weights[i, j] * value[j].", "the values averaged", items=(0,),
-            like=_by_loops(output=lambda v, L_q: v.mean(0).expand(L_q, -1))),
+) + tuple(Mistake(f"every row of your output is the plain {how} of the values: weight them, output[i] = sum over j "
+                  "of weights[i, j] * value[j].", f"the values {done}", items=(0,),
+                  like=_by_loops(output=lambda v, how=how: getattr(v, how)(0)))
+          for how, done in (("sum", "summed"), ("mean", "averaged"))) + (
     Mistake("", "no max subtracted", item=1, example=_by_loops(lambda s: s.exp() / s.exp().sum(-1, keepdim=True)),
             find=_found("overflow", lambda w, p: None if w.isfinite().all() else (
-                "NaN or inf when a scaled score reaches 300: exp(300) overflows float32 and inf / inf is NaN. Write "
-                "the softmax of notebook 01: for query i, subtract the largest of its scores before the "
-                "exponential, exp(s_ij - max_j s_ij)."))),
-    Mistake("", "a shift only when large", item=1, find=_found("low", _loops_low),
-            example=lambda q, k, v: _shift_when_large(q, k, v)),
+                "NaN or inf when a scaled score reaches 300: exp(300) overflows float32. For query i, subtract "
+                "the largest of its scores before the exponential, exp(s_ij - max_j s_ij)."))),
+    Mistake("", "a shift only when large", item=1, example=lambda q, k, v: _shift_when_large(q, k, v),
+            find=_found("low", lambda w, p: f"NaN or weights that vanish when every scaled score is about -3e4: "
+                        f"{_UNDERFLOW}" if w.isnan().any() or (w.sum(-1) < 0.5).any() else None)),
 )
 
 LOOPS = Declaration(
@@ -509,12 +462,9 @@ LOOPS = Declaration(
 
 
 def check_attention_loops(attention_loops: Callable) -> None:
-    """Check ``attention_loops(query, key, value) -> (output, weights)`` for one sequence,
-    query (L_q, d_k), key (L_k, d_k), value (L_k, d_v), against the course's vectorized
-    attention and F.scaled_dot_product_attention, on the sizes of ``LOOP_SIZES``: ordinary
-    scores, then scores up to 300 (scaled), where a softmax without the max subtracted
-    overflows. Then a single query, float64 inputs, scaled scores
-    all about -3e4 (float64), and a second call that must leave the first result unchanged.
+    """Check ``attention_loops(query, key, value) -> (output, weights)`` for one sequence (L, d) against the
+    vectorized attention on ``LOOP_SIZES`` (scaled scores up to 300 too), then one query, float64, scaled scores
+    about -3e4 and a second call.
 
     Diagnoses: an input changed in place, a result of another kind or shape (the weights
     transposed, the keys averaged instead of the values), weights normalized over the
@@ -530,12 +480,10 @@ def check_attention_loops(attention_loops: Callable) -> None:
 
 # ---------------------------------------------------------------- exercise 2.3: hard_lookup
 
-_INDEX_HINT = (
-    "\nHint: value[index] indexes the first dimension of value, the batch, not the keys. Pick "
-    "along the keys' dimension, -2, with the leading dimensions kept: torch.gather(value, -2, "
-    "index.unsqueeze(-1).expand(*index.shape, d_v)), or F.one_hot(index, L_k).to(value.dtype) "
-    "@ value."
-)
+_PICK = ("index = (query @ key.transpose(-2, -1)).argmax(dim=-1), then that row of value (torch.gather(value, -2, "
+         "index.unsqueeze(-1).expand(*index.shape, d_v)), or F.one_hot(index, L_k).to(value.dtype) @ value).")
+_INDEX_HINT = ("\nHint: value[index] indexes the first dimension of value, the batch, not the keys. Pick along "
+               "dimension -2: torch.gather or F.one_hot, as in " + _PICK)
 
 
 def _pick(value: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
@@ -609,21 +557,17 @@ def _hard_probes(device: str | None) -> list[Probe]:
 def _near_tie(got: torch.Tensor, p: Probe) -> str | None:
     q, k, v = p.args
     scores, picks = q @ k.transpose(-2, -1), _picked(got, v)
-    first = (0,) * (q.dim() - 2)
     if not (picks >= 0).all():
         where = tuple((picks < 0).nonzero()[0].tolist())
-        s0 = scores[first][0, :2].tolist()
-        return (f"your output for query {where[-1]} of sequence {where[:-1]} is none of the values but a mix of them. "
-                f"A softmax is never exactly one-hot: query 0 scores keys 0 and 1 at {s0[0]:.3f} and {s0[1]:.3f} "
-                "(first sequence), a near tie that shares the weight even with the query multiplied by 20 (the "
-                "notebook's largest factor). Pick the one best key: index = scores.argmax(dim=-1), then that row "
-                "of value (torch.gather, or F.one_hot(index, L_k).to(value.dtype) @ value).")
+        s0 = scores[(0,) * (q.dim() - 2)][0, :2].tolist()
+        return (f"your output for query {where[-1]} of sequence {where[:-1]} is none of the values but a mix of them: "
+                f"a softmax is never one-hot, and query 0 scores keys 0 and 1 at {s0[0]:.3f} and {s0[1]:.3f} (first "
+                f"sequence), a near tie that shares the weight even with the query multiplied by 20. Take {_PICK}")
     best = scores.argmax(-1)
     wrong = tuple((picks != best).nonzero()[0].tolist())
     return (f"each row of your output is one of the values, but not always the value of the best-scoring key: for "
             f"query {wrong[-1]} of sequence {wrong[:-1]} the highest score q.k is key {int(best[wrong])}'s, and your "
-            f"row is the value of key {int(picks[wrong])}. Take index = (query @ key.transpose(-2, -1)).argmax(dim=-1) "
-            "and pick value's row index[..., i] for query i, in the query's own sequence.")
+            f"row is the value of key {int(picks[wrong])}. Take {_PICK}")
 
 
 def _tie(got: torch.Tensor, p: Probe) -> str | None:
@@ -631,15 +575,12 @@ def _tie(got: torch.Tensor, p: Probe) -> str | None:
     scores, tied = _tied(q, k)
     if _equal(got, tied.float() @ v):
         return ("when two keys tie for the highest score, your output is the sum of their values: a one-hot made "
-                "with scores == scores.max(...) marks every tied key, so the product with value adds them up (query "
-                f"0 of each sequence here: key 0 and key {k.size(-2) - 1} are the same vector). Take one index per "
-                "query, scores.argmax(dim=-1) (the first of the tied keys), then its row of value.")
+                f"with scores == scores.max(...) marks every tied key (key 0 and key {k.size(-2) - 1} here). Take one "
+                "index per query, scores.argmax(dim=-1), then its row of value.")
     where = tuple((~_tie_rows(got, q, k, v)).nonzero()[0].tolist())
     return (f"for query {where[-1]} of sequence {where[:-1]}, keys {tied[where].nonzero().flatten().tolist()} tie "
-            f"for the highest score ({scores[where].max():.0f}, integer queries and keys), and your row is neither "
-            "the value of one of them nor their mean. Take index = scores.argmax(dim=-1), which picks the first of "
-            "the tied keys, and that row of value.")
-
+            f"for the highest score ({scores[where].max():.0f}), and your row is neither the value of one of them "
+            f"nor their mean. Take {_PICK}")
 
 
 def _hard(index: Callable, rows: Callable = lambda q, k, v: v) -> Callable:
@@ -664,19 +605,15 @@ HARD_MISTAKES = (
             shape=lambda p: (*p.args[0].shape[:-2], p.args[1].size(-2), p.args[2].size(-1)),
             example=_hard(lambda q, k: (q @ k.transpose(-2, -1)).argmax(-2))),
     Mistake(_KEY_T, "key.T", stage="error", like=_key_T, when=lambda p: p.args[1].dim() == 3),
-    Mistake("your output is the soft average, softmax(Q K^T / sqrt(d_k)) V: the weights spread over every key. The "
-            "hard lookup returns the value of the single best key: index = scores.argmax(dim=-1), then that row of "
-            "value.", "the soft average", like=lambda q, k, v: scaled_dot_product_attention(q, k, v)[0]),
+    Mistake("your output is the soft average, softmax(Q K^T / sqrt(d_k)) V. The hard lookup returns the value of "
+            "the single best key: " + _PICK, "the soft average", like=lambda q, k, v: scaled_dot_product_attention(q, k, v)[0]),
     Mistake("you picked the value of the key with the lowest score: the lookup takes the highest, "
             "scores.argmax(dim=-1).", "the lowest score", like=_hard(lambda q, k: (q @ k.transpose(-2, -1)).argmin(-1))),
-    Mistake("you picked the key nearest to the query (the smallest distance |q - k|). Attention scores by the dot "
-            "product q.k, which also grows with the key's length: query 0's nearest key is key 0 (3 q_0), but key 1 "
-            "(3.006 q_0) scores higher. Take (query @ key.transpose(-2, -1)).argmax(dim=-1).", "the nearest key",
+    Mistake("you picked the key nearest to the query (the smallest |q - k|). Attention scores by the dot product "
+            "q.k, which grows with the key's length: " + _PICK, "the nearest key",
             like=_hard(lambda q, k: (q.unsqueeze(-2) - k.unsqueeze(-3)).norm(dim=-1).argmin(-1))),
-    Mistake("you picked the key of the highest cosine similarity, the dot product of unit vectors. Attention's "
-            "score q.k keeps the lengths: a longer key in the same direction scores higher (the notebook's 'on' "
-            "attends most to the long 'sat'). Take (query @ key.transpose(-2, -1)).argmax(dim=-1).",
-            "the highest cosine", like=_hard(_cosine)),
+    Mistake("you picked the key of the highest cosine similarity. Attention's score q.k keeps the lengths: a "
+            "longer key in the same direction scores higher. " + _PICK, "the highest cosine", like=_hard(_cosine)),
     Mistake("", "not the best key's value", find=_found("near", _near_tie),
             example=_hard(lambda q, k: ((q @ k.transpose(-2, -1)).argmax(-1) + 1) % k.size(-2))),
     Mistake("", "the tied values summed", find=_found("tie", _tie),
@@ -695,14 +632,9 @@ HARD = Declaration(
 
 
 def check_hard_lookup(hard_lookup: Callable) -> None:
-    """Check ``hard_lookup(query, key, value)``: for every query, the value of the key with
-    the highest score q.k, shape (..., L_q, d_v); the limit of attention when one score
-    dominates. Runs the sizes of ``ATTENTION_SIZES`` (3-D, then 4-D with heads), each with a
-    near tie for query 0 (key 1 = 1.002 key 0, both along the query), which a softmax shares
-    and an argmax does not. Then an exact tie (integer queries and keys, two equal keys): one
-    of the tied keys' values passes, and so does their mean, the limit of attention; then a
-    batch of one sentence with a single query, float64 inputs, a second call that must leave
-    the first result unchanged, and inputs on another device.
+    """Check ``hard_lookup(query, key, value)``: for every query, the value of the key of highest score q.k,
+    (..., L_q, d_v), on ``ATTENTION_SIZES`` with a near tie a softmax shares; an exact tie (one of the tied values,
+    or their mean, passes), one query, float64, a second call and another device.
 
     Diagnoses: an input changed in place, a result of another kind, dtype, device or shape
     (keys returned, a gather without the index expanded, the argmax over the queries,
