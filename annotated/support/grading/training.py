@@ -1,16 +1,10 @@
-"""Checks of notebook 08's exercises: label smoothing's targets and loss
-(``annotated.label_smoothing``, compared with ``F.cross_entropy`` in
-tests/test_declarations_08_12.py), the warm-up schedule (``annotated.schedule.rate``) and the loss
-per token of a batch under teacher forcing (``annotated.batching.Batch``, which
-tests/test_declarations_08_12.py compares with ``annotated.training.evaluate_loss``).
+"""Checks of notebook 08's exercises, as declarations (``engine``): label smoothing's targets and loss
+(``annotated.label_smoothing``), the warm-up schedule (``annotated.schedule.rate``) and the loss per token of a batch
+under teacher forcing (``annotated.batching.Batch``; its model and loss function travel as data, ``record.build``).
+The rate's known mistakes are told apart only by the whole curve (max instead of min is "no warm-up" before the peak
+and "linear forever" after it), so each setting's steps are one ``Probe.each`` probe, and step 0 another."""
 
-The four checks are declarations (``annotated.support.grading.engine``), judged where no learner's
-code runs when the grader grades; the model and the loss function of the teacher-forcing check
-travel as data (``record.build``). ``check_rate`` too: its known mistakes are told apart only by
-the whole curve (max instead of min equals "no warm-up" before the peak and "linear forever" after
-it), so each setting's steps are one probe whose calls are judged together (``Probe.each``: the
-result and the reference are the list of rates), and step 0 another."""
-
+import functools
 import math
 from collections.abc import Callable
 
@@ -22,64 +16,35 @@ from annotated.label_smoothing import LabelSmoothingLoss, smoothed_targets
 from annotated.masks import padding_mask, target_mask
 from annotated.model import EncoderDecoder, TransformerConfig, make_model
 from annotated.schedule import rate
-from annotated.support.grading.core import _hard_coded_hint
 from annotated.support import record as recorder
 from annotated.support.grading import engine
+from annotated.support.grading.core import _hard_coded_hint
 from annotated.support.grading.engine import Declaration, Mistake, Probe, Tensor, Value, _equal, check
 
-# Every size changes from one set to the next; the padding id and epsilon too, so that a
-# pad_idx = 0 or a smoothing = 0.1 written into the code fails.
-TARGET_SIZES = [
-    dict(N=9, vocab_size=8, pad_idx=0, smoothing=0.1),
-    dict(N=6, vocab_size=11, pad_idx=3, smoothing=0.2),
-    dict(N=5, vocab_size=7, pad_idx=6, smoothing=0.3),
-]
-LOSS_SIZES = [
-    dict(N=10, vocab_size=9, pad_idx=0, smoothing=0.1),
-    dict(N=7, vocab_size=12, pad_idx=4, smoothing=0.25),
-]
-# The paper's base model first, then two small ones: d_model = 512 or warmup = 4000 written
-# into the code fails on the second set.
-RATE_SIZES = [
-    dict(d_model=512, warmup=4000),
-    dict(d_model=64, warmup=100),
-    dict(d_model=256, warmup=30),
-]
-TEACHER_SIZES = [
-    dict(batch=3, L_src=7, L_tgt=6, vocab=13, pad_idx=0),
-    dict(batch=5, L_src=4, L_tgt=9, vocab=10, pad_idx=2),
-    dict(batch=1, L_src=5, L_tgt=8, vocab=11, pad_idx=3),  # one sentence: a .squeeze() drops it
-]
-# The dropout of the model on which the check tries training and evaluation modes.
-TEACHER_DROPOUT = 0.3
-SIZE_SETS = {
-    "check_smoothed_targets": TARGET_SIZES,
-    "check_label_smoothing_loss": LOSS_SIZES,
-    "check_rate": RATE_SIZES,
-    "check_teacher_forcing_loss": TEACHER_SIZES,
-}
-# The edge cases every check of label smoothing tries after its sets of sizes: smoothing = 0
-# (no smoothing, a valid value that `smoothing or 0.1` would replace) and a single position
-# (which a .squeeze() drops).
+# Every size, the padding id and epsilon change from one set to the next, so that one written in fails.
+TARGET_SIZES = [dict(N=9, vocab_size=8, pad_idx=0, smoothing=0.1), dict(N=6, vocab_size=11, pad_idx=3, smoothing=0.2),
+                dict(N=5, vocab_size=7, pad_idx=6, smoothing=0.3)]
+LOSS_SIZES = [dict(N=10, vocab_size=9, pad_idx=0, smoothing=0.1), dict(N=7, vocab_size=12, pad_idx=4, smoothing=0.25)]
+# The paper's base model first: d_model = 512 or warmup = 4000 written into the code fails on the second set.
+RATE_SIZES = [dict(d_model=512, warmup=4000), dict(d_model=64, warmup=100), dict(d_model=256, warmup=30)]
+TEACHER_SIZES = [dict(batch=3, L_src=7, L_tgt=6, vocab=13, pad_idx=0), dict(batch=5, L_src=4, L_tgt=9, vocab=10, pad_idx=2),
+                 dict(batch=1, L_src=5, L_tgt=8, vocab=11, pad_idx=3)]  # one sentence: a .squeeze() drops it
+TEACHER_DROPOUT = 0.3  # the dropout of the model on which the check tries training and evaluation modes
+SIZE_SETS = {"check_smoothed_targets": TARGET_SIZES, "check_label_smoothing_loss": LOSS_SIZES, "check_rate": RATE_SIZES,
+             "check_teacher_forcing_loss": TEACHER_SIZES}
+# The edge cases of label smoothing, after the sets: smoothing = 0 (valid, and `smoothing or 0.1` replaces it) and a
+# single position (which a .squeeze() drops).
 NO_SMOOTHING = dict(N=7, vocab_size=10, pad_idx=2, smoothing=0.0)
 ONE_POSITION = dict(N=1, vocab_size=6, pad_idx=5, smoothing=0.15)
 
-_COURSE_CONVENTION = (
-    "The course's convention (the Annotated Transformer's): the reference token keeps 1 - eps, "
-    "the V - 2 tokens that are neither the reference nor padding get eps / (V - 2) each, the "
-    "padding token gets 0, and a row whose label is padding is all zeros."
-)
-
-
-def _near(a: float, b: float) -> bool:
-    """Equal up to rounding, relatively: learning rates are small numbers."""
-    return math.isclose(a, b, rel_tol=1e-6, abs_tol=0.0)
+_COURSE_CONVENTION = ("The course's convention (the Annotated Transformer's): the reference token keeps 1 - eps, the V - 2 "
+                      "tokens that are neither the reference nor padding get eps / (V - 2) each, the padding token 0, and "
+                      "a row whose label is padding is all zeros.")
+_near = functools.partial(math.isclose, rel_tol=1e-6)  # learning rates are small numbers
 
 
 def _labels(sizes: dict, g: torch.Generator) -> torch.Tensor:
-    """(N,) labels in 0 .. V-1 with two padding labels, and the label 0 among the real ones
-    when 0 is not the padding id (so that a padding id of 0 written into the code shows). A
-    single position (N = 1) gets one real label."""
+    """(N,) labels with two padding labels (N >= 3), and 0 among the real ones where it is not padding."""
     N, V, pad = sizes["N"], sizes["vocab_size"], sizes["pad_idx"]
     target = torch.randint(0, V, (N,), generator=g)
     target[0] = 0 if pad != 0 else 1
@@ -89,26 +54,19 @@ def _labels(sizes: dict, g: torch.Generator) -> torch.Tensor:
 
 
 def _defaulted(eps: float, used: float, what: str) -> str:
-    """Why a function given smoothing = 0 computed with ``used``: it took 0 for 'not given'.
-    ``what``: "targets are those" or "loss is that"."""
-    return (f"at smoothing = {eps:g} your {what} of smoothing = {used:g}: is 0 turned into a "
-            f"default (`smoothing or {used:g}`, or `if not smoothing:`)? 0 is a valid epsilon, no "
-            "smoothing at all (the plain cross-entropy of a one-hot target), and must be used as "
-            "it is; test for a missing value with `is None`, or give the default in the "
-            "signature only.")
+    return (f"at smoothing = {eps:g} your {what} of smoothing = {used:g}: is 0 turned into a default (`smoothing or "
+            f"{used:g}`, or `if not smoothing:`)? 0 is a valid epsilon, no smoothing at all, and must be used as it is; "
+            "test for a missing value with `is None`.")
 
 
 def _edge_hint(how: str) -> Callable:
-    """The hint of a failure no known mistake explains: on an edge case, which case it is; else a
-    size written into the code."""
+    """The hint of a failure no known mistake explains: the edge case it is on, else a size written in."""
     def fix(passed: list, sizes: dict, message: str) -> str:
-        if sizes in (ONE_POSITION, NO_SMOOTHING):
-            if sizes["N"] == 1:
-                return ("\nHint: this call has a single position (N = 1), a case the sets of sizes before it did "
-                        "not try: does a .squeeze() drop the dimension of size 1? Leave the shapes alone, or "
-                        "squeeze only a dimension you added yourself, .squeeze(dim).")
-            return (f"\nHint: this call has smoothing = {sizes['smoothing']:g}, which the sets of sizes before "
-                    "it did not try.")
+        if sizes == ONE_POSITION:
+            return ("\nHint: this call has a single position (N = 1), which the sets of sizes before it did not try: "
+                    "does a .squeeze() drop the dimension of size 1? Squeeze only a dimension you added, .squeeze(dim).")
+        if sizes == NO_SMOOTHING:
+            return "\nHint: this call has smoothing = 0, which the sets of sizes before it did not try."
         return _hard_coded_hint(passed, sizes, message, how)
     return fix
 
@@ -116,9 +74,8 @@ def _edge_hint(how: str) -> Callable:
 def _q(reference: Callable = lambda eps, V: 1 - eps, other: Callable = lambda eps, V: eps / (V - 2),
        add: bool = False, pad_column: bool = True, pad_rows: bool = True, dtype: torch.dtype = torch.float32,
        pad: int | None = None, eps: float | None = None) -> Callable:
-    """A smoothed_targets built as a mistake might build it: ``other`` on every token, ``reference``
-    written (or added) at the label, padding column and rows zeroed or not, a padding id or an
-    epsilon written in (a known mistake, or its example)."""
+    """smoothed_targets as a mistake builds it: ``other`` everywhere, ``reference`` written (or added) at the label,
+    the padding column and rows zeroed or not, a padding id or an epsilon written in."""
     def smoothed_targets(target, vocab_size, pad_idx, smoothing):
         pad_idx, smoothing = (pad_idx if pad is None else pad), (smoothing if eps is None else eps)
         q = torch.full((target.size(0), vocab_size), other(smoothing, vocab_size), dtype=dtype)
@@ -138,10 +95,10 @@ def _q(reference: Callable = lambda eps, V: 1 - eps, other: Callable = lambda ep
 def _targets_probes(device: str | None) -> list[Probe]:
     g = torch.Generator().manual_seed(0)
 
-    def probe(sizes: dict, **options) -> Probe:
+    def probe(sizes: dict) -> Probe:
         N, V, pad, eps = sizes["N"], sizes["vocab_size"], sizes["pad_idx"], sizes["smoothing"]
         label = f"{{what}} of {{name}}(target of shape ({N},), vocab_size={V}, pad_idx={pad}, smoothing={eps})"
-        return Probe((_labels(sizes, g), V, pad, eps), label, sizes=sizes, **options)
+        return Probe((_labels(sizes, g), V, pad, eps), label, sizes=sizes)
 
     probes = [probe(sizes) for sizes in TARGET_SIZES]
     first = probe(TARGET_SIZES[0])  # a second call with the same sizes and other labels leaves the first alone
@@ -150,20 +107,9 @@ def _targets_probes(device: str | None) -> list[Probe]:
 
 
 def _targets_dtype(found: dict, name: str, what: str, args: tuple) -> str:
-    dtype = f"torch.{found['dtype']}"
-    return (f"{name}(target of shape ({args[0].size(0)},), vocab_size={args[1]}, pad_idx={args[2]}, "
-            f"smoothing={args[3]}) returned {dtype} targets; the model's log-probabilities are float32, and "
-            f"{dtype} targets would turn the loss into {dtype}. Build them in float32 "
-            "(torch.full(..., dtype=torch.float32), the default for a float fill value).")
-
-
-def _treated_as_padding(found: dict, p: Probe) -> str | None:
-    target, V, pad, eps = p.args
-    for other in range(V):
-        if other != pad and _equal(found["values"], smoothed_targets(target, V, other, eps)):
-            return (f"your targets treat token {other} as padding, but this call has pad_idx={pad}: is the "
-                    "padding id written into your code? Use the pad_idx argument (the check runs several).")
-    return None
+    return (f"{name}(target of shape ({args[0].size(0)},), vocab_size={args[1]}, pad_idx={args[2]}, smoothing="
+            f"{args[3]}) returned torch.{found['dtype']} targets; build them in float32 (torch.full(..., "
+            "dtype=torch.float32)), the dtype of the model's log-probabilities, or the loss changes dtype too.")
 
 
 def _fitted_eps(found: dict, p: Probe) -> float | None:
@@ -178,13 +124,20 @@ def _fitted_eps(found: dict, p: Probe) -> float | None:
     return None
 
 
+def _treated_as_padding(found: dict, p: Probe) -> str | None:
+    target, V, pad, eps = p.args
+    other = next((o for o in range(V) if o != pad and _equal(found["values"], smoothed_targets(target, V, o, eps))), None)
+    return None if other is None else (
+        f"your targets treat token {other} as padding, but this call has pad_idx={pad}: is the padding id written "
+        "into your code? Use the pad_idx argument (the check runs several).")
+
+
 def _padding_column(found: dict, p: Probe) -> str | None:
     target, V, pad, eps = p.args
     column = found["values"][target != pad][:, pad]
     if column.numel() and float(column.abs().max()) > 1e-6:
-        return (f"the padding token gets probability {float(column.abs().max()):.4f} in the rows of real labels: "
-                "the target must never teach the model to output padding. Set q[:, pad_idx] = 0 (column "
-                f"{pad} here); the eps is then shared by the V - 2 other tokens that are not the reference.")
+        return (f"the padding token gets probability {float(column.abs().max()):.4f} in the rows of real labels: the "
+                f"target must never teach the model to output padding. Set q[:, pad_idx] = 0 (column {pad} here).")
     return None
 
 
@@ -193,53 +146,42 @@ def _padding_rows(found: dict, p: Probe) -> str | None:
     rows = found["values"][target == pad]
     if rows.numel() and float(rows.abs().max()) > 1e-6:
         sums = ", ".join(f"{s:.4f}" for s in rows.sum(-1).tolist())
-        return (f"the rows whose label is padding (rows {(target == pad).nonzero().flatten().tolist()}) must be "
-                "all zeros, so that those positions add nothing to the loss; yours sum to "
-                f"{sums}. As a last step: q[target == pad_idx] = 0.")
+        return (f"the rows whose label is padding (rows {(target == pad).nonzero().flatten().tolist()}) must be all "
+                f"zeros, so that they add nothing to the loss; yours sum to {sums}. Last: q[target == pad_idx] = 0.")
     return None
 
 
-def _eps_v(p: Probe) -> tuple:
-    return p.args[3], p.args[1]
+def _eps_v(message: Callable) -> Callable:
+    return lambda p: message(p.args[3], p.args[1])
 
 
 TARGETS_MISTAKES = (
     Mistake("Rows are positions, columns tokens.", "transposed", stage="shape",
             shape=lambda p: (p.args[1], p.args[0].size(0)), example=lambda *a: smoothed_targets(*a).T),
     Mistake("", "a padding id written into the code", find=_treated_as_padding, example=_q(pad=0)),
-    Mistake(lambda p: (f"no smoothing: the reference token gets 1 and every other token 0 (a one-hot target), but "
-                       f"smoothing = {p.args[3]}. Give the reference 1 - eps = {1 - p.args[3]:.4g} and share eps "
-                       f"over the other tokens. {_COURSE_CONVENTION}"), "no smoothing",
-            like=_q(lambda eps, V: 1.0, lambda eps, V: 0.0)),
-    Mistake(lambda p: (f"the reference token gets eps = {p.args[3]} instead of 1 - eps = {1 - p.args[3]:.4g}: "
-                       "epsilon is the mass taken away from the reference and spread over the other tokens, so "
-                       "the reference keeps 1 - eps (the paper's eps_ls = 0.1 leaves it 0.9). "
-                       f"{_COURSE_CONVENTION}"), "eps and 1 - eps swapped",
-            like=_q(lambda eps, V: eps, lambda eps, V: (1 - eps) / (V - 2))),
-    Mistake(lambda p: (lambda eps, V: (
+    Mistake(_eps_v(lambda eps, V: f"no smoothing: the reference token gets 1 and every other token 0 (one-hot), but "
+                   f"smoothing = {eps}. Give the reference 1 - eps = {1 - eps:.4g}. {_COURSE_CONVENTION}"),
+            "no smoothing", like=_q(lambda eps, V: 1.0, lambda eps, V: 0.0)),
+    Mistake(_eps_v(lambda eps, V: f"the reference token gets eps = {eps} instead of 1 - eps = {1 - eps:.4g}: eps is the "
+                   f"mass taken from the reference and spread over the other tokens. {_COURSE_CONVENTION}"),
+            "eps and 1 - eps swapped", like=_q(lambda eps, V: eps, lambda eps, V: (1 - eps) / (V - 2))),
+    Mistake(_eps_v(lambda eps, V: (
         "this is Szegedy et al.'s uniform smoothing, the target of PyTorch's F.cross_entropy(label_smoothing=eps): "
-        f"(1 - eps) onehot + eps / V on every token, so the reference gets {1 - eps + eps / V:.4f} and padding "
-        f"{eps / V:.4f}. {_COURSE_CONVENTION} Here: {1 - eps:.4g} and {eps / (V - 2):.4f} (V = {V})."))(*_eps_v(p)),
-            "PyTorch's uniform smoothing",
+        f"eps / V on every token, padding included, so the reference gets {1 - eps + eps / V:.4f}. "
+        f"{_COURSE_CONVENTION} Here: {1 - eps:.4g} and {eps / (V - 2):.4f} (V = {V}).")), "PyTorch's uniform smoothing",
             like=_q(lambda eps, V: 1 - eps + eps / V, lambda eps, V: eps / V, pad_column=False)),
-    Mistake(lambda p: (lambda eps, V: (
-        f"you spread eps over V = {V} tokens (eps / V = {eps / V:.4f} each), but only the V - 2 = {V - 2} tokens "
-        f"that are neither the reference nor padding receive it, so each gets eps / (V - 2) = {eps / (V - 2):.4f} "
-        "and the row sums to 1."))(*_eps_v(p)), "eps over V tokens", like=_q(other=lambda eps, V: eps / V)),
-    Mistake(lambda p: (lambda eps, V: (
-        f"you spread eps over the V - 1 = {V - 1} tokens other than the reference, padding included (eps / (V - 1) "
-        f"= {eps / (V - 1):.4f} each); the padding token must get 0, so eps goes to the V - 2 = {V - 2} others: "
-        f"eps / (V - 2) = {eps / (V - 2):.4f} each. {_COURSE_CONVENTION}"))(*_eps_v(p)),
+    Mistake(_eps_v(lambda eps, V: f"you spread eps over V = {V} tokens (eps / V = {eps / V:.4f} each), but only the "
+                   f"V - 2 that are neither the reference nor padding share it: eps / (V - 2) = {eps / (V - 2):.4f}."),
+            "eps over V tokens", like=_q(other=lambda eps, V: eps / V)),
+    Mistake(_eps_v(lambda eps, V: f"you spread eps over the V - 1 = {V - 1} tokens other than the reference, padding "
+                   f"included; padding gets 0, the V - 2 others eps / (V - 2) = {eps / (V - 2):.4f} each."),
             "eps over V - 1 tokens, padding included", like=_q(other=lambda eps, V: eps / (V - 1), pad_column=False)),
-    Mistake(lambda p: (lambda eps, V: (
-        f"you divided eps by V - 1 = {V - 1}, but the tokens that share it are the V - 2 = {V - 2} that are neither "
-        f"the reference nor padding: eps / (V - 2) = {eps / (V - 2):.4f} each, so that the row sums to 1."))(
-            *_eps_v(p)), "eps over V - 1 tokens", like=_q(other=lambda eps, V: eps / (V - 1))),
-    Mistake(lambda p: (lambda eps, V: (
-        f"the reference token gets 1 - eps + eps / (V - 2) = {1 - eps + eps / (V - 2):.4f}: you filled every token "
-        "with eps / (V - 2) and then added 1 - eps at the reference (+=, scatter_add_, index_add_) instead of "
-        "writing it. The reference holds 1 - eps exactly: q.scatter_(1, target.unsqueeze(1), 1 - smoothing) "
-        "overwrites."))(*_eps_v(p)), "1 - eps added", like=_q(add=True)),
+    Mistake(_eps_v(lambda eps, V: f"you divided eps by V - 1 = {V - 1}; the V - 2 tokens that are neither the reference "
+                   f"nor padding share it: eps / (V - 2) = {eps / (V - 2):.4f} each, so that the row sums to 1."),
+            "eps over V - 1 tokens", like=_q(other=lambda eps, V: eps / (V - 1))),
+    Mistake(_eps_v(lambda eps, V: f"the reference token gets 1 - eps + eps / (V - 2) = {1 - eps + eps / (V - 2):.4f}: "
+                   "you added 1 - eps to the fill (+=, scatter_add_) instead of writing it (q.scatter_(...))."),
+            "1 - eps added", like=_q(add=True)),
     Mistake("", "epsilon written into the code", when=lambda p: p.args[3] != 0, example=_q(eps=0.1),
             find=lambda found, p: (s := _fitted_eps(found, p)) is not None and (
                 f"your targets are those of smoothing = {s:.4g}, but this call has smoothing = {p.args[3]}: is "
@@ -265,11 +207,8 @@ TARGETS = Declaration(
 
 
 def check_smoothed_targets(smoothed_targets_fn: Callable) -> None:
-    """Check ``smoothed_targets(target, vocab_size, pad_idx, smoothing) -> (N, vocab_size)``
-    against ``annotated.label_smoothing.smoothed_targets``, on the sets of ``TARGET_SIZES``
-    (each with two padding labels), a second call with the sizes of the first set, after which
-    the first result must be unchanged, and two edge cases, ``NO_SMOOTHING`` (smoothing = 0) and
-    ``ONE_POSITION`` (N = 1).
+    """Check ``smoothed_targets(target, vocab_size, pad_idx, smoothing) -> (N, vocab_size)`` against
+    ``annotated.label_smoothing.smoothed_targets``, on ``TARGET_SIZES``, a second call, smoothing = 0 and N = 1.
 
     Diagnoses: an input changed in place, a result that is not a float32 cpu tensor, a wrong
     shape (a single position squeezed away), no smoothing (one-hot), the reference given eps
@@ -290,28 +229,25 @@ def course_loss(logits: torch.Tensor, target: torch.Tensor, pad_idx: int, smooth
 
 
 def _loss_probes(device: str | None) -> list[Probe]:
-    """Per set of sizes (then the edge cases): ordinary logits, whose gradient is compared too,
-    logits hundreds apart and logits far below zero; and float64 logits about 1e5."""
+    """Per set of sizes (then the edge cases): ordinary logits, whose gradient is compared too, logits hundreds apart
+    and logits far below zero; and float64 logits about 1e5."""
     g = torch.Generator().manual_seed(1)
 
-    def probe(logits: torch.Tensor, target: torch.Tensor, sizes: dict | None, kind: str, **options) -> Probe:
+    def probe(logits: torch.Tensor, target: torch.Tensor, sizes: dict, kind: str, **options) -> Probe:
         N, V = logits.shape
-        what = f"float64 logits of shape ({N}, {V}), each about 1e5" if kind == "float64" else (
-            f"logits of shape ({N}, {V})")
-        label = (f"{{what}} of {{name}}({what}, target of shape ({N},), pad_idx={sizes['pad_idx']}, "
-                 f"smoothing={sizes['smoothing']})")
+        what = f"float64 logits of shape ({N}, {V}), each about 1e5" if kind == "float64" else f"logits of shape ({N}, {V})"
+        label = f"{{what}} of {{name}}({what}, target of shape ({N},), pad_idx={sizes['pad_idx']}, " \
+                f"smoothing={sizes['smoothing']})"
         return Probe((logits, target, sizes["pad_idx"], sizes["smoothing"]), label, tags=dict(kind=kind),
                      sizes=sizes if kind != "float64" else None, **options)
 
     def three(sizes: dict) -> list[Probe]:
-        N, V = sizes["N"], sizes["vocab_size"]
-        target = _labels(sizes, g)
+        N, V, target = sizes["N"], sizes["vocab_size"], _labels(sizes, g)
         return [probe(torch.randn(N, V, generator=g) * 2, target, sizes, "ordinary", grad=(0,), precision=1e-4),
                 probe(torch.randn(N, V, generator=g) * 150, target, sizes, "wide"),
                 probe(torch.randn(N, V, generator=g) * 2 - 200, target, sizes, "low")]
 
-    probes = [p for sizes in LOSS_SIZES for p in three(sizes)]
-    sizes = LOSS_SIZES[0]
+    probes, sizes = [p for sizes in LOSS_SIZES for p in three(sizes)], LOSS_SIZES[0]
     target = _labels(sizes, g)
     logits = torch.randn(sizes["N"], sizes["vocab_size"], generator=g, dtype=torch.float64) * 2 + 1e5
     probes.append(probe(logits, target, sizes, "float64", precision="float32"))  # q may be built in float32
@@ -319,13 +255,11 @@ def _loss_probes(device: str | None) -> list[Probe]:
 
 
 def _wrong_q(q: Callable, divide: Callable = lambda target, V, pad: 1) -> Callable:
-    """A label_smoothing_loss with the targets ``q`` (a smoothed_targets) and the sum divided by
-    ``divide(target, V, pad)`` (a known mistake, or its example)."""
+    """A label_smoothing_loss with the targets ``q`` and the sum divided by ``divide(target, V, pad)``."""
     def label_smoothing_loss(logits, target, pad_idx, smoothing):
         V = logits.size(-1)
-        log_p = logits.double().log_softmax(-1)
-        loss = -(q(target, V, pad_idx, smoothing).double() * log_p).sum() / divide(target, V, pad_idx)
-        return loss.to(logits.dtype)
+        loss = -(q(target, V, pad_idx, smoothing).double() * logits.double().log_softmax(-1)).sum()
+        return (loss / divide(target, V, pad_idx)).to(logits.dtype)
     return label_smoothing_loss
 
 
@@ -345,31 +279,26 @@ _LOSS_TARGETS = [
     ("mass on padding", _q(pad_column=False), lambda eps, V: (
         "your target gives the padding token eps / (V - 2) (q[:, pad_idx] = 0 is missing)")),
     ("padding rows counted", _q(pad_rows=False), lambda eps, V: (
-        "the positions whose label is padding count in your loss (their rows of q must be zero: "
-        "q[target == pad_idx] = 0)")),
+        "the positions whose label is padding count in your loss (q[target == pad_idx] = 0 is missing)")),
     ("mass on padding, padding rows counted", _q(pad_column=False, pad_rows=False), lambda eps, V: (
         "your target gives padding eps / (V - 2), and positions whose label is padding count (q[:, pad_idx] = 0 "
         "and q[target == pad_idx] = 0 are missing)")),
     ("PyTorch's label smoothing", _uniform(), lambda eps, V: (
         f"this is PyTorch's F.cross_entropy(label_smoothing={eps}, ignore_index=pad_idx): Szegedy et al.'s target, "
-        "eps / V on every token, padding and reference included. The course spreads eps over V - 2 tokens; the "
-        "exact relation is LabelSmoothingLoss(eps) = F.cross_entropy(label_smoothing=eps V / (V - 2) = "
-        f"{_S(eps, V):.4f}) + eps / (V - 2) times the sum over real positions of (logit of padding - logit of the "
-        "label) (notebook 08, section 5). Build q yourself (exercise 8.1) and take "
-        "-(q * log_softmax(logits)).sum()")),
+        "eps / V on every token, padding and reference included; the course spreads eps over V - 2 tokens (it equals "
+        f"label_smoothing = eps V / (V - 2) = {_S(eps, V):.4f} plus a padding correction: notebook 08, section 5). "
+        "Build q yourself (exercise 8.1) and take -(q * log_softmax(logits)).sum()")),
     ("PyTorch's label smoothing without ignore_index", _uniform(pad_rows=False), lambda eps, V: (
         f"this is PyTorch's F.cross_entropy(label_smoothing={eps}) without ignore_index: Szegedy et al.'s target "
         "(eps / V on every token) and the padding positions counted")),
     ("PyTorch's without the correction", _uniform(_S), lambda eps, V: (
         f"this is F.cross_entropy(label_smoothing={_S(eps, V):.4f}, ignore_index=pad_idx), with the right s = eps V "
-        "/ (V - 2) but without the correction eps / (V - 2) * sum of (logit of padding - logit of the label) over "
-        "the real positions: its target still gives padding some mass and the reference less than 1 - eps")),
+        "/ (V - 2) but without the correction eps / (V - 2) * sum of (logit of padding - logit of the label): its "
+        "target still gives padding some mass")),
     ("eps over V tokens", _q(other=lambda eps, V: eps / V), lambda eps, V: (
-        f"you spread eps over V = {V} tokens; only the V - 2 that are neither the reference nor padding share it "
-        "(eps / (V - 2) each)")),
+        f"you spread eps over V = {V} tokens; only the V - 2 that are neither the reference nor padding share it")),
     ("eps over V - 1 tokens", _q(other=lambda eps, V: eps / (V - 1), pad_column=False), lambda eps, V: (
-        "you spread eps over the V - 1 tokens other than the reference, padding included; padding gets 0 and "
-        "the V - 2 others eps / (V - 2) each")),
+        "you spread eps over the V - 1 tokens other than the reference, padding included; padding gets 0")),
     ("eps and 1 - eps swapped", _q(lambda eps, V: eps, lambda eps, V: (1 - eps) / (V - 2)), lambda eps, V: (
         f"the reference gets eps = {eps} and the others share 1 - eps: swapped, the reference keeps 1 - eps")),
     ("1 - eps added", _q(add=True), lambda eps, V: (
@@ -381,21 +310,19 @@ _LOSS_TARGETS = [
 _REDUCTIONS = [
     ("the sum", lambda target, V, pad: 1, lambda p: ""),
     ("a mean over the real positions", lambda target, V, pad: int((target != pad).sum()), lambda p: (
-        f"you divided by the {int((p.args[1] != p.args[2]).sum())} real positions: return the sum; the training "
-        "loop divides by the tokens of the whole batch (or group of accumulated batches), Batch.ntokens")),
+        f"you divided by the {int((p.args[1] != p.args[2]).sum())} real positions: return the sum (the training loop "
+        "divides by the tokens of the whole batch, Batch.ntokens)")),
     ("a mean over the positions", lambda target, V, pad: target.size(0), lambda p: (
         f"you took the mean over all {p.args[1].size(0)} positions, padding included: return the sum")),
     ("a mean over the entries", lambda target, V, pad: target.size(0) * V, lambda p: (
-        f"you took the mean over all {p.args[1].size(0)} x {p.args[0].size(-1)} entries (.mean() of q * log p, or "
-        "F.kl_div's default): return the sum")),
+        f"you took the mean over all {p.args[1].size(0)} x {p.args[0].size(-1)} entries (.mean(), or F.kl_div's "
+        "default): return the sum")),
 ]
 
 
-def _joined(targets_message: Callable, reduction_message: Callable) -> Callable:
-    def message(p: Probe) -> str:
-        eps, V = p.args[3], p.args[0].size(-1)
-        return "; and ".join(m for m in (targets_message(eps, V), reduction_message(p)) if m) + "."
-    return message
+def _joined(*parts: Callable) -> Callable:
+    """One message of several parts, each (probe) -> words or ""."""
+    return lambda p: "; and ".join(m for m in (part(p) for part in parts) if m) + "."
 
 
 def _entropy_of_q(eps: float, V: int) -> float:
@@ -419,46 +346,39 @@ def _loss_of(log_p: Callable, sign: float = 1.0) -> Callable:
 def _other_loss(found: dict, p: Probe, pads: bool) -> str | None:
     """A padding id (``pads``) or an epsilon written into the code: the course's loss with another one."""
     logits, target, pad, eps = p.args
-    got = found["values"]
     others = [o for o in range(logits.size(-1)) if o != pad] if pads else [
         e for e in (0.1, 0.2, 0.25, 0.3, 0.05, 0.01) if not math.isclose(e, eps)]
     for other in others:
         wrong = course_loss(logits.double(), target, *((other, eps) if pads else (pad, other)))
-        if got is not None and _equal(got, wrong, 1e-4):
-            if pads:
-                return (f"your loss treats token {other} as padding, but this call has pad_idx={pad}: is the "
-                        "padding id written into your code? Use the pad_idx argument.")
-            if eps == 0:
-                return _defaulted(eps, other, "loss is that")
-            return (f"your loss is that of smoothing = {other}, but this call has smoothing = {eps}: is epsilon "
-                    "written into your code? Use the smoothing argument.")
+        if found["values"] is None or not _equal(found["values"], wrong, 1e-4):
+            continue
+        if pads:
+            return (f"your loss treats token {other} as padding, but this call has pad_idx={pad}: is the padding id "
+                    "written into your code? Use the pad_idx argument.")
+        return _defaulted(eps, other, "loss is that") if eps == 0 else (
+            f"your loss is that of smoothing = {other}, but this call has smoothing = {eps}: is epsilon written into "
+            "your code? Use the smoothing argument.")
     return None
 
 
 def _unstable(found: dict, p: Probe) -> str | None:
-    """Logits hundreds apart, or far below zero, that a log of a softmax (or an exp) cannot take."""
-    got, kind = found["values"], p.tags["kind"]
-    expected = course_loss(*p.args)
+    """Logits hundreds apart, or far below zero, that a log of a softmax (or an exp) cannot take; float64's precision."""
+    got, kind, expected = found["values"], p.tags["kind"], course_loss(*p.args)
     shown = f"{float(got):.4g}" if got.isfinite() else str(float(got))
     if kind == "wide" and (not got.isfinite() or not _equal(got, expected, 1e-3)):
-        return (f"with logits hundreds apart (as a confident model's are) your loss is {shown}, the course's loss "
-                f"is {float(expected):.4f}: log(softmax(logits)) underflows. A probability below about 1.4e-45 "
-                "(e^-103.3, the smallest float32) is 0, so its log is -inf (or, with a small number added, far "
-                "too small), and 0 * -inf is NaN. Use F.log_softmax(logits, dim=-1) (or logits - "
-                "logits.logsumexp(-1, keepdim=True)), which never takes the log of an exponential.")
+        return (f"with logits hundreds apart (as a confident model's are) your loss is {shown}, the course's loss is "
+                f"{float(expected):.4f}: log(softmax(logits)) underflows (a probability below 1.4e-45 is 0 in float32, "
+                "its log -inf). Use F.log_softmax(logits, dim=-1), which never takes the log of an exponential.")
     if kind == "low" and not got.isfinite():
         return (f"with every logit far below zero (about -200) your loss is {shown}, the course's loss is "
-                f"{float(expected):.4f}: e^-200 underflows to 0 in float32 for every token, so the log of their "
-                "sum is -inf. A shift by the row's maximum applied only when the logits are large (against "
-                "overflow) misses this case: subtract the maximum always (logits - logits.max(-1, "
-                "keepdim=True).values), or use F.log_softmax(logits, dim=-1).")
+                f"{float(expected):.4f}: e^-200 underflows to 0 in float32, and the log of the sum is -inf. A shift "
+                "by the row's maximum only when the logits are large misses this: subtract the maximum always, or use "
+                "F.log_softmax(logits, dim=-1).")
     if kind == "float64" and got.isfinite() and abs(float(got) - float(expected)) < 0.5:
-        return (f"with float64 logits of shape {tuple(p.args[0].shape)}, each about 1e5, your loss is "
-                f"{float(got):.6f}, the "
-                f"course's is {float(expected):.6f}: your loss of float64 logits has float32's precision (float32 "
-                "keeps only 2 or 3 decimals of numbers near 1e5). A step computes in float32 and converts back: a "
-                ".float() on the logits or the log-probabilities, or a tensor of logits created without dtype=. "
-                "Keep the logits' dtype throughout (q may be float32: q.to(logits.dtype)).")
+        return (f"with float64 logits of shape {tuple(p.args[0].shape)}, each about 1e5, your loss is {float(got):.6f}, "
+                f"the course's is {float(expected):.6f}: your loss of float64 logits has float32's precision. A step "
+                "computes in float32 (a .float(), a tensor created without dtype=): keep the logits' dtype throughout "
+                "(q may be float32: q.to(logits.dtype)).")
     return None
 
 
@@ -468,26 +388,29 @@ def _max_shift_when_large(logits, target, pad_idx, smoothing):  # a known mistak
     return _loss_of(lambda z: z - z.exp().sum(-1, keepdim=True).log())(logits, target, pad_idx, smoothing)
 
 
+def _terms(z, t, pad, eps):  # q * log p, position by position
+    return -(smoothed_targets(t, z.size(-1), pad, eps, z.dtype) * z.log_softmax(-1))
+
+
+def _kind(kind: str) -> Callable:
+    return lambda p: p.tags["kind"] == kind
+
+
 LOSS_MISTAKES = (
     Mistake("You return one loss per position: sum them too (.sum() of everything).", "a loss per position",
-            stage="shape", shape=lambda p: (p.args[0].size(0),),
-            example=lambda z, t, pad, eps: -(smoothed_targets(t, z.size(-1), pad, eps, z.dtype)
-                                             * z.log_softmax(-1)).sum(-1)),
+            stage="shape", shape=lambda p: (p.args[0].size(0),), example=lambda *a: _terms(*a).sum(-1)),
     Mistake("You return q * log p itself: the loss is minus its sum over positions and tokens.", "q * log p itself",
-            stage="shape", shape=lambda p: tuple(p.args[0].shape),
-            example=lambda z, t, pad, eps: -(smoothed_targets(t, z.size(-1), pad, eps, z.dtype) * z.log_softmax(-1))),
+            stage="shape", shape=lambda p: tuple(p.args[0].shape), example=_terms),
     Mistake("Return a 0-dimensional tensor (.sum() gives one), not a tensor of one element.", "a tensor of one element",
             stage="shape", shape=lambda p: (1,), example=lambda *a: course_loss(*a).reshape(1)),
-    *(Mistake(_joined(targets_message, reduction_message), f"{targets_name}, {reduction_name}",
-              like=_wrong_q(q, divide))
+    *(Mistake(_joined(lambda p, m=targets_message: m(p.args[3], p.args[0].size(-1)), reduction_message),
+              f"{targets_name}, {reduction_name}", like=_wrong_q(q, divide))
       for targets_name, q, targets_message in _LOSS_TARGETS for reduction_name, divide, reduction_message in _REDUCTIONS
       if (targets_name, reduction_name) != ("the course's targets", "the sum")),
-    Mistake(lambda p: ("this is the KL divergence KL(q || p) = H(q, p) - H(q): it is below the course's loss by "
-                       f"H(q) = {_entropy_of_q(p.args[3], p.args[0].size(-1)):.4f} per real "
-                       f"position ({int((p.args[1] != p.args[2]).sum())} "
-                       "here). It has the same gradients, but the course's loss is the cross-entropy H(q, p) = "
-                       "-(q * log_softmax(logits)).sum(), whose floor is H(q) (notebook 08, section 5); "
-                       "F.kl_div(log_p, q) is the KL."), "KL instead of cross-entropy", like=_kl),
+    Mistake(lambda p: ("this is the KL divergence KL(q || p) = H(q, p) - H(q): below the course's loss by H(q) = "
+                       f"{_entropy_of_q(p.args[3], p.args[0].size(-1)):.4f} per real position. Same gradients, but the "
+                       "course's loss is the cross-entropy H(q, p) = -(q * log_softmax(logits)).sum() (notebook 08, "
+                       "section 5); F.kl_div(log_p, q) is the KL."), "KL instead of cross-entropy", like=_kl),
     Mistake("the sign is flipped: the loss is -(q * log p).sum(), a positive number.", "the sign",
             like=_loss_of(lambda z: z.log_softmax(-1), -1.0)),
     Mistake("log_softmax over the positions (dim=0): each position's distribution is over the tokens, the last "
@@ -503,11 +426,11 @@ LOSS_MISTAKES = (
             when=lambda p: p.args[3] != 0, example=lambda z, t, pad, eps: course_loss(z, t, pad, 0.1)),
     Mistake("", "smoothing = 0 replaced by a default", find=lambda found, p: _other_loss(found, p, pads=False),
             when=lambda p: p.args[3] == 0, example=lambda z, t, pad, eps: course_loss(z, t, pad, eps or 0.1)),
-    Mistake("", "log(softmax) that underflows", find=_unstable, when=lambda p: p.tags["kind"] == "wide",
+    Mistake("", "log(softmax) that underflows", find=_unstable, when=_kind("wide"),
             example=_loss_of(lambda z: z.softmax(-1).log())),
-    Mistake("", "a max shift applied only to large logits", find=_unstable, when=lambda p: p.tags["kind"] == "low",
+    Mistake("", "a max shift applied only to large logits", find=_unstable, when=_kind("low"),
             example=_max_shift_when_large),
-    Mistake("", "float64 logits computed in float32", find=_unstable, when=lambda p: p.tags["kind"] == "float64",
+    Mistake("", "float64 logits computed in float32", find=_unstable, when=_kind("float64"),
             example=lambda z, t, pad, eps: course_loss(z.float(), t, pad, eps).to(z.dtype)),
 )
 
@@ -525,13 +448,9 @@ LOSS = Declaration(
 
 
 def check_label_smoothing_loss(label_smoothing_loss: Callable) -> None:
-    """Check ``label_smoothing_loss(logits, target, pad_idx, smoothing)``, the label-smoothed
-    cross-entropy summed over positions, against ``annotated.label_smoothing.LabelSmoothingLoss``
-    (which tests/test_declarations_08_12.py compares, in float64, with ``F.cross_entropy`` with the
-    soft target q, and with ``label_smoothing = eps V / (V - 2)`` plus the padding correction), on
-    ``LOSS_SIZES``: ordinary logits, whose gradient is compared too, logits hundreds apart and
-    logits far below zero; then float64 logits about 1e5 (the loss float64, at float64
-    precision), and the edge cases ``NO_SMOOTHING`` and ``ONE_POSITION``.
+    """Check ``label_smoothing_loss(logits, target, pad_idx, smoothing)``, the label-smoothed cross-entropy summed
+    over positions, against ``annotated.label_smoothing.LabelSmoothingLoss``, on ``LOSS_SIZES`` (ordinary logits with
+    their gradient, logits hundreds apart, far below zero), float64 logits about 1e5, smoothing = 0 and N = 1.
 
     Diagnoses: an input changed in place, a result that is not a 0-d tensor of the logits'
     dtype (a loss per position, q * log p itself), the mistakes of exercise 8.1 seen through
@@ -550,57 +469,40 @@ def check_label_smoothing_loss(label_smoothing_loss: Callable) -> None:
 
 def _steps(warmup: int) -> list[int]:
     """Steps from 1 on: the first updates, around the peak, and far into the decay."""
-    return sorted({1, 2, 3, warmup // 2, warmup - 1, warmup, warmup + 1, 2 * warmup, 4 * warmup,
-                   10 * warmup, 37 * warmup + 5})
+    return sorted({1, 2, 3, warmup // 2, warmup - 1, warmup, warmup + 1, 2 * warmup, 4 * warmup, 10 * warmup,
+                   37 * warmup + 5})
 
 
 def _formulas(d: int, w: int) -> list:
     """(the rate by a wrong formula, its short name, what is wrong) for d_model = d, warmup = w."""
-    peak = (d * w) ** -0.5
+    peak, meet = (d * w) ** -0.5, {-0.5: "1/3", -1: "2/3"}
     return [
         (lambda s: min(s**-0.5, s * w**-1.5), "no d_model factor",
-         f"the factor d_model^-0.5 is missing: your rates are sqrt(d_model) = {d**0.5:.4g} times "
-         f"too large (peak {w**-0.5:.6f} instead of (d_model * warmup)^-0.5 = {peak:.6f}). "
-         "Multiply by d_model ** -0.5: wider models take smaller steps."),
-        (lambda s: d**0.5 * min(s**-0.5, s * w**-1.5), "d_model^0.5",
-         f"you multiplied by d_model^0.5 instead of d_model^-0.5: the peak is "
-         f"{d**0.5 * w**-0.5:.4f} instead of {peak:.6f}. The exponent is negative: "
-         "d_model ** -0.5."),
-        (lambda s: d**-1 * min(s**-0.5, s * w**-1.5), "d_model^-1",
-         f"you multiplied by d_model^-1 instead of d_model^-0.5: the peak is {w**-0.5 / d:.3g} "
-         f"instead of {peak:.6f}."),
-        (lambda s: d**-0.5 * min(s**-0.5, s * w**-0.5), "warmup^-0.5",
-         f"the warm-up branch has warmup^-0.5 where the paper has warmup^-1.5: your rate rises as "
-         f"step / sqrt(warmup), meets the decay at step warmup^(1/3) = {w ** (1 / 3):.1f} instead "
-         f"of step {w}, and peaks at {d**-0.5 * w ** (-1 / 6):.6f} instead of {peak:.6f}."),
-        (lambda s: d**-0.5 * min(s**-0.5, s * w**-1), "warmup^-1",
-         f"the warm-up branch has warmup^-1 where the paper has warmup^-1.5: the two branches "
-         f"then meet at step warmup^(2/3) = {w ** (2 / 3):.1f}, not at step {w}."),
+         f"the factor d_model^-0.5 is missing: your rates are sqrt(d_model) = {d**0.5:.4g} times too large (peak "
+         f"{w**-0.5:.6f} instead of (d_model * warmup)^-0.5 = {peak:.6f}). Multiply by d_model ** -0.5."),
+        *((lambda s, e=e: d**e * min(s**-0.5, s * w**-1.5), f"d_model^{e:g}",
+           f"you multiplied by d_model^{e:g} instead of d_model^-0.5: the peak is {d**e * w**-0.5:.4g} instead of "
+           f"{peak:.6f}.") for e in (0.5, -1)),
+        *((lambda s, e=e: d**-0.5 * min(s**-0.5, s * w**e), f"warmup^{e:g}",
+           f"the warm-up branch has warmup^{e:g} where the paper has warmup^-1.5: the two branches then meet at step "
+           f"warmup^({meet[e]}) = {w ** (-e / 1.5):.1f}, not at step {w}.") for e in (-0.5, -1)),
         (lambda s: d**-0.5 * max(s**-0.5, s * w**-1.5), "max instead of min",
-         "max instead of min: your rate starts at its largest, falls until step = warmup and then "
-         "grows without bound (the linear branch). The paper takes the min: the smaller of the "
-         "two branches, the rise before the peak, the decay after it."),
+         "max instead of min: your rate starts at its largest, falls until step = warmup and then grows without "
+         "bound. The paper takes the smaller of the two branches: the rise before the peak, the decay after it."),
         (lambda s: d**-0.5 * s**-0.5, "no warm-up",
-         "there is no warm-up: your rate is d_model^-0.5 * step^-0.5 from step 1, its largest "
-         f"({d**-0.5:.4f}) at the very first update. The min with step * warmup^-1.5 makes it "
-         "rise linearly for the first warmup steps (with warmup^1.5 instead of warmup^-1.5 that "
-         "branch is huge and the min never takes it)."),
+         f"there is no warm-up: your rate is d_model^-0.5 * step^-0.5, its largest ({d**-0.5:.4f}) at the first "
+         "update. The min with step * warmup^-1.5 makes it rise for the first warmup steps (with warmup^1.5 instead "
+         "of warmup^-1.5 the min never takes that branch)."),
         (lambda s: d**-0.5 * s * w**-1.5, "linear forever",
-         "your rate rises linearly forever: the decay step^-0.5 never takes over (is it missing, "
-         "or written step^0.5?). The min of the two branches makes the rate fall as "
-         "1/sqrt(step) after the peak at step = warmup."),
+         "your rate rises linearly forever: the decay step^-0.5 never takes over (is it missing, or written "
+         "step^0.5?). The min of the two branches makes the rate fall as 1/sqrt(step) after step = warmup."),
         (lambda s: d**-0.5 * min((s + 1) ** -0.5, (s + 1) * w**-1.5), "one step ahead",
-         "your rates are one step ahead: rate(step) gives the paper's value for step + 1. The "
-         "paper counts steps from 1, and so does the course's rate: make_optimizer passes k + 1 "
-         "to it for LambdaLR's count k, which starts at 0. Compute the formula at step itself."),
+         "your rates are one step ahead: rate(step) gives the paper's value for step + 1. The paper counts steps "
+         "from 1, and so does the course's rate (make_optimizer passes LambdaLR's k + 1): use step itself."),
         (lambda s: d**-0.5 * min(max(s - 1, 1) ** -0.5, max(s - 1, 1) * w**-1.5), "one step behind",
-         "your rates are one step behind: rate(step) gives the paper's value for step - 1. The "
-         "course's rate takes the update number counted from 1, as the paper does; make_optimizer "
-         "already passes k + 1 for LambdaLR's count k."),
+         "your rates are one step behind: rate(step) gives the paper's value for step - 1. Steps count from 1, and "
+         "make_optimizer already passes LambdaLR's k + 1: use step itself."),
     ]
-
-
-_FORMULA_NAMES = [name for _, name, _ in _formulas(512, 4000)]
 
 
 def _curve(found: dict, p: Probe) -> list | None:
@@ -615,25 +517,22 @@ def _formula_mistake(k: int) -> Mistake:
         got, (_, d, w) = _curve(found, p), p.args[0]
         formula, _, message = _formulas(d, w)[k]
         return message if got and all(_near(x, formula(s)) for x, (s, _, _) in zip(got, p.args)) else None
-
-    def example(step, d_model, warmup):
-        return _formulas(d_model, warmup)[k][0](max(step, 1))
-    return Mistake("", _FORMULA_NAMES[k], find=find, example=example)
+    return Mistake("", _formulas(512, 4000)[k][1], find=find,
+                   example=lambda step, d_model, warmup: _formulas(d_model, warmup)[k][0](max(step, 1)))
 
 
 def _written_in(what: str) -> Callable:
     """A ``find``: the learner's curve is rate's with ``what`` (d_model or warmup) fitted from it, another value."""
     def find(found: dict, p: Probe) -> str | None:
-        got, (_, d, w) = _curve(found, p), p.args[0]
-        steps = [s for s, _, _ in p.args]
+        got, (_, d, w), steps = _curve(found, p), p.args[0], [s for s, _, _ in p.args]
         if not got or got[-1 if what == "d_model" else 0] <= 0:
             return None
         value = (got[-1] * steps[-1] ** 0.5) ** -2 if what == "d_model" else (got[0] * d**0.5) ** (-2 / 3)
         d_try, w_try, actual = (value, w, d) if what == "d_model" else (d, value, w)
         if (value >= 2 and abs(value - round(value)) < 1e-3 * value and round(value) != actual
                 and all(_near(x, rate(s, round(d_try), round(w_try))) for x, s in zip(got, steps))):
-            return (f"your rates are those of {what} = {round(value)}, but this call has {what} = "
-                    f"{actual}: is {what} written into your code? Use the argument.")
+            return (f"your rates are those of {what} = {round(value)}, but this call has {what} = {actual}: is {what} "
+                    "written into your code? Use the argument.")
         return None
     return find
 
@@ -646,9 +545,12 @@ def _other_rates(found: dict, p: Probe) -> str | None:
     expected = [rate(s, d, w) for s in steps]
     bad = [i for i, (x, e) in enumerate(zip(got, expected)) if not _near(x, e)]
     i = bad[0]
-    return (f"{{name}}({steps[i]}, d_model={d}, warmup={w}) returned {got[i]:.6g}, the paper's "
-            f"formula gives {expected[i]:.6g} (wrong at {len(bad)} of the {len(steps)} steps "
-            f"tried, {', '.join(str(steps[j]) for j in bad[:5])}{', ...' if len(bad) > 5 else ''}).")
+    return (f"{{name}}({steps[i]}, d_model={d}, warmup={w}) returned {got[i]:.6g}, the paper's formula gives "
+            f"{expected[i]:.6g} (wrong at {len(bad)} of the {len(steps)} steps tried, "
+            f"{', '.join(str(steps[j]) for j in bad[:5])}{', ...' if len(bad) > 5 else ''}).")
+
+
+_STEP_ONE = "The paper counts steps from 1; the course's rate treats step 0 as step 1 (step = max(step, 1))."
 
 
 def _step_zero(found: dict, p: Probe) -> str | None:
@@ -658,25 +560,16 @@ def _step_zero(found: dict, p: Probe) -> str | None:
     (_, d, w), zero = p.args[0], got[0]
     call = f"{{name}}(0, d_model={d}, warmup={w})"
     if not math.isfinite(zero):
-        return (f"{call} returned {float(zero)}: at step 0 the formula's step^-0.5 divides by zero. The paper counts "
-                "steps from 1; the course's rate treats step 0 as step 1 (step = max(step, 1)).")
+        return f"{call} returned {float(zero)}: at step 0 the formula's step^-0.5 divides by zero. {_STEP_ONE}"
     return (f"{call} returned {zero:.6g}; the course treats step 0 as step 1 (step = max(step, 1)), so it should be "
-            f"rate(1) = {rate(1, d, w):.6g}. A rate of 0 there would waste the first update (LambdaLR asks for step 0 "
-            "before it), and step^-0.5 at 0 divides by zero.")
-
-
-def _zero_raised(err: dict, name: str) -> str:
-    return (f"{name}(0, d_model=..., warmup=...) raised {err['type']}: {err['message']}: at step 0 the formula's "
-            "step^-0.5 divides by zero. The paper counts steps from 1; the course's rate treats step 0 as step 1 "
-            "(step = max(step, 1)), so that a scheduler which asks for step 0 gets a usable rate.")
+            f"rate(1) = {rate(1, d, w):.6g}: a rate of 0 would waste the first update (LambdaLR asks for step 0 first).")
 
 
 def _not_rates(found: dict, name: str, what: str) -> str:
     items = found.get("items", [])
     if any(f["kind"] == "tensor" for f in items):
-        return (f"{name} returned a tensor; return a Python float (LambdaLR multiplies the base rate by it, and Adam "
-                "keeps it as its lr): compute with ** and min, or math.sqrt, on the integers you are given, not with "
-                "torch.")
+        return (f"{name} returned a tensor; return a Python float (LambdaLR multiplies the base rate by it): compute "
+                "with ** and min, or math.sqrt, on the integers you are given, not with torch.")
     other = next((f for f in items if f["kind"] != "value"), {"type": found["type"]})
     return f"{name} should return the learning rate as a float, got {other['type']}"
 
@@ -685,25 +578,22 @@ def _rate_probes(device: str | None) -> list[Probe]:
     probes = []
     for sizes in RATE_SIZES:
         d, w = sizes["d_model"], sizes["warmup"]
-        steps = _steps(w)
-        probes.append(Probe(tuple((s, d, w) for s in steps), f"{{what}} of {{name}}(step, d_model={d}, warmup={w}) "
-                            f"at the steps {', '.join(map(str, steps))}", sizes=sizes, each=True))
-        probes.append(Probe(((0, d, w),), f"{{what}} of {{name}}(0, d_model={d}, warmup={w})", sizes=sizes, each=True,
-                            tags=dict(zero=True), on_error=lambda err, name, d=d, w=w: _zero_raised(err, name).replace(
-                                "d_model=..., warmup=...", f"d_model={d}, warmup={w}")))
+        probes += [Probe(tuple((s, d, w) for s in _steps(w)), f"{{what}} of {{name}}(step, d_model={d}, warmup={w}) "
+                         f"at the steps {', '.join(map(str, _steps(w)))}", sizes=sizes, each=True),
+                   Probe(((0, d, w),), f"{{what}} of {{name}}(0, d_model={d}, warmup={w})", sizes=sizes, each=True,
+                         tags=dict(zero=True), on_error=lambda err, name, d=d, w=w: (
+                             f"{name}(0, d_model={d}, warmup={w}) raised {err['type']}: {err['message']}: at step 0 "
+                             f"the formula's step^-0.5 divides by zero. {_STEP_ONE}"))]
     return probes
-
-
-def _rate_hint(passed: list, sizes: dict, message: str) -> str:
-    return _hard_coded_hint(passed, sizes, message, "Use the d_model and warmup arguments.")
 
 
 _RATE_SETTINGS = ", ".join(f"({s['d_model']}, {s['warmup']})" for s in RATE_SIZES)
 RATE = Declaration(
     check="check_rate", function="rate", roles=("step", "d_model", "warmup"), reference=rate, probes=_rate_probes,
-    returns=Value("the learning rates", kind="list", precision=(0.0, 1e-6), other=_not_rates), sizes_fix=_rate_hint,
+    returns=Value("the learning rates", kind="list", precision=(0.0, 1e-6), other=_not_rates),
+    sizes_fix="Use the d_model and warmup arguments.",
     mistakes=(
-        *(_formula_mistake(k) for k in range(len(_FORMULA_NAMES))),
+        *(_formula_mistake(k) for k in range(10)),
         Mistake("", "d_model written in", find=_written_in("d_model"),
                 example=lambda step, d_model, warmup: rate(step, 512, warmup)),
         Mistake("", "warmup written in", find=_written_in("warmup"),
@@ -721,9 +611,8 @@ RATE = Declaration(
 
 
 def check_rate(rate_fn: Callable) -> None:
-    """Check ``rate(step, d_model, warmup) -> float`` against ``annotated.schedule.rate`` (the
-    formula of §5.3) at steps from 1 to far past the peak, and at step 0, for the settings of
-    ``RATE_SIZES``.
+    """Check ``rate(step, d_model, warmup) -> float`` against ``annotated.schedule.rate`` (§5.3) at steps from 1 to
+    far past the peak, and at step 0, for the settings of ``RATE_SIZES``.
 
     Diagnoses: a result that is not a finite Python number (a tensor named), the factor
     d_model^-0.5 missing, or with the exponent 0.5 or -1, warmup^-0.5, ^-1 or ^1.5 in the
@@ -738,17 +627,14 @@ def check_rate(rate_fn: Callable) -> None:
 
 
 def _teacher_batch(sizes: dict, g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    """src (batch, L_src) and tgt (batch, L_tgt) = <s> y_1 .. y_n </s>, right-padded; sentence 0
-    is the longest on both sides, the others shorter (every sentence length differs)."""
-    batch, L_src, L_tgt, V, pad = (sizes[k] for k in ("batch", "L_src", "L_tgt", "vocab",
-                                                      "pad_idx"))
+    """src (batch, L_src) and tgt (batch, L_tgt) = <s> y_1 .. y_n </s>, right-padded; sentence 0 the longest on both
+    sides, every sentence length different."""
+    batch, L_src, L_tgt, V, pad = (sizes[k] for k in ("batch", "L_src", "L_tgt", "vocab", "pad_idx"))
     bos, eos = (pad + 1) % V, (pad + 2) % V
     symbols = torch.tensor([t for t in range(V) if t not in (pad, bos, eos)])
-    src = torch.full((batch, L_src), pad)
-    tgt = torch.full((batch, L_tgt), pad)
+    src, tgt = torch.full((batch, L_src), pad), torch.full((batch, L_tgt), pad)
     for i in range(batch):
-        n_src = max(2, L_src - i)
-        n_tgt = max(1, L_tgt - 2 - 2 * i)  # symbols between <s> and </s>
+        n_src, n_tgt = max(2, L_src - i), max(1, L_tgt - 2 - 2 * i)  # n_tgt: symbols between <s> and </s>
         src[i, :n_src] = symbols[torch.randint(len(symbols), (n_src,), generator=g)]
         middle = symbols[torch.randint(len(symbols), (n_tgt,), generator=g)]
         tgt[i, : n_tgt + 2] = torch.cat([torch.tensor([bos]), middle, torch.tensor([eos])])
@@ -763,23 +649,19 @@ class _SmallModel(EncoderDecoder):
 
 
 def _teacher_model(sizes: dict, dropout: float = 0.0) -> EncoderDecoder:
-    """A small model, without dropout unless asked, built without touching the caller's random
-    state (its generator shares the target embedding's table, as make_model's: the recorder ties
-    them again when it builds the model in the kernel)."""
+    """A small model (tied as make_model's, the recorder ties it again in the kernel), the caller's random state kept."""
     with torch.random.fork_rng():
         torch.manual_seed(0)
-        config = TransformerConfig(sizes["vocab"], sizes["vocab"], N=1, d_model=16, d_ff=24, h=2,
-                                   dropout=dropout)
-        model = make_model(config)
+        model = make_model(TransformerConfig(sizes["vocab"], sizes["vocab"], N=1, d_model=16, d_ff=24, h=2,
+                                             dropout=dropout))
     model.__class__ = _SmallModel
     return model
 
 
 def _built(sizes: dict, dropout: float = 0.0, training: bool = True) -> EncoderDecoder:
     """The check's model, made so that a probe sends it as data (its recipe and weights)."""
-    model = recorder.build("annotated.support.grading.training._teacher_model",
-                           sizes={k: sizes[k] for k in ("vocab",)}, dropout=dropout)
-    return model.train(training)
+    return recorder.build("annotated.support.grading.training._teacher_model", sizes={"vocab": sizes["vocab"]},
+                          dropout=dropout).train(training)
 
 
 def course_teacher_forcing_loss(model, src, tgt, pad_idx: int, loss_fn) -> torch.Tensor:
@@ -788,11 +670,14 @@ def course_teacher_forcing_loss(model, src, tgt, pad_idx: int, loss_fn) -> torch
     return loss_fn(model(b.src, b.tgt_in, b.src_mask, b.tgt_mask).flatten(0, 1), b.tgt_y.flatten()) / b.ntokens
 
 
+_TEACHER_HINTS = ((r"does not fit logits", "\nHint: the decoder reads tgt[:, :-1] and its labels are tgt[:, 1:]: both "
+                   "have L_tgt - 1 positions, so the logits and the labels fit."),)
+
+
 def _teacher_probes(device: str | None) -> list[Probe]:
-    """The batches of ``TEACHER_SIZES`` on a model without dropout in training mode (gradients to every
-    parameter compared); then, on the first batch's sizes, the model in evaluation mode, a model with
-    dropout in training mode (its loss must not be the loss without dropout) and in evaluation mode,
-    and a float64 model."""
+    """``TEACHER_SIZES`` on a model without dropout in training mode (gradients compared); then, on the first sizes,
+    that model in evaluation mode, a model with dropout in training mode (its loss must not be the loss without
+    dropout) and in evaluation mode, and a float64 model."""
     g = torch.Generator().manual_seed(2)
 
     def probe(sizes: dict, model, setting: str = "", probe_sizes: dict | None = None, **options) -> Probe:
@@ -805,33 +690,25 @@ def _teacher_probes(device: str | None) -> list[Probe]:
         return Probe((model, src, tgt, pad, loss_fn), label, sizes=probe_sizes, hints=_TEACHER_HINTS, **options)
 
     probes = [probe(sizes, _built(sizes), probe_sizes=sizes, grad=(0,)) for sizes in TEACHER_SIZES]
-    sizes = TEACHER_SIZES[0]
+    sizes, drop = TEACHER_SIZES[0], f" on a model with dropout {TEACHER_DROPOUT}, in"
     probes.append(probe(sizes, _built(sizes, training=False), " in evaluation mode"))
-    dropout = probe(sizes, _built(sizes, TEACHER_DROPOUT), f" on a model with dropout {TEACHER_DROPOUT}, in "
-                    "training mode", tags=dict(dropout=True))
+    dropout = probe(sizes, _built(sizes, TEACHER_DROPOUT), f"{drop} training mode", tags=dict(dropout=True))
     with torch.no_grad():
         model, *rest = engine._clone(dropout.args)
         without = float(course_teacher_forcing_loss(model.eval(), *rest))
     dropout.tags["without"] = without
     dropout.accept = lambda values: bool(values[0].isfinite().all()) and not _equal(
         values[0], torch.tensor(without), 1e-4)  # dropout acts: any other finite loss
-    probes += [dropout, probe(sizes, _built(sizes, TEACHER_DROPOUT, training=False),
-                              f" on a model with dropout {TEACHER_DROPOUT}, in evaluation mode")]
+    probes += [dropout, probe(sizes, _built(sizes, TEACHER_DROPOUT, training=False), f"{drop} evaluation mode")]
     return probes + [probe(sizes, _built(sizes).double(), " with a float64 model (model.double())",
                            {"_float64": True}, precision="float64")]
 
 
-_TEACHER_HINTS = ((r"does not fit logits",
-                   "\nHint: the decoder reads tgt[:, :-1] and its labels are tgt[:, 1:]: both "
-                   "have L_tgt - 1 positions, so the logits and the labels fit."),)
-
-
 def _teacher(shift: str = "right", tgt_mask: str = "target", src_mask: bool = True,
              divide: str | None = "own") -> Callable:
-    """A teacher_forcing_loss that shifts, masks and divides as told (the reference, a known mistake or its
-    example): ``shift`` the decoder's input and labels, ``tgt_mask`` its mask, ``divide`` the summed loss by
-    the real tokens of its own labels, of tgt[:, 1:], the positions, the sentences, the target's or the
-    input's tokens, or ``None``."""
+    """A teacher_forcing_loss that shifts, masks and divides as told: ``shift`` the decoder's input and labels,
+    ``tgt_mask`` its mask, ``divide`` the summed loss by the real tokens of its own labels, of tgt[:, 1:], the
+    positions, the sentences, the target's or the input's tokens, or ``None``."""
     def teacher_forcing_loss(model, src, tgt, pad_idx, loss_fn):
         tgt_in, tgt_y = {"right": (tgt[:, :-1], tgt[:, 1:]), "none": (tgt[:, :-1], tgt[:, :-1]),
                          "reversed": (tgt[:, 1:], tgt[:, :-1]), "labels": (tgt[:, 1:], tgt[:, 1:]),
@@ -853,54 +730,36 @@ def _counts(p: Probe) -> dict:
                 target=int((tgt != pad).sum()), inputs=int((tgt[:, :-1] != pad).sum()))
 
 
-# The wrong shifts and masks: a short name, the arguments of _teacher, what it does wrong, and which
-# count the real tokens of its own labels are (dividing by them is no further mistake).
+_FIX = "The decoder reads tgt_in = tgt[:, :-1] (from <s>) and predicts tgt_y = tgt[:, 1:], the next token"
+# The wrong shifts and masks: a short name, the arguments of _teacher, what it does wrong, and which count the real
+# tokens of its own labels are (dividing by them is no further mistake).
 _STRUCTURES = [
     ("the right shift", dict(), "", "ntokens"),
-    ("labels not shifted", dict(shift="none"),
-     "the labels are not shifted: your decoder reads tgt[:, :-1] and is asked to predict the same tokens, so "
-     "position t sees its own answer. The labels are the target shifted left, tgt_y = tgt[:, 1:]: at each "
-     "position, the next token", "inputs"),
-    ("nothing shifted", dict(shift="nothing"),
-     "nothing is shifted: the decoder reads the whole target and must predict it, each position its own token, "
-     "which it sees. Read tgt_in = tgt[:, :-1], predict tgt_y = tgt[:, 1:]", "target"),
-    ("the decoder reading its labels", dict(shift="labels"),
-     "the decoder reads its own labels, tgt[:, 1:]: position t sees the token it must predict. The decoder "
-     "reads tgt_in = tgt[:, :-1] (from <s>) and predicts tgt_y = tgt[:, 1:]", "ntokens"),
-    ("the shift the wrong way", dict(shift="reversed"),
-     "the shift goes the wrong way: the decoder reads tgt[:, 1:] and predicts tgt[:, :-1], the token before. "
-     "It reads tgt_in = tgt[:, :-1] (from <s>) and predicts the next one, tgt_y = tgt[:, 1:]", "inputs"),
-    ("no look-ahead mask", dict(tgt_mask="padding"),
-     "the target mask has no look-ahead part: with the padding mask alone, position t attends to the later "
-     "tokens, among them its own label. Use target_mask(tgt_in, pad_idx), the padding mask and subsequent_mask "
-     "together", "ntokens"),
-    ("no source mask", dict(src_mask=False),
-     "the source mask is missing: the decoder's cross-attention reads the source's padding (and so does the "
-     "encoder). Pass src_mask = padding_mask(src, pad_idx)", "ntokens"),
-    ("no masks", dict(src_mask=False, tgt_mask=None),
-     "no masks at all: the decoder sees the tokens it must predict and the source's padding. Pass src_mask = "
-     "padding_mask(src, pad_idx) and tgt_mask = target_mask(tgt_in, pad_idx)", "ntokens"),
+    ("labels not shifted", dict(shift="none"), "the labels are not shifted: your decoder reads tgt[:, :-1] and "
+     f"predicts the same tokens, so position t sees its own answer. {_FIX}", "inputs"),
+    ("nothing shifted", dict(shift="nothing"), "nothing is shifted: the decoder reads the whole target and predicts "
+     f"each position's own token, which it sees. {_FIX}", "target"),
+    ("the decoder reading its labels", dict(shift="labels"), "the decoder reads its own labels, tgt[:, 1:]: position "
+     f"t sees the token it must predict. {_FIX}", "ntokens"),
+    ("the shift the wrong way", dict(shift="reversed"), "the shift goes the wrong way: the decoder reads tgt[:, 1:] "
+     f"and predicts tgt[:, :-1], the token before. {_FIX}", "inputs"),
+    ("no look-ahead mask", dict(tgt_mask="padding"), "the target mask has no look-ahead part: position t attends to "
+     "the later tokens, its own label among them. Use target_mask(tgt_in, pad_idx)", "ntokens"),
+    ("no source mask", dict(src_mask=False), "the source mask is missing: the decoder's cross-attention (and the "
+     "encoder) reads the source's padding. Pass src_mask = padding_mask(src, pad_idx)", "ntokens"),
+    ("no masks", dict(src_mask=False, tgt_mask=None), "no masks at all: the decoder sees the tokens it must predict "
+     "and the source's padding. Pass padding_mask(src, pad_idx) and target_mask(tgt_in, pad_idx)", "ntokens"),
 ]
 # The wrong divisors, each with what it does wrong (in the words of the probe's counts).
+_LABELS = "the real label tokens, (tgt_y != pad_idx).sum() = {ntokens} here"
 _DIVISORS = [
-    (None, lambda c: ("you returned the summed loss: divide it by the number of real label tokens, "
-                      f"(tgt_y != pad_idx).sum() = {c['ntokens']} here, to get the loss per token")),
-    ("positions", lambda c: (f"you divided by all {c['positions']} label positions, padding included: divide by the "
-                             f"real label tokens, (tgt_y != pad_idx).sum() = {c['ntokens']} here (a batch with more "
-                             "padding would otherwise get a smaller loss)")),
-    ("sentences", lambda c: (f"you divided by the {c['batch']} sentences: divide by the real label tokens, "
-                             f"(tgt_y != pad_idx).sum() = {c['ntokens']} here, so that long and short sentences "
-                             "count per token")),
-    ("target", lambda c: (f"you divided by the real tokens of the whole target, <s> included ({c['target']}); <s> "
-                          f"is never a label: count the labels, (tgt_y != pad_idx).sum() = {c['ntokens']}")),
-    ("inputs", lambda c: (f"you counted the decoder's input tokens ((tgt_in != pad_idx).sum() = {c['inputs']}) "
-                          f"instead of the labels; the loss is summed over the labels: (tgt_y != pad_idx).sum() = "
-                          f"{c['ntokens']}")),
+    (None, "you returned the summed loss: divide it by " + _LABELS),
+    ("positions", "you divided by all {positions} label positions, padding included: divide by " + _LABELS),
+    ("sentences", "you divided by the {batch} sentences: divide by " + _LABELS),
+    ("target", "you divided by the real tokens of the whole target ({target}); <s> is never a label: divide by "
+     + _LABELS),
+    ("inputs", "you counted the decoder's input tokens ((tgt_in != pad_idx).sum() = {inputs}): divide by " + _LABELS),
 ]
-
-
-def _structure_message(what: str, how: Callable | None) -> Callable:
-    return lambda p: "; and ".join(m for m in (what, how and how(_counts(p))) if m) + "."
 
 
 def _mean_of_sentence_means(model, src, tgt, pad_idx, loss_fn):
@@ -923,11 +782,10 @@ def _other_padding(found: dict, p: Probe) -> str | None:
         if other < p.args[4].vocab_size:
             b = Batch(src, tgt, other)
             with torch.no_grad():
-                    value = loss_fn(model(b.src, b.tgt_in, b.src_mask, b.tgt_mask).flatten(0, 1),
-                                b.tgt_y.flatten()) / max(b.ntokens, 1)
-            if _equal(found["values"], value, 1e-4):
-                return (f"your masks and token count treat token {other} as padding, but this call has "
-                        f"pad_idx={pad}: is the padding id written into your code? Use the pad_idx argument.")
+                value = loss_fn(model(b.src, b.tgt_in, b.src_mask, b.tgt_mask).flatten(0, 1), b.tgt_y.flatten())
+            if _equal(found["values"], value / max(b.ntokens, 1), 1e-4):
+                return (f"your masks and token count treat token {other} as padding, but this call has pad_idx={pad}: "
+                        "is the padding id written into your code? Use the pad_idx argument.")
     return None
 
 
@@ -935,10 +793,8 @@ def _dropout_off(found: dict, p: Probe) -> str | None:
     if found["values"] is None or not _equal(found["values"], torch.tensor(p.tags["without"]), 1e-4):
         return None
     return (f"on a model with dropout {TEACHER_DROPOUT} in training mode (model.train()), your function returned "
-            f"{float(found['values']):.4f}, the loss without dropout: your function turns dropout off, so the model "
-            "would train without the regularization of §5.4. Do not call model.eval() (or torch.no_grad()) in a "
-            "training loss, even if you switch back before returning: call the model in the mode the caller left "
-            "it in.")
+            f"{float(found['values']):.4f}, the loss without dropout: your function turns dropout off (model.eval() or "
+            "torch.no_grad(), even if undone before returning). Call the model in the mode the caller left it in.")
 
 
 def _in_eval_then_back(model, src, tgt, pad_idx, loss_fn):  # a known mistake's example
@@ -954,34 +810,29 @@ def _teacher_hint(passed: list, sizes: dict, message: str) -> str:
     if sizes["batch"] == 1:
         return (f"\nHint: the same function passed with batches of several sentences but not with a batch of one "
                 f"({', '.join(f'{k}={v}' for k, v in sizes.items())}): does a .squeeze() drop the batch dimension? "
-                "squeeze() without a dimension drops every dimension of size 1; leave the shapes alone, or squeeze "
-                "only a dimension you added yourself, .squeeze(dim).")
+                "Squeeze only a dimension you added yourself, .squeeze(dim).")
     return _hard_coded_hint(passed, sizes, message, "Read the lengths from the tensors' shapes and use the pad_idx "
                             "argument.")
 
 
-_SCALAR = "Return one number for the batch: the summed loss divided by the label tokens."
-
 TEACHER_MISTAKES = (
-    Mistake("", "not a scalar",
-            stage="shape", find=lambda found, p: _SCALAR if found["shape"] else None,
-            example=lambda *args: course_teacher_forcing_loss(*args).reshape(1)),
+    Mistake("", "not a scalar", stage="shape", example=lambda *args: course_teacher_forcing_loss(*args).reshape(1),
+            find=lambda found, p: "Return one number for the batch: the summed loss divided by the label tokens."
+            if found["shape"] else None),
     Mistake("", "dropout turned off in training", when=lambda p: p.tags.get("dropout", False), find=_dropout_off,
             example=_in_eval_then_back),
-    *(Mistake(_structure_message(what, how), f"{name}, divided by {divide or 'nothing'}",
-              like=_teacher(**structure, divide=divide))
+    *(Mistake(lambda p, what=what, how=how: "; and ".join(m for m in (what, how and how.format(**_counts(p))) if m) + ".",
+              f"{name}, divided by {divide or 'nothing'}", like=_teacher(**structure, divide=divide))
       for name, structure, what, natural in _STRUCTURES
       for divide, how in [("own", None), ("ntokens", None), *((d, h) for d, h in _DIVISORS if d != natural)]
       if (what or how) and not (divide == "ntokens" and natural == "ntokens")),
-    Mistake("you averaged the sentences' losses per token: a token of a short sentence then weighs more than one "
-            "of a long sentence. Sum the loss over every label token of the batch and divide once, by their number "
-            "(tgt_y != pad_idx).sum(), as notebook 08's accumulation check shows.", "the mean of sentence means",
-            like=_mean_of_sentence_means),
+    Mistake("you averaged the sentences' losses per token: a token of a short sentence then weighs more than one of a "
+            "long one. Sum the loss over every label token of the batch and divide once, by (tgt_y != pad_idx).sum().",
+            "the mean of sentence means", like=_mean_of_sentence_means),
     *(Mistake(f"this is F.cross_entropy(logits, labels, ignore_index=pad_idx, label_smoothing={smoothing}), not the "
-              "loss you were given: call loss_fn(logits, labels), the course's LabelSmoothingLoss (its smoothing "
-              "spreads eps over V - 2 tokens, PyTorch's over V), and divide its sum by the number of label tokens.",
-              f"F.cross_entropy with label_smoothing={smoothing}", like=_pytorch_loss(smoothing))
-      for smoothing in (0.0, 0.1)),
+              "loss you were given: call loss_fn(logits, labels), the course's LabelSmoothingLoss, and divide its sum "
+              "by the number of label tokens.", f"F.cross_entropy with label_smoothing={smoothing}",
+              like=_pytorch_loss(smoothing)) for smoothing in (0.0, 0.1)),
     Mistake("", "a padding id written into the code", find=_other_padding,
             example=lambda model, src, tgt, pad, loss_fn: course_teacher_forcing_loss(model, src, tgt, 0, loss_fn)),
 )
@@ -1000,13 +851,9 @@ TEACHER = Declaration(
 
 
 def check_teacher_forcing_loss(teacher_forcing_loss: Callable) -> None:
-    """Check ``teacher_forcing_loss(model, src, tgt, pad_idx, loss_fn)``, the loss per target
-    token of one batch, against ``annotated.batching.Batch`` with the summed loss over its
-    ``ntokens`` (itself checked against ``annotated.training.evaluate_loss``), with a small
-    model without dropout, on the batches of ``TEACHER_SIZES`` (sentences of different
-    lengths, so both sides have padding, and a batch of one sentence); then, on a model with
-    dropout ``TEACHER_DROPOUT``, the loss in training mode (dropout acts, gradients reach the
-    parameters) and in evaluation mode (none), the model's mode kept; and a float64 model.
+    """Check ``teacher_forcing_loss(model, src, tgt, pad_idx, loss_fn)``, the loss per target token of one batch,
+    against ``annotated.batching.Batch`` with the summed loss over its ``ntokens``, on the batches of
+    ``TEACHER_SIZES``, then with dropout ``TEACHER_DROPOUT`` in training and evaluation mode, and a float64 model.
 
     Diagnoses: an input changed in place, a result that is not a scalar float tensor, labels
     not shifted, nothing shifted, the decoder reading its labels, the shift the wrong way, no
