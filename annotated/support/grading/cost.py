@@ -1,10 +1,6 @@
-"""Checks of notebook 13's exercises: the band-of-blocks mask of local attention, Linformer's
-attention over projected keys and values, and the rank that keeps a share of a matrix's energy,
-each against the course's ``annotated.local_attention`` and ``annotated.linformer``.
-
-The three are declarations (``annotated.support.grading.engine``), judged by the grader in its own
-process; the ranks, an integer tensor of any integer dtype made from a floating one, by the "ids"
-contract with the dtypes it allows."""
+"""Checks of notebook 13's exercises, as declarations (``engine``): the band-of-blocks mask of local attention,
+Linformer's attention over projected keys and values, and the rank that keeps a share of a matrix's energy (any
+integer dtype), against ``annotated.local_attention`` and ``annotated.linformer``."""
 
 import math
 from collections.abc import Callable
@@ -32,12 +28,6 @@ SIZE_SETS = {"check_block_band_mask": BAND_SIZES, "check_linformer_attention": L
              "check_rank_for_energy": RANK_SIZES}
 
 
-def _hint(how: str) -> Callable:
-    def hint(passed: list, sizes: dict, message: str) -> str:
-        return _hard_coded_hint(passed, sizes, message, how)
-    return hint
-
-
 # ---------------------------------------------------------------- exercise 13.1: the band mask
 
 
@@ -49,36 +39,23 @@ def _band(offsets: tuple, step: int = 0) -> Callable:
     return band
 
 
-def _window(closed: bool) -> Callable:
-    def window(n: int, b: int) -> torch.Tensor:
-        distance = (torch.arange(n)[:, None] - torch.arange(n)[None, :]).abs()
-        return distance <= b if closed else distance < b
-    return window
-
-
-def _band_mismatch(got: torch.Tensor, expected: torch.Tensor, label: str) -> str:
-    wrong, n = got != expected, expected.size(0)
-    first = tuple(wrong.nonzero()[0].tolist())
-    shown = f"\nexpected:\n{expected.int()}\nyours:\n{got.int()}" if n <= 20 else ""
-    return (f"mismatch in {label}: {int(wrong.sum())} of {n * n} entries differ from the course's, the first at "
-            f"(query, key) = {first}: yours {bool(got[first])}, expected {bool(expected[first])}.{shown}")
+def _window(n: int, b: int, op: str) -> torch.Tensor:
+    distance = (torch.arange(n)[:, None] - torch.arange(n)[None, :]).abs()
+    return distance <= b if op == "<=" else distance < b
 
 
 def _band_probes(device: str | None) -> list[Probe]:
-    probes = [Probe((s["n"], s["b"]), f"{{name}}(n={s['n']}, b={s['b']})", sizes=s) for s in BAND_SIZES]
-    return probes + [Probe((s["n"], s["b"]), f"{{name}}(n={s['n']}, b={s['b']})") for s in BAND_EDGES] + [
-        Probe((12, 4), "{name}(n=12, b=4)", again=(12, 3))]
+    return [Probe((s["n"], s["b"]), f"{{name}}(n={s['n']}, b={s['b']})", sizes=s if s in BAND_SIZES else None)
+            for s in BAND_SIZES + BAND_EDGES] + [Probe((12, 4), "{name}(n=12, b=4)", again=(12, 3))]
 
 
 BAND = Declaration(
     check="check_block_band_mask", function="block_band_mask", roles=("n", "b"), reference=block_band_mask,
     probes=_band_probes, sizes_fix=("Read n and b from the arguments, and build the mask for this n (no table of "
                                     "positions made in advance for some largest length)."),
-    returns=Tensor("the mask", dtype="bool", like=None, kind="a bool", mismatch=_band_mismatch,
-                   dtype_message=lambda found, name, what, args: (
-                       f"{name}(n={args[0]}, b={args[1]}) returned {what} as a torch.{found['dtype']} tensor; the "
-                       "course's masks are bool, True = may attend (notebook 03): compare, e.g. (offset == 0) | "
-                       "(offset == 1).")),
+    returns=Tensor("the mask", dtype="bool", like=None, kind="a bool", dtype_message=lambda found, name, what, a: (
+        f"{name}(n={a[0]}, b={a[1]}) returned {what} as a torch.{found['dtype']} tensor; the course's masks are "
+        "bool, True = may attend (notebook 03): compare, e.g. (offset == 0) | (offset == 1).")),
     mistakes=(
         Mistake("each query sees its own block only; Image Transformer's memory block adds the block before it: "
                 "query block - key block in {0, 1}.", "its own block only", like=_band((0,))),
@@ -89,10 +66,8 @@ BAND = Declaration(
         Mistake("your mask hides the future inside the memory block: that is causal=True; the exercise asks for the "
                 "plain band, every key of both blocks.", "the causal band",
                 like=lambda n, b: block_band_mask(n, b).tril()),
-        Mistake("your band is a window of positions |i - j| < b around each query; blocks are fixed groups of b "
-                "positions, block = position // b.", "a window < b", like=_window(closed=False)),
-        Mistake("your band is a window of positions |i - j| <= b around each query; blocks are fixed groups of b "
-                "positions, block = position // b.", "a window <= b", like=_window(closed=True)),
+        *(Mistake(f"your band is a window of positions |i - j| {op} b around each query; blocks are fixed groups of b "
+                  "positions, block = position // b.", f"a window {op} b", like=lambda n, b, op=op: _window(n, b, op)) for op in ("<", "<=")),
         Mistake(lambda p: f"your blocks hold b + 1 = {p.args[1] + 1} positions: block = position // b.",
                 "blocks of b + 1", like=_band((0, 1), step=1)),
     ),
@@ -102,14 +77,12 @@ BAND = Declaration(
 
 
 def check_block_band_mask(block_band_mask_fn: Callable) -> None:
-    """Check ``block_band_mask(n, b)``: (n, n) bool, True where key j's block is query i's or the one
-    before, on ``BAND_SIZES`` (b dividing n and not, n = 1030) and ``BAND_EDGES`` (n = 1, b = 1,
-    b > n), then twice in a row (the first mask must survive the second call).
+    """Check ``block_band_mask(n, b)``: (n, n) bool, True where key j's block is query i's or the one before, on
+    ``BAND_SIZES``, ``BAND_EDGES`` and twice in a row.
 
-    Diagnoses: not a bool tensor, the wrong shape, its own block only, the block after, blocks on
-    both sides, the causal mask, a window of positions instead of blocks, blocks of b + 1, sizes
-    written into the code or a table made for a largest length, a result that a second call
-    overwrites (a global buffer)."""
+    Diagnoses: not a bool tensor, the wrong shape, its own block only, the block after, blocks on both sides, the causal
+    mask, a window of positions instead of blocks, blocks of b + 1, sizes written into the code or a table made for a
+    largest length, a result that a second call overwrites (a global buffer)."""
     check(BAND, block_band_mask_fn)
 
 
@@ -117,8 +90,8 @@ def check_block_band_mask(block_band_mask_fn: Callable) -> None:
 
 
 def _linformer(scale: Callable | None = None, dim: int = -1, swap: bool = False, values: str = "F") -> Callable:
-    """Linformer's attention with one mistake switched on: ``scale`` (q, E) -> the divisor of the
-    scores, ``dim`` the softmax's, E and F swapped, the values projected with E."""
+    """Linformer with one mistake: ``scale`` (q, E) -> the divisor, ``dim`` the softmax's, E and F swapped, the
+    values projected with E."""
     def linformer(q, k, v, E, F_):
         E, F_ = (F_, E) if swap else (E, F_)
         divisor = scale(q, E) if scale else math.sqrt(q.size(-1))
@@ -129,19 +102,16 @@ def _linformer(scale: Callable | None = None, dim: int = -1, swap: bool = False,
 
 def _linformer_hint(passed: list, sizes: dict, message: str) -> str:
     if "h" in sizes:
-        return ("\nHint: the same function passed with inputs (batch, n, d_k) but not with heads in front, "
-                f"(batch={sizes['batch']}, h={sizes['h']}, n={sizes['n']}, d_k={sizes['d_k']}), as a model's "
-                "attention has them: count dimensions from the end, transpose(-2, -1) rather than "
-                "transpose(1, 2), softmax(dim=-1); E @ key works with any dimensions in front (an einsum "
-                "written for three dimensions does not).")
+        return (f"\nHint: the same function passed with inputs (batch, n, d_k) but not with heads in front, (batch, "
+                f"h={sizes['h']}, n, d_k): count dimensions from the end, transpose(-2, -1) rather than transpose(1, 2); "
+                "E @ key works with any dimensions in front (an einsum written for three does not).")
     return _hard_coded_hint(passed, sizes, message, "Read the sizes from the tensors' shapes.")
 
 
 def _linformer_range(dtype: torch.dtype, sign: int, g: torch.Generator) -> tuple:
-    """Inputs whose scores all sit far from 0, above the largest or below the smallest argument
-    exp takes in ``dtype`` (88.7 in float32, 709.8 in float64): small integers, d_k = 4 (scale
-    2) and E of three ones per row, so that every score is exact in any order of the products,
-    and a last feature that adds the same large number to every score of a row."""
+    """Inputs whose scores all lie beyond what exp takes in ``dtype`` (+-88.7 in float32, 709.8 in float64), exact
+    in any order of the products: small integers, d_k = 4, E of three ones per row, a last feature that adds the
+    same large number to every score of a row."""
     batch, n, k, d_v = 2, 8, 3, 5
     big = sign * (140 if dtype == torch.float32 else 600)  # scores = (small integer + 3 big) / 2
     q = torch.cat([torch.randint(-2, 3, (batch, n, 3), generator=g), torch.full((batch, n, 1), big)], -1)
@@ -197,15 +167,12 @@ def _overflow(found: dict, p: Probe) -> str | None:
         return None
     dtype = p.args[0].dtype
     limit = 88.7 if dtype == torch.float32 else 709.8
+    fix = "Subtract each row's maximum before exp, for every input (softmax(dim=-1) does it)"
     if scores == "large":
-        return (f"the scores are large here (every one above +{limit:.0f}: a query and keys with a large common "
-                f"component), and your weights contain NaN or inf: exp(s) overflows to inf in {dtype} above {limit}, "
-                "and inf / inf is NaN. Subtract each row's maximum before exp, for every input (softmax(dim=-1) "
-                "does it): the weights are the same, and exp never overflows.")
+        return (f"the scores are large here (every one above +{limit:.0f}), and your weights contain NaN or inf: exp(s) "
+                f"overflows to inf in {dtype} above {limit}, and inf / inf is NaN. {fix}.")
     return (f"the scores are all very negative here (every one below -{limit:.0f}), and your weights contain NaN or "
-            f"inf: exp(s) of every score underflows to 0 in {dtype}, and 0 / 0 is NaN. Subtract each row's maximum "
-            "before exp for every input, not only when the scores are large (softmax(dim=-1) does it): the largest "
-            "term is then exp(0) = 1.")
+            f"inf: exp(s) underflows to 0 in {dtype}, and 0 / 0 is NaN. {fix}, not only when the scores are large.")
 
 
 def _exp_over_sum(q, k, v, E, F_):
@@ -248,25 +215,18 @@ LINFORMER = Declaration(
 
 
 def check_linformer_attention(linformer_attention_fn: Callable) -> None:
-    """Check ``linformer_attention(query, key, value, E, F)``: softmax(Q (EK)^T / sqrt(d_k)) (FV) and
-    its (..., n, k) weights, on ``LINFORMER_SIZES`` (a batch of one, heads in front), on scores all
-    far above or far below 0 in float32 and float64, that gradients reach the inputs and E and F
-    (they are learned), that a second call leaves the first result as it was, and that k = n with
-    E = F = I is attention.
+    """Check ``linformer_attention(query, key, value, E, F)``: softmax(Q (EK)^T / sqrt(d_k)) (FV) and its (..., n, k)
+    weights, on ``LINFORMER_SIZES``, scores far from 0, gradients, a second call, and E = F = I (attention).
 
-    Diagnoses: not a pair, wrong shapes, a batch of one squeezed away, E and F swapped, no scaling,
-    scaling by sqrt(k), the softmax over the queries, the values projected with E, weights not
-    returned, dimensions counted from the front (heads in front), a softmax without the max shift
-    (large scores) or with it only when scores are large (very negative scores), a result of
-    another dtype (float64 inputs), gradients cut (@torch.no_grad(), .detach()), a result that a
-    second call overwrites, sizes written into the code."""
+    Diagnoses: not a pair, wrong shapes, a batch of one squeezed away, E and F swapped, no scaling, scaling by sqrt(k),
+    the softmax over the queries, the values projected with E, weights not returned, dimensions counted from the front
+    (heads in front), a softmax without the max shift (large scores) or with it only when scores are large (very
+    negative scores), a result of another dtype (float64 inputs), gradients cut (@torch.no_grad(), .detach()), a result
+    that a second call overwrites, sizes written into the code."""
     check(LINFORMER, linformer_attention_fn)
 
 
 # ---------------------------------------------------------------- exercise 13.3: rank for energy
-
-_SQUEEZED = (" A batch of one: the batch dimension is gone (a .squeeze() drops every dimension of size 1); "
-             "keep it, or squeeze only the dimension you mean.")
 
 
 def _rank(weights, energy, square=True, plus_one=True, strict=True):
@@ -338,14 +298,14 @@ def _other_ranks(found: dict, p: Probe) -> str:
 
 
 def _one_rank_for_each(found: dict, p: Probe) -> str:
-    return _SQUEEZED.strip() if p.args[0].shape[0] == 1 and found["shape"] == [] else (
-        "One rank per matrix: reduce over the singular values (dim=-1).")
+    return ("A batch of one: the batch dimension is gone (a .squeeze() drops every dimension of size 1); keep it."
+            if p.args[0].shape[0] == 1 and found["shape"] == [] else "One rank per matrix: reduce over dim=-1.")
 
 
 RANK = Declaration(
     check="check_rank_for_energy", function="rank_for_energy", roles=("weights", "energy"),
     reference=rank_for_energy, probes=_rank_probes,
-    sizes_fix=_hint("Read the sizes from weights.shape and use the energy you are given."),
+    sizes_fix="Read the sizes from weights.shape and use the energy you are given.",
     returns=Tensor("the ranks", dtype="ids", like=None, dtypes=("integer",), kind="an integer",
                    dtype_message=lambda found, name, what, args: (
                        f"{name}(weights {tuple(args[0].shape)}, energy={args[1]}) is a torch.{found['dtype']} tensor; "
@@ -376,14 +336,13 @@ RANK = Declaration(
 
 
 def check_rank_for_energy(rank_for_energy_fn: Callable) -> None:
-    """Check ``rank_for_energy(weights, energy)``: the smallest rank keeping ``energy`` of the squared
-    singular values, per matrix, on ``RANK_SIZES`` (the identity, uniform, nearly uniform and random
-    softmax matrices; energy = 1.0 on float64 matrices), then a batch of one (``RANK_EDGES``).
+    """Check ``rank_for_energy(weights, energy)``: the smallest rank keeping ``energy`` of the squared singular
+    values, per matrix, on ``RANK_SIZES`` and ``RANK_EDGES``.
 
-    Diagnoses: not a tensor, one rank for all, a batch of one squeezed away, floats, singular values
-    not squared, off by one, <= for <, the full rank whatever the energy, a rank beyond 1 .. L
-    (energy = 1.0 compared without the slack), shares in float32 or with a slack above 1e-9 (a
-    nearly uniform matrix), energy = 1.0 refused, sizes written into the code."""
+    Diagnoses: not a tensor, one rank for all, a batch of one squeezed away, floats, singular values not squared, off by
+    one, <= for <, the full rank whatever the energy, a rank beyond 1 .. L (energy = 1.0 compared without the slack),
+    shares in float32 or with a slack above 1e-9 (a nearly uniform matrix), energy = 1.0 refused, sizes written into the
+    code."""
     check(RANK, rank_for_energy_fn)
 
 
