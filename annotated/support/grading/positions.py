@@ -1,16 +1,7 @@
-"""Checks of notebook 14's exercises: Shaw et al.'s clipped relative positions, Music
-Transformer's skew and the rotation of RoPE, against ``annotated.relative_positions`` and
-``annotated.rotary``.
-
-Besides the sizes of the notebook, each check tries what the signature allows and a shortcut
-would miss: lengths beyond a table precomputed at 512 or 5,000 positions, a length or a batch
-of one, float64 inputs and a 4-D input with heads in front; and, once every set has passed,
-it calls the function again to see that the first result was not overwritten (a buffer the
-function reuses).
-
-The three are declarations (``annotated.support.grading.engine``), judged by the grader in its own
-process; the relative positions, an int64 tensor made from three ints, by the "ids" contract with the
-dtypes it allows."""
+"""Checks of notebook 14's exercises, as declarations (``engine``): Shaw et al.'s clipped relative positions, Music
+Transformer's skew and the rotation of RoPE, against ``annotated.relative_positions`` and ``annotated.rotary``. Each
+tries what a shortcut would miss: lengths beyond a table of 512 or 5,000 positions, a length or a batch of one,
+float64, a 4-D input with heads in front, and a second call (a buffer the function reuses)."""
 
 import math
 from collections.abc import Callable
@@ -30,16 +21,13 @@ SIZE_SETS = {
                                  dict(length_q=13, length_k=12, max_distance=16),
                                  dict(length_q=1, length_k=530, max_distance=0),  # one query, k = 0
                                  dict(length_q=600, length_k=7, max_distance=1)],  # beyond 512 positions
-    "check_skew": [dict(lead=(2,), L=5), dict(lead=(3,), L=8), dict(lead=(1,), L=3),
-                   dict(lead=(4, 2), L=6)],
+    "check_skew": [dict(lead=(2,), L=5), dict(lead=(3,), L=8), dict(lead=(1,), L=3), dict(lead=(4, 2), L=6)],
     "check_rotate": [dict(lead=(2,), L=7, d=6), dict(lead=(3,), L=12, d=16), dict(lead=(1,), L=5003, d=10),
                      dict(lead=(4, 5), L=9, d=8)],
 }
-# The dtype of each set's input, in the order of SIZE_SETS: float64 once, with a batch of one.
-DTYPES = {
-    "check_skew": [torch.float32, torch.float32, torch.float64, torch.float32],
-    "check_rotate": [torch.float32, torch.float32, torch.float32, torch.float64],
-}
+# The dtype of each set's input, in the order of SIZE_SETS: float64 once.
+DTYPES = {"check_skew": [torch.float32, torch.float32, torch.float64, torch.float32],
+          "check_rotate": [torch.float32, torch.float32, torch.float32, torch.float64]}
 
 
 def _dtype(check: str, sizes: dict) -> torch.dtype:
@@ -51,20 +39,17 @@ def _shape_of(sizes: dict, *last: int) -> tuple:
 
 
 def _hint(how: str, check: str = "") -> Callable:
-    """The hint of a failure that shows only with a later set: what that set tries that the
-    earlier ones did not (a 4-D input, a size of one, float64, a length beyond a table)."""
+    """The hint of a failure that shows only with a later set: what that set tries that the earlier ones did not."""
     def describe(passed: list, sizes: dict, message: str) -> str:
         hint = _hard_coded_hint(passed, sizes, message, how)
         new = []
         if len(sizes.get("lead", ())) > 1:
-            new.append(f"this input is {2 + len(sizes['lead'])}-D, with heads in front (the signature's "
-                       "`...`): index from the end, x[..., 0::2], x.shape[-2:], and keep every leading axis")
+            new.append(f"this input is {2 + len(sizes['lead'])}-D, with heads in front (the signature's `...`): "
+                       "index from the end, x[..., 0::2], x.shape[-2:], and keep every leading axis")
         if 1 in (sizes.get("lead", (0,))[0], sizes.get("length_q"), sizes.get("length_k")):
-            new.append("a size here is 1: a squeeze() drops that dimension; index or reshape by name "
-                       "instead")
+            new.append("a size here is 1: a squeeze() drops that dimension; index or reshape by name instead")
         if check and _dtype(check, sizes) == torch.float64:
-            new.append("this input is float64: create every tensor with dtype=x.dtype (not .float() or "
-                       "torch.zeros without dtype=)")
+            new.append("this input is float64: create every tensor with dtype=x.dtype (not .float() or torch.zeros)")
         longest = max(sizes.get(name, 0) for name in ("L", "length_q", "length_k"))
         if longest > 512:
             table = "5,000" if longest > 5000 else "512"
@@ -94,24 +79,16 @@ def _relative_is(wrong: Callable, message: str, name: str) -> Mistake:
     return Mistake(message, name, like=lambda lq, lk, k: wrong(_offsets(lq, lk), k))
 
 
-def _table_512(found: dict, p: Probe) -> str | None:
-    if max(p.args[:2]) > 512 and 512 in found["shape"]:
-        return ("Your result stops at 512: a table precomputed for 512 positions? Compute the offsets from length_q "
-                "and length_k, which can be any size.")
-    return None
-
-
 RELATIVE = Declaration(
     check="check_relative_positions", function="relative_positions", roles=("length_q", "length_k", "max_distance"),
     reference=relative_positions, probes=_relative_probes,
-    returns=Tensor("the indices", dtype="ids", like=None, dtypes=("int64",), kind="an int64",
-                   dtype_message=lambda found, name, what, args: (
-                       f"{name}(length_q={args[0]}, length_k={args[1]}, max_distance={args[2]}) is "
-                       f"torch.{found['dtype']}; indices into an nn.Embedding must be int64 (torch.long)")),
+    returns=Tensor("the indices", dtype="ids", like=None, dtypes=("int64",), kind="an int64"),
     sizes_fix=_hint("Use the length_q, length_k and max_distance arguments."),
     mistakes=(
-        Mistake("", "a table of 512 positions", stage="shape", find=_table_512,
-                example=lambda lq, lk, k: (_offsets(512, 512)[:lq, :lk]).clamp(-k, k) + k),
+        Mistake("", "a table of 512 positions", stage="shape", find=lambda found, p: (
+            "Your result stops at 512: a table precomputed for 512 positions? Compute the offsets from length_q and "
+            "length_k, which can be any size.") if max(p.args[:2]) > 512 and 512 in found["shape"] else None,
+                example=lambda lq, lk, k: _offsets(512, 512)[:lq, :lk].clamp(-k, k) + k),
         _relative_is(lambda o, k: (-o).clamp(-k, k) + k, "your offsets are i - j; Shaw et al. index the edge from i "
                      "to j by j - i (key position minus query position).", "i - j"),
         _relative_is(lambda o, k: o.clamp(-k, k), "the clipped offsets run from -k to k, but they index a table of "
@@ -132,15 +109,12 @@ RELATIVE = Declaration(
 
 
 def check_relative_positions(relative_positions_fn: Callable) -> None:
-    """Check ``relative_positions(length_q, length_k, max_distance)``: the (L_q, L_k) indices
-    clip(j - i, -k, k) + k.
+    """Check ``relative_positions(length_q, length_k, max_distance)``: the (L_q, L_k) indices clip(j - i, -k, k) + k,
+    with lengths of 1 and beyond 512 and max_distance = 0.
 
-    Runs lengths of 1 and beyond 512 and max_distance = 0 besides the notebook's sizes.
-
-    Diagnoses: wrong shape, a dtype other than int64, i - j instead of j - i, no + k, no
-    clipping, clipping at k - 1, clamping to 0 .. 2k without the shift, a table precomputed
-    for 512 positions, a length of one squeezed away, an earlier result overwritten by the
-    next call (a reused buffer), a size written in."""
+    Diagnoses: wrong shape, a dtype other than int64, i - j instead of j - i, no + k, no clipping, clipping at k - 1,
+    clamping to 0 .. 2k without the shift, a table precomputed for 512 positions, a length of one squeezed away, an
+    earlier result overwritten by the next call (a reused buffer), a size written in."""
     check(RELATIVE, relative_positions_fn)
 
 
@@ -195,12 +169,10 @@ def _skew_is(variant: Callable, message: str) -> Mistake:
 
 
 def _leading_axes(found: dict, p: Probe) -> str | None:
-    want = tuple(p.args[0].shape)
-    got = tuple(found["shape"])
-    if got != want and math.prod(got) == math.prod(want) and not _squeezed(got, want):
-        return ("Your result holds the right number of values in another shape: keep every leading axis, "
-                "padded.reshape(*qe.shape[:-2], L + 1, L), not a batch size you unpack or -1 that merges them.")
-    return None
+    want, got = tuple(p.args[0].shape), tuple(found["shape"])
+    return ("Your result holds the right number of values in another shape: keep every leading axis, padded.reshape("
+            "*qe.shape[:-2], L + 1, L), not a batch size you unpack or -1 that merges them.") if (
+        got != want and math.prod(got) == math.prod(want) and not _squeezed(got, want)) else None
 
 
 SKEW = Declaration(
@@ -233,17 +205,13 @@ SKEW = Declaration(
 
 
 def check_skew(skew_fn: Callable) -> None:
-    """Check ``skew(qe)``: (..., L, L) -> (..., L, L), equal to the course's skew on and below
-    the diagonal (above it any leftovers are allowed: the look-ahead mask removes them).
+    """Check ``skew(qe)``: (..., L, L) -> (..., L, L), equal to the course's skew on and below the diagonal (above it
+    the look-ahead mask removes any leftovers), with a batch of one in float64 (exactly) and a 4-D input.
 
-    Runs a batch of one in float64 (compared to float64's precision: the skew only moves numbers)
-    and a 4-D input, (batch, heads, L, L), besides the notebook's sizes.
-
-    Diagnoses: wrong shape, padding on the right, dropping the last row, both, Q E^T
-    returned unchanged, a transpose or a flip instead of the skew, leading axes merged or
-    unpacked as one batch or squeezed away, a result of another dtype or computed in
-    float32, an earlier result overwritten by the next call (a reused buffer), gradients
-    cut (no_grad, .detach()), a size written in."""
+    Diagnoses: wrong shape, padding on the right, dropping the last row, both, Q E^T returned unchanged, a transpose or
+    a flip instead of the skew, leading axes merged or unpacked as one batch or squeezed away, a result of another dtype
+    or computed in float32, an earlier result overwritten by the next call (a reused buffer), gradients cut (no_grad,
+    .detach()), a size written in."""
     check(SKEW, skew_fn)
 
 
@@ -272,14 +240,12 @@ def _rotate_variant(x: torch.Tensor, sign: float = 1.0, layout: str = "pairs", s
 
 
 def course_rotate(x: torch.Tensor) -> torch.Tensor:
-    """``annotated.rotary.rotate`` with its angles in float64, in x's dtype (tests/test_declarations_13_15.py
-    compares the two)."""
+    """``annotated.rotary.rotate`` with its angles in float64, in x's dtype."""
     return _rotate_variant(x)
 
 
 def _rotation_tolerance(x: torch.Tensor) -> float:
-    """float32 angles m * theta_i are off by about m * 1e-7 radians, which far positions (5,000) turn into
-    errors near 1e-3: the tolerance grows with the last position."""
+    """float32 angles m * theta_i are off by about m * 1e-7 radians: the tolerance grows with the last position."""
     return 1e-4 + 3e-7 * x.size(-2) * float(x.abs().max())
 
 
@@ -301,20 +267,18 @@ def _rotate_probes(device: str | None) -> list[Probe]:
 
 def _past_the_table(found: dict, p: Probe) -> str | None:
     x, got = p.args[0], found["values"]
-    if x.size(-2) > 5000 and got is not None and _equal(got[..., :5000, :], course_rotate(x)[..., :5000, :],
-                                                        p.precision):
-        return (f"your function is right for the first 5,000 positions and wrong after them (x has {x.size(-2)}): "
-                "a table precomputed for 5,000 positions? Compute the angles for the length you are given, "
-                "torch.arange(x.size(-2)).")
+    first = (..., slice(0, 5000), slice(None))
+    if x.size(-2) > 5000 and got is not None and _equal(got[first], course_rotate(x)[first], p.precision):
+        return (f"your function is right for the first 5,000 positions and wrong after them (x has {x.size(-2)}): a "
+                "table precomputed for 5,000 positions? Compute the angles for the length you are given.")
     return None
 
 
 def _norm_changed(found: dict, p: Probe) -> str | None:
     got, x = found["values"], p.args[0]
-    if got is not None and not _equal(got.double().norm(dim=-1), x.double().norm(dim=-1), 1e-3):
-        return ("your function changes the length of the vectors; a rotation keeps it: check that each pair gets "
-                "cos and sin of the same angle, (a cos - b sin, a sin + b cos).")
-    return None
+    return ("your function changes the length of the vectors; a rotation keeps it: each pair gets cos and sin of the "
+            "same angle, (a cos - b sin, a sin + b cos).") if got is not None and not _equal(
+        got.double().norm(dim=-1), x.double().norm(dim=-1), 1e-3) else None
 
 
 ROTATE = Declaration(
@@ -351,18 +315,13 @@ ROTATE = Declaration(
 
 
 def check_rotate(rotate_fn: Callable) -> None:
-    """Check ``rotate(x)``: x (..., L, d), pair (x_2i, x_2i+1) of position m turned by
-    m * 10000^(-2i/d), as in ``annotated.rotary.rotate``.
+    """Check ``rotate(x)``: x (..., L, d), pair (x_2i, x_2i+1) of position m turned by m * 10000^(-2i/d), as in
+    ``annotated.rotary.rotate``, with 5,003 positions, a batch of one and a 4-D float64 input.
 
-    Runs 5,003 positions (compared with float64 angles, within the rounding of float32
-    ones), a batch of one and a 4-D float64 input, (batch, heads, L, d), besides the
-    notebook's sizes.
-
-    Diagnoses: wrong shape, the angle's sign flipped, the 'rotate half' layout, the exponent
-    i/d, positions from 1, no rotation, pairs put back as two halves, positions read along
-    the heads of a 4-D input, leading axes lost, a table precomputed for 5,000 positions, a
-    result of another dtype, a change of norm, an earlier result overwritten by the next
-    call (a reused buffer), gradients cut (no_grad, .detach()), a size written in."""
+    Diagnoses: wrong shape, the angle's sign flipped, the 'rotate half' layout, the exponent i/d, positions from 1, no
+    rotation, pairs put back as two halves, positions read along the heads of a 4-D input, leading axes lost, a table
+    precomputed for 5,000 positions, a result of another dtype, a change of norm, an earlier result overwritten by the
+    next call (a reused buffer), gradients cut (no_grad, .detach()), a size written in."""
     check(ROTATE, rotate_fn)
 
 
