@@ -4,10 +4,33 @@ mistakes), and the grader, judging a kernel's record, finds each known mistake a
 (tests/test_declarations.py runs every known mistake; here, those that need the record's
 description of an argument changed in place)."""
 
+import contextlib
+import io
+
 import pytest
 
+from annotated.bpe import JOIN
 from annotated.support.grading import data
 from tests.test_declarations import judged_from_record
+
+
+def subword_nmt_merges(word_counts: dict) -> list[tuple[str, str]]:
+    """subword-nmt's merges of ``word_counts``, at min_frequency 2 as the course's."""
+    from subword_nmt.learn_bpe import learn_bpe as reference_learn_bpe
+
+    codes = io.StringIO()
+    lines = io.StringIO("".join(f"{word} {n}\n" for word, n in word_counts.items()))
+    with contextlib.redirect_stderr(io.StringIO()):  # its progress bar
+        reference_learn_bpe(lines, codes, 10_000, min_frequency=2, is_dict=True)
+    return [tuple(line.split(" ")) for line in codes.getvalue().splitlines()[1:]]  # after "#version: 0.2"
+
+
+def subword_nmt_segments(merges: list, words: list) -> list[list[str]]:
+    """subword-nmt's BPE on ``words``."""
+    from subword_nmt.apply_bpe import BPE
+
+    reference = BPE(io.StringIO("#version: 0.2\n" + "".join(f"{a} {b}\n" for a, b in merges)), separator=JOIN)
+    return [reference.segment_tokens([word]) for word in words]
 
 
 def test_the_vocabulary_reference_is_the_checks_written_out_numbering_on_every_probe():
@@ -33,7 +56,7 @@ def test_the_grader_names_an_argument_changed_in_place_from_the_kernels_record(d
 def test_the_segment_reference_is_subword_nmts_on_every_word():
     probes = data.SEGMENT.probes(None)
     for merges, words in zip(data._MERGES, data.SEGMENT_WORDS):
-        theirs = data.subword_nmt_segments(merges, words)
+        theirs = subword_nmt_segments(merges, words)
         ours = [data.SEGMENT.reference(p.args[0], p.args[1]) for p in probes if p.args[0] in words
                 and p.args[1] == [tuple(m) for m in merges]]
         assert ours == theirs == [data._segment(w, merges) for w in words]
@@ -80,7 +103,7 @@ def test_the_grader_names_a_row_of_ids_emptied_in_place_and_the_vocabulary_trave
 def test_the_merge_steps_probes_follow_subword_nmts_merges_and_the_reference_makes_them():
     probes = data.BPE_STEP.probes(None)
     for words, merges in zip(data.BPE_CORPORA, data._MERGES):
-        assert data.subword_nmt_merges(words) == merges
+        assert subword_nmt_merges(words) == merges
         steps = [p for p in probes if p.sizes == data.SIZE_SETS["check_bpe_merge_step"][data._MERGES.index(merges)]]
         assert [data.BPE_STEP.reference(p.args[0])[0] for p in steps] == merges
         for before, after in zip(steps, steps[1:]):  # each probe's corpus is the reference's merge of the one before
