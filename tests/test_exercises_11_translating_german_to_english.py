@@ -354,7 +354,7 @@ def test_the_toy_corpora_are_what_their_comments_say():
 def test_the_rows_and_batches_try_what_their_comments_say():
     from annotated.support.grading.core import _same
     from annotated.support.grading.translation import (
-        _SCORE_SETTINGS, _TOKEN_MISTAKES, SCORE_SIZES, TOKEN_CASES, _row_tokens, _score_inputs, _score_mistakes,
+        _SCORE_MISTAKES, _SCORE_SETTINGS, _TOKEN_MISTAKES, SCORE_SIZES, TOKEN_CASES, _row_tokens, _score_inputs,
         _scores,
     )
     from annotated.vocab import Vocab
@@ -364,7 +364,7 @@ def test_the_rows_and_batches_try_what_their_comments_say():
     for mistake, _ in _TOKEN_MISTAKES:
         assert any(_row_tokens(r, v, **mistake) != _row_tokens(r, v) for v, rows in vocabs for r in rows), mistake
     inputs = [(_score_inputs(sizes, settings), settings) for sizes, settings in zip(SCORE_SIZES, _SCORE_SETTINGS)]
-    for mistake, _ in _score_mistakes(0.6):
+    for _, mistake, _ in _SCORE_MISTAKES:
         assert any(not _same(_scores(logits, ys, s["alpha"], s["pad"], **mistake),
                              _scores(logits, ys, s["alpha"], s["pad"])) for (logits, ys), s in inputs), mistake
     # The specials move from vocabulary to vocabulary; a row without </s>, tokens after a first </s>, <unk>.

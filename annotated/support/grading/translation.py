@@ -1,14 +1,8 @@
-"""Checks of notebook 11's exercises: corpus BLEU (``annotated.evaluation``, compared with
-``sacrebleu``), the tokens of a decoded row (``annotated.evaluation.ids_to_tokens``) and the
-length-penalized score s(Y) of decoded outputs under teacher forcing (notebook 11, section 5).
+"""Checks of notebook 11's exercises, as declarations (``engine``): corpus BLEU on toy corpora (``_bleu``, compared
+with ``sacrebleu``), the tokens of a decoded row (``annotated.evaluation.ids_to_tokens``; the vocabulary sent as data,
+``record.build``) and the length-penalized score s(Y) of decoded outputs under teacher forcing (section 5)."""
 
-The BLEU check runs toy corpora small enough to count by hand; the others small vocabularies,
-rows and random logits of their own, seeded. The three are declarations
-(``annotated.support.grading.engine``), judged by the grader in its own process; ids_to_tokens's
-vocabulary travels as data (``record.build`` of ``annotated.vocab.Vocab``), and the recorder
-describes the row of ids after each call, so that one emptied with ids.remove is named.
-"""
-
+import functools
 import math
 import re
 from collections import Counter
@@ -24,12 +18,10 @@ from annotated.support.grading.core import _hard_coded_hint
 from annotated.support.grading.engine import Declaration, Mistake, Probe, Tensor, Value, check
 from annotated.vocab import BOS, EOS, PAD, SPECIALS, UNK, Vocab
 
-# (hypotheses, references), words without punctuation, so that sacrebleu's 13a tokenizer, the
-# course's, splits them where str.split() does (the course's corpus_bleu is called with
-# lowercase=False: BLEU itself is case-sensitive, as sacrebleu's default).
+# (hypotheses, references), words without punctuation, so that sacrebleu's 13a tokenizer splits them where
+# str.split() does (BLEU is case-sensitive, as sacrebleu's default: corpus_bleu(lowercase=False)).
 BLEU_CORPORA = [
-    # Shorter than the references (BP < 1); "the cat the cat" repeats bigrams the reference
-    # holds once (clipping).
+    # Shorter than the references (BP < 1); "the cat the cat" repeats bigrams the reference holds once (clipping).
     (["the cat the cat sat on the mat", "a dog runs on the grass"],
      ["the cat sat on the mat today", "a brown dog runs on the green grass"]),
     # Longer than the references (BP = 1, and exp(1 - r/c) > 1).
@@ -40,14 +32,12 @@ BLEU_CORPORA = [
     # No 4-gram of the outputs is in the references: BLEU is 0 without smoothing.
     (["a woman walks", "people sit on a bench", "the boy jumps high", "a black dog swims"],
      ["a woman is walking", "people sitting on a bench", "the boy is jumping", "a dog swims in the lake"]),
-    # Text as a model writes it: capitals ("A" is not "a": BLEU is case-sensitive), a double space
-    # and spaces around a sentence (str.split() drops them, str.split(" ") makes empty words), an
+    # Capitals ("A" is not "a"), a double space and spaces around a sentence (str.split(" ") makes empty words), an
     # output of one word (no 2-, 3- or 4-gram) and an empty one.
     (["A man is sleeping on a bench", "children", " a cat on the mat ", "", "A dog runs on  the beach"],
      ["a man is sleeping on the bench", "Children play outside", "a cat sits on the mat",
       "a woman is reading a book", "A dog runs along the beach"]),
-    # One output of two words: the corpus holds no 3-gram and no 4-gram, p_3 = p_4 = 0 / 0, and
-    # BLEU is 0 (sacrebleu counts a precision without n-grams as 0).
+    # One output of two words: no 3-gram and no 4-gram, p_3 = p_4 = 0 / 0, and BLEU is 0 (as sacrebleu counts it).
     (["a dog"], ["a dog runs"]),
 ]
 
@@ -57,10 +47,8 @@ def _bleu_sizes(hypotheses: list[str], references: list[str]) -> dict:
                 ref_words=sum(len(r.split()) for r in references))
 
 
-# A vocabulary and decoded rows (<s> first, as greedy_decode and beam_search return them) per set:
-# padded rows, a row that ran out of length without </s>, an empty output; tokens after a first
-# </s> (decoding with eos_idx=None goes on), <pad> or <s> written by the model inside a sentence,
-# <unk> (which stays: it is what the model wrote). The specials' ids change from set to set.
+# A vocabulary and decoded rows (<s> first) per set: padded rows, a row without </s>, an empty output; tokens after a
+# first </s> (eos_idx=None), <pad> or <s> inside a sentence, <unk> (which stays). The specials' ids change per set.
 TOKEN_CASES = [
     (SPECIALS + ["a", "dog", "runs", "the", "cat"],
      [[1, 4, 5, 6, 2, 8, 2], [1, 7, 8, 2, 0, 0, 0], [1, 4, 3, 5, 0, 6, 8], [1, 2, 0, 0, 0, 0, 0]]),
@@ -71,9 +59,8 @@ TOKEN_CASES = [
      [[0, 4, 5, 6, 7, 1, 2, 2], [0, 4, 0, 5, 1, 2, 2, 2], [0, 3, 3, 1, 3, 2, 2, 2]]),
 ]
 
-# Random logits (batch, L - 1, V) and decoded rows ys (batch, L), <s> first, row b shorter by b
-# tokens and padded (the last row of the second set fills L: an output that ran out of length);
-# the ids of <s> and <pad> and alpha change from set to set; a batch of one in the last.
+# Random logits (batch, L - 1, V) and rows ys (batch, L), <s> first, row b shorter by b tokens and padded; the ids of
+# <s> and <pad> and alpha change from set to set; a batch of one in the last.
 SCORE_SIZES = [dict(batch=3, L=7, vocab=11), dict(batch=4, L=9, vocab=13), dict(batch=1, L=6, vocab=17)]
 _SCORE_SETTINGS = [dict(bos=1, pad=0, alpha=0.6), dict(bos=2, pad=1, alpha=1.0), dict(bos=0, pad=3, alpha=0.8)]
 
@@ -94,9 +81,7 @@ def _ngrams(words: list[str], n: int) -> Counter:
 def _bleu(hypotheses: list[str], references: list[str], *, clip: bool = True, max_n: int = 4,
           mean: str = "geometric", bp: str = "paper", percent: bool = True, denominator: str = "output",
           level: str = "corpus", words: str = "split", short: str = "counted") -> float:
-    """Corpus BLEU as the paper reports it, or with one mistake switched on: ``words`` "space"
-    splits with str.split(" "), "lower" lowercases first; ``short`` "skipped" leaves out the
-    outputs shorter than max_n words, "formula" counts len - n + 1 n-grams (below 0 for them)."""
+    """Corpus BLEU as the paper reports it, or with one mistake switched on (named by its keyword)."""
     if level == "sentence":  # the mean of the sentences' own BLEU
         scores = [_bleu([h], [r], clip=clip, max_n=max_n, mean=mean, bp=bp, percent=percent)
                   for h, r in zip(hypotheses, references)]
@@ -139,34 +124,17 @@ def _bleu(hypotheses: list[str], references: list[str], *, clip: bool = True, ma
     return 100 * score if percent else score
 
 
-
-
-def _bleu_mistake(**switched) -> Callable:
-    def wrong(hypotheses: list[str], references: list[str]) -> float:
-        return _bleu(hypotheses, references, **switched)
-    return wrong
-
-
-def _lengths(probe) -> tuple[int, int]:
-    sizes = _bleu_sizes(*probe.args)
-    return sizes["hyp_words"], sizes["ref_words"]
-
-
 def _penalty_message(how: str) -> Callable:
     def message(probe) -> str:
-        c, r = _lengths(probe)
-        return {
-            "inverted": f"the brevity penalty is inverted: here the outputs have c = {c} words and the references r "
-                        f"= {r}, and BP = exp(1 - r/c) = {math.exp(1 - r / c):.3f}, not exp(1 - c/r) = "
-                        f"{math.exp(1 - c / r):.3f}; the penalty must shrink the score more as the output gets "
-                        "shorter.",
-            "no min": f"the brevity penalty rewards long outputs: with c = {c} > r = {r}, exp(1 - r/c) = "
-                      f"{math.exp(1 - r / c):.3f} is above 1. BP = min(1, exp(1 - r/c)): a long output is not "
-                      "rewarded, its precisions already suffer.",
-            "none": f"the brevity penalty is missing, or inverted and capped at 1: here c = {c} < r = {r}, so BP = "
-                    f"exp(1 - r/c) = {math.exp(1 - r / c):.3f} multiplies the geometric mean (exp(1 - c/r) = "
-                    f"{math.exp(1 - c / r):.3f} is above 1, and min(1, ...) makes it 1).",
-        }[how]
+        sizes = _bleu_sizes(*probe.args)
+        c, r = sizes["hyp_words"], sizes["ref_words"]
+        bp, inverse = f"exp(1 - r/c) = {math.exp(1 - r / c):.3f}", f"exp(1 - c/r) = {math.exp(1 - c / r):.3f}"
+        return {"inverted": f"the brevity penalty is inverted: here c = {c} words of output and r = {r} of reference, "
+                            f"and BP = {bp}, not {inverse}: the shorter the output, the smaller the penalty.",
+                "no min": f"the brevity penalty rewards long outputs: with c = {c} > r = {r}, {bp} is above 1. BP = "
+                          "min(1, exp(1 - r/c)).",
+                "none": f"the brevity penalty is missing, or inverted and capped at 1: here c = {c} < r = {r}, so BP = "
+                        f"{bp} multiplies the geometric mean ({inverse} is above 1, and min(1, ...) makes it 1)."}[how]
     return message
 
 
@@ -175,8 +143,7 @@ def _nan(found: dict, probe) -> str | None:
     if found["kind"] == "tensor" and found["values"] is not None and found["values"].numel() == 1:
         value = float(found["values"].reshape(()))
     if isinstance(value, float) and math.isnan(value):
-        return ("your function returned NaN: is a log taken of 0, or a 0/0 computed? With no match of some "
-                "order, BLEU is 0.")
+        return "your function returned NaN: a log of 0, or 0/0? With no match of some order, BLEU is 0."
     return None
 
 
@@ -188,9 +155,12 @@ def _through_sacrebleu(hypotheses: list[str], references: list[str]) -> float:
     return BLEU(tokenize="none", smooth_method="none").corpus_score(hypotheses, [references]).score
 
 
-_YOURSELF = ("the exercise is to compute BLEU yourself: count each output's n-grams (n = 1 to 4), clip each count "
-             "by the reference's, sum matches and totals over the corpus, take the geometric mean of the four "
-             "precisions and multiply by the brevity penalty.")
+def _bleu_mistake(**switched) -> Callable:
+    return functools.partial(_bleu, **switched)
+
+
+_YOURSELF = ("the exercise is to compute BLEU yourself: count each output's n-grams (n = 1 to 4), clip them, sum over "
+             "the corpus, take the geometric mean of the precisions times the brevity penalty.")
 
 BLEU_MISTAKES = (
     Mistake(f"your function calls sacrebleu (corpus_score), directly or through the course's corpus_bleu; {_YOURSELF}",
@@ -199,61 +169,53 @@ BLEU_MISTAKES = (
     Mistake(f"your function calls sacrebleu ({{found}}); {_YOURSELF}", "sacrebleu called", stage="source",
             source=r"\bsacrebleu\b|(?<=\. )(corpus_score|sentence_score|compute_bleu|_compute_score_from_stats)\b",
             example=_through_sacrebleu),
-    Mistake("your score is a fraction; BLEU is reported in percent, times 100 (the paper's 27.3, not 0.273), as "
-            "sacrebleu reports it.", "a fraction, not percent", like=_bleu_mistake(percent=False)),
+    Mistake("your score is a fraction; BLEU is reported in percent, times 100 (the paper's 27.3, not 0.273).",
+            "a fraction, not percent", like=_bleu_mistake(percent=False)),
     Mistake(_penalty_message("inverted"), "the brevity penalty inverted", like=_bleu_mistake(bp="inverted")),
     Mistake(_penalty_message("no min"), "the brevity penalty above 1", like=_bleu_mistake(bp="no min")),
     Mistake(_penalty_message("none"), "no brevity penalty", like=_bleu_mistake(bp="none"),
             example=_bleu_mistake(bp="inverted min")),
-    Mistake("the n-gram matches are not clipped: an n-gram of the output counts at most as many times as it occurs "
-            "in the reference, min(count in output, count in reference): against a reference holding 'the cat' "
-            "once, the output 'the cat the cat' matches it once, not twice.", "matches not clipped",
+    Mistake("the n-gram matches are not clipped: an n-gram of the output counts at most as often as in the "
+            "reference, min(count in output, count in reference).", "matches not clipped",
             like=_bleu_mistake(clip=False)),
     Mistake("you took the arithmetic mean of the four precisions; BLEU takes their geometric mean, exp((log p_1 + "
             "log p_2 + log p_3 + log p_4) / 4).", "the arithmetic mean", like=_bleu_mistake(mean="arithmetic")),
-    Mistake("you averaged the BLEU of each sentence; corpus BLEU sums the clipped matches, the output n-grams and "
-            "the lengths over all sentences first, then computes one score.", "the mean of sentence BLEU",
+    Mistake("you averaged the BLEU of each sentence; corpus BLEU sums the matches, n-grams and lengths over all "
+            "sentences first, then computes one score.", "the mean of sentence BLEU",
             like=_bleu_mistake(level="sentence")),
-    Mistake("you averaged the precisions of the sentences; corpus BLEU sums the clipped matches and the output "
-            "n-grams over all sentences, then divides once: p_n = sum of matches / sum of n-grams.",
-            "the mean of sentence precisions", like=_bleu_mistake(level="macro")),
+    Mistake("you averaged the precisions of the sentences; corpus BLEU sums the matches and n-grams over all "
+            "sentences, then divides once.", "the mean of sentence precisions", like=_bleu_mistake(level="macro")),
     Mistake("your score uses the 1- to 3-gram precisions; BLEU uses n = 1 to 4 (range(1, 5)).", "n up to 3",
             like=_bleu_mistake(max_n=3)),
-    Mistake("you divided the matches by the reference's n-grams: a precision divides by the output's n-grams (how "
-            "much of the output is right); the brevity penalty, not a recall, covers what is missing.",
-            "the reference's n-grams as denominator", like=_bleu_mistake(denominator="reference")),
+    Mistake("you divided the matches by the reference's n-grams: a precision divides by the output's n-grams (the "
+            "brevity penalty covers what is missing).", "the reference's n-grams as denominator",
+            like=_bleu_mistake(denominator="reference")),
     Mistake("you lowercased the sentences: BLEU compares the words as they are written, so 'A' does not match 'a' "
-            "(sacrebleu's default; it lowercases only when asked, as the course's corpus_bleu is and as its "
-            "signature's case:lc records). Split the sentences as they are, hypothesis.split().", "lowercased",
+            "(sacrebleu's default). Split the sentences as they are, hypothesis.split().", "lowercased",
             like=_bleu_mistake(words="lower")),
-    Mistake("you split at single spaces, str.split(' '): a double space, or a space at the start or end of a "
-            "sentence, makes an empty word '' (and an empty output one word). str.split() with no argument splits "
-            "at any run of spaces and drops them at the ends.", "split at single spaces",
+    Mistake("you split at single spaces, str.split(' '): a double space, or a space at either end, makes an empty "
+            "word ''. str.split() splits at any run of spaces and drops them at the ends.", "split at single spaces",
             like=_bleu_mistake(words="space")),
-    Mistake("you left out the outputs shorter than 4 words: they still count, their words in c and their "
-            "references in r, their 1-grams (and the n-grams they have) in the precisions; an output of one word "
-            "just has no 2-, 3- or 4-gram.", "short outputs left out", like=_bleu_mistake(short="skipped")),
-    Mistake("you counted an output shorter than n words as one n-gram of order n (range(max(1, len(words) - n + "
-            "1)) takes words[0:n] even when it holds fewer than n words): such an output has no n-gram of that "
-            "order, and adds nothing to the total; range(len(words) - n + 1) is empty then.",
-            "a short output as one n-gram", like=_bleu_mistake(short="truncated")),
-    Mistake("you counted len(words) - n + 1 n-grams for every output: for an output shorter than n words that is "
-            "below 0 (an empty output has -3 4-grams), and the totals shrink. Count the n-grams you extract, "
-            "max(0, len(words) - n + 1).", "a negative count of n-grams", like=_bleu_mistake(short="formula")),
+    Mistake("you left out the outputs shorter than 4 words: they still count, in c and r and in the precisions of "
+            "the n-grams they have.", "short outputs left out", like=_bleu_mistake(short="skipped")),
+    Mistake("you counted an output shorter than n words as one n-gram of order n (range(max(1, len(words) - n + 1))): "
+            "it has no n-gram of that order; range(len(words) - n + 1) is empty then.", "a short output as one n-gram",
+            like=_bleu_mistake(short="truncated")),
+    Mistake("you counted len(words) - n + 1 n-grams for every output: below 0 for an output shorter than n words. "
+            "Count the n-grams you extract, max(0, len(words) - n + 1).", "a negative count of n-grams",
+            like=_bleu_mistake(short="formula")),
     Mistake("", "NaN", find=_nan, example=lambda hypotheses, references: float("nan")),
 )
 
 _BLEU_ERRORS = ((r"math domain error", "\nHint: a precision p_n is 0 here, and log(0) is undefined: BLEU is then 0 "
                                        "(no smoothing), return 0.0 before taking the logs."),
                 (r"division by zero", "\nHint: the outputs here are shorter than 4 words (or empty), so the corpus "
-                                      "holds no n-gram of some order: p_n = 0 / 0. sacrebleu counts such a precision "
-                                      "as 0, and BLEU is then 0: test the matches (or the n-gram totals) before you "
-                                      "divide, and return 0.0."))
+                                      "holds no n-gram of some order: p_n = 0 / 0, which sacrebleu counts as 0: test "
+                                      "the totals before you divide, and return 0.0."))
 
 
 def _bleu_probes(device: str | None) -> list[Probe]:
-    """One probe per toy corpus; where BLEU is 0 without smoothing, the course's corpus_bleu's
-    smoothed score (sacrebleu's default) passes too."""
+    """One probe per toy corpus; where BLEU is 0 without smoothing, corpus_bleu's smoothed score passes too."""
     probes = []
     for hypotheses, references in BLEU_CORPORA:
         accept = None
@@ -268,12 +230,11 @@ def _bleu_probes(device: str | None) -> list[Probe]:
 
 
 _BLEU_NOTES = {  # what a corpus tries that the ones before it do not
-    2: "no 4-gram of these outputs is in its reference, so p_4 = 0 and BLEU is 0 without smoothing (sacrebleu's "
-       "default smoothing, which the course's corpus_bleu uses, gives another score; either is accepted)",
-    3: "these sentences hold capitals (BLEU is case-sensitive), a double space and spaces around a sentence "
-       "(str.split() drops them), an output of one word and an empty one (no n-gram above their length)",
-    4: "this corpus is one output of two words: it holds no 3-gram and no 4-gram, so p_3 and p_4 are 0 "
-       "(not 0 / 0) and BLEU is 0",
+    2: "no 4-gram of these outputs is in its reference, so p_4 = 0 and BLEU is 0 without smoothing (corpus_bleu's "
+       "smoothed score is accepted too)",
+    3: "these sentences hold capitals (BLEU is case-sensitive), a double space and spaces around a sentence, an output "
+       "of one word and an empty one",
+    4: "this corpus is one output of two words: no 3-gram and no 4-gram, so p_3 and p_4 are 0 and BLEU is 0",
 }
 
 
@@ -297,21 +258,15 @@ BLEU_CHECK = Declaration(
 
 
 def check_bleu(bleu: Callable) -> None:
-    """Check ``bleu(hypotheses, references) -> float`` against sacrebleu's corpus BLEU (no
-    smoothing, split at whitespace, case-sensitive; ``_bleu``, which tests/test_declarations_10_11
-    compares with sacrebleu and the course's ``corpus_bleu``) on the toy corpora of ``BLEU_CORPORA``:
-    outputs shorter than their references, longer ones, one with no 4-gram match (where the course's
-    ``corpus_bleu``, smoothed, passes too), text with capitals, a double space, spaces around a
-    sentence, a one-word and an empty output, and a corpus with no 3-gram. A function whose code
-    calls sacrebleu (or the course's corpus_bleu) fails before it runs.
+    """Check ``bleu(hypotheses, references) -> float`` against sacrebleu's corpus BLEU (no smoothing, split at
+    whitespace, case-sensitive) on ``BLEU_CORPORA``. A function whose code calls sacrebleu fails before it runs.
 
-    Diagnoses: a call to sacrebleu (or the course's corpus_bleu) instead of the computation, a
-    result of another kind or NaN, a fraction instead of percent, the brevity penalty inverted,
-    above 1 or missing, counts not clipped, the arithmetic mean, the mean of sentence scores or
-    of sentence precisions, three n-gram orders, the reference's n-grams as the denominator,
-    lowercased text, str.split(" ") instead of str.split(), outputs shorter than 4 words left
-    out, given a negative count of n-grams or counted as one n-gram, log(0), a division by zero where the corpus has
-    no n-gram of some order, and code that reads only some of the sentences.
+    Diagnoses: a call to sacrebleu (or the course's corpus_bleu) instead of the computation, a result of another kind or
+    NaN, a fraction instead of percent, the brevity penalty inverted, above 1 or missing, counts not clipped, the
+    arithmetic mean, the mean of sentence scores or of sentence precisions, three n-gram orders, the reference's n-grams
+    as the denominator, lowercased text, str.split(" ") instead of str.split(), outputs shorter than 4 words left out,
+    given a negative count of n-grams or counted as one n-gram, log(0), a division by zero where the corpus has no
+    n-gram of some order, and code that reads only some of the sentences.
     """
     check(BLEU_CHECK, bleu)
 
@@ -321,9 +276,7 @@ def check_bleu(bleu: Callable) -> None:
 
 def _row_tokens(ids: list[int], vocab: Vocab, *, cut: str = "first", keep_eos: bool = False,
                 drop: tuple = (BOS, PAD), course_ids: bool = False) -> list[str]:
-    """``ids_to_tokens`` written out, or with one mistake switched on: ``cut`` "last" (the last
-    </s>), "none" (no cut, </s> dropped) or "pad" (at the first </s> or <pad>); ``keep_eos``;
-    ``drop`` the specials left out; ``course_ids`` the ids 1, 2, 0 written in for <s>, </s>, <pad>."""
+    """``ids_to_tokens`` written out, or with one mistake switched on (named by its keyword)."""
     bos, eos, pad = (1, 2, 0) if course_ids else (vocab[BOS], vocab[EOS], vocab[PAD])
     stops = [i for i, t in enumerate(ids) if t == eos or (cut == "pad" and t == pad)]
     if stops and cut != "none":
@@ -335,55 +288,44 @@ def _row_tokens(ids: list[int], vocab: Vocab, *, cut: str = "first", keep_eos: b
     return [vocab.itos[t] for t in ids if t not in dropped]
 
 
+_AFTER = "what follows the first </s> (a row decoded with eos_idx=None) is not part of the translation"
 _TOKEN_MISTAKES = [
-    (dict(keep_eos=True), "the output keeps its </s>: the tokens are what lies between <s> and the first </s>, "
-                          "both left out (BLEU would count '</s>' as a word of the translation)."),
-    (dict(cut="last"), "you cut at the last </s>, not the first: a row decoded without stopping (eos_idx=None) "
-                       "goes on after its first </s>, and what follows is not part of the translation. Cut at "
-                       "ids.index(eos)."),
-    (dict(cut="last", keep_eos=True), "you cut after the last </s>: the translation ends before the first "
-                                      "</s>, ids[: ids.index(eos)]."),
-    (dict(cut="none"), "you dropped the </s> tokens but did not cut at the first one: what follows the first "
-                       "</s> (a row decoded with eos_idx=None) is not part of the translation."),
-    (dict(cut="pad"), "you stopped at the first <pad> as well as at </s>: a model may write <pad> inside a "
-                      "sentence; it is dropped there, and the sentence goes on to its </s>."),
+    (dict(keep_eos=True), "the output keeps its </s>: the tokens are what lies between <s> and the first </s>, both "
+                          "left out (BLEU would count '</s>' as a word)."),
+    (dict(cut="last"), f"you cut at the last </s>, not the first: {_AFTER}. Cut at ids.index(eos)."),
+    (dict(cut="last", keep_eos=True), "you cut after the last </s>: the translation ends before the first </s>, "
+                                      "ids[: ids.index(eos)]."),
+    (dict(cut="none"), f"you dropped the </s> tokens but did not cut at the first one: {_AFTER}."),
+    (dict(cut="pad"), "you stopped at the first <pad> as well as at </s>: a <pad> inside a sentence is dropped, and "
+                      "the sentence goes on to its </s>."),
     (dict(drop=(PAD,)), "the output keeps its <s>: leave out every <s> of the row, the first included."),
-    (dict(drop=(BOS,)), "the output keeps <pad> tokens: a row of a batch is padded, and a model may write <pad> "
-                        "itself; leave out every <pad> before the first </s>."),
-    (dict(drop=()), "the output keeps <s> and <pad>: leave out both (the row starts with <s>, and <pad> may "
-                    "occur before </s>)."),
-    (dict(drop=(BOS, PAD, UNK)), "you dropped <unk> too: it is what the model wrote where it had no better "
-                                 "word, and a translation that lost it would look better than it is (sacrebleu "
-                                 "counts it as words that match nothing). Leave out <s> and <pad> only."),
-    (dict(course_ids=True), "the ids of the specials are written into your code (<s> = 1, </s> = 2, <pad> = 0): "
-                            "another vocabulary numbers them otherwise. Read them from the vocabulary you are "
-                            "given: vocab['</s>'], vocab['<s>'], vocab['<pad>']."),
+    (dict(drop=(BOS,)), "the output keeps <pad> tokens: leave out every <pad> before the first </s>."),
+    (dict(drop=()), "the output keeps <s> and <pad>: leave out both."),
+    (dict(drop=(BOS, PAD, UNK)), "you dropped <unk> too: it is what the model wrote, and a translation without it "
+                                 "would look better than it is. Leave out <s> and <pad> only."),
+    (dict(course_ids=True), "the ids of the specials are written into your code (<s> = 1, </s> = 2, <pad> = 0): read "
+                            "them from the vocabulary you are given, vocab['</s>'], vocab['<s>'], vocab['<pad>']."),
 ]
 
 
 def _tokens_mistake(mistake: dict, message: str) -> Mistake:
     def wrong(ids, vocab):
         return _row_tokens(ids, vocab, **mistake)
-
-    def text(p: Probe) -> str:
-        ids, vocab = p.args
-        return (f"ids_to_tokens({ids}, vocab) with the vocabulary {vocab.itos} gives {wrong(ids, vocab)}, where the "
-                f"tokens are {ids_to_tokens(list(ids), vocab)}: {message}")
-    return Mistake(text, ", ".join(f"{k} {v}" for k, v in mistake.items()).replace("_", " "), like=wrong)
+    return Mistake(lambda p: f"ids_to_tokens({p.args[0]}, vocab) with the vocabulary {p.args[1].itos} gives "
+                   f"{wrong(*p.args)}, where the tokens are {ids_to_tokens(list(p.args[0]), p.args[1])}: {message}",
+                   ", ".join(f"{k} {v}" for k, v in mistake.items()).replace("_", " "), like=wrong)
 
 
 def _ids(found: dict, p: Probe) -> str | None:
     got = found["value"]
     if got and all(isinstance(t, int) and not isinstance(t, bool) for t in got):
-        return f"ids_to_tokens returned ids, {list(got)}; return the tokens themselves, vocab.lookup_tokens(ids) " \
-               "(or vocab.itos[i] for each id)."
+        return f"ids_to_tokens returned ids, {list(got)}; return the tokens themselves, vocab.lookup_tokens(ids)."
     return None
 
 
 def _not_tokens(found: dict, name: str, what: str) -> str:
     if found.get("type") == "str":
-        return (f"{name} returned the string {found['value']!r}; return the list of tokens: joining them into text "
-                "is the detokenizer's work.")
+        return f"{name} returned the string {found['value']!r}; return the list of tokens (the detokenizer joins them)."
     return f"{name} should return a list of tokens, got {found['type']}"
 
 
@@ -404,8 +346,7 @@ TOKENS = Declaration(
     check="check_ids_to_tokens", function="ids_to_tokens", roles=("ids", "vocab"),
     reference=lambda ids, vocab: ids_to_tokens(list(ids), vocab), probes=_tokens_probes, sizes_fix=_tokens_hint,
     returns=Value("the tokens", kind="list", sequence=True, other=_not_tokens), consistent=True,
-    in_place="The caller uses the row again. Build a new list (a slice, ids[:end], is a new list) instead of "
-             "removing items from it (remove, pop, del).",
+    in_place="The caller uses the row again: build a new list (a slice, ids[:end]), not remove, pop or del.",
     mistakes=(Mistake("", "ids, not tokens", find=_ids,
                       example=lambda ids, vocab: [vocab[t] for t in ids_to_tokens(list(ids), vocab)]),
               *(_tokens_mistake(mistake, message) for mistake, message in _TOKEN_MISTAKES)),
@@ -418,13 +359,11 @@ TOKENS = Declaration(
 
 def check_ids_to_tokens(ids_to_tokens_fn: Callable) -> None:
     """Check ``ids_to_tokens(ids, vocab) -> tokens``, the tokens of one decoded row, against
-    ``annotated.evaluation.ids_to_tokens`` on the vocabularies and rows of ``TOKEN_CASES``:
-    padded rows, a row without </s>, an empty output, tokens after a first </s>, <pad> and <s>
-    written inside a sentence, <unk>, and the specials numbered otherwise from set to set.
+    ``annotated.evaluation.ids_to_tokens`` on the vocabularies and rows of ``TOKEN_CASES``.
 
-    Diagnoses: the ids changed in place, a string, ids or another kind of result, </s> kept,
-    a cut at the last </s> (or after it), no cut, a stop at the first <pad>, <s> or <pad> (or
-    both) kept, <unk> dropped, and the ids of the specials written into the code.
+    Diagnoses: the ids changed in place, a string, ids or another kind of result, </s> kept, a cut at the last </s> (or
+    after it), no cut, a stop at the first <pad>, <s> or <pad> (or both) kept, <unk> dropped, and the ids of the
+    specials written into the code.
     """
     check(TOKENS, ids_to_tokens_fn)
 
@@ -433,8 +372,7 @@ def check_ids_to_tokens(ids_to_tokens_fn: Callable) -> None:
 
 
 def _score_inputs(sizes: dict, settings: dict) -> tuple[torch.Tensor, torch.Tensor]:
-    """Random logits (batch, L - 1, V) and rows ys (batch, L): <s>, then ids other than <s> and
-    <pad> (0 among them where <pad> is not 0), row b shorter by b tokens, then padding."""
+    """Random logits (batch, L - 1, V) and rows ys (batch, L): <s>, other ids, row b shorter by b tokens, padding."""
     batch, L, vocab = sizes["batch"], sizes["L"], sizes["vocab"]
     bos, pad = settings["bos"], settings["pad"]
     g = torch.Generator().manual_seed(L * vocab)
@@ -450,70 +388,46 @@ def _score_inputs(sizes: dict, settings: dict) -> tuple[torch.Tensor, torch.Tens
 def _scores(logits: torch.Tensor, ys: torch.Tensor, alpha: float, pad: int, *, normalize: str = "log_softmax",
             shift: bool = True, mask: bool = True, length: str = "real", penalty: str = "divide") -> torch.Tensor:
     """s(Y) = log P(Y | X) / lp(|Y|) of each row, or with one mistake switched on."""
-    if normalize == "log_softmax":
-        log_probs = logits.log_softmax(-1)
-    elif normalize == "softmax":  # probabilities, not their logarithms
-        log_probs = logits.softmax(-1)
-    elif normalize == "positions":
-        log_probs = logits.log_softmax(1)
-    else:  # the raw logits
-        log_probs = logits
+    log_probs = {"log_softmax": lambda: logits.log_softmax(-1), "softmax": lambda: logits.softmax(-1),
+                 "positions": lambda: logits.log_softmax(1), "none": lambda: logits}[normalize]()
     labels = ys[:, 1:] if shift else ys[:, :-1]  # (batch, L - 1)
     picked = log_probs.gather(-1, labels.unsqueeze(-1)).squeeze(-1)  # (batch, L - 1)
     real = ys[:, 1:] != pad
     log_p = (picked.masked_fill(~real, 0.0) if mask else picked).sum(-1)  # (batch,)
     n = real.sum(-1).to(logits.dtype)
     n = {"real": n, "with <s>": n + 1, "without </s>": n - 1, "padded": torch.full_like(n, ys.size(1) - 1)}[length]
-    if penalty == "none":
-        return log_p
-    if penalty == "mean":
-        return log_p / n
-    if penalty == "factor":
-        return log_p / ((5 + n) / 6 * alpha)
-    return log_p * lp(n, alpha) if penalty == "multiply" else log_p / lp(n, alpha)
+    return {"none": log_p, "mean": log_p / n, "factor": log_p / ((5 + n) / 6 * alpha),
+            "multiply": log_p * lp(n, alpha), "divide": log_p / lp(n, alpha)}[penalty]
 
 
-def _score_mistakes(alpha: float) -> list[tuple[dict, str]]:
-    return [
-        (dict(normalize="none"), "you summed the raw logits: log P needs log-probabilities, "
-                                 "logits.log_softmax(-1), before picking each label's."),
-        (dict(normalize="softmax"), "you summed probabilities, softmax(-1): log P(Y | X) is the sum of the "
-                                    "log-probabilities, log_softmax(-1) (the product of the probabilities)."),
-        (dict(normalize="positions"), "you normalized over the positions, log_softmax(1): each position's logits "
-                                      "are a distribution over the vocabulary, log_softmax(-1)."),
-        (dict(shift=False), "you scored the tokens the decoder reads, ys[:, :-1]: the logits at position i predict "
-                            "the next token, so the labels are ys[:, 1:], y_1 ... </s>."),
-        (dict(mask=False), "the padding was scored too: after a row's </s> come <pad> tokens, whose log-"
-                           "probabilities are not part of its output; keep only the positions where ys[:, 1:] "
-                           "!= pad_idx."),
-        (dict(length="with <s>"), "|Y| counted <s>: |Y| is the number of tokens after <s>, </s> included, (ys[:, "
-                                  "1:] != pad_idx).sum(-1)."),
-        (dict(length="without </s>"), "|Y| left out </s>: |Y| counts the tokens after <s>, </s> included, as "
-                                      "simple_beam_search's len(tokens) - 1 does."),
-        (dict(length="padded"), "every row got the same |Y|, the padded length: each row has its own length, the "
-                                "tokens after <s> that are not padding."),
-        (dict(penalty="none"), f"the length penalty is missing: s(Y) = log P(Y | X) / lp(|Y|), with lp(|Y|) = "
-                               f"((5 + |Y|) / 6)^alpha and alpha = {alpha} here."),
-        (dict(penalty="multiply"), "you multiplied log P by lp(|Y|): s(Y) divides by it."),
-        (dict(penalty="mean"), "you divided by |Y|, the mean log-probability per token: the length penalty "
-                               "divides by lp(|Y|) = ((5 + |Y|) / 6)^alpha."),
-        (dict(penalty="factor"), "you computed lp(|Y|) as ((5 + |Y|) / 6) * alpha: alpha is an exponent, "
-                                 "((5 + |Y|) / 6) ** alpha."),
-    ]
-
-
-def _score_mistake(**switched) -> Callable:
-    def wrong(logits: torch.Tensor, ys: torch.Tensor, alpha: float, pad_idx: int) -> torch.Tensor:
-        return _scores(logits, ys, alpha, pad_idx, **switched)
-    return wrong
-
-
-_SCORE_NAMES = ["raw logits", "probabilities", "a softmax over the positions", "labels not shifted",
-                "padding scored", "|Y| with <s>", "|Y| without </s>", "|Y| the padded length", "no length penalty",
-                "the penalty multiplied", "divided by |Y|", "alpha as a factor"]
-SCORE_MISTAKES = tuple(
-    Mistake(lambda probe, i=i: _score_mistakes(probe.args[2])[i][1], name, like=_score_mistake(**switched))
-    for i, ((switched, _), name) in enumerate(zip(_score_mistakes(0.0), _SCORE_NAMES, strict=True)))
+_LENGTH = "|Y| counts the tokens after <s>, </s> included, (ys[:, 1:] != pad_idx).sum(-1)"
+_LP = "lp(|Y|) = ((5 + |Y|) / 6)^alpha"
+# (the mistake's name, the switches of _scores that make it, its message; {alpha}: the probe's)
+_SCORE_MISTAKES = [
+    ("raw logits", dict(normalize="none"), "you summed the raw logits: log P needs log-probabilities, "
+     "logits.log_softmax(-1), before picking each label's."),
+    ("probabilities", dict(normalize="softmax"), "you summed probabilities, softmax(-1): log P(Y | X) is the sum of "
+     "the log-probabilities, log_softmax(-1)."),
+    ("a softmax over the positions", dict(normalize="positions"), "you normalized over the positions, "
+     "log_softmax(1): each position's logits are a distribution over the vocabulary, log_softmax(-1)."),
+    ("labels not shifted", dict(shift=False), "you scored the tokens the decoder reads, ys[:, :-1]: the logits at "
+     "position i predict the next token, so the labels are ys[:, 1:]."),
+    ("padding scored", dict(mask=False), "the padding was scored too: keep only the positions where ys[:, 1:] != "
+     "pad_idx."),
+    ("|Y| with <s>", dict(length="with <s>"), f"|Y| counted <s>: {_LENGTH}."),
+    ("|Y| without </s>", dict(length="without </s>"), f"|Y| left out </s>: {_LENGTH}."),
+    ("|Y| the padded length", dict(length="padded"), f"every row got the same |Y|, the padded length: {_LENGTH}."),
+    ("no length penalty", dict(penalty="none"), "the length penalty is missing: s(Y) = log P(Y | X) / lp(|Y|), with "
+     "lp(|Y|) = ((5 + |Y|) / 6)^alpha and alpha = {alpha} here."),
+    ("the penalty multiplied", dict(penalty="multiply"), "you multiplied log P by lp(|Y|): s(Y) divides by it."),
+    ("divided by |Y|", dict(penalty="mean"), f"you divided by |Y|, the mean log-probability per token: the length "
+     f"penalty divides by {_LP}."),
+    ("alpha as a factor", dict(penalty="factor"), "you computed lp(|Y|) as ((5 + |Y|) / 6) * alpha: alpha is an "
+     "exponent, ((5 + |Y|) / 6) ** alpha."),
+]
+SCORE_MISTAKES = tuple(Mistake(lambda p, m=message: m.replace("{alpha}", str(p.args[2])), name,
+                               like=functools.partial(_scores, **switched))
+                       for name, switched, message in _SCORE_MISTAKES)
 
 
 def _score_probes(device: str | None) -> list[Probe]:
@@ -529,12 +443,10 @@ def _score_probes(device: str | None) -> list[Probe]:
 
 def _scores_hint(passed: list, sizes: dict, message: str) -> str:
     settings = _SCORE_SETTINGS[SCORE_SIZES.index(sizes)]
-    hint = _hard_coded_hint(passed, sizes, message, "Read the sizes from the inputs, and use the pad_idx and "
-                                                    "alpha you are given.")
-    notes = [f"here <pad> is {settings['pad']} and alpha is {settings['alpha']}"]
-    if sizes["batch"] == 1:
-        notes.append("the batch here is one row: a squeeze() drops its dimension")
-    return hint + "".join(f"\nNote: {note}." for note in notes)
+    hint = _hard_coded_hint(passed, sizes, message, "Read the sizes from the inputs, and use the pad_idx and alpha "
+                                                    "you are given.")
+    one = "\nNote: the batch here is one row: a squeeze() drops its dimension." if sizes["batch"] == 1 else ""
+    return hint + f"\nNote: here <pad> is {settings['pad']} and alpha is {settings['alpha']}.{one}"
 
 
 SCORES = Declaration(
@@ -548,18 +460,13 @@ SCORES = Declaration(
 
 
 def check_sequence_scores(sequence_scores: Callable) -> None:
-    """Check ``sequence_scores(logits, ys, alpha, pad_idx) -> (batch,)``, s(Y) = log P(Y | X) /
-    lp(|Y|) of decoded rows ys from the logits a forward pass gives with teacher forcing,
-    against the course's formula (``_scores``, which tests/test_declarations_10_11 compares with
-    notebook 11's row-by-row score) on the random inputs of ``SCORE_SIZES``: rows of different
-    lengths, padded, other ids of <s> and <pad> and other alphas from set to set, and a batch of
-    one.
+    """Check ``sequence_scores(logits, ys, alpha, pad_idx) -> (batch,)``, s(Y) = log P(Y | X) / lp(|Y|) of decoded
+    rows ys from teacher-forced logits, against the course's formula (``_scores``) on the inputs of ``SCORE_SIZES``.
 
-    Diagnoses: an input changed in place, a result of another dtype, kind or shape (a batch of
-    one squeezed away), raw logits, probabilities or a softmax over the positions, the labels
-    not shifted, padding scored, |Y| counted with <s>, without </s> or as the padded length,
-    the length penalty missing, multiplied, replaced by the length or with alpha as a factor,
-    and sizes or a padding id written into the code.
+    Diagnoses: an input changed in place, a result of another dtype, kind or shape (a batch of one squeezed away), raw
+    logits, probabilities or a softmax over the positions, the labels not shifted, padding scored, |Y| counted with <s>,
+    without </s> or as the padded length, the length penalty missing, multiplied, replaced by the length or with alpha
+    as a factor, and sizes or a padding id written into the code.
     """
     check(SCORES, sequence_scores)
 
