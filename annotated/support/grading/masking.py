@@ -1,19 +1,6 @@
-"""Checks of notebook 03's exercises, as declarations (``annotated.support.grading.engine``): the
-padding, look-ahead and target masks of ``annotated.masks``, and the right shift of
-``annotated.batching.Batch`` that makes the decoder's input and labels.
-
-A mask here is the course's: a bool tensor, True where a query may attend to a key, with
-the shape of ``annotated.masks`` (padding ``(batch, 1, L)``, look-ahead ``(L, L)``, target
-``(batch, L, L)``). Results that are not bool are named before any comparison: a float mask
-of 0 and -inf (``nn.Transformer``'s additive form) or of 0 and 1, an integer mask. Token
-tensors (the decoder's input and labels) must keep the dtype of the tokens.
-
-Besides the notebook's sizes, each check runs a batch of one sentence of int32 ids (a
-``.squeeze()`` drops its batch axis; ids keep their dtype), the look-ahead masks also at
-5,001 positions (a table precomputed at 512 or 5,000 positions and sliced falls short), and
-calls the function a second time to see that its first result did not change (a tensor kept
-between calls and filled again).
-"""
+"""Checks of notebook 03 as declarations (``engine``): the padding, look-ahead and target masks of
+``annotated.masks`` (bool, True where a query may attend to a key) and the right shift of
+``annotated.batching.Batch`` that makes the decoder's input and labels."""
 
 from collections.abc import Callable
 
@@ -23,12 +10,9 @@ from annotated.batching import Batch
 from annotated.masks import padding_mask, subsequent_mask, target_mask
 from annotated.support.grading.engine import Declaration, Items, Mistake, Probe, Tensor, check
 
-# Within a set all sizes differ (a swapped axis shows in the shape); from one set to the next
-# every size changes, the pad index too, so a size or a pad index written into the code fails.
-# The last set of each is a batch of one sentence (a .squeeze() drops its batch axis) of int32
-# ids (ids that come back must keep that dtype); the look-ahead masks there and in
-# LOOK_AHEAD_SIZES reach LONG positions, beyond a table precomputed at the 512 or 5,000
-# positions of common maximum lengths.
+# Within a set all sizes differ; every size and the pad index change from one set to the next. The last
+# set is a batch of one sentence (a .squeeze() drops its axis) of int32 ids (ids keep their dtype), its
+# masks LONG positions, beyond a table precomputed at 512 or 5,000 positions.
 LONG = 5001
 PADDING_SIZES = [dict(batch=3, L=6, pad_idx=0), dict(batch=4, L=5, pad_idx=2),
                  dict(batch=2, L=7, pad_idx=9), dict(batch=1, L=8, pad_idx=5, ids="int32")]
@@ -37,25 +21,13 @@ TARGET_SIZES = [dict(batch=3, L=6, pad_idx=0), dict(batch=2, L=5, pad_idx=4),
                 dict(batch=4, L=7, pad_idx=1), dict(batch=1, L=LONG, pad_idx=3, ids="int32")]
 SHIFT_SIZES = [dict(batch=2, L=6, pad_idx=0), dict(batch=3, L=5, pad_idx=7),
                dict(batch=4, L=8, pad_idx=1), dict(batch=1, L=LONG + 1, pad_idx=6, ids="int32")]
-# Above this length a wrong mask is reported by its first difference only: the known mistakes'
-# candidate masks would cost hundreds of megabytes.
-SMALL = 64
-SIZE_SETS = {
-    "check_padding_mask": PADDING_SIZES,
-    "check_subsequent_mask": LOOK_AHEAD_SIZES,
-    "check_target_mask": TARGET_SIZES,
-    "check_decoder_input_and_labels": SHIFT_SIZES,
-}
-
-# The other device the masks must be built on when asked, in a notebook: the GPU, where there is
-# one. (The device 'meta', which every machine has, costs seconds at its first use: too slow for
-# a notebook's check; the grader and the tests use it.)
+SMALL = 64  # above this length the known mistakes' candidate masks would cost hundreds of megabytes
+SIZE_SETS = {"check_padding_mask": PADDING_SIZES, "check_subsequent_mask": LOOK_AHEAD_SIZES,
+             "check_target_mask": TARGET_SIZES, "check_decoder_input_and_labels": SHIFT_SIZES}
+# The other device in a notebook ('meta' costs seconds at its first use: the grader and the tests use it).
 OTHER_DEVICE: str | None = "cuda" if torch.cuda.is_available() else None
-
 VOCAB = 12  # token ids 0 .. 11 in the checks' batches; every id but pad_idx is a real token
-
-_CONVENTION = ("the course's masks are bool, True where a query may attend to a key "
-               "(notebook 03, annotated.masks)")
+_CONVENTION = "the course's masks are bool, True where a query may attend to a key (notebook 03, annotated.masks)"
 
 
 # ---------------------------------------------------------------- what a mask must be
@@ -63,58 +35,25 @@ _CONVENTION = ("the course's masks are bool, True where a query may attend to a 
 
 def _dtype_message(found: dict, name: str, what: str, args: tuple = ()) -> str:
     """Why a mask of another dtype than bool is wrong, from what it holds."""
-    start = f"{name} returned {what} as a torch.{found['dtype']} tensor"
-    values = found["values"]
+    start, values = f"{name} returned {what} as a torch.{found['dtype']} tensor", found["values"]
     if values is None:  # 'meta': no values to look at
         return f"{start}; {_CONVENTION}."
     if values.is_floating_point() and ((values == 0) | (values == float("-inf"))).all():
-        return (
-            f"{start} of 0.0 and -inf: that is the additive form of a mask, added to the "
-            "scores, which nn.Transformer uses (generate_square_subsequent_mask returns one). But "
-            f"{_CONVENTION}, and attention fills the scores with scores.masked_fill(~mask, "
-            "float('-inf')). Return a bool tensor: a comparison (tokens != pad_idx) is one, and "
-            "torch.ones(..., dtype=torch.bool) makes one."
-        )
+        return (f"{start} of 0.0 and -inf: that is the additive form of a mask, which nn.Transformer uses. But "
+                f"{_CONVENTION}, and attention fills the scores with scores.masked_fill(~mask, float('-inf')). "
+                "Return a bool tensor: a comparison (tokens != pad_idx) is one.")
     if not values.is_complex() and ((values == 0) | (values == 1)).all():
-        if values.is_floating_point():
-            kind, invert = "0.0 and 1.0", "~ does not work on a float tensor at all"
-        else:
-            kind, invert = "0 and 1", ("~ on an integer tensor flips every bit (~1 is -2, ~0 is "
-                                       "-1) instead of swapping True and False")
-        return (
-            f"{start} of {kind}: right in spirit, but {_CONVENTION}. masked_fill accepts only a "
-            f"bool mask, and {invert}. A comparison (tokens != pad_idx, key <= query) is bool "
-            "already: drop the .int(), .long() or .float(), and build tables with "
-            "dtype=torch.bool."
-        )
+        kind, invert = (("0.0 and 1.0", "~ does not work on a float tensor") if values.is_floating_point() else
+                        ("0 and 1", "~ on an integer tensor flips every bit (~1 is -2)"))
+        return (f"{start} of {kind}: right in spirit, but {_CONVENTION}. masked_fill accepts only a bool mask, and "
+                f"{invert}. A comparison is bool already: drop the .int(), .long() or .float(), and build tables "
+                "with dtype=torch.bool.")
     return f"{start}; {_CONVENTION}: return the result of a comparison, or dtype=torch.bool."
-
-
-def _mismatch(got: torch.Tensor, expected: torch.Tensor, what: str) -> str:
-    """A mask that differs in a way no known mistake explains: where, with both masks shown."""
-    wrong = got != expected
-    first = tuple(wrong.nonzero()[0].tolist())
-    message = (f"mismatch in {what}: {int(wrong.sum())} of its {wrong.numel()} entries differ "
-               f"from the course's, the first at index {first}: yours {bool(got[first])}, "
-               f"expected {bool(expected[first])}.")
-    if got.numel() <= 128:
-        message += f"\nexpected (1 = may attend):\n{expected.int()}\nyours:\n{got.int()}"
-    return message
-
-
-_DEVICE_TEXT = {
-    "asked": ("the check asked for device={device!r}: create it there, device=device in "
-              "the torch.ones (or torch.arange) that builds it. target_mask needs this to "
-              "build the look-ahead mask where the tokens are, on a GPU in training."),
-    "cpu": "the check expects it on the cpu, where its inputs are: leave out .cuda() and .to(...).",
-    "elsewhere": ("the tokens are on {device}: build every tensor where the tokens are, "
-                  "device=tokens.device (subsequent_mask(L, tokens.device))."),
-}
 
 
 def _mask(what: str, like: int | None = 0, device_from: int | None = None, label: str | None = None) -> Tensor:
     return Tensor(what, dtype="bool", like=like, device_from=device_from, kind="a bool", label=label,
-                  device_text=_DEVICE_TEXT, dtype_message=_dtype_message, mismatch=_mismatch)
+                  dtype_message=_dtype_message)
 
 
 # ---------------------------------------------------------------- inputs
@@ -122,29 +61,18 @@ def _mask(what: str, like: int | None = 0, device_from: int | None = None, label
 
 def _tokens(g: torch.Generator, batch: int, L: int, pad_idx: int, pads: list[int],
             left: int | None = None, dtype: torch.dtype = torch.int64) -> torch.Tensor:
-    """(batch, L) random ids of ``dtype``, none equal to pad_idx, with pads[b] padding tokens
-    at the end of row b (at the start of row ``left``). Row 0 begins with the smallest ids that
-    are not the pad index, 0 among them when pad_idx != 0: an answer that compares with 0, or
-    keeps only the ids above pad_idx, shows."""
+    """(batch, L) random ids of ``dtype``, none equal to pad_idx, with pads[b] padding tokens at the end of
+    row b (at the start of row ``left``). Row 0 begins with the smallest ids that are not the pad index (0
+    among them when pad_idx != 0): an answer that compares with 0, or keeps the ids above pad_idx, shows."""
     real_ids = torch.tensor([i for i in range(VOCAB) if i != pad_idx])
     tokens = real_ids[torch.randint(len(real_ids), (batch, L), generator=g)]
     tokens[0, :3] = real_ids[:3]
-    for b, n in enumerate(pads):
-        if n:
-            if b == left:
-                tokens[b, :n] = pad_idx
-            else:
-                tokens[b, L - n:] = pad_idx
+    for b, n in enumerate(pads):  # n = 0: an empty slice
+        tokens[b, slice(None, n) if b == left else slice(L - n, None)] = pad_idx
     return tokens.to(dtype)
 
 
-def _table(size: int) -> torch.Tensor:
-    """A look-ahead table precomputed at a fixed size (a known mistake's example)."""
-    return torch.ones(size, size, dtype=torch.bool).tril()
-
-
 def _ids(sizes: dict) -> torch.dtype:
-    """The dtype of the token ids of a set of sizes: int64 unless the set says otherwise."""
     return {"int32": torch.int32}.get(sizes.get("ids"), torch.int64)
 
 
@@ -156,12 +84,9 @@ def _call_text(name: str, what: str, tokens: torch.Tensor, pad_idx: int) -> str:
 
 def _table_hint(L: int) -> str:
     """Why a look-ahead mask falls short at ``L`` positions, when ``L`` is the long length."""
-    if L < LONG:
-        return ""
-    return (f"\nHint: here L = {L}, longer than a table precomputed at a fixed size (512 or "
-            "5,000 positions) and sliced, table[:L, :L], which then stops short. Build the "
-            "look-ahead mask from L on every call, subsequent_mask(L, tokens.device): it costs "
-            "next to nothing.")
+    return "" if L < LONG else (
+        f"\nHint: here L = {L}, longer than a table precomputed at a fixed size (512 or 5,000 positions) and "
+        "sliced, table[:L, :L]. Build the look-ahead mask from L on every call, subsequent_mask(L, tokens.device).")
 
 
 def _short_table(found: dict, probe: Probe) -> str | None:
@@ -169,9 +94,8 @@ def _short_table(found: dict, probe: Probe) -> str | None:
     shape, size = found["shape"], probe.tags["L"]
     n = shape[-1] if shape else 0
     if len(shape) >= 2 and shape[-2] == n and 0 < n < size:
-        return (f"Your mask stops at {n} positions: a table precomputed at that size and "
-                "sliced, table[:size, :size], cannot serve a longer sentence. Build the mask "
-                "from the size on every call.")
+        return (f"Your mask stops at {n} positions: a table precomputed at that size and sliced cannot serve a "
+                "longer sentence. Build the mask from the size on every call.")
     return None
 
 
@@ -180,15 +104,11 @@ _BROADCAST = r"must match the size of tensor|not broadcastable|doesn't match the
 
 def _on_device_error(device: str) -> Callable:
     """The message of an exception with tokens on another device than the cpu."""
-    def message(err: dict, name: str) -> str:
-        hint = ""
-        if "device" in err["message"]:
-            hint = ("\nHint: a tensor of yours is created on the cpu while the tokens are "
-                    "elsewhere; build each one where the tokens are, device=tokens.device "
-                    "(subsequent_mask(L, tokens.device)).")
-        return (f"with tokens on the device {device!r} (another device than the cpu, as on a GPU), "
-                f"{name} raised {err['type']}: {err['message']}{hint}")
-    return message
+    return lambda err, name: (
+        f"with tokens on the device {device!r} (as on a GPU), {name} raised {err['type']}: {err['message']}" + (
+            "\nHint: a tensor of yours is created on the cpu while the tokens are elsewhere; build each one where "
+            "the tokens are, device=tokens.device (subsequent_mask(L, tokens.device))."
+            if "device" in err["message"] else ""))
 
 
 def _small(probe: Probe) -> bool:
@@ -196,18 +116,17 @@ def _small(probe: Probe) -> bool:
 
 
 def _hard_coded_pad(got: torch.Tensor | None, tokens: torch.Tensor, pad_idx: int, full: Callable) -> str | None:
-    """The id an answer compared with instead of pad_idx, if ``got`` equals the mask of the
-    tokens unequal to that id (``full`` turns a (batch, L) comparison into the mask)."""
-    if got is None:
-        return None
-    for v in range(VOCAB):
+    """The id an answer compared with instead of pad_idx, if ``got`` equals the mask of the tokens unequal
+    to that id (``full`` turns a (batch, L) comparison into the mask)."""
+    for v in range(VOCAB) if got is not None else ():
         if v != pad_idx and torch.equal(got, full(tokens != v)):
-            return (
-                f"your mask hides the tokens equal to {v}, but here pad_idx = {pad_idx} (and "
-                f"{v} is a real token): is the pad index written into your code? Compare with "
-                "the pad_idx argument, tokens != pad_idx; the check runs several pad indices."
-            )
+            return (f"your mask hides the tokens equal to {v}, but here pad_idx = {pad_idx} (and {v} is a real "
+                    "token): is the pad index written into your code? Compare with the pad_idx argument.")
     return None
+
+
+def _probe(tokens: torch.Tensor, pad_idx: int, what: str = "tokens", **options) -> Probe:
+    return Probe((tokens, pad_idx), "{what} of " + _call_text("{name}", what, tokens, pad_idx), **options)
 
 
 # ---------------------------------------------------------------- 3.1 the padding mask
@@ -222,66 +141,44 @@ def _padding_tokens(g: torch.Generator, sizes: dict) -> torch.Tensor:
 
 def _padding_probes(device: str | None) -> list[Probe]:
     g = torch.Generator().manual_seed(0)
-    probes = []
-    for sizes in PADDING_SIZES:
-        tokens = _padding_tokens(g, sizes)
-        probes.append(Probe((tokens, sizes["pad_idx"]), "{what} of " + _call_text("{name}", "tokens", tokens,
-                                                                                  sizes["pad_idx"]),
-                            sizes=sizes, tags=dict(sizes)))
+    probes = [_probe(_padding_tokens(g, s), s["pad_idx"], sizes=s, tags=dict(s)) for s in PADDING_SIZES]
     sizes = PADDING_SIZES[0]  # again, then its sentences in reverse order: another mask
     tokens = _padding_tokens(g, sizes)
-    probes.append(Probe((tokens, sizes["pad_idx"]), "{what} of " + _call_text("{name}", "tokens", tokens,
-                                                                              sizes["pad_idx"]),
-                        again=(tokens.flip(0), sizes["pad_idx"]), tags=dict(sizes)))
-    return probes
+    return probes + [_probe(tokens, sizes["pad_idx"], again=(tokens.flip(0), sizes["pad_idx"]), tags=dict(sizes))]
 
 
-def _shape_of(*sizes: str, when: Callable = lambda p: True) -> Callable:
-    return lambda p: tuple(p.tags[s] if isinstance(s, str) else s for s in sizes)
-
-
-PADDING_MISTAKES = (
-    # shapes
-    Mistake("You have (batch, L): without its query axis the mask lines up with the "
-            "last two dimensions of the scores (L_q, L_k), and hides sentence n's "
-            "padding from query n of every sentence. Add the axis of size 1 in the "
-            "middle: (tokens != pad_idx).unsqueeze(-2).", "the query axis missing", stage="shape",
-            shape=lambda p: (p.tags["batch"], p.tags["L"]), when=lambda p: p.tags["batch"] > 1,
-            example=lambda tokens, pad_idx: tokens != pad_idx),
-    Mistake("You have (batch, L, 1): that broadcasts over the keys, not the "
-            "queries, so it hides whole query rows (the queries at padding "
-            "positions) and lets every query see the padding keys. The 1 goes in "
-            "the middle, (batch, 1, L): unsqueeze(-2), not unsqueeze(-1).", "the axis of size 1 last",
-            stage="shape", shape=lambda p: (p.tags["batch"], p.tags["L"], 1),
-            example=lambda tokens, pad_idx: (tokens != pad_idx).unsqueeze(-1)),
-    Mistake("You have (batch, 1, 1, L), with an axis for the heads: "
-            "MultiHeadAttention adds that axis itself (notebook 04); the mask of "
-            "notebook 03 has one dimension per dimension of the scores "
-            "(batch, L_q, L_k).", "an axis for the heads", stage="shape",
-            shape=lambda p: (p.tags["batch"], 1, 1, p.tags["L"]),
-            example=lambda tokens, pad_idx: (tokens != pad_idx)[:, None, None, :]),
-    Mistake("You expanded it to (batch, L, L): keep the axis of size 1 and let "
-            "broadcasting repeat it. The same mask then serves any number of "
-            "queries, as in the decoder's cross-attention, where L_q is the "
-            "target's length and L the source's.", "expanded over the queries", stage="shape",
-            shape=lambda p: (p.tags["batch"], p.tags["L"], p.tags["L"]),
-            example=lambda tokens, pad_idx: (tokens != pad_idx).unsqueeze(1).expand(-1, tokens.size(1), -1)),
-    Mistake("You have (1, batch, L): the axis of size 1 goes after the batch, "
-            "unsqueeze(-2) (or unsqueeze(1)), not unsqueeze(0).", "the axis of size 1 first", stage="shape",
-            shape=lambda p: (1, p.tags["batch"], p.tags["L"]),
-            example=lambda tokens, pad_idx: (tokens != pad_idx).unsqueeze(0)),
-    # values
-    Mistake("your padding mask is inverted: it is True at the padding and False at the real "
-            f"tokens, but {_CONVENTION}: tokens != pad_idx, not ==. (nn.Transformer's "
-            "key_padding_mask means the opposite, True = ignore: notebook 03's last section.)",
-            "an inverted mask", like=lambda tokens, pad_idx: ~padding_mask(tokens, pad_idx)),
+PADDING_MISTAKES = tuple(Mistake(message, name, stage="shape", shape=shape, example=example, when=when)
+                         for name, shape, message, example, when in (
+    ("the query axis missing", lambda p: (p.tags["batch"], p.tags["L"]),
+     "You have (batch, L): without its query axis the mask lines up with the scores' (L_q, L_k), and hides "
+     "sentence n's padding from query n of every sentence. Add the axis of size 1 in the middle: "
+     "(tokens != pad_idx).unsqueeze(-2).", lambda tokens, pad_idx: tokens != pad_idx, lambda p: p.tags["batch"] > 1),
+    ("the axis of size 1 last", lambda p: (p.tags["batch"], p.tags["L"], 1),
+     "You have (batch, L, 1): that broadcasts over the keys, not the queries, so it hides whole query rows and "
+     "lets every query see the padding keys. The 1 goes in the middle: unsqueeze(-2).",
+     lambda tokens, pad_idx: (tokens != pad_idx).unsqueeze(-1), lambda p: True),
+    ("an axis for the heads", lambda p: (p.tags["batch"], 1, 1, p.tags["L"]),
+     "You have (batch, 1, 1, L), with an axis for the heads: MultiHeadAttention adds that axis itself "
+     "(notebook 04); this mask has one dimension per dimension of the scores (batch, L_q, L_k).",
+     lambda tokens, pad_idx: (tokens != pad_idx)[:, None, None, :], lambda p: True),
+    ("expanded over the queries", lambda p: (p.tags["batch"], p.tags["L"], p.tags["L"]),
+     "You expanded it to (batch, L, L): keep the axis of size 1 and let broadcasting repeat it, so that the mask "
+     "serves any number of queries (cross-attention).",
+     lambda tokens, pad_idx: (tokens != pad_idx).unsqueeze(1).expand(-1, tokens.size(1), -1), lambda p: True),
+    ("the axis of size 1 first", lambda p: (1, p.tags["batch"], p.tags["L"]),
+     "You have (1, batch, L): the axis of size 1 goes after the batch, unsqueeze(-2), not unsqueeze(0).",
+     lambda tokens, pad_idx: (tokens != pad_idx).unsqueeze(0), lambda p: True),
+)) + (
+    Mistake(f"your padding mask is inverted: it is True at the padding, but {_CONVENTION}: tokens != pad_idx, not "
+            "==. (nn.Transformer's key_padding_mask means the opposite, True = ignore.)", "an inverted mask",
+            like=lambda tokens, pad_idx: ~padding_mask(tokens, pad_idx)),
     Mistake("", "a pad index written into the code",
             find=lambda found, p: _hard_coded_pad(found["values"], p.args[0], p.args[1], lambda m: m.unsqueeze(1)),
             example=lambda tokens, pad_idx: (tokens != 0).unsqueeze(1)),
     Mistake(lambda p: (f"your mask keeps only the ids above pad_idx = {p.args[1]}: ids below it (0 .. "
-                       f"{p.args[1] - 1} here, such as <s> or <unk>) are real tokens too. Hide the padding "
-                       "only: tokens != pad_idx."), "ids below the pad index taken for padding",
-            like=lambda tokens, pad_idx: (tokens > pad_idx).unsqueeze(1), when=lambda p: p.args[1] > 0),
+                       f"{p.args[1] - 1} here, such as <s> or <unk>) are real tokens too: tokens != pad_idx."),
+            "ids below the pad index taken for padding", when=lambda p: p.args[1] > 0,
+            like=lambda tokens, pad_idx: (tokens > pad_idx).unsqueeze(1)),
 )
 
 PADDING = Declaration(
@@ -321,46 +218,41 @@ def _look_ahead_probes(device: str | None) -> list[Probe]:
             probes.append(Probe((size, device), f"{{name}}({size}, device={device!r})", sizes=sizes, tags=dict(L=size),
                                 compare=device != "meta", mistakes=False))
     size = LOOK_AHEAD_SIZES[0]["size"]  # again, then a smaller size
-    probes.append(Probe((size,), f"{{name}}({size})", again=(size - 2,), again_what=f"the mask of size {size}",
-                        tags=dict(L=size)))
-    return probes
+    return probes + [Probe((size,), f"{{name}}({size})", again=(size - 2,), again_what=f"the mask of size {size}",
+                           tags=dict(L=size))]
 
 
 def _triangle(part: str, diagonal: int = 0) -> Callable:
-    def subsequent_mask(size, device=None):
-        return getattr(torch.ones(size, size, dtype=torch.bool, device=device), part)(diagonal)
-    return subsequent_mask
+    return lambda size, device=None: getattr(torch.ones(size, size, dtype=torch.bool, device=device), part)(diagonal)
 
 
 LOOK_AHEAD_MISTAKES = (
-    Mistake("(1, size, size) is the shape attention takes on a batch, after "
-            "unsqueeze(0); subsequent_mask itself returns the one (size, size) table "
-            "(notebook 03), which target_mask broadcasts against (batch, 1, L).", "a batch axis added",
+    Mistake("(1, size, size) is the shape attention takes on a batch; subsequent_mask returns the one (size, size) "
+            "table, which target_mask broadcasts against (batch, 1, L).", "a batch axis added",
             stage="shape", shape=lambda p: (1, p.tags["L"], p.tags["L"]),
             example=lambda size, device=None: subsequent_mask(size, device).unsqueeze(0)),
     Mistake("", "a table of a fixed size, sliced", stage="shape", find=_short_table,
-            example=lambda size, device=None: _table(512)[:size, :size].to(device or "cpu")),
-    Mistake("the diagonal is excluded: query i must see key i, its own position. With the right "
-            "shift (notebook 03), input i is the previous word (<s> for i = 0), not the one "
-            "output i predicts; without the diagonal, query 0 sees nothing at all (a fully masked "
-            "row). Keep the diagonal: tril(), or key j <= query i.", "the diagonal excluded",
-            like=_triangle("tril", -1), when=_small),
-    Mistake("your look-ahead mask is inverted: True above the diagonal, where the future keys "
-            "are. That is nn.Transformer's convention (True = masked out); in the course True "
-            "means 'may attend': the lower triangle, diagonal included, tril().", "an inverted mask",
-            like=_triangle("triu", 1), when=_small),
-    Mistake("you built the upper triangle: query i sees keys j >= i, the future, and none of the "
-            "past. Query i may attend to keys j <= i: the lower triangle, tril() (row i is the "
-            "query, column j the key).", "the upper triangle", like=_triangle("triu"), when=_small),
-    Mistake("your mask is True everywhere: nothing is hidden, so every position sees the future. "
-            "Keep the lower triangle: tril().", "nothing hidden", like=_triangle("tril", 10**6), when=_small),
-)
+            example=lambda size, device=None: torch.ones(512, 512, dtype=torch.bool).tril()[:size, :size].to(
+                device or "cpu")),
+) + tuple(Mistake(message, name, like=_triangle(*wrong), when=_small) for name, wrong, message in (
+    ("the diagonal excluded", ("tril", -1),
+     "the diagonal is excluded: query i must see key i, its own position (after the right shift, input i is the "
+     "previous word); without it query 0 sees nothing at all. Keep the diagonal: tril()."),
+    ("an inverted mask", ("triu", 1),
+     "your look-ahead mask is inverted: True above the diagonal. That is nn.Transformer's convention (True = masked "
+     "out); in the course True means 'may attend': the lower triangle, diagonal included, tril()."),
+    ("the upper triangle", ("triu",),
+     "you built the upper triangle: query i sees keys j >= i, the future. Query i may attend to keys j <= i: the "
+     "lower triangle, tril()."),
+    ("nothing hidden", ("tril", 10**6),
+     "your mask is True everywhere: nothing is hidden, so every position sees the future. Keep the lower "
+     "triangle: tril()."),
+))
 
 LOOK_AHEAD = Declaration(
     check="check_subsequent_mask", function="subsequent_mask", roles=("size", "device"),
-    reference=subsequent_mask, probes=_look_ahead_probes, returns=_mask("the look-ahead mask", like=None,
-                                                                        device_from=1),
-    mistakes=LOOK_AHEAD_MISTAKES, sizes_fix="Build the table from the size argument.",
+    reference=subsequent_mask, probes=_look_ahead_probes, mistakes=LOOK_AHEAD_MISTAKES,
+    returns=_mask("the look-ahead mask", like=None, device_from=1), sizes_fix="Build the table from the size argument.",
     passed=("check_subsequent_mask passed: {name} gives the lower triangle, diagonal included, "
             f"for sizes {', '.join(format(s['size'], ',') for s in LOOK_AHEAD_SIZES)} "
             "(the course's subsequent_mask, and ~ of nn.Transformer's -inf mask), and a later call leaves an "
@@ -369,9 +261,8 @@ LOOK_AHEAD = Declaration(
 
 
 def check_subsequent_mask(subsequent_mask_fn: Callable) -> None:
-    """Check ``subsequent_mask(size, device=None)``: the (size, size) bool look-ahead mask,
-    True where key j <= query i, on the sizes of ``LOOK_AHEAD_SIZES``, and built on the
-    device it is given (the GPU, ``OTHER_DEVICE``, where there is one).
+    """Check ``subsequent_mask(size, device=None)``: the (size, size) bool look-ahead mask, True where key
+    j <= query i, on ``LOOK_AHEAD_SIZES``, built on the device it is given.
 
     Diagnoses: a result that is not a bool tensor (nn.Transformer's float mask of 0 and -inf
     named as such), the shape (1, size, size), the diagonal excluded, the inverted mask
@@ -395,84 +286,63 @@ def _target_tokens(g: torch.Generator, sizes: dict) -> torch.Tensor:
 
 
 def _target_probes(device: str | None) -> list[Probe]:
-    g = torch.Generator().manual_seed(1)
-    probes = []
+    g, probes = torch.Generator().manual_seed(1), []
     for sizes in TARGET_SIZES:
-        L, pad_idx = sizes["L"], sizes["pad_idx"]
-        tokens = _target_tokens(g, sizes)
-        call = _call_text("{name}", "tokens", tokens, pad_idx)
+        L, pad_idx, tokens, tags = sizes["L"], sizes["pad_idx"], _target_tokens(g, sizes), dict(sizes, left_padded=True)
         hints = ((_BROADCAST, _table_hint(L)),) if L >= LONG else ()
-        tags = dict(sizes, left_padded=True)
-        probes.append(Probe((tokens, pad_idx), "{what} of " + call, sizes=sizes, hints=hints, tags=tags))
+        probes.append(_probe(tokens, pad_idx, sizes=sizes, hints=hints, tags=tags))
         if device:  # built where the tokens are
+            call = _call_text("{name}", "tokens", tokens, pad_idx)
             probes.append(Probe((tokens.to(device), pad_idx), "{what} of " + call + f" on the device {device!r}",
                                 sizes=sizes, tags=tags, compare=device != "meta", mistakes=False,
                                 on_error=_on_device_error(device)))
     sizes = TARGET_SIZES[0]  # again, then its sentences in reverse order: another mask
     tokens = _target_tokens(g, sizes)
-    probes.append(Probe((tokens, sizes["pad_idx"]), "{what} of " + _call_text("{name}", "tokens", tokens,
-                                                                              sizes["pad_idx"]),
-                        again=(tokens.flip(0), sizes["pad_idx"]), tags=dict(sizes, left_padded=True)))
-    return probes
+    return probes + [_probe(tokens, sizes["pad_idx"], again=(tokens.flip(0), sizes["pad_idx"]),
+                            tags=dict(sizes, left_padded=True))]
 
 
-def _wrong_targets() -> list[tuple[str, Callable, str | Callable]]:
-    """The usual wrong target masks: (name, the wrong mask of (tokens, pad_idx), its message;
-    a message that depends on the probe is a function of whether a sentence is padded at the
-    start)."""
-    def make(combine: Callable) -> Callable:
-        def wrong(tokens, pad_idx):
-            L = tokens.size(-1)
-            keys = padding_mask(tokens, pad_idx)  # (batch, 1, L): real keys
-            ones = torch.ones(L, L, dtype=torch.bool, device=tokens.device)
-            return combine(keys, keys.transpose(1, 2), subsequent_mask(L, tokens.device), ones)
-        return wrong
+def _wrong_target(combine: Callable) -> Callable:
+    """A wrong target mask: combine(real keys (batch, 1, L), real queries (batch, L, 1), look-ahead, ones)."""
+    def wrong(tokens, pad_idx):
+        L, keys = tokens.size(-1), padding_mask(tokens, pad_idx)
+        return combine(keys, keys.transpose(1, 2), subsequent_mask(L, tokens.device),
+                       torch.ones(L, L, dtype=torch.bool, device=tokens.device))
+    return wrong
 
-    def left_message(left_padded: bool) -> str:
-        return ("the padding keys are not hidden, only the future: the look-ahead mask alone. It "
-                "happens to hide right padding from the real queries (that padding comes after them), "
-                "but not from the queries at padding positions, and not left padding at all"
-                + (": in the check's last sentence, padded at the start, the real queries see the "
-                   "padding. " if left_padded else ". ")
-                + "Combine both masks: padding_mask(tokens, pad_idx) & subsequent_mask(L).")
 
-    return [
-        ("an inverted mask", make(lambda k, q, c, o: ~(k & c)),
-         f"your target mask is inverted: True where a key is hidden, but {_CONVENTION}."),
-        ("| instead of &", make(lambda k, q, c, o: k | c),
-         "you combined the two masks with | (or): a key is then allowed when it is a real "
-         "token OR in the past, so the future real tokens and the past padding are visible. "
-         "Both conditions must hold: padding_mask & subsequent_mask."),
-        ("the padding part missing", make(lambda k, q, c, o: c.expand(k.size(0), -1, -1)), left_message),
-        ("the look-ahead part missing", make(lambda k, q, c, o: k.expand(-1, c.size(0), -1)),
-         "the future is not hidden, only the padding: query i sees the keys j > i. Combine "
-         "both masks: padding_mask(tokens, pad_idx) & subsequent_mask(L)."),
-        ("padding that hides queries", make(lambda k, q, c, o: q & c),
-         "the padding hides query rows instead of key columns: your padding part has shape "
-         "(batch, L, 1), which broadcasts over the keys. It must be (batch, 1, L), the "
-         "padding_mask of exercise 3.1: the same keys hidden from every query."),
-        ("padding queries hidden too", make(lambda k, q, c, o: q & k & c),
-         "you also hid the queries at padding positions: their rows are all False, so a plain "
-         "softmax gives them NaN, and NaN spreads into the gradients (notebook 03, 'Rows with "
-         "nothing left to see'). The course hides padding keys only, columns: a query at a "
-         "padding position still sees the real tokens, and the loss ignores its output. "
-         "Combine padding_mask(tokens, pad_idx), (batch, 1, L), with subsequent_mask(L)."),
-        ("the look-ahead part inverted", make(lambda k, q, c, o: k & o.triu(1)),
-         "the look-ahead part is inverted: True above the diagonal (nn.Transformer's "
-         "convention, True = masked out). The course's subsequent_mask is the lower triangle, "
-         "True where key j <= query i."),
-        ("the look-ahead part upper-triangular", make(lambda k, q, c, o: k & o.triu()),
-         "the look-ahead part is the upper triangle: query i sees the future keys j >= i. It "
-         "must be the lower triangle, key j <= query i: tril()."),
-        ("the look-ahead part without its diagonal", make(lambda k, q, c, o: k & o.tril(-1)),
-         "the look-ahead part excludes the diagonal: query i must see key i, its own position "
-         "(the input there is the previous word, after the right shift). Use tril(), not "
-         "tril(-1)."),
-    ]
+_BOTH = "Combine both masks: padding_mask(tokens, pad_idx) & subsequent_mask(L)."
+# The usual wrong target masks: (name, the wrong mask, its message, or a function of a probe's tags).
+_WRONG_TARGETS = (
+    ("an inverted mask", _wrong_target(lambda k, q, c, o: ~(k & c)),
+     f"your target mask is inverted: True where a key is hidden, but {_CONVENTION}."),
+    ("| instead of &", _wrong_target(lambda k, q, c, o: k | c),
+     "you combined the two masks with | (or): a key is then allowed when it is a real token OR in the past. Both "
+     "must hold: padding_mask & subsequent_mask."),
+    ("the padding part missing", _wrong_target(lambda k, q, c, o: c.expand(k.size(0), -1, -1)), lambda tags: (
+        "the padding keys are not hidden, only the future: the look-ahead mask alone hides right padding from the "
+        "real queries, but not from the queries at padding positions, and not left padding at all"
+        + (" (the check's last sentence is padded at the start). " if tags["left_padded"] else ". ") + _BOTH)),
+    ("the look-ahead part missing", _wrong_target(lambda k, q, c, o: k.expand(-1, c.size(0), -1)),
+     "the future is not hidden, only the padding: query i sees the keys j > i. " + _BOTH),
+    ("padding that hides queries", _wrong_target(lambda k, q, c, o: q & c),
+     "the padding hides query rows instead of key columns: your padding part is (batch, L, 1). It must be "
+     "(batch, 1, L), the padding_mask of exercise 3.1."),
+    ("padding queries hidden too", _wrong_target(lambda k, q, c, o: q & k & c),
+     "you also hid the queries at padding positions: their rows are all False, so a plain softmax gives them NaN, "
+     "which spreads into the gradients. Hide padding keys only (the loss ignores those queries' outputs). " + _BOTH),
+    ("the look-ahead part inverted", _wrong_target(lambda k, q, c, o: k & o.triu(1)),
+     "the look-ahead part is inverted: True above the diagonal (nn.Transformer's convention). The course's "
+     "subsequent_mask is the lower triangle, True where key j <= query i."),
+    ("the look-ahead part upper-triangular", _wrong_target(lambda k, q, c, o: k & o.triu()),
+     "the look-ahead part is the upper triangle: query i sees the future keys j >= i. Use tril()."),
+    ("the look-ahead part without its diagonal", _wrong_target(lambda k, q, c, o: k & o.tril(-1)),
+     "the look-ahead part excludes the diagonal: query i must see key i, its own position. Use tril(), not tril(-1)."),
+)
 
 
 def _target_message(message) -> str | Callable:
-    return (lambda p: message(p.tags["left_padded"])) if callable(message) else message
+    return (lambda p: message(p.tags)) if callable(message) else message
 
 
 _TARGET_SHAPES = (
@@ -481,22 +351,19 @@ _TARGET_SHAPES = (
      "target mask has one dimension per dimension of the scores (batch, L_q, L_k).",
      lambda tokens, pad_idx: target_mask(tokens, pad_idx).unsqueeze(1)),
     ("one table for the whole batch", lambda p: (p.tags["L"], p.tags["L"]),
-     "You have (L, L), one table for the whole batch: the padding differs from "
-     "sentence to sentence, so the mask has a batch axis: (batch, 1, L) & (L, L) "
-     "broadcasts to (batch, L, L).", lambda tokens, pad_idx: target_mask(tokens, pad_idx)[0]),
+     "You have (L, L), one table for the whole batch: the padding differs from sentence to sentence, and "
+     "(batch, 1, L) & (L, L) broadcasts to (batch, L, L).", lambda tokens, pad_idx: target_mask(tokens, pad_idx)[0]),
     ("the padding mask alone", lambda p: (p.tags["batch"], 1, p.tags["L"]),
-     "You have the shape of the padding mask alone: & it with the "
-     "look-ahead mask (L, L), and broadcasting gives (batch, L, L).", padding_mask),
+     "You have the shape of the padding mask alone: & it with the look-ahead mask (L, L).", padding_mask),
 )
 
 
 TARGET_MISTAKES = (
     Mistake("", "a table of a fixed size, sliced", stage="shape", find=_short_table,
             example=lambda tokens, pad_idx: target_mask(tokens, pad_idx)[..., :512, :512]),
-    *(Mistake(message, name, stage="shape", shape=shape, example=example,
-              when=lambda p: not (p.tags["batch"] == 1))
+    *(Mistake(message, name, stage="shape", shape=shape, example=example, when=lambda p: p.tags["batch"] != 1)
       for name, shape, message, example in _TARGET_SHAPES),
-    *(Mistake(_target_message(message), name, like=wrong, when=_small) for name, wrong, message in _wrong_targets()),
+    *(Mistake(_target_message(message), name, like=wrong, when=_small) for name, wrong, message in _WRONG_TARGETS),
     Mistake("", "a pad index written into the code", when=_small,
             find=lambda found, p: _hard_coded_pad(found["values"], p.args[0], p.args[1],
                                                   lambda m: m.unsqueeze(1) & subsequent_mask(p.args[0].size(-1))),
@@ -515,10 +382,9 @@ TARGET = Declaration(
 
 
 def check_target_mask(target_mask_fn: Callable) -> None:
-    """Check ``target_mask(tokens, pad_idx)``: the (batch, L, L) bool mask of decoder
-    self-attention, padding keys and future keys hidden, on the sizes of ``TARGET_SIZES``;
-    each batch has sentences padded at the end and one padded at the start. Where there is a
-    GPU (``OTHER_DEVICE``), once more on tokens there: the mask is built where the tokens are.
+    """Check ``target_mask(tokens, pad_idx)``: the (batch, L, L) bool mask of decoder self-attention, padding
+    and future keys hidden, on ``TARGET_SIZES`` (one sentence of each batch padded at the start), and on
+    tokens on another device.
 
     Diagnoses: a result that is not a bool tensor, wrong shapes ((batch, 1, L, L), (L, L),
     (batch, 1, L)), the batch axis of a batch of one sentence dropped (a .squeeze()), an
@@ -537,17 +403,14 @@ def check_target_mask(target_mask_fn: Callable) -> None:
 
 def _target_batch(g: torch.Generator, batch: int, L: int, pad_idx: int,
                   dtype: torch.dtype = torch.int64) -> tuple[torch.Tensor, int, int]:
-    """(batch, L) targets <s> y_1 .. y_n </s> and padding, n = L - 2, L - 4, ... (at least 1),
-    so that the decoder's input holds padding too (a sentence alone: n = L - 3), as ids of
-    ``dtype``; returns them with the ids of <s> and </s>."""
+    """(batch, L) targets <s> y_1 .. y_n </s> and padding, n = L - 2, L - 4, ... (at least 1; a sentence
+    alone: L - 3), so that the decoder's input holds padding too; with the ids of <s> and </s>."""
     bos, eos, *words = [i for i in range(VOCAB) if i != pad_idx]
-    words = torch.tensor(words)
-    tgt = torch.full((batch, L), pad_idx)
+    words, tgt = torch.tensor(words), torch.full((batch, L), pad_idx)
     for b in range(batch):
         n = max(1, L - 2 - 2 * b) if batch > 1 else L - 3
-        tgt[b, 0] = bos
+        tgt[b, 0], tgt[b, n + 1] = bos, eos
         tgt[b, 1 : n + 1] = words[torch.randint(len(words), (n,), generator=g)]
-        tgt[b, n + 1] = eos
     return tgt.to(dtype), bos, eos
 
 
@@ -557,52 +420,29 @@ def course_shift(tgt: torch.Tensor, pad_idx: int) -> tuple:
     return batch.tgt_in, batch.tgt_y, batch.tgt_mask
 
 
-def _tokens_text(ids: torch.Tensor) -> str:
-    """Token ids for a message: all of them when few, else the first 12 of each row."""
-    if ids.size(-1) <= 40:
-        return str(ids.tolist())
-    return str([row[:12] + ["..."] for row in ids.tolist()]).replace("'...'", "...")
-
-
-def _ids_mismatch(got: torch.Tensor, expected: torch.Tensor, label: str) -> str:
-    return f"mismatch in {label}:\nexpected {_tokens_text(expected)}\nyours    {_tokens_text(got)}"
-
-
 def _ids_dtype(found: dict, name: str, what: str, args: tuple) -> str:
-    like = args[0]
-    why = "(the embedding layer needs integer ids)"
     dtype = getattr(torch, found["dtype"])
-    if not dtype.is_floating_point and dtype != torch.bool:
-        why = ("(the embedding layer takes int32 ids as well as int64 ones): no .long() "
-               "\"for the embedding\", and a tensor you create and fill takes the target's "
-               "dtype, torch.full(..., dtype=tgt.dtype), not torch.full's default int64")
-    return (f"{name} returned {what} as {dtype}; it holds token ids, taken from the "
-            f"target, so it keeps the target's dtype, {like.dtype}: slice the target, do not "
-            f"convert it {why}.")
+    why = ("(the embedding layer takes int32 ids as well as int64 ones): no .long(), and a tensor you fill takes "
+           "the target's dtype, torch.full(..., dtype=tgt.dtype)" if not dtype.is_floating_point and
+           dtype != torch.bool else "(the embedding layer needs integer ids)")
+    return (f"{name} returned {what} as {dtype}; it holds token ids, so it keeps the target's dtype, "
+            f"{args[0].dtype}: slice the target, do not convert it {why}.")
 
 
 def _token_ids(what: str, label: str) -> Tensor:
-    return Tensor(what, dtype="ids", like=0, kind="a token", label=label, dtype_message=_ids_dtype,
-                  mismatch=_ids_mismatch,
-                  device_text={"cpu": "the target is on {device}: leave out .cuda() and .to(...).",
-                               "elsewhere": "the target is on {device}: leave out .cuda() and .to(...)."})
+    return Tensor(what, dtype="ids", like=0, kind="a token", label=label, dtype_message=_ids_dtype)
 
 
 def _shift_probes(device: str | None) -> list[Probe]:
-    g = torch.Generator().manual_seed(2)
-    probes = []
-    for sizes in SHIFT_SIZES:
-        L, pad_idx = sizes["L"], sizes["pad_idx"]
+    g, probes = torch.Generator().manual_seed(2), []
+    for i, sizes in enumerate([*SHIFT_SIZES, SHIFT_SIZES[0]]):  # the first again, then reversed: another triple
+        L, pad_idx, again = sizes["L"], sizes["pad_idx"], i == len(SHIFT_SIZES)
         tgt, bos, eos = _target_batch(g, sizes["batch"], L, pad_idx, _ids(sizes))
-        hints = ((_BROADCAST, _table_hint(L - 1)),) if L - 1 >= LONG else ()
-        label = "{what} of " + _call_text("{name}", "tgt", tgt, pad_idx) + f" (<s> = {bos}, </s> = {eos})"
-        probes.append(Probe((tgt, pad_idx), label, sizes=sizes, hints=hints,
+        probes.append(Probe((tgt, pad_idx), "{what} of " + _call_text("{name}", "tgt", tgt, pad_idx) +
+                            f" (<s> = {bos}, </s> = {eos})", sizes=None if again else sizes,
+                            again=(tgt.flip(0), pad_idx) if again else None,
+                            hints=((_BROADCAST, _table_hint(L - 1)),) if L - 1 >= LONG else (),
                             tags=dict(sizes, L=L - 1, left_padded=False)))
-    sizes = SHIFT_SIZES[0]  # again, then its sentences in reverse order: another triple
-    tgt, bos, eos = _target_batch(g, sizes["batch"], sizes["L"], sizes["pad_idx"])
-    label = "{what} of " + _call_text("{name}", "tgt", tgt, sizes["pad_idx"]) + f" (<s> = {bos}, </s> = {eos})"
-    probes.append(Probe((tgt, sizes["pad_idx"]), label, again=(tgt.flip(0), sizes["pad_idx"]),
-                        tags=dict(sizes, L=sizes["L"] - 1, left_padded=False)))
     return probes
 
 
@@ -627,33 +467,27 @@ def _added_position(found: dict, p: Probe) -> str | None:
     values, tgt = found["values"], p.args[0]
     if values is not None and values.dim() == 2 and values.shape == tgt.shape and torch.equal(values[:, :-1],
                                                                                              tgt[:, 1:]):
-        return ("You added a position at the end to keep the length L; the labels are "
-                "tgt[:, 1:], L - 1 positions, one per position of the input.")
+        return "You added a position at the end to keep the length L; the labels are tgt[:, 1:], L - 1 positions."
     return None
 
 
+_INPUT, _LABELS = "The input is tgt[:, :-1] (<s> y_1 .. y_n)", "the labels tgt[:, 1:] (y_1 .. </s>)"
 SHIFT_MISTAKES = (
-    # shapes of the input and the labels
-    Mistake("Your input is the whole target, unshifted. Drop its last token, "
-            "tgt[:, :-1]: then input position i holds the token before label i (<s> "
-            "before y_1), and the label itself stays hidden, one position to the right "
-            "of what the look-ahead mask lets output i see.", "the input unshifted", stage="shape",
-            like=_shift(tgt_in=lambda t: t), items=(0,)),
-    Mistake("torch.roll moved the last token (</s> or padding) round to the front, and "
-            "kept the length. The target already begins with <s>: the shift is a slice, "
-            "tgt[:, :-1], L - 1 positions.", "torch.roll", stage="shape",
-            like=_shift(tgt_in=lambda t: t.roll(1, dims=1)), items=(0,)),
-    Mistake("You put <s> in front once more, but the target already begins with it "
-            "(<s> y_1 .. y_n </s>): the input is the target without its last token, "
-            "tgt[:, :-1].", "<s> put in front again", stage="shape",
-            like=_shift(tgt_in=lambda t: torch.cat([t[:, :1], t[:, :-1]], dim=1)), items=(0,)),
-    Mistake("Your labels are the whole target: drop its first token, <s>, which is never "
-            "predicted: tgt[:, 1:].", "the labels unshifted", stage="shape",
-            like=_shift(tgt_y=lambda t: t), items=(1,)),
+    *(Mistake(message, name, stage="shape", like=_shift(**wrong), items=items) for name, wrong, items, message in (
+        ("the input unshifted", dict(tgt_in=lambda t: t), (0,),
+         "Your input is the whole target, unshifted. Drop its last token, tgt[:, :-1], so that input i holds the token "
+         "before label i and the label itself stays hidden from output i."),
+        ("torch.roll", dict(tgt_in=lambda t: t.roll(1, dims=1)), (0,),
+         "torch.roll moved the last token round to the front, and kept the length. The target already begins with "
+         "<s>: the shift is a slice, tgt[:, :-1]."),
+        ("<s> put in front again", dict(tgt_in=lambda t: torch.cat([t[:, :1], t[:, :-1]], dim=1)), (0,),
+         "You put <s> in front once more, but the target already begins with it: the input is tgt[:, :-1]."),
+        ("the labels unshifted", dict(tgt_y=lambda t: t), (1,),
+         "Your labels are the whole target: drop its first token, <s>, which is never predicted: tgt[:, 1:]."))),
     Mistake("", "a position added to the labels", stage="shape", item=1, find=_added_position,
             example=_shift(tgt_y=lambda t: torch.cat([t[:, 1:], t[:, -1:]], dim=1))),
-    Mistake("That is the mask of the whole target; the decoder reads tgt_in, L - 1 "
-            "positions: target_mask(tgt_in, pad_idx).", "the mask of the whole target", stage="shape", item=2,
+    Mistake("That is the mask of the whole target; the decoder reads tgt_in, L - 1 positions: "
+            "target_mask(tgt_in, pad_idx).", "the mask of the whole target", stage="shape", item=2,
             shape=lambda p: (p.args[0].size(0), p.args[0].size(1), p.args[0].size(1)),
             example=_shift(mask=lambda tgt, x, y, pad: target_mask(tgt, pad))),
     Mistake("", "a table of a fixed size, sliced", stage="shape", item=2, find=_short_table,
@@ -661,41 +495,29 @@ SHIFT_MISTAKES = (
     *(Mistake(message, name, stage="shape", item=2, when=lambda p: p.tags["batch"] > 1, shape=shape,
               example=_shift(mask=lambda tgt, x, y, pad, wrong=wrong: wrong(x, pad)))
       for name, shape, message, wrong in _TARGET_SHAPES),  # (the probes' tags say L - 1: the input's length)
-    # the input and the labels
-    Mistake("you shifted the wrong way: your input is the target without its first token "
-            "(it starts at y_1, not <s>) and your labels are the target without its last "
-            "(they start with <s>), so output i is trained to give back the token it was "
-            "fed. The input is tgt[:, :-1] (<s> y_1 .. y_n), the labels tgt[:, 1:] (y_1 .. "
-            "</s>): each output predicts the next token.", "shifted the wrong way",
-            like=_shift(tgt_in=_last, tgt_y=_first), items=(0, 1)),
-    Mistake("your labels are the decoder's input itself, tgt[:, :-1]: label i sits at "
-            "input position i, which the look-ahead mask lets output i see (the "
-            "diagonal), so the model learns to copy. The labels are the target without "
-            "its first token, tgt[:, 1:]: output i predicts the token after the ones it sees.",
-            "labels equal to the input", like=_shift(tgt_y=_first), items=(0, 1)),
-    Mistake("your input and your labels are both tgt[:, 1:]: the input lost its <s> and "
-            "each label sits at its own input position, visible on the diagonal of the "
-            "look-ahead mask. The input is tgt[:, :-1] (it starts with <s>), the labels "
-            "tgt[:, 1:].", "input and labels both without <s>", like=_shift(tgt_in=_last), items=(0, 1)),
-    Mistake("your input is the target without its first token: it lost <s>, and output 0 "
-            "has nothing to start from. The decoder's input is the target without its "
-            "last token, tgt[:, :-1]: <s> y_1 .. y_n.", "<s> dropped from the input",
-            like=_shift(tgt_in=_last, tgt_y=lambda t: t[:, 1:].flip(0)), items=(0,)),
-    Mistake("your labels are the target without its last token: they start with <s>, "
-            "which is never to be predicted. The labels are the target without its first "
-            "token, tgt[:, 1:]: y_1 .. y_n </s>.", "<s> kept in the labels",
-            like=_shift(tgt_in=lambda t: t[:, :-1].flip(0), tgt_y=_first), items=(1,)),
-    # the mask
-    Mistake("your mask is built from the labels; the decoder's self-attention runs over its "
-            "input, so the keys to hide are the input's padding: target_mask(tgt_in, "
-            "pad_idx). (They differ where a shorter sentence's input holds </s> and its "
-            "label is padding.)", "the mask of the labels",
-            like=_shift(mask=lambda tgt, x, y, pad: target_mask(y, pad)), items=(2,)),
+    *(Mistake(message, name, like=_shift(**wrong), items=items) for name, wrong, items, message in (
+        ("shifted the wrong way", dict(tgt_in=_last, tgt_y=_first), (0, 1),
+         f"you shifted the wrong way, so output i is trained to give back the token it was fed. {_INPUT}, {_LABELS}."),
+        ("labels equal to the input", dict(tgt_y=_first), (0, 1),
+         "your labels are the decoder's input itself, tgt[:, :-1]: output i sees label i (the diagonal of the "
+         f"look-ahead mask), so the model learns to copy. {_INPUT}, {_LABELS}."),
+        ("input and labels both without <s>", dict(tgt_in=_last), (0, 1),
+         "your input and your labels are both tgt[:, 1:]: the input lost its <s> and each label is visible at its "
+         f"own input position. {_INPUT}, {_LABELS}."),
+        ("<s> dropped from the input", dict(tgt_in=_last, tgt_y=lambda t: t[:, 1:].flip(0)), (0,),
+         f"your input is the target without its first token: it lost <s>, and output 0 has nothing to start from. "
+         f"{_INPUT}."),
+        ("<s> kept in the labels", dict(tgt_in=lambda t: t[:, :-1].flip(0), tgt_y=_first), (1,),
+         "your labels are the target without its last token: they start with <s>, which is never to be predicted: "
+         "tgt[:, 1:]."),
+        ("the mask of the labels", dict(mask=lambda tgt, x, y, pad: target_mask(y, pad)), (2,),
+         "your mask is built from the labels; the decoder's self-attention runs over its input: "
+         "target_mask(tgt_in, pad_idx)."))),
     # (Without a sentence padded at the start, "padding queries hidden too" gives the mask of
     # "padding that hides queries": the first names both.)
     *(Mistake(_target_message(message), name, prefix="in tgt_mask, ", when=_small, items=(2,),
               like=_shift(mask=lambda tgt, x, y, pad, wrong=wrong: wrong(x, pad)))
-      for name, wrong, message in _wrong_targets() if name != "padding queries hidden too"),
+      for name, wrong, message in _WRONG_TARGETS if name != "padding queries hidden too"),
     Mistake("", "a pad index written into the code", prefix="in tgt_mask, ", item=2, when=_small,
             find=lambda found, p: _hard_coded_pad(found["values"], p.args[0][:, :-1], p.args[1],
                                                   lambda m: m.unsqueeze(1) & subsequent_mask(p.args[0].size(1) - 1)),
