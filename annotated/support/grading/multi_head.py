@@ -1,16 +1,6 @@
-"""Checks of notebook 04's exercises, as declarations (``annotated.support.grading.engine``): the
-head split and merge of ``annotated.multi_head.MultiHeadAttention``, its whole forward pass
-(compared with the course's module; ``tests/test_exercises_04_multi_head_attention.py`` checks
-that module against ``torch.nn.MultiheadAttention`` on every probe), and each head's share of the
-output through its rows of W^O.
-
-Besides the notebook's sizes, the checks run a batch of one (a ``.squeeze()`` drops its axis),
-float64 inputs (the result must come back float64, to float64 precision), gradients that must
-reach every input (the split, the merge and the forward pass are in the model's training
-path), a second call that must leave the first result as it was, and for the forward pass
-scores far below and far above zero (a softmax without its max shift, or a mask filled with a
-finite number such as -1e4, fails there); for the heads' shares, a W^O that is not square,
-(h * d_k, d_model), as the exercise allows."""
+"""Checks of notebook 04 as declarations (``engine``): the head split and merge of
+``annotated.multi_head.MultiHeadAttention``, its whole forward pass with the paper's matrices given, and each
+head's share of the output through its rows of W^O."""
 
 import math
 from collections.abc import Callable
@@ -21,19 +11,14 @@ from torch.func import functional_call
 from annotated.multi_head import MultiHeadAttention
 from annotated.support.grading.engine import Declaration, Mistake, Probe, Tensor, check
 
-# The third set is a batch of one (and for the split and merge, the fourth a single position,
-# in float64): a .squeeze() drops an axis there, and a tensor created without dtype= turns
-# float64 into float32.
+# A batch of one (a .squeeze() drops its axis) and a float64 set (a tensor created without dtype= is float32).
 HEAD_SIZES = [dict(batch=2, L=3, h=5, d_k=6), dict(batch=4, L=7, h=2, d_k=3),
               dict(batch=1, L=5, h=3, d_k=2), dict(batch=3, L=1, h=4, d_k=7, dtype="float64")]
-# Cross-attention sizes: L_q != L_k, and batch != h, so that a mask not given its head axis
-# fails to broadcast instead of meeting the heads' axis by chance (in the batch of one, it
-# broadcasts, rightly).
+# Cross-attention, L_q != L_k, and batch != h: a mask without its head axis fails to broadcast.
 MULTI_HEAD_SIZES = [dict(batch=2, L_q=3, L_k=5, h=4, d_k=6),
                     dict(batch=4, L_q=6, L_k=2, h=3, d_k=5),
                     dict(batch=1, L_q=4, L_k=7, h=2, d_k=3)]
-# The third: a batch of one and a W^O of (h * d_k, d_model) = (8, 9), not square; the fourth
-# float64, with d_k = 1.
+# The third: a batch of one and a W^O of (h * d_k, d_model) = (8, 9), not square; the fourth float64, d_k = 1.
 CONTRIBUTION_SIZES = [dict(batch=3, L=4, h=2, d_k=5), dict(batch=2, L=6, h=3, d_k=7),
                       dict(batch=1, L=3, h=4, d_k=2, d_model=9),
                       dict(batch=4, L=2, h=5, d_k=1, dtype="float64")]
@@ -43,7 +28,6 @@ SIZE_SETS = {"check_split_heads": HEAD_SIZES, "check_merge_heads": HEAD_SIZES,
 
 
 def _dtype(sizes: dict) -> torch.dtype:
-    """The dtype of the inputs of a set of sizes: float32 unless the set says float64."""
     return {"float64": torch.float64}.get(sizes.get("dtype"), torch.float32)
 
 
@@ -53,12 +37,9 @@ def _of(dtype: torch.dtype) -> str:
 
 # An exception of a float64 pass that comes from mixing dtypes: where to look.
 _DTYPE_ERROR = r"same dtype|expected scalar type|dtype|Double|Float"
-_DTYPE_HINT = (
-    "\nHint: the inputs here are float64. A tensor you create without dtype= (torch.zeros, "
-    "torch.ones, torch.empty, torch.tensor of Python floats) is float32, and a product of "
-    "float32 and float64 tensors fails: create it with dtype=x.dtype (or x.new_zeros(...), "
-    "torch.zeros_like(x)), and drop any .float()."
-)
+_DTYPE_HINT = ("\nHint: the inputs here are float64. A tensor you create without dtype= (torch.zeros, torch.tensor "
+               "of Python floats) is float32: create it with dtype=x.dtype (or torch.zeros_like(x)), and drop any "
+               ".float().")
 
 
 def _hints(dtype: torch.dtype) -> tuple:
@@ -83,35 +64,29 @@ def _split_probes(device: str | None) -> list[Probe]:
     for sizes in HEAD_SIZES:
         batch, L, h, d_k = sizes["batch"], sizes["L"], sizes["h"], sizes["d_k"]
         dtype = _dtype(sizes)
-        # Distinct numbers: every way of regrouping them gives a different tensor.
-        x = torch.arange(batch * L * h * d_k, dtype=dtype).view(batch, L, h * d_k)
+        x = torch.arange(batch * L * h * d_k, dtype=dtype).view(batch, L, h * d_k)  # any regrouping shows
         probes.append(Probe((x, h), f"{{name}}(x of shape (batch={batch}, L={L}, d_model={h * d_k}){_of(dtype)}, "
                                     f"h={h})", sizes=sizes, hints=_hints(dtype), tags=dict(sizes)))
-    g = torch.Generator().manual_seed(0)
-    x = torch.randn(2, 3, 8, generator=g)  # in training, and twice
-    probes.append(Probe((x, 2), "{name}(x of shape (batch=2, L=3, d_model=8), h=2)", grad=(0,), again=(x + 1, 2),
-                        tags=dict(batch=2, L=3, h=2, d_k=4)))
-    return probes
+    x = torch.randn(2, 3, 8, generator=torch.Generator().manual_seed(0))  # in training, and twice
+    return probes + [Probe((x, 2), "{name}(x of shape (batch=2, L=3, d_model=8), h=2)", grad=(0,), again=(x + 1, 2),
+                           tags=dict(batch=2, L=3, h=2, d_k=4))]
 
 
 SPLIT = Declaration(
     check="check_split_heads", function="split_heads", roles=("x", "h"), reference=course_split,
     probes=_split_probes, returns=Tensor("the split tensor"), sizes_fix=_HEADS_FIX,
     mistakes=(
-        Mistake("You have (batch, L, h, d_k): the heads must come before the positions, so "
-                "that attention runs over the L positions of each head; add .transpose(1, 2).",
-                "the transpose missing", stage="shape",
+        Mistake("You have (batch, L, h, d_k): the heads must come before the positions, so that attention runs "
+                "over the L positions of each head; add .transpose(1, 2).", "the transpose missing", stage="shape",
                 shape=lambda p: (p.tags["batch"], p.tags["L"], p.tags["h"], p.tags["d_k"]),
                 example=lambda x, h: x.view(x.size(0), x.size(1), h, x.size(2) // h)),
-        Mistake(lambda p: ("the shape is right but the numbers are grouped wrongly: view(batch, h, L, d_k) "
-                           "without a transpose cuts each sequence's memory into h consecutive blocks, so a head "
-                           "gets whole positions' vectors (features of different positions mixed) instead of "
-                           f"its own d_k = {p.tags['d_k']} columns of every position. View as (batch, L, h, d_k) "
-                           "first, then .transpose(1, 2)."), "a view to (batch, h, L, d_k) without a transpose",
+        Mistake(lambda p: ("the shape is right but the numbers are grouped wrongly: view(batch, h, L, d_k) without a "
+                           "transpose gives a head whole positions' vectors instead of its own d_k = "
+                           f"{p.tags['d_k']} columns of every position. View as (batch, L, h, d_k) first, then "
+                           ".transpose(1, 2)."), "a view to (batch, h, L, d_k) without a transpose",
                 like=lambda x, h: x.reshape(x.size(0), h, x.size(1), x.size(2) // h)),
-        Mistake("head i takes every h-th column (i, i + h, i + 2h, ...) instead of the block of "
-                "d_k consecutive columns i*d_k .. (i+1)*d_k - 1: view as (batch, L, h, d_k), "
-                "not (batch, L, d_k, h).", "every h-th column",
+        Mistake("head i takes every h-th column (i, i + h, ...) instead of the block of d_k consecutive columns "
+                "i*d_k .. (i+1)*d_k - 1: view as (batch, L, h, d_k), not (batch, L, d_k, h).", "every h-th column",
                 like=lambda x, h: x.reshape(x.size(0), x.size(1), x.size(2) // h, h).permute(0, 3, 1, 2)),
     ),
     passed=("check_split_heads passed: head i of {name} holds columns i*d_k .. (i+1)*d_k - 1 of "
@@ -121,9 +96,8 @@ SPLIT = Declaration(
 
 
 def check_split_heads(split_heads: Callable) -> None:
-    """Check ``split_heads(x, h)``: (batch, L, d_model) -> (batch, h, L, d_k), on the sets of
-    sizes of ``HEAD_SIZES`` (a batch of one among them, and a single position in float64),
-    then with gradients, in training, and twice.
+    """Check ``split_heads(x, h)``: (batch, L, d_model) -> (batch, h, L, d_k), on ``HEAD_SIZES``, then with
+    gradients and twice.
 
     Diagnoses: an input changed in place, a result of another dtype (float64 made float32 by a
     .float() or a tensor created without dtype=) or device, the missing transpose, the view
@@ -149,27 +123,24 @@ def _merge_probes(device: str | None) -> list[Probe]:
     for sizes in HEAD_SIZES:
         batch, L, h, d_k = sizes["batch"], sizes["L"], sizes["h"], sizes["d_k"]
         dtype = _dtype(sizes)
-        # Contiguous, like the output of attention: the state merge_heads receives in the model.
-        x = torch.arange(batch * h * L * d_k, dtype=dtype).view(batch, h, L, d_k)
+        options = dict(sizes=sizes, hints=_hints(dtype), tags=dict(sizes))
+        x = torch.arange(batch * h * L * d_k, dtype=dtype).view(batch, h, L, d_k)  # contiguous, as attention's
         probes.append(Probe((x,), f"{{name}}(x of shape (batch={batch}, h={h}, L={L}, d_k={d_k}){_of(dtype)})",
-                            sizes=sizes, hints=_hints(dtype), tags=dict(sizes)))
-        # The round trip: merging the split of y gives y back (a transposed view, as split_heads gives).
-        y = torch.arange(batch * L * h * d_k, dtype=dtype).view(batch, L, h * d_k)
+                            **options))
+        y = torch.arange(batch * L * h * d_k, dtype=dtype).view(batch, L, h * d_k)  # a transposed view, as split's
         probes.append(Probe((course_split(y, h),), "the round trip {name}(split_heads(y)), which should give y back",
-                            sizes=sizes, hints=_hints(dtype), tags=dict(sizes), mistakes=False))
-    g = torch.Generator().manual_seed(0)
-    x = torch.randn(2, 3, 4, 5, generator=g)  # in training, and twice
-    probes.append(Probe((x,), "{name}(x of shape (batch=2, h=3, L=4, d_k=5))", grad=(0,), again=(x + 1,)))
-    return probes
+                            mistakes=False, **options))
+    x = torch.randn(2, 3, 4, 5, generator=torch.Generator().manual_seed(0))  # in training, and twice
+    return probes + [Probe((x,), "{name}(x of shape (batch=2, h=3, L=4, d_k=5))", grad=(0,), again=(x + 1,))]
 
 
 MERGE = Declaration(
     check="check_merge_heads", function="merge_heads", roles=("x",), reference=course_merge,
     probes=_merge_probes, returns=Tensor("the merged tensor"), sizes_fix=_HEADS_FIX,
     mistakes=(
-        Mistake("you merged without transposing back: reshape(batch, L, d_model) straight from "
-                "(batch, h, L, d_k) mixes the positions. First .transpose(1, 2), to "
-                "(batch, L, h, d_k), then .reshape(batch, L, h * d_k).", "merged without transposing back",
+        Mistake("you merged without transposing back: reshape(batch, L, d_model) straight from (batch, h, L, d_k) "
+                "mixes the positions. First .transpose(1, 2), then .reshape(batch, L, h * d_k).",
+                "merged without transposing back",
                 like=lambda x: x.reshape(x.size(0), x.size(2), x.size(1) * x.size(3))),
     ),
     passed=("check_merge_heads passed: {name} puts the h heads side by side, (batch, L, h * d_k), "
@@ -179,9 +150,8 @@ MERGE = Declaration(
 
 
 def check_merge_heads(merge_heads: Callable) -> None:
-    """Check ``merge_heads(x)``: (batch, h, L, d_k) -> (batch, L, h * d_k), the
-    concatenation, on the sets of sizes of ``HEAD_SIZES`` (a batch of one among them, and a
-    single position in float64), then with gradients, in training, and twice.
+    """Check ``merge_heads(x)``: (batch, h, L, d_k) -> (batch, L, h * d_k), the concatenation, on
+    ``HEAD_SIZES`` (and the round trip of a split), then with gradients and twice.
 
     Diagnoses: an input changed in place, a result of another dtype (float64 made float32 by a
     .float() or a tensor created without dtype=) or device, ``.view`` after the transpose (the
@@ -196,16 +166,12 @@ def check_merge_heads(merge_heads: Callable) -> None:
 # ---------------------------------------------------------------- 4.3 the whole forward pass
 
 _MHA_ROLES = ("query", "key", "value", "W_Q", "W_K", "W_V", "W_O", "h", "mask")
-# The errors of a 3-D mask broadcast against 4-D scores (batch, h, L_q, L_k) without its head
-# axis: its batch axis meets the heads' axis.
-_BROADCAST_ERROR = (r"must match the size of tensor|must match the existing size"
-                    r"|doesn't match the broadcast shape|not broadcastable")
-_MASK_HEADS_HINT = (
-    "\nHint: the mask is 3-D, (batch or 1, L_q or 1, L_k), and the heads' scores are 4-D, "
-    "(batch, h, L_q, L_k). Broadcasting lines shapes up from the right, so the mask's batch "
-    "axis meets the heads' axis. Give the mask an axis for the heads, mask.unsqueeze(1): "
-    "(batch, 1, L_q, L_k), the same mask for every head, as MultiHeadAttention.forward does."
-)
+# A 3-D mask broadcast against 4-D scores (batch, h, L_q, L_k) without its head axis.
+_BROADCAST_ERROR = r"must match the size of tensor|must match the existing size|doesn't match the broadcast shape|" \
+                   r"not broadcastable"
+_MASK_HEADS_HINT = ("\nHint: the mask is 3-D, (batch or 1, L_q or 1, L_k), and the heads' scores 4-D, (batch, h, L_q, "
+                    "L_k): broadcasting lines the mask's batch axis up with the heads'. Give the mask an axis for the "
+                    "heads, mask.unsqueeze(1), as MultiHeadAttention.forward does.")
 
 
 def _course_module(weights: tuple, h: int) -> MultiHeadAttention:
@@ -236,44 +202,31 @@ def course_multi_head(query, key, value, W_Q, W_K, W_V, W_O, h, mask=None) -> to
 
 def _multi_head_variant(query, key, value, weights: tuple, h: int, mask, scale: str = "sqrt_d_k",
                         split: str = "transpose", merge: str = "transpose", with_W_O: bool = True,
-                        transposed: bool = False, inputs: str = "given",
-                        mask_mode: str = "heads", fill: float = float("-inf"),
-                        zero_after: bool = True, dim: int = -1) -> torch.Tensor:
+                        transposed: bool = False, inputs: str = "given", mask_mode: str = "heads",
+                        fill: float = float("-inf"), zero_after: bool = True, dim: int = -1) -> torch.Tensor:
     """Multi-head attention with one thing changed: the usual wrong answers, one per option."""
     W_Q, W_K, W_V, W_O = (W.T if transposed else W for W in weights)
     if inputs == "query":  # key and value ignored: self-attention of the query
         key = value = query
     elif inputs == "key as value":
         value = key
-    d_model = query.size(-1)
+    batch, d_model = query.size(0), query.size(-1)
     d_k = d_model // h
 
-    def split_heads(x):
-        batch, length, _ = x.shape
-        if split == "view":  # straight to (batch, h, L, d_k), no transpose
-            return x.reshape(batch, h, length, d_k)
-        return x.reshape(batch, length, h, d_k).transpose(1, 2)
+    def split_heads(x):  # "view": straight to (batch, h, L, d_k), no transpose
+        return x.reshape(batch, h, -1, d_k) if split == "view" else x.reshape(batch, -1, h, d_k).transpose(1, 2)
 
-    def merge_heads(x):
-        batch, _, length, _ = x.shape
-        if merge == "view":  # straight back to (batch, L, d_model), no transpose
-            return x.reshape(batch, length, d_model)
-        return x.transpose(1, 2).reshape(batch, length, d_model)
+    def merge_heads(x):  # "view": straight back to (batch, L, d_model), no transpose
+        return x.reshape(batch, -1, d_model) if merge == "view" else x.transpose(1, 2).reshape(batch, -1, d_model)
 
     q, k, v = split_heads(query @ W_Q), split_heads(key @ W_K), split_heads(value @ W_V)
-    divisor = {"sqrt_d_k": math.sqrt(d_k), "sqrt_d_model": math.sqrt(d_model), "none": 1.0,
-               "d_k": float(d_k)}[scale]
+    divisor = {"sqrt_d_k": math.sqrt(d_k), "sqrt_d_model": math.sqrt(d_model), "none": 1.0, "d_k": float(d_k)}[scale]
     scores = q @ k.transpose(-2, -1) / divisor  # (batch, h, L_q, L_k)
-    if mask is not None and mask_mode != "ignored":
-        allowed = mask.unsqueeze(1)  # (batch or 1, 1, L_q or 1, L_k)
-        if mask_mode == "inverted":
-            allowed = ~allowed
-        scores = scores.masked_fill(~allowed, fill)
-        attention = scores.softmax(dim=dim)
-        if zero_after:
-            attention = attention.masked_fill(~allowed, 0.0)
-    else:
-        attention = scores.softmax(dim=dim)
+    masked = mask is not None and mask_mode != "ignored"
+    allowed = (~mask.unsqueeze(1) if mask_mode == "inverted" else mask.unsqueeze(1)) if masked else None
+    attention = (scores.masked_fill(~allowed, fill) if masked else scores).softmax(dim=dim)
+    if masked and zero_after:
+        attention = attention.masked_fill(~allowed, 0.0)
     concat = merge_heads(attention @ v)  # (batch, L_q, d_model)
     return concat @ W_O if with_W_O else concat
 
@@ -322,12 +275,9 @@ _EXTREME = dict(batch=2, L_q=3, L_k=5, h=2, d_k=3)
 
 
 def _extreme_inputs(g: torch.Generator, sign: float, scale: float) -> tuple:
-    """Query, key, value and the four matrices of _EXTREME, float32, whose scores are
-    sign * scale * m_a * c_j in every head: query a of length m_a in (1, 2, 3), key j of length
-    c_j in (1, 3, 2, 5, 4), all of them along one direction per sentence. W_Q and W_K are
-    orthogonal, so that the projections keep that direction exactly. The scores of a row are
-    so far apart that the softmax is one-hot: on the least negative key (key 0) when sign < 0,
-    on key 3 when sign > 0."""
+    """Query, key, value and the four matrices of _EXTREME, float32, whose scores are sign * scale * m_a * c_j
+    in every head (m_a in (1, 2, 3), c_j in (1, 3, 2, 5, 4), along one direction per sentence; W_Q and W_K
+    orthogonal): so far apart that the softmax is one-hot, on key 0 when sign < 0, on key 3 when sign > 0."""
     batch, L_q, L_k, h, d_k = (_EXTREME[k] for k in ("batch", "L_q", "L_k", "h", "d_k"))
     d_model = h * d_k
     W_Q, W_K = (torch.linalg.qr(torch.randn(d_model, d_model, generator=g,
@@ -346,8 +296,7 @@ def _extreme_inputs(g: torch.Generator, sign: float, scale: float) -> tuple:
 
 
 def one_hot_output(value, W_V, W_O, mask, sign: float) -> torch.Tensor:
-    """The output of _extreme_inputs when each query takes the value of one key: its allowed
-    key of the highest score (the smallest c_j when sign < 0, the largest when sign > 0)."""
+    """The output of _extreme_inputs when each query takes the value of its allowed key of the highest score."""
     c = torch.tensor([1.0, 3.0, 2.0, 5.0, 4.0])
     batch, L_k, _ = value.shape
     score = (sign * c).expand(batch, _EXTREME["L_q"], L_k)
@@ -359,8 +308,8 @@ def one_hot_output(value, W_V, W_O, mask, sign: float) -> torch.Tensor:
 
 
 def _extreme_probes(g: torch.Generator) -> list[Probe]:
-    """Scores far below zero (a softmax without its max shift underflows to 0/0; a mask filled
-    with a finite -1e4 lets the masked keys win) and far above zero (exp overflows)."""
+    """Scores far below zero (a softmax without its max shift gives 0/0; a mask filled with -1e4 lets the
+    masked keys win) and far above zero (exp overflows)."""
     below = _extreme_inputs(g, -1.0, 3e4)  # scores from -3e4 down to -4.5e5
     above = _extreme_inputs(g, 1.0, 100.0)  # scores from 100 up to 1,500
     lengths = torch.tensor([3, 2])  # the padding hides the keys of the lowest scores
@@ -376,11 +325,8 @@ def _extreme_probes(g: torch.Generator) -> list[Probe]:
 
 
 def _float64_probe(g: torch.Generator) -> Probe:
-    """float64 inputs that require gradients, with a padding mask: a float64 output equal to
-    the course's module in float64, gradients that reach every input, and a second call that
-    leaves the first output as it was. d_k = 16, whose square root is exact in float32 too:
-    a float32 constant in the scaling (torch.sqrt(torch.tensor(d_k))), a right answer, then
-    changes nothing, while steps computed in float32 show."""
+    """float64 inputs that require gradients, with a padding mask, and a second call. d_k = 16, whose square
+    root is exact in float32: a float32 constant in the scaling changes nothing, steps in float32 show."""
     batch, L_q, L_k, h, d_k = 2, 4, 3, 2, 16
     d_model = h * d_k
     weights = _weights(g, d_model, torch.float64)
@@ -408,12 +354,13 @@ def _d(p: Probe) -> tuple[int, int]:
     return p.tags["d_k"], p.tags["h"] * p.tags["d_k"]
 
 
+_NOTEBOOK_02 = "as scaled_dot_product_attention of notebook 02 does"
+
+
 def _blind_nan(found: dict, p: Probe) -> str | None:
     if p.tags.get("blind") and found["values"] is not None and found["values"].isnan().any():
-        return ("a query whose keys are all masked gets NaN: the softmax of a row of -inf is "
-                "0/0. The course gives it zero weights, so a zero output: call "
-                "scaled_dot_product_attention of notebook 02 (or your attention of exercise "
-                "2.1) on the heads, which does.")
+        return ("a query whose keys are all masked gets NaN: the softmax of a row of -inf is 0/0. The course gives it "
+                f"zero weights, so a zero output, {_NOTEBOOK_02} (or your attention of exercise 2.1).")
     return None
 
 
@@ -422,20 +369,15 @@ def _not_finite(found: dict, p: Probe) -> str | None:
         return None
     way = ("underflows: exp of every score is 0, and 0/0 is NaN" if p.tags["sign"] < 0 else
            "overflows: exp(100) is already inf in float32, and inf/inf is NaN")
-    return (f"with {p.tags['what']}, your output holds NaN or inf: a softmax computed as "
-            f"exp(s) / sum(exp(s)) without subtracting each row's maximum {way}. Subtract "
-            "the row's maximum every time (not only when the scores look large: scores far "
-            "below zero need it too), or use scores.softmax(dim=-1), as "
-            "scaled_dot_product_attention of notebook 02 does.")
+    return (f"with {p.tags['what']}, your output holds NaN or inf: a softmax computed as exp(s) / sum(exp(s)) "
+            f"without subtracting each row's maximum {way}. Subtract it every time (not only when the scores look "
+            f"large), or use scores.softmax(dim=-1), {_NOTEBOOK_02}.")
 
 
 def _finite_fill(p: Probe) -> str:
-    return (f"with {p.tags['what']}, the masked keys took the weight: your masked scores are "
-            "filled with a finite number (such as -1e4), and "
-            "here every allowed score lies below it, so the softmax prefers the "
-            "hidden keys. Fill with float('-inf'), which no score goes below (and "
-            "give a query that sees nothing zero weights), as "
-            "scaled_dot_product_attention of notebook 02 does.")
+    return (f"with {p.tags['what']}, the masked keys took the weight: your masked scores are filled with a finite "
+            "number (such as -1e4), and every allowed score lies below it. Fill with float('-inf') (and give a "
+            f"query that sees nothing zero weights), {_NOTEBOOK_02}.")
 
 
 def _plain_softmax(query, key, value, W_Q, W_K, W_V, W_O, h, mask=None):
@@ -455,70 +397,59 @@ def _masked(p: Probe) -> bool:
     return _sized(p) and p.tags["masked"]
 
 
+_SPLIT = "Split as in exercise 4.1, view(batch, L, h, d_k) then transpose(1, 2)"
 MULTI_HEAD_MISTAKES = (
-    Mistake("You returned the heads: merge them back to (batch, L_q, d_model) "
-            "(exercise 4.2) and multiply by W_O.", "the heads returned unmerged", stage="shape",
-            shape=lambda p: (p.tags["batch"], p.tags["h"], p.tags["L_q"], p.tags["d_k"]), when=_sized,
+    Mistake("You returned the heads: merge them back to (batch, L_q, d_model) (exercise 4.2) and multiply by W_O.",
+            "the heads returned unmerged", stage="shape", when=_sized,
+            shape=lambda p: (p.tags["batch"], p.tags["h"], p.tags["L_q"], p.tags["d_k"]),
             example=lambda *args: _variant()(*args).unflatten(-1, (args[7], -1)).transpose(1, 2)),
     Mistake("", "NaN for a query that sees nothing", find=_blind_nan, when=_sized,
             example=_variant(zero_after=False)),
-    Mistake("a query whose keys are all masked got uniform weights: your masked scores are filled with a "
-            "finite number (such as -1e4 or -1e9), so a row with every key masked is a row of equal scores, "
-            "and the softmax shares its weight out equally over the hidden keys. Fill with float('-inf') and "
-            "give such a query zero weights, as scaled_dot_product_attention of notebook 02 does.",
-            "uniform weights for a query that sees nothing", like=_variant(fill=-1e4, zero_after=False),
-            when=lambda p: _sized(p) and p.tags["blind"]),
-    Mistake("the mask was ignored: with a mask your output is the same as without one. Pass it "
-            "to the attention, with an axis for the heads: mask.unsqueeze(1).", "the mask ignored",
-            like=_variant(mask_mode="ignored"), when=_masked),
-    Mistake("your mask is inverted: keys where the mask is True were hidden. True means 'may "
-            "attend' (notebook 03): hide the keys where it is False.", "an inverted mask",
-            like=_variant(mask_mode="inverted"), when=_masked),
-    Mistake("you left out W^O: your output is Concat(head_1, ..., head_h) itself. The paper "
-            "projects the concatenation once more, MultiHead(Q, K, V) = Concat(head_1, ..., "
-            "head_h) W^O: multiply the merged heads by W_O (notebook 04, 'Why $W^O$?').", "W^O left out",
-            like=_variant(with_W_O=False), when=_sized),
-    Mistake(lambda p: (f"you divided the scores by sqrt(d_model) = {math.sqrt(_d(p)[1]):.4g} instead of "
-                       f"sqrt(d_k) = {math.sqrt(_d(p)[0]):.4g}: each head's queries and keys have d_k = d_model / h "
-                       f"= {_d(p)[0]} dimensions, and it is their dot products that the scaling tames (notebook 01). "
-                       "scaled_dot_product_attention of notebook 02, called on the split heads, reads d_k "
-                       "from them."), "scores divided by sqrt(d_model)", like=_variant(scale="sqrt_d_model"),
-            when=_sized),
-    Mistake(lambda p: (f"you forgot the 1/sqrt(d_k) scaling of the scores (sqrt(d_k) = {math.sqrt(_d(p)[0]):.4g} "
-                       "here): each head runs the scaled attention of §3.2.1. Call scaled_dot_product_attention "
-                       "(notebook 02) on the split heads, or divide by math.sqrt(d_k)."), "no scaling",
-            like=_variant(scale="none"), when=_sized),
-    Mistake(lambda p: f"you divided the scores by d_k = {_d(p)[0]} instead of sqrt(d_k) = {math.sqrt(_d(p)[0]):.4g}.",
-            "scores divided by d_k", like=_variant(scale="d_k"), when=_sized),
-    Mistake("your softmax runs over the wrong dimension: over the queries (dim=-2, or dim=2 of the "
-            "heads' scores (batch, h, L_q, L_k)) instead of the keys. Each query's weights must sum to 1 over "
-            "the keys it may attend to: softmax(dim=-1).", "the softmax over the queries",
-            like=_variant(dim=-2), when=_sized),
-    Mistake("the heads are split without a transpose: view(batch, h, L, d_k) straight from "
-            "(batch, L, d_model) gives a head whole positions' vectors instead of its own d_k "
-            "columns of every position (and the merge by view back undoes it, so the shapes all "
-            "fit). Split as in exercise 4.1: view(batch, L, h, d_k), then transpose(1, 2); merge "
-            "as in 4.2.", "split and merged without transposes", like=_variant(split="view", merge="view"),
-            when=_sized),
-    Mistake("the heads are split without a transpose: view(batch, h, L, d_k) straight from "
-            "(batch, L, d_model) has the right shape but groups the wrong numbers. Use the "
-            "split_heads of exercise 4.1: view(batch, L, h, d_k), then transpose(1, 2).",
-            "split without a transpose", like=_variant(split="view"), when=_sized),
-    Mistake("the heads are merged without transposing back: reshape(batch, L, d_model) straight "
-            "from (batch, h, L, d_k) mixes the positions. Use the merge_heads of exercise 4.2: "
-            "transpose(1, 2), then reshape.", "merged without transposing back", like=_variant(merge="view"),
-            when=_sized),
-    Mistake("you multiplied by the transposes of the matrices, x @ W.T: here W_Q, W_K, W_V and W_O "
-            "are the paper's matrices, (d_model, d_model), used as x @ W_Q. (nn.Linear stores the "
-            "transpose and computes x @ weight.T; notebook 04's loop over heads slices its rows for "
-            "that reason.)", "the matrices transposed", like=_variant(transposed=True), when=_sized),
-    Mistake("your output ignores the key and value arguments: the keys and values are projected "
-            "from the query too. In cross-attention they come from elsewhere (the encoder's "
-            "output): key @ W_K and value @ W_V.", "the key and value ignored", like=_variant(inputs="query"),
-            when=_sized),
-    Mistake("your values are projected from the key: use value @ W_V (in the check the key and "
-            "the value are different tensors).", "the key used as the value", like=_variant(inputs="key as value"),
-            when=_sized),
+) + tuple(Mistake(message, name, like=_variant(**wrong), when=when) for name, wrong, when, message in (
+    ("uniform weights for a query that sees nothing", dict(fill=-1e4, zero_after=False),
+     lambda p: _sized(p) and p.tags["blind"],
+     "a query whose keys are all masked got uniform weights: your masked scores are filled with a finite number "
+     "(such as -1e4 or -1e9), so the softmax shares the weight equally over the hidden keys. Fill with "
+     f"float('-inf') and give such a query zero weights, {_NOTEBOOK_02}."),
+    ("the mask ignored", dict(mask_mode="ignored"), _masked,
+     "the mask was ignored: with a mask your output is the same as without one. Pass it to the attention, with "
+     "an axis for the heads: mask.unsqueeze(1)."),
+    ("an inverted mask", dict(mask_mode="inverted"), _masked,
+     "your mask is inverted: keys where the mask is True were hidden. True means 'may attend' (notebook 03)."),
+    ("W^O left out", dict(with_W_O=False), _sized,
+     "you left out W^O: your output is Concat(head_1, ..., head_h) itself. MultiHead(Q, K, V) = Concat(head_1, "
+     "..., head_h) W^O: multiply the merged heads by W_O (notebook 04, 'Why $W^O$?')."),
+    ("scores divided by sqrt(d_model)", dict(scale="sqrt_d_model"), _sized, lambda p: (
+        f"you divided the scores by sqrt(d_model) = {math.sqrt(_d(p)[1]):.4g} instead of sqrt(d_k) = "
+        f"{math.sqrt(_d(p)[0]):.4g}: each head's queries and keys have d_k = d_model / h = {_d(p)[0]} dimensions "
+        "(scaled_dot_product_attention of notebook 02, called on the split heads, reads d_k from them).")),
+    ("no scaling", dict(scale="none"), _sized, lambda p: (
+        f"you forgot the 1/sqrt(d_k) scaling of the scores (sqrt(d_k) = {math.sqrt(_d(p)[0]):.4g} here): call "
+        "scaled_dot_product_attention (notebook 02) on the split heads, or divide by math.sqrt(d_k).")),
+    ("scores divided by d_k", dict(scale="d_k"), _sized,
+     lambda p: f"you divided the scores by d_k = {_d(p)[0]} instead of sqrt(d_k) = {math.sqrt(_d(p)[0]):.4g}."),
+    ("the softmax over the queries", dict(dim=-2), _sized,
+     "your softmax runs over the queries (dim=-2) instead of the keys: each query's weights must sum to 1 over "
+     "the keys, softmax(dim=-1)."),
+    ("split and merged without transposes", dict(split="view", merge="view"), _sized,
+     "the heads are split without a transpose: view(batch, h, L, d_k) gives a head whole positions' vectors "
+     f"instead of its own d_k columns (and the merge by view back undoes it, so the shapes all fit). {_SPLIT}; "
+     "merge as in 4.2."),
+    ("split without a transpose", dict(split="view"), _sized,
+     "the heads are split without a transpose: view(batch, h, L, d_k) straight from (batch, L, d_model) has the "
+     f"right shape but groups the wrong numbers. {_SPLIT}."),
+    ("merged without transposing back", dict(merge="view"), _sized,
+     "the heads are merged without transposing back: reshape(batch, L, d_model) straight from (batch, h, L, d_k) "
+     "mixes the positions. Use the merge_heads of exercise 4.2: transpose(1, 2), then reshape."),
+    ("the matrices transposed", dict(transposed=True), _sized,
+     "you multiplied by the transposes of the matrices, x @ W.T: W_Q, W_K, W_V and W_O are the paper's matrices, "
+     "used as x @ W_Q (nn.Linear stores the transpose)."),
+    ("the key and value ignored", dict(inputs="query"), _sized,
+     "your output ignores the key and value arguments: in cross-attention they come from elsewhere (the "
+     "encoder): key @ W_K and value @ W_V."),
+    ("the key used as the value", dict(inputs="key as value"), _sized, "your values are projected from the key: "
+     "use value @ W_V."),
+)) + (
     # scores far from zero
     Mistake("", "a softmax without its max shift", find=_not_finite, when=lambda p: p.tags.get("extreme", False),
             example=_plain_softmax),
@@ -542,17 +473,10 @@ MULTI_HEAD = Declaration(
 
 
 def check_multi_head_attention(multi_head_attention: Callable) -> None:
-    """Check ``multi_head_attention(query, key, value, W_Q, W_K, W_V, W_O, h, mask=None)``:
-    the paper's multi-head attention with its matrices given (x @ W, no biases), against the
-    course's ``MultiHeadAttention`` holding the same matrices and ``nn.MultiheadAttention``.
-
-    On the sizes of ``MULTI_HEAD_SIZES`` it runs cross-attention (L_q != L_k) without a mask,
-    with a padding mask (batch, 1, L_k) and a full mask (batch, L_q, L_k), self-attention with
-    a causal mask (1, L, L), and a query whose keys are all masked.
-
-    Then it runs scores far below zero (down to -4.5e5, with and without a padding mask) and
-    far above zero (up to 1,500), where the softmax is one-hot, and float64 inputs that require
-    gradients. The weight matrices stay (d_model, d_model), as the exercise states.
+    """Check ``multi_head_attention(query, key, value, W_Q, W_K, W_V, W_O, h, mask=None)`` (x @ W, no biases)
+    against the course's ``MultiHeadAttention`` holding the same matrices, on ``MULTI_HEAD_SIZES``: cross-attention
+    without a mask, with padding and full masks, self-attention with a causal mask, a query that sees nothing;
+    then scores far below and far above zero, and float64 inputs with gradients.
 
     Diagnoses: an input changed in place, a result of another kind, dtype or device, wrong
     shapes (the heads left unmerged, a batch of one dropped by a .squeeze()), no W^O, the
@@ -585,29 +509,22 @@ def course_contributions(heads: torch.Tensor, W_O: torch.Tensor) -> torch.Tensor
 
 
 def _contribution_probes(device: str | None) -> list[Probe]:
-    g = torch.Generator().manual_seed(0)
-    probes = []
+    g, probes = torch.Generator().manual_seed(0), []
     for sizes in CONTRIBUTION_SIZES:
         batch, L, h, d_k = sizes["batch"], sizes["L"], sizes["h"], sizes["d_k"]
-        d_model = sizes.get("d_model", h * d_k)  # W_O is (h * d_k, d_model), square or not
-        dtype = _dtype(sizes)
+        d_model, dtype = sizes.get("d_model", h * d_k), _dtype(sizes)  # W_O is (h * d_k, d_model), square or not
         heads = torch.randn(batch, h, L, d_k, generator=g, dtype=dtype)  # before the merge
         W_O = torch.randn(h * d_k, d_model, generator=g, dtype=dtype) / math.sqrt(d_model)  # x @ W_O
-        hints = []
-        if d_model != h * d_k:
-            hints.append((r"invalid for input of size|must match|cannot be multiplied|size mismatch",
-                          f"\nHint: here W_O is ({h * d_k}, {d_model}), not square: its rows are "
-                          "the h * d_k columns of the concatenation, its columns the d_model "
-                          "features of the output. Read d_model from W_O.size(-1) (or view W_O as "
-                          "(h, d_k, -1)), not from h * d_k."))
-        hints += _hints(dtype)
+        hints = ((r"invalid for input of size|must match|cannot be multiplied|size mismatch",
+                  f"\nHint: here W_O is ({h * d_k}, {d_model}), not square: its rows are the h * d_k columns of the "
+                  "concatenation, its columns the d_model features. Read d_model from W_O.size(-1), not from "
+                  "h * d_k."),) if d_model != h * d_k else ()
         probes.append(Probe((heads, W_O), f"{{name}}(heads of shape (batch={batch}, h={h}, L={L}, d_k={d_k})"
                                           f"{_of(dtype)}, W_O of shape ({h * d_k}, {d_model}))",
-                            sizes=sizes, hints=tuple(hints), tags=dict(sizes, d_model=d_model)))
+                            sizes=sizes, hints=hints + _hints(dtype), tags=dict(sizes, d_model=d_model)))
     heads, W_O = torch.randn(2, 3, 4, 5, generator=g), torch.randn(15, 15, generator=g)
-    probes.append(Probe((heads, W_O), "{name}(heads of shape (batch=2, h=3, L=4, d_k=5), W_O of shape (15, 15))",
-                        again=(heads + 1, W_O), tags=dict(batch=2, L=4, h=3, d_k=5, d_model=15)))
-    return probes
+    return probes + [Probe((heads, W_O), "{name}(heads of shape (batch=2, h=3, L=4, d_k=5), W_O of shape (15, 15))",
+                           again=(heads + 1, W_O), tags=dict(batch=2, L=4, h=3, d_k=5, d_model=15))]
 
 
 def _in_slots(heads: torch.Tensor, W_O: torch.Tensor) -> torch.Tensor:
@@ -619,17 +536,18 @@ def _in_slots(heads: torch.Tensor, W_O: torch.Tensor) -> torch.Tensor:
 
 
 def _mixed(found: dict, p: Probe) -> str | None:
-    expected = course_contributions(*p.args)
-    got = found["values"]
+    expected, got = course_contributions(*p.args), found["values"]
     if got is not None and got.shape == expected.shape and torch.allclose(
             got.sum(1).double(), expected.sum(1).double(), atol=1e-5, rtol=1e-4):
-        return ("your terms add up to the output, Concat(...) W^O, but they are not each head's "
-                "own: term i must depend on head i alone, head_i @ W_O[i*d_k:(i+1)*d_k].")
+        return ("your terms add up to the output, Concat(...) W^O, but they are not each head's own: term i must "
+                "depend on head i alone, head_i @ W_O[i*d_k:(i+1)*d_k].")
     return None
 
 
-def _contribution_shape(*dims: str) -> Callable:
-    return lambda p: tuple(p.tags[d] for d in dims)
+def _misplaced(found: dict, p: Probe) -> str | None:
+    b, h, L, d = (p.tags[k] for k in ("batch", "h", "L", "d_model"))
+    return ("The head axis comes second, as in heads: (batch, h, L, d_model)."
+            if tuple(found["shape"]) in ((h, b, L, d), (b, L, h, d)) else None)
 
 
 CONTRIBUTIONS = Declaration(
@@ -637,32 +555,24 @@ CONTRIBUTIONS = Declaration(
     reference=course_contributions, probes=_contribution_probes, returns=Tensor("the contributions"),
     sizes_fix=_HEADS_FIX,
     mistakes=(
-        Mistake("That is the sum over the heads, Concat(head_1, ..., head_h) W^O, "
-                "the layer's output: keep the heads apart, one term per head.", "the sum of the terms",
-                stage="shape", shape=_contribution_shape("batch", "L", "d_model"),
+        Mistake("That is the sum over the heads, Concat(head_1, ..., head_h) W^O, the layer's output: keep the "
+                "heads apart, one term per head.", "the sum of the terms", stage="shape",
+                shape=lambda p: (p.tags["batch"], p.tags["L"], p.tags["d_model"]),
                 example=lambda heads, W_O: course_contributions(heads, W_O).sum(1)),
-        Mistake("The head axis comes second, as in heads: (batch, h, L, d_model).", "the head axis misplaced",
-                stage="shape", shape=_contribution_shape("h", "batch", "L", "d_model"),
-                example=lambda heads, W_O: course_contributions(heads, W_O).transpose(0, 1)),
-        Mistake("The head axis comes second, as in heads: (batch, h, L, d_model).", "the head axis misplaced",
-                stage="shape", shape=_contribution_shape("batch", "L", "h", "d_model"),
+        Mistake("", "the head axis misplaced", stage="shape", find=_misplaced,
                 example=lambda heads, W_O: course_contributions(heads, W_O).transpose(1, 2)),
-        Mistake("you took head i's block of columns of W_O (transposed), W_O[:, i*d_k:(i+1)*d_k].T: "
-                "that is how nn.Linear stores it (weight = W_O^T). Here W_O is the paper's matrix, "
-                "used as Concat(...) @ W_O, so head i, columns i*d_k .. (i+1)*d_k - 1 of the "
-                "concatenation, meets rows i*d_k .. (i+1)*d_k - 1 of W_O.", "columns of W_O instead of rows",
-                like=lambda heads, W_O: _per_head(heads, W_O, lambda i: W_O[:, i * heads.size(-1):
-                                                                                (i + 1) * heads.size(-1)].T)),
-        Mistake("head i took every h-th row of W_O (i, i + h, ...): its rows are the block "
-                "i*d_k .. (i+1)*d_k - 1, the same block its output occupies in the concatenation.",
-                "every h-th row", like=lambda heads, W_O: _per_head(heads, W_O, lambda i: W_O[i::heads.size(1)])),
-        Mistake(lambda p: (f"your contributions are 1/h = 1/{p.tags['h']} of the right ones: the heads' terms "
-                           "add up to the output, Concat(...) W^O = sum over i of head_i W_i^O, with no average."),
-                "an average instead of a sum",
+        Mistake("you took head i's block of columns of W_O (transposed), W_O[:, i*d_k:(i+1)*d_k].T: that is "
+                "nn.Linear's orientation. Here Concat(...) @ W_O: head i meets rows i*d_k .. (i+1)*d_k - 1 of W_O.",
+                "columns of W_O instead of rows", like=lambda heads, W_O: _per_head(
+                    heads, W_O, lambda i: W_O[:, i * heads.size(-1): (i + 1) * heads.size(-1)].T)),
+        Mistake("head i took every h-th row of W_O (i, i + h, ...): its rows are the block i*d_k .. (i+1)*d_k - 1, "
+                "where its output sits in the concatenation.", "every h-th row",
+                like=lambda heads, W_O: _per_head(heads, W_O, lambda i: W_O[i::heads.size(1)])),
+        Mistake(lambda p: (f"your contributions are 1/h = 1/{p.tags['h']} of the right ones: the heads' terms add "
+                           "up to the output, with no average."), "an average instead of a sum",
                 like=lambda heads, W_O: course_contributions(heads, W_O) / heads.size(1)),
-        Mistake("your contributions are the heads placed in their own slots of d_k features, with no "
-                "W^O: that is Concat without the projection. Multiply each head by its rows of W_O: "
-                "head_i @ W_O[i*d_k:(i+1)*d_k].", "no W^O", like=_in_slots),
+        Mistake("your contributions are the heads placed in their own slots of d_k features, with no W^O: multiply "
+                "each head by its rows of W_O, head_i @ W_O[i*d_k:(i+1)*d_k].", "no W^O", like=_in_slots),
         Mistake("", "terms that mix the heads", find=_mixed,
                 example=lambda heads, W_O: course_contributions(heads, W_O).sum(1, keepdim=True).expand(
                     -1, heads.size(1), -1, -1) / heads.size(1)),
@@ -675,13 +585,9 @@ CONTRIBUTIONS = Declaration(
 
 
 def check_head_contributions(head_contributions: Callable) -> None:
-    """Check ``head_contributions(heads, W_O)``: (batch, h, L, d_k) heads and the paper's
-    W_O (h * d_k, d_model) -> (batch, h, L, d_model), term i = head_i @ W_O's rows
-    i*d_k .. (i+1)*d_k - 1, whose sum over the heads is the course's output projection of the
-    merged heads, on the sizes of ``CONTRIBUTION_SIZES``.
-
-    The sets include a batch of one with a W_O that is not square, (h * d_k, d_model) =
-    (8, 9), and a float64 set with d_k = 1.
+    """Check ``head_contributions(heads, W_O)``: (batch, h, L, d_k) heads and the paper's W_O (h * d_k, d_model)
+    -> (batch, h, L, d_model), term i = head_i @ rows i*d_k .. (i+1)*d_k - 1 of W_O, on ``CONTRIBUTION_SIZES``
+    (a W_O that is not square, (8, 9), among them).
 
     Diagnoses: an input changed in place, a result of another kind, dtype (float64 made float32
     by a .float() or a tensor created without dtype=) or device, the sum returned instead of
