@@ -1,15 +1,8 @@
-"""Checks of notebook 12's exercises, as declarations (``annotated.support.grading.engine``): pieces
-brought to words, the entropy of a head, the previous-token statistic, and one EM step of IBM
-Model 1.
-
-Each check runs the learner's function on random attention (or random sentence pairs) of several
-shapes, so that a size written into the code fails, then on edge cases, in float64 and twice in a
-row, and compares it with the course's own code: ``annotated.heads.to_words``, the statistics of
-``head_statistics`` (tests/test_declarations_08_12.py compares the references with it on every
-probe) and ``annotated.alignment.train_ibm_model1``. The three checks about attention end on the
-shipped model's own attention of four sentences, in one padded batch, as notebook 12 measures it
-(the model is loaded once per process, in about two seconds).
-"""
+"""Checks of notebook 12's exercises, as declarations (``engine``): pieces brought to words, the entropy of a head,
+the previous-token statistic, and one EM step of IBM Model 1, against ``annotated.heads`` (``to_words``,
+``head_statistics``) and ``annotated.alignment.train_ibm_model1``, on random attention (or sentence pairs) of several
+shapes, edge cases, float64 and a second call; the three about attention end on the shipped model's own attention
+of four sentences (loaded once per process)."""
 
 import functools
 import math
@@ -26,31 +19,25 @@ from annotated.support.grading.core import _hard_coded_hint
 from annotated.support.grading.engine import Declaration, Mistake, Probe, Tensor, _equal, check
 from annotated.vocab import PAD
 
-# Sizes of each check: within a set all differ, from one set to the next every one changes.
-# to_words: lead = the dimensions in front of (L_q, L_k) (none, (batch,) or (batch, h)).
+# Within a set all sizes differ, and from one set to the next every one changes. to_words: lead = the dimensions in
+# front of (L_q, L_k).
 WORDS_SIZES = [dict(lead=(3,), L_q=7, L_k=9), dict(lead=(2, 4), L_q=10, L_k=6), dict(lead=(), L_q=5, L_k=8)]
-# Edge cases after the sizes, each with what it tries: a batch of one whose decoder has read
-# only <s> (L_q = 1), and key pieces cut off inside a word (the last two pieces end in '@@', as
-# in a sentence truncated to a maximum length).
+# Edge cases, each with what it tries: a decoder that has read only <s>, and key pieces cut off inside a word.
 WORDS_EDGES = [(dict(lead=(1,), L_q=1, L_k=11), "a batch of one sentence whose single query piece is <s>"),
                (dict(lead=(5, 2), L_q=8, L_k=7, cut=True), "key pieces that stop inside a word")]
-# normalized_entropy: attention (batch, h, L_q, L_k), as one block of the model gives it; then
-# a batch of one sentence.
+# normalized_entropy: attention (batch, h, L_q, L_k); previous_token_share: self-attention (batch, h, L, L).
 ENTROPY_SIZES = [dict(batch=3, h=5, L_q=6, L_k=8), dict(batch=4, h=2, L_q=9, L_k=7),
                  dict(batch=2, h=6, L_q=5, L_k=10)]
 ENTROPY_EDGES = [(dict(batch=1, h=3, L_q=7, L_k=9), "a batch of one sentence")]
-# previous_token_share: self-attention (batch, h, L, L); then a batch of one sentence.
 PREVIOUS_SIZES = [dict(batch=3, h=5, L=7), dict(batch=5, h=2, L=9), dict(batch=2, h=6, L=5)]
 PREVIOUS_EDGES = [(dict(batch=1, h=4, L=8), "a batch of one sentence")]
-# em_step: V_e English and V_f German words (NULL included), `pairs` sentence pairs of at most
-# L_de German and L_en English words.
+# em_step: V_e English and V_f German words (NULL included), sentence pairs of at most L_de and L_en words.
 EM_SIZES = [dict(V_e=9, V_f=8, pairs=5, L_de=4, L_en=3), dict(V_e=6, V_f=11, pairs=7, L_de=5, L_en=8),
             dict(V_e=12, V_f=7, pairs=9, L_de=6, L_en=5)]
 SIZE_SETS = {"check_to_words": WORDS_SIZES, "check_normalized_entropy": ENTROPY_SIZES,
              "check_previous_token_share": PREVIOUS_SIZES, "check_em_step": EM_SIZES}
 
-# The sentences the shipped model is read on: of different lengths (so the batch has padding),
-# some with words that byte-pair encoding splits ("seil@@ tänzerin", "ti@@ gh@@ tro@@ pe").
+# The sentences the shipped model reads: of different lengths (padding), some with words split in pieces.
 SENTENCES = [
     ("Zwei Hunde spielen im Schnee.", "Two dogs play in the snow."),
     ("Ein Taucher fotografiert eine Schildkröte unter Wasser.", "A diver photographs a turtle under water."),
@@ -63,9 +50,8 @@ _LN2, _LN10 = math.log(2), math.log(10)
 
 @functools.lru_cache(maxsize=1)
 def _shipped() -> tuple[dict, object]:
-    """The shipped model's attention on ``SENTENCES``, teacher-forced on their translations:
-    kind -> (weights (layers, batch, h, L_q, L_k), mask, query_valid) as ``attention_statistics``
-    reads them, and one sentence's ``SentenceAttention`` (the one with split words)."""
+    """The shipped model's teacher-forced attention on ``SENTENCES``: kind -> (weights (layers, batch, h, L_q, L_k),
+    mask, query_valid), and the ``SentenceAttention`` of the sentence with split words."""
     from annotated import load_pretrained  # loads spaCy: only when a check needs the model
 
     threads = torch.get_num_threads()
@@ -85,36 +71,23 @@ def _shipped() -> tuple[dict, object]:
     return blocks, sentence
 
 
-def _on_the_model(err: Exception, where: str) -> Exception:
-    """A failure on the shipped model's attention, after every random shape passed."""
-    return type(err)(f"{err}{_model_hint(where)}")
-
-
-def _model_hint(where: str) -> str:
-    return (f"\nThis is on {where}; every random shape passed before it, so look for what your code assumes "
-            "that the model's attention does not keep to: a size (the model has h = 8 heads), or the form of "
-            "its masks and padding.")
-
-
 def _sizes_fix(how: str) -> Callable:
-    """The hint of a failure no known mistake explains, after whole sets of sizes passed. The sizes
-    of a probe that is not a set of sizes say what it is: ``_edge`` (an edge case), ``_float64``,
-    ``_model`` (the shipped model's attention), ``cut`` (key pieces that stop inside a word)."""
+    """The hint of a failure no known mistake explains, after whole sets of sizes passed; a probe that is not a set
+    of sizes says what it is: ``_edge`` (an edge case), ``_float64``, ``_model`` (the shipped model), ``cut``."""
     def fix(passed: list, sizes: dict, message: str) -> str:
         shown = ", ".join(f"{k}={v}" for k, v in sizes.items() if not k.startswith("_"))
         if "_model" in sizes:
-            return _model_hint(sizes["_model"])
+            return (f"\nThis is on {sizes['_model']}; every random shape passed before it, so look for what your code "
+                    "assumes that the model's attention does not keep to: a size (h = 8 heads), or its masks.")
         if "_float64" in sizes:
-            return ("\nThis is on float64 inputs; every float32 shape passed before it: keep every step in the "
-                    "dtype of the inputs (no .float(), and dtype=... or *_like for a tensor you create).")
+            return ("\nThis is on float64 inputs; every float32 shape passed before it: keep every step in the inputs' "
+                    "dtype (no .float(), and dtype=... or *_like for a tensor you create).")
         if sizes.get("cut"):
-            return ("\nHere the key pieces stop inside a word: a sentence cut off at a maximum length. The "
-                    "pieces that end in '@@' at the end still make one word with the pieces before them: "
-                    "count the words from the word ids (the last id + 1), not from the pieces that do not "
-                    "end in '@@'.")
+            return ("\nHere the key pieces stop inside a word (a sentence cut at a maximum length): count the words "
+                    "from the word ids (the last id + 1), not from the pieces that do not end in '@@'.")
         if "_edge" in sizes:
-            return (f"\nThis is on {sizes['_edge']} ({shown}); every set of sizes passed before it, so look "
-                    "for what your code assumes about it.")
+            return (f"\nThis is on {sizes['_edge']} ({shown}); every set of sizes passed before it, so look for what "
+                    "your code assumes about it.")
         return _hard_coded_hint(passed, sizes, message, how)
     return fix
 
@@ -144,10 +117,8 @@ _SYLLABLES = ("ka", "lo", "mi", "ne", "ru", "sa", "ti", "vo", "ber", "gen", "hut
 
 
 def _random_pieces(length: int, g: torch.Generator, end: bool, cut: bool = False) -> list[str]:
-    """``length`` byte-pair pieces: <s>, words of one to three pieces (at least one word of
-    several), maybe a '@@,', a final '@@.', and </s> when ``end``; with ``cut``, the sentence
-    stops inside a word instead: its last two pieces end in '@@' (no '@@.', no </s>).
-    ``length`` 1 is <s> alone (a decoder that has read nothing else)."""
+    """``length`` pieces: <s>, words of one to three pieces (one at least of several), maybe a '@@,', a final '@@.',
+    and </s> when ``end``; with ``cut``, the last two pieces end in '@@' instead; ``length`` 1 is <s> alone."""
     if length == 1:
         return ["<s>"]
     if cut:
@@ -194,8 +165,7 @@ def _grouping(pieces: list[str], how: str, ids: Callable = word_ids) -> torch.Te
 
 
 def _words(rows: str = "mean", columns: str = "sum", ids: Callable = word_ids) -> Callable:
-    """A to_words whose query words take the rows of their pieces by ``rows`` and key words the
-    columns by ``columns`` (a known mistake, or its example)."""
+    """A to_words whose query words take their pieces' rows by ``rows``, key words the columns by ``columns``."""
     def to_words(weights, query_pieces, key_pieces):
         w = weights.double()
         result = _grouping(query_pieces, rows, ids).T @ w @ _grouping(key_pieces, columns, ids)
@@ -252,9 +222,8 @@ def _joined(found: dict, p: Probe) -> str | None:
     if tuple(found["shape"][-2:]) == (max(_ids_joining_at_both_ends(p.args[1])) + 1,
                                        max(_ids_joining_at_both_ends(p.args[2])) + 1):
         return ("You have fewer words: a piece that STARTS with '@@' (such as '@@.') was joined to the previous "
-                "word. In notebook 12, '@@' at the start only means 'no space before it': '@@.' is a word of "
-                "its own. Only a piece that ENDS in '@@' is continued by the next one: a new word starts after "
-                "every piece that does not end in '@@'.")
+                "word; it only means 'no space before it'. A new word starts after every piece that does not END "
+                "in '@@'.")
     return None
 
 
@@ -280,20 +249,18 @@ WORDS_MISTAKES = (
             example=_words(ids=_ids_joining_at_both_ends)),
     Mistake("", "a dimension of size 1 squeezed", stage="shape", find=_squeezed_words,
             example=lambda weights, q, k: to_words(weights, q, k).squeeze()),
-    Mistake("you summed over the pieces of the query word as well: a row of a word in k pieces then sums to k. "
-            "Attention FROM a word is the MEAN of its pieces' rows (each piece's row is a distribution; their "
-            "mean is one too); attention TO a word is the SUM over its pieces.", "sums on both sides",
-            like=_words("sum", "sum")),
-    Mistake("you averaged over the pieces of the key word as well, so the rows no longer sum to 1: attention TO "
-            "a word is the SUM of the attention to its pieces (the weight it gets in all), attention FROM a word "
-            "the MEAN of its pieces' rows.", "means on both sides", like=_words("mean", "mean")),
-    Mistake("sum and mean are swapped: you averaged over the key pieces and summed over the query pieces. "
-            "Attention TO a word (columns, keys) is the SUM over its pieces, attention FROM a word (rows, "
-            "queries) the MEAN.", "sum and mean swapped", like=_words("sum", "mean")),
-    Mistake("each word's row is the row of its FIRST piece only; Clark et al. (2019), as notebook 12, take the "
-            "MEAN of the rows of all its pieces.", "the first piece's row", like=_words("first")),
-    Mistake("each word's row is the row of its LAST piece only; Clark et al. (2019), as notebook 12, take the "
-            "MEAN of the rows of all its pieces.", "the last piece's row", like=_words("last")),
+    *(Mistake(f"{message} Attention TO a word (columns, keys) is the SUM over its pieces, attention FROM a word "
+              "(rows, queries) the MEAN of its pieces' rows.", name, like=_words(rows, columns))
+      for name, rows, columns, message in [
+          ("sums on both sides", "sum", "sum", "you summed over the pieces of the query word as well: a row of a word "
+           "in k pieces then sums to k."),
+          ("means on both sides", "mean", "mean", "you averaged over the pieces of the key word as well, so the rows "
+           "no longer sum to 1."),
+          ("sum and mean swapped", "sum", "mean", "sum and mean are swapped: you averaged over the key pieces and "
+           "summed over the query pieces.")]),
+    *(Mistake(f"each word's row is the row of its {which.upper()} piece only; Clark et al. (2019), as notebook 12, "
+              "take the MEAN of the rows of all its pieces.", f"the {which} piece's row", like=_words(which))
+      for which in ("first", "last")),
 )
 
 WORDS = Declaration(
@@ -309,20 +276,14 @@ WORDS = Declaration(
 
 
 def check_to_words(to_words_fn: Callable) -> None:
-    """Check ``to_words(weights, query_pieces, key_pieces)``: piece-level attention
-    (..., L_q, L_k) -> word-level (..., W_q, W_k), attention to a word summed over its pieces,
-    from a word averaged over them (Clark et al., 2019), on random attention with no, one and
-    two dimensions in front (``WORDS_SIZES``), then a batch of one with the single query piece <s>
-    and key pieces cut off inside a word (``WORDS_EDGES``), on float64 attention, twice in a row
-    (the first result must survive the second call), then on the shipped model's cross-attention
-    and decoder self-attention of one sentence.
+    """Check ``to_words(weights, query_pieces, key_pieces)``: piece-level attention (..., L_q, L_k) -> word-level
+    (..., W_q, W_k), to a word summed over its pieces, from a word averaged (Clark et al., 2019).
 
-    Diagnoses: an input changed in place, a result of another kind (dtype, device, not a
-    tensor), the pieces not grouped, a transposed result, '@@.' joined to the previous word,
-    sums on both sides, means on both sides, sum and mean swapped, a word's row taken from its
-    first or its last piece, int64 one-hot matrices, float32 one-hot matrices or results for
-    float64 attention, a dimension of size 1 squeezed away, the last word lost when the pieces
-    end inside a word, a result that a second call overwrites, and sizes written into the code.
+    Diagnoses: an input changed in place, a result of another kind (dtype, device, not a tensor), the pieces not
+    grouped, a transposed result, '@@.' joined to the previous word, sums on both sides, means on both sides, sum and
+    mean swapped, a word's row taken from its first or its last piece, int64 one-hot matrices, float32 one-hot matrices
+    or results for float64 attention, a dimension of size 1 squeezed away, the last word lost when the pieces end inside
+    a word, a result that a second call overwrites, and sizes written into the code.
     """
     check(WORDS, to_words_fn)
 
@@ -336,11 +297,8 @@ def _key_lengths(batch: int, L: int) -> torch.Tensor:
 
 
 def _entropy_inputs(sizes: dict, case: str, g: torch.Generator, dtype: torch.dtype = torch.float32):
-    """(weights, mask, query_valid) of random attention: 'full' (every key visible, no padding),
-    'padding' (keys and queries padded, mask (batch, 1, L_k)) or 'causal' (a mask
-    (batch, L_q, L_k): query i sees keys 0 .. i that are not padding). The last head is the
-    sharpest: it gives exactly 0 to about a third of the keys its mask allows (key 0 never), as
-    a sharp head does where the exponential underflows."""
+    """(weights, mask, query_valid) of random attention: 'full' (no padding), 'padding' (mask (batch, 1, L_k)) or
+    'causal' (mask (batch, L_q, L_k)). The last head gives exactly 0 to about a third of the keys its mask allows."""
     batch, h, L_q, L_k = sizes["batch"], sizes["h"], sizes["L_q"], sizes["L_k"]
     keys = torch.arange(L_k) < _key_lengths(batch, L_k)[:, None]  # (batch, L_k)
     query_valid = torch.arange(L_q) < _key_lengths(batch, L_q)[:, None]  # (batch, L_q)
@@ -361,8 +319,7 @@ def _entropy_inputs(sizes: dict, case: str, g: torch.Generator, dtype: torch.dty
 
 
 def _entropy_parts(weights: torch.Tensor, mask: torch.Tensor, query_valid: torch.Tensor):
-    """Per row, in float64: entropy in nats (batch, h, L_q), log n (batch, h, L_q), and which
-    rows count (batch, h, L_q)."""
+    """Per row (batch, h, L_q), in float64: entropy in nats, log n, and which rows count."""
     w = weights.double()
     batch, h, L_q, _ = w.shape
     entropy = -torch.special.xlogy(w, w).sum(-1)  # 0 log 0 = 0
@@ -377,8 +334,7 @@ def course_normalized_entropy(weights: torch.Tensor, mask: torch.Tensor, query_v
 
 
 def _entropy(f: Callable) -> Callable:
-    """A normalized_entropy from f(entropy, log n, rows, weights), computed in float64 and given back in
-    the weights' dtype (the reference, a known mistake or its example)."""
+    """A normalized_entropy from f(entropy, log n, rows, weights), in float64, returned in the weights' dtype."""
     def normalized_entropy(weights, mask, query_valid):
         return f(*_entropy_parts(weights, mask, query_valid), weights).to(weights.dtype)
     return normalized_entropy
@@ -422,25 +378,15 @@ def _entropy_probes(device: str | None) -> list[Probe]:
 
 _ENTROPY_HINT = ((r"must match the (existing )?size|cannot be broadcast|shape mismatch",
                   "\nHint: mask.sum(-1) is (batch, 1) or (batch, L_q), without the head dimension: expand it to "
-                  "(batch, L_q) and insert the heads, [:, None, :], before combining it with an entropy of shape "
-                  "(batch, h, L_q)."),)
+                  "(batch, L_q) and insert the heads, [:, None, :]."),)
 
 
 def _nan_at_zeros(found: dict, p: Probe) -> str | None:
     got = found["values"]
     if got is not None and got.isnan().any() and (p.args[0] == 0).any():
-        return ("your result is NaN where weights are exactly 0 (the keys the mask hides, and keys a sharp head "
-                "gives no weight at all): weights.log() is -inf there, and 0 * -inf is NaN. The entropy counts "
-                "0 log 0 as 0: compute p * log(p) with torch.special.xlogy(p, p), or take the log of "
-                "weights.clamp_min(1e-12), as head_statistics does.")
+        return ("your result is NaN where weights are exactly 0: weights.log() is -inf there, and 0 * -inf is NaN. "
+                "The entropy counts 0 log 0 as 0: torch.special.xlogy(p, p), or the log of weights.clamp_min(1e-12).")
     return None
-
-
-def _bases(e, n, r, w, factor):
-    return _ratio(e, n, r, w) * factor
-
-
-_ONES = lambda x: torch.ones_like(x)  # noqa: E731 - every row counted
 
 
 ENTROPY_MISTAKES = (
@@ -448,51 +394,40 @@ ENTROPY_MISTAKES = (
     Mistake("", "NaN from 0 log 0", find=_nan_at_zeros,
             example=_entropy(lambda e, n, r, w: _heads(-(w.double() * w.double().log()).sum(-1), r) / _heads(n, r))),
     Mistake("your n counts the keys of nonzero weight (weights > 0); n is the number of keys the MASK lets the "
-            "row see, mask.sum(-1), whether the head gives them weight or not: a sharp head can put exactly 0 "
-            "on a key it may see, and a row on one key of n has entropy 0 of log n.", "n from nonzero weights",
+            "row see, mask.sum(-1), whether the head gives them weight or not.", "n from nonzero weights",
             like=_entropy(lambda e, n, r, w: _heads(e, r) / _heads((w > 0).sum(-1).double().log(), r))),
-    Mistake("your result is the mean entropy, not normalized: divide it by the mean of log n, where n is the "
-            "number of keys each row may see (log n is the most entropy a row can have).", "not normalized",
+    Mistake("your result is the mean entropy, not normalized: divide it by the mean of log n, n the number of keys "
+            "each row may see.", "not normalized",
             like=_entropy(lambda e, n, r, w: _heads(e, r) / r.sum((0, 2)))),
     Mistake("you averaged -p log p over the keys (mean(-1)): the entropy is the SUM over the keys, "
             "-sum_j p_j log p_j.", "a mean over the keys",
             like=_entropy(lambda e, n, r, w: _ratio(e / w.size(-1), n, r, w))),
     Mistake("your ratio is negative: the entropy is MINUS sum_j p_j log p_j (each log p_j <= 0).", "the sign",
             like=_entropy(lambda e, n, r, w: -_ratio(e, n, r, w))),
-    Mistake("you took the entropy in bits (log2) and log n in nats (natural log): use one base for both (the "
-            "ratio is then the same in any base; notebook 12 uses nats).", "bits over nats",
-            like=_entropy(lambda *a: _bases(*a, 1 / _LN2))),
-    Mistake("you took the entropy in nats (natural log) and log n in bits (log2): use one base for both (the "
-            "ratio is then the same in any base; notebook 12 uses nats).", "nats over bits",
-            like=_entropy(lambda *a: _bases(*a, _LN2))),
-    Mistake("you took the entropy in log10 and log n in natural log: use one base for both.", "log10 over nats",
-            like=_entropy(lambda *a: _bases(*a, 1 / _LN10))),
-    Mistake("you took the entropy in natural log and log n in log10: use one base for both.", "nats over log10",
-            like=_entropy(lambda *a: _bases(*a, _LN10))),
+    *(Mistake(f"you took the entropy in {top} and log n in {bottom}: use one base for both (notebook 12 uses nats).",
+              name, like=_entropy(lambda *a, f=factor: _ratio(*a) * f))
+      for name, top, bottom, factor in [("bits over nats", "bits (log2)", "nats (natural log)", 1 / _LN2),
+                                         ("nats over bits", "nats (natural log)", "bits (log2)", _LN2),
+                                         ("log10 over nats", "log10", "natural log", 1 / _LN10),
+                                         ("nats over log10", "natural log", "log10", _LN10)]),
     Mistake(lambda p: (f"you divided by log L_k = log {p.args[0].size(-1)}, the length of the key axis, but a row "
-                       "may see fewer keys (padding, the causal mask): n is the number of keys its mask allows, "
-                       "mask.sum(-1), row by row."), "log L_k",
+                       "may see fewer keys: n is the number of keys its mask allows, mask.sum(-1)."), "log L_k",
             like=_entropy(lambda e, n, r, w: _heads(e, r) / (r.sum((0, 2)) * math.log(w.size(-1))))),
-    Mistake("you counted the padded query rows too: only rows where query_valid is True count, in both sums (a "
-            "padded position is not a word; notebook 12 leaves its rows out).", "padded rows counted",
-            like=_entropy(lambda e, n, r, w: _heads(e, 1) / _heads(n, 1))),
-    Mistake("you counted the padded query rows in the sum of log n: only rows where query_valid is True count, "
-            "in both sums.", "padded rows in log n", like=_entropy(lambda e, n, r, w: _heads(e, r) / _heads(n, 1))),
-    Mistake("you counted the padded query rows in the sum of the entropies: only rows where query_valid is "
-            "True count, in both sums.", "padded rows in the entropy",
-            like=_entropy(lambda e, n, r, w: _heads(e, 1) / _heads(n, r))),
-    Mistake("you divided row by row and averaged the ratios: notebook 12 divides the mean entropy by the mean "
-            "log n, sum(entropy) / sum(log n) over the valid rows of each head (a row that sees one key has "
-            "0 / 0; leaving such rows out of the mean of ratios does not make it the ratio of the sums).",
-            "ratios averaged",
+    *(Mistake(f"you counted the padded query rows {where}: only rows where query_valid is True count, in both sums.",
+              name, like=_entropy(lambda e, n, r, w, a=above, b=below: _heads(e, r if a else 1)
+                                  / _heads(n, r if b else 1)))
+      for name, where, above, below in [("padded rows counted", "too", False, False),
+                                        ("padded rows in log n", "in the sum of log n", True, False),
+                                        ("padded rows in the entropy", "in the sum of the entropies", False, True)]),
+    Mistake("you divided row by row and averaged the ratios: notebook 12 divides the mean entropy by the mean log n, "
+            "sum(entropy) / sum(log n) over the valid rows of each head.", "ratios averaged",
             like=_entropy(lambda e, n, r, w: _heads(torch.where(n > 0, e / n.clamp_min(1e-300), 0 * e), r)
                           / r.sum((0, 2)))),
-    Mistake("you took the ratio of each sentence first, then averaged over the sentences: sum over all the "
-            "valid rows of the block at once, so that every row weighs the same (long sentences have more "
-            "rows).", "the sentences' ratios averaged",
+    Mistake("you took the ratio of each sentence first, then averaged over the sentences: sum over all the valid "
+            "rows of the block at once, so that every row weighs the same.", "the sentences' ratios averaged",
             like=_entropy(lambda e, n, r, w: ((e * r).sum(2) / (n * r).sum(2)).mean(0))),
     Mistake("you averaged each sentence first, then the sentences: sum over all the valid rows of the block at "
-            "once, so that every row weighs the same (long sentences have more rows).", "sentences averaged first",
+            "once, so that every row weighs the same.", "sentences averaged first",
             like=_entropy(lambda e, n, r, w: ((e * r).sum(2) / r.sum(2)).mean(0)
                           / ((n * r).sum(2) / r.sum(2)).mean(0))),
 )
@@ -510,21 +445,15 @@ ENTROPY = Declaration(
 
 
 def check_normalized_entropy(normalized_entropy: Callable) -> None:
-    """Check ``normalized_entropy(weights, mask, query_valid) -> (h,)``: per head, the mean
-    entropy of the valid rows over their mean log n, as notebook 12's ``entropy / log n``, on
-    random attention of the sizes of ``ENTROPY_SIZES`` (each without padding, with padded keys
-    and queries, and with a causal mask; one head with exact zeros on keys its mask allows),
-    a batch of one (``ENTROPY_EDGES``), in float64, twice in a row (the first result must survive
-    the second call), then on the shipped model's nine blocks of four sentences.
+    """Check ``normalized_entropy(weights, mask, query_valid) -> (h,)``: per head, the mean entropy of the valid rows
+    over their mean log n, as notebook 12's ``entropy / log n`` (without mask, padded, causal).
 
-    Diagnoses: an input changed in place, a result of another kind, one number per sentence,
-    per row or for the whole block instead of per head, no normalization, a lost minus sign,
-    entropy and log n in two bases (bits, nats, log10), log L_k instead of log n, n counted
-    from the keys of nonzero weight instead of the mask, padded rows counted (in either sum or
-    both), NaN from 0 log 0, ratios taken row by row and averaged (with or without the rows
-    that see one key), sentences averaged first, the mask's missing head dimension, a float32
-    result for float64 attention, a result that a second call overwrites, and sizes written
-    into the code.
+    Diagnoses: an input changed in place, a result of another kind, one number per sentence, per row or for the whole
+    block instead of per head, no normalization, a lost minus sign, entropy and log n in two bases (bits, nats, log10),
+    log L_k instead of log n, n counted from the keys of nonzero weight instead of the mask, padded rows counted (in
+    either sum or both), NaN from 0 log 0, ratios taken row by row and averaged (with or without the rows that see one
+    key), sentences averaged first, the mask's missing head dimension, a float32 result for float64 attention, a result
+    that a second call overwrites, and sizes written into the code.
     """
     check(ENTROPY, normalized_entropy)
 
@@ -533,9 +462,8 @@ def check_normalized_entropy(normalized_entropy: Callable) -> None:
 
 
 def _with_ties(weights: torch.Tensor, g: torch.Generator) -> torch.Tensor:
-    """``weights`` with about a third of the rows i >= 1 replaced by rows whose largest weight is
-    shared, exactly, by key i - 1 and one other key: an earlier one (argmax gives that one, not
-    i - 1) or, in row 1 and in about half of the others, a later one (argmax gives i - 1)."""
+    """``weights`` with about a third of the rows i >= 1 replaced by rows whose largest weight is shared, exactly, by
+    key i - 1 and an earlier key (argmax gives that one) or a later one (argmax gives i - 1)."""
     batch, h, L, _ = weights.shape
     i = torch.arange(L)
     values = torch.rand(batch, h, L, L, generator=g, dtype=weights.dtype) * 0.5  # below the tie
@@ -551,9 +479,8 @@ def _with_ties(weights: torch.Tensor, g: torch.Generator) -> torch.Tensor:
 
 
 def _previous_inputs(sizes: dict, g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    """Self-attention (batch, h, L, L) whose rows each have a clear maximum: on i - 1, i, i + 1
-    or elsewhere, in proportions that differ by head; the first row of every other head on the
-    LAST key (where i - 1 = -1 wraps to); padded rows always on i - 1. And query_valid (batch, L)."""
+    """Self-attention (batch, h, L, L) whose rows each have a clear maximum (on i - 1, i, i + 1 or elsewhere, by
+    head; row 0 of every other head on the LAST key; padded rows on i - 1), and query_valid (batch, L)."""
     batch, h, L = sizes["batch"], sizes["h"], sizes["L"]
     query_valid = torch.arange(L) < _key_lengths(batch, L)[:, None]  # (batch, L)
     i = torch.arange(L)
@@ -572,9 +499,8 @@ def _previous_inputs(sizes: dict, g: torch.Generator) -> tuple[torch.Tensor, tor
 
 def _previous(hit: Callable = lambda w, i: w.argmax(-1) == i - 1, above: str = "valid", below: str = "valid",
               how: Callable = lambda hits, rows: hits.sum((0, 2)) / rows.sum((0, 2))) -> Callable:
-    """A previous_token_share: ``hit`` (weights, i) -> the rows that count as on i - 1, the rows
-    counted ``above`` and ``below`` the fraction bar ("valid", "all", "from 1": valid rows but the
-    first), and ``how`` the share is taken (the reference, a known mistake or its example)."""
+    """A previous_token_share: ``hit`` (weights, i) -> the rows on i - 1, the rows counted ``above`` and ``below``
+    the fraction bar ("valid", "all", "from 1": valid rows but the first), and ``how`` the share is taken."""
     def previous_token_share(weights, query_valid):
         batch, h, L, _ = weights.shape
         i = torch.arange(L)
@@ -622,11 +548,10 @@ def _weight_on_previous_is_the_max(weights: torch.Tensor, i: torch.Tensor) -> to
     return (on_previous == weights.amax(-1)) & (i >= 1)
 
 
-_TIES = ("your shares are right on rows with one largest weight but not on rows where two keys share the largest "
-         "weight exactly (ties of key i - 1 with an earlier or a later key). Notebook 12 counts a row as on i - 1 "
-         "when weights.argmax(-1) == i - 1: argmax gives the FIRST of the tied keys, so a tie with an earlier key "
-         "is not on i - 1 and a tie with a later key is. Comparing the weight on i - 1 with the row's maximum "
-         "counts every tie; topk, sort and an argmax of the flipped row may give another of the tied keys.")
+_TIES = ("your shares are right on rows with one largest weight but not where two keys share the largest weight "
+         "exactly. Notebook 12 counts a row as on i - 1 when weights.argmax(-1) == i - 1, and argmax gives the FIRST "
+         "of the tied keys; comparing the weight on i - 1 with the row's maximum counts every tie, and topk, sort or "
+         "an argmax of the flipped row may give another of the tied keys.")
 
 
 def _mean_weight_on_previous(weights: torch.Tensor, query_valid: torch.Tensor) -> torch.Tensor:
@@ -641,26 +566,25 @@ PREVIOUS_MISTAKES = (
     Mistake("", "ties settled otherwise than argmax",
             when=lambda p: p.tags["ties"], find=lambda found, p: _TIES,
             example=_previous(_weight_on_previous_is_the_max)),
-    Mistake("you counted the rows whose maximum is on i + 1, the NEXT token: the previous token of row i is key "
-            "i - 1.", "the next token", like=_previous(lambda w, i: w.argmax(-1) == i + 1)),
-    Mistake("you counted the rows whose maximum is on i, the token itself: the previous token of row i is key "
-            "i - 1.", "the token itself", like=_previous(lambda w, i: w.argmax(-1) == i)),
-    Mistake("the first row (i = 0) is counted when its maximum is on the LAST key: i - 1 = -1, and an index -1 "
-            "(or torch.roll, or % L) wraps around to the end. The first token has no previous token: compare "
-            "the argmax with i - 1 itself, which is never equal at i = 0.", "the first row wrapped around",
+    *(Mistake(f"you counted the rows whose maximum is on {on}: the previous token of row i is key i - 1.", name,
+              like=_previous(lambda w, i, k=k: w.argmax(-1) == i + k))
+      for name, on, k in [("the next token", "i + 1, the NEXT token", 1),
+                          ("the token itself", "i, the token itself", 0)]),
+    Mistake("the first row (i = 0) is counted when its maximum is on the LAST key: an index -1 (or torch.roll, or "
+            "% L) wraps around. Compare the argmax with i - 1 itself, never equal at i = 0.",
+            "the first row wrapped around",
             like=_previous(lambda w, i: w.argmax(-1) == (i - 1) % w.size(-1))),
     Mistake("you left the first row out of the count of rows: notebook 12 divides by every valid row, the first "
-            "one included (it just can never be on i - 1).", "the first row left out",
-            like=_previous(below="from 1")),
-    Mistake("you counted the padded rows too: only rows where query_valid is True count, above and below the "
-            "fraction bar.", "padded rows counted", like=_previous(above="all", below="all")),
-    Mistake("you divided by all the rows, padded ones included: only rows where query_valid is True count, "
-            "above and below the fraction bar.", "padded rows below the bar", like=_previous(below="all")),
-    Mistake("you counted padded rows whose maximum is on i - 1: only rows where query_valid is True count, "
-            "above and below the fraction bar.", "padded rows above the bar", like=_previous(above="all")),
-    Mistake("that is the mean WEIGHT on the previous token (notebook 12's 'previous' statistic), not the share "
-            "of rows whose LARGEST weight is on it: take weights.argmax(-1) and count the rows where it equals "
-            "i - 1.", "the mean weight on i - 1",
+            "one included.", "the first row left out", like=_previous(below="from 1")),
+    *(Mistake(f"you {what}: only rows where query_valid is True count, above and below the fraction bar.", name,
+              like=_previous(**rows))
+      for name, what, rows in [("padded rows counted", "counted the padded rows too", dict(above="all", below="all")),
+                               ("padded rows below the bar", "divided by all the rows, padded ones included",
+                                dict(below="all")),
+                               ("padded rows above the bar", "counted padded rows whose maximum is on i - 1",
+                                dict(above="all"))]),
+    Mistake("that is the mean WEIGHT on the previous token, not the share of rows whose LARGEST weight is on it: "
+            "count the rows where weights.argmax(-1) equals i - 1.", "the mean weight on i - 1",
             like=_mean_weight_on_previous),
     Mistake("you took the maximum over the queries (dim=-2): each row's largest weight is over its keys, "
             "weights.argmax(dim=-1).", "the maximum over the queries",
@@ -687,21 +611,15 @@ PREVIOUS = Declaration(
 
 
 def check_previous_token_share(previous_token_share: Callable) -> None:
-    """Check ``previous_token_share(weights, query_valid) -> (h,)``: per head, the share of
-    valid query rows whose largest weight is on key i - 1 (notebook 12's offset -1), on random
-    self-attention of the sizes of ``PREVIOUS_SIZES`` and a batch of one (``PREVIOUS_EDGES``),
-    each without and with exact ties for the largest weight, in float64, twice in a row (the
-    first result must survive the second call), then on the shipped model's encoder and decoder
-    self-attention of four sentences.
+    """Check ``previous_token_share(weights, query_valid) -> (h,)``: per head, the share of valid query rows whose
+    largest weight is on key i - 1 (notebook 12's offset -1), with and without exact ties for the largest weight.
 
-    Diagnoses: an input changed in place, a result of another kind, one number per sentence,
-    per row or for the block, i + 1 or i instead of i - 1, the first row wrapping around to the
-    last key, the first row left out of the count, padded rows counted (above, below or on both
-    sides of the fraction bar), the mean weight on i - 1 instead of the share of maxima, the
-    maximum over the queries, a count or a percentage instead of a share, sentences averaged
-    first, a tie for the largest weight not settled as argmax settles it (the first of the tied
-    keys), a float32 result for float64 attention, a result that a second call overwrites, and
-    sizes written into the code.
+    Diagnoses: an input changed in place, a result of another kind, one number per sentence, per row or for the block, i
+    + 1 or i instead of i - 1, the first row wrapping around to the last key, the first row left out of the count,
+    padded rows counted (above, below or on both sides of the fraction bar), the mean weight on i - 1 instead of the
+    share of maxima, the maximum over the queries, a count or a percentage instead of a share, sentences averaged first,
+    a tie for the largest weight not settled as argmax settles it (the first of the tied keys), a float32 result for
+    float64 attention, a result that a second call overwrites, and sizes written into the code.
     """
     check(PREVIOUS, previous_token_share)
 
@@ -710,9 +628,8 @@ def check_previous_token_share(previous_token_share: Callable) -> None:
 
 
 def _random_pairs(sizes: dict, g: torch.Generator) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """``pairs`` sentence pairs (German ids 1 .. V_f - 1, English ids 0 .. V_e - 1) of L_de - 1
-    or L_de German and L_en - 1 or L_en English words, in which every word of both vocabularies
-    occurs and the first pair repeats a German word and an English word."""
+    """``pairs`` sentence pairs (German ids 1 .. V_f - 1, English 0 .. V_e - 1) of about L_de and L_en words, every
+    word of both vocabularies in them, a German and an English word twice in the first pair."""
     V_e, V_f, n, L_de, L_en = sizes["V_e"], sizes["V_f"], sizes["pairs"], sizes["L_de"], sizes["L_en"]
     de_lengths = [L_de - k % 2 for k in range(n)]
     en_lengths = [L_en - (k + 1) % 2 for k in range(n)]
@@ -721,18 +638,16 @@ def _random_pairs(sizes: dict, g: torch.Generator) -> list[tuple[torch.Tensor, t
                         torch.randperm(V_f - 1, generator=g) + 1])
     english = torch.cat([torch.randint(V_e, (sum(en_lengths) - V_e,), generator=g),
                          torch.randperm(V_e, generator=g)])
-    de = list(german.split(de_lengths))
-    en = list(english.split(en_lengths))
+    de, en = list(german.split(de_lengths)), list(english.split(en_lengths))
     de[0], en[0] = de[0].clone(), en[0].clone()
     de[0][-1], en[0][-1] = de[0][0], en[0][0]  # a word twice in one sentence (random words only)
     return list(zip(de, en))
 
 
 def _em_reference(t: torch.Tensor, pairs: list, null: bool = True, posterior_over: str = "german",
-                  repeats: str = "counted", normalize: str = "columns") -> torch.Tensor:
-    """One EM step of IBM Model 1 on a dense table t (V_e, V_f) in float64, and the variants
-    that make the mistakes: NULL left out, the E-step normalized over other words, repeated
-    words counted once, the M-step normalized over rows or not at all."""
+                  repeats: str = "counted", normalize: str = "columns", eps: float = 0.0) -> torch.Tensor:
+    """One EM step of IBM Model 1 on a dense table t (V_e, V_f) in float64, or with one mistake switched on (``eps``:
+    added to the E-step's sums)."""
     t = t.double()
     counts = torch.zeros_like(t)
     for de, en in pairs:
@@ -742,17 +657,14 @@ def _em_reference(t: torch.Tensor, pairs: list, null: bool = True, posterior_ove
         block = t[en][:, fs]  # (len en, len fs): t(e | f) for each pair of positions
         divide = {"german": block.sum(1, keepdim=True), "english": block.sum(0, keepdim=True),
                   "sentence": block.sum()}[posterior_over]
-        posterior = block / divide
+        posterior = block / (divide + eps)
         index = (en[:, None].expand_as(posterior), fs[None, :].expand_as(posterior))
         if repeats == "once":  # counts[index] += posterior: a repeated index is written once
             counts[index] = counts[index] + posterior
         else:
             counts.index_put_(index, posterior, accumulate=True)
-    if normalize == "rows":
-        return counts / counts.sum(1, keepdim=True)
-    if normalize == "none":
-        return counts
-    return counts / counts.sum(0, keepdim=True)
+    return {"rows": lambda: counts / counts.sum(1, keepdim=True), "none": lambda: counts,
+            "columns": lambda: counts / counts.sum(0, keepdim=True)}[normalize]()
 
 
 def course_em_step(t: torch.Tensor, pairs: list) -> torch.Tensor:
@@ -769,8 +681,7 @@ def _course_em(pairs: list, V_e: int, V_f: int, iterations: int) -> torch.Tensor
 
 
 def _tiny_table(t: torch.Tensor, pairs: list) -> tuple[torch.Tensor, int]:
-    """``t`` with the English word of the first pair scaled down to about 1e-61 under every German
-    word (below float32's smallest number, 1.4e-45), columns summing to 1 again; and that word."""
+    """``t`` with the first pair's English word scaled to about 1e-61 (below float32's 1.4e-45); and that word."""
     word = int(pairs[0][1][0])
     tiny = t.clone()
     tiny[word] = tiny[word] * 1e-60
@@ -778,9 +689,8 @@ def _tiny_table(t: torch.Tensor, pairs: list) -> tuple[torch.Tensor, int]:
 
 
 def _em_probes(device: str | None) -> list[Probe]:
-    """Per set of sizes: one step from the uniform table, from the first step's table (the course's
-    train_ibm_model1 after 1 and 2 iterations), from a random table and from one with a word of
-    probabilities below 1e-60; then one sentence pair, sentences of one word, and a second call."""
+    """Per set of sizes: a step from the uniform table, from the first step's (train_ibm_model1 after 1 and 2
+    iterations), from a random table and one below 1e-60; then one pair, sentences of one word, a second call."""
     g = torch.Generator().manual_seed(13)
 
     def probe(t, pairs, what, sizes=None, **tags) -> Probe:
@@ -822,57 +732,40 @@ def _lost_tiny(found: dict, p: Probe) -> str:
     word = p.tags["tiny"]
     nan = found["values"] is not None and bool(found["values"].isnan().any())
     return (f"your step is right on the other tables but not on one where English word {word} has t({word} | f) "
-            "below 1e-60 under every German word f (and NULL): in a pair, its posteriors are still t / sum over "
-            "the pair's German words, a distribution (1e-61 / 3e-61 = 1/3), and its counts are as large as any "
-            "word's." + (" Your table has NaN: 0 / 0, from probabilities rounded to 0." if nan else "")
-            + " Look for float32 (.float(), or counts made with torch.zeros without dtype=), which rounds numbers "
-            "below 1e-45 to 0; for an eps added to the sum; or for probabilities clamped to a minimum. Compute "
-            "in t's float64, and divide by the sum itself.")
-
-
-def _em_with_eps(t, pairs):  # a known mistake's example: an eps added to the E-step's sum
-    counts = torch.zeros_like(t)
-    for german, english in pairs:
-        fs = torch.cat([german.new_zeros(1), german])
-        block = t[english][:, fs]
-        posterior = block / (block.sum(1, keepdim=True) + 1e-12)
-        counts.index_put_((english[:, None].expand_as(posterior), fs[None, :].expand_as(posterior)), posterior,
-                          accumulate=True)
-    return counts / counts.sum(0, keepdim=True)
+            "below 1e-60 under every German word f (and NULL): its posteriors are still a distribution (1e-61 / "
+            "3e-61 = 1/3)." + (" Your table has NaN: 0 / 0, from probabilities rounded to 0." if nan else "")
+            + " Look for float32 (.float(), or torch.zeros without dtype=), which rounds numbers below 1e-45 to 0, "
+            "an eps added to the sum, or probabilities clamped to a minimum: compute in t's float64.")
 
 
 _NULL = ("the German words' columns are those of an E-step without NULL: NULL, German word 0, competes for every "
-         "English word of every pair. Put it in front of each German sentence, torch.cat([german.new_zeros(1), "
-         "german]), before the E-step.")
+         "English word. Put it in front of each German sentence, torch.cat([german.new_zeros(1), german]).")
 
 EM_MISTAKES = (
     Mistake("Rows are English words, columns German words.", "transposed", stage="shape",
             shape=lambda p: p.args[0].shape[::-1], example=lambda t, pairs: course_em_step(t, pairs).T),
     Mistake("", "probabilities below float32's range lost", when=lambda p: p.tags["tiny"] is not None,
-            find=lambda found, p: _lost_tiny(found, p), example=_em_with_eps),
+            find=lambda found, p: _lost_tiny(found, p), example=functools.partial(_em_reference, eps=1e-12)),
     Mistake("", "NULL left out", find=lambda found, p: _NULL if found["values"] is not None and _equal(
                 found["values"][:, 1:], _em_reference(*p.args, null=False)[:, 1:]) else None,
             example=functools.partial(_em_reference, null=False)),
-    Mistake("your M-step normalized each ROW (each English word e) to sum 1 over the German words; t(e | f) is a "
-            "distribution over the English words for each German word f: divide each COLUMN of the counts by "
-            "its sum, counts / counts.sum(0, keepdim=True).", "the M-step over rows",
+    Mistake("your M-step normalized each ROW (each English word e) to sum 1; t(e | f) is a distribution over the "
+            "English words for each German word f: counts / counts.sum(0, keepdim=True).", "the M-step over rows",
             like=functools.partial(_em_reference, normalize="rows")),
     Mistake("you returned the expected counts: the M-step divides them, t(e | f) = count(e, f) / count(f), each "
             "column by its sum.", "no M-step", like=functools.partial(_em_reference, normalize="none")),
     Mistake("your E-step normalized over the English words of the pair: the posterior is over which German word "
-            "(or NULL) wrote a given English word e, t(e | f) / sum over the pair's German words f' and NULL of "
-            "t(e | f'): each English word's row of the pair sums to 1.", "the E-step over English words",
-            like=functools.partial(_em_reference, posterior_over="english")),
+            "(or NULL) wrote a given English word e, t(e | f) / sum over f' of t(e | f').",
+            "the E-step over English words", like=functools.partial(_em_reference, posterior_over="english")),
     Mistake("your E-step divided by the sum over the whole sentence pair: each English word is shared among the "
             "German words (and NULL) separately, t(e | f) / sum over f' of t(e | f').", "the E-step over the pair",
             like=functools.partial(_em_reference, posterior_over="sentence")),
-    Mistake("a word that occurs twice in one sentence is counted once: `counts[e_ids, f_ids] += posterior` with "
-            "repeated index pairs writes each of them once, it does not add them up. Use "
-            "counts.index_put_((e_ids, f_ids), posterior, accumulate=True) (or loop over the words): Model 1 "
-            "counts every position.", "repeated indices written once",
+    Mistake("a word that occurs twice in one sentence is counted once: `counts[e_ids, f_ids] += posterior` writes a "
+            "repeated index pair once. Use counts.index_put_((e_ids, f_ids), posterior, accumulate=True).",
+            "repeated indices written once",
             like=functools.partial(_em_reference, repeats="once")),
-    Mistake("you took each sentence's words as a set, so a word that occurs twice counts once: Model 1 counts "
-            "every position, in the E-step's sums and in the counts.", "sentences as sets of words",
+    Mistake("you took each sentence's words as a set, so a word that occurs twice counts once: Model 1 counts every "
+            "position.", "sentences as sets of words",
             like=functools.partial(_em_reference, repeats="set")),
     Mistake("your function gives the step from the uniform table whatever t it is given: the E-step must use "
             "the t(e | f) it receives, t[e, f].", "the given t ignored", when=lambda p: not p.tags["first"],
@@ -891,20 +784,14 @@ EM = Declaration(
 
 
 def check_em_step(em_step: Callable) -> None:
-    """Check ``em_step(t, pairs) -> t``: one E-step and one M-step of IBM Model 1 on a dense
-    table t[e, f] = t(e | f) (column 0 is NULL), on random sentence pairs of the sizes of
-    ``EM_SIZES``: from the uniform table and from the first step's table (the course's
-    ``annotated.alignment.train_ibm_model1`` after 1 and 2 iterations), from a random table and
-    from one with probabilities below 1e-60; then one sentence pair, sentences of one word, and
-    a second call.
+    """Check ``em_step(t, pairs) -> t``: one E-step and one M-step of IBM Model 1 on a dense table t[e, f] = t(e | f)
+    (column 0 is NULL), against ``annotated.alignment.train_ibm_model1``, on random sentence pairs of ``EM_SIZES``.
 
-    Diagnoses: an input changed in place (t /= ...), a result of another kind (float32, not a
-    tensor), a transposed table, NULL left out, the M-step over rows or missing, the E-step
-    normalized over the English words or over the whole pair, a repeated word counted once
-    (`counts[idx] += ...` with repeated indices, or sets of words), the given t ignored,
-    probabilities below float32's range lost (float32 counts or steps, an eps added to the sum,
-    probabilities clamped), counts made in float32, a result that a second call overwrites,
-    and sizes written into the code.
+    Diagnoses: an input changed in place (t /= ...), a result of another kind (float32, not a tensor), a transposed
+    table, NULL left out, the M-step over rows or missing, the E-step normalized over the English words or over the
+    whole pair, a repeated word counted once (`counts[idx] += ...` with repeated indices, or sets of words), the given t
+    ignored, probabilities below float32's range lost (float32 counts or steps, an eps added to the sum, probabilities
+    clamped), counts made in float32, a result that a second call overwrites, and sizes written into the code.
     """
     check(EM, em_step)
 
