@@ -1,8 +1,5 @@
-"""Checks of notebook 05's exercises, as declarations (``annotated.support.grading.engine``): the
-sinusoidal table of ``annotated.positional``, the rotation M_k that shifts an encoding by k
-positions, and the embeddings scaled by sqrt(d_model) plus positions, as ``Embeddings`` and
-``PositionalEncoding`` compute them (tests/test_declarations.py compares the references with
-those modules)."""
+"""Checks of notebook 05 as declarations (``engine``): the sinusoidal table of ``annotated.positional``, the
+rotation M_k that shifts an encoding by k positions, and the embeddings scaled by sqrt(d_model) plus positions."""
 
 import math
 from collections.abc import Callable
@@ -15,12 +12,10 @@ from annotated.support.grading.engine import Declaration, Mistake, Probe, Tensor
 
 # (max_len, d_model); the last is longer than a table built once for 512 or 5000 positions.
 TABLE_SIZES = [(50, 16), (9, 22), (120, 6), (5003, 4)]
-# A negative offset in the middle set: M_k shifts back as well as forward; the last offset is
-# beyond a table of encodings built once for 512 positions.
+# A negative offset; the last beyond a table of encodings built once for 512 positions.
 SHIFT_SIZES = [dict(k=3, d_model=10), dict(k=-5, d_model=16), dict(k=11, d_model=6),
                dict(k=600, d_model=8)]
-# start = 0 first (a whole sentence), then later starts (decoding one step at a time), a batch
-# of one sentence, and positions beyond a table built once for 512 or 5000 positions.
+# start = 0, later starts (decoding step by step), a batch of one, positions beyond a table of 512 or 5000.
 EMBED_SIZES = [
     dict(batch=2, L=5, vocab=11, d_model=6, start=0),
     dict(batch=3, L=4, vocab=9, d_model=10, start=7),
@@ -39,24 +34,8 @@ SIZE_SETS = {
 
 def _if(test: Callable, message: str | Callable) -> Callable:
     """A ``find``: test(the learner's numbers, probe) -> message (or message(got, probe))."""
-    def find(found: dict, p: Probe) -> str | None:
-        got = found["values"]
-        if got is None or not test(got, p):
-            return None
-        return message if isinstance(message, str) else message(got, p)
-    return find
-
-
-def _float(table: Callable) -> Callable:
-    return lambda *args: table(*args).float()  # a wrong table in float32: a known mistake's example
-
-
-def _is(candidate: Callable, message: Callable) -> Callable:
-    """A ``find``: the learner's numbers equal ``candidate(*probe.args)`` (to 1e-4) -> message(got, probe)."""
-    def find(found: dict, p: Probe) -> str | None:
-        got = found["values"]
-        return message(got, p) if got is not None and _equal(got, candidate(*p.args), 1e-4) else None
-    return find
+    return lambda found, p: None if found["values"] is None or not test(found["values"], p) else (
+        message if isinstance(message, str) else message(found["values"], p))
 
 
 # ---------------------------------------------------------------- 5.1 the sinusoidal table
@@ -92,9 +71,8 @@ def _fitted_width(got: torch.Tensor, max_len: int, d_model: int) -> float | None
 
 def _table_dtype(found: dict, name: str, what: str, args: tuple) -> str:
     dtype = f"torch.{found['dtype']}"
-    return (f"{name} returned a {dtype} table; the embeddings it is added to are float32, and a {dtype} table "
-            f"would turn the sum into {dtype}. Build it in float32, as the instructions say "
-            "(torch.arange(..., dtype=torch.float32)).")
+    return (f"{name} returned a {dtype} table; the embeddings it is added to are float32, and a {dtype} table would "
+            "turn the sum into it. Build it in float32 (torch.arange(..., dtype=torch.float32)).")
 
 
 def _table_probes(device: str | None) -> list[Probe]:
@@ -108,31 +86,31 @@ def _sliced(found: dict, p: Probe) -> str | None:
     (max_len, d_model), shape = p.args, found["shape"]
     if len(shape) == 2 and shape[1] == d_model and shape[0] < max_len:
         return (f"It has {shape[0]} rows, not max_len = {max_len}: is the table built once for {shape[0]} "
-                "positions and sliced, table[:max_len]? A longer sentence needs more rows than any fixed "
-                "number: build the table from the max_len argument, torch.arange(max_len).")
+                "positions and sliced, table[:max_len]? Build it from the max_len argument, torch.arange(max_len).")
     return None
 
 
+_PAIR = "The exponent is 2i/d_model (2i the even dimension): torch.arange(0, d_model, 2) / d_model."
 TABLE_MISTAKES = (
     Mistake("", "a table sliced", stage="shape", find=_sliced, example=lambda m, d: sinusoidal_table(512, d)[:m]),
     Mistake("Rows are positions, columns dimensions.", "transposed", stage="shape",
             shape=lambda p: p.args[::-1], example=lambda m, d: sinusoidal_table(m, d).T),
     Mistake("", "sin and cos swapped", example=lambda m, d: _table(m, d, _pairs(d) / d, "cos-sin").float(),
-            find=_is(lambda m, d: _table(m, d, _pairs(d) / d, "cos-sin"), lambda got, p: (
-                "sin and cos are swapped: position 0 should read [0, 1, 0, 1, ...] (sin 0 = 0 in the even "
-                "dimensions 2i, cos 0 = 1 in the odd dimensions 2i + 1), yours reads "
-                f"[{', '.join(f'{x:.0f}' for x in got[0, :4].tolist())}, ...]."))),
-    Mistake("your sines fill the first half of the dimensions and the cosines the second; the paper interleaves "
-            "them, sin in dimension 2i and cos in 2i + 1: table[:, 0::2] = sin, table[:, 1::2] = cos.",
-            "sines and cosines in halves", like=lambda m, d: _table(m, d, _pairs(d) / d, "halves"), example=_float(lambda m, d: _table(m, d, _pairs(d) / d, "halves"))),
-    Mistake("the exponent is i/d_model where the paper has 2i/d_model (2i is the index of the even dimension): "
-            "use torch.arange(0, d_model, 2) / d_model.", "the exponent i/d_model",
-            like=lambda m, d: _table(m, d, _pairs(d) / 2 / d), example=_float(lambda m, d: _table(m, d, _pairs(d) / 2 / d))),
-    Mistake("dimension 2i + 1 uses the exponent (2i + 1)/d_model: the sine and cosine of a pair share one "
-            "frequency, 1 / 10000^(2i/d_model), so the exponent steps by pairs, not by columns.",
-            "a frequency per column", like=lambda m, d: _table(m, d, torch.arange(d, dtype=torch.float64) / d), example=_float(lambda m, d: _table(m, d, torch.arange(d, dtype=torch.float64) / d))),
-    Mistake("the exponent is 2i where the paper has 2i/d_model: divide by d_model.", "no /d_model",
-            like=lambda m, d: _table(m, d, _pairs(d)), example=_float(lambda m, d: _table(m, d, _pairs(d)))),
+            find=_if(lambda got, p: _equal(got, _table(*p.args, _pairs(p.args[1]) / p.args[1], "cos-sin"), 1e-4),
+                     lambda got, p: ("sin and cos are swapped: position 0 should read [0, 1, 0, 1, ...] (sin 0 in "
+                                     "the even dimensions, cos 0 in the odd), yours reads "
+                                     f"[{', '.join(f'{x:.0f}' for x in got[0, :4].tolist())}, ...]."))),
+    *(Mistake(message, name, like=lambda m, d, e=e, o=o: _table(m, d, e(d), o),
+              example=lambda m, d, e=e, o=o: _table(m, d, e(d), o).float()) for name, e, o, message in (
+        ("sines and cosines in halves", lambda d: _pairs(d) / d, "halves",
+         "your sines fill the first half of the dimensions and the cosines the second; the paper interleaves them: "
+         "table[:, 0::2] = sin, table[:, 1::2] = cos."),
+        ("the exponent i/d_model", lambda d: _pairs(d) / 2 / d, "sin-cos",
+         "the exponent is i/d_model where the paper has 2i/d_model. " + _PAIR),
+        ("a frequency per column", lambda d: torch.arange(d, dtype=torch.float64) / d, "sin-cos",
+         "dimension 2i + 1 uses the exponent (2i + 1)/d_model: the sine and cosine of a pair share one frequency, "
+         "1 / 10000^(2i/d_model). " + _PAIR),
+        ("no /d_model", _pairs, "sin-cos", "the exponent is 2i where the paper has 2i/d_model: divide by d_model."))),
     # pos * 10000^(2i/d_model) reaches 10^5.5, beyond float32's precision for sine: the first two pairs only.
     Mistake("", "pos multiplied", example=lambda m, d: _table(m, d, -_pairs(d) / d).float(),
             find=_if(lambda got, p: _equal(got[:, :4], _table(*p.args, -_pairs(p.args[1]) / p.args[1])[:, :4], 1e-3),
@@ -141,8 +119,7 @@ TABLE_MISTAKES = (
     Mistake("", "a width written into the code", example=lambda m, d: _table(m, d, _pairs(d) / 16).float(),
             find=_if(lambda got, p: _fitted_width(got, *p.args), lambda got, p: (
                 f"your frequencies are those of d_model = {_fitted_width(got, *p.args):.0f}, but this table has "
-                f"d_model = {p.args[1]}: is a width written into your code? The exponent is 2i/d_model with the "
-                "d_model argument."))),
+                f"d_model = {p.args[1]}: is a width written into your code? Use the d_model argument."))),
 )
 
 TABLE = Declaration(
@@ -157,8 +134,7 @@ TABLE = Declaration(
 
 
 def check_sinusoidal_table(sinusoidal_table_fn: Callable) -> None:
-    """Check ``sinusoidal_table(max_len, d_model)`` against the paper's §3.5 formula, on the
-    sizes of ``TABLE_SIZES`` and a table of one position.
+    """Check ``sinusoidal_table(max_len, d_model)`` against §3.5's formula on ``TABLE_SIZES`` and (1, 2).
 
     Diagnoses: wrong shape, a table with fewer rows than max_len (built once for 512 or 5000
     positions and sliced), a dtype other than float32 (complex, integer and bool named as
@@ -206,8 +182,7 @@ def _per_index(k: int, d_model: int) -> tuple:
 
 
 def _fitted_offset(got: torch.Tensor, d_model: int) -> int | None:
-    """The integer k' for which ``got`` is M_k', or None. The last pair turns slowest, so its
-    angle k' * omega stays below pi for any offset a test uses: atan2 gives it whole."""
+    """The integer k' for which ``got`` is M_k', or None (atan2 of the slowest pair, below pi for any test's k')."""
     omega = _omega(d_model)
     offset = round(float(torch.atan2(got[-2, -1].double(), got[-2, -2].double()) / omega[-1]))
     return offset if _equal(got, _shift(d_model, offset * omega)) else None
@@ -226,8 +201,7 @@ def _fitted_shift_width(got: torch.Tensor, k: int, d_model: int) -> int | None:
 
 
 def _structure(got: torch.Tensor, p: Probe) -> str | None:
-    """What is wrong with the layout of ``got``: entries outside the 2x2 diagonal blocks, or a
-    block that is not a rotation [[cos, sin], [-sin, cos]]."""
+    """Entries outside the 2x2 diagonal blocks, or a block that is not a rotation [[cos, sin], [-sin, cos]]."""
     d_model = p.args[1]
     pair = torch.arange(d_model) // 2
     outside = (pair.unsqueeze(1) != pair.unsqueeze(0)) & (got.double().abs() > 1e-6)
@@ -235,15 +209,12 @@ def _structure(got: torch.Tensor, p: Probe) -> str | None:
         r, c = outside.nonzero()[0].tolist()
         return (f"M[{r}, {c}] = {got[r, c].item():.4f}, but row {r} and column {c} belong to different pairs "
                 f"({2 * (r // 2)}, {2 * (r // 2) + 1}) and ({2 * (c // 2)}, {2 * (c // 2) + 1}): M_k is "
-                "block-diagonal, each pair of dimensions (2i, 2i + 1) turns on its own, so every entry outside "
-                "the 2x2 blocks on the diagonal is 0.")
+                "block-diagonal, each pair (2i, 2i + 1) turns on its own, so every entry outside the 2x2 blocks is 0.")
     for i in range(d_model // 2):
         (a, b), (c, d) = got[2 * i: 2 * i + 2, 2 * i: 2 * i + 2].tolist()
         if abs(a - d) > 1e-5 or abs(b + c) > 1e-5 or abs(a * a + b * b - 1) > 1e-4:
             return (f"block {i} (rows and columns {2 * i}, {2 * i + 1}) is [[{a:.4f}, {b:.4f}], [{c:.4f}, {d:.4f}]], "
-                    "not a rotation [[cos t, sin t], [-sin t, cos t]]: its four entries share one angle, t = k * "
-                    "omega_i, because the sine and the cosine of a pair turn with one frequency, omega_i = "
-                    "10000^(-2i/d_model).")
+                    "not a rotation [[cos t, sin t], [-sin t, cos t]] of one angle, t = k * omega_i.")
     return None
 
 
@@ -264,9 +235,8 @@ def _shift_hint(passed: list, sizes: dict, message: str) -> str:
 
 
 def _shift_dtype(found: dict, name: str, what: str, args: tuple) -> str:
-    dtype = f"torch.{found['dtype']}"
-    return (f"{name} returned {what} as a {dtype} matrix; build it in float32 or float64 (notebook 05 uses "
-            f"float64), as {dtype} rounds the cosines too coarsely.")
+    return (f"{name} returned {what} as a torch.{found['dtype']} matrix; build it in float32 or float64 (notebook 05 "
+            "uses float64): it rounds the cosines too coarsely.")
 
 
 def _offset(got: torch.Tensor, p: Probe) -> str | None:
@@ -280,41 +250,34 @@ def _offset(got: torch.Tensor, p: Probe) -> str | None:
     return None
 
 
-SHIFT_MISTAKES = (
-    Mistake(lambda p: (f"your matrix is M_k transposed, the rotation by -k * omega_i: it maps PE(pos) to PE(pos - "
-                       f"k), {p.args[0]} positions the other way. With the encodings as row vectors the notebook "
-                       "writes PE(pos + k) = PE(pos) @ M_k.T, and each block of M_k is [[cos(k omega_i), sin(k "
-                       "omega_i)], [-sin(k omega_i), cos(k omega_i)]]: the minus sign goes below the diagonal."),
-            "M_k transposed", like=lambda k, d: course_shift_matrix(k, d).T),
-    Mistake("sin and cos are swapped inside each block: the cosines go on the diagonal, [[cos(k omega_i), "
-            "sin(k omega_i)], [-sin(k omega_i), cos(k omega_i)]] (at k = 0, M_0 must be the identity).",
-            "sin and cos swapped", like=lambda k, d: (lambda a: _blocks(d, a.sin(), a.cos(), a.cos(), a.sin()))(
-                k * _omega(d))),
-    Mistake("your blocks pair dimension i with dimension i + d_model/2, as if the table held its sines in the first "
-            "half and its cosines in the second. The course's table interleaves them (sin in 2i, cos in 2i + 1), "
-            "so each rotation acts on the neighbouring rows and columns 2i and 2i + 1.", "blocks of halves",
-            like=lambda k, d: _shift(d, k * _omega(d), layout="halves")),
-    Mistake("your frequencies run in reverse order, the slowest in the first block: pair i, rows and columns 2i "
-            "and 2i + 1, turns with omega_i = 10000^(-2i/d_model), the fastest (omega_0 = 1) in the first block.",
-            "frequencies reversed", like=lambda k, d: _shift(d, k * _omega(d).flip(0))),
-    Mistake("your odd rows 2i + 1 use the frequency 10000^(-(2i+1)/d_model), one per column index: the sine and "
-            "cosine of a pair share one frequency, omega_i = 10000^(-2i/d_model), so both rows of a block use the "
-            "same angle k * omega_i.", "a frequency per row", like=lambda k, d: (lambda a: _blocks(
-                d, a.cos(), a.sin(), *reversed(_per_index(k, d))))(k * _omega(d))),
-    Mistake("your odd columns 2i + 1 use the frequency 10000^(-(2i+1)/d_model), one per column index: the sine and "
-            "cosine of a pair share one frequency, omega_i = 10000^(-2i/d_model), so both columns of a block use "
-            "the same angle k * omega_i.", "a frequency per column", like=lambda k, d: (lambda a, c, s: _blocks(
-                d, a.cos(), s, a.sin(), c))(k * _omega(d), *_per_index(k, d))),
-    Mistake("the exponent is i/d_model where the paper has 2i/d_model (2i is the index of the even dimension): "
-            "omega_i = 10000^(-2i/d_model), from torch.arange(0, d_model, 2).", "the exponent i/d_model",
-            like=lambda k, d: _shift(d, k * 10000.0 ** (-_pairs(d) / 2 / d))),
+_SHARE = "the sine and cosine of a pair share one frequency, omega_i = 10000^(-2i/d_model)"
+SHIFT_MISTAKES = tuple(Mistake(message, name, like=like) for name, like, message in (
+    ("M_k transposed", lambda k, d: course_shift_matrix(k, d).T, lambda p: (
+        f"your matrix is M_k transposed, the rotation by -k * omega_i: it maps PE(pos) to PE(pos - k), {p.args[0]} "
+        "positions the other way. PE(pos + k) = PE(pos) @ M_k.T, and each block of M_k is [[cos(k omega_i), "
+        "sin(k omega_i)], [-sin(k omega_i), cos(k omega_i)]]: the minus sign goes below the diagonal.")),
+    ("sin and cos swapped", lambda k, d: (lambda a: _blocks(d, a.sin(), a.cos(), a.cos(), a.sin()))(k * _omega(d)),
+     "sin and cos are swapped inside each block: the cosines go on the diagonal (M_0 is the identity)."),
+    ("blocks of halves", lambda k, d: _shift(d, k * _omega(d), layout="halves"),
+     "your blocks pair dimension i with dimension i + d_model/2; the course's table interleaves sin and cos, so "
+     "each rotation acts on rows and columns 2i and 2i + 1."),
+    ("frequencies reversed", lambda k, d: _shift(d, k * _omega(d).flip(0)),
+     "your frequencies run in reverse order: pair i turns with omega_i = 10000^(-2i/d_model), the fastest "
+     "(omega_0 = 1) in the first block."),
+    ("a frequency per row", lambda k, d: (lambda a: _blocks(d, a.cos(), a.sin(), *reversed(_per_index(k, d))))(
+        k * _omega(d)), f"your odd rows 2i + 1 use the frequency 10000^(-(2i+1)/d_model): {_SHARE}."),
+    ("a frequency per column", lambda k, d: (lambda a, c, s: _blocks(d, a.cos(), s, a.sin(), c))(
+        k * _omega(d), *_per_index(k, d)),
+     f"your odd columns 2i + 1 use the frequency 10000^(-(2i+1)/d_model): {_SHARE}."),
+    ("the exponent i/d_model", lambda k, d: _shift(d, k * 10000.0 ** (-_pairs(d) / 2 / d)),
+     "the exponent is i/d_model where the paper has 2i/d_model: omega_i from torch.arange(0, d_model, 2)."),
+)) + (
     Mistake("", "M_1, or a k written into the code", find=_if(lambda got, p: True, _offset),
             example=lambda k, d: course_shift_matrix(3, d)),
     Mistake("", "a width written into the code", example=lambda k, d: _shift(d, k * _omega(d, 10)),
             find=_if(lambda got, p: _fitted_shift_width(got, *p.args), lambda got, p: (
                 f"your frequencies are those of d_model = {_fitted_shift_width(got, *p.args)}, but this matrix has "
-                f"d_model = {p.args[1]}: is a width written into your code? omega_i = 10000^(-2i/d_model) with the "
-                "d_model argument."))),
+                f"d_model = {p.args[1]}: is a width written into your code? Use the d_model argument."))),
     Mistake("", "not block-diagonal rotations", find=_if(lambda got, p: True, _structure),
             example=lambda k, d: course_shift_matrix(k, d) + 0.1 * (course_shift_matrix(k, d) == 0)),
 )
@@ -331,9 +294,8 @@ SHIFT = Declaration(
 
 
 def check_shift_matrix(shift_matrix_fn: Callable) -> None:
-    """Check ``shift_matrix(k, d_model)``, the block-diagonal rotation M_k with
-    PE(pos + k) = PE(pos) @ M_k.T, on the sizes of ``SHIFT_SIZES`` (one k negative, one
-    beyond a table of encodings built once for 512 positions) and k = 0.
+    """Check ``shift_matrix(k, d_model)``, the rotation M_k with PE(pos + k) = PE(pos) @ M_k.T, on
+    ``SHIFT_SIZES`` and k = 0.
 
     Diagnoses: wrong shape, a dtype other than float32 or float64, NaN, a matrix a second
     call overwrites, sines and cosines read from a table too short for k (hint), the transpose (the
@@ -347,12 +309,9 @@ def check_shift_matrix(shift_matrix_fn: Callable) -> None:
 
 # ---------------------------------------------------------------- 5.3 embeddings plus positions
 
-_TOKEN_INDEX = (
-    r"out of bounds|index out of range|out of range",
-    "\nHint: row pos of the positional table belongs to position pos (0, 1, ... along the "
-    "sentence, from start), not to a token id: index the table with positions, and the "
-    "embedding table with the tokens.",
-)
+_TOKEN_INDEX = (r"out of bounds|index out of range|out of range",
+                "\nHint: row pos of the positional table belongs to position pos (from start), not to a token id: "
+                "index the table with positions, and the embedding table with the tokens.")
 
 
 def course_embed(tokens: torch.Tensor, weight: torch.Tensor, start: int = 0) -> torch.Tensor:
@@ -372,8 +331,7 @@ def _embed_probes(device: str | None) -> list[Probe]:
     tokens, weight, start = probes[0].args
     probes.append(Probe((tokens, weight, start), "{what}", again=(torch.randint(11, tokens.shape, generator=g),
                                                                    weight, start)))
-    # A float64 weight that requires grad, as a trained embedding: entries of about 100, which float32
-    # rounds by about 1e-5, far above the float32 table's 1e-7, so a float32 step on the embeddings shows.
+    # A float64 weight that requires grad, entries of about 100 (float32 rounds them by 1e-5: a float32 step shows).
     weight = (torch.randn(*weight.shape, generator=g) * 100).double()
     probes.append(Probe((tokens, weight, start), "{what} of {name}(tokens, a float64 weight that requires grad, "
                         "start=0)", grad=(1,), precision=2e-6))
@@ -416,38 +374,39 @@ def _embed(scale: Callable = math.sqrt, rows: Callable = lambda t, start: t[star
     return embed_with_positions
 
 
+def _sqrt(p: Probe) -> str:
+    return f"sqrt(d_model) = {math.sqrt(p.args[1].size(1)):.4g}"
+
+
 EMBED_MISTAKES = (
-    Mistake(lambda p: (f"your positions start at 0, but start = {p.args[2]}: the tokens sit at positions start, "
-                       "start + 1, ..., start + L - 1 (decoding one step at a time, the new token is not at "
-                       "position 0): take table[start : start + L], as PositionalEncoding(x, start) does."),
-            "positions from 0", when=lambda p: p.args[2] != 0, like=_embed(rows=lambda t, start: t)),
-    Mistake(lambda p: (f"the embeddings are not multiplied by sqrt(d_model) = {math.sqrt(p.args[1].size(1)):.4g}: "
-                       "§3.4 multiplies the embedding weights by sqrt(d_model) before the positions are added, as "
-                       "the course's Embeddings does: weight[tokens] * math.sqrt(d_model)."), "no scale",
-            like=_embed(scale=lambda d: 1.0)),
-    Mistake(lambda p: (f"you multiplied the embeddings by d_model = {p.args[1].size(1)} instead of sqrt(d_model) = "
-                       f"{math.sqrt(p.args[1].size(1)):.4g}: use math.sqrt(d_model)."), "the scale d_model",
-            like=_embed(scale=lambda d: d)),
-    Mistake(lambda p: f"you divided the embeddings by sqrt(d_model) = {math.sqrt(p.args[1].size(1)):.4g} instead of "
-            "multiplying.", "divided by sqrt(d_model)", like=_embed(scale=lambda d: d**-0.5)),
-    Mistake("you scaled the sum: the positional encoding was multiplied by sqrt(d_model) too. Only the embeddings "
-            "are scaled (§3.4); the positions are added afterwards, unscaled, as Embeddings then "
-            "PositionalEncoding do.", "the positions scaled too", like=_embed(both=True)),
-    Mistake("no positions were added: add row start + j of the sinusoidal table to the vector of the token at "
-            "index j.", "no positions", like=_embed(rows=lambda t, start: torch.zeros_like(t))),
-    Mistake(lambda p: (f"your positions are counted from {p.args[2] + 1}: the token at index j of the sentence sits "
-                       f"at position start + j, so the first one takes row {p.args[2]} of the table (start = "
-                       f"{p.args[2]})."), "positions from 1", like=_embed(rows=lambda t, start: t[start + 1:])),
-    Mistake("your positions are indexed by the token ids (table[tokens]): row pos of the table is the encoding of "
-            "the position pos, so the token at index j takes row start + j, whatever its id.",
-            "positions by token ids", like=lambda tokens, weight, start=0: weight[tokens] * math.sqrt(
-                weight.size(1)) + sinusoidal_table(max(weight.size(0), start + tokens.size(1)), weight.size(1))[tokens]),
-    Mistake("your positions run along the batch, one per sentence: every token of sentence b got the encoding of "
-            "position start + b. The inputs are (batch, L, d_model), batch first; take L rows of the table, "
-            "table[start : start + L], which broadcast over the batch (code written for (L, batch, d_model) "
-            "inputs slices by x.size(0)).", "positions along the batch",
-            like=lambda tokens, weight, start=0: _embed(rows=lambda t, s: t[s: s + tokens.size(0)].unsqueeze(1))(
-                tokens, weight, start)),
+    Mistake(lambda p: (f"your positions start at 0, but start = {p.args[2]}: the tokens sit at positions start .. "
+                       "start + L - 1 (decoding step by step): take table[start : start + L], as "
+                       "PositionalEncoding(x, start) does."), "positions from 0", when=lambda p: p.args[2] != 0,
+            like=_embed(rows=lambda t, start: t)),
+) + tuple(Mistake(message, name, like=like) for name, like, message in (
+    ("no scale", _embed(scale=lambda d: 1.0), lambda p: (
+        f"the embeddings are not multiplied by {_sqrt(p)}: §3.4 multiplies them by sqrt(d_model) before the "
+        "positions are added: weight[tokens] * math.sqrt(d_model).")),
+    ("the scale d_model", _embed(scale=lambda d: d), lambda p: (
+        f"you multiplied the embeddings by d_model = {p.args[1].size(1)} instead of {_sqrt(p)}.")),
+    ("divided by sqrt(d_model)", _embed(scale=lambda d: d**-0.5),
+     lambda p: f"you divided the embeddings by {_sqrt(p)} instead of multiplying."),
+    ("the positions scaled too", _embed(both=True), "you scaled the sum: the positional encoding was multiplied by "
+     "sqrt(d_model) too. Only the embeddings are scaled (§3.4); the positions are added afterwards."),
+    ("no positions", _embed(rows=lambda t, start: torch.zeros_like(t)),
+     "no positions were added: add row start + j of the sinusoidal table to the vector of the token at index j."),
+    ("positions from 1", _embed(rows=lambda t, start: t[start + 1:]), lambda p: (
+        f"your positions are counted from {p.args[2] + 1}: the token at index j sits at position start + j, so the "
+        f"first one takes row {p.args[2]} of the table (start = {p.args[2]}).")),
+    ("positions by token ids", lambda tokens, weight, start=0: weight[tokens] * math.sqrt(weight.size(1))
+     + sinusoidal_table(max(weight.size(0), start + tokens.size(1)), weight.size(1))[tokens],
+     "your positions are indexed by the token ids (table[tokens]): the token at index j takes row start + j of "
+     "the table, whatever its id."),
+    ("positions along the batch", lambda tokens, weight, start=0: _embed(
+        rows=lambda t, s: t[s: s + tokens.size(0)].unsqueeze(1))(tokens, weight, start),
+     "your positions run along the batch: every token of sentence b got the encoding of position start + b. The "
+     "inputs are (batch, L, d_model): take table[start : start + L], which broadcasts over the batch."),
+)) + (
     Mistake("", "a wrong scale", find=_if(lambda got, p: True, _scale), example=_embed(scale=lambda d: 2.0)),
 )
 
@@ -476,11 +435,9 @@ EMBED = Declaration(
 
 
 def check_embed_with_positions(embed_with_positions_fn: Callable) -> None:
-    """Check ``embed_with_positions(tokens, weight, start)``: weight[tokens] * sqrt(d_model)
-    plus rows start .. start + L - 1 of the sinusoidal table, against the course's
-    ``Embeddings`` followed by ``PositionalEncoding`` (dropout 0), on ``EMBED_SIZES`` (one a
-    batch of one sentence, one with positions past 5000), then once with a float64 weight
-    that requires grad.
+    """Check ``embed_with_positions(tokens, weight, start)``: weight[tokens] * sqrt(d_model) plus rows start ..
+    start + L - 1 of the sinusoidal table, as ``Embeddings`` then ``PositionalEncoding``, on ``EMBED_SIZES``,
+    then with a float64 weight that requires grad.
 
     Diagnoses: wrong shape (a batch of one squeezed away), dtype or device, an input changed
     in place, positions beyond a table built once for 512 or 5000 of them (hint), vectors a
