@@ -10,7 +10,7 @@ import torch
 
 from annotated.support import record
 from annotated.support.grading import engine
-from annotated.support.grading.engine import Declaration, Failure, Probe, Tensor, Value
+from annotated.support.grading.engine import Declaration, Failure, Items, Mistake, Probe, Tensor, Value
 from tests.test_declarations import judged_from_record
 
 
@@ -213,3 +213,108 @@ def test_a_probe_of_several_calls_is_judged_as_one_curve_in_the_notebook_and_by_
     got = judged_from_record(RATE, fn, tmp_path)
     assert got.verdict == verdict and __import__("re").search(message, got.diagnosis), got
     assert (_both(RATE, fn, tmp_path) or "") == got.diagnosis
+
+
+# ---------------------------------------------------------------- a result read as the exercise allows
+
+
+def _read_pair(found):
+    """(name, score) from a plain pair or one whose score is a 0-d tensor; None for anything else."""
+    items = found.get("items") or [record.describe(v) for v in found.get("value") or []]
+    if found["kind"] not in ("value", "sequence") or len(items) != 2 or items[0]["kind"] != "value":
+        return None
+    score = items[1]
+    number = score["values"].item() if score["kind"] == "tensor" and score["values"].numel() == 1 else (
+        score.get("value") if score["kind"] == "value" else None)
+    return None if not isinstance(number, float) else (items[0]["value"], number)
+
+
+BEST = Declaration(
+    check="check_best", function="best", roles=("scores",), reference=lambda scores: max(scores.items(),
+                                                                                        key=lambda kv: kv[1]),
+    probes=lambda device: [Probe(({"a": 0.5, "b": 2.5},), "{what} of {name}(scores)")],
+    returns=Value("the best pair", kind="tuple", precision=(0.0, 1e-6), read=_read_pair,
+                  other=lambda found, name, what: f"{name} should return a pair (name, score), got {found['type']}"))
+
+
+@pytest.mark.parametrize("fn, message", [
+    (lambda scores: max(scores.items(), key=lambda kv: kv[1]), None),
+    (lambda scores: ["b", torch.tensor(2.5, dtype=torch.float64)], None),  # a list, a 0-d tensor: read as a pair
+    (lambda scores: ("b", torch.tensor(2.0)), r"mismatch in the best pair .*: 2\.0 instead of 2\.5"),
+    (lambda scores: {"b": 2.5}, r"should return a pair \(name, score\), got dict"),
+])
+def test_a_value_read_as_the_exercise_allows_takes_0d_tensors_in_lists(fn, message, tmp_path):
+    got = _both(BEST, fn, tmp_path)
+    assert (got is None) if message is None else (got is not None and __import__("re").search(message, got)), got
+
+
+# ---------------------------------------------------------------- a mistake tried on right results too
+
+
+def _counted(x, counter):
+    counter(x)
+    return x * 2
+
+
+def _counted_twice(x, counter):
+    counter(x)
+    counter(x)
+    return x * 2
+
+
+COUNTED = Declaration(
+    check="check_counted", function="counted", roles=("x", "counter"), reference=_counted,
+    probes=lambda device: [Probe((torch.ones(3), record.build("annotated.support.grading.sublayers._FixedDropout",
+                                                                p=0.0, seed=0).eval()), "{what} of {name}(x)")],
+    returns=Tensor("the doubled tensor"),
+    mistakes=(Mistake("", "the counter called twice", stage="always", example=_counted_twice,
+                      find=lambda found, p: "you called the counter twice" if len(
+                          found["calls"][1]["value"] if found["calls"][1]["kind"] == "value" else
+                          found["calls"][1]["items"]) > 1 else None),))
+
+
+@pytest.mark.parametrize("fn, message", [
+    (_counted, None),
+    (_counted_twice, r"^you called the counter twice$"),  # a right result, named from the calls
+    (lambda x, counter: x * 3, r"mismatch in the doubled tensor"),
+])
+def test_an_always_mistake_names_a_right_result_from_what_an_argument_kept_of_its_calls(fn, message, tmp_path):
+    got = _both(COUNTED, fn, tmp_path)
+    assert (got is None) if message is None else (got is not None and __import__("re").search(message, got)), got
+
+
+# ---------------------------------------------------------------- calls chained on one dict they fill
+
+
+def _push(x, store):
+    store["seen"] = torch.cat([store["seen"], x]) if "seen" in store else x
+    return store["seen"].sum()
+
+
+def _push_replacing(x, store):
+    store["seen"] = x
+    return x.sum()
+
+
+def _push_forgetting(x, store):
+    return x.sum()
+
+
+CHAINED = Declaration(
+    check="check_push", function="push", roles=("x", "store"), reference=_push,
+    probes=lambda device: [Probe(tuple((torch.tensor([float(i)]), {}) for i in range(1, t + 1)),
+                                 f"{{what}} of {{name}} at call {t}", each=True, chain=1, fills=(1, ("seen",)))
+                           for t in (1, 3)],
+    returns=Items((Tensor("the total"), Tensor("store['seen']", other=lambda found, name, what: (
+        f"{what} is missing: the dict holds {found['value']['holds']}" if found["kind"] == "value" else None))),
+        what="the total and what it stored"))
+
+
+@pytest.mark.parametrize("fn, message", [
+    (_push, None),
+    (_push_replacing, r"wrong shape for store\['seen'\] of _push_replacing at call 3: expected \(3,\), got \(1,\)"),
+    (_push_forgetting, r"^store\['seen'\] is missing: the dict holds \[\]$"),
+])
+def test_chained_calls_share_one_dict_and_what_they_leave_in_it_is_judged(fn, message, tmp_path):
+    got = _both(CHAINED, fn, tmp_path)
+    assert (got is None) if message is None else (got is not None and __import__("re").search(message, got)), got

@@ -272,13 +272,18 @@ def decode(value):
 
 
 def _layout(arg) -> list | None:
+    if type(arg) is tuple:  # the arguments of one call of an ``each`` probe, one by one
+        return [_layout(a) for a in arg]
     return [list(arg.stride()), int(arg.storage_offset())] if torch.is_tensor(arg) and arg.layout == torch.strided \
         else None
 
 
 def _after(arg) -> dict | None:
     """A tensor argument after the call: its shape, dtype, layout and numbers; a list or dict
-    argument (a plain value, which a call can change in place) as its value."""
+    argument (a plain value, which a call can change in place) as its value; a tuple (the arguments of
+    one call of an ``each`` probe) as its items', ``items``."""
+    if type(arg) is tuple:
+        return {"items": [_after(a) for a in arg]}
     if isinstance(arg, (list, dict)):
         plain = _plain(arg, [MAX_PLAIN, MAX_CHARS])
         return None if plain is _NOT_PLAIN else {"value": plain, "class": type(arg).__name__}
@@ -345,23 +350,42 @@ def _calls(arg) -> dict | None:
     return describe(list(calls)) if isinstance(calls, list) else None
 
 
-def _each(fn):
+def _filling(fn, fills: tuple):
+    """``fn`` whose result is (what it returned, what it left in its dict argument ``fills[0]`` under each
+    key of ``fills[1]``): a cache it fills in place. A key left out comes as {"missing": key, "holds": the
+    dict's keys}."""
+    index, keys = fills
+
+    def filled(*args):
+        result, box = fn(*args), args[index]
+        if not isinstance(box, dict):
+            return (result, *({"missing": key, "holds": None} for key in keys))
+        return (result, *(box[key] if key in box else {"missing": key, "holds": sorted(map(str, box))}
+                          for key in keys))
+    return filled
+
+
+def _each(fn, chain: int | None = None):
     """``fn`` called on each of its arguments, a tuple of arguments per call: the list of its results (an
-    exception says which call raised it)."""
+    exception says which call raised it). ``chain``: every call after the first gets the first call's
+    argument ``chain`` instead of its own, as the calls before left it (a cache they fill in turn), and
+    the result is the last call's alone."""
     def calls(*arguments):
         results = []
         for i, args in enumerate(arguments):
+            if chain is not None and i:
+                args = (*args[:chain], arguments[0][chain], *args[chain + 1:])
             try:
                 results.append(fn(*args))
             except BaseException as err:
                 err._each_call = i
                 raise
-        return results
+        return results[-1] if chain is not None and results else results
     return calls
 
 
 def call(fn, args: tuple, grad: tuple = (), again: tuple | None = None, seed: int | None = None,
-         on: tuple | None = None, each: bool = False) -> dict:
+         on: tuple | None = None, each: bool = False, chain: int | None = None, fills: tuple | None = None) -> dict:
     """Call ``fn(*args)`` and describe what happened. ``grad``: the arguments made to require
     grad, whose gradients are recorded; ``again``: the arguments of a second call, after which
     the first result is described once more (a function that keeps its result between calls
@@ -370,9 +394,12 @@ def call(fn, args: tuple, grad: tuple = (), again: tuple | None = None, seed: in
     ``seed``: the global generator's seed before each call (what it was is put back after), so
     that a function drawing from it (F.dropout) draws what the check can draw again. ``on``: the
     arguments a module the function returns is called on (its output is described). ``each``: every
-    argument is the arguments of one call, and the result is the list of the calls' results."""
+    argument is the arguments of one call, and the result is the list of the calls' results (``chain``:
+    the last call's, the calls sharing one argument: :func:`_each`). ``fills``: (argument, keys), what
+    each call left in that dict argument joins its result (:func:`_filling`)."""
+    fn = _filling(fn, fills) if fills is not None else fn
     with torch.random.fork_rng(devices=[], enabled=seed is not None):
-        return _call(_each(fn) if each else fn, list(args), grad, again, seed, on)
+        return _call(_each(fn, chain) if each else fn, list(args), grad, again, seed, on)
 
 
 def _call(fn, args: list, grad: tuple, again: tuple | None, seed: int | None, on: tuple | None) -> dict:
@@ -469,7 +496,7 @@ def record_file(namespace: dict, function: str, plan_path: str, out_path: str) -
             done = call(fn, tuple(decode(a) for a in planned["args"]), tuple(planned.get("grad", ())),
                         None if again is None else tuple(decode(a) for a in again), planned.get("seed"),
                         None if planned.get("on") is None else tuple(decode(a) for a in planned["on"]),
-                        planned.get("each", False))
+                        planned.get("each", False), planned.get("chain"), planned.get("fills"))
             record["calls"].append({k: v for k, v in done.items() if not k.startswith("_")})
             if "raised" in done:
                 break

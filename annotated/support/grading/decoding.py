@@ -7,15 +7,12 @@ beam-search check runs ``simple_beam_search`` itself on small random "models" (a
 next-token log-probabilities for every prefix) and compares each of its steps with the
 learner's.
 
-None of the three is a declaration yet (``annotated.support.grading.engine``); each is still code run where the
-learner's function runs, for want of what the engine and the recorder do not describe: 9.1's result is mostly the
-cache, a dict argument the function fills in place (the recorder describes tensor arguments after the call, not a
-dict's entries), and a cache stored newest first gives the right output; 9.2 returns int64 ids whatever the dtype of
-src (an int32 source is a probe; the engine's "ids" contract is the dtype of a tensor argument), and a right output
-computed without the cache is named from the model's calls (the engine tries known mistakes only on a wrong
-result); 9.3 returns (live, finished) whose tokens and scores may be 0-d tensors, NumPy numbers, tuples or lists (a
-:class:`Value` compares plain built-in types exactly), and changing the caller's lists in place
-(tokens.append) is named from the arguments after the call.
+The three are declarations (``annotated.support.grading.engine``), judged by the grader in its own process.
+9.1's probes decode a sentence from its first step, one call per position on one cache (``Probe.chain``), and
+judge the last call's output with what it left in the cache (``Probe.fills``); 9.2's model travels as data
+(``record.build``) and keeps how many positions its self-attention saw, which names a right output computed
+without the cache (a mistake of stage "always"); 9.3's steps are read from tuples or lists whose numbers may be
+0-d tensors (``Value.read``), every step a probe, a mistake named only where it explains the whole search.
 """
 
 import contextlib
@@ -26,16 +23,13 @@ import torch
 import torch.nn as nn
 
 from annotated.beam_search import lp, simple_beam_search
-from annotated.decoding import decoder_layer_step, greedy_decode, init_cache
-from annotated.masks import padding_mask, subsequent_mask
+from annotated.decoding import attend, decoder_layer_step, greedy_decode, init_cache
+from annotated.masks import padding_mask
 from annotated.model import EncoderDecoder, TransformerConfig, make_model
 from annotated.multi_head import MultiHeadAttention
 from annotated.support import record as recorder
-from annotated.support.grading.core import (
-    ExerciseFailed, _assert_close, _call, _function, _generic, _hard_coded_hint, _run_on_all_sizes,
-    _same, _same64, _shape, _sizes, _tensor,
-)
-from annotated.support.grading.engine import Declaration, Mistake, Probe, Tensor, Value, _run_on, check
+from annotated.support.grading.core import ExerciseFailed, _hard_coded_hint
+from annotated.support.grading.engine import Declaration, Items, Mistake, Probe, Tensor, Value, _run_on, check
 
 # ---------------------------------------------------------------- the sizes
 
@@ -93,8 +87,10 @@ def _one_thread():
 
 
 # ---------------------------------------------------------------- 9.1 the cache of one attention
-# A message about an exception names the arguments of the call: these say what they are in a
-# few words, where a module or a dict of tensors would print whole.
+# Every probe is a sentence decoded from its first step, one call per position on one cache (the
+# calls chained: Probe.chain), and judges its last call: the output and what it left in the cache,
+# cache["self_k"] and cache["self_v"] (Probe.fills). A message about an exception names the
+# arguments of the call: attn says what it is in a few words.
 
 
 class _Attention(MultiHeadAttention):
@@ -102,219 +98,194 @@ class _Attention(MultiHeadAttention):
         return f"attn (MultiHeadAttention, d_model={self.d_model}, h={self.h})"
 
 
-class _Cache(dict):
-    def __repr__(self) -> str:
-        return f"cache (a dict holding {sorted(map(str, self))})"
-
-
-def _attention_module(d_model: int, h: int, seed: int) -> MultiHeadAttention:
-    """A seeded MultiHeadAttention in eval mode; the global random state is left as it was."""
+def _attention_module(d_model: int, h: int, seed: int, dtype: str = "float32", scores: str = "normal"):
+    """A seeded MultiHeadAttention in eval mode (the global random state is left as it was); with
+    ``scores`` "far below zero" or "very large", W_K is -W_Q or W_Q, so that q . k = -+|W_Q x + b|^2
+    has the same sign for every query and key."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        return _Attention(d_model, h).eval()
+        attn = _Attention(d_model, h).eval().to(getattr(torch, dtype))
+    if scores != "normal":
+        sign = -1.0 if scores == "far below zero" else 1.0
+        with torch.no_grad():
+            attn.W_K.weight.copy_(sign * attn.W_Q.weight)
+            attn.W_K.bias.copy_(sign * attn.W_Q.bias)
+    return attn
 
 
-def _cache_shape_mistake(tensor: torch.Tensor, name: str, sizes: dict, held: int,
-                         dimensions_only: bool = False) -> str | None:
-    """What a cache entry of the wrong shape says about how it was built; ``held`` positions
-    are expected in it. None when the shape says nothing known. ``dimensions_only``: name an
-    append along a wrong dimension only (after an exception, an entry may just not be stored yet)."""
-    batch, h, d_k = sizes["batch"], sizes["h"], sizes["d_k"]
-    shape = tuple(tensor.shape)
-    expected = (batch, h, held, d_k)
-    fix = (f"append the new one along the positions, dim=2: torch.cat([cache[{name!r}], k], dim=2), "
-           f"so that after {held} steps it is (batch, h, {held}, d_k) = {expected}.")
-    wrong_dims = {
-        (batch * held, h, 1, d_k): "dim=0, the batch",
-        (batch, h * held, 1, d_k): "dim=1, the heads",
-        (batch, h, 1, d_k * held): "dim=3 (-1), the width d_k",
-    }
-    if held > 1 and shape in wrong_dims:
-        return (f"after {held} steps cache[{name!r}] has shape {shape}: you appended the new position "
-                f"along {wrong_dims[shape]}, so the positions pile up where they do not belong; {fix}")
-    if dimensions_only:
-        return None
-    if held > 1 and shape == (batch, h, 1, d_k):
-        return (f"after {held} steps cache[{name!r}] still holds one position, shape {shape}: each step "
-                "replaced it instead of appending, so the new query sees itself only. Keep the earlier "
-                f"positions and {fix}")
-    if shape == (batch, held, h * d_k):
-        return (f"cache[{name!r}] has shape {shape}, (batch, t, d_model): keep it split into heads, "
-                f"(batch, h, t, d_k) = {expected}, as init_cache keeps the memory's keys: the course's "
-                "decoding and beam search read the number of positions from its dimension 2.")
-    return None
+def course_self_attention_step(attn, y, cache):
+    """The reference: decoder_layer_step's self-attention, as a function."""
+    k, v = attn.split_heads(attn.W_K(y)), attn.split_heads(attn.W_V(y))  # (batch, h, 1, d_k)
+    if "self_k" in cache:
+        k, v = torch.cat([cache["self_k"], k], dim=2), torch.cat([cache["self_v"], v], dim=2)  # (batch, h, t, d_k)
+    cache["self_k"], cache["self_v"] = k, v
+    return attend(attn, y, k, v, None)
 
 
-def _cache_entries(cache: dict, sizes: dict, held: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """cache["self_k"] and cache["self_v"], present and of the shape of ``held`` positions."""
-    missing = [key for key in ("self_k", "self_v") if key not in cache]
-    if missing:
-        found = f" (it holds {sorted(map(str, cache))})" if cache else " (it is empty)"
-        raise ExerciseFailed(
-            f"after the call the cache has no {' and no '.join(repr(m) for m in missing)}{found}: store "
-            "the keys and the values of the positions so far in the dict you are given, "
-            "cache['self_k'] = k and cache['self_v'] = v, each (batch, h, t, d_k); the next step "
-            "reads them back."
-        )
-    entries = []
-    for key in ("self_k", "self_v"):
-        value = cache[key]
-        if not torch.is_tensor(value):
-            raise ExerciseFailed(f"cache[{key!r}] is {type(value).__name__}, not a tensor: store one "
-                                 "(batch, h, t, d_k) tensor of the positions so far, not a list of them.")
-        expected = (sizes["batch"], sizes["h"], held, sizes["d_k"])
-        if tuple(value.shape) != expected:
-            mistake = _cache_shape_mistake(value, key, sizes, held)
-            raise ExerciseFailed(mistake) if mistake else _generic(
-                f"after {held} steps cache[{key!r}] has shape {tuple(value.shape)}; expected "
-                f"(batch, h, t, d_k) = {expected}: one key (value) per position so far, in every head."
-            )
-        entries.append(value)
-    return entries[0], entries[1]
+def _step_variant(dim: int = 2, newest_first: bool = False, replace: bool = False, swap: bool = False,
+                  keys_of=None, alone: bool = False, flat: bool = False) -> Callable:
+    """The reference with one mistake: the cache appended along ``dim``, newest first, replaced,
+    keys and values swapped, keys made by ``keys_of(attn, y)``, the query attending to itself only
+    (``alone``), or the cache kept unsplit, (batch, t, d_model) (``flat``)."""
+    def step(attn, y, cache):
+        k = keys_of(attn, y) if keys_of else attn.split_heads(attn.W_K(y))
+        v = attn.split_heads(attn.W_V(y))
+        new_k, new_v = k, v
+        if flat:
+            k, v = attn.W_K(y), attn.W_V(y)
+        if "self_k" in cache and not replace:
+            axis = 1 if flat else dim
+            k, v = ((torch.cat([k, cache["self_k"]], axis), torch.cat([v, cache["self_v"]], axis)) if newest_first
+                    else (torch.cat([cache["self_k"], k], axis), torch.cat([cache["self_v"], v], axis)))
+        cache["self_k"], cache["self_v"] = (v, k) if swap else (k, v)
+        if flat:
+            k, v = attn.split_heads(k), attn.split_heads(v)
+        return attend(attn, y, new_k, new_v, None) if alone else attend(attn, y, k, v, None)
+    return step
+
+
+def _step_probes(device: str | None) -> list[Probe]:
+    """Each set's sentence, one probe per step t (t calls on one cache, the last judged), and at the
+    first step of the first set a second sentence on a cache of its own after it (``again``): what
+    the first left in its cache and returned must stay as it was."""
+    probes = []
+    for sizes, settings in zip(STEP_SIZES, _STEP_SETTINGS):
+        batch, h, d_k, steps = sizes["batch"], sizes["h"], sizes["d_k"], sizes["steps"]
+        d_model, dtype = h * d_k, settings["dtype"]
+        attn = recorder.build(f"{__name__}._attention_module", d_model=d_model, h=h, seed=d_model,
+                              dtype=str(dtype).replace("torch.", ""), scores=settings["scores"])
+        g = torch.Generator().manual_seed(steps)
+        xs = [torch.randn(batch, steps, d_model, generator=g, dtype=torch.float64) for _ in range(2)]
+        if settings["scores"] != "normal":  # a large offset shared by every position
+            offset = 250.0 * torch.randn(d_model, generator=g, dtype=torch.float64)
+            xs = [x + offset for x in xs]
+        x, other = (x.to(dtype) for x in xs)
+        dtype_text = "" if dtype == torch.float32 else f", {dtype}"
+        hints = _STEP_HINTS + ((("dtype", f"\nNote: this call's attn and y are {dtype}: create every tensor with "
+                                 "dtype=y.dtype (not .float() or torch.zeros without dtype=)."),) if dtype_text else ())
+        for t in range(steps):
+            probe = Probe(tuple((attn, x[:, s : s + 1].clone(), {}) for s in range(t + 1)),
+                          f"{{what}} of {{name}}(attn, y of shape ({batch}, 1, {d_model}){dtype_text}, cache) at "
+                          f"step {t + 1}", sizes=sizes, each=True, chain=2, fills=(2, ("self_k", "self_v")),
+                          hints=hints, tags=dict(settings, step=t + 1))
+            if not probes:
+                probe.again = ((attn, other[:, :1].clone(), {}),)
+            probes.append(probe)
+    return probes
 
 
 _STEP_HINTS = ((r"must match the size|size mismatch|cannot be multiplied|Expected size|do not broadcast",
                 "\nHint: the cache holds (batch, h, t, d_k): append the newest key and value along "
                 "dim=2, the positions, torch.cat([cache['self_k'], k], dim=2)."),)
+_WRONG_DIMS = {0: "dim=0, the batch", 1: "dim=1, the heads", -1: "dim=3 (-1), the width d_k"}
 
 
-def _step_inputs(sizes: dict, settings: dict) -> tuple[MultiHeadAttention, torch.Tensor, torch.Tensor]:
-    """The attention module and two sequences (batch, steps, d_model) of one set of sizes."""
-    batch, h, d_k, steps = sizes["batch"], sizes["h"], sizes["d_k"], sizes["steps"]
-    d_model = h * d_k
-    attn = _attention_module(d_model, h, seed=d_model).to(settings["dtype"])
-    g = torch.Generator().manual_seed(steps)
-    xs = [torch.randn(batch, steps, d_model, generator=g, dtype=torch.float64) for _ in range(2)]
-    if settings["scores"] != "normal":
-        with torch.no_grad():  # q . k = +-|W_Q x + b|^2: the same sign for every query and key
-            sign = -1.0 if settings["scores"] == "far below zero" else 1.0
-            attn.W_K.weight.copy_(sign * attn.W_Q.weight)
-            attn.W_K.bias.copy_(sign * attn.W_Q.bias)
-        offset = 250.0 * torch.randn(d_model, generator=g, dtype=torch.float64)  # shared by every position
-        xs = [x + offset for x in xs]
-    return attn, xs[0].to(settings["dtype"]), xs[1].to(settings["dtype"])
+def _fix(p: Probe, key: str = "self_k") -> str:
+    batch, h, held, d_k = _step_shape(p)
+    return (f"append the new one along the positions, dim=2: torch.cat([cache[{key!r}], k], dim=2), so that "
+            f"after {held} steps it is (batch, h, {held}, d_k) = {(batch, h, held, d_k)}.")
 
 
-def _check_sequence_step(fn: Callable, name: str, sizes: dict, settings: dict, attn, x: torch.Tensor,
-                         cache: dict, t: int, which: str) -> torch.Tensor:
-    """Step t of one sequence: the call, its output and the cache compared with full attention."""
-    batch, h, d_k, steps = sizes["batch"], sizes["h"], sizes["d_k"], sizes["steps"]
-    d_model, dtype = h * d_k, settings["dtype"]
+def _step_shape(p: Probe) -> tuple:
+    attn, y = p.args[-1][0], p.args[-1][1]
+    return y.size(0), attn.h, p.tags["step"], attn.d_k
+
+
+def _along(dim: int, failed: bool = False) -> Callable:
+    """The message of keys appended along ``dim``, seen in the cache's shape or (``failed``) in an exception."""
+    def message(p: Probe) -> str:
+        batch, h, held, d_k = _step_shape(p)
+        shape = [batch, h, 1, d_k]
+        shape[dim] *= held
+        seen = (f"at step {held} the attention failed on keys of shape {tuple(shape)}" if failed else
+                f"after {held} steps cache['self_k'] has shape {tuple(shape)}")
+        return (f"{seen}: you appended the new position along {_WRONG_DIMS[dim]}, so the positions pile up where "
+                f"they do not belong; {_fix(p)}")
+    return message
+
+
+def _cache_shape(case: str) -> Callable:
+    """What a cache['self_k'] of the wrong shape says about how it was built: appended along another
+    dimension ("dims"), replaced ("replaced") or kept unsplit ("unsplit")."""
+    return lambda found, p: _cache_shapes(found, p).get(case)
+
+
+def _cache_shapes(found: dict, p: Probe) -> dict:
+    batch, h, held, d_k = _step_shape(p)
+    shape = tuple(found["shape"])
+    for dim in _WRONG_DIMS:
+        wrong = [batch, h, 1, d_k]
+        wrong[dim] *= held
+        if held > 1 and shape == tuple(wrong):
+            return {"dims": _along(dim)(p)}
+    if held > 1 and shape == (batch, h, 1, d_k):
+        return {"replaced": f"after {held} steps cache['self_k'] still holds one position, shape {shape}: each step "
+                f"replaced it instead of appending, so the new query sees itself only. Keep the earlier positions and "
+                f"{_fix(p)}"}
+    if shape == (batch, held, h * d_k):
+        return {"unsplit": f"cache['self_k'] has shape {shape}, (batch, t, d_model): keep it split into heads, "
+                f"(batch, h, t, d_k) = {(batch, h, held, d_k)}, as init_cache keeps the memory's keys: the course's "
+                "decoding and beam search read the number of positions from its dimension 2."}
+    return {}
+
+
+def _heads_kept(found: dict, p: Probe) -> str | None:
+    batch, h, _, d_k = _step_shape(p)
+    if tuple(found["shape"]) == (batch, h, 1, d_k):
+        return "Merge the heads and apply W_O: attn.W_O(attn.merge_heads(...)), or use attend."
+    return None
+
+
+def _batch_squeezed(found: dict, p: Probe) -> str | None:
+    if p.args[-1][1].size(0) == 1 and len(found["shape"]) < 3:
+        return "The batch here is one sentence: a squeeze() dropped its dimension; keep (batch, 1, d_model)."
+    return None
+
+
+def _not_stored(found: dict, name: str, what: str) -> str | None:
+    value = found.get("value") if found["kind"] == "value" else None
+    if isinstance(value, dict) and "missing" in value:
+        holds = value["holds"] or []
+        missing = [key for key in ("self_k", "self_v") if key not in holds]
+        found_text = f" (it holds {holds})" if holds else " (it is empty)"
+        return (f"after the call the cache has no {' and no '.join(repr(m) for m in missing)}{found_text}: store the "
+                "keys and the values of the positions so far in the dict you are given, cache['self_k'] = k and "
+                "cache['self_v'] = v, each (batch, h, t, d_k); the next step reads them back.")
+    return (f"{what} is {found['type'] if 'type' in found else found['kind']}, not a tensor: store one (batch, h, t, "
+            "d_k) tensor of the positions so far, not a list of them.")
+
+
+def _overflowed(found: dict, p: Probe) -> str | None:
+    if p.tags["scores"] == "normal" or found["values"] is None or found["values"].isfinite().all():
+        return None
+    attn = p.args[-1][0]
+    x = torch.cat([call[1] for call in p.args], dim=1)  # (batch, t, d_model)
     with torch.no_grad():
-        # What training computes: every position at once, with the look-ahead mask.
-        full = attn(x, x, x, subsequent_mask(steps).unsqueeze(0))  # (batch, steps, d_model)
-        keys, values = attn.split_heads(attn.W_K(x)), attn.split_heads(attn.W_V(x))  # (batch, h, steps, d_k)
-        alone = attn.W_O(attn.merge_heads(values))  # each position attending to itself only
-    y = x[:, t : t + 1].clone()  # (batch, 1, d_model): the newest position
-    dtype_text = "" if dtype == torch.float32 else f", {dtype}"
-    call = f"{name}(attn, y of shape ({batch}, 1, {d_model}){dtype_text}, cache) at step {t + 1}{which}"
-    try:
-        with torch.no_grad():
-            out = _call(fn, attn, y, cache, hints=_STEP_HINTS, roles=("attn", "y", "cache"))
-    except ExerciseFailed as err:
-        # A cache appended along the wrong dimension usually breaks the attention that
-        # follows: the cache, stored before it, says why.
-        for key in ("self_k", "self_v"):
-            if torch.is_tensor(cache.get(key)):
-                mistake = _cache_shape_mistake(cache[key], key, sizes, t + 1, dimensions_only=True)
-                if mistake:
-                    raise ExerciseFailed(mistake) from None
-        if getattr(err, "generic", False) and dtype != torch.float32:
-            raise _generic(f"{err}\nNote: this call's attn and y are {dtype}: create every tensor with "
-                           "dtype=y.dtype (not .float() or torch.zeros without dtype=).") from None
-        raise
-    out = _tensor(out, name, "the output", like=y)
-    k, v = _cache_entries(cache, sizes, t + 1)
-    hint = ""
-    if tuple(out.shape) == (batch, h, 1, d_k):
-        hint = " Merge the heads and apply W_O: attn.W_O(attn.merge_heads(...)), or use attend."
-    elif batch == 1 and out.dim() < 3:
-        hint = " The batch here is one sentence: a squeeze() dropped its dimension; keep (batch, 1, d_model)."
-    _shape(out, (batch, 1, d_model), call, hint)
-    if not _same(k, keys[:, :, : t + 1]):
-        if t > 0 and _same(k, keys[:, :, : t + 1].flip(2)):
-            raise ExerciseFailed(
-                "cache['self_k'] holds the positions newest first: torch.cat([k, cache['self_k']]) "
-                "puts the new key in front. Attention does not care about the order, but position "
-                "i of the cache must be position i of the sentence (beam search reorders and "
-                "trims the cache by it): torch.cat([cache['self_k'], k], dim=2)."
-            )
-        if _same(k, values[:, :, : t + 1]):
-            raise ExerciseFailed("cache['self_k'] holds the values: keys come from attn.W_K, values "
-                                 "from attn.W_V; store each under its own name.")
-        if _same(k, attn.split_heads(x[:, : t + 1])):
-            raise ExerciseFailed("cache['self_k'] holds the inputs y split into heads, without the "
-                                 "projection: the keys are attn.split_heads(attn.W_K(y)).")
-        _assert_close(k, keys[:, :, : t + 1], f"cache['self_k'] after step {t + 1}{which}")
-    if not _same(v, values[:, :, : t + 1]):
-        _assert_close(v, values[:, :, : t + 1], f"cache['self_v'] after step {t + 1}{which}")
-    expected = full[:, t : t + 1]
-    if not _same(out, expected):
-        if t > 0 and _same(out, alone[:, t : t + 1]):
-            raise ExerciseFailed(
-                f"at step {t + 1} your output is the newest position attending to itself only: the "
-                "query must attend over every key and value of the cache, the earlier positions "
-                "and the new one (no mask needed: nothing later exists yet)."
-            )
-        if not out.isfinite().all() and settings["scores"] != "normal":
-            with torch.no_grad():
-                q = attn.split_heads(attn.W_Q(y))
-                scores = q @ keys[:, :, : t + 1].transpose(-2, -1) / math.sqrt(d_k)
-            if settings["scores"] == "far below zero":
-                where = f"far below zero (the largest is {scores.max().item():.0f})"
-                fate = "exp() of each underflows to 0, and 0 / 0 is NaN"
-            else:
-                where = f"very large (up to {scores.max().item():.0f})"
-                fate = "exp() overflows to inf, and inf / inf is NaN"
-            raise ExerciseFailed(
-                f"{call} returned NaN or inf: the scores here are all {where}: {fate}. Legitimate "
-                "scores can be that large either way (a large common offset in the "
-                "inputs, large weights). Subtract each row's largest score before exp(), always, not only "
-                "when a score looks large (the softmax is unchanged by it), or use torch.softmax or attend, "
-                "which do."
-            )
-        _assert_close(out, expected, f"the output at step {t + 1}{which}, compared with "
-                      "MultiHeadAttention over the whole prefix with the look-ahead mask")
-    if dtype == torch.float64:
-        tight = [(out, expected, "the output"), (k, keys[:, :, : t + 1], "cache['self_k']"),
-                 (v, values[:, :, : t + 1], "cache['self_v']")]
-        for got, reference, what in tight:
-            if not _same64(got, reference):
-                raise ExerciseFailed(
-                    f"{call}: {what} is right only to float32's precision (it differs from the float64 "
-                    f"reference by {(got - reference).abs().max().item():.1e}): a step of your function goes "
-                    "through float32, a .float(), a softmax(..., dtype=torch.float32), or a tensor created "
-                    "without dtype= (torch.zeros(...)). Keep the dtype of y and attn throughout."
-                )
+        q, keys = attn.split_heads(attn.W_Q(x[:, -1:])), attn.split_heads(attn.W_K(x))
+        top = (q @ keys.transpose(-2, -1) / math.sqrt(attn.d_k)).max().item()
+    where, fate = ((f"far below zero (the largest is {top:.0f})", "exp() of each underflows to 0, and 0 / 0 is NaN")
+                   if p.tags["scores"] == "far below zero" else
+                   (f"very large (up to {top:.0f})", "exp() overflows to inf, and inf / inf is NaN"))
+    return (f"{p.label.replace('{what} of ', '')} returned NaN or inf: the scores here are all {where}: {fate}. "
+            "Legitimate scores can be that large either way (a large common offset in the inputs, large weights). "
+            "Subtract each row's largest score before exp(), always, not only when a score looks large (the "
+            "softmax is unchanged by it), or use torch.softmax or attend, which do.")
+
+
+def _no_shift(attn, y, cache):  # the softmax written out without its shift
+    course_self_attention_step(attn, y, cache)
+    k, v = cache["self_k"], cache["self_v"]
+    scores = (attn.split_heads(attn.W_Q(y)) @ k.transpose(-2, -1) / math.sqrt(attn.d_k)).exp()
+    return attn.W_O(attn.merge_heads(scores / scores.sum(-1, keepdim=True) @ v))
+
+
+def _stored_along_dim0(attn, y, cache):  # attends to the newest position, stores along the batch
+    k, v = attn.split_heads(attn.W_K(y)), attn.split_heads(attn.W_V(y))
+    out = attend(attn, y, k, v, None)
+    if "self_k" in cache:
+        k, v = torch.cat([cache["self_k"], k]), torch.cat([cache["self_v"], v])
+    cache["self_k"], cache["self_v"] = k, v
     return out
-
-
-def _check_step_once(fn: Callable, name: str, sizes: dict, settings: dict) -> None:
-    """Two sequences decoded side by side, each with its own cache, a step of one then a step
-    of the other (as two sentences, or beam search's hypotheses, keep caches of their own): the
-    entries of one cache and every output returned must stay as they were while the function
-    works on the other."""
-    attn, x_first, x_second = _step_inputs(sizes, settings)
-    sentences = [(x_first, _Cache(), "", "the first sentence's cache"),
-                 (x_second, _Cache(), " of a second sentence", "the second sentence's cache")]
-    kept = []  # (a tensor returned or stored, its copy, what it is, whose cache holds it)
-    for t in range(sizes["steps"]):
-        for x, cache, which, owner in sentences:
-            for got, copy, what, _ in kept:
-                if got.shape != copy.shape or not torch.equal(got, copy):
-                    raise ExerciseFailed(
-                        f"{what} changed when {name} was called again, on another cache: it shares its "
-                        "memory with a tensor your function reuses from call to call (a buffer created "
-                        "once, outside the function, written in place). Each cache must hold tensors of "
-                        "its own (two sentences, or the hypotheses of beam search, keep a cache each), and "
-                        "each call must return a new tensor: torch.cat returns one."
-                    )
-            out = _check_sequence_step(fn, name, sizes, settings, attn, x, cache, t, which)
-            step = f"step {t + 1}{which}"
-            kept = [item for item in kept if item[3] != owner]  # this cache's older entries may go
-            kept += [(out, out.clone(), f"the output {name} returned at {step}", None)]
-            kept += [(cache[key], cache[key].clone(), f"cache[{key!r}] after {step}", owner)
-                     for key in ("self_k", "self_v")]
 
 
 def _step_hint(passed: list, sizes: dict, message: str) -> str:
@@ -332,6 +303,57 @@ def _step_hint(passed: list, sizes: dict, message: str) -> str:
         notes.append(f"the scores here are all {settings['scores']} (beyond 10^3 either way): exp() of them "
                      "underflows or overflows unless each row's largest score is subtracted first")
     return hint + "".join(f"\nNote: {note}." for note in notes)
+
+
+def _later(p: Probe) -> bool:
+    """After the first step, where one position in any order, and attending to it alone, are right."""
+    return p.tags["step"] > 1
+
+
+def _entry(key: str) -> Tensor:
+    return Tensor(f"cache[{key!r}]", like=1, label=f"cache[{key!r}] after the call", other=_not_stored)
+
+
+STEP = Declaration(
+    check="check_self_attention_step", function="self_attention_step", roles=("attn", "y", "cache"),
+    reference=course_self_attention_step, probes=_step_probes, sizes_fix=_step_hint,
+    returns=Items((Tensor("the output", like=1), _entry("self_k"), _entry("self_v")),
+                  what="the output and the cache's entries", again_what="the output, or the keys and values in its cache,"),
+    mistakes=(
+        *(Mistake(_along(dim, failed=True), f"appended along dim={dim}", stage="error", like=_step_variant(dim=dim))
+          for dim in _WRONG_DIMS),
+        Mistake(_along(0), "appended along another dimension", stage="shape", item=1, find=_cache_shape("dims"),
+                example=_stored_along_dim0),
+        Mistake("", "replaced instead of appended", stage="shape", item=1, find=_cache_shape("replaced"),
+                example=_step_variant(replace=True)),
+        Mistake("", "kept unsplit", stage="shape", item=1, find=_cache_shape("unsplit"),
+                example=_step_variant(flat=True)),
+        Mistake("", "the heads not merged", stage="shape", find=_heads_kept,
+                example=lambda attn, y, cache: attn.split_heads(course_self_attention_step(attn, y, cache))),
+        Mistake("", "a batch of one squeezed", stage="shape", find=_batch_squeezed,
+                example=lambda attn, y, cache: course_self_attention_step(attn, y, cache).squeeze().unsqueeze(1)),
+        Mistake("cache['self_k'] holds the positions newest first: torch.cat([k, cache['self_k']]) puts the new key "
+                "in front. Attention does not care about the order, but position i of the cache must be position i "
+                "of the sentence (beam search reorders and trims the cache by it): torch.cat([cache['self_k'], k], "
+                "dim=2).", "newest first", like=_step_variant(newest_first=True), items=(1,), when=_later),
+        Mistake("cache['self_k'] holds the values: keys come from attn.W_K, values from attn.W_V; store each under its "
+                "own name.", "keys and values swapped", like=_step_variant(swap=True), items=(1,)),
+        Mistake("cache['self_k'] holds the inputs y split into heads, without the projection: the keys are "
+                "attn.split_heads(attn.W_K(y)).", "keys not projected",
+                like=_step_variant(keys_of=lambda attn, y: attn.split_heads(y)), items=(1,)),
+        Mistake(lambda p: f"at step {p.tags['step']} your output is the newest position attending to itself only: "
+                "the query must attend over every key and value of the cache, the earlier positions and the new one "
+                "(no mask needed: nothing later exists yet).", "attending to itself only",
+                like=_step_variant(alone=True), items=(0,), when=_later),
+        Mistake("", "a softmax without its shift", find=_overflowed, example=_no_shift),
+    ),
+    passed=lambda name: (
+        f"check_self_attention_step passed: step by step, {name} gives what MultiHeadAttention gives "
+        "over the whole prefix with the look-ahead mask, and its cache holds the keys and values of "
+        f"the positions so far, (batch, h, t, d_k), for {len(STEP_SIZES)} sets of sizes (a batch of one, "
+        "float64, scores far below zero and very large among them), two sentences side by side, each "
+        "with its own cache."),
+)
 
 
 def check_self_attention_step(self_attention_step: Callable) -> None:
@@ -354,19 +376,8 @@ def check_self_attention_step(self_attention_step: Callable) -> None:
     through float32, a cache or an output that the next call overwrites (a buffer shared by
     every call), and sizes written into the code.
     """
-    name = _function(self_attention_step, "check_self_attention_step", "self_attention_step")
-    settings = dict(zip(map(_sizes, STEP_SIZES), _STEP_SETTINGS))
     with _one_thread():
-        _run_on_all_sizes(lambda sizes: _check_step_once(self_attention_step, name, sizes,
-                                                         settings[_sizes(sizes)]),
-                          STEP_SIZES, _step_hint)
-    print(
-        f"check_self_attention_step passed: step by step, {name} gives what MultiHeadAttention gives "
-        "over the whole prefix with the look-ahead mask, and its cache holds the keys and values of "
-        f"the positions so far, (batch, h, t, d_k), for {len(STEP_SIZES)} sets of sizes (a batch of one, "
-        "float64, scores far below zero and very large among them), two sentences side by side, each "
-        "with its own cache."
-    )
+        check(STEP, self_attention_step)
 
 
 # ---------------------------------------------------------------- 9.2 greedy decoding with the cache
@@ -985,7 +996,7 @@ BEAM = Declaration(
     reference=course_beam_step, probes=_beam_probes, consistent=True, sizes_fix=_beam_hint,
     returns=Value("the hypotheses (live, finished)", kind="tuple", precision=(1e-5, 1e-5),
                   read=lambda found: _beam_result(found)[0],
-                  other=lambda found, name, what: _beam_result(found)[1].replace("{name}", name)),
+                  other=lambda found, name, what: (_beam_result(found)[1] or "").replace("{name}", name) or None),
     in_place=("tokens.append(t) changes the caller's list, which every other extension of the same hypothesis "
               "shares. Build a new list for each candidate, tokens + [t]."),
     mistakes=(
@@ -1031,4 +1042,4 @@ def check_beam_step(beam_step: Callable) -> None:
     check(BEAM, beam_step)
 
 
-DECLARATIONS = {"check_cached_greedy_decode": DECODE, "check_beam_step": BEAM}
+DECLARATIONS = {"check_self_attention_step": STEP, "check_cached_greedy_decode": DECODE, "check_beam_step": BEAM}

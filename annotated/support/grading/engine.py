@@ -63,7 +63,11 @@ class Probe:
     before the call (a function that draws from it, F.dropout, draws what ``accept`` can draw).
     ``on``: the arguments a :class:`Module` result is called on. ``each``: ``args`` holds the
     arguments of several calls, judged together (a curve): the result is the list of their results,
-    and so is the reference's (a message may name the learner's function as ``{name}``)."""
+    and so is the reference's (a message may name the learner's function as ``{name}``). ``chain``
+    (with ``each``): the calls share argument ``chain``, the first call's, as the calls before left
+    it (a cache they fill in turn), and the result judged is the last call's. ``fills``: (argument,
+    keys), what the call left in that dict argument under each key joins its result, as the items
+    after it (``record._filling``)."""
 
     args: tuple
     label: str
@@ -83,6 +87,8 @@ class Probe:
     seed: int | None = None
     on: tuple | None = None
     each: bool = False
+    chain: int | None = None
+    fills: tuple | None = None
 
     def text(self, name: str, what: str = "the result") -> str:
         return self.label.replace("{name}", name).replace("{what}", what)
@@ -119,6 +125,7 @@ class Tensor:
     mismatch: Callable | None = None
     precision: str | float | None = None
     dtypes: tuple = ("float32",)
+    other: Callable | None = None  # (result as data, name, what) -> the message for what is no tensor, or None
 
 
 @dataclass
@@ -270,7 +277,8 @@ def _clone(value):
 def _run_on(fn, probe: "Probe"):
     """``fn`` on the probe's arguments (copies), or on each call's of an ``each`` probe (a list)."""
     args = _clone(probe.args)
-    return [fn(*a) for a in args] if probe.each else fn(*args)
+    fn = recorder._filling(fn, probe.fills) if probe.fills is not None else fn
+    return recorder._each(fn, probe.chain)(*args) if probe.each else fn(*args)
 
 
 def _dtype(name: str) -> torch.dtype:
@@ -639,7 +647,8 @@ def _contract(contract: Tensor | Value, found: dict, args: tuple, name: str, wha
             "not a module"))
     failure = _not_a_tensor(found, name, what, contract.kind)
     if failure:
-        return failure
+        message = contract.other(found, name, what) if contract.other else None
+        return Failure(message, failure.name) if message else failure
     device, case = _device_wanted(contract, args)
     have, want = torch.device(found["device"]), torch.device(device)
     if have.type != want.type or (want.index is not None and have.index != want.index):
@@ -1067,7 +1076,7 @@ def judge(decl: Declaration, probe: Probe, done: dict, name: str, signature, ref
     whats = [c.label or c.what for c in contracts]
     for contract, found in zip(contracts, got):
         what = contract.what
-        failure = _contract(contract, found, args, name, what)
+        failure = _contract(contract, found, args[-1] if probe.chain is not None else args, name, what)
         if failure:
             raise failure
     if reference is None:
@@ -1242,7 +1251,7 @@ def _judge_set(decl: Declaration, probes: list, records: list, k: int, name: str
 
 def _recorded(fn, probe: Probe) -> dict:
     return recorder.call(fn, _clone(probe.args), probe.grad, None if probe.again is None else _clone(probe.again),
-                         probe.seed, _clone(probe.on), probe.each)
+                         probe.seed, _clone(probe.on), probe.each, probe.chain, probe.fills)
 
 
 def _later(probes: list, records: list, k: int) -> list:
@@ -1275,7 +1284,8 @@ def plan(decl: Declaration) -> tuple[list, dict]:
         probes = decl.probes(GRADER_DEVICE)
     calls = [{"args": [recorder.encode(a) for a in p.args], "grad": list(p.grad), "each": p.each,
               "again": None if p.again is None else [recorder.encode(a) for a in p.again], "seed": p.seed,
-              "on": None if p.on is None else [recorder.encode(a) for a in p.on]}
+              "on": None if p.on is None else [recorder.encode(a) for a in p.on], "chain": p.chain,
+              "fills": p.fills}
              for p in probes]
     return probes, {"calls": calls}
 
