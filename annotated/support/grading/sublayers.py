@@ -1,21 +1,10 @@
-"""Checks of notebook 06's exercises, as declarations (``annotated.support.grading.engine``,
-judged by the grader outside the kernel): the position-wise feed-forward network (``FFN``,
-``annotated.feed_forward``), layer normalization (``NORM``, ``annotated.layer_norm``, compared
-with ``torch.nn.functional.layer_norm`` as well) and the residual connection in both orders
-(``CONNECTION``, ``annotated.residual.SublayerConnection``).
+"""Checks of notebook 06 as declarations (``engine``): the position-wise feed-forward network (``FFN``), layer
+normalization (``NORM``) and the residual connection in both orders (``CONNECTION``).
 
-The network, the norm and the dropout a learner's function receives are the check's own
-modules, made by ``record.build`` so that the grader sends them as data: each records what it
-is called with (``calls``), so the check can say which one was never called, or called on the
-wrong tensor. They are the real classes, so every attribute a learner may read is there: the
-dropout is an ``nn.Dropout`` (``p``, ``inplace``, ``training``) that zeroes the same entries at
-every call (and scales the rest by 1/(1 - p), as ``nn.Dropout`` in training), so where it acts
-shows in the result and the result is deterministic, and returns its input in evaluation mode;
-the norm is an ``nn.LayerNorm`` (``normalized_shape``, ``eps``, ``weight``, ``bias``) that also
-answers to the course's ``gamma`` and ``beta``. A dropout drawn with ``F.dropout(t, dropout.p,
-dropout.training)`` from the module's own settings is right too: each probe seeds the global
-generator before the call (``Probe.seed``, put back after) and the check draws the same mask.
-"""
+The network, norm and dropout a learner's function receives are the check's own modules (made by
+``record.build``, sent as data), real ``nn`` classes that record their ``calls``: the dropout zeroes the same
+entries at every call (F.dropout with the module's p and mode is right too: each probe seeds the global
+generator), the norm also answers to ``gamma`` and ``beta``."""
 
 import itertools
 import math
@@ -30,30 +19,19 @@ from annotated.support import record as recorder
 from annotated.support.grading.core import _hard_coded_hint, _sizes
 from annotated.support.grading.engine import Declaration, Mistake, Probe, Tensor, _clone, _equal, check
 
-FFN_SIZES = [
-    dict(batch=2, L=3, d_model=6, d_ff=10),
-    dict(batch=4, L=5, d_model=8, d_ff=12),
-    dict(batch=3, L=7, d_model=5, d_ff=9),
-    dict(batch=1, L=4, d_model=7, d_ff=11),  # one sentence: a squeeze() drops its batch
-]
-# Two (batch, L, d_model) sets, a batch of one sentence, one sentence alone, (L, d_model), and
-# an extra leading dimension (batch, h, L, d_model): layer norm acts on the last dimension only.
+FFN_SIZES = [dict(batch=2, L=3, d_model=6, d_ff=10), dict(batch=4, L=5, d_model=8, d_ff=12),
+             dict(batch=3, L=7, d_model=5, d_ff=9), dict(batch=1, L=4, d_model=7, d_ff=11)]  # one sentence last
+# (batch, L, d_model), a batch of one, one sentence (L, d_model) and (batch, h, L, d_model): the last dimension only.
 NORM_SIZES = [dict(batch=2, L=5, d_model=8), dict(batch=3, L=4, d_model=6),
               dict(batch=1, L=9, d_model=12), dict(L=7, d_model=10),
               dict(batch=5, h=2, L=3, d_model=4)]
 NORM_OFFSET = 1000.0  # the common offset of the features in the float32 pass that tests it
 SUBLAYER_SIZES = [dict(batch=2, L=5, d_model=6), dict(batch=3, L=4, d_model=10),
                   dict(batch=1, L=7, d_model=8)]
-SIZE_SETS = {
-    "check_feed_forward": FFN_SIZES,
-    "check_layer_norm": NORM_SIZES,
-    "check_sublayer_connection": SUBLAYER_SIZES,
-}
+SIZE_SETS = {"check_feed_forward": FFN_SIZES, "check_layer_norm": NORM_SIZES,
+             "check_sublayer_connection": SUBLAYER_SIZES}
 DROPOUT_P = 0.25  # of the stand-in dropout
-# The global seed set before each call of a learner's function: a dropout drawn with
-# F.dropout(t, dropout.p, dropout.training), from the module's own settings, then draws a mask
-# the check can draw again (the check leaves the global generator as it found it).
-_SEED = 20170612
+_SEED = 20170612  # the global seed before each call: F.dropout(t, dropout.p, dropout.training) draws a known mask
 
 
 def _named(name: str):
@@ -67,11 +45,8 @@ def _named(name: str):
 
 @_named("Dropout")
 class _FixedDropout(nn.Dropout):
-    """A real ``nn.Dropout`` (``p``, ``inplace``, ``training``, ``train()`` and ``eval()``, its
-    repr, ``isinstance(dropout, nn.Dropout)``) that zeroes the same entries at every call (a
-    fixed pattern per number of entries, in memory order) and multiplies the others by
-    1/(1 - p), as nn.Dropout does in training; in evaluation mode, or with p = 0, it returns its input, as nn.Dropout does. It
-    records the tensors it is called with in ``calls``."""
+    """A real ``nn.Dropout`` that zeroes the same entries at every call and scales the others by 1/(1 - p) (its
+    input in evaluation mode, or with p = 0), recording the tensors it is called with in ``calls``."""
 
     def __init__(self, p: float = DROPOUT_P, seed: int = 0):
         super().__init__(p)
@@ -79,10 +54,8 @@ class _FixedDropout(nn.Dropout):
         self.calls: list[torch.Tensor] = []
 
     def keep(self, shape: torch.Size) -> torch.Tensor:
-        """The fixed pattern for ``shape``: True where an entry is kept. It depends on the number
-        of entries only, drawn in memory order and viewed to ``shape``, so a network that flattens
-        the positions, (batch * L, d_ff) instead of (batch, L, d_ff), gets the same entries zeroed,
-        as it would from ``nn.Dropout`` with a seeded generator."""
+        """True where an entry is kept: drawn per number of entries, in memory order, so a network that flattens
+        the positions gets the same entries zeroed."""
         numel = shape.numel()
         g = torch.Generator().manual_seed(self.seed + numel)
         return (torch.rand(numel, generator=g) >= self.p).view(shape)
@@ -98,9 +71,7 @@ class _FixedDropout(nn.Dropout):
 
 @_named("LayerNorm")
 class _Norm(nn.LayerNorm):
-    """A real ``nn.LayerNorm`` (``normalized_shape``, ``eps``, ``weight``, ``bias``,
-    ``elementwise_affine``) that also answers to the course's names for its parameters,
-    ``gamma`` and ``beta``, and records the tensors it is called with in ``calls``."""
+    """A real ``nn.LayerNorm`` that also answers to ``gamma`` and ``beta``, recording its ``calls``."""
 
     def __init__(self, d_model: int):
         super().__init__(d_model)
@@ -129,8 +100,7 @@ class _Sublayer(PositionwiseFeedForward):
 
 
 def _seeded_keep(shape: torch.Size, dtype: torch.dtype, p: float = DROPOUT_P) -> torch.Tensor:
-    """The mask F.dropout(t, p, training=True) draws right after torch.manual_seed(_SEED), with
-    its 1/(1 - p): what a learner's F.dropout(t, dropout.p, dropout.training) multiplies by."""
+    """The mask, with its 1/(1 - p), F.dropout(t, p, training=True) draws right after torch.manual_seed(_SEED)."""
     with torch.random.fork_rng():
         torch.manual_seed(_SEED)
         return F.dropout(torch.ones(shape, dtype=dtype), p, True)
@@ -138,12 +108,9 @@ def _seeded_keep(shape: torch.Size, dtype: torch.dtype, p: float = DROPOUT_P) ->
 
 # ---------------------------------------------------------------- the feed-forward network (6.1)
 
-_FFN_MATMUL = (
-    r"cannot be multiplied|size mismatch|mat1 and mat2|must match the size of tensor",
-    "\nHint: the matrices are given as in the paper's x W_1: W_1 is (d_model, d_ff) and W_2 "
-    "(d_ff, d_model), so x @ W_1 then @ W_2, with no .T (nn.Linear stores its weight the other "
-    "way round, (out_features, in_features), and computes x @ weight.T).",
-)
+_FFN_MATMUL = (r"cannot be multiplied|size mismatch|mat1 and mat2|must match the size of tensor",
+               "\nHint: the matrices are given as in the paper's x W_1: W_1 is (d_model, d_ff) and W_2 (d_ff, "
+               "d_model), so x @ W_1 then @ W_2, with no .T (nn.Linear stores its weight the other way round).")
 _FFN_ROLES = ("x", "W_1", "b_1", "W_2", "b_2", "dropout")
 _FUNCTIONAL_EVAL = (
     "with the dropout in evaluation mode (dropout.training is False) your function still drops entries: "
@@ -200,23 +167,23 @@ def _dropped(found: dict) -> list:
     return found["calls"][5].get("items", [])
 
 
+_WHERE = "the course applies it to the hidden layer, dropout(relu(x @ W_1 + b_1)) @ W_2 + b_2"
+
+
 def _dropout_calls(found: dict, p: Probe) -> str | None:
     x, d_model, d_ff, calls = p.args[0], *p.args[1].shape, _dropped(found)
     if not calls:
-        return ("your function never called the dropout it was given: the course applies it to the ReLU's output, "
-                "dropout(relu(x @ W_1 + b_1)) @ W_2 + b_2 (the paper's formula has none; the check's dropout "
-                "zeroes fixed entries, so where it acts shows in the result).")
+        return (f"your function never called the dropout it was given: {_WHERE} (the check's dropout zeroes fixed "
+                "entries, so where it acts shows).")
     if len(calls) > 1:
         return f"your function called dropout {len(calls)} times; call it once, on the ReLU's output."
     first = calls[0]
     if first["shape"][-1] != d_model or math.prod(first["shape"]) != x.numel():
         return None  # compared by their entries: a network that flattens the positions is named too
     if first["values"] is not None and torch.equal(first["values"].reshape(x.shape), x):
-        return ("dropout was applied to the input x: the course applies it to the hidden layer, the ReLU's output "
-                "of width d_ff, dropout(relu(x @ W_1 + b_1)) @ W_2 + b_2.")
-    return (f"dropout was applied to a tensor of width d_model = {d_model}, after the second layer: the course "
-            f"applies it to the hidden layer (width d_ff = {d_ff}), between the ReLU and W_2. The dropout after the "
-            "whole sublayer belongs to the residual connection (exercise 6.3).")
+        return f"dropout was applied to the input x: {_WHERE}."
+    return (f"dropout was applied to a tensor of width d_model = {d_model}, after the second layer: {_WHERE}, of "
+            f"width d_ff = {d_ff}. The dropout after the whole sublayer belongs to the residual connection (6.3).")
 
 
 def _mixes(found: dict, p: Probe) -> str | None:
@@ -224,9 +191,8 @@ def _mixes(found: dict, p: Probe) -> str | None:
     got, expected = found["values"], course_feed_forward(*_clone(p.args))
     if got is None or got.dim() < 3 or got.shape != expected.shape or not _equal(got[:, 0], expected[:, 0]):
         return None
-    return ("your network mixes positions: the output at position 0 is right, at later positions it is not. The "
-            "network acts on every position's vector on its own: matrix products over the last dimension, "
-            "x @ W_1, with no reshape that moves positions into the features.")
+    return ("your network mixes positions: the output at position 0 is right, at later positions it is not. It acts "
+            "on every position's vector on its own: x @ W_1, with no reshape that moves positions into the features.")
 
 
 def _ffn(relu=1, b_1="inside", b_2=True, act=F.relu) -> Callable:
@@ -247,24 +213,20 @@ FFN_MISTAKES = (
             like=lambda *args: course_feed_forward(*args, keep=_functional(args[5]))),
     Mistake("", "where the dropout is called", find=_dropout_calls,
             example=lambda x, W_1, b_1, W_2, b_2, dropout: F.relu(x @ W_1 + b_1) @ W_2 + b_2),
-    Mistake("a ReLU after the second layer as well: the paper's max(0, .) comes once, between the layers, "
-            f"{_FFN_FORMULA}; the output itself may be negative (it is added to the residual stream).",
-            "a ReLU after the second layer too", like=_ffn(relu=2)),
-    Mistake(f"the ReLU is after the second layer instead of between the two: {_FFN_FORMULA}, the ReLU on the "
-            "hidden layer of width d_ff.", "the ReLU after the second layer", like=_ffn(relu=-1)),
-    Mistake("there is no ReLU: without max(0, .) the two layers collapse into one linear map, x (W_1 W_2) + "
-            "(b_1 W_2 + b_2). Apply torch.relu to x @ W_1 + b_1.", "no ReLU", like=_ffn(relu=0)),
-    Mistake("you used GELU: the paper's activation is max(0, .), the ReLU (GELU is later practice, in BERT and "
-            "GPT).", "GELU", like=_ffn(act=F.gelu)),
-    Mistake("b_1 is missing: the hidden layer is max(0, x W_1 + b_1), the bias added before the ReLU.", "no b_1",
-            like=_ffn(b_1=None)),
-    Mistake("b_2 is missing: the output is max(0, x W_1 + b_1) W_2 + b_2.", "no b_2", like=_ffn(b_2=False)),
-    Mistake(f"both biases are missing: {_FFN_FORMULA} (nn.Linear has its bias by default).", "no biases",
-            like=_ffn(b_1=None, b_2=False)),
-    Mistake("b_1 is added after the ReLU: it goes inside, max(0, x W_1 + b_1), so that the ReLU cuts at a learned "
-            "threshold.", "b_1 after the ReLU", like=_ffn(b_1="after")),
-    Mistake("", "positions mixed", find=_mixes,
-            example=lambda *args: course_feed_forward(*args).cumsum(dim=1)),
+) + tuple(Mistake(message, name, like=_ffn(**wrong)) for name, wrong, message in (
+    ("a ReLU after the second layer too", dict(relu=2),
+     f"a ReLU after the second layer as well: max(0, .) comes once, between the layers, {_FFN_FORMULA}."),
+    ("the ReLU after the second layer", dict(relu=-1),
+     f"the ReLU is after the second layer instead of between the two: {_FFN_FORMULA}."),
+    ("no ReLU", dict(relu=0), "there is no ReLU: without max(0, .) the two layers collapse into one linear map. "
+     "Apply torch.relu to x @ W_1 + b_1."),
+    ("GELU", dict(act=F.gelu), "you used GELU: the paper's activation is max(0, .), the ReLU."),
+    ("no b_1", dict(b_1=None), f"b_1 is missing: {_FFN_FORMULA}."),
+    ("no b_2", dict(b_2=False), f"b_2 is missing: {_FFN_FORMULA}."),
+    ("no biases", dict(b_1=None, b_2=False), f"both biases are missing: {_FFN_FORMULA}."),
+    ("b_1 after the ReLU", dict(b_1="after"), "b_1 is added after the ReLU: it goes inside, max(0, x W_1 + b_1)."),
+)) + (
+    Mistake("", "positions mixed", find=_mixes, example=lambda *args: course_feed_forward(*args).cumsum(dim=1)),
 )
 
 FFN = Declaration(
@@ -278,9 +240,8 @@ FFN = Declaration(
 
 
 def check_feed_forward(feed_forward: Callable) -> None:
-    """Check ``feed_forward(x, W_1, b_1, W_2, b_2, dropout)``, the network of §3.3 with the
-    course's optional dropout on the hidden layer, against ``PositionwiseFeedForward``'s
-    computation on the sizes of ``FFN_SIZES``; ``dropout`` zeroes fixed entries (``_FixedDropout``).
+    """Check ``feed_forward(x, W_1, b_1, W_2, b_2, dropout)``, §3.3's network with dropout on the hidden layer,
+    against ``PositionwiseFeedForward`` on ``FFN_SIZES``, in training and evaluation mode and in float64.
 
     Diagnoses: wrong shape (a batch of one squeezed away), dtype or device, an input changed
     in place, transposed weights (the product's error, with a hint), dropout never called,
@@ -298,16 +259,13 @@ def check_feed_forward(feed_forward: Callable) -> None:
 
 # ---------------------------------------------------------------- layer normalization (6.2)
 
-_KEEPDIM = (
-    r"must match the size of tensor",
-    "\nHint: a statistic per position has to keep its dimension to broadcast against x: "
-    "x.mean(dim=-1, keepdim=True), (batch, L, 1), not (batch, L).",
-)
+_KEEPDIM = (r"must match the size of tensor", "\nHint: a statistic per position has to keep its dimension to "
+            "broadcast against x: x.mean(dim=-1, keepdim=True), (batch, L, 1), not (batch, L).")
 
 
 def _norm_input(sizes: dict, g: torch.Generator) -> torch.Tensor:
-    """Positions of very different scales and offsets, one of them constant (variance 0) and one
-    of standard deviation 0.01, where eps = 1e-5 inside or outside the square root differs."""
+    """Positions of very different scales and offsets, one constant (variance 0), one of standard deviation 0.01
+    (where eps inside or outside the square root differs)."""
     d_model = sizes["d_model"]
     lead = tuple(n for k, n in sizes.items() if k != "d_model")  # (batch, h, L), (batch, L) or (L,)
     x = torch.randn(*lead, d_model, generator=g)
@@ -382,17 +340,16 @@ def _norm_nan(got: torch.Tensor, p: Probe) -> str | None:
     x, d_model = p.args[0], p.args[0].size(-1)
     rows = got.reshape(-1, d_model)
     if rows[1].isnan().any() and rows[2:].isfinite().all():
-        return (f"a constant position ({x.reshape(-1, d_model)[1, 0].item():.0f} in every feature: variance 0) "
-                "gives NaN: 0 / 0. eps keeps the division finite: (x - mean) / sqrt(var + eps), with the eps "
-                "argument.")
+        return (f"a constant position ({x.reshape(-1, d_model)[1, 0].item():.0f} in every feature: variance 0) gives "
+                "NaN: 0 / 0. eps keeps the division finite: (x - mean) / sqrt(var + eps), with the eps argument.")
     return None
 
 
 def _eps_ignored(got: torch.Tensor, p: Probe) -> str | None:
     x, gamma, beta, eps = p.args
     if eps != 1e-5 and _equal(got, _normalized(x, gamma, beta, 1e-5)):
-        return (f"with eps={eps} your function gives what it gave with eps=1e-5: the eps argument is ignored (is "
-                "1e-5 written into your code?). Use the eps given.")
+        return (f"with eps={eps} your function gives what it gave with eps=1e-5: the eps argument is ignored (is 1e-5 "
+                "written into your code?).")
     return None
 
 
@@ -404,7 +361,7 @@ def _combined(got: torch.Tensor, p: Probe) -> str | None:
                 got, _normalized(*p.args, unbiased=unbiased, eps_at=eps_at, affine=affine)):
             found = [_VARIANCE] * unbiased + [_EPS.get(eps_at)] * (eps_at != "inside") + [_AFFINE.get(affine)] * (
                 affine != "right")
-            return f"{found[0]}." if len(found) == 1 else f"{len(found)} mistakes at once: " + "; and ".join(found) + "."
+            return f"{found[0]}." if len(found) == 1 else f"{len(found)} mistakes at once: {'; and '.join(found)}."
     return None
 
 
@@ -418,16 +375,14 @@ def _uncentred(got: torch.Tensor, p: Probe) -> str | None:
 def _other_dims(got: torch.Tensor, p: Probe) -> str | None:
     x, d_model = p.args[0], p.args[0].size(-1)
     if x.dim() == 2:
-        if any(_equal(got, _normalized(*p.args, dims=dims)) for dims in [(0,), (0, 1)]):
-            return ("on a single sentence (L, d_model) you normalized over the positions (or everything): layer norm "
-                    "acts on the last dimension, dim=-1, whatever comes in front.")
-        return None
+        return None if not any(_equal(got, _normalized(*p.args, dims=dims)) for dims in [(0,), (0, 1)]) else (
+            "on a single sentence (L, d_model) you normalized over the positions (or everything): layer norm acts on "
+            "the last dimension, dim=-1, whatever comes in front.")
     for dims, what in [((0,), "the batch (dim=0)"), ((1,), "the positions (dim=1)"),
                        ((-2, -1), "each whole sentence"), ((0, 1, 2), "the whole tensor")]:
         if x.dim() == 3 and _equal(got, _normalized(*p.args, dims=dims)):
             return (f"you normalized over {what}: layer norm standardizes each position over its own d_model = "
-                    f"{d_model} features, the last dimension, x.mean(dim=-1, keepdim=True) and the same for the "
-                    "variance.")
+                    f"{d_model} features, the last dimension: x.mean(dim=-1, keepdim=True), and the variance too.")
     return None
 
 
@@ -437,9 +392,8 @@ def _one_pass(got: torch.Tensor, p: Probe) -> str | None:
     return (f"for features that share a large offset, {NORM_OFFSET:.0f} + a spread of about 1, your result is off by "
             f"up to {float(error.abs().nan_to_num(float('inf')).max()):.2g} (the course's float32 LayerNorm by less "
             "than 2e-4): is the variance computed in one pass, mean(x**2) - mean(x)**2? Both terms are near "
-            f"{NORM_OFFSET**2:.0e} and agree in their first 6 digits, about what float32 keeps, so their difference "
-            "is mostly rounding (it can even come out negative, and its square root NaN). Subtract the mean first: "
-            "((x - mean) ** 2).mean(dim=-1, keepdim=True), or x.var(dim=-1, keepdim=True, unbiased=False).")
+            f"{NORM_OFFSET**2:.0e}, and their difference is mostly float32's rounding (even negative). Subtract the "
+            "mean first: x.var(dim=-1, keepdim=True, unbiased=False).")
 
 
 def _norm_by(dims=(-1,), **options) -> Callable:
@@ -449,11 +403,8 @@ def _norm_by(dims=(-1,), **options) -> Callable:
 
 def _found(tag: str | None, test: Callable) -> Callable:
     """A ``find`` on the probes tagged ``tag`` (every probe: None): test(numbers, probe) -> message."""
-    def find(found: dict, p: Probe) -> str | None:
-        if found["values"] is None or (tag is not None and not p.tags.get(tag)):
-            return None
-        return test(found["values"], p)
-    return find
+    return lambda found, p: None if found["values"] is None or tag is not None and not p.tags.get(tag) else test(
+        found["values"], p)
 
 
 NORM_MISTAKES = (
@@ -462,11 +413,11 @@ NORM_MISTAKES = (
     Mistake("", "eps ignored", find=_found(None, _eps_ignored),
             example=lambda x, gamma, beta, eps: _norm_by()(x, gamma, beta, 1e-5)),
     Mistake("", "the variance, eps or gamma and beta", find=_found(None, _combined), example=_norm_by(unbiased=True)),
-    Mistake("you divided x by the root of its mean square without subtracting the mean: that is RMS norm (Zhang and "
-            "Sennrich, 2019, later practice), not the paper's layer norm, which subtracts the mean and divides by "
-            "the standard deviation.", "RMS norm", like=_norm_by(centred=False)),
+    Mistake("you divided x by the root of its mean square without subtracting the mean: that is RMS norm (later "
+            "practice), not layer norm, (x - mean) / sqrt(var + eps).", "RMS norm", like=_norm_by(centred=False)),
     Mistake("", "the mean not subtracted", find=_found(None, _uncentred),
-            example=lambda x, gamma, beta, eps: gamma * x / torch.sqrt(x.var(-1, keepdim=True, unbiased=False) + eps) + beta),
+            example=lambda x, gamma, beta, eps: gamma * x / (x.var(-1, keepdim=True, unbiased=False) + eps).sqrt()
+            + beta),
     Mistake("", "statistics over other dimensions", find=_found(None, _other_dims), example=_norm_by(dims=(1,))),
     Mistake("", "a one-pass variance", find=_found("offset", _one_pass),
             example=lambda x, gamma, beta, eps: (lambda m: gamma * (x - m) / torch.sqrt(
@@ -479,10 +430,8 @@ def _norm_hint(passed: list, sizes: dict, message: str) -> str:
         return ("\nHint: it works for (batch, L, d_model) inputs but not for a single sentence (L, d_model): compute "
                 "the statistics over the last dimension, dim=-1, whatever comes in front.")
     if "h" in sizes:
-        return ("\nHint: it works for (batch, L, d_model) and (L, d_model) inputs but not for (batch, h, L, d_model), "
-                "with one more dimension in front: compute the statistics over the last dimension, dim=-1, and read "
-                "d_model as x.size(-1), not at a fixed position such as x.size(2) or from x.shape unpacked into "
-                "three names.")
+        return ("\nHint: it works for (batch, L, d_model) and (L, d_model) inputs but not for (batch, h, L, d_model): "
+                "compute the statistics over dim=-1, and read d_model as x.size(-1), not x.size(2).")
     return _hard_coded_hint(passed, sizes, message, "Read d_model from the input, x.size(-1), or use mean and var "
                             "over dim=-1.")
 
@@ -499,13 +448,9 @@ NORM = Declaration(
 
 
 def check_layer_norm(layer_norm: Callable) -> None:
-    """Check ``layer_norm(x, gamma, beta, eps)`` against ``annotated.layer_norm.LayerNorm`` and
-    ``F.layer_norm``, on (batch, L, d_model) and (L, d_model) inputs (``NORM_SIZES``) whose
-    positions have very different scales, one of them constant, with eps 1e-5 and 0.5.
-
-    Then an int eps, features that share an offset of ``NORM_OFFSET`` in float32, and a float64
-    pass with inputs that require grad (a declaration, ``NORM``: the grader judges it outside the
-    kernel).
+    """Check ``layer_norm(x, gamma, beta, eps)`` against ``F.layer_norm`` on ``NORM_SIZES`` (positions of very
+    different scales, one constant) with eps 1e-5 and 0.5, then an int eps, features sharing an offset of
+    ``NORM_OFFSET`` in float32, and float64 with gradients.
 
     Diagnoses: wrong shape (a batch of one squeezed away), dtype or device, an input changed
     in place, NaN on a constant position (no eps), the eps argument ignored, the unbiased
@@ -520,14 +465,14 @@ def check_layer_norm(layer_norm: Callable) -> None:
     check(NORM, layer_norm)
 
 
-
-
 # ---------------------------------------------------------------- the residual connection (6.3)
 
 
+_PRE, _POST = "x + dropout(sublayer(norm(x)))", "norm(x + dropout(sublayer(x)))"
+
+
 def course_connection(x, sublayer, norm, dropout, norm_first: bool, keep=None) -> torch.Tensor:
-    """The course's SublayerConnection with the given modules (the dropout as the mask ``keep``, for
-    F.dropout with the module's settings)."""
+    """The course's SublayerConnection with the given modules (the dropout as the mask ``keep``: F.dropout's)."""
     drop = dropout if keep is None else (lambda t: t * keep(t))
     if norm_first:
         return x + drop(sublayer(norm(x)))   # pre-norm
@@ -575,18 +520,15 @@ def _connection_probes(device: str | None) -> list[Probe]:
 
 
 def _connection_calls(found: dict, p: Probe) -> str | None:
-    """A module never called, or called more than once (the check's sublayer differs at a second call, as one
-    with dropout would; its dropout zeroes the same entries again)."""
+    """A module never called, or called more than once (the check's sublayer differs at a second call)."""
     norm_first = p.args[4]
     calls = {what: len(found["calls"][i].get("items", [])) for i, what in enumerate(("sublayer", "norm", "dropout"), 1)}
     uses = {"sublayer": "the residual connection wraps it, sublayer(...), and adds its output to x.",
             "norm": "the layer norm forgotten? " + (
                 "Pre-norm normalizes the sublayer's input: x + dropout(sublayer(norm(x))). " if norm_first else
-                "Post-norm normalizes the sum: norm(x + dropout(sublayer(x))), the paper's LayerNorm(x + "
-                "Sublayer(x)). ") + "Use the norm passed in: it holds the layer's own gamma and beta.",
-            "dropout": "the paper applies dropout to the output of each sub-layer, before it is added to the "
-                       "sub-layer input and normalized (§5.4): dropout(sublayer(...)). Use the dropout passed in (the "
-                       "module knows whether the model is training)."}
+                "Post-norm normalizes the sum: norm(x + dropout(sublayer(x))). ") + "Use the norm passed in.",
+            "dropout": "the paper applies dropout to the output of each sub-layer, before the residual sum (§5.4): "
+                       "dropout(sublayer(...)), with the dropout passed in."}
     for what, n in calls.items():
         if n == 0 and (what != "dropout" or not p.tags["eval"]):
             return f"your function never called the {what} it was given: {uses[what]}"
@@ -599,16 +541,12 @@ def _connection_calls(found: dict, p: Probe) -> str | None:
 def _orders(found: dict, p: Probe) -> str | None:
     """The other order's result: norm_first ignored, or the two orders swapped (the second call's result)."""
     args, norm_first = _clone(p.args), p.args[4]
-    other = course_connection(*args[:4], not norm_first)
-    if found["again"] is None or not _equal(found["values"], other):
+    if found["again"] is None or not _equal(found["values"], course_connection(*args[:4], not norm_first)):
         return None
+    both = f"norm_first=False must give post-norm, {_POST}, and norm_first=True pre-norm, {_PRE}."
     if _equal(found["again"]["values"], course_connection(*_clone(p.args)[:4], norm_first)):
-        return ("the orders are swapped: norm_first=False must give the paper's post-norm, norm(x + dropout("
-                "sublayer(x))), and norm_first=True pre-norm, x + dropout(sublayer(norm(x))), as the course's "
-                "SublayerConnection does.")
-    return (f"norm_first is ignored: your function always computes {'post' if norm_first else 'pre'}-norm. "
-            "norm_first=False must give the paper's post-norm, norm(x + dropout(sublayer(x))), and norm_first=True "
-            "pre-norm, x + dropout(sublayer(norm(x))).")
+        return f"the orders are swapped: {both}"
+    return f"norm_first is ignored: your function always computes {'post' if norm_first else 'pre'}-norm. {both}"
 
 
 def _order(norm_first: bool, message: str, formula: Callable) -> Mistake:
@@ -619,7 +557,6 @@ def _order(norm_first: bool, message: str, formula: Callable) -> Mistake:
                                                       else course_connection(x, S, N, D, first)))
 
 
-_PRE, _POST = "x + dropout(sublayer(norm(x)))", "norm(x + dropout(sublayer(x)))"
 CONNECTION_MISTAKES = (
     Mistake(_FUNCTIONAL_EVAL, "F.dropout in evaluation mode", when=lambda p: p.tags["eval"],
             like=lambda *args: course_connection(*args, keep=_functional(args[3]))),
@@ -627,29 +564,28 @@ CONNECTION_MISTAKES = (
             example=lambda x, S, N, D, norm_first: course_connection(x, S, lambda t: t, D, norm_first)),
     Mistake("", "the orders swapped, or norm_first ignored", find=_orders,
             example=lambda x, S, N, D, norm_first: course_connection(x, S, N, D, not norm_first)),
-    _order(True, "the residual is added after the norm: norm(x) + dropout(sublayer(norm(x))). In pre-norm the "
-           "residual path carries x itself, untouched, x + dropout(sublayer(norm(x))): that identity path is what "
-           "hands the gradient down a deep stack (notebook 06, section 4). Keep x and normalize a copy: " + _PRE + ".",
-           lambda x, S, N, D: N(x) + D(S(N(x)))),
-    _order(True, "a second norm at the end: pre-norm normalizes the sublayer's input only, " + _PRE + ", and leaves "
-           "the sum unnormalized (the stack ends with one more layer norm instead).",
-           lambda x, S, N, D: N(x + D(S(N(x))))),
-    _order(True, "dropout is applied to the sum, so it drops parts of the residual x too: it belongs on the "
-           "sublayer's output only, " + _PRE + ".", lambda x, S, N, D: D(x + S(N(x)))),
-    _order(True, "dropout is applied to the sublayer's input: it belongs on its output, " + _PRE + " (§5.4).",
-           lambda x, S, N, D: x + S(D(N(x)))),
-    _order(True, "the norm is applied to the sublayer's output: in pre-norm it comes first, on the sublayer's "
-           "input, " + _PRE + ".", lambda x, S, N, D: x + D(N(S(x)))),
-    _order(True, "the residual is missing: add x, " + _PRE + ".", lambda x, S, N, D: D(S(N(x)))),
-    _order(False, "dropout is applied after the norm: the paper applies it to the sublayer's output before the "
-           "residual sum, " + _POST + " (§5.4).", lambda x, S, N, D: D(N(x + S(x)))),
-    _order(False, "dropout is applied to the sum, so it drops parts of the residual x too: it belongs on the "
-           "sublayer's output only, " + _POST + ".", lambda x, S, N, D: N(D(x + S(x)))),
-    _order(False, "the norm is applied to the sublayer's output only: post-norm normalizes the sum, " + _POST +
-           ", the paper's LayerNorm(x + Sublayer(x)).", lambda x, S, N, D: x + N(D(S(x)))),
-    _order(False, "the norm is applied to x only: post-norm normalizes the sum, " + _POST + ".",
-           lambda x, S, N, D: N(x) + D(S(x))),
-    _order(False, "the residual is missing: add x before the norm, " + _POST + ".", lambda x, S, N, D: N(D(S(x)))),
+    *(_order(True, message + _PRE + ".", formula) for message, formula in (
+        ("the residual is added after the norm: norm(x) + dropout(sublayer(norm(x))). In pre-norm the residual path "
+         "carries x itself, untouched (the identity path hands the gradient down a deep stack): ",
+         lambda x, S, N, D: N(x) + D(S(N(x)))),
+        ("a second norm at the end: pre-norm normalizes the sublayer's input only: ",
+         lambda x, S, N, D: N(x + D(S(N(x))))),
+        ("dropout is applied to the sum, so it drops parts of the residual x too: it belongs on the sublayer's "
+         "output, ", lambda x, S, N, D: D(x + S(N(x)))),
+        ("dropout is applied to the sublayer's input: it belongs on its output (§5.4), ",
+         lambda x, S, N, D: x + S(D(N(x)))),
+        ("the norm is applied to the sublayer's output: in pre-norm it comes first, ",
+         lambda x, S, N, D: x + D(N(S(x)))),
+        ("the residual is missing: add x, ", lambda x, S, N, D: D(S(N(x)))))),
+    *(_order(False, message + _POST + ".", formula) for message, formula in (
+        ("dropout is applied after the norm: it goes on the sublayer's output, before the sum (§5.4): ",
+         lambda x, S, N, D: D(N(x + S(x)))),
+        ("dropout is applied to the sum, so it drops parts of the residual x too: it belongs on the sublayer's "
+         "output, ", lambda x, S, N, D: N(D(x + S(x)))),
+        ("the norm is applied to the sublayer's output only: post-norm normalizes the sum, ",
+         lambda x, S, N, D: x + N(D(S(x)))),
+        ("the norm is applied to x only: post-norm normalizes the sum, ", lambda x, S, N, D: N(x) + D(S(x))),
+        ("the residual is missing: add x before the norm, ", lambda x, S, N, D: N(D(S(x)))))),
 )
 
 CONNECTION = Declaration(
@@ -665,13 +601,10 @@ CONNECTION = Declaration(
 
 
 def check_sublayer_connection(sublayer_connection: Callable) -> None:
-    """Check ``sublayer_connection(x, sublayer, norm, dropout, norm_first)`` in both orders
-    against ``annotated.residual.SublayerConnection``, with the course's feed-forward network
-    as the sublayer (``_Sublayer``: a second call differs, as one with dropout would), an
-    nn.LayerNorm of random weight and bias (also named gamma and beta), and an nn.Dropout that
-    zeroes fixed entries, on the sizes of ``SUBLAYER_SIZES`` (one a batch of one sentence), in
-    training and evaluation mode, then in float64 with gradients. The norm may be computed from
-    its attributes instead of called; F.dropout with the module's p and mode is accepted.
+    """Check ``sublayer_connection(x, sublayer, norm, dropout, norm_first)`` in both orders against
+    ``SublayerConnection``, with the check's recording modules, on ``SUBLAYER_SIZES``, in training and evaluation
+    mode, then in float64 with gradients. The norm may be computed from its attributes; F.dropout with the
+    module's p and mode is accepted.
 
     Diagnoses: wrong shape (a batch of one squeezed away), dtype or device, an input changed
     in place, the sublayer, the norm or the dropout never called (the sublayer or the dropout
