@@ -67,7 +67,8 @@ BAND = Declaration(
                 "plain band, every key of both blocks.", "the causal band",
                 like=lambda n, b: block_band_mask(n, b).tril()),
         *(Mistake(f"your band is a window of positions |i - j| {op} b around each query; blocks are fixed groups of b "
-                  "positions, block = position // b.", f"a window {op} b", like=lambda n, b, op=op: _window(n, b, op)) for op in ("<", "<=")),
+                  "positions, block = position // b.", f"a window {op} b", like=lambda n, b, op=op: _window(n, b, op))
+          for op in ("<", "<=")),
         Mistake(lambda p: f"your blocks hold b + 1 = {p.args[1] + 1} positions: block = position // b.",
                 "blocks of b + 1", like=_band((0, 1), step=1)),
     ),
@@ -103,8 +104,8 @@ def _linformer(scale: Callable | None = None, dim: int = -1, swap: bool = False,
 def _linformer_hint(passed: list, sizes: dict, message: str) -> str:
     if "h" in sizes:
         return (f"\nHint: the same function passed with inputs (batch, n, d_k) but not with heads in front, (batch, "
-                f"h={sizes['h']}, n, d_k): count dimensions from the end, transpose(-2, -1) rather than transpose(1, 2); "
-                "E @ key works with any dimensions in front (an einsum written for three does not).")
+                f"h={sizes['h']}, n, d_k): count dimensions from the end, transpose(-2, -1) rather than "
+                "transpose(1, 2); E @ key works with any dimensions in front (an einsum written for three does not).")
     return _hard_coded_hint(passed, sizes, message, "Read the sizes from the tensors' shapes.")
 
 
@@ -169,8 +170,8 @@ def _overflow(found: dict, p: Probe) -> str | None:
     limit = 88.7 if dtype == torch.float32 else 709.8
     fix = "Subtract each row's maximum before exp, for every input (softmax(dim=-1) does it)"
     if scores == "large":
-        return (f"the scores are large here (every one above +{limit:.0f}), and your weights contain NaN or inf: exp(s) "
-                f"overflows to inf in {dtype} above {limit}, and inf / inf is NaN. {fix}.")
+        return (f"the scores are large here (every one above +{limit:.0f}), and your weights contain NaN or inf: "
+                f"exp(s) overflows to inf in {dtype} above {limit}, and inf / inf is NaN. {fix}.")
     return (f"the scores are all very negative here (every one below -{limit:.0f}), and your weights contain NaN or "
             f"inf: exp(s) underflows to 0 in {dtype}, and 0 / 0 is NaN. {fix}, not only when the scores are large.")
 
