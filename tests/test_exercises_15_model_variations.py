@@ -373,7 +373,7 @@ WRONG_ANSWERS = [
      r"your p-value is one-sided.*; and your interval is the mean ± 1\.96"),
     (check_paired_test, paired_as_tuple, r"returned a tuple of 4 items; return a dict with the keys"),
     (check_paired_test, paired_with_an_interval_key, r"misses \['low', 'high'\]"),
-    (check_paired_test, paired_sorting_in_place, r"changed ds in place.*sorted\(ds\)"),
+    (check_paired_test, paired_sorting_in_place, r"changed its first argument `ds` in place.*sorted\(ds\)"),
     (check_paired_test, paired_low_high_swapped, r"your 'low' is above your 'high'"),
     (check_paired_test, paired_median, r"the effect is the mean of the paired differences"),
     (check_paired_test, paired_seeds_written_in,

@@ -89,9 +89,12 @@ def describe(value, depth: int = 0, on: tuple | None = None) -> dict:
     numbers, strings, None, and lists, tuples and dicts of them, up to ``MAX_PLAIN`` numbers and
     strings) as itself, with its built-in type and its own class (a set as its items sorted, type
     "set"); another tuple or list with its
-    first 32 items; a module by its class, its parameters' shapes, its mode and, given ``on``, the
-    output of calling it on those arguments; anything else by its type (and its value, for a NumPy
-    number)."""
+    first 32 items (given ``on``, item k's module called on ``on[k]``; with every parameter of the modules
+    it holds, ``tensors``: see :func:`_tensors`); a module by its class, its parameters' shapes, its mode
+    and, given ``on``, the output of calling it on those arguments (``inputs``), in evaluation mode (its
+    modes put back after: a dropout draws nothing); a dict that is not plain with its first 32 entries
+    (``entries``); anything else by its type (and its value, for a NumPy number; its shape and dtype, for
+    a NumPy array or number)."""
     if value is None:
         return {"kind": "none"}
     if torch.is_tensor(value):
@@ -111,24 +114,67 @@ def describe(value, depth: int = 0, on: tuple | None = None) -> dict:
             found["length"] = len(value)
         return found
     if isinstance(value, (tuple, list)) and depth < 4:
-        return {"kind": "sequence", "type": type(value).__name__, "length": len(value),
-                "items": [describe(item, depth + 1) for item in list(value)[:32]]}
+        found = {"kind": "sequence", "type": type(value).__name__, "length": len(value),
+                 "items": [describe(item, depth + 1, None if on is None or k >= len(on) else on[k])
+                           for k, item in enumerate(list(value)[:32])]}
+        tensors = _tensors(value)
+        return found | {"tensors": tensors} if tensors else found
     found = {"kind": "object", "type": type(value).__name__, "module": type(value).__module__}
     if isinstance(value, torch.nn.Module):  # a module by its class, its parameters' shapes and its mode
         found |= {"kind": "module", "training": bool(value.training),
                   "parameters": {n: list(t.shape) for n, t in value.named_parameters()}}
         if on is not None:
+            modes = [(m, m.training) for m in value.modules()]
             try:
                 with torch.no_grad():
-                    found["outputs"] = describe(value(*on))
+                    found["outputs"] = describe(value.eval()(*on))
             except Exception as err:  # noqa: BLE001 - the learner's module fails on the probe's input
                 found["outputs_raised"] = exception(err)
+            finally:
+                for m, training in modes:
+                    m.training = training
+            found["inputs"] = [describe(a) for a in on]
     if type(value).__module__ == "numpy" and getattr(value, "ndim", None) == 0:
         found["value"] = _plain(value.item(), [1, 200])  # a NumPy number
+    if type(value).__module__ == "numpy" and getattr(value, "ndim", 0) > 0 and hasattr(value, "dtype"):  # an array
+        found |= {"shape": list(value.shape), "dtype": str(value.dtype)}
+    if isinstance(value, dict) and depth < 4:  # a dict of tensors or NumPy numbers: entry by entry
+        found["entries"] = {k: describe(v, depth + 1) for k, v in list(value.items())[:32] if _key(k)}
     try:
         found["length"] = len(value)
     except Exception:  # noqa: BLE001 - anything without a length, or whose __len__ fails
         pass
+    return found
+
+
+MAX_PARAMETER = 1_000_000  # a parameter larger than this is described without its numbers
+
+
+def _tensors(value) -> list:
+    """Every parameter of the modules in ``value`` (tuples and lists of them, nested), in order, as data:
+    ``item`` (the indices that lead to its module), ``name``, ``shape``, ``requires_grad``, ``values`` (a
+    CPU copy; None on 'meta' or past ``MAX_PARAMETER``), ``same`` (the index in this list of the first that
+    is the same Parameter object: tied weights) and ``memory`` (of the first whose storage begins at the
+    same address: a second Parameter over the same tensor)."""
+    found, objects, where = [], [], []
+
+    def walk(v, item: list, depth: int) -> None:
+        if isinstance(v, torch.nn.Module):
+            for name, t in v.named_parameters():
+                address = t.data_ptr() if t.device.type != "meta" and t.numel() else None
+                same = next((i for i, o in enumerate(objects) if o is t), len(objects))
+                memory = next((i for i, a in enumerate(where) if a is not None and a == address), len(objects))
+                keep = t.device.type != "meta" and t.numel() <= MAX_PARAMETER
+                found.append({"item": item, "name": name, "shape": list(t.shape),
+                              "requires_grad": bool(t.requires_grad), "same": same, "memory": memory,
+                              "values": t.detach().to("cpu").clone() if keep else None})
+                objects.append(t)
+                where.append(address)
+        elif isinstance(v, (tuple, list)) and depth < 4:
+            for k, x in enumerate(list(v)[:32]):
+                walk(x, item + [k], depth + 1)
+
+    walk(value, [], 0)
     return found
 
 

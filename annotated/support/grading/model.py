@@ -5,12 +5,12 @@ Each compares with the course's own modules (``DecoderLayer``, ``Embeddings``, `
 ``make_model`` and ``count_parameters``) and, where PyTorch has the same piece, with it too
 (``nn.TransformerDecoderLayer``, ``nn.Transformer``).
 
-The count is a declaration (``annotated.support.grading.engine``, an int, its config sent as data by
-``record.build``), judged by the grader in its own process, and so is the decoder layer's forward pass (its
-layer sent as data by ``record.build``, the global generator seeded before each call so that its dropout can be
-drawn again). The tied embeddings are still code run where the learner's function runs: the check reads which
-Parameters the three modules it returns share (the same object, or the same memory), which a result described as
-data (a module by its class, its parameters' shapes, its mode and its output) does not show."""
+All three are declarations (``annotated.support.grading.engine``), judged by the grader in its own process: the
+count (an int, its config sent as data by ``record.build``), the decoder layer's forward pass (its layer sent as
+data by ``record.build``, the global generator seeded before each call so that its dropout can be drawn again) and
+the tied embeddings (the recorder describes every parameter of the three modules with the first Parameter object
+it is and the first storage it begins at, so which are tied is data, and each module's output on its own probe
+input; two calls with the same arguments are one probe, whose modules must share no Parameter)."""
 
 import contextlib
 import itertools
@@ -23,14 +23,11 @@ import torch.nn.functional as F
 
 from annotated.feed_forward import PositionwiseFeedForward
 from annotated.masks import subsequent_mask
-from annotated.model import DecoderLayer, TransformerConfig, count_parameters, make_model
+from annotated.model import DecoderLayer, Generator, TransformerConfig, count_parameters, make_model
 from annotated.multi_head import MultiHeadAttention
-from annotated.positional import sinusoidal_table
+from annotated.positional import Embeddings, PositionalEncoding, sinusoidal_table
 from annotated.support import record as recorder
-from annotated.support.grading.core import (
-    ExerciseFailed, _assert_close, _call, _function, _generic, _hard_coded_hint, _run_on_all_sizes, _same, _shape,
-    _tensor,
-)
+from annotated.support.grading.core import _hard_coded_hint, _same
 from annotated.support.grading.engine import Declaration, Mistake, Probe, Tensor, Value, check
 
 # Within a set every size differs (so a swapped tensor shows in its shape); from one set to
@@ -410,203 +407,349 @@ def check_decoder_layer_forward(decoder_layer_forward: Callable) -> None:
 
 # ---------------------------------------------------------------- the tied embeddings
 
-
-def _only_parameter(module: nn.Module, dim: int) -> list[nn.Parameter]:
-    return [p for p in module.parameters() if p.dim() == dim]
+_PIECES = ("src_embed", "tgt_embed", "generator")
 
 
-def _not_shared(got: nn.Parameter, target: nn.Parameter, what: str, with_what: str,
-                fix: str = "generator.proj.weight = tgt_embed.lut.weight") -> str:
-    """Why two matrices that must be one Parameter are not; ``fix`` is the assignment that ties
-    them."""
-    if got.shape == target.shape and got.data_ptr() == target.data_ptr():
-        return (f"{what} and {with_what} share their memory but are two Parameter objects (made "
-                "with nn.Parameter(...) around the other's tensor, or with .data = ...): the model "
-                "lists both, so count_parameters counts the matrix twice, and each receives its "
-                f"own gradient. Assign the Parameter itself, as make_model does: {fix}.")
-    if got.shape == target.shape and torch.equal(got.detach(), target.detach()):
-        return (f"{what} holds a copy of {with_what}'s values, a separate tensor: equal now, they "
-                "part at the first update, since each gets its own gradient. Tying (§3.4) makes "
-                f"them one tensor: assign the Parameter itself, {fix}.")
-    if got.dim() == 2 and got.shape == target.shape[::-1] and torch.equal(got.detach(), target.detach().T):
-        return (f"{what} is the transpose of {with_what}. No transpose is needed: nn.Linear stores "
-                "its weight as (out_features, in_features) = (vocab_size, d_model), the table's "
-                "own shape, and computes x @ weight.T, so logits = x E^T + b with weight = E. "
-                f"Assign the table itself: {fix}.")
-    return (f"{what} is not tied to {with_what}: it is a matrix of its own. Tying (§3.4) makes "
-            f"them one Parameter: {fix}.")
+def course_tied_embeddings(src_vocab_size: int, tgt_vocab_size: int, d_model: int,
+                           share_embeddings: bool) -> tuple[nn.Module, nn.Module, nn.Module]:
+    """make_model's embeddings (without their positions) and generator."""
+    model = make_model(TransformerConfig(src_vocab_size, tgt_vocab_size, N=1, d_model=d_model, d_ff=2 * d_model,
+                                         h=2, share_embeddings=share_embeddings))
+    return model.src_embed[0], model.tgt_embed[0], model.generator
 
 
-def _check_tie_once(fn: Callable, name: str, src_vocab: int, tgt_vocab: int, d: int,
-                    share: bool, g: torch.Generator) -> None:
-    call = (f"{name}(src_vocab_size={src_vocab}, tgt_vocab_size={tgt_vocab}, d_model={d}, "
+def _parts(found: dict) -> tuple[list, list, list]:
+    """Each module's matrices and vectors as the kernel described its parameters (``record._tensors``: with
+    ``same``, the first Parameter object it is, and ``memory``, the first storage it begins at), and all of them."""
+    tensors = found.get("tensors", [])
+    params = [[t for t in tensors if t["item"] == [k]] for k in range(3)]
+    return ([[t for t in p if len(t["shape"]) == 2] for p in params],
+            [[t for t in p if len(t["shape"]) == 1] for p in params], tensors)
+
+
+def _computed(item: dict, expected: Callable) -> tuple:
+    """A module's output on its probe input (None: it raised, or is not a tensor), and ``expected`` of that
+    input's numbers (None where it cannot be computed)."""
+    out = item.get("outputs")
+    out = out["values"] if out and out["kind"] == "tensor" else None
+    try:
+        return out, expected(item["inputs"][0]["values"])
+    except (RuntimeError, IndexError, TypeError, KeyError):
+        return out, None
+
+
+def _close(got, expected) -> bool:
+    return got is not None and expected is not None and _same(got, expected)
+
+
+def _tie_read(found: dict) -> dict | None:
+    """What is compared with the course's modules: how many matrices each module holds, the shapes of the tables
+    and of the generator's weight and biases, which are one Parameter, the frozen ones, how many distinct numbers
+    they train, and whether each computes what the course's does with its own parameters; for two calls with the
+    same arguments, how many Parameters they share. None: not three modules."""
+    items = found.get("items")
+    if found["kind"] != "sequence" or not items:
+        return None
+    if all(i["kind"] == "sequence" for i in items):  # two calls (the last probe)
+        calls = [{t["same"] for t in found.get("tensors", []) if t["item"][0] == c} for c in (0, 1)]
+        return {"Parameters shared by the two calls": len(calls[0] & calls[1])}
+    if found["length"] != 3 or any(i["kind"] != "module" for i in items):
+        return None
+    matrices, vectors, tensors = _parts(found)
+    E_src, E_tgt, W = (m[0] if len(m) == 1 else None for m in matrices)
+    b = vectors[2][0] if vectors[2] else None
+    tied = lambda a, c: a is not None and c is not None and a["same"] == c["same"]  # noqa: E731
+    outputs = [_computed(items[k], lambda t, E=E: E["values"][t] * math.sqrt(E["shape"][1]))
+               for k, E in ((0, E_src), (1, E_tgt))]
+    outputs.append(_computed(items[2], lambda x: x @ W["values"].T + b["values"]))
+    return {"matrices": [len(m) for m in matrices], "weights": [t and t["shape"] for t in (E_src, E_tgt, W)],
+            "biases": [v["shape"] for v in vectors[2]], "one Parameter": [tied(W, E_tgt), tied(E_src, E_tgt)],
+            "frozen": [t["name"] for t in tensors if not t["requires_grad"]],
+            "distinct": sum(math.prod(t["shape"]) for i, t in enumerate(tensors)
+                            if t["same"] == i and t["requires_grad"]),
+            "computes": [_close(*o) for o in outputs]}
+
+
+def _not_three(found: dict, name: str, what: str) -> str:
+    """A result that is not three modules (None has the engine's message)."""
+    items = found.get("items") or [recorder.describe(v) for v in found.get("value") or ()]
+    if found.get("type") in ("tuple", "list") and found["length"] == 3:
+        k = next(k for k, i in enumerate(items) if i["kind"] != "module")
+        return (f"{name} returned {items[k].get('type', 'Tensor')} as {_PIECES[k]}; return modules (Embeddings, "
+                "Embeddings, Generator): a model registers the parameters of the modules it holds, and a bare "
+                "tensor or function would not be trained.")
+    got = (f"a {found['type']} of {found['length']} items" if found.get("type") in ("tuple", "list")
+           else found.get("type", "Tensor"))
+    return f"{name} should return three modules (src_embed, tgt_embed, generator), got {got}"
+
+
+def _not_shared(got: dict, target: dict, what: str, with_what: str,
+                fix: str = "generator.proj.weight = tgt_embed.lut.weight") -> tuple[str, str]:
+    """Why two matrices that must be one Parameter are not (the mistake's name, its message); ``fix`` is the
+    assignment that ties them."""
+    a, b = got["values"], target["values"]
+    if got["shape"] == target["shape"] and got["memory"] == target["memory"]:
+        return "two Parameters over one memory", (
+            f"{what} and {with_what} share their memory but are two Parameter objects (made with nn.Parameter(...) "
+            "around the other's tensor, or with .data = ...): the model lists both, so count_parameters counts the "
+            f"matrix twice, and each receives its own gradient. Assign the Parameter itself, as make_model does: {fix}.")
+    if got["shape"] == target["shape"] and a is not None and torch.equal(a, b):
+        return "a copy of the table", (
+            f"{what} holds a copy of {with_what}'s values, a separate tensor: equal now, they part at the first "
+            f"update, since each gets its own gradient. Tying (§3.4) makes them one tensor: assign the Parameter "
+            f"itself, {fix}.")
+    if len(got["shape"]) == 2 and got["shape"] == target["shape"][::-1] and a is not None and torch.equal(a, b.T):
+        return "a transposed copy", (
+            f"{what} is the transpose of {with_what}. No transpose is needed: nn.Linear stores its weight as "
+            "(out_features, in_features) = (vocab_size, d_model), the table's own shape, and computes x @ weight.T, "
+            f"so logits = x E^T + b with weight = E. Assign the table itself: {fix}.")
+    return "a matrix of its own", (f"{what} is not tied to {with_what}: it is a matrix of its own. Tying (§3.4) makes "
+                                   f"them one Parameter: {fix}.")
+
+
+def _output(item: dict, out, shape: tuple, label: str) -> str | None:
+    """What keeps a module's output from being compared: an exception, another type, another shape."""
+    if "outputs_raised" in item:
+        err = item["outputs_raised"]
+        return f"{label} raised {err['type']}: {err['message']}"
+    if out is None:
+        return f"{label} returned {item['outputs'].get('type', 'a tensor on meta')}, not a tensor"
+    if tuple(out.shape) != shape:
+        return f"wrong shape for {label}: expected {shape}, got {tuple(out.shape)}."
+    return None
+
+
+def _mismatch(out: torch.Tensor, expected: torch.Tensor, label: str) -> str:
+    return f"mismatch in {label}: yours and it differ by up to {float((out - expected).abs().max()):.3g}."
+
+
+def _tie_diagnosis(found: dict, p: Probe) -> tuple[str, str] | None:
+    """The first thing wrong with the learner's modules, in the order of the course's check (the mistake's name,
+    its message); None when nothing is."""
+    if p.each:
+        shared = (_tie_read(found) or {}).get("Parameters shared by the two calls")
+        V_src, V_tgt, d, _ = p.args[0]
+        return ("modules kept between calls", (
+            f"two calls of {{name}}({V_src}, {V_tgt}, {d}, False) returned modules that share {shared} Parameter(s): "
+            "your function keeps modules or tables between calls (a global, a default argument, a cache such as "
+            "functools.lru_cache), so two models built with it would share, and train, the same weights. Build new "
+            "modules on every call; only the three modules of one call share their table.")) if shared else None
+    V_src, V_tgt, d, share = p.args
+    call = (f"{{name}}(src_vocab_size={V_src}, tgt_vocab_size={V_tgt}, d_model={d}, "
             f"share_embeddings={share})")
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        result = _call(fn, src_vocab, tgt_vocab, d, share,
-                       roles=("src_vocab_size", "tgt_vocab_size", "d_model", "share_embeddings"))
-    if result is None:
-        raise ExerciseFailed(f"{name} returned None: did you forget the `return` of the three "
-                             "modules (src_embed, tgt_embed, generator)?")
-    if not isinstance(result, (tuple, list)) or len(result) != 3:
-        got = (f"a {type(result).__name__} of {len(result)} items"
-               if isinstance(result, (tuple, list)) else type(result).__name__)
-        raise ExerciseFailed(f"{name} should return three modules (src_embed, tgt_embed, "
-                             f"generator), got {got}")
-    for what, module in zip(("src_embed", "tgt_embed", "generator"), result):
-        if not isinstance(module, nn.Module):
-            raise ExerciseFailed(
-                f"{name} returned {type(module).__name__} as {what}; return modules "
-                "(Embeddings, Embeddings, Generator): a model registers the parameters of the "
-                "modules it holds, and a bare tensor or function would not be trained."
-            )
-    src_embed, tgt_embed, generator = result
-    tables = {}
-    for what, module, vocab in (("src_embed", src_embed, src_vocab), ("tgt_embed", tgt_embed, tgt_vocab)):
-        matrices = _only_parameter(module, 2)
-        if len(matrices) != 1:
-            raise ExerciseFailed(f"{what} should hold one table of shape ({vocab}, {d}), vocab_size "
-                                 f"x d_model; it holds {len(matrices)} matrices")
-        table = matrices[0]
-        if tuple(table.shape) == (d, vocab):
-            raise ExerciseFailed(f"{what}'s table has shape {tuple(table.shape)}, (d_model, "
-                                 f"vocab_size): the arguments are swapped; Embeddings(vocab_size, "
-                                 "d_model) has one row per token.")
-        tables[what] = table
-    E_src, E_tgt = tables["src_embed"], tables["tgt_embed"]
-    if not share and E_src is E_tgt:
-        raise ExerciseFailed(
-            "with share_embeddings=False the source embedding must keep a table of its own: the "
-            "two languages have two vocabularies (here of sizes "
-            f"{src_vocab} and {tgt_vocab}). Only the target embedding and the generator are tied "
-            "then; the source joins them only with share_embeddings=True."
-        )
-    _shape(E_tgt, (tgt_vocab, d), f"the table of tgt_embed in {call} (tgt_vocab_size, d_model)")
-    _shape(E_src, (src_vocab, d), f"the table of src_embed in {call} (src_vocab_size, d_model)")
-    weights, biases = _only_parameter(generator, 2), _only_parameter(generator, 1)
-    if len(weights) != 1:
-        raise ExerciseFailed(f"the generator should hold one matrix; it holds {len(weights)}")
-    W = weights[0]
-    if not biases:
-        raise ExerciseFailed(
-            "your generator has no bias. The paper does not mention one; the course's Generator "
-            "has it (nn.Linear's default, as in the Harvard Annotated Transformer), and the "
-            f"check counts its {tgt_vocab} numbers: build it with Generator(d_model, "
-            "tgt_vocab_size) and tie its weight only."
-        )
-    if tuple(biases[0].shape) == (d,) and d != tgt_vocab:
-        raise ExerciseFailed(
-            f"your generator's bias has d_model = {d} entries, not tgt_vocab_size = {tgt_vocab}: "
-            "Generator(vocab_size, d_model) has its arguments swapped; it maps d_model to the "
-            "vocabulary, Generator(d_model, tgt_vocab_size)."
-        )
-    if W is not E_tgt:
-        if W is E_src:
-            raise ExerciseFailed(
-                "your generator shares the source embedding's table: it scores target tokens, so "
-                "it is tied to the target embedding, generator.proj.weight = tgt_embed.lut.weight "
-                "(the source joins them only with share_embeddings=True)."
-            )
-        raise ExerciseFailed(_not_shared(W, E_tgt, "the generator's weight", "the target embedding"))
-    if share and E_src is not E_tgt:
-        raise ExerciseFailed(_not_shared(E_src, E_tgt, "with share_embeddings=True, the source "
-                                         "embedding's table", "the target embedding",
-                                         "src_embed.lut.weight = tgt_embed.lut.weight"))
-    _shape(biases[0], (tgt_vocab,), f"the generator's bias in {call}")
-    for what, module in zip(("src_embed", "tgt_embed", "generator"), result):
-        frozen = [n for n, p in module.named_parameters() if not p.requires_grad]
-        if frozen:
-            raise ExerciseFailed(
-                f"{what}.{frozen[0]} does not require a gradient (requires_grad=False): "
-                "training would never change it, and count_parameters leaves it out. A tied "
-                "table is trained by the gradients of all its uses; leave requires_grad as "
-                "nn.Embedding and nn.Linear make it (no requires_grad_(False))."
-            )
-    distinct = count_parameters(nn.ModuleList(result))
-    expected_count = tgt_vocab * d + tgt_vocab + (0 if share else src_vocab * d)
-    if distinct != expected_count:
-        raise _generic(
-            f"the three modules hold {distinct:,} distinct parameters, but the tied pieces have "
-            f"{expected_count:,} (the target table, {tgt_vocab} x {d}, counted once"
-            f"{'' if share else f', the source table, {src_vocab} x {d}'}, and the generator's "
-            f"bias, {tgt_vocab}): does a module hold a parameter it should not?"
-        )
-
-    # What the pieces compute: E[tokens] * sqrt(d_model), and x E^T + b.
-    for module in result:
-        module.eval()  # a PositionalEncoding's dropout, if there is one, acts only in training
-    tokens = torch.randint(0, min(src_vocab, tgt_vocab), (2, 5), generator=g)
-    for what, module, table in (("src_embed", src_embed, E_src), ("tgt_embed", tgt_embed, E_tgt)):
-        with torch.no_grad():
-            got = _tensor(_call(module, tokens, roles=("tokens",)), what, "the embeddings")
-            rows = table[tokens]
-            expected = rows * math.sqrt(d)
-        _shape(got, (2, 5, d), f"{what}(tokens of shape (2, 5))")
-        if _same(got, expected):
+    (matrices, vectors, tensors), items = _parts(found), found["items"]
+    for what, m, vocab in zip(_PIECES, matrices, (V_src, V_tgt)):
+        if len(m) != 1:
+            return "not one table", (f"{what} should hold one table of shape ({vocab}, {d}), vocab_size x d_model; it "
+                                     f"holds {len(m)} matrices")
+        if tuple(m[0]["shape"]) == (d, vocab):
+            return "a table of swapped shape", (f"{what}'s table has shape {(d, vocab)}, (d_model, vocab_size): the "
+                                                "arguments are swapped; Embeddings(vocab_size, d_model) has one row "
+                                                "per token.")
+    (E_src,), (E_tgt,) = matrices[:2]
+    if not share and E_src["same"] == E_tgt["same"]:
+        return "the source tied without share_embeddings", (
+            "with share_embeddings=False the source embedding must keep a table of its own: the two languages have "
+            f"two vocabularies (here of sizes {V_src} and {V_tgt}). Only the target embedding and the generator are "
+            "tied then; the source joins them only with share_embeddings=True.")
+    for what, E, vocab in (("tgt_embed", E_tgt, V_tgt), ("src_embed", E_src, V_src)):
+        if tuple(E["shape"]) != (vocab, d):
+            return "a table of another size", (f"wrong shape for the table of {what} in {call} ({what[:3]}_vocab_size, "
+                                               f"d_model): expected {(vocab, d)}, got {tuple(E['shape'])}.")
+    if len(matrices[2]) != 1:
+        return "not one matrix in the generator", f"the generator should hold one matrix; it holds {len(matrices[2])}"
+    W = matrices[2][0]
+    if not vectors[2]:
+        return "no bias", ("your generator has no bias. The paper does not mention one; the course's Generator has it "
+                           "(nn.Linear's default, as in the Harvard Annotated Transformer), and the check counts its "
+                           f"{V_tgt} numbers: build it with Generator(d_model, tgt_vocab_size) and tie its weight only.")
+    b = vectors[2][0]
+    if tuple(b["shape"]) == (d,) and d != V_tgt:
+        return "the generator's sizes swapped", (
+            f"your generator's bias has d_model = {d} entries, not tgt_vocab_size = {V_tgt}: Generator(vocab_size, "
+            "d_model) has its arguments swapped; it maps d_model to the vocabulary, Generator(d_model, "
+            "tgt_vocab_size).")
+    if W["same"] == E_src["same"] != E_tgt["same"]:
+        return "the generator tied to the source", (
+            "your generator shares the source embedding's table: it scores target tokens, so it is tied to the target "
+            "embedding, generator.proj.weight = tgt_embed.lut.weight (the source joins them only with "
+            "share_embeddings=True).")
+    if W["same"] != E_tgt["same"]:
+        return _not_shared(W, E_tgt, "the generator's weight", "the target embedding")
+    if share and E_src["same"] != E_tgt["same"]:
+        return "the source not tied", _not_shared(E_src, E_tgt, "with share_embeddings=True, the source embedding's "
+                                                  "table", "the target embedding",
+                                                  "src_embed.lut.weight = tgt_embed.lut.weight")[1]
+    if tuple(b["shape"]) != (V_tgt,):
+        return "a bias of another size", (f"wrong shape for the generator's bias in {call}: expected ({V_tgt},), got "
+                                          f"{tuple(b['shape'])}.")
+    frozen = next((t for t in tensors if not t["requires_grad"]), None)
+    if frozen:
+        return "a frozen parameter", (
+            f"{_PIECES[frozen['item'][0]]}.{frozen['name']} does not require a gradient (requires_grad=False): "
+            "training would never change it, and count_parameters leaves it out. A tied table is trained by the "
+            "gradients of all its uses; leave requires_grad as nn.Embedding and nn.Linear make it (no "
+            "requires_grad_(False)).")
+    distinct, expected = _tie_read(found)["distinct"], V_tgt * d + V_tgt + (0 if share else V_src * d)
+    if distinct != expected:
+        return "parameters of more", (
+            f"the three modules hold {distinct:,} distinct parameters, but the tied pieces have {expected:,} (the "
+            f"target table, {V_tgt} x {d}, counted once{'' if share else f', the source table, {V_src} x {d}'}, and "
+            f"the generator's bias, {V_tgt}): does a module hold a parameter it should not?")
+    for what, item, E in zip(_PIECES, items, (E_src, E_tgt)):  # E[tokens] * sqrt(d_model)
+        out, rows = _computed(item, lambda tokens: E["values"][tokens])
+        failure = _output(item, out, (2, 5, d), f"{what}(tokens of shape (2, 5))")
+        if failure:
+            return "other embeddings", failure
+        if _close(out, rows * math.sqrt(d)):
             continue
-        if _same(got, rows):
-            raise ExerciseFailed(
-                f"{what} returns the table's rows without the factor sqrt(d_model) = "
-                f"{math.sqrt(d):.4f}: §3.4, \"In the embedding layers, we multiply those weights by "
-                "sqrt(d_model)\". Use the course's Embeddings (annotated.positional), not a bare "
-                "nn.Embedding."
-            )
-        if _same(got, expected + sinusoidal_table(5, d)):
-            raise ExerciseFailed(
-                f"{what} adds the positional encoding: return the Embeddings alone (make_model "
-                "puts a PositionalEncoding after it in an nn.Sequential; this exercise asks for "
-                "the parts that hold the vocabulary's table)."
-            )
-        _assert_close(got, expected, f"{what}(tokens), compared with table[tokens] * sqrt(d_model)")
-    x = torch.randn(2, 5, d, generator=g)
-    with torch.no_grad():
-        got = _tensor(_call(generator, x, roles=("x",)), "generator", "the logits", like=x)
-        logits = x @ E_tgt.T + biases[0]
-    _shape(got, (2, 5, tgt_vocab), "generator(x of shape (2, 5, d_model))")
-    if not _same(got, logits):
-        if _same(got, logits.log_softmax(-1)):
-            raise ExerciseFailed(
-                "your generator returns log-probabilities (log_softmax of the logits); the "
-                "course's Generator stops at the logits, x E^T + b: the loss (F.cross_entropy "
-                "takes logits) and the decoder take the log_softmax themselves (section 4 of "
-                "notebook 07)."
-            )
-        if _same(got, logits.softmax(-1)):
-            raise ExerciseFailed(
-                "your generator returns probabilities (a softmax); the course's Generator stops at "
-                "the logits, x E^T + b, which the loss and the decoder take as they are."
-            )
-        if _same(got, (x @ E_tgt.T) * math.sqrt(d) + biases[0]) or _same(got, logits * math.sqrt(d)):
-            raise ExerciseFailed(
-                "your generator multiplies by sqrt(d_model): that factor belongs to the embedding "
-                "layers only (§3.4); the pre-softmax linear map is x E^T + b."
-            )
-        _assert_close(got, logits, "generator(x), compared with x @ E^T + b")
+        if _close(out, rows):
+            return "no sqrt(d_model)", (
+                f"{what} returns the table's rows without the factor sqrt(d_model) = {math.sqrt(d):.4f}: §3.4, \"In "
+                "the embedding layers, we multiply those weights by sqrt(d_model)\". Use the course's Embeddings "
+                "(annotated.positional), not a bare nn.Embedding.")
+        if _close(out, rows * math.sqrt(d) + sinusoidal_table(5, d)):
+            return "the positional encoding added", (
+                f"{what} adds the positional encoding: return the Embeddings alone (make_model puts a "
+                "PositionalEncoding after it in an nn.Sequential; this exercise asks for the parts that hold the "
+                "vocabulary's table).")
+        return "other embeddings", _mismatch(out, rows * math.sqrt(d), f"{what}(tokens), compared with "
+                                             "table[tokens] * sqrt(d_model)")
+    out, logits = _computed(items[2], lambda x: x @ E_tgt["values"].T + b["values"])
+    failure = _output(items[2], out, (2, 5, V_tgt), "generator(x of shape (2, 5, d_model))")
+    if failure or _close(out, logits):
+        return ("other logits", failure) if failure else None
+    x = items[2]["inputs"][0]["values"]
+    for wrong, key, message in (
+            (logits.log_softmax(-1), "log-probabilities", (
+                "your generator returns log-probabilities (log_softmax of the logits); the course's Generator stops "
+                "at the logits, x E^T + b: the loss (F.cross_entropy takes logits) and the decoder take the "
+                "log_softmax themselves (section 4 of notebook 07).")),
+            (logits.softmax(-1), "probabilities", (
+                "your generator returns probabilities (a softmax); the course's Generator stops at the logits, x E^T "
+                "+ b, which the loss and the decoder take as they are.")),
+            (logits * math.sqrt(d), "scaled by sqrt(d_model)", None),
+            ((x @ E_tgt["values"].T) * math.sqrt(d) + b["values"], "scaled by sqrt(d_model)", None)):
+        if _close(out, wrong):
+            return key, message or ("your generator multiplies by sqrt(d_model): that factor belongs to the "
+                                    "embedding layers only (§3.4); the pre-softmax linear map is x E^T + b.")
+    return "other logits", _mismatch(out, logits, "generator(x), compared with x @ E^T + b")
 
 
-def _check_tie_fresh(fn: Callable, name: str, src_vocab: int, tgt_vocab: int, d: int) -> None:
-    """Two calls with the same arguments build two sets of modules: nothing of the first is
-    reused by the second (a global, or a cache such as functools.lru_cache)."""
-    roles = ("src_vocab_size", "tgt_vocab_size", "d_model", "share_embeddings")
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        first = _call(fn, src_vocab, tgt_vocab, d, False, roles=roles)
-        second = _call(fn, src_vocab, tgt_vocab, d, False, roles=roles)
-    mine = {id(p) for m in first for p in m.parameters()}
-    shared = {id(p) for m in second for p in m.parameters()} & mine
-    if shared:
-        raise ExerciseFailed(
-            f"two calls of {name}({src_vocab}, {tgt_vocab}, {d}, False) returned modules that "
-            f"share {len(shared)} Parameter(s): your function keeps modules or tables between "
-            "calls (a global, a default argument, a cache such as functools.lru_cache), so two "
-            "models built with it would share, and train, the same weights. Build new modules on "
-            "every call; only the three modules of one call share their table."
-        )
+def _tie_mistake(name: str, example: Callable) -> Mistake:
+    def find(found: dict, p: Probe) -> str | None:
+        diagnosis = _tie_diagnosis(found, p)
+        return diagnosis[1] if diagnosis and diagnosis[0] == name else None
+    return Mistake("", name, find=find, example=example, generic=name in _TIE_GENERIC)
 
 
-def _tie_hint(passed: list, sizes: dict, message: str) -> str:
-    return _hard_coded_hint(passed, sizes, message,
-                            "Build every module from the sizes you are given.")
+_TIE_GENERIC = {"a table of another size", "a bias of another size", "parameters of more", "other embeddings",
+                "other logits"}  # what a size written into the code may explain too
+
+
+class _Map(nn.Module):
+    """A function as a module: the examples' generators and embeddings that compute something else."""
+
+    def __init__(self, fn: Callable):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fn(x)
+
+
+def _wrong_tie(embed: Callable = Embeddings, src: Callable | None = None, gen: Callable = Generator,
+               tie: str = "assign", share: str = "flag", d: int | None = None, frozen: bool = False,
+               cache: dict | None = None) -> Callable:
+    """A tied_embeddings that makes one mistake (the known mistakes' examples): the modules it builds ((vocab,
+    d_model) -> embedding, (d_model, vocab) -> generator), how it ties, when it shares, a d_model written in."""
+    def tied_embeddings(src_vocab_size, tgt_vocab_size, d_model, share_embeddings):
+        key = (src_vocab_size, tgt_vocab_size, d_model, share_embeddings)
+        if cache is not None and key in cache:
+            return cache[key]
+        d_model = d or d_model
+        tgt, source = embed(tgt_vocab_size, d_model), (src or embed)(src_vocab_size, d_model)
+        generator = gen(d_model, tgt_vocab_size)
+        linear = [m for m in generator.modules() if isinstance(m, nn.Linear)][-1]  # the one tied
+        table = lambda e: next(p for p in e.parameters() if p.dim() == 2)  # noqa: E731
+        E = table(tgt)
+        if tie == "copy":
+            with torch.no_grad():
+                linear.weight.copy_(E)
+        elif tie != "none":
+            linear.weight = {"assign": E, "source": table(source), "parameter": nn.Parameter(E.data),
+                             "transposed": nn.Parameter(E.detach().T.clone())}[tie]
+        E.requires_grad_(not frozen)
+        shared = {"flag": share_embeddings, "never": False, "always": True}[share]
+        made = (tgt if shared else source), tgt, generator
+        return made if cache is None else cache.setdefault(key, made)
+    return tied_embeddings
+
+
+_TIE_EXAMPLES = (  # each known mistake, and a wrong answer that makes it
+    ("not one table", dict(embed=lambda V, d: nn.Sequential(Embeddings(V, d), nn.Linear(d, d)))),
+    ("a table of swapped shape", dict(src=lambda V, d: Embeddings(d, V))),
+    ("the source tied without share_embeddings", dict(share="always")),
+    ("a table of another size", dict(d=6)),
+    ("not one matrix in the generator", dict(gen=lambda d, V: nn.Sequential(nn.Linear(d, d), Generator(d, V)))),
+    ("no bias", dict(gen=lambda d, V: nn.Linear(d, V, bias=False))),
+    ("the generator's sizes swapped", dict(gen=lambda d, V: Generator(V, d))),
+    ("the generator tied to the source", dict(tie="source")),
+    ("two Parameters over one memory", dict(tie="parameter")),
+    ("a copy of the table", dict(tie="copy")),
+    ("a transposed copy", dict(tie="transposed")),
+    ("a matrix of its own", dict(tie="none")),
+    ("the source not tied", dict(share="never")),
+    ("a bias of another size", dict(gen=lambda d, V: Generator(d, V + 1))),
+    ("a frozen parameter", dict(frozen=True)),
+    ("parameters of more", dict(gen=lambda d, V: nn.Sequential(Generator(d, V), nn.PReLU()))),
+    ("no sqrt(d_model)", dict(embed=nn.Embedding)),
+    ("the positional encoding added", dict(embed=lambda V, d: nn.Sequential(Embeddings(V, d),
+                                                                            PositionalEncoding(d, 0.1)))),
+    ("other embeddings", dict(embed=lambda V, d: nn.Sequential(Embeddings(V, d), nn.ReLU()))),
+    ("log-probabilities", dict(gen=lambda d, V: nn.Sequential(Generator(d, V), nn.LogSoftmax(-1)))),
+    ("probabilities", dict(gen=lambda d, V: nn.Sequential(Generator(d, V), nn.Softmax(-1)))),
+    ("scaled by sqrt(d_model)", dict(gen=lambda d, V: nn.Sequential(Generator(d, V), _Map(lambda t: t * d ** 0.5)))),
+    ("other logits", dict(gen=lambda d, V: nn.Sequential(Generator(d, V), _Map(lambda t: t + 1)))),
+    ("modules kept between calls", dict(cache={})),
+)
+
+
+def _tie_probes(device: str | None) -> list[Probe]:
+    """Each set of sizes with share_embeddings False and True (one vocabulary then), the modules called on tokens
+    and x; then two calls with the same arguments."""
+    g, probes = torch.Generator().manual_seed(3), []
+    for sizes in TIE_SIZES:
+        V_src, V_tgt, d = sizes["src_vocab"], sizes["tgt_vocab"], sizes["d_model"]
+        for args in ((V_src, V_tgt, d, False), (V_tgt, V_tgt, d, True)):
+            tokens = torch.randint(0, min(args[:2]), (2, 5), generator=g)
+            label = (f"{{what}} of {{name}}(src_vocab_size={args[0]}, tgt_vocab_size={V_tgt}, d_model={d}, "
+                     f"share_embeddings={args[3]})")
+            probes.append(Probe(args, label, sizes=sizes, seed=0,
+                                on=((tokens,), (tokens,), (torch.randn(2, 5, d, generator=g),))))
+    V_src, V_tgt, d = (TIE_SIZES[0][k] for k in ("src_vocab", "tgt_vocab", "d_model"))
+    return probes + [Probe(((V_src, V_tgt, d, False),) * 2, f"{{what}} of two calls of {{name}}({V_src}, {V_tgt}, "
+                           f"{d}, False)", seed=0, each=True)]
+
+
+def _tie_passed(name: str) -> str:
+    V_tgt, d = TIE_SIZES[0]["tgt_vocab"], TIE_SIZES[0]["d_model"]
+    return (f"check_tied_embeddings passed: {name}'s generator and target embedding are one Parameter (the source's "
+            "too with share_embeddings=True), the embeddings scale by sqrt(d_model) and the generator returns logits, "
+            f"for {len(TIE_SIZES)} sets of sizes; with one vocabulary of {V_tgt} and d_model = {d}, tying all three "
+            f"keeps {V_tgt * d + V_tgt:,} parameters instead of {3 * V_tgt * d + V_tgt:,}.")
+
+
+TIE = Declaration(
+    check="check_tied_embeddings", function="tied_embeddings",
+    roles=("src_vocab_size", "tgt_vocab_size", "d_model", "share_embeddings"), reference=course_tied_embeddings,
+    probes=_tie_probes, passed=_tie_passed,
+    returns=Value("the three modules (src_embed, tgt_embed, generator)", kind="tuple", read=_tie_read,
+                  other=_not_three),
+    sizes_fix=lambda passed, sizes, message: _hard_coded_hint(passed, sizes, message,
+                                                              "Build every module from the sizes you are given."),
+    mistakes=tuple(_tie_mistake(name, _wrong_tie(**wrong)) for name, wrong in _TIE_EXAMPLES),
+)
 
 
 def check_tied_embeddings(tied_embeddings: Callable) -> None:
@@ -626,25 +769,8 @@ def check_tied_embeddings(tied_embeddings: Callable) -> None:
     log-probabilities or probabilities, or scales by sqrt(d_model); sizes written into the
     code; and modules kept between calls (a second call returns the same Parameters).
     """
-    name = _function(tied_embeddings, "check_tied_embeddings", "tied_embeddings")
-    g = torch.Generator().manual_seed(3)
-
-    def once(sizes: dict) -> None:
-        V_src, V_tgt, d = sizes["src_vocab"], sizes["tgt_vocab"], sizes["d_model"]
-        _check_tie_once(tied_embeddings, name, V_src, V_tgt, d, False, g)
-        _check_tie_once(tied_embeddings, name, V_tgt, V_tgt, d, True, g)
-
     with _one_thread():
-        _run_on_all_sizes(once, TIE_SIZES, _tie_hint)
-    V_src, V_tgt, d = (TIE_SIZES[0][k] for k in ("src_vocab", "tgt_vocab", "d_model"))
-    _check_tie_fresh(tied_embeddings, name, V_src, V_tgt, d)
-    print(
-        f"check_tied_embeddings passed: {name}'s generator and target embedding are one "
-        "Parameter (the source's too with share_embeddings=True), the embeddings scale by "
-        f"sqrt(d_model) and the generator returns logits, for {len(TIE_SIZES)} sets of sizes; "
-        f"with one vocabulary of {V_tgt} and d_model = {d}, tying all three keeps "
-        f"{V_tgt * d + V_tgt:,} parameters instead of {3 * V_tgt * d + V_tgt:,}."
-    )
+        check(TIE, tied_embeddings)
 
 
 # ---------------------------------------------------------------- the parameter count
@@ -908,4 +1034,4 @@ def check_parameter_count(parameter_count: Callable) -> None:
     check(COUNT, parameter_count)
 
 
-DECLARATIONS = {d.check: d for d in (LAYER, COUNT)}
+DECLARATIONS = {d.check: d for d in (LAYER, TIE, COUNT)}

@@ -10,13 +10,12 @@ seeds - 1; Holm's correction on made-up tables of p-values placed so that every 
 another set than the rule, with the default alpha and others, and on p-values exactly at their
 threshold (numbers exact in binary floating point), which are rejected.
 
-The count (an int, a NumPy integer accepted) and Holm's correction (a set, one probe per table, a known
-mistake named only where it explains the learner's whole set) are declarations
-(``annotated.support.grading.engine``), judged by the grader in its own process; the recorder describes
-the p_values dict after each call, so a pop is named. ``check_paired_test`` is still code run where the
-learner's function runs: its dict may hold 0-d tensors and NumPy numbers, compared within 1e-4 relatively,
-and its mistakes (one recipe in the interval, another in the p-value) are told apart over a whole set of
-cases, which one probe's result does not show.
+The three are declarations (``annotated.support.grading.engine``), judged by the grader in its own process: the
+count (an int, a NumPy integer accepted), the paired test (each set of cases one probe whose calls are judged
+together, so that a recipe in the interval and another in the p-value are named from the whole set; the dicts read
+from their description, 0-d tensors and NumPy numbers included, and compared within 1e-4 relatively) and Holm's
+correction (a set, one probe per table, a known mistake named only where it explains the learner's whole set); the
+recorder describes the arguments after each call, so a sort of ds or a pop of p_values is named.
 """
 
 import copy
@@ -24,14 +23,12 @@ import itertools
 import math
 import numbers
 import statistics
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
-import torch
 from scipy import stats
 
-from annotated.support.grading.core import (
-    ExerciseFailed, _call, _function, _generic, _hard_coded_hint, _run_on_all_sizes,
-)
+from annotated.support import record as recorder
+from annotated.support.grading.core import _hard_coded_hint
 from annotated.support.grading.engine import Declaration, Mistake, Probe, Value, check
 from annotated.variations import FAMILY_ALPHA, holm, paired_test, table3_parameters
 
@@ -392,41 +389,6 @@ def _show(x) -> str:
     return text if len(text) <= 120 else text[:117] + "..."
 
 
-def _values(x) -> list:
-    return list(x.values()) if isinstance(x, dict) else list(x) if isinstance(x, (list, tuple)) else [x]
-
-
-def _unchanged(call: str, before, after, what: str, example: str) -> None:
-    if before != after or [type(v) for v in _values(before)] != [type(v) for v in _values(after)]:
-        raise ExerciseFailed(
-            f"{call} changed {what} in place (now {_show(after)}): a function must not change its inputs, "
-            f"whoever called it uses them again (the notebook reads every row's differences and p-values "
-            f"more than once). Work on copies: {example}."
-        )
-
-
-def _real(result, call: str, what: str) -> float:
-    """A result that stands for one real number: a Python or numpy number, or a tensor or array
-    holding one number (torch and numpy are fine for the sums)."""
-    if result is None:
-        raise ExerciseFailed(f"{call} returned None for {what}: did you forget to compute it?")
-    if isinstance(result, bool):
-        raise ExerciseFailed(f"{call} returned {result} for {what}: return a number.")
-    if torch.is_tensor(result) or type(result).__module__ == "numpy":
-        shape = tuple(getattr(result, "shape", ()))
-        if torch.is_tensor(result):
-            unreal = result.is_complex() or result.dtype == torch.bool
-        else:
-            unreal = getattr(getattr(result, "dtype", None), "kind", "O") not in "fiu"
-        if math.prod(shape) != 1 or unreal:
-            raise ExerciseFailed(f"{call} returned {type(result).__name__} of shape {shape} and dtype "
-                                 f"{getattr(result, 'dtype', '?')} for {what}; return one real number, a float.")
-        return float(result.item())
-    if not isinstance(result, numbers.Real):
-        raise ExerciseFailed(f"{call} should return {what} as a float, got {type(result).__name__}")
-    return float(result)
-
-
 def _facts(ds, spread: float, freedom: int) -> dict:
     """What every recipe, right or wrong, is made of: n, the mean, the row's own standard deviation."""
     n = len(ds)
@@ -509,36 +471,6 @@ _PAIRED_MISTAKES = {  # one key: the same mistake in the p-value and the interva
 }
 
 
-def _paired_reference(case: tuple, freedom: int) -> dict:
-    ds, spread = case
-    return paired_test(list(ds), spread, freedom)
-
-
-def _paired_call(fn: Callable, name: str, case: tuple, freedom: int) -> tuple[dict, str]:
-    """The learner's result for one case, as four floats, after checking its type and that ``ds`` is
-    left as it was."""
-    ds, spread = case
-    call = f"{name}({ds!r}, {spread!r}, {freedom!r})"
-    given = copy.deepcopy(ds)
-    result = _call(fn, given, spread, freedom, roles=("ds", "spread", "freedom"))
-    _unchanged(call, ds, given, "ds", "sorted(ds) rather than ds.sort()")
-    if result is None:
-        raise ExerciseFailed(f"{call} returned None: did you forget the `return` of the dict?")
-    if not isinstance(result, Mapping):
-        what = f"a {type(result).__name__}" + (f" of {len(result)} items" if isinstance(result, (tuple, list)) else "")
-        raise ExerciseFailed(
-            f"{call} returned {what}; return a dict with the keys 'effect', 'low', 'high' and 'p' (the notebook "
-            "reads test['effect'], test['p'] by name)."
-        )
-    missing = [k for k in PAIRED_KEYS if k not in result]
-    if missing:
-        raise ExerciseFailed(
-            f"{call} returned a dict with the keys {sorted(map(str, result))}; it misses {missing}. Return exactly "
-            "the keys 'effect' (the mean change), 'low' and 'high' (its 95% interval) and 'p' (the p-value)."
-        )
-    return {k: _real(result[k], call, f"'{k}'") for k in PAIRED_KEYS}, call
-
-
 def _field_mistake(got: list[float], right: list[float], candidates: dict, facts: list[dict], close) -> str | None:
     """The key of the candidate recipe that gives ``got`` on every case, where ``got`` is not ``right``."""
     if all(close(g, r) for g, r in zip(got, right)):
@@ -554,46 +486,177 @@ def _field_mistake(got: list[float], right: list[float], candidates: dict, facts
     return None
 
 
-def _paired_once(fn: Callable, name: str, sizes: dict) -> None:
-    cases = PAIRED_CASES[PAIRED_SIZES.index(sizes)]
-    freedom = sizes["freedom"]
-    results = [_paired_call(fn, name, case, freedom) for case in cases]
-    expected = [_paired_reference(case, freedom) for case in cases]
-    got = [r for r, _ in results]
+def _number(found: dict, what: str) -> float | str:
+    """A described value as one real number (a Python or NumPy number, a tensor or array of one), else what the
+    learner's function did instead, in words."""
+    kind, value = found["kind"], found.get("value")
+    if kind == "none" or (kind == "value" and value is None):
+        return f"returned None for {what}: did you forget to compute it?"
+    if isinstance(value, bool):
+        return f"returned {value} for {what}: return a number."
+    if isinstance(value, (int, float)):  # a Python or NumPy number
+        return float(value)
+    if kind == "tensor" or "dtype" in found:  # a tensor, or a NumPy array
+        dtype = found["dtype"]
+        if kind == "tensor" and math.prod(found["shape"]) == 1 and found["values"] is not None and dtype.startswith(
+                ("float", "int", "uint", "bfloat")):
+            return float(found["values"].reshape(()).item())
+        dtype = f"torch.{dtype}" if kind == "tensor" else dtype
+        return (f"returned {found.get('type', 'Tensor')} of shape {tuple(found['shape'])} and dtype {dtype} for {what}; "
+                "return one real number, a float.")
+    return f"should return {what} as a float, got {found.get('class', found['type'])}"
+
+
+def _paired_case(found: dict) -> dict | list:
+    """One call's result as the four numbers, or [the mistake, what the function returned instead]."""
+    if found["kind"] == "none":
+        return ["no result returned", "returned None: did you forget the `return` of the dict?"]
+    entries = found.get("entries")
+    if found["kind"] == "value" and found["type"] == "dict":
+        entries = {k: recorder.describe(v) for k, v in found["value"].items()}
+    if entries is None:
+        what = f"a {found['type']}" + (f" of {found['length']} items" if found["type"] in ("tuple", "list") else "")
+        return ["not a dict", f"returned {what}; return a dict with the keys 'effect', 'low', 'high' and 'p' (the "
+                              "notebook reads test['effect'], test['p'] by name)."]
+    missing = [k for k in PAIRED_KEYS if k not in entries]
+    if missing:
+        return ["keys missing", f"returned a dict with the keys {sorted(map(str, entries))}; it misses {missing}. "
+                                "Return exactly the keys 'effect' (the mean change), 'low' and 'high' (its 95% "
+                                "interval) and 'p' (the p-value)."]
+    numbers = {k: _number(entries[k], f"'{k}'") for k in PAIRED_KEYS}
+    wrong = next((v for v in numbers.values() if isinstance(v, str)), None)
+    return ["not a number", wrong] if wrong else numbers
+
+
+def _paired_read(found: dict) -> list:
+    """The calls' results (an ``each`` probe's list) as the four numbers each, or why not."""
+    cases = found.get("items") if found["kind"] == "sequence" else [recorder.describe(v) for v in found["value"]]
+    return [_paired_case(c) for c in cases]
+
+
+def _paired_calls(p: Probe, name: str = "{name}") -> list[str]:
+    return [f"{name}({ds!r}, {spread!r}, {freedom!r})" for ds, spread, freedom in p.args]
+
+
+def _accepted(got: list, p: Probe) -> bool:
+    """Every case within 1e-4 of the course's, relatively (p-values down to 1e-12, the others 1e-6)."""
+    expected = [paired_test(*args) for args in p.args]
+    return all(isinstance(g, dict) and all((_close_p if k == "p" else _close)(g[k], e[k]) for k in PAIRED_KEYS)
+               for g, e in zip(got, expected))
+
+
+def _paired_diagnosis(found: dict, p: Probe) -> tuple[str, str] | None:
+    """The first thing wrong over the whole set of cases, in the order of the course's check: (the mistake's
+    key, its message)."""
+    got, calls = _paired_read(found), _paired_calls(p)
+    bad = next((k for k, g in enumerate(got) if isinstance(g, list)), None)
+    if bad is not None:
+        return got[bad][0], f"{calls[bad]} {got[bad][1]}"
+    expected = [paired_test(*args) for args in p.args]
     ok = [all((_close_p if k == "p" else _close)(g[k], e[k]) for k in PAIRED_KEYS) for g, e in zip(got, expected)]
     if all(ok):
-        return
+        return None
     wrong = ok.index(False)
     shown = lambda d: "{" + ", ".join(f"'{k}': {d[k]:.6g}" for k in PAIRED_KEYS) + "}"  # noqa: E731
-    where = f"{results[wrong][1]} returned {shown(got[wrong])}; the course's paired_test gives {shown(expected[wrong])}"
-    facts = [_facts(ds, spread, freedom) for ds, spread in cases]
+    where = f"{calls[wrong]} returned {shown(got[wrong])}; the course's paired_test gives {shown(expected[wrong])}"
+    facts = [_facts(*args) for args in p.args]
     if not all(_close(g["effect"], e["effect"]) for g, e in zip(got, expected)):
-        raise _generic(f"{where}: the effect is the mean of the paired differences, sum(ds) / len(ds).")
+        return "effect", f"{where}: the effect is the mean of the paired differences, sum(ds) / len(ds)."
     if any(g["low"] > g["high"] for g in got):
-        raise ExerciseFailed(f"{where}: your 'low' is above your 'high'; low = mean - half-width, high = mean + "
-                             "half-width.")
-    centres = [(g["low"] + g["high"]) / 2 for g in got]
-    if not all(_close(c, e["effect"]) for c, e in zip(centres, expected)):
-        raise _generic(f"{where}: the interval is centred on the mean change, mean ± {_CRITICAL} * spread / "
-                       "sqrt(len(ds)).")
+        return "low above high", f"{where}: your 'low' is above your 'high'; low = mean - half-width, high = mean + " \
+                                 "half-width."
+    if not all(_close((g["low"] + g["high"]) / 2, e["effect"]) for g, e in zip(got, expected)):
+        return "centre", (f"{where}: the interval is centred on the mean change, mean ± {_CRITICAL} * spread / "
+                          "sqrt(len(ds)).")
     half = _field_mistake([(g["high"] - g["low"]) / 2 for g in got], [_HALF_RIGHT(c) for c in facts], _HALVES,
                           facts, _close)
-    p = _field_mistake([g["p"] for g in got], [e["p"] for e in expected], _PS, facts, _close_p)
-    if half is None or p is None:
-        raise _generic(
-            f"{where}. The standard error is spread / sqrt(len(ds)); the interval is the mean ± {_CRITICAL} times "
-            "it, and p = 2 * stats.t.sf(abs(mean / standard error), freedom)."
-        )
-    if not half and not p:  # each field right within its tolerance, the whole case not: no recipe to name
-        raise _generic(f"{where}.")
-    if half == p:  # one mistake in both: the same distribution, freedom or standard error
-        messages = [_PAIRED_MISTAKES[half]]
-    else:
-        named = {"normal": "normal p"} if p == "normal" else {}
-        messages = [_PAIRED_MISTAKES[named.get(p, p)]] if p else []
-        if half:
-            messages.append(_PAIRED_MISTAKES["normal interval" if half == "normal" else half])
-    raise ExerciseFailed(f"{where}: {'; and '.join(messages)}.")
+    pv = _field_mistake([g["p"] for g in got], [e["p"] for e in expected], _PS, facts, _close_p)
+    if half is None or pv is None:
+        return "other", (f"{where}. The standard error is spread / sqrt(len(ds)); the interval is the mean ± "
+                         f"{_CRITICAL} times it, and p = 2 * stats.t.sf(abs(mean / standard error), freedom).")
+    if not half and not pv:  # each field right within its tolerance, the whole case not: no recipe to name
+        return "other", f"{where}."
+    keys = [half] if half == pv else [k for k in ({"normal": "normal p"}.get(pv, pv),
+                                                  {"normal": "normal interval"}.get(half, half)) if k]
+    return keys[0], f"{where}: {'; and '.join(_PAIRED_MISTAKES[k] for k in keys)}."
+
+
+def _paired_by(half: str | None = None, p: str | None = None, low: Callable = lambda mean, half: mean - half,
+               high: Callable = lambda mean, half: mean + half, effect: Callable = lambda ds: sum(ds) / len(ds),
+               p_of: Callable = lambda p: p, shape: Callable = lambda test: test) -> Callable:
+    """A paired_test with one recipe of _HALVES for the interval and one of _PS for the p-value (None: the
+    right ones), its 'low', 'high', 'effect' and 'p' made by hand, and its result reshaped."""
+    def paired_test(ds, spread, freedom):
+        c = _facts(ds, spread, freedom)
+        h = (_HALVES[half][0] if half else _HALF_RIGHT)(c)
+        mean = effect(ds)
+        return shape({"effect": mean, "low": low(mean, h), "high": high(mean, h),
+                      "p": p_of((_PS[p][0] if p else _P_RIGHT)(c))})
+    return paired_test
+
+
+def _paired_mistake(key: str, name: str, example: Callable, generic: bool = False) -> Mistake:
+    def find(found: dict, p: Probe) -> str | None:
+        diagnosis = _paired_diagnosis(found, p)
+        return diagnosis[1] if diagnosis and diagnosis[0] == key else None
+    return Mistake("", name, find=find, example=example, generic=generic)
+
+
+_PAIRED_NAMES = {  # the recipes' keys: the mistake in a few words, and which field its example gets wrong
+    "normal": ("the normal distribution instead of Student's t", "both"), "normal p": ("a normal p-value", "p"),
+    "normal interval": ("an interval of ±1.96 standard errors", "half"),
+    "two": ("an interval of ±2 standard errors", "half"), "t95": ("a one-sided point for the interval", "half"),
+    "one-sided": ("a one-sided p-value", "p"), "no abs": ("a p-value without abs()", "p"),
+    "cdf": ("2 * stats.t.cdf for the p-value", "p"), "n-1": ("len(ds) - 1 degrees of freedom", "both"),
+    "no sqrt": ("the spread as the standard error", "both"), "by n": ("the spread / n as the standard error", "both"),
+    "own": ("the row's own standard deviation", "both"), "unpaired": ("the standard error of two independent means",
+                                                                      "both"),
+}
+
+
+def _recipe_example(key: str, field: str) -> Callable:
+    recipe = "normal" if key.startswith("normal") else key  # "normal p": the normal recipe in p only
+    return _paired_by(half=recipe if field in ("half", "both") else None, p=recipe if field in ("p", "both") else None)
+
+
+def _paired_probes(device: str | None) -> list[Probe]:
+    """One probe per set of sizes: its cases' calls, judged together."""
+    probes = []
+    for sizes, cases in zip(PAIRED_SIZES, PAIRED_CASES):
+        probe = Probe(tuple((copy.deepcopy(ds), spread, sizes["freedom"]) for ds, spread in cases),
+                      f"{{what}} of {{name}}(ds, spread, {sizes['freedom']}) on {len(cases)} rows of {sizes['seeds']} "
+                      "seeds", sizes=sizes, each=True)
+        probe.accept = lambda got, probe=probe: _accepted(got[0], probe)
+        probes.append(probe)
+    return probes
+
+
+PAIRED = Declaration(
+    check="check_paired_test", function="paired_test", roles=("ds", "spread", "freedom"), reference=paired_test,
+    probes=_paired_probes, returns=Value("the tests", kind="list", precision=(1e-12, 1e-4), read=_paired_read),
+    sizes_fix=_hint("Use len(ds), the number of paired seeds you are given, and the freedom argument."),
+    in_place="A function must not change its inputs: whoever called it uses them again (the notebook reads every "
+             "row's differences more than once). Work on copies: sorted(ds) rather than ds.sort().",
+    mistakes=(
+        _paired_mistake("no result returned", "no result returned", lambda ds, spread, freedom: None),
+        _paired_mistake("not a dict", "not a dict", _paired_by(shape=lambda test: tuple(test.values()))),
+        _paired_mistake("keys missing", "keys missing", _paired_by(shape=lambda test: {
+            "effect": test["effect"], "interval": (test["low"], test["high"]), "p": test["p"]})),
+        _paired_mistake("not a number", "not a number", _paired_by(p_of=lambda p: p < 0.05)),
+        _paired_mistake("effect", "the effect not the mean", _paired_by(effect=statistics.median), generic=True),
+        _paired_mistake("low above high", "'low' above 'high'", _paired_by(low=lambda mean, half: mean + half,
+                                                                         high=lambda mean, half: mean - half)),
+        _paired_mistake("centre", "an interval not centred on the mean",
+                        _paired_by(high=lambda mean, half: mean + 2 * half), generic=True),
+        *(_paired_mistake(key, name, _recipe_example(key, field)) for key, (name, field) in _PAIRED_NAMES.items()),
+        _paired_mistake("other", "other numbers", _paired_by(p_of=lambda p: p * 1.5), generic=True),
+    ),
+    passed=lambda name: (
+        f"check_paired_test passed: {name} gives the course's paired_test on {sum(map(len, PAIRED_CASES))} rows of "
+        f"paired differences (BLEU and log-perplexity, {', '.join(str(s['seeds']) for s in PAIRED_SIZES)} seeds, the "
+        f"spread's {', '.join(str(s['freedom']) for s in PAIRED_SIZES)} degrees of freedom): the mean change, its 95% "
+        "interval with Student's t and the two-sided p-value, leaving ds as it was."),
+)
 
 
 def check_paired_test(paired_test_fn: Callable) -> None:
@@ -612,16 +675,7 @@ def check_paired_test(paired_test_fn: Callable) -> None:
     row's own standard deviation (scipy.stats.ttest_1samp) instead of the pooled spread; the standard
     error of two independent means, spread * sqrt(2 / n); ds changed in place (sorted); the number of
     seeds written into the code."""
-    name = _function(paired_test_fn, "check_paired_test", "paired_test")
-    _run_on_all_sizes(lambda sizes: _paired_once(paired_test_fn, name, sizes), PAIRED_SIZES,
-                      _hint("Use len(ds), the number of paired seeds you are given, and the freedom argument."))
-    cases = sum(map(len, PAIRED_CASES))
-    print(
-        f"check_paired_test passed: {name} gives the course's paired_test on {cases} rows of paired differences "
-        f"(BLEU and log-perplexity, {', '.join(str(s['seeds']) for s in PAIRED_SIZES)} seeds, the spread's "
-        f"{', '.join(str(s['freedom']) for s in PAIRED_SIZES)} degrees of freedom): the mean change, its 95% "
-        "interval with Student's t and the two-sided p-value, leaving ds as it was."
-    )
+    check(PAIRED, paired_test_fn)
 
 
 # ---------------------------------------------------------------- 15.3 Holm's correction
@@ -813,4 +867,4 @@ def check_holm(holm_fn: Callable) -> None:
     check(HOLM, holm_fn)
 
 
-DECLARATIONS = {d.check: d for d in (ROW, HOLM)}
+DECLARATIONS = {d.check: d for d in (ROW, PAIRED, HOLM)}
