@@ -72,6 +72,9 @@ def _pair(weights, v, mask=None):
     return weights @ v, weights
 
 
+_TRANSPOSED = "Your weights are transposed: one row per query, one column per key: query @ key.transpose(-2, -1)."
+
+
 def _key_T(q, k, v, mask=None):  # the scores with key.T: the exception it raises
     return q @ k.T
 
@@ -85,29 +88,24 @@ def _found(tag: str, test: Callable) -> Callable:
 
 
 def _fitted_scale(weights: torch.Tensor, raw: torch.Tensor) -> float | None:
-    """The c for which weights == softmax(raw / c), or None when no such c fits: a least-squares fit
-    of 1/c to (log weights - their row mean) == (raw - its row mean) / c."""
+    """The c for which weights == softmax(raw / c), or None: a least-squares fit of 1/c to the centred log
+    weights against the centred raw scores."""
     weights, raw = weights.double(), raw.double()
     if not (weights > 0).all():
         return None
-    centred_log = weights.log() - weights.log().mean(-1, keepdim=True)
-    centred_raw = raw - raw.mean(-1, keepdim=True)
+    centred_log, centred_raw = weights.log() - weights.log().mean(-1, keepdim=True), raw - raw.mean(-1, keepdim=True)
     inverse = float((centred_log * centred_raw).sum() / (centred_raw**2).sum())
-    if inverse <= 0 or not _equal(weights, (raw * inverse).softmax(-1)):
-        return None
-    return 1 / inverse
+    return 1 / inverse if inverse > 0 and _equal(weights, (raw * inverse).softmax(-1)) else None
 
 
 def _scale_mistake(weights: torch.Tensor, p: Probe) -> str | None:
     """Name a wrong scaling of the scores, if the weights are softmax(Q K^T / c) for a wrong c."""
     q, k = p.args[0], p.args[1]
     raw, d_k = q @ k.transpose(-2, -1), q.size(-1)
-    for c, message in [
-        (1.0, "you forgot the 1/sqrt(d_k) scaling: your weights equal softmax(Q K^T) without the division by "
-              f"sqrt(d_k) = {math.sqrt(d_k):.4g}. Divide the scores by math.sqrt(d_k) before the softmax (paper §3.2.1)."),
-        (d_k, f"you divided the scores by d_k = {d_k} instead of sqrt(d_k) = {math.sqrt(d_k):.4g}: use math.sqrt(d_k)."),
-        (1 / math.sqrt(d_k), "you multiplied the scores by sqrt(d_k) instead of dividing by it."),
-    ]:
+    root, read = f"sqrt(d_k) = {math.sqrt(d_k):.4g}", "read it from the input, d_k = query.size(-1)"
+    for c, message in [(1.0, f"you forgot the 1/sqrt(d_k) scaling: divide the scores by {root} (§3.2.1)."),
+                       (d_k, f"you divided the scores by d_k = {d_k} instead of {root}."),
+                       (1 / math.sqrt(d_k), "you multiplied the scores by sqrt(d_k) instead of dividing by it.")]:
         if _equal(weights, (raw / c).softmax(-1)):
             return message
     c = _fitted_scale(weights, raw)
@@ -119,12 +117,9 @@ def _scale_mistake(weights: torch.Tensor, p: Probe) -> str | None:
                   "d_v, the width of the values": p.args[2].size(-1)})
     for what, n in names.items():
         if math.isclose(c * c, n, rel_tol=1e-3):
-            return (f"you divided the scores by sqrt({n}) = {c:.4g}, and {n} is {what} here, not d_k = {d_k}: "
-                    "read d_k from the last dimension, d_k = query.size(-1), which is right whatever "
-                    "dimensions come in front.")
-    return (f"you divided the scores by {c:.4g}, but here d_k = {d_k}, so sqrt(d_k) = {math.sqrt(d_k):.4g}: is "
-            "d_k (or its square root) written into your code? The check runs several sizes: read it from the "
-            "input, d_k = query.size(-1), and divide by math.sqrt(d_k).")
+            return f"you divided the scores by sqrt({n}) = {c:.4g}, and {n} is {what} here, not d_k = {d_k}: {read}."
+    return (f"you divided the scores by {c:.4g}, but here d_k = {d_k}, so {root}: is d_k (or its square root) "
+            f"written into your code? {read[0].upper()}{read[1:]}.")
 
 
 def _lead_hint(how: str) -> Callable:
@@ -314,8 +309,7 @@ def _renormalize(weights, mask):
 
 
 ATTENTION_MISTAKES = (
-    Mistake("Your weights are transposed: one row per query and one column per key comes from "
-            "query @ key.transpose(-2, -1).", "the weights transposed", stage="shape", item=1,
+    Mistake(_TRANSPOSED, "the weights transposed", stage="shape", item=1,
             shape=lambda p: (*p.args[0].shape[:-2], p.args[1].size(-2), p.args[0].size(-2)),
             example=lambda q, k, v, mask=None: (lambda o, w: (o, w.transpose(-2, -1)))(*_with_mask()(q, k, v, mask))),
     Mistake(_KEY_T, "key.T", stage="error", like=_key_T, when=lambda p: p.args[1].dim() == 3),
@@ -338,9 +332,8 @@ ATTENTION_MISTAKES = (
             when=lambda p: p.tags.get("masked"), like=_with_mask(after=lambda w, mask: w * mask)),
     Mistake("", "masked keys weighted", item=1, find=_masked(_hidden_weight), example=_with_mask(fill=-5.0)),
     Mistake("", "a fully masked query", item=1, find=_found("blind", _blind), example=_with_mask(fill=-1e9)),
-    Mistake(f"NaN or inf when a scaled score reaches 300: {_NO_SHIFT}", "no max subtracted", item=1,
-            find=lambda found, p: (f"NaN or inf when a scaled score reaches 300: {_NO_SHIFT}" if p.tags.get("overflow")
-                                   and found["values"] is not None and not found["values"].isfinite().all() else None),
+    Mistake("", "no max subtracted", item=1, find=_found("overflow", lambda w, p: None if w.isfinite().all() else
+                                                        f"NaN or inf when a scaled score reaches 300: {_NO_SHIFT}"),
             example=lambda q, k, v, mask=None: _pair(*(lambda e: (e / e.sum(-1, keepdim=True), v))(
                 _scores(q, k, mask=mask).exp()), mask)),
     Mistake("", "a shift only when large, or a finite fill", item=1, find=_found("low", _low),
@@ -361,21 +354,19 @@ ATTENTION = Declaration(
 
 
 def check_attention(attention: Callable) -> None:
-    """Check ``attention(query, key, value, mask=None) -> (output, weights)`` on ``ATTENTION_SIZES`` (the last
-    4-D), without a mask, with padding, causal and fully masked rows and a masked key of large score; then one
-    query, scaled scores up to 300 and about -3e4, float64, a second call, gradients and another device.
+    """Check ``attention(query, key, value, mask=None) -> (output, weights)`` on ``ATTENTION_SIZES`` (the last 4-D),
+    without a mask, with padding, causal and fully masked rows and a masked key of large score; then one query,
+    scaled scores up to 300 and about -3e4, float64, a second call, gradients and another device.
 
-    Diagnoses: an input changed in place, a result of another kind (not a pair of real
-    floating tensors of the inputs' dtype and device), wrong shapes, softmax over the wrong
-    dimension, a missing or wrong 1/sqrt(d_k) scaling (d_k hard-coded or read from the
-    wrong dimension too), a mask that is ignored, inverted, applied after the softmax, or
-    applied after it with the rows renormalized, NaN or uniform weights for a query whose
-    keys are all masked, ``key.T``, code that only works for 3-dimensional inputs, a
-    .squeeze() that drops a batch of one, a softmax written without the max shift (overflow)
-    or with it only when the scores are large (0/0 far below zero), a masked fill of -1e4
-    that low scores go below, a float32 result or float32 steps for float64 inputs, a result
-    written into a tensor kept between calls, and gradients cut (@torch.no_grad(),
-    .detach()) or broken by an in-place change the backward pass needs.
+    Diagnoses: an input changed in place, a result of another kind (not a pair of real floating tensors of the
+    inputs' dtype and device), wrong shapes, softmax over the wrong dimension, a missing or wrong 1/sqrt(d_k)
+    scaling (d_k hard-coded or read from the wrong dimension too), a mask that is ignored, inverted, applied after
+    the softmax, or applied after it with the rows renormalized, NaN or uniform weights for a query whose keys are
+    all masked, ``key.T``, code that only works for 3-dimensional inputs, a .squeeze() that drops a batch of one, a
+    softmax written without the max shift (overflow) or with it only when the scores are large (0/0 far below zero),
+    a masked fill of -1e4 that low scores go below, a float32 result or float32 steps for float64 inputs, a result
+    written into a tensor kept between calls, and gradients cut (@torch.no_grad(), .detach()) or broken by an
+    in-place change the backward pass needs.
     """
     check(ATTENTION, attention, OTHER_DEVICE)
 
@@ -423,8 +414,7 @@ LOOPS_MISTAKES = (
                        "output averages the values, shape (L_q, d_v)."), "the keys averaged", stage="shape",
             shape=lambda p: (p.args[0].size(0), p.args[1].size(1)),
             example=lambda q, k, v: (scaled_dot_product_attention(q, k, k)[0], scaled_dot_product_attention(q, k, v)[1])),
-    Mistake("Your weights are transposed: one row per query and one column per key comes from "
-            "query @ key.transpose(-2, -1).", "the weights transposed", stage="shape", item=1,
+    Mistake(_TRANSPOSED, "the weights transposed", stage="shape", item=1,
             shape=lambda p: (p.args[1].size(0), p.args[0].size(0)),
             example=lambda q, k, v: (lambda o, w: (o, w.T))(*scaled_dot_product_attention(q, k, v))),
     Mistake("each column of your weights sums to 1: you normalized each key's scores over the queries. The softmax "
@@ -466,14 +456,12 @@ def check_attention_loops(attention_loops: Callable) -> None:
     vectorized attention on ``LOOP_SIZES`` (scaled scores up to 300 too), then one query, float64, scaled scores
     about -3e4 and a second call.
 
-    Diagnoses: an input changed in place, a result of another kind or shape (the weights
-    transposed, the keys averaged instead of the values), weights normalized over the
-    queries or not at all, a missing or wrong 1/sqrt(d_k), the values summed or averaged
-    without the weights, overflow on large scores, a shift only when the scores are large
-    (0/0 far below zero), ``key.T`` on more than two dimensions, a .squeeze() that drops a
-    single query, a float32 result for float64 inputs (torch.zeros without dtype=, Python
-    floats), a result written into a tensor kept between calls, and sizes written into the
-    code (a loop over a fixed range).
+    Diagnoses: an input changed in place, a result of another kind or shape (the weights transposed, the keys
+    averaged instead of the values), weights normalized over the queries or not at all, a missing or wrong
+    1/sqrt(d_k), the values summed or averaged without the weights, overflow on large scores, a shift only when the
+    scores are large (0/0 far below zero), ``key.T`` on more than two dimensions, a .squeeze() that drops a single
+    query, a float32 result for float64 inputs (torch.zeros without dtype=, Python floats), a result written into a
+    tensor kept between calls, and sizes written into the code (a loop over a fixed range).
     """
     check(LOOPS, attention_loops)
 
@@ -491,9 +479,13 @@ def _pick(value: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     return torch.gather(value, -2, index.unsqueeze(-1).expand(*index.shape, value.size(-1)))
 
 
+def _best(q, k):
+    return (q @ k.transpose(-2, -1)).argmax(-1)
+
+
 def course_hard_lookup(query, key, value):
     """For every query, the value of the key with the highest score q.k."""
-    return _pick(value, (query @ key.transpose(-2, -1)).argmax(dim=-1))
+    return _pick(value, _best(query, key))
 
 
 def _picked(output: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
@@ -583,7 +575,7 @@ def _tie(got: torch.Tensor, p: Probe) -> str | None:
             f"nor their mean. Take {_PICK}")
 
 
-def _hard(index: Callable, rows: Callable = lambda q, k, v: v) -> Callable:
+def _hard(index: Callable = _best, rows: Callable = lambda q, k, v: v) -> Callable:
     """The pick of a row of value (or ``rows``) by ``index`` (query, key) (a known mistake's answer)."""
     return lambda q, k, v: _pick(rows(q, k, v), index(q, k))
 
@@ -595,7 +587,7 @@ def _cosine(q, k):
 HARD_MISTAKES = (
     Mistake("That is (..., L_q, d_k): you returned keys. The key decides which row is picked; the row returned "
             "is the value's.", "keys returned", stage="shape", shape=lambda p: (*p.args[0].shape[:-1], p.args[1].size(-1)),
-            example=_hard(lambda q, k: (q @ k.transpose(-2, -1)).argmax(-1), lambda q, k, v: k)),
+            example=_hard(rows=lambda q, k, v: k)),
     Mistake("torch.gather returns one number per index: expand the index over the d_v columns, "
             "index.unsqueeze(-1).expand(*index.shape, d_v).", "a gather not expanded", stage="shape",
             shape=lambda p: (*p.args[0].shape[:-1], 1),
@@ -606,16 +598,17 @@ HARD_MISTAKES = (
             example=_hard(lambda q, k: (q @ k.transpose(-2, -1)).argmax(-2))),
     Mistake(_KEY_T, "key.T", stage="error", like=_key_T, when=lambda p: p.args[1].dim() == 3),
     Mistake("your output is the soft average, softmax(Q K^T / sqrt(d_k)) V. The hard lookup returns the value of "
-            "the single best key: " + _PICK, "the soft average", like=lambda q, k, v: scaled_dot_product_attention(q, k, v)[0]),
+            "the single best key: " + _PICK, "the soft average",
+            like=lambda q, k, v: scaled_dot_product_attention(q, k, v)[0]),
     Mistake("you picked the value of the key with the lowest score: the lookup takes the highest, "
-            "scores.argmax(dim=-1).", "the lowest score", like=_hard(lambda q, k: (q @ k.transpose(-2, -1)).argmin(-1))),
+            "scores.argmax(dim=-1).", "the lowest score", like=_hard(lambda q, k: _best(-q, k))),
     Mistake("you picked the key nearest to the query (the smallest |q - k|). Attention scores by the dot product "
             "q.k, which grows with the key's length: " + _PICK, "the nearest key",
             like=_hard(lambda q, k: (q.unsqueeze(-2) - k.unsqueeze(-3)).norm(dim=-1).argmin(-1))),
     Mistake("you picked the key of the highest cosine similarity. Attention's score q.k keeps the lengths: a "
             "longer key in the same direction scores higher. " + _PICK, "the highest cosine", like=_hard(_cosine)),
     Mistake("", "not the best key's value", find=_found("near", _near_tie),
-            example=_hard(lambda q, k: ((q @ k.transpose(-2, -1)).argmax(-1) + 1) % k.size(-2))),
+            example=_hard(lambda q, k: (_best(q, k) + 1) % k.size(-2))),
     Mistake("", "the tied values summed", find=_found("tie", _tie),
             example=lambda q, k, v: _tied(q, k)[1].to(v.dtype) @ v),
 )
@@ -632,19 +625,17 @@ HARD = Declaration(
 
 
 def check_hard_lookup(hard_lookup: Callable) -> None:
-    """Check ``hard_lookup(query, key, value)``: for every query, the value of the key of highest score q.k,
-    (..., L_q, d_v), on ``ATTENTION_SIZES`` with a near tie a softmax shares; an exact tie (one of the tied values,
-    or their mean, passes), one query, float64, a second call and another device.
+    """Check ``hard_lookup(query, key, value)``: for every query, the value of the key of highest score q.k, (...,
+    L_q, d_v), on ``ATTENTION_SIZES`` with a near tie a softmax shares; an exact tie (one of the tied values, or
+    their mean, passes), one query, float64, a second call and another device.
 
-    Diagnoses: an input changed in place, a result of another kind, dtype, device or shape
-    (keys returned, a gather without the index expanded, the argmax over the queries,
-    ``value[index]`` indexing the batch), the soft average returned, a mix of values (a
-    softmax of multiplied scores), the lowest score, the nearest key by distance, the highest
-    cosine similarity, ``key.T``, code that only works for 3-dimensional inputs, the sum of
-    the tied values (a one-hot from ``scores == max``), a .squeeze() that drops a batch of
-    one, a float32 result for float64 inputs (a one-hot's .float(), torch.zeros without
-    dtype=), a result written into a tensor kept between calls, and sizes written into the
-    code.
+    Diagnoses: an input changed in place, a result of another kind, dtype, device or shape (keys returned, a gather
+    without the index expanded, the argmax over the queries, ``value[index]`` indexing the batch), the soft average
+    returned, a mix of values (a softmax of multiplied scores), the lowest score, the nearest key by distance, the
+    highest cosine similarity, ``key.T``, code that only works for 3-dimensional inputs, the sum of the tied values
+    (a one-hot from ``scores == max``), a .squeeze() that drops a batch of one, a float32 result for float64 inputs
+    (a one-hot's .float(), torch.zeros without dtype=), a result written into a tensor kept between calls, and sizes
+    written into the code.
     """
     check(HARD, hard_lookup, OTHER_DEVICE)
 
