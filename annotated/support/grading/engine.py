@@ -146,7 +146,9 @@ class Value:
     data, name, what) -> the message for a result of another type, or None for the engine's.
     ``find`` mistakes read ``found["value"]``. ``read``: (result as described) -> the plain value
     compared, or None where it is none (then ``other`` names it): a result whose numbers may be
-    0-d tensors or NumPy numbers inside lists and tuples, read as the exercise allows."""
+    0-d tensors or NumPy numbers inside lists and tuples, read as the exercise allows; a reference
+    that is not plain data (modules) is described as the learner's is, with the probe's ``on``, and
+    read too (tied_embeddings: which Parameters its modules share)."""
 
     what: str
     kind: str = "float"

@@ -492,7 +492,8 @@ def _not_shared(got: dict, target: dict, what: str, with_what: str,
         return "two Parameters over one memory", (
             f"{what} and {with_what} share their memory but are two Parameter objects (made with nn.Parameter(...) "
             "around the other's tensor, or with .data = ...): the model lists both, so count_parameters counts the "
-            f"matrix twice, and each receives its own gradient. Assign the Parameter itself, as make_model does: {fix}.")
+            f"matrix twice, and each receives its own gradient. Assign the Parameter itself, as make_model does: "
+            f"{fix}.")
     if got["shape"] == target["shape"] and a is not None and torch.equal(a, b):
         return "a copy of the table", (
             f"{what} holds a copy of {with_what}'s values, a separate tensor: equal now, they part at the first "
@@ -562,7 +563,8 @@ def _tie_diagnosis(found: dict, p: Probe) -> tuple[str, str] | None:
     if not vectors[2]:
         return "no bias", ("your generator has no bias. The paper does not mention one; the course's Generator has it "
                            "(nn.Linear's default, as in the Harvard Annotated Transformer), and the check counts its "
-                           f"{V_tgt} numbers: build it with Generator(d_model, tgt_vocab_size) and tie its weight only.")
+                           f"{V_tgt} numbers: build it with Generator(d_model, tgt_vocab_size) and tie its weight "
+                           "only.")
     b = vectors[2][0]
     if tuple(b["shape"]) == (d,) and d != V_tgt:
         return "the generator's sizes swapped", (

@@ -502,8 +502,8 @@ def _number(found: dict, what: str) -> float | str:
                 ("float", "int", "uint", "bfloat")):
             return float(found["values"].reshape(()).item())
         dtype = f"torch.{dtype}" if kind == "tensor" else dtype
-        return (f"returned {found.get('type', 'Tensor')} of shape {tuple(found['shape'])} and dtype {dtype} for {what}; "
-                "return one real number, a float.")
+        return (f"returned {found.get('type', 'Tensor')} of shape {tuple(found['shape'])} and dtype {dtype} for "
+                f"{what}; return one real number, a float.")
     return f"should return {what} as a float, got {found.get('class', found['type'])}"
 
 
@@ -534,26 +534,20 @@ def _paired_read(found: dict) -> list:
     return [_paired_case(c) for c in cases]
 
 
-def _paired_calls(p: Probe, name: str = "{name}") -> list[str]:
-    return [f"{name}({ds!r}, {spread!r}, {freedom!r})" for ds, spread, freedom in p.args]
-
-
-def _accepted(got: list, p: Probe) -> bool:
-    """Every case within 1e-4 of the course's, relatively (p-values down to 1e-12, the others 1e-6)."""
-    expected = [paired_test(*args) for args in p.args]
-    return all(isinstance(g, dict) and all((_close_p if k == "p" else _close)(g[k], e[k]) for k in PAIRED_KEYS)
-               for g, e in zip(got, expected))
+def _agree(got: dict | list, expected: dict) -> bool:
+    """One case within 1e-4 of the course's, relatively (p-values down to 1e-12, the others 1e-6)."""
+    return isinstance(got, dict) and all((_close_p if k == "p" else _close)(got[k], expected[k]) for k in PAIRED_KEYS)
 
 
 def _paired_diagnosis(found: dict, p: Probe) -> tuple[str, str] | None:
     """The first thing wrong over the whole set of cases, in the order of the course's check: (the mistake's
     key, its message)."""
-    got, calls = _paired_read(found), _paired_calls(p)
+    got, calls = _paired_read(found), [f"{{name}}({ds!r}, {spread!r}, {freedom!r})" for ds, spread, freedom in p.args]
     bad = next((k for k, g in enumerate(got) if isinstance(g, list)), None)
     if bad is not None:
         return got[bad][0], f"{calls[bad]} {got[bad][1]}"
     expected = [paired_test(*args) for args in p.args]
-    ok = [all((_close_p if k == "p" else _close)(g[k], e[k]) for k in PAIRED_KEYS) for g, e in zip(got, expected)]
+    ok = [_agree(g, e) for g, e in zip(got, expected)]
     if all(ok):
         return None
     wrong = ok.index(False)
@@ -602,21 +596,16 @@ def _paired_mistake(key: str, name: str, example: Callable, generic: bool = Fals
     return Mistake("", name, find=find, example=example, generic=generic)
 
 
-_PAIRED_NAMES = {  # the recipes' keys: the mistake in a few words, and which field its example gets wrong
-    "normal": ("the normal distribution instead of Student's t", "both"), "normal p": ("a normal p-value", "p"),
-    "normal interval": ("an interval of ±1.96 standard errors", "half"),
-    "two": ("an interval of ±2 standard errors", "half"), "t95": ("a one-sided point for the interval", "half"),
-    "one-sided": ("a one-sided p-value", "p"), "no abs": ("a p-value without abs()", "p"),
-    "cdf": ("2 * stats.t.cdf for the p-value", "p"), "n-1": ("len(ds) - 1 degrees of freedom", "both"),
-    "no sqrt": ("the spread as the standard error", "both"), "by n": ("the spread / n as the standard error", "both"),
-    "own": ("the row's own standard deviation", "both"), "unpaired": ("the standard error of two independent means",
-                                                                      "both"),
+_PAIRED_NAMES = {  # each key of _PAIRED_MISTAKES: the mistake in a few words, its example's recipes (half, p)
+    "normal": ("the normal distribution instead of Student's t", "normal", "normal"),
+    "normal p": ("a normal p-value", None, "normal"), "normal interval": ("a ±1.96 interval", "normal", None),
+    "two": ("a ±2 interval", "two", None), "t95": ("a one-sided point for the interval", "t95", None),
+    "one-sided": ("a one-sided p-value", None, "one-sided"), "no abs": ("a p-value without abs()", None, "no abs"),
+    "cdf": ("2 * stats.t.cdf for the p-value", None, "cdf"), "n-1": ("len(ds) - 1 degrees of freedom", "n-1", "n-1"),
+    **{key: (name, key, key) for key, name in (
+        ("no sqrt", "the spread as the standard error"), ("by n", "the spread / n as the standard error"),
+        ("own", "the row's own standard deviation"), ("unpaired", "the standard error of two independent means"))},
 }
-
-
-def _recipe_example(key: str, field: str) -> Callable:
-    recipe = "normal" if key.startswith("normal") else key  # "normal p": the normal recipe in p only
-    return _paired_by(half=recipe if field in ("half", "both") else None, p=recipe if field in ("p", "both") else None)
 
 
 def _paired_probes(device: str | None) -> list[Probe]:
@@ -626,7 +615,7 @@ def _paired_probes(device: str | None) -> list[Probe]:
         probe = Probe(tuple((copy.deepcopy(ds), spread, sizes["freedom"]) for ds, spread in cases),
                       f"{{what}} of {{name}}(ds, spread, {sizes['freedom']}) on {len(cases)} rows of {sizes['seeds']} "
                       "seeds", sizes=sizes, each=True)
-        probe.accept = lambda got, probe=probe: _accepted(got[0], probe)
+        probe.accept = lambda got, args=probe.args: all(_agree(g, paired_test(*a)) for g, a in zip(got[0], args))
         probes.append(probe)
     return probes
 
@@ -648,7 +637,7 @@ PAIRED = Declaration(
                                                                          high=lambda mean, half: mean - half)),
         _paired_mistake("centre", "an interval not centred on the mean",
                         _paired_by(high=lambda mean, half: mean + 2 * half), generic=True),
-        *(_paired_mistake(key, name, _recipe_example(key, field)) for key, (name, field) in _PAIRED_NAMES.items()),
+        *(_paired_mistake(key, name, _paired_by(half, p)) for key, (name, half, p) in _PAIRED_NAMES.items()),
         _paired_mistake("other", "other numbers", _paired_by(p_of=lambda p: p * 1.5), generic=True),
     ),
     passed=lambda name: (
