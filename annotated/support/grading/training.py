@@ -27,8 +27,8 @@ TARGET_SIZES = [dict(N=9, vocab_size=8, pad_idx=0, smoothing=0.1), dict(N=6, voc
 LOSS_SIZES = [dict(N=10, vocab_size=9, pad_idx=0, smoothing=0.1), dict(N=7, vocab_size=12, pad_idx=4, smoothing=0.25)]
 # The paper's base model first: d_model = 512 or warmup = 4000 written into the code fails on the second set.
 RATE_SIZES = [dict(d_model=512, warmup=4000), dict(d_model=64, warmup=100), dict(d_model=256, warmup=30)]
-TEACHER_SIZES = [dict(batch=3, L_src=7, L_tgt=6, vocab=13, pad_idx=0), dict(batch=5, L_src=4, L_tgt=9, vocab=10, pad_idx=2),
-                 dict(batch=1, L_src=5, L_tgt=8, vocab=11, pad_idx=3)]  # one sentence: a .squeeze() drops it
+TEACHER_SIZES = [dict(batch=3, L_src=7, L_tgt=6, vocab=13, pad_idx=0), dict(batch=5, L_src=4, L_tgt=9, vocab=10,
+                 pad_idx=2), dict(batch=1, L_src=5, L_tgt=8, vocab=11, pad_idx=3)]  # one sentence: .squeeze() drops it
 TEACHER_DROPOUT = 0.3  # the dropout of the model on which the check tries training and evaluation modes
 SIZE_SETS = {"check_smoothed_targets": TARGET_SIZES, "check_label_smoothing_loss": LOSS_SIZES, "check_rate": RATE_SIZES,
              "check_teacher_forcing_loss": TEACHER_SIZES}
@@ -37,9 +37,9 @@ SIZE_SETS = {"check_smoothed_targets": TARGET_SIZES, "check_label_smoothing_loss
 NO_SMOOTHING = dict(N=7, vocab_size=10, pad_idx=2, smoothing=0.0)
 ONE_POSITION = dict(N=1, vocab_size=6, pad_idx=5, smoothing=0.15)
 
-_COURSE_CONVENTION = ("The course's convention (the Annotated Transformer's): the reference token keeps 1 - eps, the V - 2 "
-                      "tokens that are neither the reference nor padding get eps / (V - 2) each, the padding token 0, and "
-                      "a row whose label is padding is all zeros.")
+_COURSE_CONVENTION = ("The course's convention (the Annotated Transformer's): the reference token keeps 1 - eps, the "
+                      "V - 2 tokens that are neither the reference nor padding get eps / (V - 2) each, the padding "
+                      "token 0, and a row whose label is padding is all zeros.")
 _near = functools.partial(math.isclose, rel_tol=1e-6)  # learning rates are small numbers
 
 
@@ -55,8 +55,8 @@ def _labels(sizes: dict, g: torch.Generator) -> torch.Tensor:
 
 def _defaulted(eps: float, used: float, what: str) -> str:
     return (f"at smoothing = {eps:g} your {what} of smoothing = {used:g}: is 0 turned into a default (`smoothing or "
-            f"{used:g}`, or `if not smoothing:`)? 0 is a valid epsilon, no smoothing at all, and must be used as it is; "
-            "test for a missing value with `is None`.")
+            f"{used:g}`, or `if not smoothing:`)? 0 is a valid epsilon, no smoothing at all: test for a missing value "
+            "with `is None`.")
 
 
 def _edge_hint(how: str) -> Callable:
@@ -64,7 +64,7 @@ def _edge_hint(how: str) -> Callable:
     def fix(passed: list, sizes: dict, message: str) -> str:
         if sizes == ONE_POSITION:
             return ("\nHint: this call has a single position (N = 1), which the sets of sizes before it did not try: "
-                    "does a .squeeze() drop the dimension of size 1? Squeeze only a dimension you added, .squeeze(dim).")
+                    "does a .squeeze() drop the dimension of size 1? Squeeze only a dimension you added.")
         if sizes == NO_SMOOTHING:
             return "\nHint: this call has smoothing = 0, which the sets of sizes before it did not try."
         return _hard_coded_hint(passed, sizes, message, how)
@@ -87,6 +87,21 @@ def _q(reference: Callable = lambda eps, V: 1 - eps, other: Callable = lambda ep
             q[target == pad_idx] = 0.0
         return q
     return smoothed_targets
+
+
+def _pad_written(fn: Callable, at: int, words: str, others: Callable) -> Callable:
+    """A ``find``: the learner's result is the course's ``fn`` with another padding id in argument ``at``, one of
+    ``others(probe)`` (a padding id written into the code)."""
+    def find(found: dict, p: Probe) -> str | None:
+        for other in others(p):
+            args = [*engine._clone(p.args[:at]), other, *engine._clone(p.args[at + 1:])]
+            with torch.no_grad():
+                value = fn(*args)
+            if found["values"] is not None and _equal(found["values"], value, 1e-4):
+                return (f"your {words} token {other} as padding, but this call has pad_idx={p.args[at]}: is the "
+                        "padding id written into your code? Use the pad_idx argument.")
+        return None
+    return find
 
 
 # ---------------------------------------------------------------- 8.1 smoothed_targets
@@ -124,14 +139,6 @@ def _fitted_eps(found: dict, p: Probe) -> float | None:
     return None
 
 
-def _treated_as_padding(found: dict, p: Probe) -> str | None:
-    target, V, pad, eps = p.args
-    other = next((o for o in range(V) if o != pad and _equal(found["values"], smoothed_targets(target, V, o, eps))), None)
-    return None if other is None else (
-        f"your targets treat token {other} as padding, but this call has pad_idx={pad}: is the padding id written "
-        "into your code? Use the pad_idx argument (the check runs several).")
-
-
 def _padding_column(found: dict, p: Probe) -> str | None:
     target, V, pad, eps = p.args
     column = found["values"][target != pad][:, pad]
@@ -158,12 +165,13 @@ def _eps_v(message: Callable) -> Callable:
 TARGETS_MISTAKES = (
     Mistake("Rows are positions, columns tokens.", "transposed", stage="shape",
             shape=lambda p: (p.args[1], p.args[0].size(0)), example=lambda *a: smoothed_targets(*a).T),
-    Mistake("", "a padding id written into the code", find=_treated_as_padding, example=_q(pad=0)),
+    Mistake("", "a padding id written into the code", example=_q(pad=0), find=_pad_written(
+        smoothed_targets, 2, "targets treat", lambda p: [o for o in range(p.args[1]) if o != p.args[2]])),
     Mistake(_eps_v(lambda eps, V: f"no smoothing: the reference token gets 1 and every other token 0 (one-hot), but "
                    f"smoothing = {eps}. Give the reference 1 - eps = {1 - eps:.4g}. {_COURSE_CONVENTION}"),
             "no smoothing", like=_q(lambda eps, V: 1.0, lambda eps, V: 0.0)),
-    Mistake(_eps_v(lambda eps, V: f"the reference token gets eps = {eps} instead of 1 - eps = {1 - eps:.4g}: eps is the "
-                   f"mass taken from the reference and spread over the other tokens. {_COURSE_CONVENTION}"),
+    Mistake(_eps_v(lambda eps, V: f"the reference token gets eps = {eps} instead of 1 - eps = {1 - eps:.4g}: eps is "
+                   f"the mass taken from the reference and spread over the other tokens. {_COURSE_CONVENTION}"),
             "eps and 1 - eps swapped", like=_q(lambda eps, V: eps, lambda eps, V: (1 - eps) / (V - 2))),
     Mistake(_eps_v(lambda eps, V: (
         "this is Szegedy et al.'s uniform smoothing, the target of PyTorch's F.cross_entropy(label_smoothing=eps): "
@@ -176,8 +184,8 @@ TARGETS_MISTAKES = (
     Mistake(_eps_v(lambda eps, V: f"you spread eps over the V - 1 = {V - 1} tokens other than the reference, padding "
                    f"included; padding gets 0, the V - 2 others eps / (V - 2) = {eps / (V - 2):.4f} each."),
             "eps over V - 1 tokens, padding included", like=_q(other=lambda eps, V: eps / (V - 1), pad_column=False)),
-    Mistake(_eps_v(lambda eps, V: f"you divided eps by V - 1 = {V - 1}; the V - 2 tokens that are neither the reference "
-                   f"nor padding share it: eps / (V - 2) = {eps / (V - 2):.4f} each, so that the row sums to 1."),
+    Mistake(_eps_v(lambda eps, V: f"you divided eps by V - 1 = {V - 1}; the V - 2 tokens that are neither the "
+                   f"reference nor padding share it: eps / (V - 2) = {eps / (V - 2):.4f} each."),
             "eps over V - 1 tokens", like=_q(other=lambda eps, V: eps / (V - 1))),
     Mistake(_eps_v(lambda eps, V: f"the reference token gets 1 - eps + eps / (V - 2) = {1 - eps + eps / (V - 2):.4f}: "
                    "you added 1 - eps to the fill (+=, scatter_add_) instead of writing it (q.scatter_(...))."),
@@ -235,7 +243,7 @@ def _loss_probes(device: str | None) -> list[Probe]:
 
     def probe(logits: torch.Tensor, target: torch.Tensor, sizes: dict, kind: str, **options) -> Probe:
         N, V = logits.shape
-        what = f"float64 logits of shape ({N}, {V}), each about 1e5" if kind == "float64" else f"logits of shape ({N}, {V})"
+        what = f"{'float64 ' * (kind == 'float64')}logits of shape ({N}, {V}){', each about 1e5' * (kind == 'float64')}"
         label = f"{{what}} of {{name}}({what}, target of shape ({N},), pad_idx={sizes['pad_idx']}, " \
                 f"smoothing={sizes['smoothing']})"
         return Probe((logits, target, sizes["pad_idx"], sizes["smoothing"]), label, tags=dict(kind=kind),
@@ -343,26 +351,20 @@ def _loss_of(log_p: Callable, sign: float = 1.0) -> Callable:
     return label_smoothing_loss
 
 
-def _other_loss(found: dict, p: Probe, pads: bool) -> str | None:
-    """A padding id (``pads``) or an epsilon written into the code: the course's loss with another one."""
+def _other_eps(found: dict, p: Probe) -> str | None:
+    """An epsilon written into the code (or 0 replaced by a default): the course's loss with another one."""
     logits, target, pad, eps = p.args
-    others = [o for o in range(logits.size(-1)) if o != pad] if pads else [
-        e for e in (0.1, 0.2, 0.25, 0.3, 0.05, 0.01) if not math.isclose(e, eps)]
-    for other in others:
-        wrong = course_loss(logits.double(), target, *((other, eps) if pads else (pad, other)))
-        if found["values"] is None or not _equal(found["values"], wrong, 1e-4):
-            continue
-        if pads:
-            return (f"your loss treats token {other} as padding, but this call has pad_idx={pad}: is the padding id "
-                    "written into your code? Use the pad_idx argument.")
-        return _defaulted(eps, other, "loss is that") if eps == 0 else (
-            f"your loss is that of smoothing = {other}, but this call has smoothing = {eps}: is epsilon written into "
-            "your code? Use the smoothing argument.")
+    for other in (e for e in (0.1, 0.2, 0.25, 0.3, 0.05, 0.01) if not math.isclose(e, eps)):
+        if found["values"] is not None and _equal(found["values"], course_loss(logits.double(), target, pad, other),
+                                                  1e-4):
+            return _defaulted(eps, other, "loss is that") if eps == 0 else (
+                f"your loss is that of smoothing = {other}, but this call has smoothing = {eps}: is epsilon written "
+                "into your code? Use the smoothing argument.")
     return None
 
 
 def _unstable(found: dict, p: Probe) -> str | None:
-    """Logits hundreds apart, or far below zero, that a log of a softmax (or an exp) cannot take; float64's precision."""
+    """Logits hundreds apart or far below zero, that a log of a softmax (or an exp) cannot take; float64's precision."""
     got, kind, expected = found["values"], p.tags["kind"], course_loss(*p.args)
     shown = f"{float(got):.4g}" if got.isfinite() else str(float(got))
     if kind == "wide" and (not got.isfinite() or not _equal(got, expected, 1e-3)):
@@ -375,10 +377,10 @@ def _unstable(found: dict, p: Probe) -> str | None:
                 "by the row's maximum only when the logits are large misses this: subtract the maximum always, or use "
                 "F.log_softmax(logits, dim=-1).")
     if kind == "float64" and got.isfinite() and abs(float(got) - float(expected)) < 0.5:
-        return (f"with float64 logits of shape {tuple(p.args[0].shape)}, each about 1e5, your loss is {float(got):.6f}, "
-                f"the course's is {float(expected):.6f}: your loss of float64 logits has float32's precision. A step "
-                "computes in float32 (a .float(), a tensor created without dtype=): keep the logits' dtype throughout "
-                "(q may be float32: q.to(logits.dtype)).")
+        return (f"with float64 logits of shape {tuple(p.args[0].shape)}, each about 1e5, your loss is "
+                f"{float(got):.6f}, the course's is {float(expected):.6f}: your loss of float64 logits has float32's "
+                "precision. A step computes in float32 (a .float(), a tensor created without dtype=): keep the logits' "
+                "dtype throughout (q may be float32: q.to(logits.dtype)).")
     return None
 
 
@@ -420,11 +422,12 @@ LOSS_MISTAKES = (
             "dim=-1)).sum().", "no log", like=_loss_of(lambda z: z.softmax(-1))),
     Mistake("you multiplied q by the logits themselves: logits are not log-probabilities; take log_softmax(logits, "
             "dim=-1) first.", "raw logits", like=_loss_of(lambda z: z)),
-    Mistake("", "a padding id written into the code", find=lambda found, p: _other_loss(found, p, pads=True),
-            example=lambda z, t, pad, eps: course_loss(z, t, 0, eps)),
-    Mistake("", "epsilon written into the code", find=lambda found, p: _other_loss(found, p, pads=False),
+    Mistake("", "a padding id written into the code", example=lambda z, t, pad, eps: course_loss(z, t, 0, eps),
+            find=_pad_written(lambda z, t, pad, eps: course_loss(z.double(), t, pad, eps), 2, "loss treats",
+                              lambda p: [o for o in range(p.args[0].size(-1)) if o != p.args[2]])),
+    Mistake("", "epsilon written into the code", find=_other_eps,
             when=lambda p: p.args[3] != 0, example=lambda z, t, pad, eps: course_loss(z, t, pad, 0.1)),
-    Mistake("", "smoothing = 0 replaced by a default", find=lambda found, p: _other_loss(found, p, pads=False),
+    Mistake("", "smoothing = 0 replaced by a default", find=_other_eps,
             when=lambda p: p.args[3] == 0, example=lambda z, t, pad, eps: course_loss(z, t, pad, eps or 0.1)),
     Mistake("", "log(softmax) that underflows", find=_unstable, when=_kind("wide"),
             example=_loss_of(lambda z: z.softmax(-1).log())),
@@ -562,7 +565,7 @@ def _step_zero(found: dict, p: Probe) -> str | None:
     if not math.isfinite(zero):
         return f"{call} returned {float(zero)}: at step 0 the formula's step^-0.5 divides by zero. {_STEP_ONE}"
     return (f"{call} returned {zero:.6g}; the course treats step 0 as step 1 (step = max(step, 1)), so it should be "
-            f"rate(1) = {rate(1, d, w):.6g}: a rate of 0 would waste the first update (LambdaLR asks for step 0 first).")
+            f"rate(1) = {rate(1, d, w):.6g}: a rate of 0 would waste the first update (LambdaLR asks for step 0).")
 
 
 def _not_rates(found: dict, name: str, what: str) -> str:
@@ -649,7 +652,7 @@ class _SmallModel(EncoderDecoder):
 
 
 def _teacher_model(sizes: dict, dropout: float = 0.0) -> EncoderDecoder:
-    """A small model (tied as make_model's, the recorder ties it again in the kernel), the caller's random state kept."""
+    """A small model, tied as make_model's (the recorder ties it again); the caller's random state kept."""
     with torch.random.fork_rng():
         torch.manual_seed(0)
         model = make_model(TransformerConfig(sizes["vocab"], sizes["vocab"], N=1, d_model=16, d_ff=24, h=2,
@@ -775,20 +778,6 @@ def _pytorch_loss(smoothing: float) -> Callable:
     return teacher_forcing_loss
 
 
-def _other_padding(found: dict, p: Probe) -> str | None:
-    """The course's special ids, <pad> <s> </s> <unk>, are the likely ones written in."""
-    model, src, tgt, pad, loss_fn = engine._clone(p.args)
-    for other in sorted({0, 1, 2, 3} - {pad}):
-        if other < p.args[4].vocab_size:
-            b = Batch(src, tgt, other)
-            with torch.no_grad():
-                value = loss_fn(model(b.src, b.tgt_in, b.src_mask, b.tgt_mask).flatten(0, 1), b.tgt_y.flatten())
-            if _equal(found["values"], value / max(b.ntokens, 1), 1e-4):
-                return (f"your masks and token count treat token {other} as padding, but this call has pad_idx={pad}: "
-                        "is the padding id written into your code? Use the pad_idx argument.")
-    return None
-
-
 def _dropout_off(found: dict, p: Probe) -> str | None:
     if found["values"] is None or not _equal(found["values"], torch.tensor(p.tags["without"]), 1e-4):
         return None
@@ -821,7 +810,7 @@ TEACHER_MISTAKES = (
             if found["shape"] else None),
     Mistake("", "dropout turned off in training", when=lambda p: p.tags.get("dropout", False), find=_dropout_off,
             example=_in_eval_then_back),
-    *(Mistake(lambda p, what=what, how=how: "; and ".join(m for m in (what, how and how.format(**_counts(p))) if m) + ".",
+    *(Mistake(lambda p, what=what, how=how: "; and ".join(filter(None, (what, how and how.format(**_counts(p))))) + ".",
               f"{name}, divided by {divide or 'nothing'}", like=_teacher(**structure, divide=divide))
       for name, structure, what, natural in _STRUCTURES
       for divide, how in [("own", None), ("ntokens", None), *((d, h) for d, h in _DIVISORS if d != natural)]
@@ -833,7 +822,9 @@ TEACHER_MISTAKES = (
               "loss you were given: call loss_fn(logits, labels), the course's LabelSmoothingLoss, and divide its sum "
               "by the number of label tokens.", f"F.cross_entropy with label_smoothing={smoothing}",
               like=_pytorch_loss(smoothing)) for smoothing in (0.0, 0.1)),
-    Mistake("", "a padding id written into the code", find=_other_padding,
+    Mistake("", "a padding id written into the code", find=_pad_written(  # the course's special ids: likely ones
+        course_teacher_forcing_loss, 3, "masks and token count treat",
+        lambda p: [o for o in (0, 1, 2, 3) if o != p.args[3] and o < p.args[4].vocab_size]),
             example=lambda model, src, tgt, pad, loss_fn: course_teacher_forcing_loss(model, src, tgt, 0, loss_fn)),
 )
 
