@@ -493,17 +493,14 @@ def test_a_check_leaves_the_global_random_state_as_it_was(capsys):
 def test_the_decoding_check_gives_every_mistake_an_output_of_its_own():
     # Each diagnosis is found by comparing with one mistake's output: two mistakes with the
     # same output on a model would get the first one's message.
-    from annotated.support.grading.decoding import (
-        _DECODE_SETTINGS, DECODE_SIZES, _choose_eos, _decode, _decoding_model, _decoding_source,
-    )
+    from annotated.support.grading.decoding import _DECODE_SETTINGS, DECODE_SIZES, _decode, _decoding_model, _decoding_source
     variants = [dict(start="0"), dict(start="t"), dict(mask_source=False), dict(pad_after_eos=False),
                 dict(stop="never"), dict(stop="never", pad_after_eos=False), dict(stop="any"),
                 dict(remember_done=False), dict(feed="prefix")]
     for sizes, settings in zip(DECODE_SIZES, _DECODE_SETTINGS):
         model, (src, src_mask) = _decoding_model(sizes, settings), _decoding_source(sizes, seed=sizes["vocab"] + 1)
         bos, pad, max_len = settings["bos"], settings["pad"], sizes["max_len"]
-        unstopped = greedy_decode(model, src, src_mask, max_len, bos, None, pad_idx=pad)
-        eos = _choose_eos(unstopped, bos, pad, sizes["vocab"])
+        eos = settings["eos"]
         outputs = [_decode(model, src, src_mask, max_len, bos, eos, pad)]
         outputs += [_decode(model, src, src_mask, max_len, bos, eos, pad, **v) for v in variants]
         if settings["norm_first"]:
@@ -535,6 +532,8 @@ def test_the_beam_check_runs_simple_beam_search_and_every_mistake_shows_in_it():
             log_probs = torch.stack([model(tokens) for tokens, _ in live])
             new_live, new_finished = _beam_step(live, log_probs, k, alpha, eos)
             assert (new_live, finished + new_finished) == (expected_live, expected_finished)
+            best = sorted((logp + lt for (_, logp), row in zip(live, log_probs.tolist()) for lt in row), reverse=True)
+            assert all(a - b > 1e-4 for a, b in zip(best[: 2 * k + 1], best[1:])), sizes  # float32 keeps their order
             if step == 1 and k > 1:
                 assert new_finished, sizes
             for mistake, _, _ in _SWITCHES:
