@@ -535,6 +535,8 @@ def _tie_diagnosis(found: dict, p: Probe) -> tuple[str, str] | None:
             "your function keeps modules or tables between calls (a global, a default argument, a cache such as "
             "functools.lru_cache), so two models built with it would share, and train, the same weights. Build new "
             "modules on every call; only the three modules of one call share their table.")) if shared else None
+    if "matrices" not in (_tie_read(found) or {}):  # two results of three modules: the engine's words
+        return None
     V_src, V_tgt, d, share = p.args
     call = (f"{{name}}(src_vocab_size={V_src}, tgt_vocab_size={V_tgt}, d_model={d}, "
             f"share_embeddings={share})")
