@@ -658,11 +658,12 @@ def test_a_failure_on_the_shipped_model_says_so_after_the_random_shapes_passed()
 
 
 def test_the_em_reference_of_the_check_is_one_step_of_the_courses_model_1():
-    from annotated.support.grading.heads import EM_SIZES, _course_em, _random_pairs
+    from annotated.support.grading.heads import EM_SIZES, _random_pairs
+    from tests.test_declarations_08_12 import course_em
 
     sizes = EM_SIZES[0]
     pairs = _random_pairs(sizes, torch.Generator().manual_seed(0))
     uniform = torch.full((sizes["V_e"], sizes["V_f"]), 1 / sizes["V_e"], dtype=torch.float64)
     twice = _em_reference(_em_reference(uniform, pairs), pairs)
-    torch.testing.assert_close(twice, _course_em(pairs, sizes["V_e"], sizes["V_f"], 2))
+    torch.testing.assert_close(twice, course_em(pairs, sizes["V_e"], sizes["V_f"], 2))
     assert math.isclose(float(twice[:, 3].sum()), 1.0)

@@ -10,7 +10,6 @@ from collections.abc import Callable
 
 import torch
 
-from annotated.alignment import NULL, train_ibm_model1
 from annotated.bpe import JOIN
 from annotated.heads import (
     collect_attention, sentence_attention, teacher_forced_batches, to_words, word_ids,
@@ -173,8 +172,9 @@ def _words(rows: str = "mean", columns: str = "sum", ids: Callable = word_ids) -
     return to_words
 
 
-def _word_counts(p: Probe) -> tuple:
-    return word_ids(p.args[1])[-1] + 1, word_ids(p.args[2])[-1] + 1
+def _word_counts(args: tuple) -> tuple:
+    """The numbers of query and key words of to_words's arguments."""
+    return word_ids(args[1])[-1] + 1, word_ids(args[2])[-1] + 1
 
 
 def _words_probes(device: str | None) -> list[Probe]:
@@ -185,7 +185,7 @@ def _words_probes(device: str | None) -> list[Probe]:
         while True:  # word counts that tell every wrong shape apart
             queries = _random_pieces(L_q, g, end=False)  # as a decoder reads: <s> ... (no </s>)
             keys = _random_pieces(L_k, g, end=True, cut=sizes.get("cut", False))  # as the encoder reads
-            W_q, W_k = word_ids(queries)[-1] + 1, word_ids(keys)[-1] + 1
+            W_q, W_k = _word_counts((None, queries, keys))
             joined = (max(_ids_joining_at_both_ends(queries)) + 1, max(_ids_joining_at_both_ends(keys)) + 1)
             if len({(W_q, W_k), (W_k, W_q), (L_q, L_k), joined}) == 4:
                 break
@@ -193,8 +193,7 @@ def _words_probes(device: str | None) -> list[Probe]:
         return weights, queries, keys
 
     def probe(args: tuple, sizes: dict | None, **options) -> Probe:
-        weights, queries, keys = args
-        W_q, W_k = word_ids(queries)[-1] + 1, word_ids(keys)[-1] + 1
+        (weights, queries, keys), (W_q, W_k) = args, _word_counts(args)
         label = (f"{{what}} of {{name}}(weights of shape {tuple(weights.shape)}, {len(queries)} query pieces in "
                  f"{W_q} words, {len(keys)} key pieces in {W_k} words)")
         return Probe(args, label, sizes=sizes, hints=_ONE_HOT_HINT, **options)
@@ -218,17 +217,12 @@ _ONE_HOT_HINT = ((r"expected (m1 and m2|both arguments|scalar type)|same dtype",
                   "(.to(weights.dtype)) before multiplying."),)
 
 
-def _joined(found: dict, p: Probe) -> str | None:
-    if tuple(found["shape"][-2:]) == (max(_ids_joining_at_both_ends(p.args[1])) + 1,
-                                       max(_ids_joining_at_both_ends(p.args[2])) + 1):
-        return ("You have fewer words: a piece that STARTS with '@@' (such as '@@.') was joined to the previous "
-                "word; it only means 'no space before it'. A new word starts after every piece that does not END "
-                "in '@@'.")
-    return None
+_JOINED = ("You have fewer words: a piece that STARTS with '@@' (such as '@@.') was joined to the previous word; it "
+           "only means 'no space before it'. A new word starts after every piece that does not END in '@@'.")
 
 
 def _squeezed_words(found: dict, p: Probe) -> str | None:
-    W_q, W_k = _word_counts(p)
+    W_q, W_k = _word_counts(p.args)
     if math.prod(found["shape"]) == math.prod((*p.args[0].shape[:-2], W_q, W_k)) and 1 in (
             *p.args[0].shape[:-2], W_q, W_k) and len(found["shape"]) < p.args[0].dim():
         return ("A dimension of size 1 is gone (a .squeeze() drops every one: a batch of one sentence, a "
@@ -239,14 +233,15 @@ def _squeezed_words(found: dict, p: Probe) -> str | None:
 WORDS_MISTAKES = (
     Mistake(lambda p: ("That is the shape of the pieces: {} query pieces make {} words and {} key pieces make "
                        "{}; a piece that ends in '@@' is continued by the next one.").format(
-                           len(p.args[1]), _word_counts(p)[0], len(p.args[2]), _word_counts(p)[1]),
+                           len(p.args[1]), _word_counts(p.args)[0], len(p.args[2]), _word_counts(p.args)[1]),
             "the pieces not grouped", stage="shape", shape=lambda p: p.args[0].shape,
             example=lambda weights, q, k: weights.clone()),
     Mistake("Your result is transposed: rows are the query words, columns the key words.", "transposed",
-            stage="shape", shape=lambda p: (*p.args[0].shape[:-2], *_word_counts(p)[::-1]),
+            stage="shape", shape=lambda p: (*p.args[0].shape[:-2], *_word_counts(p.args)[::-1]),
             example=lambda weights, q, k: to_words(weights, q, k).transpose(-2, -1)),
-    Mistake("", "'@@.' joined to the previous word", stage="shape", find=_joined,
-            example=_words(ids=_ids_joining_at_both_ends)),
+    Mistake("", "'@@.' joined to the previous word", stage="shape", example=_words(ids=_ids_joining_at_both_ends),
+            find=lambda found, p: _JOINED if tuple(found["shape"][-2:]) == tuple(
+                max(_ids_joining_at_both_ends(pieces)) + 1 for pieces in p.args[1:]) else None),
     Mistake("", "a dimension of size 1 squeezed", stage="shape", find=_squeezed_words,
             example=lambda weights, q, k: to_words(weights, q, k).squeeze()),
     *(Mistake(f"{message} Attention TO a word (columns, keys) is the SUM over its pieces, attention FROM a word "
@@ -670,14 +665,6 @@ def _em_reference(t: torch.Tensor, pairs: list, null: bool = True, posterior_ove
 def course_em_step(t: torch.Tensor, pairs: list) -> torch.Tensor:
     """One EM step, as annotated.alignment.train_ibm_model1 takes it, in t's dtype."""
     return _em_reference(t, pairs).to(t.dtype)
-
-
-def _course_em(pairs: list, V_e: int, V_f: int, iterations: int) -> torch.Tensor:
-    """annotated.alignment.train_ibm_model1 after ``iterations`` steps, as a dense (V_e, V_f) table."""
-    model = train_ibm_model1([([f"f{f}" for f in de.tolist()], [f"e{e}" for e in en.tolist()]) for de, en in pairs],
-                             iterations=iterations)
-    german = [NULL, *(f"f{f}" for f in range(1, V_f))]
-    return torch.tensor([[model.prob(f"e{e}", f) for f in german] for e in range(V_e)], dtype=torch.float64)
 
 
 def _tiny_table(t: torch.Tensor, pairs: list) -> tuple[torch.Tensor, int]:
