@@ -136,12 +136,11 @@ TABLE = Declaration(
 def check_sinusoidal_table(sinusoidal_table_fn: Callable) -> None:
     """Check ``sinusoidal_table(max_len, d_model)`` against §3.5's formula on ``TABLE_SIZES`` and (1, 2).
 
-    Diagnoses: wrong shape, a table with fewer rows than max_len (built once for 512 or 5000
-    positions and sliced), a dtype other than float32 (complex, integer and bool named as
-    such), a table off the cpu, a table a second call overwrites, sin and cos swapped, sines and cosines in two halves instead
-    of interleaved, the exponent i/d_model instead of 2i/d_model, a separate frequency for
-    the odd dimensions, a missing /d_model, pos multiplied instead of divided, and a d_model
-    (or another size) written into the code.
+    Diagnoses: wrong shape, a table with fewer rows than max_len (built once for 512 or 5000 positions and sliced),
+    a dtype other than float32 (complex, integer and bool named as such), a table off the cpu, a table a second call
+    overwrites, sin and cos swapped, sines and cosines in two halves instead of interleaved, the exponent i/d_model
+    instead of 2i/d_model, a separate frequency for the odd dimensions, a missing /d_model, pos multiplied instead
+    of divided, and a d_model (or another size) written into the code.
     """
     check(TABLE, sinusoidal_table_fn)
 
@@ -294,15 +293,14 @@ SHIFT = Declaration(
 
 
 def check_shift_matrix(shift_matrix_fn: Callable) -> None:
-    """Check ``shift_matrix(k, d_model)``, the rotation M_k with PE(pos + k) = PE(pos) @ M_k.T, on
-    ``SHIFT_SIZES`` and k = 0.
+    """Check ``shift_matrix(k, d_model)``, the rotation M_k with PE(pos + k) = PE(pos) @ M_k.T, on ``SHIFT_SIZES``
+    and k = 0.
 
-    Diagnoses: wrong shape, a dtype other than float32 or float64, NaN, a matrix a second
-    call overwrites, sines and cosines read from a table too short for k (hint), the transpose (the
-    rotation by -k omega), sin and cos swapped in the blocks, blocks pairing i with i +
-    d_model/2, frequencies in reverse order, a frequency per row or per column instead of
-    per pair, the exponent i/d_model, M_1 whatever k, a k or a d_model written into the
-    code, entries outside the 2x2 blocks, and a block that is not a rotation.
+    Diagnoses: wrong shape, a dtype other than float32 or float64, NaN, a matrix a second call overwrites, sines and
+    cosines read from a table too short for k (hint), the transpose (the rotation by -k omega), sin and cos swapped
+    in the blocks, blocks pairing i with i + d_model/2, frequencies in reverse order, a frequency per row or per
+    column instead of per pair, the exponent i/d_model, M_1 whatever k, a k or a d_model written into the code,
+    entries outside the 2x2 blocks, and a block that is not a rotation.
     """
     check(SHIFT, shift_matrix_fn)
 
@@ -436,17 +434,15 @@ EMBED = Declaration(
 
 def check_embed_with_positions(embed_with_positions_fn: Callable) -> None:
     """Check ``embed_with_positions(tokens, weight, start)``: weight[tokens] * sqrt(d_model) plus rows start ..
-    start + L - 1 of the sinusoidal table, as ``Embeddings`` then ``PositionalEncoding``, on ``EMBED_SIZES``,
-    then with a float64 weight that requires grad.
+    start + L - 1 of the sinusoidal table, as ``Embeddings`` then ``PositionalEncoding``, on ``EMBED_SIZES``, then
+    with a float64 weight that requires grad.
 
-    Diagnoses: wrong shape (a batch of one squeezed away), dtype or device, an input changed
-    in place, positions beyond a table built once for 512 or 5000 of them (hint), vectors a
-    second call overwrites, a float64 weight computed in float32, no gradient to the weight
-    (@torch.no_grad(), .detach()), a missing scale, the
-    scale d_model or 1/sqrt(d_model), the positions scaled too, no positions, positions from
-    0 whatever start, positions counted from 1, positions indexed by token ids, positions
-    along the batch (the (L, batch, d_model) convention), a factor that is the square root of
-    another size, and a d_model or another size written into the code.
+    Diagnoses: wrong shape (a batch of one squeezed away), dtype or device, an input changed in place, positions
+    beyond a table built once for 512 or 5000 of them (hint), vectors a second call overwrites, a float64 weight
+    computed in float32, no gradient to the weight (@torch.no_grad(), .detach()), a missing scale, the scale d_model
+    or 1/sqrt(d_model), the positions scaled too, no positions, positions from 0 whatever start, positions counted
+    from 1, positions indexed by token ids, positions along the batch (the (L, batch, d_model) convention), a factor
+    that is the square root of another size, and a d_model or another size written into the code.
     """
     check(EMBED, embed_with_positions_fn)
 
