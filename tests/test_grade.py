@@ -398,6 +398,92 @@ def test_a_graded_function_defined_outside_the_notebook_gets_no_pass(capsys, tmp
     assert verdict(row_of(out, "check_softmax_with_temperature")) == "NOT ATTEMPTED"
 
 
+# torch.save and torch.load replaced after the kernel started: each record is redone with the course's
+# answers before it is written, the learner's own function's origin kept (a blank notebook passed with no flag)
+FORGED_RECORD = """
+import os, torch
+import annotated.support.record as _rec
+from annotated.support.grading import DECLARATIONS as _D
+_load, _save, _plan, _busy = torch.load, torch.save, [], []
+def load(f, *a, **k):
+    if isinstance(f, str) and "probes" in f:
+        _plan.append(f)
+    return _load(f, *a, **k)
+def save(obj, f, *a, **k):
+    if isinstance(obj, dict) and "calls" in obj and _plan and not _busy:
+        _busy.append(1)
+        name, tmp = obj["function"], os.path.abspath("forged.pt")
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        _rec.record_file({name: _D["check_" + name].reference}, name, _plan[-1], tmp)
+        forged = _load(tmp, weights_only=True)
+        forged |= {key: obj[key] for key in ("origin", "name", "signature")}
+        obj = forged
+        _busy.clear()
+    return _save(obj, f, *a, **k)
+torch.load, torch.save = load, save
+"""
+
+
+def test_a_notebook_that_replaces_what_the_recorder_uses_changes_no_verdict(capsys, tmp_path):
+    """The recorder is set up before the notebook's first cell, with torch's functions as they were:
+    a blank notebook whose torch.save rewrites each record with the course's answers is not attempted."""
+    nb = nbformat.read(EXERCISES / "03_masking.ipynb", as_version=4)
+    nb.cells.insert(2, nbformat.v4.new_code_cell(FORGED_RECORD))
+    nbformat.write(nb, tmp_path / "03_masking.ipynb")
+    code, out, _ = grade(capsys, tmp_path / "03_masking.ipynb")
+    assert code == 1
+    assert [verdict(line) for line in rows(out)] == ["NOT ATTEMPTED"] * 4, out
+
+
+def test_a_function_that_calls_or_carries_the_courses_answer_gets_no_pass(capsys, tmp_path):
+    """Written in the notebook but not its own: a padding_mask that calls the course's (imported under
+    another spelling, only when the grader's recorder is on the stack), a subsequent_mask whose
+    __code__ is the course's with the cell's file and line. The kernel notes what code ran."""
+    nb = nbformat.read(EXERCISES / "03_masking.ipynb", as_version=4)
+    blank = "    # YOUR CODE HERE\n    raise NotImplementedError()"
+    hits = [c for c in nb.cells if "def padding_mask(" in c.source]
+    hits[0].source = hits[0].source.replace(blank, (
+        "    import importlib, inspect\n"
+        "    if any('record' in f.filename + f.function for f in inspect.stack()):\n"
+        "        return importlib.import_module('annot' + 'ated.masks').padding_mask(tokens, pad_idx)\n" + blank))
+    _after_def(nb, "subsequent_mask",
+               "import annotated.masks as _m\n"
+               "subsequent_mask.__code__ = _m.subsequent_mask.__code__.replace(\n"
+               "    co_filename=subsequent_mask.__code__.co_filename, co_firstlineno=subsequent_mask.__code__.co_firstlineno)")
+    nbformat.write(nb, tmp_path / "03_masking.ipynb")
+    code, out, _ = grade(capsys, tmp_path / "03_masking.ipynb")
+    padding, look_ahead = row_of(out, "check_padding_mask"), row_of(out, "check_subsequent_mask")
+    assert verdict(padding) == "DEFINED OUTSIDE" and "calls the course's own answer, `padding_mask` of annotated" \
+        in padding, padding
+    assert verdict(look_ahead) == "DEFINED OUTSIDE" and "its __code__ was replaced" in look_ahead, look_ahead
+    assert verdict(row_of(out, "check_target_mask")) == "NOT ATTEMPTED"
+
+
+def test_a_name_imported_from_the_grading_package_that_the_exercise_does_not_import_is_noted():
+    """Every exercise names annotated.support.grading (for its checks): what a notebook imports from
+    it beyond them (the references of DECLARATIONS, the engine that builds the probes) is noted."""
+    from annotated.support.grade import handed_out_mentions, notes_for
+
+    nb = nbformat.read(EXERCISES / "03_masking.ipynb", as_version=4)
+    assert notes_for(nb, NOTEBOOKS["03_masking"], handed_out_mentions("03_masking")) == {}
+    nb.cells.insert(2, nbformat.v4.new_code_cell("from annotated.support.grading import DECLARATIONS as D, engine"))
+    notes = notes_for(nb, NOTEBOOKS["03_masking"], handed_out_mentions("03_masking"))
+    assert set(notes) == {"3.1", "3.2", "3.3", "3.4"}
+    assert "uses annotated.support.grading.DECLARATIONS, annotated.support.grading.engine, which" in notes["3.1"]
+
+
+def test_a_cell_that_ends_its_kernel_is_left_out_and_grading_goes_on(capsys, tmp_path):
+    """A cell under 3.3 kills its own kernel: a fresh kernel runs the cells before it again, and every
+    exercise is graded (3.3's with a note), as after a cell past its time limit."""
+    nb = solution("03_masking.ipynb")
+    _after_def(nb, "target_mask", "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)")
+    nbformat.write(nb, tmp_path / "03_masking.ipynb")
+    code, out, _ = grade(capsys, tmp_path / "03_masking.ipynb")
+    assert [verdict(line) for line in rows(out)] == ["passed"] * 4, out
+    assert "a cell under its heading ended the kernel" in row_of(out, "check_target_mask")
+
+
 def test_the_grader_never_changes_a_notebook(capsys, tmp_path):
     path = tmp_path / "02_scaled_dot_product_attention.ipynb"
     shutil.copy(EXERCISES / "02_scaled_dot_product_attention.ipynb", path)

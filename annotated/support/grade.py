@@ -31,7 +31,7 @@ kernel as data, the kernel only calls the function on them (``annotated.support.
 code the grader's cell carries itself, run in a namespace of its own) and
 writes what it returned as data (tensors read back with ``weights_only``), and the grader
 compares it with the reference and the known mistakes. Nothing the notebook redefines (torch,
-the checks, the catalogue, the recorder) changes such a verdict. Converted so far:
+the checks, the catalogue, the recorder) changes such a verdict. The exercises, by notebook:
 
     01_softmax_and_scaling     1.1 stable_softmax, 1.2 softmax_with_temperature, 1.3 score_variances
     02_scaled_dot_product_attention
@@ -61,10 +61,9 @@ the checks, the catalogue, the recorder) changes such a verdict. Converted so fa
                                item, and its diagnoses combine one recipe in the interval with another in
                                the p-value over a whole set)
 
-The five exercises not yet converted (7.2, 9.1, 9.2, 9.3, 15.2) are still checked inside the
-submission's kernel (``report_in_kernel``), where the notebook can replace the check: convert each to a declaration (``masking.py`` and
-``multi_head.py`` are the pattern; ``tests/test_declarations.py`` then tests every known
-mistake against its declaration) and it is judged here.
+Every exercise of the catalogue is declared (``tests/test_grade.py`` holds it so); a new one is a
+declaration (``masking.py`` and ``multi_head.py`` are the pattern; ``tests/test_declarations.py``
+then tests every known mistake against it).
 
 Each exercise gets one verdict: ``passed``; ``failed`` (with the check's diagnosis; the first
 line of it, or all of it with ``--full``); ``not attempted`` (the function still raises the
@@ -294,14 +293,32 @@ _MENTION = re.compile(r"\bannotated(?:\.\w+)+")
 EXERCISES = ROOT / "exercises"
 
 
+def mentions(source: str) -> set[str]:
+    """The modules of ``annotated`` a cell names (``annotated.masks``), and the names it imports
+    from them (``annotated.support.grading.DECLARATIONS``: the grading package is named by every
+    exercise, for its checks, but not its references)."""
+    found = set(_MENTION.findall(source))
+    lines = [line for line in source.splitlines() if not line.lstrip().startswith(("%", "!"))]
+    try:
+        with _PARSING:
+            tree = ast.parse("\n".join(lines))
+    except SyntaxError:
+        return found
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == "annotated":
+            found.update(f"{node.module}.{a.name}" for a in node.names)
+    return found
+
+
 @functools.cache
 def handed_out_mentions(notebook: str) -> frozenset[str] | None:
-    """The modules of ``annotated`` the exercise notebook names as handed out (None without it)."""
+    """The modules of ``annotated`` the exercise notebook names as handed out, and the names it
+    imports from them (None without it)."""
     path = EXERCISES / f"{notebook}.ipynb"
     if not path.is_file():
         return None
     nb = nbformat.read(path, as_version=4)
-    return frozenset(m for c in nb.cells if c.cell_type == "code" for m in _MENTION.findall(c.source))
+    return frozenset(m for c in nb.cells if c.cell_type == "code" for m in mentions(c.source))
 
 
 def notes_for(nb, exercises: tuple[Exercise, ...], handed_out: frozenset[str] | None = None) -> dict[str, str]:
@@ -312,8 +329,7 @@ def notes_for(nb, exercises: tuple[Exercise, ...], handed_out: frozenset[str] | 
     for a reader). None of it changes the verdict."""
     sources = [cell.source.strip() for cell in nb.cells if cell.cell_type == "code"]
     defined = set().union(*(defined_check_names(s) for s in sources)) if sources else set()
-    extra = sorted({m for s in sources for m in _MENTION.findall(s)} - (handed_out or set())) \
-        if handed_out is not None else []
+    extra = sorted(set().union(*map(mentions, sources)) - (handed_out or set())) if handed_out is not None else []
     notes = {}
     for exercise in exercises:
         found = []
@@ -394,17 +410,129 @@ def _recorder_source() -> str:
     return Path(record.__file__).read_text(encoding="utf-8")
 
 
-def _record_cell(exercise: Exercise, plan: Path, out: Path) -> nbformat.NotebookNode:
-    """The grader's cell for a declared check: the kernel only calls the function on the probes
-    and writes what happened to ``out``, as data. The recorder's code comes in the cell itself,
-    run in a namespace of its own: a notebook that replaced ``annotated.support.record`` in its
-    kernel changes nothing of it."""
+# Run in a submission's kernel by the grader's first cell, before any cell of the notebook: the
+# recorder (annotated.support.record, from its source) in a namespace of its own, with the
+# builtins, torch's functions, the output stream, hashlib and json as they are before the
+# notebook runs, so that a notebook that later replaces torch.save, compile, sys.stdout or the
+# recorder's module changes nothing of what the grader's cells do. Each record is serialized in
+# memory and its bytes (and their SHA-256) go back on that stream: a thread of the notebook that
+# rewrites the file changes nothing either. While the function runs, a profile function notes
+# the code objects of the package that run (the course's own answer called) and the function's
+# own code (a __code__ swapped in). What a kernel does can always be forged by code that reaches
+# into the grader's own objects; this stops every way short of that.
+_KERNEL_SETUP = """
+import base64, builtins, functools, hashlib, io, json, sys, threading, types
+import torch
+
+
+def fingerprint(code):
+    \"\"\"A code object's bytecode, names and constants (not its file or line): equal for the same
+    function compiled anywhere.\"\"\"
+    consts = tuple(c.co_name if isinstance(c, types.CodeType) else repr(c) for c in code.co_consts)
+    text = repr((code.co_code, code.co_names, code.co_varnames, code.co_freevars, consts, code.co_argcount))
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def start(recorder_source, user, token, package, max_inline):
+    frozen = types.ModuleType("torch")
+    frozen.__dict__.update(torch.__dict__)  # torch.save, torch.load, ... as they are now
+    real_save, written = torch.save, []
+
+    def save(obj, f, *args, **kwargs):  # the recorder's torch.save: the bytes kept, then written
+        buffer = io.BytesIO()
+        real_save(obj, buffer, *args, **kwargs)
+        written.append(buffer.getvalue())
+        f.write(written[-1])
+
+    frozen.save = save
+    real_import = builtins.__import__
+
+    def own_import(name, globals=None, locals=None, fromlist=(), level=0):
+        return frozen if name == "torch" and level == 0 else real_import(name, globals, locals, fromlist, level)
+
+    own = dict(vars(builtins))
+    own["__import__"] = own_import
+    namespace = {"__name__": "_annotated_record_", "__file__": "<annotated-record>", "__builtins__": own}
+    exec(compile(recorder_source, "<annotated-record>", "exec"), namespace)
+    record_file, stream, sha256, b64, dumps = namespace["record_file"], sys.stdout, hashlib.sha256, \\
+        base64.b64encode, json.dumps
+    setprofile, getprofile, thread_profile, partial = sys.setprofile, sys.getprofile, threading.setprofile, \\
+        functools.partial
+
+    def unwrapped(fn):
+        for _ in range(20):
+            if isinstance(fn, partial):
+                fn = fn.func
+            elif getattr(fn, "__wrapped__", None) is not None:
+                fn = fn.__wrapped__
+            else:
+                break
+        return fn
+
+    def record(function, plan, out):
+        fn, ran, state = user.get(function), {}, {"off": False}
+        namespace = user
+        if callable(fn):
+            def profile(frame, event, arg):
+                if event == "call":
+                    ran[id(frame.f_code)] = frame.f_code
+
+            def traced(*args, **kwargs):
+                setprofile(profile)
+                thread_profile(profile)
+                try:
+                    return fn(*args, **kwargs)
+                finally:
+                    state["off"] |= getprofile() is not profile
+                    setprofile(None)
+                    thread_profile(None)
+
+            functools.update_wrapper(traced, fn)
+            namespace = {function: traced}
+        written.clear()
+        record_file(namespace, function, plan, out)
+        data = written[-1] if written else b""
+        own_code = getattr(unwrapped(fn), "__code__", None)
+        report = {"sha256": sha256(data).hexdigest(), "size": len(data),
+                  "data": b64(data).decode() if len(data) <= max_inline else None,
+                  "code": fingerprint(own_code) if isinstance(own_code, types.CodeType) else None,
+                  "package": sorted({(c.co_filename, c.co_name, fingerprint(c)) for c in ran.values()
+                                     if c.co_filename.startswith(package)}),
+                  "tracing_off": state["off"]}
+        stream.write(token + dumps(report) + "\\n")
+        stream.flush()
+
+    return record
+"""
+MAX_INLINE_BYTES = 16 * 2**20  # a record up to this size comes back on the kernel's output stream
+
+
+def _fingerprint(code) -> str:
+    """The same fingerprint as the kernel's (``_KERNEL_SETUP``)."""
+    namespace: dict = {}
+    exec(compile(_KERNEL_SETUP.split("def start(")[0], "<annotated-record>", "exec"), namespace)
+    return namespace["fingerprint"](code)
+
+
+def _setup_cell(name: str, token: str) -> nbformat.NotebookNode:
+    """The grader's first cell in every kernel, before any of the notebook's: binds ``name`` to
+    the function that records a declared check (``_KERNEL_SETUP``)."""
+    package = str(sandbox.PACKAGE) + os.sep
     return nbformat.v4.new_code_cell(
-        f"_annotated_record_ = {{'__name__': '_annotated_record_', '__file__': '<annotated-record>'}}\n"
-        f"exec(compile({_recorder_source()!r}, '<annotated-record>', 'exec'), _annotated_record_)\n"
-        f"_annotated_record_['record_file'](globals(), {exercise.function!r}, {str(plan)!r}, {str(out)!r})\n"
-        "del _annotated_record_"
+        f"_annotated_setup_ = {{'__name__': '_annotated_setup_', '__file__': '<annotated-record>'}}\n"
+        f"exec(compile({_KERNEL_SETUP!r}, '<annotated-record>', 'exec'), _annotated_setup_)\n"
+        f"globals()[{name!r}] = _annotated_setup_['start']({_recorder_source()!r}, globals(), {token!r}, "
+        f"{package!r}, {MAX_INLINE_BYTES})\n"
+        "del _annotated_setup_"
     )
+
+
+def _record_cell(exercise: Exercise, plan: Path, out: Path, name: str) -> nbformat.NotebookNode:
+    """The grader's cell for a declared check: the kernel only calls the function on the probes
+    and describes what happened, as data (to ``out``, and its bytes on the output stream). It
+    names nothing but ``name``, the recorder the first cell set up (``_setup_cell``): a notebook
+    that shadowed compile or exec, or replaced ``annotated.support.record``, changes nothing of it."""
+    return nbformat.v4.new_code_cell(f"{name}({exercise.function!r}, {str(plan)!r}, {str(out)!r})")
 
 
 def _lines(text: str) -> str:
@@ -429,28 +557,130 @@ def defined_outside(function: str, origin: dict | None, sources: list[str]) -> s
             "its exercise's cell: one imported or copied in gets no pass")
 
 
-def _judged(decl, probes: list, out: Path) -> dict | None:
-    """The verdict on the record a kernel wrote to ``out``, judged in this process (None when the
-    kernel wrote none). The file is read as data only (``weights_only``): tensors, numbers,
+def _report_of(cell, token: str) -> dict | None:
+    """The recorder's report in the output of its cell (``_KERNEL_SETUP``): the last line that
+    carries the token, wherever it starts (the function may have printed without a newline)."""
+    text = "".join(o.get("text", "") for o in cell.get("outputs", [])
+                   if o.get("output_type") == "stream" and o.get("name") == "stdout")
+    at = text.rfind(token)
+    if at < 0:
+        return None
+    try:
+        report = json.loads(text[at + len(token):].split("\n", 1)[0])
+    except ValueError:
+        return None
+    return report if isinstance(report, dict) else None
+
+
+def _record_bytes(out: Path, report: dict | None) -> bytes | dict | None:
+    """The bytes of the record the recorder wrote: those its report carries, or else the file,
+    which must hash as the report says (a notebook's thread may have rewritten it). A dict: the
+    verdict when there is no record to trust; None: the kernel wrote none."""
+    no_record = {"verdict": "error", "mistake": "no record"}
+    if report is None:
+        if not out.is_file():
+            return None
+        return no_record | {"diagnosis": "the recorder's report did not come back with its record (the notebook "
+                                         "took over the kernel's output?)"}
+    if report.get("data") is not None:
+        import base64
+
+        data = base64.b64decode(report["data"])
+    else:
+        size = out.stat().st_size if out.is_file() else 0
+        if size > MAX_RECORD_BYTES:
+            return no_record | {"diagnosis": f"the kernel's record of the calls is {size / 2**20:.0f} MB, more than "
+                                             f"the {MAX_RECORD_BYTES / 2**20:.0f} MB the grader reads"}
+        data = out.read_bytes() if out.is_file() else b""
+    if hashlib.sha256(data).hexdigest() != report.get("sha256"):
+        return no_record | {"diagnosis": "the record of the calls was changed after the recorder wrote it (by the "
+                                         "notebook's own code)"}
+    return data
+
+
+def _judged(decl, probes: list, out: Path, report: dict | None = None) -> dict | None:
+    """The verdict on the record a kernel wrote (``_record_bytes``), judged in this process (None
+    when the kernel wrote none). It is read as data only (``weights_only``): tensors, numbers,
     strings; nothing of it runs."""
     import torch
 
     from annotated.support.grading import engine
 
-    if not out.is_file():
-        return None
-    size = out.stat().st_size
-    if size > MAX_RECORD_BYTES:
-        return {"verdict": "error", "diagnosis": f"the kernel's record of the calls is {size / 2**20:.0f} MB, "
-                f"more than the {MAX_RECORD_BYTES / 2**20:.0f} MB the grader reads", "mistake": "no record"}
+    data = _record_bytes(out, report)
+    if data is None or isinstance(data, dict):
+        return data
     try:
-        record = torch.load(out, weights_only=True)
+        record = torch.load(io.BytesIO(data), weights_only=True)
         found = engine.judge_record(decl, probes, record)
     except Exception as err:  # noqa: BLE001 - a record a notebook wrote itself, or cut short
         return {"verdict": "error", "diagnosis": f"the kernel's record of the calls cannot be read ({type(err).__name__}: "
                 f"{err})", "mistake": "no record"}
     return {"verdict": found.verdict, "diagnosis": found.diagnosis, "mistake": found.mistake,
             "origin": record.get("origin")}
+
+
+def _unwrapped(fn):
+    for _ in range(20):
+        if isinstance(fn, functools.partial):
+            fn = fn.func
+        elif getattr(fn, "__wrapped__", None) is not None:
+            fn = fn.__wrapped__
+        else:
+            break
+    return fn
+
+
+def course_fingerprints(exercise: Exercise, decl) -> set[str]:
+    """The fingerprints of the course's own answers to ``exercise``: its declaration's reference
+    and every function of the package of the exercise's name."""
+    targets = [decl.reference] + [getattr(module, exercise.function, None) for name, module in list(sys.modules.items())
+                                  if name == "annotated" or name.startswith("annotated.")]
+    codes = [getattr(_unwrapped(t), "__code__", None) for t in targets if t is not None]
+    return {_fingerprint(code) for code in codes if code is not None}
+
+
+def _compiled(source: str, name: str) -> list[str]:
+    """The fingerprints of the functions called ``name`` that ``source`` defines (none if it does not compile)."""
+    import textwrap
+    import types
+
+    try:
+        with _PARSING:
+            top = compile(textwrap.dedent(source), "<source>", "exec")
+    except (SyntaxError, ValueError):
+        return []
+    found, todo = [], [top]
+    while todo:
+        code = todo.pop()
+        found += [_fingerprint(code)] if code.co_name == name else []
+        todo += [c for c in code.co_consts if isinstance(c, types.CodeType)]
+    return found
+
+
+def runs_other_code(function: str, exercise: Exercise, decl, origin: dict | None, report: dict | None) -> str | None:
+    """Why the graded function's answer is not the notebook's own code, from what the kernel saw
+    while it ran (``_KERNEL_SETUP``), or None: it called the course's own answer (the package's),
+    its code is not the code of its source (a ``__code__`` swapped in), or it turned off the
+    grader's view of what ran."""
+    if not report:
+        return None
+    tail = ". A graded function must compute its answer with the notebook's own code: it gets no pass"
+    if report.get("tracing_off"):
+        return (f"`{function}` turned off the grader's view of the code it runs (sys.setprofile), so its answer "
+                f"cannot be told from the course's own{tail}")
+    course = course_fingerprints(exercise, decl)
+    for file, name, mark in report.get("package") or []:
+        if mark in course:
+            where = os.path.relpath(file, sandbox.PACKAGE.parent) if os.path.isabs(file) else file
+            return f"`{function}` calls the course's own answer, `{name}` of {where}{tail}"
+    source = (origin or {}).get("source")
+    qualname = str((origin or {}).get("qualname") or "")
+    if report.get("code") and isinstance(source, str) and origin.get("cell"):
+        marks = _compiled(source, qualname.rsplit(".", 1)[-1])
+        if marks and report["code"] not in marks:
+            return (f"`{function}` runs other code than its source in the notebook (its __code__ was replaced)"
+                    + (" by the course's own answer" if report["code"] in course else "") + tail)
+    return None
 
 
 def _grader_cell(exercise: Exercise, token: str) -> nbformat.NotebookNode:
@@ -571,6 +801,7 @@ def _run(copy: Path, nb, exercises, notes, limits: Limits, name: str, student: s
     plan = _plan(nb, exercises)
     sources = [cell.source for cell in nb.cells if cell.cell_type == "code"]
     token = f"@@annotated-grade-{secrets.token_hex(16)}@@"
+    recorder = f"_annotated_{secrets.token_hex(8)}_"  # the name the setup cell binds the recorder to
     declared = {e.check: declarations()[e.check] for e in exercises if e.check in declarations()}
     plans = {check: engine.plan(decl) for check, decl in declared.items()}  # built here, sent as data
     deadline = time.monotonic() + limits.notebook
@@ -606,9 +837,10 @@ def _run(copy: Path, nb, exercises, notes, limits: Limits, name: str, student: s
             """After a time-out: the interrupted kernel answers again (not stuck in code that ignores it)."""
             return not execute("pass", 10)[1]
 
-        wedged = False
+        wedged, current = False, None
         try:
             with client.setup_kernel():
+                execute(_setup_cell(recorder, token).source)  # before any of the notebook's code
                 for source in ran:  # after a fresh start: the state the notebook had built
                     execute(source)
                 while position < len(plan) and not wedged:
@@ -617,6 +849,7 @@ def _run(copy: Path, nb, exercises, notes, limits: Limits, name: str, student: s
                         stopped = f"the notebook's time limit ({limits.notebook} s) ran out"
                         break
                     position += 1
+                    current = (kind, item)
                     if kind == "cell":
                         source, number = item
                         cell, late, _ = execute(source)
@@ -635,7 +868,7 @@ def _run(copy: Path, nb, exercises, notes, limits: Limits, name: str, student: s
                         sent_to, out = (copy.parent / f".annotated-{part}-{secrets.token_hex(8)}.pt"
                                         for part in ("probes", "record"))
                         torch.save(sent, sent_to)
-                        cell, late, seconds = execute(_record_cell(exercise, sent_to, out).source)
+                        cell, late, seconds = execute(_record_cell(exercise, sent_to, out, recorder).source)
                     else:
                         cell, late, seconds = execute(_grader_cell(exercise, token).source)
                     if late:
@@ -643,8 +876,10 @@ def _run(copy: Path, nb, exercises, notes, limits: Limits, name: str, student: s
                             f"the check ran past its limit of {client.timeout} s (an endless loop?)", seconds)
                         wedged = not responsive()
                         continue
+                    report = None
                     if decl is not None:
-                        found = _judged(decl, probes, out) or {
+                        report = _report_of(cell, token)
+                        found = _judged(decl, probes, out, report) or {
                             "verdict": "error", "diagnosis": "the check gave no record: " + (
                                 error_text(cell) or "the grader's cell wrote nothing")}
                         sent_to.unlink(missing_ok=True)
@@ -656,6 +891,8 @@ def _run(copy: Path, nb, exercises, notes, limits: Limits, name: str, student: s
                             "verdict": "error", "diagnosis": "the check gave no verdict: " + (
                                 error_text(cell) or "the notebook took over its output (sys.stdout replaced?)")}
                     outside = defined_outside(exercise.function, found.get("origin"), sources)
+                    if decl is not None and not outside and found["verdict"] != "error":
+                        outside = runs_other_code(exercise.function, exercise, decl, found.get("origin"), report)
                     if outside:
                         found = {"verdict": "defined outside", "diagnosis": outside, "mistake": "defined outside"}
                     diagnosis = found["diagnosis"]
@@ -665,18 +902,27 @@ def _run(copy: Path, nb, exercises, notes, limits: Limits, name: str, student: s
                         diagnosis += ": run its cell, and keep the name of the exercise's `def` line"
                     row(exercise, found["verdict"], diagnosis, seconds, found.get("mistake", ""))
         except DeadKernelError:
-            stopped = "the kernel died (out of memory or CPU time, or the notebook ended it)"
+            died = "ended the kernel (out of memory or CPU time, or the notebook ended it)"
+            if current is None:  # the setup or a cell that had run before: nothing to leave out
+                stopped = "the kernel died (out of memory or CPU time, or the notebook ended it)"
+            elif current[0] == "cell":  # left out, as a cell past its limit: a fresh kernel goes on
+                cell_problem.setdefault(current[1][1], f"a cell of it {died}")
+                wedged = True
+            else:
+                if current[1].number not in results:
+                    row(current[1], "error", f"its check {died}")
+                wedged = True
         finally:
             shutil.rmtree(runtime, ignore_errors=True)
             LIVE_FOLDERS.discard(str(runtime))
         if wedged:
             restarts += 1
             if restarts > RESTARTS:
-                stopped = f"the kernel did not stop after a time limit, {restarts} times"
+                stopped = f"the kernel did not stop after a time limit, or died, {restarts} times"
     for exercise in exercises:
         late = cell_problem.get(exercise.number, "")
-        if exercise.number in results and "timed out" in late:  # a passing answer too: the cell was left out
-            done = results[exercise.number]
+        if exercise.number in results and ("timed out" in late or "ended the kernel" in late):
+            done = results[exercise.number]  # a passing answer too: the cell was left out
             done.notes = "; ".join(filter(None, [done.notes, late.replace("a cell of it", "a cell under its heading")
                                                  + " and was left out"]))
         if exercise.number not in results:
