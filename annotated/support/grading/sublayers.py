@@ -99,11 +99,13 @@ class _Sublayer(PositionwiseFeedForward):
         return out if len(self.calls) == 1 else out / 2  # a later call differs, as one with dropout would
 
 
-def _seeded_keep(shape: torch.Size, dtype: torch.dtype, p: float = DROPOUT_P) -> torch.Tensor:
-    """The mask, with its 1/(1 - p), F.dropout(t, p, training=True) draws right after torch.manual_seed(_SEED)."""
-    with torch.random.fork_rng():
-        torch.manual_seed(_SEED)
-        return F.dropout(torch.ones(shape, dtype=dtype), p, True)
+def _functional(dropout: nn.Module) -> Callable:
+    """t -> the mask, with its 1/(1 - p), that F.dropout(t, dropout.p, training=True) draws after the probe's seed."""
+    def keep(t: torch.Tensor) -> torch.Tensor:
+        with torch.random.fork_rng():
+            torch.manual_seed(_SEED)
+            return F.dropout(torch.ones(t.shape, dtype=t.dtype), dropout.p, True)
+    return keep
 
 
 # ---------------------------------------------------------------- the feed-forward network (6.1)
@@ -129,11 +131,6 @@ def course_feed_forward(x, W_1, b_1, W_2, b_2, dropout, act=F.relu, keep=None) -
     hidden = act(F.linear(x, W_1.T, b_1))                              # (batch, L, d_ff)
     hidden = dropout(hidden) if keep is None else hidden * keep(hidden)
     return F.linear(hidden, W_2.T, b_2)                                # (batch, L, d_model)
-
-
-def _functional(dropout: nn.Module) -> Callable:
-    """t -> the mask, with its 1/(1 - p), of F.dropout(t, dropout.p, training=True) right after the probe's seed."""
-    return lambda t: _seeded_keep(t.shape, t.dtype, dropout.p)
 
 
 def _ffn_probes(device: str | None) -> list[Probe]:
@@ -162,16 +159,11 @@ def _ffn_probes(device: str | None) -> list[Probe]:
     return probes
 
 
-def _dropped(found: dict) -> list:
-    """The tensors the learner's function called the dropout on, as data."""
-    return found["calls"][5].get("items", [])
-
-
 _WHERE = "the course applies it to the hidden layer, dropout(relu(x @ W_1 + b_1)) @ W_2 + b_2"
 
 
 def _dropout_calls(found: dict, p: Probe) -> str | None:
-    x, d_model, d_ff, calls = p.args[0], *p.args[1].shape, _dropped(found)
+    x, d_model, d_ff, calls = p.args[0], *p.args[1].shape, found["calls"][5].get("items", [])
     if not calls:
         return (f"your function never called the dropout it was given: {_WHERE} (the check's dropout zeroes fixed "
                 "entries, so where it acts shows).")
