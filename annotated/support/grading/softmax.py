@@ -18,11 +18,8 @@ TEMPERATURE_SIZES = [dict(rows=3, n=5), dict(rows=6, n=2)]
 # One distribution of mean 0 and variance 1 per set (uniform on [-sqrt(3), sqrt(3)]).
 VARIANCE_SIZES = [dict(d_k=9, n_pairs=3000), dict(d_k=25, n_pairs=2000), dict(d_k=64, n_pairs=1000)]
 DISTRIBUTIONS = ("Gaussian", "uniform", "+-1")
-SIZE_SETS = {
-    "check_stable_softmax": SOFTMAX_SIZES,
-    "check_softmax_with_temperature": TEMPERATURE_SIZES,
-    "check_score_variances": VARIANCE_SIZES,
-}
+SIZE_SETS = {"check_stable_softmax": SOFTMAX_SIZES, "check_softmax_with_temperature": TEMPERATURE_SIZES,
+             "check_score_variances": VARIANCE_SIZES}
 # The other device the probes try in a notebook (the grader and the tests use 'meta').
 OTHER_DEVICE: str | None = "cuda" if torch.cuda.is_available() else None
 
@@ -356,11 +353,9 @@ def sampler(kind: str, seed: int) -> Callable:
         if len(shape) == 1 and isinstance(shape[0], (tuple, list, torch.Size)):
             shape = tuple(shape[0])  # sample((n, d)) as well as sample(n, d)
         sample.calls.append(tuple(int(n) for n in shape))
-        if kind == "Gaussian":
-            return torch.randn(*shape, generator=g)
-        if kind == "uniform":
-            return (torch.rand(*shape, generator=g) * 2 - 1) * math.sqrt(3)
-        return torch.randint(0, 2, tuple(shape), generator=g).float() * 2 - 1
+        return {"Gaussian": lambda: torch.randn(*shape, generator=g),
+                "uniform": lambda: (torch.rand(*shape, generator=g) * 2 - 1) * math.sqrt(3),
+                "+-1": lambda: torch.randint(0, 2, tuple(shape), generator=g).float() * 2 - 1}[kind]()
 
     sample.calls = []
     return sample
