@@ -15,8 +15,7 @@ from annotated.support.grading.engine import Declaration, Mistake, Probe, Tensor
 HEAD_SIZES = [dict(batch=2, L=3, h=5, d_k=6), dict(batch=4, L=7, h=2, d_k=3),
               dict(batch=1, L=5, h=3, d_k=2), dict(batch=3, L=1, h=4, d_k=7, dtype="float64")]
 # Cross-attention, L_q != L_k, and batch != h: a mask without its head axis fails to broadcast.
-MULTI_HEAD_SIZES = [dict(batch=2, L_q=3, L_k=5, h=4, d_k=6),
-                    dict(batch=4, L_q=6, L_k=2, h=3, d_k=5),
+MULTI_HEAD_SIZES = [dict(batch=2, L_q=3, L_k=5, h=4, d_k=6), dict(batch=4, L_q=6, L_k=2, h=3, d_k=5),
                     dict(batch=1, L_q=4, L_k=7, h=2, d_k=3)]
 # The third: a batch of one and a W^O of (h * d_k, d_model) = (8, 9), not square; the fourth float64, d_k = 1.
 CONTRIBUTION_SIZES = [dict(batch=3, L=4, h=2, d_k=5), dict(batch=2, L=6, h=3, d_k=7),
