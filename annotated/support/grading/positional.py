@@ -16,20 +16,12 @@ TABLE_SIZES = [(50, 16), (9, 22), (120, 6), (5003, 4)]
 SHIFT_SIZES = [dict(k=3, d_model=10), dict(k=-5, d_model=16), dict(k=11, d_model=6),
                dict(k=600, d_model=8)]
 # start = 0, later starts (decoding step by step), a batch of one, positions beyond a table of 512 or 5000.
-EMBED_SIZES = [
-    dict(batch=2, L=5, vocab=11, d_model=6, start=0),
-    dict(batch=3, L=4, vocab=9, d_model=10, start=7),
-    dict(batch=5, L=2, vocab=13, d_model=8, start=3),
-    dict(batch=1, L=6, vocab=17, d_model=12, start=2),
-    dict(batch=7, L=3, vocab=15, d_model=4, start=5001),
-]
-# A table built once for a fixed number of positions and sliced: the usual sizes.
-_PRECOMPUTED = (512, 5000)
-SIZE_SETS = {
-    "check_sinusoidal_table": [dict(max_len=m, d_model=d) for m, d in TABLE_SIZES],
-    "check_shift_matrix": SHIFT_SIZES,
-    "check_embed_with_positions": EMBED_SIZES,
-}
+EMBED_SIZES = [dict(batch=2, L=5, vocab=11, d_model=6, start=0), dict(batch=3, L=4, vocab=9, d_model=10, start=7),
+               dict(batch=5, L=2, vocab=13, d_model=8, start=3), dict(batch=1, L=6, vocab=17, d_model=12, start=2),
+               dict(batch=7, L=3, vocab=15, d_model=4, start=5001)]
+_PRECOMPUTED = (512, 5000)  # the usual sizes of a table built once and sliced
+SIZE_SETS = {"check_sinusoidal_table": [dict(max_len=m, d_model=d) for m, d in TABLE_SIZES],
+             "check_shift_matrix": SHIFT_SIZES, "check_embed_with_positions": EMBED_SIZES}
 
 
 def _if(test: Callable, message: str | Callable) -> Callable:
