@@ -22,12 +22,10 @@ from annotated.support.grading.engine import Declaration, Mistake, Probe, Tensor
 FFN_SIZES = [dict(batch=2, L=3, d_model=6, d_ff=10), dict(batch=4, L=5, d_model=8, d_ff=12),
              dict(batch=3, L=7, d_model=5, d_ff=9), dict(batch=1, L=4, d_model=7, d_ff=11)]  # one sentence last
 # (batch, L, d_model), a batch of one, one sentence (L, d_model) and (batch, h, L, d_model): the last dimension only.
-NORM_SIZES = [dict(batch=2, L=5, d_model=8), dict(batch=3, L=4, d_model=6),
-              dict(batch=1, L=9, d_model=12), dict(L=7, d_model=10),
-              dict(batch=5, h=2, L=3, d_model=4)]
+NORM_SIZES = [dict(batch=2, L=5, d_model=8), dict(batch=3, L=4, d_model=6), dict(batch=1, L=9, d_model=12),
+              dict(L=7, d_model=10), dict(batch=5, h=2, L=3, d_model=4)]
 NORM_OFFSET = 1000.0  # the common offset of the features in the float32 pass that tests it
-SUBLAYER_SIZES = [dict(batch=2, L=5, d_model=6), dict(batch=3, L=4, d_model=10),
-                  dict(batch=1, L=7, d_model=8)]
+SUBLAYER_SIZES = [dict(batch=2, L=5, d_model=6), dict(batch=3, L=4, d_model=10), dict(batch=1, L=7, d_model=8)]
 SIZE_SETS = {"check_feed_forward": FFN_SIZES, "check_layer_norm": NORM_SIZES,
              "check_sublayer_connection": SUBLAYER_SIZES}
 DROPOUT_P = 0.25  # of the stand-in dropout
