@@ -244,10 +244,8 @@ def _sized_probes(g: torch.Generator, sizes: dict) -> list[Probe]:
     batch, L_q, L_k, h, d_k = (sizes[k] for k in ("batch", "L_q", "L_k", "h", "d_k"))
     d_model = h * d_k
     weights = _weights(g, d_model)
-    query = torch.randn(batch, L_q, d_model, generator=g)
-    key = torch.randn(batch, L_k, d_model, generator=g)
-    value = torch.randn(batch, L_k, d_model, generator=g)
-    x = torch.randn(batch, L_q, d_model, generator=g)  # for self-attention
+    # query, key, value, and x for self-attention
+    query, key, value, x = (torch.randn(batch, n, d_model, generator=g) for n in (L_q, L_k, L_k, L_q))
     lengths = torch.tensor([max(1, L_k - 1 - b) for b in range(batch)])
     padding = (torch.arange(L_k) < lengths.unsqueeze(1)).unsqueeze(1)  # (batch, 1, L_k)
     causal = torch.ones(L_q, L_q, dtype=torch.bool).tril().unsqueeze(0)  # (1, L_q, L_q)
@@ -327,12 +325,9 @@ def _float64_probe(g: torch.Generator) -> Probe:
     batch, L_q, L_k, h, d_k = 2, 4, 3, 2, 16
     d_model = h * d_k
     weights = _weights(g, d_model, torch.float64)
-    query = torch.randn(batch, L_q, d_model, generator=g, dtype=torch.float64)
-    key = torch.randn(batch, L_k, d_model, generator=g, dtype=torch.float64)
-    value = torch.randn(batch, L_k, d_model, generator=g, dtype=torch.float64)
+    query, key, value = (torch.randn(batch, n, d_model, generator=g, dtype=torch.float64) for n in (L_q, L_k, L_k))
     padding = (torch.arange(L_k) < torch.tensor([[L_k], [L_k - 1]])).unsqueeze(1)
-    what = (f"{{what}} for float64 inputs (batch={batch}, L_q={L_q}, L_k={L_k}, h={h}, "
-            f"d_k={d_k}) with a padding mask")
+    what = f"{{what}} for float64 inputs (batch={batch}, L_q={L_q}, L_k={L_k}, h={h}, d_k={d_k}) with a padding mask"
     return Probe((query, key, value, *weights, h, padding), what, grad=tuple(range(7)),
                  again=(query + 1, key, value, *weights, h, padding), hints=((_DTYPE_ERROR, _DTYPE_HINT),))
 
