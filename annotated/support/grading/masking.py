@@ -267,8 +267,7 @@ def check_subsequent_mask(subsequent_mask_fn: Callable) -> None:
     shape (1, size, size), the diagonal excluded, the inverted mask (nn.Transformer's True = masked out), the upper
     triangle, a mask that hides nothing, a device ignored, a table precomputed at a fixed size (512 or 5,000
     positions) that a longer mask outgrows, a result that a later call overwrites (a tensor kept between calls and
-    refilled or resized), and sizes written into the code. It also checks the course's mask against
-    ``nn.Transformer.generate_square_subsequent_mask``.
+    refilled or resized), and sizes written into the code.
     """
     check(LOOK_AHEAD, subsequent_mask_fn, OTHER_DEVICE)
 
