@@ -145,9 +145,9 @@ _BELOW_MAX = _like_rows(lambda x: x.mean(-1, keepdim=True), lambda x, bad: (
     "makes every exponent at most 0: x.amax(dim=dim, keepdim=True)."))
 
 
-def _underflow(got: torch.Tensor, p: Probe) -> str | None:
-    return None if not _bad_rows(got).any() else (
-        f"NaN or weights that do not sum to 1 for scores around -1000: your rows sum to {_rows(got)}. {_UNDERFLOW}")
+def _underflow(scores: str) -> Callable:
+    return lambda got, p: None if not _bad_rows(got).any() else (
+        f"NaN or weights that do not sum to 1 for {scores}: your rows sum to {_rows(got)}. {_UNDERFLOW}")
 
 
 STABLE_MISTAKES = (
@@ -176,7 +176,7 @@ STABLE_MISTAKES = (
             example=lambda x, dim=-1: _by_hand(x, dim, x.amax())),
     Mistake("", "a shift below the row's max", find=_found("mixed", _BELOW_MAX),
             example=lambda x, dim=-1: _by_hand(x, dim, x.mean(dim, keepdim=True))),
-    Mistake("", "a shift only when the scores are large", find=_found("low", _underflow),
+    Mistake("", "a shift only when the scores are large", find=_found("low", _underflow("scores around -1000")),
             example=lambda x, dim=-1: _by_hand(x, dim, x.amax(dim, keepdim=True) if x.max() > 80 else 0.0)),
 )
 
@@ -277,18 +277,9 @@ def _not_last(got: torch.Tensor, p: Probe) -> str | None:
                  if _equal(got, torch.softmax(x / temperature, dim=o))), None)
 
 
-def _low(got: torch.Tensor, p: Probe) -> str | None:
-    return None if not _bad_rows(got).any() else (
-        f"NaN or weights that do not sum to 1 for scores x - 1000 at temperature 0.5: your rows sum to "
-        f"{_rows(got)}. {_UNDERFLOW}")
-
-
-def _positive(p: Probe) -> bool:
-    return p.args[1] > 0 and p.args[1] != 1
-
-
 _FIX = " The temperature divides the scores before the exponential: softmax(x / temperature)."
-TEMPERATURE_MISTAKES = tuple(Mistake(message, name, when=_positive, like=like) for name, like, message in (
+TEMPERATURE_MISTAKES = tuple(Mistake(message, name, like=like, when=lambda p: 0 < p.args[1] != 1)
+                             for name, like, message in (
     ("a temperature without effect", lambda x, t: _by_hand(x, -1), lambda p: (
         f"with temperature={p.args[1]} you get the same weights as with temperature 1: the temperature has no "
         "effect (subtracted, or dividing the exponentials, it cancels in the normalization)." + _FIX)),
@@ -310,7 +301,8 @@ TEMPERATURE_MISTAKES = tuple(Mistake(message, name, when=_positive, like=like) f
             example=lambda x, temperature: _by_hand(x / temperature, -1, 0.0)),
     Mistake("", "not along the last dimension", find=_found("lead", _not_last),
             example=lambda x, temperature: course_softmax(x, dim=min(1, x.dim() - 1), temperature=temperature)),
-    Mistake("", "a shift only when the scores are large", find=_found("low", _low),
+    Mistake("", "a shift only when the scores are large",
+            find=_found("low", _underflow("scores x - 1000 at temperature 0.5")),
             example=lambda x, t: course_softmax(x, temperature=t) if t <= 0 or (x / t).max() > 80
             else _by_hand(x / t, -1, 0.0)),
 )
