@@ -303,11 +303,6 @@ def _with_mask(fill=float("-inf"), scale=None, dim=-1, after=None) -> Callable:
     return attention
 
 
-def _renormalize(weights, mask):
-    weights = weights.masked_fill(~mask, 0.0)
-    return weights / weights.sum(-1, keepdim=True)
-
-
 ATTENTION_MISTAKES = (
     Mistake(_TRANSPOSED, "the weights transposed", stage="shape", item=1,
             shape=lambda p: (*p.args[0].shape[:-2], p.args[1].size(-2), p.args[0].size(-2)),
@@ -325,7 +320,8 @@ ATTENTION_MISTAKES = (
             "the mask ignored", items=(1,), when=lambda p: p.tags.get("masked"),
             like=lambda q, k, v, mask=None: _with_mask()(q, k, v)),
     Mistake("", "renormalized after the softmax", item=1, when=lambda p: p.tags.get("big"),
-            find=_masked(_renormalized), example=_with_mask(after=_renormalize)),
+            find=_masked(_renormalized), example=_with_mask(
+                after=lambda w, mask: (lambda w: w / w.sum(-1, keepdim=True))(w.masked_fill(~mask, 0.0)))),
     Mistake("", "NaN with a mask", item=1, find=_masked(_nan_with_mask), example=_with_mask(fill=float("nan"))),
     Mistake("the mask was applied after the softmax: the rows no longer sum to 1. Mask the scores with "
             "float('-inf') before the softmax.", "the mask applied after the softmax", items=(1,),
@@ -580,10 +576,6 @@ def _hard(index: Callable = _best, rows: Callable = lambda q, k, v: v) -> Callab
     return lambda q, k, v: _pick(rows(q, k, v), index(q, k))
 
 
-def _cosine(q, k):
-    return (F.normalize(q, dim=-1) @ F.normalize(k, dim=-1).transpose(-2, -1)).argmax(-1)
-
-
 HARD_MISTAKES = (
     Mistake("That is (..., L_q, d_k): you returned keys. The key decides which row is picked; the row returned "
             "is the value's.", "keys returned", stage="shape", shape=lambda p: (*p.args[0].shape[:-1], p.args[1].size(-1)),
@@ -606,7 +598,8 @@ HARD_MISTAKES = (
             "q.k, which grows with the key's length: " + _PICK, "the nearest key",
             like=_hard(lambda q, k: (q.unsqueeze(-2) - k.unsqueeze(-3)).norm(dim=-1).argmin(-1))),
     Mistake("you picked the key of the highest cosine similarity. Attention's score q.k keeps the lengths: a "
-            "longer key in the same direction scores higher. " + _PICK, "the highest cosine", like=_hard(_cosine)),
+            "longer key in the same direction scores higher. " + _PICK, "the highest cosine", like=_hard(
+                lambda q, k: _best(F.normalize(q, dim=-1), F.normalize(k, dim=-1)))),
     Mistake("", "not the best key's value", find=_found("near", _near_tie),
             example=_hard(lambda q, k: (_best(q, k) + 1) % k.size(-2))),
     Mistake("", "the tied values summed", find=_found("tie", _tie),
