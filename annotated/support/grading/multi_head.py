@@ -366,12 +366,6 @@ def _not_finite(found: dict, p: Probe) -> str | None:
             f"large), or use scores.softmax(dim=-1), {_NOTEBOOK_02}.")
 
 
-def _finite_fill(p: Probe) -> str:
-    return (f"with {p.tags['what']}, the masked keys took the weight: your masked scores are filled with a finite "
-            "number (such as -1e4), and every allowed score lies below it. Fill with float('-inf') (and give a "
-            f"query that sees nothing zero weights), {_NOTEBOOK_02}.")
-
-
 def _plain_softmax(query, key, value, W_Q, W_K, W_V, W_O, h, mask=None):
     """Multi-head attention with a softmax written as exp(s) / sum(exp(s)), without the max
     shift (a known mistake's example)."""
@@ -445,7 +439,10 @@ MULTI_HEAD_MISTAKES = (
     # scores far from zero
     Mistake("", "a softmax without its max shift", find=_not_finite, when=lambda p: p.tags.get("extreme", False),
             example=_plain_softmax),
-    Mistake(_finite_fill, "masked scores filled with a finite number", like=_variant(fill=-1e4),
+    Mistake(lambda p: (f"with {p.tags['what']}, the masked keys took the weight: your masked scores are filled with a "
+                       "finite number (such as -1e4), and every allowed score lies below it. Fill with float('-inf') "
+                       f"(and give a query that sees nothing zero weights), {_NOTEBOOK_02}."),
+            "masked scores filled with a finite number", like=_variant(fill=-1e4),
             when=lambda p: p.tags.get("extreme", False) and p.tags["masked"]),
 )
 
