@@ -61,12 +61,6 @@ def _fitted_width(got: torch.Tensor, max_len: int, d_model: int) -> float | None
     return width if _equal(got, _table(max_len, d_model, _pairs(d_model) / width), 1e-3) else None
 
 
-def _table_dtype(found: dict, name: str, what: str, args: tuple) -> str:
-    dtype = f"torch.{found['dtype']}"
-    return (f"{name} returned a {dtype} table; the embeddings it is added to are float32, and a {dtype} table would "
-            "turn the sum into it. Build it in float32 (torch.arange(..., dtype=torch.float32)).")
-
-
 def _table_probes(device: str | None) -> list[Probe]:
     label = "{what} of {name}(max_len=%d, d_model=%d)"
     probes = [Probe((m, d), label % (m, d), sizes=dict(max_len=m, d_model=d)) for m, d in TABLE_SIZES]
@@ -117,7 +111,9 @@ TABLE_MISTAKES = (
 TABLE = Declaration(
     check="check_sinusoidal_table", function="sinusoidal_table", roles=("max_len", "d_model"),
     reference=sinusoidal_table, probes=_table_probes, mistakes=TABLE_MISTAKES,
-    returns=Tensor("the table", like=None, dtype_message=_table_dtype, precision=1e-4),
+    returns=Tensor("the table", like=None, precision=1e-4, dtype_message=lambda found, name, what, args: (
+        f"{name} returned a torch.{found['dtype']} table; the embeddings it is added to are float32, and it would turn "
+        "the sum into its dtype. Build it in float32 (torch.arange(..., dtype=torch.float32)).")),
     sizes_fix="Build the table from the max_len and d_model arguments.",
     passed=("check_sinusoidal_table passed: {name} puts sin(pos / 10000^(2i/d_model)) in dimension 2i and the "
             "cosine of the same angle in dimension 2i + 1, for the (max_len, d_model) sizes "
@@ -225,11 +221,6 @@ def _shift_hint(passed: list, sizes: dict, message: str) -> str:
     return _hard_coded_hint(passed, sizes, message, "Build the matrix from the k and d_model arguments.")
 
 
-def _shift_dtype(found: dict, name: str, what: str, args: tuple) -> str:
-    return (f"{name} returned {what} as a torch.{found['dtype']} matrix; build it in float32 or float64 (notebook 05 "
-            "uses float64): it rounds the cosines too coarsely.")
-
-
 def _offset(got: torch.Tensor, p: Probe) -> str | None:
     k, offset = p.args[0], _fitted_offset(got, p.args[1])
     if offset == 1 and k != 1:
@@ -276,8 +267,10 @@ SHIFT_MISTAKES = tuple(Mistake(message, name, like=like) for name, like, message
 SHIFT = Declaration(
     check="check_shift_matrix", function="shift_matrix", roles=("k", "d_model"), reference=course_shift_matrix,
     probes=_shift_probes, mistakes=SHIFT_MISTAKES, sizes_fix=_shift_hint,
-    returns=Tensor("the matrix M_k", like=None, dtypes=("float64", "float32"), dtype_message=_shift_dtype,
-                   precision="float32"),
+    returns=Tensor("the matrix M_k", like=None, dtypes=("float64", "float32"), precision="float32",
+                   dtype_message=lambda found, name, what, args: (
+                       f"{name} returned {what} as a torch.{found['dtype']} matrix; build it in float32 or float64 "
+                       "(notebook 05 uses float64): it rounds the cosines too coarsely.")),
     passed=("check_shift_matrix passed: {name} builds M_k from 2x2 rotations [[cos k omega_i, sin k omega_i], "
             "[-sin k omega_i, cos k omega_i]], as PE(pos) @ M_k.T = PE(pos + k) asks, for "
             + ", ".join(f"(k={s['k']}, d_model={s['d_model']})" for s in SHIFT_SIZES) + " and (k=0, d_model=4)."),
