@@ -474,14 +474,66 @@ def test_a_name_imported_from_the_grading_package_that_the_exercise_does_not_imp
 
 
 def test_a_cell_that_ends_its_kernel_is_left_out_and_grading_goes_on(capsys, tmp_path):
-    """A cell under 3.3 kills its own kernel: a fresh kernel runs the cells before it again, and every
-    exercise is graded (3.3's with a note), as after a cell past its time limit."""
+    """A cell under 3.3 kills its own kernel, 3.4's function ends it when called: a fresh kernel runs
+    the cells before again, and every exercise is graded (3.3's with a note, as after a cell past its
+    time limit; 3.4 an error of its own)."""
     nb = solution("03_masking.ipynb")
     _after_def(nb, "target_mask", "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)")
+    hits = [c for c in nb.cells if "def decoder_input_and_labels(" in c.source]
+    hits[0].source = hits[0].source.replace("    ### BEGIN SOLUTION\n", "    ### BEGIN SOLUTION\n    import os\n    os._exit(1)\n")
     nbformat.write(nb, tmp_path / "03_masking.ipynb")
     code, out, _ = grade(capsys, tmp_path / "03_masking.ipynb")
-    assert [verdict(line) for line in rows(out)] == ["passed"] * 4, out
+    assert [verdict(line) for line in rows(out)] == ["passed"] * 3 + ["ERROR"], out
     assert "a cell under its heading ended the kernel" in row_of(out, "check_target_mask")
+    assert "its check ended the kernel" in row_of(out, "check_decoder_input_and_labels")
+
+
+def test_a_notebook_that_takes_over_its_output_or_wipes_its_folder_is_graded_as_it_is(capsys, tmp_path):
+    """sys.stdout replaced by a sink, and a thread that deletes every file of its folder but the
+    notebook, over and over: the probes come in the grader's cell and the record goes back on the
+    kernel's own stream, so the solutions still pass."""
+    nb = solution(SOFTMAX)
+    nb.cells.insert(2, nbformat.v4.new_code_cell(
+        "import io, os, sys, threading, time\n"
+        "sys.stdout = sys.stderr = io.StringIO()\n"
+        "def _wipe():\n"
+        "    while True:\n"
+        "        for name in os.listdir('.'):\n"
+        "            if not name.endswith('.ipynb'):\n"
+        "                try:\n"
+        "                    os.remove(name)\n"
+        "                except OSError:\n"
+        "                    pass\n"
+        "        time.sleep(0.0005)\n"
+        "threading.Thread(target=_wipe, daemon=True).start()"))
+    nbformat.write(nb, tmp_path / SOFTMAX)
+    code, out, _ = grade(capsys, tmp_path / SOFTMAX)
+    assert code == 0 and [verdict(line) for line in rows(out)] == ["passed"] * 3, out
+
+
+def test_an_answer_from_another_thread_a_copy_or_out_of_the_graders_view_gets_no_pass(capsys, tmp_path):
+    """The course's padding_mask called in a thread pool, a copy of its subsequent_mask exec'd from its
+    source, the grader's profile function turned off before target_mask calls the course's."""
+    nb = nbformat.read(EXERCISES / "03_masking.ipynb", as_version=4)
+    blank = "    # YOUR CODE HERE\n    raise NotImplementedError()"
+    answers = {
+        "padding_mask": "    import concurrent.futures, importlib\n    m = importlib.import_module('annotated.masks')\n"
+                        "    with concurrent.futures.ThreadPoolExecutor(1) as pool:\n"
+                        "        return pool.submit(m.padding_mask, tokens, pad_idx).result()",
+        "subsequent_mask": "    import importlib, inspect\n    m = importlib.import_module('annotated.masks')\n"
+                           "    ns = dict(vars(m))\n    exec(inspect.getsource(m.subsequent_mask), ns)\n"
+                           "    return ns['subsequent_mask'](size, device)",
+        "target_mask": "    import importlib, sys\n    sys.setprofile(None)\n"
+                       "    return importlib.import_module('annotated.masks').target_mask(tokens, pad_idx)"}
+    for function, answer in answers.items():
+        hits = [c for c in nb.cells if f"def {function}(" in c.source]
+        hits[0].source = hits[0].source.replace(blank, answer)
+    nbformat.write(nb, tmp_path / "03_masking.ipynb")
+    code, out, _ = grade(capsys, tmp_path / "03_masking.ipynb")
+    padding, look_ahead, target = (row_of(out, f"check_{n}") for n in ("padding_mask", "subsequent_mask", "target_mask"))
+    assert verdict(padding) == "DEFINED OUTSIDE" and "started another process or thread" in padding, padding
+    assert verdict(look_ahead) == "DEFINED OUTSIDE" and "calls a copy of the course's own answer" in look_ahead, look_ahead
+    assert verdict(target) == "DEFINED OUTSIDE" and "turned off the grader's view" in target, target
 
 
 def test_the_grader_never_changes_a_notebook(capsys, tmp_path):

@@ -105,6 +105,7 @@ would replace a notebook or another gradebook).
 
 import argparse
 import ast
+import base64
 import csv
 import functools
 import hashlib
@@ -321,6 +322,14 @@ def handed_out_mentions(notebook: str) -> frozenset[str] | None:
     return frozenset(m for c in nb.cells if c.cell_type == "code" for m in mentions(c.source))
 
 
+# What reaches into the kernel's own machinery (its cells as they run, the frames of the grader's code,
+# code objects, the builtins, the loaded modules): what no sandbox stops, and no exercise needs.
+MACHINERY = re.compile(r"\b(get_ipython|input_transformers\w*|_getframe|f_globals|f_locals|f_back|get_objects|"
+                       r"get_referrers|settrace|setprofile|__code__|__globals__|__builtins__|builtins|ctypes|"
+                       r"currentframe|_annotated_\w*)\b|\b(sys\.modules|inspect\.stack)\b|annotated-record|"
+                       r"\btorch(\.\w+)+(?=\s*=[^=])")  # torch.save = ..., torch.Tensor.__eq__ = ...
+
+
 def notes_for(nb, exercises: tuple[Exercise, ...], handed_out: frozenset[str] | None = None) -> dict[str, str]:
     """Per exercise number: what the notebook did to the exercise's check (its check cell missing
     or altered, its check's name defined by the notebook), and the modules of ``annotated`` it
@@ -330,6 +339,7 @@ def notes_for(nb, exercises: tuple[Exercise, ...], handed_out: frozenset[str] | 
     sources = [cell.source.strip() for cell in nb.cells if cell.cell_type == "code"]
     defined = set().union(*(defined_check_names(s) for s in sources)) if sources else set()
     extra = sorted(set().union(*map(mentions, sources)) - (handed_out or set())) if handed_out is not None else []
+    machinery = ", ".join(sorted({m.group(0) for s in sources for m in MACHINERY.finditer(s)}))
     notes = {}
     for exercise in exercises:
         found = []
@@ -338,6 +348,9 @@ def notes_for(nb, exercises: tuple[Exercise, ...], handed_out: frozenset[str] | 
         if exercise.check in defined:
             found.append(f"the notebook defines its own `{exercise.check}`")
         text = "; ".join(found) + " (the course's check graded it)" if found else ""
+        if machinery:
+            text = "; ".join(filter(None, [text, f"the notebook reaches into the kernel's machinery ({machinery}), "
+                                                 "where it can change what the grader's own cells do: read it"]))
         if extra:
             used = ", ".join(extra)
             text = "; ".join(filter(None, [text, f"the notebook uses {used}, which the exercise as handed out "
@@ -421,15 +434,17 @@ def _recorder_source() -> str:
 # own code (a __code__ swapped in). What a kernel does can always be forged by code that reaches
 # into the grader's own objects; this stops every way short of that.
 _KERNEL_SETUP = """
-import base64, builtins, functools, hashlib, io, json, sys, threading, types
+import _posixsubprocess, _thread, base64, builtins, functools, hashlib, io, json, os, re, sys, threading, types
 import torch
 
 
 def fingerprint(code):
-    \"\"\"A code object's bytecode, names and constants (not its file or line): equal for the same
-    function compiled anywhere.\"\"\"
+    \"\"\"A code object's names, variables and constants (its docstring among them), not its
+    bytecode (a .pyc written by another build of the same Python may differ there), file or line:
+    equal for the same source compiled anywhere.\"\"\"
     consts = tuple(c.co_name if isinstance(c, types.CodeType) else repr(c) for c in code.co_consts)
-    text = repr((code.co_code, code.co_names, code.co_varnames, code.co_freevars, consts, code.co_argcount))
+    text = repr((code.co_name, code.co_names, code.co_varnames, code.co_freevars, code.co_cellvars, consts,
+                 code.co_argcount, code.co_kwonlyargcount))
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
@@ -454,6 +469,10 @@ def start(recorder_source, user, token, package, max_inline):
     own["__import__"] = own_import
     namespace = {"__name__": "_annotated_record_", "__file__": "<annotated-record>", "__builtins__": own}
     exec(compile(recorder_source, "<annotated-record>", "exec"), namespace)
+    try:
+        kernel = sys.modules["IPython"].get_ipython().kernel
+    except Exception:  # noqa: BLE001 - not an ipykernel
+        kernel = None
     record_file, stream, sha256, b64, dumps = namespace["record_file"], sys.stdout, hashlib.sha256, \\
         base64.b64encode, json.dumps
     setprofile, getprofile, thread_profile, partial = sys.setprofile, sys.getprofile, threading.setprofile, \\
@@ -469,13 +488,28 @@ def start(recorder_source, user, token, package, max_inline):
                 break
         return fn
 
+    # What starts another process or thread, which the profile function does not follow.
+    spawners = {id(f): f"{f.__module__}.{f.__name__}" for f in (
+        getattr(os, name, None) for name in ("fork", "forkpty", "system", "posix_spawn", "posix_spawnp", "execv",
+                                             "execve", "spawnv", "spawnve")) if f is not None}
+    spawners |= {id(f): f"{f.__module__}.{f.__name__}" for f in (_posixsubprocess.fork_exec, _thread.start_new_thread)}
+    # The code seen: the package's, and any other but the interpreter's libraries and the notebook's cells.
+    libraries = tuple({p.rstrip(os.sep) + os.sep for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)})
+    cell = re.compile(r"(^<ipython-input-\\d+-[0-9a-f]+>$)|([/\\\\]ipykernel_\\d+[/\\\\]\\d+\\.py$)")
+
+    def seen(file):
+        return file.startswith(package) or not (file.startswith(libraries) or file == "<annotated-record>"
+                                                or cell.search(file))
+
     def record(function, plan, out):
-        fn, ran, state = user.get(function), {}, {"off": False}
+        fn, ran, state = user.get(function), {}, {"off": False, "spawned": None}
         namespace = user
         if callable(fn):
             def profile(frame, event, arg):
                 if event == "call":
                     ran[id(frame.f_code)] = frame.f_code
+                elif event == "c_call" and id(arg) in spawners:
+                    state["spawned"] = spawners[id(arg)]
 
             def traced(*args, **kwargs):
                 setprofile(profile)
@@ -490,15 +524,25 @@ def start(recorder_source, user, token, package, max_inline):
             functools.update_wrapper(traced, fn)
             namespace = {function: traced}
         written.clear()
-        record_file(namespace, function, plan, out)
+        if isinstance(plan, bytes):  # the probes sent in the cell itself: no file a thread can change
+            plan = io.BytesIO(base64.b64decode(plan))
+        try:
+            record_file(namespace, function, plan, out)
+        except Exception:  # the file written and moved: a thread of the notebook may have removed it
+            if not written:
+                raise
         data = written[-1] if written else b""
         own_code = getattr(unwrapped(fn), "__code__", None)
         report = {"sha256": sha256(data).hexdigest(), "size": len(data),
                   "data": b64(data).decode() if len(data) <= max_inline else None,
                   "code": fingerprint(own_code) if isinstance(own_code, types.CodeType) else None,
                   "package": sorted({(c.co_filename, c.co_name, fingerprint(c)) for c in ran.values()
-                                     if c.co_filename.startswith(package)}),
-                  "tracing_off": state["off"]}
+                                     if seen(c.co_filename)}),
+                  "tracing_off": state["off"], "spawned": state["spawned"]}
+        try:  # the stream's request is the cell's, even where the notebook replaced sys.stdout
+            stream.set_parent(kernel.get_parent("shell"))
+        except Exception:  # noqa: BLE001 - another kernel than ipykernel
+            pass
         stream.write(token + dumps(report) + "\\n")
         stream.flush()
 
@@ -527,12 +571,14 @@ def _setup_cell(name: str, token: str) -> nbformat.NotebookNode:
     )
 
 
-def _record_cell(exercise: Exercise, plan: Path, out: Path, name: str) -> nbformat.NotebookNode:
+def _record_cell(exercise: Exercise, plan: Path | bytes, out: Path, name: str) -> nbformat.NotebookNode:
     """The grader's cell for a declared check: the kernel only calls the function on the probes
-    and describes what happened, as data (to ``out``, and its bytes on the output stream). It
-    names nothing but ``name``, the recorder the first cell set up (``_setup_cell``): a notebook
-    that shadowed compile or exec, or replaced ``annotated.support.record``, changes nothing of it."""
-    return nbformat.v4.new_code_cell(f"{name}({exercise.function!r}, {str(plan)!r}, {str(out)!r})")
+    (``plan``: a file, or its bytes, base64, up to ``MAX_INLINE_BYTES``) and describes what
+    happened, as data (to ``out``, and its bytes on the output stream). It names nothing but
+    ``name``, the recorder the first cell set up (``_setup_cell``): a notebook that shadowed
+    compile or exec, or replaced ``annotated.support.record``, changes nothing of it."""
+    plan = plan if isinstance(plan, bytes) else str(plan)
+    return nbformat.v4.new_code_cell(f"{name}({exercise.function!r}, {plan!r}, {str(out)!r})")
 
 
 def _lines(text: str) -> str:
@@ -583,8 +629,6 @@ def _record_bytes(out: Path, report: dict | None) -> bytes | dict | None:
         return no_record | {"diagnosis": "the recorder's report did not come back with its record (the notebook "
                                          "took over the kernel's output?)"}
     if report.get("data") is not None:
-        import base64
-
         data = base64.b64decode(report["data"])
     else:
         size = out.stat().st_size if out.is_file() else 0
@@ -668,11 +712,16 @@ def runs_other_code(function: str, exercise: Exercise, decl, origin: dict | None
     if report.get("tracing_off"):
         return (f"`{function}` turned off the grader's view of the code it runs (sys.setprofile), so its answer "
                 f"cannot be told from the course's own{tail}")
+    if report.get("spawned"):
+        return (f"`{function}` started another process or thread ({report['spawned']}) while it ran, whose code the "
+                f"grader cannot see: its answer cannot be told from the course's own{tail}")
     course = course_fingerprints(exercise, decl)
     for file, name, mark in report.get("package") or []:
         if mark in course:
-            where = os.path.relpath(file, sandbox.PACKAGE.parent) if os.path.isabs(file) else file
-            return f"`{function}` calls the course's own answer, `{name}` of {where}{tail}"
+            inside = os.path.isabs(file) and file.startswith(str(sandbox.PACKAGE) + os.sep)
+            where = os.path.relpath(file, sandbox.PACKAGE.parent) if inside else file
+            what = "the course's own answer" if inside else "a copy of the course's own answer"
+            return f"`{function}` calls {what}, `{name}` of {where}{tail}"
     source = (origin or {}).get("source")
     qualname = str((origin or {}).get("qualname") or "")
     if report.get("code") and isinstance(source, str) and origin.get("cell"):
@@ -867,7 +916,12 @@ def _run(copy: Path, nb, exercises, notes, limits: Limits, name: str, student: s
                         probes, sent = plans[exercise.check]
                         sent_to, out = (copy.parent / f".annotated-{part}-{secrets.token_hex(8)}.pt"
                                         for part in ("probes", "record"))
-                        torch.save(sent, sent_to)
+                        buffer = io.BytesIO()
+                        torch.save(sent, buffer)
+                        if buffer.tell() <= MAX_INLINE_BYTES:  # sent in the cell: no file for a thread to change
+                            sent_to = base64.b64encode(buffer.getvalue())
+                        else:
+                            sent_to.write_bytes(buffer.getvalue())
                         cell, late, seconds = execute(_record_cell(exercise, sent_to, out, recorder).source)
                     else:
                         cell, late, seconds = execute(_grader_cell(exercise, token).source)
@@ -882,7 +936,8 @@ def _run(copy: Path, nb, exercises, notes, limits: Limits, name: str, student: s
                         found = _judged(decl, probes, out, report) or {
                             "verdict": "error", "diagnosis": "the check gave no record: " + (
                                 error_text(cell) or "the grader's cell wrote nothing")}
-                        sent_to.unlink(missing_ok=True)
+                        if isinstance(sent_to, Path):
+                            sent_to.unlink(missing_ok=True)
                         out.unlink(missing_ok=True)
                         if found["verdict"] == "not attempted":
                             found["diagnosis"] = "the function still raises the NotImplementedError of the blank"
