@@ -473,6 +473,19 @@ def test_a_name_imported_from_the_grading_package_that_the_exercise_does_not_imp
     assert "uses annotated.support.grading.DECLARATIONS, annotated.support.grading.engine, which" in notes["3.1"]
 
 
+def test_an_answer_written_as_a_closure_is_the_notebooks_own(capsys, tmp_path):
+    """rotate made by a factory in its cell (its base a free variable): its code is the notebook's own,
+    though its source compiled alone would read the base as a global."""
+    nb = solution("14_positions.ipynb")
+    hits = [c for c in nb.cells if "def rotate(" in c.source]
+    body = hits[0].source.replace("theta = 10000.0 ** (", "theta = base ** (")
+    hits[0].source = "def _make(base):\n" + "\n".join("    " + line for line in body.splitlines()) + \
+        "\n    return rotate\n\n\nrotate = _make(10000.0)"
+    nbformat.write(nb, tmp_path / "14_positions.ipynb")
+    code, out, _ = grade(capsys, tmp_path / "14_positions.ipynb")
+    assert code == 0 and verdict(row_of(out, "check_rotate")) == "passed", out
+
+
 def test_a_cell_that_ends_its_kernel_is_left_out_and_grading_goes_on(capsys, tmp_path):
     """A cell under 3.3 kills its own kernel, 3.4's function ends it when called: a fresh kernel runs
     the cells before again, and every exercise is graded (3.3's with a note, as after a cell past its

@@ -325,7 +325,8 @@ def handed_out_mentions(notebook: str) -> frozenset[str] | None:
 # What reaches into the kernel's own machinery (its cells as they run, the frames of the grader's code,
 # code objects, the builtins, the loaded modules): what no sandbox stops, and no exercise needs.
 MACHINERY = re.compile(r"\b(get_ipython|input_transformers\w*|_getframe|f_globals|f_locals|f_back|get_objects|"
-                       r"get_referrers|settrace|setprofile|__code__|__globals__|__builtins__|builtins|ctypes|"
+                       r"get_referrers|settrace|setprofile|__code__|__globals__|__closure__|cell_contents|"
+                       r"__builtins__|builtins|ctypes|"
                        r"currentframe|_annotated_\w*)\b|\b(sys\.modules|inspect\.stack)\b|annotated-record|"
                        r"\btorch(\.\w+)+(?=\s*=[^=])")  # torch.save = ..., torch.Tensor.__eq__ = ...
 
@@ -535,7 +536,9 @@ def start(recorder_source, user, token, package, max_inline):
         own_code = getattr(unwrapped(fn), "__code__", None)
         report = {"sha256": sha256(data).hexdigest(), "size": len(data),
                   "data": b64(data).decode() if len(data) <= max_inline else None,
-                  "code": fingerprint(own_code) if isinstance(own_code, types.CodeType) else None,
+                  # (a closure's code is not its source compiled alone: its free variables would be globals)
+                  "code": fingerprint(own_code) if isinstance(own_code, types.CodeType) and not own_code.co_freevars
+                  else None,
                   "package": sorted({(c.co_filename, c.co_name, fingerprint(c)) for c in ran.values()
                                      if seen(c.co_filename)}),
                   "tracing_off": state["off"], "spawned": state["spawned"]}
