@@ -60,7 +60,7 @@ def row_of(out: str, check: str, notebook: str = "") -> str:
 
 
 def verdict(line: str) -> str:
-    return re.search(r"\s(passed|FAILED|NOT ATTEMPTED|ERROR|TIMED OUT|DEFINED OUTSIDE)(\s|$)", line).group(1)
+    return re.search(r"\s(passed|FAILED|NOT ATTEMPTED|ERROR|TIMED OUT|DEFINED OUTSIDE|HELD FOR REVIEW)(\s|$)", line).group(1)
 
 
 def solution(name: str):
@@ -833,3 +833,34 @@ def test_a_memory_limit_out_of_range_exits_2(capsys, value):
 def test_a_gradebook_that_cannot_be_written_stops_before_any_notebook_runs(capsys, tmp_path):
     code, _, err = grade(capsys, EXERCISES, "--csv", tmp_path / "no" / "such" / "grades.csv")
     assert code == 2 and "does not exist" in err and "grading" not in err  # no notebook was started
+
+
+def test_every_exercise_is_a_declaration_judged_outside_the_kernel():
+    """No verdict is computed in a kernel: every check of the catalogue is declared (an undeclared one
+    would be an error, not a check run in the notebook's kernel)."""
+    from annotated.support.grade import declarations
+
+    checks = {e.check for exercises in NOTEBOOKS.values() for e in exercises}
+    assert len(checks) == 49 and checks - set(declarations()) == set()
+
+
+def test_a_pass_in_a_notebook_that_reaches_into_the_kernels_machinery_is_held_for_review(capsys, tmp_path):
+    """Cell hooks, frames, closures can rewrite what the grader's cells report in the kernel: a pass there
+    gets no point until read. Replacing a torch function is only noted: the recorder keeps its own."""
+    hooks = solution("05_positional_encoding.ipynb")
+    hooks.cells.insert(1, nbformat.v4.new_code_cell("shell = get_ipython()\nhooks = len(shell.input_transformers_post)"))
+    (tmp_path / "hal").mkdir()
+    nbformat.write(hooks, tmp_path / "hal" / "05_positional_encoding.ipynb")
+    patched = solution("05_positional_encoding.ipynb")
+    patched.cells.insert(1, nbformat.v4.new_code_cell("import torch\ntorch.allclose = lambda *a, **k: True"))
+    (tmp_path / "ivy").mkdir()
+    nbformat.write(patched, tmp_path / "ivy" / "05_positional_encoding.ipynb")
+    code, out, _ = grade(capsys, tmp_path, "--jobs", "2", "--csv", tmp_path / "book.csv")
+    assert code == 1
+    held = [line for line in rows(out) if line.startswith("hal/")]
+    assert len(held) == 3 and all(verdict(line) == "HELD FOR REVIEW" for line in held), out
+    assert all("get_ipython, input_transformers_post" in line for line in held), out
+    kept = [line for line in rows(out) if line.startswith("ivy/")]
+    assert len(kept) == 3 and all(verdict(line) == "passed" for line in kept), out
+    book = {r["student"]: r for r in csv.DictReader(open(tmp_path / "book.csv"))}
+    assert (book["hal"]["points"], book["ivy"]["points"]) == ("0", "3"), book

@@ -24,12 +24,13 @@ whether they are there at all, does not count; a missing or altered check cell, 
 that the exercise as handed out does not (the course's own code, or the grader's recorder: what
 no sandbox stops a kernel from using), are noted beside the exercise.
 
-Where the verdict is computed. The checks written as declarations
-(``annotated.support.grading.DECLARATIONS``, run by ``annotated.support.grading.engine``) are
-judged in the grader's own process: the grader builds the probe inputs, sends them to the
-kernel as data, the kernel only calls the function on them (``annotated.support.record``, whose
-code the grader's cell carries itself, run in a namespace of its own) and
-writes what it returned as data (tensors read back with ``weights_only``), and the grader
+Where the verdict is computed. Every check is a declaration
+(``annotated.support.grading.DECLARATIONS``, run by ``annotated.support.grading.engine``), judged
+in the grader's own process: the grader builds the probe inputs and sends them to the kernel as
+data inside its cell; the kernel only calls the function on them (``annotated.support.record``,
+set up by the grader's first cell before any of the notebook's, with torch's functions, the
+builtins and the output stream as they were then, under a name drawn at random) and sends what
+it returned back as data on its own output stream (tensors read back with ``weights_only``), and the grader
 compares it with the reference and the known mistakes. Nothing the notebook redefines (torch,
 the checks, the catalogue, the recorder) changes such a verdict. The exercises, by notebook:
 
@@ -43,12 +44,10 @@ the checks, the catalogue, the recorder) changes such a verdict. The exercises, 
     05_positional_encoding     5.1 sinusoidal_table, 5.2 shift_matrix, 5.3 embed_with_positions
     06_feed_forward_residual_layer_norm
                                6.1 feed_forward, 6.2 layer_norm, 6.3 sublayer_connection
-    07_the_full_model          7.1 decoder_layer_forward, 7.3 parameter_count (7.2 tied_embeddings not
-                               yet: which Parameters its three modules share is not described as data)
+    07_the_full_model          7.1 decoder_layer_forward, 7.2 tied_embeddings, 7.3 parameter_count
     08_training                8.1 smoothed_targets, 8.2 label_smoothing_loss, 8.3 rate,
                                8.4 teacher_forcing_loss
-    09_decoding                none yet (9.1 fills a dict argument in place; 9.2 returns int64 ids from
-                               int32 sources; 9.3 returns numbers that may be 0-d tensors)
+    09_decoding                9.1 self_attention_step, 9.2 cached_greedy_decode, 9.3 beam_step
     10_data_and_byte_pairs     10.1 bpe_merge_step, 10.2 build_vocab, 10.3 segment
     11_translating_german_to_english
                                11.1 bleu, 11.2 ids_to_tokens, 11.3 sequence_scores
@@ -56,10 +55,7 @@ the checks, the catalogue, the recorder) changes such a verdict. The exercises, 
                                12.4 em_step
     13_the_cost_of_attention   13.1 block_band_mask, 13.2 linformer_attention, 13.3 rank_for_energy
     14_positions               14.1 relative_positions, 14.2 skew, 14.3 rotate
-    15_model_variations        15.1 row_parameters, 15.3 holm (15.2 paired_test not yet: its dict may hold
-                               0-d tensors and NumPy numbers, which the recorder does not describe item by
-                               item, and its diagnoses combine one recipe in the interval with another in
-                               the p-value over a whole set)
+    15_model_variations        15.1 row_parameters, 15.2 paired_test, 15.3 holm
 
 Every exercise of the catalogue is declared (``tests/test_grade.py`` holds it so); a new one is a
 declaration (``masking.py`` and ``multi_head.py`` are the pattern; ``tests/test_declarations.py``
@@ -72,7 +68,14 @@ its cell raised); ``timed out`` (the check, or a cell of the notebook, ran past 
 kernel is interrupted and grading goes on with the next one); ``defined outside`` (the function's
 code is in none of the notebook's cells: imported from ``annotated``, from ``solutions/`` or from
 another file, or made by ``exec``; the kernel records where it was defined, its module, file and
-source, and the grader looks for that source in the snapshot's cells). Time limits: ``--timeout``
+source, and the grader looks for that source in the snapshot's cells; or, while it runs, it
+calls the course's own answer or a copy of it, runs a ``__code__`` that is not its source's,
+starts a process or thread, or turns off the grader's profile function); ``held for review``
+(it passed, but the notebook reaches into the kernel's machinery: its cell hooks
+(``get_ipython``), frames, code objects and closures, ``sys.modules``, the recorder; what can
+rewrite the grader's own cells in the kernel, so no point is given until a reader has looked).
+A cell that ends its kernel is left out, as one past its limit, and a fresh kernel goes on.
+Time limits: ``--timeout``
 seconds per cell and per check (default 60), ``--notebook-timeout`` seconds for a whole
 notebook (default 600); the report prints both.
 
@@ -134,7 +137,7 @@ from annotated.support.options import MAX_SECONDS, machine_cores
 from annotated.support import sandbox
 
 CELL_SECONDS, NOTEBOOK_SECONDS = 60, 600
-VERDICTS = ("passed", "failed", "not attempted", "error", "timed out", "defined outside")
+VERDICTS = ("passed", "failed", "not attempted", "error", "timed out", "defined outside", "held for review")
 EXERCISE_HEADING = re.compile(r"^##\s+Exercise\s+(\d+\.\d+)\b")
 CHECK_CALL = re.compile(r"^\s*(check_\w+)\s*\(")
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -331,6 +334,15 @@ MACHINERY = re.compile(r"\b(get_ipython|input_transformers\w*|_getframe|f_global
                        r"\btorch(\.\w+)+(?=\s*=[^=])")  # torch.save = ..., torch.Tensor.__eq__ = ...
 
 
+def held_for_review(sources: list[str]) -> str:
+    """The names of the kernel's machinery the notebook's code reaches into that can rewrite or
+    forge what the grader's own cells report (its cell hooks, frames, code objects, the loaded
+    modules, the recorder): a pass in such a notebook is held for a reader. Replacing functions of
+    ``torch`` or the builtins is only noted: the recorder keeps its own copies of both."""
+    found = {m.group(0) for s in sources for m in MACHINERY.finditer(s)}
+    return ", ".join(sorted(n for n in found if n not in ("builtins", "__builtins__") and not n.startswith("torch")))
+
+
 def notes_for(nb, exercises: tuple[Exercise, ...], handed_out: frozenset[str] | None = None) -> dict[str, str]:
     """Per exercise number: what the notebook did to the exercise's check (its check cell missing
     or altered, its check's name defined by the notebook), and the modules of ``annotated`` it
@@ -368,42 +380,6 @@ def error_text(cell) -> str | None:
             message = ANSI.sub("", output.get("evalue", "")).strip()
             return f"{output.get('ename', 'Error')}: {message}" if message else output.get("ename", "Error")
     return None
-
-
-# ------------------------------------------------------------------------------ inside the kernel
-
-
-def report_in_kernel(function: str, check: str, token: str, namespace: dict) -> None:
-    """Run in the student's kernel by the grader: the course's check on the function the notebook
-    defined; prints one line, the token and the verdict as JSON (the check's own output is kept
-    out of it)."""
-    import contextlib
-
-    from annotated.support.grading import CHECKS, ExerciseFailed
-
-    from annotated.support.record import origin
-
-    verdict, diagnosis, where = "error", "", None
-    if function in namespace and callable(namespace[function]):
-        where = origin(namespace[function])
-    if function not in namespace:
-        diagnosis = f"`{function}` is not defined"
-    elif not callable(namespace[function]):
-        diagnosis = f"`{function}` is {type(namespace[function]).__name__}, not a function"
-    else:
-        with contextlib.redirect_stdout(io.StringIO()):
-            try:
-                CHECKS[check](namespace[function])
-                verdict = "passed"
-            except ExerciseFailed as err:
-                diagnosis, verdict = str(err), "failed"
-                if NOT_DONE in diagnosis.split("\n", 1)[0]:
-                    verdict, diagnosis = "not attempted", "the function still raises the NotImplementedError of the blank"
-            except KeyboardInterrupt:
-                verdict, diagnosis = "timed out", "interrupted"
-            except BaseException as err:  # the check itself stopped: say with what
-                diagnosis = f"the check stopped with {type(err).__name__}: {err}"
-    print(token + json.dumps({"verdict": verdict, "diagnosis": diagnosis, "origin": where}))
 
 
 MAX_RECORD_BYTES = 2**30  # a kernel's record of a declared check larger than this is not read
@@ -735,22 +711,6 @@ def runs_other_code(function: str, exercise: Exercise, decl, origin: dict | None
     return None
 
 
-def _grader_cell(exercise: Exercise, token: str) -> nbformat.NotebookNode:
-    return nbformat.v4.new_code_cell(
-        "import annotated.support.grade as _annotated_grade_\n"
-        f"_annotated_grade_.report_in_kernel({exercise.function!r}, {exercise.check!r}, {token!r}, globals())"
-    )
-
-
-def _verdict_of(cell, token: str) -> dict | None:
-    for output in cell.get("outputs", []):
-        if output.get("output_type") == "stream" and output.get("name") == "stdout":
-            for line in output.get("text", "").splitlines():
-                if line.startswith(token):
-                    return json.loads(line[len(token):])
-    return None
-
-
 # ------------------------------------------------------------------------------ grading one notebook
 
 
@@ -852,6 +812,7 @@ def _run(copy: Path, nb, exercises, notes, limits: Limits, name: str, student: s
 
     plan = _plan(nb, exercises)
     sources = [cell.source for cell in nb.cells if cell.cell_type == "code"]
+    held = held_for_review(sources)
     token = f"@@annotated-grade-{secrets.token_hex(16)}@@"
     recorder = f"_annotated_{secrets.token_hex(8)}_"  # the name the setup cell binds the recorder to
     declared = {e.check: declarations()[e.check] for e in exercises if e.check in declarations()}
@@ -915,44 +876,43 @@ def _run(copy: Path, nb, exercises, notes, limits: Limits, name: str, student: s
                         continue
                     exercise = item
                     decl = declared.get(exercise.check)
-                    if decl is not None:  # the kernel records the calls; this process judges them
-                        probes, sent = plans[exercise.check]
-                        sent_to, out = (copy.parent / f".annotated-{part}-{secrets.token_hex(8)}.pt"
-                                        for part in ("probes", "record"))
-                        buffer = io.BytesIO()
-                        torch.save(sent, buffer)
-                        if buffer.tell() <= MAX_INLINE_BYTES:  # sent in the cell: no file for a thread to change
-                            sent_to = base64.b64encode(buffer.getvalue())
-                        else:
-                            sent_to.write_bytes(buffer.getvalue())
-                        cell, late, seconds = execute(_record_cell(exercise, sent_to, out, recorder).source)
+                    if decl is None:  # never in the course (tests/test_grade.py): no verdict is computed in a kernel
+                        row(exercise, "error", f"the grader has no declaration of `{exercise.check}`")
+                        continue
+                    # the kernel records the calls; this process judges them
+                    probes, sent = plans[exercise.check]
+                    sent_to, out = (copy.parent / f".annotated-{part}-{secrets.token_hex(8)}.pt"
+                                    for part in ("probes", "record"))
+                    buffer = io.BytesIO()
+                    torch.save(sent, buffer)
+                    if buffer.tell() <= MAX_INLINE_BYTES:  # sent in the cell: no file for a thread to change
+                        sent_to = base64.b64encode(buffer.getvalue())
                     else:
-                        cell, late, seconds = execute(_grader_cell(exercise, token).source)
+                        sent_to.write_bytes(buffer.getvalue())
+                    cell, late, seconds = execute(_record_cell(exercise, sent_to, out, recorder).source)
                     if late:
                         row(exercise, "timed out",
                             f"the check ran past its limit of {client.timeout} s (an endless loop?)", seconds)
                         wedged = not responsive()
                         continue
-                    report = None
-                    if decl is not None:
-                        report = _report_of(cell, token)
-                        found = _judged(decl, probes, out, report) or {
-                            "verdict": "error", "diagnosis": "the check gave no record: " + (
-                                error_text(cell) or "the grader's cell wrote nothing")}
-                        if isinstance(sent_to, Path):
-                            sent_to.unlink(missing_ok=True)
-                        out.unlink(missing_ok=True)
-                        if found["verdict"] == "not attempted":
-                            found["diagnosis"] = "the function still raises the NotImplementedError of the blank"
-                    else:
-                        found = _verdict_of(cell, token) or {
-                            "verdict": "error", "diagnosis": "the check gave no verdict: " + (
-                                error_text(cell) or "the notebook took over its output (sys.stdout replaced?)")}
+                    report = _report_of(cell, token)
+                    found = _judged(decl, probes, out, report) or {
+                        "verdict": "error", "diagnosis": "the check gave no record: " + (
+                            error_text(cell) or "the grader's cell wrote nothing")}
+                    if isinstance(sent_to, Path):
+                        sent_to.unlink(missing_ok=True)
+                    out.unlink(missing_ok=True)
+                    if found["verdict"] == "not attempted":
+                        found["diagnosis"] = "the function still raises the NotImplementedError of the blank"
                     outside = defined_outside(exercise.function, found.get("origin"), sources)
-                    if decl is not None and not outside and found["verdict"] != "error":
+                    if not outside and found["verdict"] != "error":
                         outside = runs_other_code(exercise.function, exercise, decl, found.get("origin"), report)
                     if outside:
                         found = {"verdict": "defined outside", "diagnosis": outside, "mistake": "defined outside"}
+                    elif found["verdict"] == "passed" and held:
+                        found = {"verdict": "held for review", "mistake": "held for review", "diagnosis": (
+                            f"its answer passed, but the notebook reaches into the kernel's machinery ({held}), "
+                            "where it can change what the grader's cells report: read it, and grade it by hand")}
                     diagnosis = found["diagnosis"]
                     if found["verdict"] == "error" and exercise.number in cell_problem:
                         diagnosis += f": {cell_problem[exercise.number]}"
