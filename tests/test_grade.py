@@ -859,7 +859,8 @@ def test_a_pass_in_a_notebook_that_reaches_into_the_kernels_machinery_is_held_fo
     assert code == 1
     held = [line for line in rows(out) if line.startswith("hal/")]
     assert len(held) == 3 and all(verdict(line) == "HELD FOR REVIEW" for line in held), out
-    assert all("get_ipython, input_transformers_post" in line for line in held), out
+    assert all("[note: the notebook reaches into the kernel's machinery (get_ipython, input_transformers_post)"
+               in line and "grade it by hand" in line for line in held), out
     kept = [line for line in rows(out) if line.startswith("ivy/")]
     assert len(kept) == 3 and all(verdict(line) == "passed" for line in kept), out
     book = {r["student"]: r for r in csv.DictReader(open(tmp_path / "book.csv"))}

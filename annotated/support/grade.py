@@ -911,8 +911,8 @@ def _run(copy: Path, nb, exercises, notes, limits: Limits, name: str, student: s
                         found = {"verdict": "defined outside", "diagnosis": outside, "mistake": "defined outside"}
                     elif found["verdict"] == "passed" and held:
                         found = {"verdict": "held for review", "mistake": "held for review", "diagnosis": (
-                            f"its answer passed, but the notebook reaches into the kernel's machinery ({held}), "
-                            "where it can change what the grader's cells report: read it, and grade it by hand")}
+                            "its answer passed, but the notebook reaches into the kernel's machinery (named in the "
+                            "note), where it can change what the grader's cells report: read it, grade it by hand")}
                     diagnosis = found["diagnosis"]
                     if found["verdict"] == "error" and exercise.number in cell_problem:
                         diagnosis += f": {cell_problem[exercise.number]}"
