@@ -141,7 +141,6 @@ VERDICTS = ("passed", "failed", "not attempted", "error", "timed out", "defined 
 EXERCISE_HEADING = re.compile(r"^##\s+Exercise\s+(\d+\.\d+)\b")
 CHECK_CALL = re.compile(r"^\s*(check_\w+)\s*\(")
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
-NOT_DONE = "raised NotImplementedError: the exercise is not done yet"
 SOLUTIONS = ROOT / "solutions"  # never shown to a sandboxed kernel
 _PARSING = threading.Lock()
 COLUMNS = ("student", "notebook", "exercise", "check", "verdict", "diagnosis", "notes", "seconds")
@@ -721,13 +720,6 @@ def _row(student, name, exercise, verdict, diagnosis="", notes=None, seconds=0.0
 
 def _whole(student: str, name: str, verdict: str, diagnosis: str) -> list[Result]:
     return [Result(student, name, "(the notebook)", "", verdict, diagnosis)]
-
-
-def grade_notebook(path: Path, limits: Limits | None = None, name: str | None = None,
-                   student: str = "", isolation: Isolation | None = None) -> list[Result]:
-    """Grade one submitted notebook: read it once, then :func:`grade_submission`."""
-    (submission,) = snapshot([(path, name or path.name, student)])
-    return grade_submission(submission, limits, isolation)
 
 
 def grade_submission(submission: Submission, limits: Limits | None = None,

@@ -245,58 +245,6 @@ _DTYPE_HINTS = {
 }
 
 
-def _tensor(result, name: str, what: str, like: torch.Tensor | None = None) -> torch.Tensor:
-    """``result`` as the tensor it must be, checked before any comparison converts it: a dense,
-    real floating tensor on the device of ``like`` (an input) and of its dtype; without
-    ``like``, on the CPU and of any real floating dtype (the caller checks which)."""
-    if result is None:
-        raise ExerciseFailed(f"{name} returned None: did you forget the `return` of {what}?")
-    if not torch.is_tensor(result):
-        hint = ""
-        if isinstance(result, tuple):
-            hint = f" of length {len(result)}: return the tensor itself, not a tuple"
-        elif type(result).__module__ == "numpy" or isinstance(result, (list, int, float)):
-            hint = (": keep to torch operations, which return tensors (no .numpy(), .tolist() "
-                    "or .item())")
-        raise ExerciseFailed(
-            f"{name} should return {what} as a tensor, got {type(result).__name__}{hint}"
-        )
-    device = like.device if like is not None else torch.device("cpu")
-    if result.device != device:
-        where = (f"the inputs are on {device}: build every tensor where the inputs are, with no "
-                 ".cuda() or .to(...), and device=x.device (an input's) for a tensor you create."
-                 if like is not None else
-                 "the check expects it on the cpu, where torch creates tensors unless told "
-                 "otherwise: leave out .cuda(), .to(...) and device=... (a model moves its "
-                 "tensors with model.to(device)).")
-        raise ExerciseFailed(f"{name} returned {what} on the device {result.device}, but {where}")
-    if result.layout != torch.strided:
-        raise ExerciseFailed(
-            f"{name} returned {what} as a {result.layout} tensor; return an ordinary (dense) "
-            "tensor, without .to_sparse()."
-        )
-    expected = like.dtype if like is not None else torch.float32
-    if not result.dtype.is_floating_point:
-        same = ", the dtype of the inputs" if like is not None else ""
-        kind = ("complex" if result.is_complex() else "bool" if result.dtype == torch.bool
-                else "integer")
-        raise ExerciseFailed(
-            f"{name} returned {what} as a {result.dtype} tensor, {_a(kind)} one; expected a real "
-            f"floating tensor, {expected}{same}. {_DTYPE_HINTS[kind]}"
-        )
-    if like is not None and result.dtype != expected:
-        fix = ("Remove the conversion (.double(), .half(), .to(...)) or the dtype=... of a tensor "
-               "you create.")
-        if result.dtype == torch.float32:  # float64 (or half) inputs come back float32
-            fix = _TO_FLOAT32
-        raise ExerciseFailed(
-            f"{name} returned {what} as {result.dtype} for {expected} inputs; it must keep the "
-            f"dtype of its inputs, {expected} (in a model, another dtype changes the precision, "
-            f"or the dtype, of every later step). {fix}"
-        )
-    return result
-
-
 # Why inputs of another dtype come back float32: the two usual causes, and the fix of each.
 _TO_FLOAT32 = (
     "A float32 result usually comes from a .float() (or .to(torch.float32)) \"for safety\", "
@@ -321,48 +269,12 @@ def _same(got: torch.Tensor, candidate: torch.Tensor, atol: float = ATOL) -> boo
     return torch.allclose(got.double(), candidate.double(), atol=atol, rtol=RTOL)
 
 
-def _assert_close(got: torch.Tensor, expected: torch.Tensor, what: str, atol: float = ATOL) -> None:
-    """The last resort when no known mistake fits: NaN or inf named as such, otherwise
-    torch's report of what differs where."""
-    if got.shape == expected.shape:
-        bad = ~got.isfinite() & expected.isfinite()
-        if bad.any():
-            first = tuple(bad.nonzero()[0].tolist())
-            raise _generic(
-                f"{what} contains NaN or inf in {int(bad.sum())} of its {bad.numel()} numbers, "
-                f"where the reference has finite numbers (the first at index {first}: "
-                f"{got[first].item()} instead of {expected[first].item():.4g}). Look for a "
-                "division by zero, a log or sqrt of a number <= 0, or a tensor left uninitialized "
-                "(torch.empty)."
-            )
-    if _same(got, expected, atol=atol):  # the common case, without torch.testing's slow first import
-        return
-    try:
-        torch.testing.assert_close(got.double(), expected.double(), atol=atol, rtol=RTOL)
-    except AssertionError as err:
-        raise _generic(f"mismatch in {what}, compared with the reference:\n{err}") from None
-
-
 def _rows(weights: torch.Tensor) -> str:
     return "[" + ", ".join(f"{s:.4f}" for s in weights.sum(-1).flatten()[:6].tolist()) + ", ...]"
 
 
 def _sizes(sizes: dict) -> str:
     return ", ".join(f"{k}={v}" for k, v in sizes.items())
-
-
-def _run_on_all_sizes(check_once: Callable, size_sets: list, describe: Callable) -> None:
-    """Run ``check_once(sizes)`` on each set; a failure no known mistake explains that shows
-    only after earlier sets passed gets a hint that a size is written into the code."""
-    passed = []
-    for sizes in size_sets:
-        try:
-            check_once(sizes)
-        except ExerciseFailed as err:
-            if passed and getattr(err, "generic", False):
-                raise ExerciseFailed(f"{err}{describe(passed, sizes, str(err))}") from None
-            raise
-        passed.append(sizes)
 
 
 def _hard_coded_hint(passed: list, sizes: dict, message: str, how: str) -> str:
@@ -373,67 +285,20 @@ def _hard_coded_hint(passed: list, sizes: dict, message: str, how: str) -> str:
     return f"{hint}: is a size written into your code? {how}"
 
 
-
 # ---------------------------------------------------------------- helpers every check can use
 
 
 def _float64(*tensors: torch.Tensor) -> tuple:
     """float64 copies of the floating tensors among ``tensors`` (the others as they are), for a
-    pass in float64: the result must come back float64 (``_tensor(..., like=input)``) and equal
-    a float64 reference within ``_assert_close64``."""
+    pass in float64."""
     return tuple(t.double() if torch.is_tensor(t) and t.is_floating_point() else t
                  for t in tensors)
 
 
-def _same64(got: torch.Tensor, expected: torch.Tensor) -> bool:
-    """True when ``got`` equals ``expected`` up to float64 rounding (NaN never equals)."""
-    if got.shape != expected.shape:
-        return False
-    return torch.allclose(got.double(), expected.double(), atol=ATOL64, rtol=RTOL64)
-
-
-def _assert_close64(got: torch.Tensor, expected: torch.Tensor, what: str) -> None:
-    """Compare a result of float64 inputs with a float64 reference at float64 precision. A
-    result right to float32 precision only is named: a step computed in float32 (a .float(), a
-    tensor created without dtype=) and converted back to float64 lost the precision the caller
-    asked for."""
-    if _same64(got, expected):
-        return
-    if _same(got, expected):
-        worst = float((got.double() - expected.double()).abs().max())
-        raise _generic(
-            f"for float64 inputs, the float64 reference and {what} differ by up to "
-            f"{worst:.1e}, about float32's precision (float64 results agree to about 1e-15): "
-            "a step computes in float32 and converts back. Look for a .float() or a tensor "
-            "created without dtype= (torch.zeros, torch.ones, torch.tensor of Python floats are "
-            "float32): keep every step in the input's dtype, dtype=x.dtype."
-        )
-    _assert_close(got, expected, f"{what} (float64 inputs)")
-
-
 def _modes(module: torch.nn.Module) -> dict:
     """The training flag of ``module`` and of each of its submodules, by name, to compare
-    before and after a call with ``_modes_kept``."""
+    before and after a call."""
     return {n or "the model": m.training for n, m in module.named_modules()}
-
-
-def _modes_kept(module: torch.nn.Module, before: dict, name: str) -> None:
-    """Check that a call of the learner's function left the training flags of ``module`` (and
-    its submodules) as ``_modes(module)`` recorded them before the call."""
-    after = _modes(module)
-    changed = [n for n, was in before.items() if after.get(n) != was]
-    if changed:
-        first = changed[0]
-        kind = "model" if hasattr(module, "encode") else "layer"  # a whole Transformer, or one of its parts
-        was = "training" if before[first] else "evaluation"
-        now = "training" if after.get(first) else "evaluation"
-        raise ExerciseFailed(
-            f"{name} switched {first} from {was} mode to {now} mode and left it there "
-            f"({len(changed)} module(s) changed): whoever called it finds the {kind} in another "
-            "mode (dropout on or off) for every later step. Do not call .eval() or .train() in "
-            "the function; if it must, put the mode back before returning: "
-            f"was = {kind}.training ... {kind}.train(was)."
-        )
 
 
 def _squeezed(got_shape, expected_shape) -> str:
