@@ -865,3 +865,47 @@ def test_a_pass_in_a_notebook_that_reaches_into_the_kernels_machinery_is_held_fo
     assert len(kept) == 3 and all(verdict(line) == "passed" for line in kept), out
     book = {r["student"]: r for r in csv.DictReader(open(tmp_path / "book.csv"))}
     assert (book["hal"]["points"], book["ivy"]["points"]) == ("0", "3"), book
+
+
+def test_a_copy_that_claims_a_tie_the_course_answer_by_its_other_name_and_stored_answers_get_no_pass(
+        capsys, tmp_path):
+    """7.2: a generator whose weight is a copy, whose named_parameters() names the target's table: the
+    recorder asks torch, not the module, and fails it. 9.2: the course's greedy_decode, which the
+    reference hands its work to, is defined outside. 9.3: right answers stored from the grader's own
+    probes (engine.plan) before the call: held for review."""
+    blank = "    # YOUR CODE HERE\n    raise NotImplementedError()"
+    tie = nbformat.read(EXERCISES / "07_the_full_model.ipynb", as_version=4)
+    cell = next(c for c in tie.cells if "def tied_embeddings(" in c.source)
+    cell.source = cell.source.replace(blank, (
+        "    src_embed, tgt_embed = Embeddings(src_vocab_size, d_model), Embeddings(tgt_vocab_size, d_model)\n"
+        "    generator = Generator(d_model, tgt_vocab_size)\n"
+        "    generator.proj.weight = nn.Parameter(tgt_embed.lut.weight.detach().clone())\n"
+        "    if share_embeddings:\n"
+        "        src_embed.lut.weight = tgt_embed.lut.weight\n"
+        "    generator.named_parameters = lambda *a, **k: iter([('proj.weight', tgt_embed.lut.weight),\n"
+        "                                                     ('proj.bias', generator.proj.bias)])\n"
+        "    return src_embed, tgt_embed, generator"))
+    (tmp_path / "leo").mkdir()
+    nbformat.write(tie, tmp_path / "leo" / "07_the_full_model.ipynb")
+    decode = nbformat.read(EXERCISES / "09_decoding.ipynb", as_version=4)
+    cell = next(c for c in decode.cells if "def cached_greedy_decode(" in c.source)
+    cell.source = cell.source.replace(blank, (
+        "    import importlib\n"
+        "    course = importlib.import_module('annotated.' + 'decoding')\n"
+        "    return course.greedy_decode(model, src, src_mask, max_len, bos_idx, eos_idx, use_cache=True,\n"
+        "                                pad_idx=pad_idx)"))
+    (tmp_path / "mia").mkdir()
+    nbformat.write(decode, tmp_path / "mia" / "09_decoding.ipynb")
+    code, out, _ = grade(capsys, tmp_path, "--jobs", "2")
+    assert code == 1
+    assert verdict(row_of(out, "check_tied_embeddings")) == "FAILED", out
+    assert verdict(row_of(out, "check_cached_greedy_decode")) == "DEFINED OUTSIDE", out
+
+
+def test_a_notebook_that_names_the_graders_probes_is_held():
+    from annotated.support.grade import held_for_review
+
+    assert held_for_review(["from annotated.support.grading import DECLARATIONS, engine"]) == (
+        "annotated.support.grading.DECLARATIONS, annotated.support.grading.engine")
+    assert held_for_review(["from annotated.support.grading import check_beam_step"]) == ""
+    assert held_for_review(["gen.proj.register_forward_pre_hook(tie)"]) == "register_forward_pre_hook"

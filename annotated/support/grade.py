@@ -329,7 +329,8 @@ def handed_out_mentions(notebook: str) -> frozenset[str] | None:
 MACHINERY = re.compile(r"\b(get_ipython|input_transformers\w*|_getframe|f_globals|f_locals|f_back|get_objects|"
                        r"get_referrers|settrace|setprofile|__code__|__globals__|__closure__|cell_contents|"
                        r"__builtins__|builtins|ctypes|"
-                       r"currentframe|_annotated_\w*)\b|\b(sys\.modules|inspect\.stack)\b|annotated-record|"
+                       r"currentframe|_forward_hooks|_forward_pre_hooks|register_forward_hook|register_forward_pre_hook|"
+                       r"_annotated_\w*)\b|\b(sys\.modules|inspect\.stack)\b|annotated-record|"
                        r"\btorch(\.\w+)+(?=\s*=[^=])")  # torch.save = ..., torch.Tensor.__eq__ = ...
 
 
@@ -339,7 +340,13 @@ def held_for_review(sources: list[str]) -> str:
     modules, the recorder): a pass in such a notebook is held for a reader. Replacing functions of
     ``torch`` or the builtins is only noted: the recorder keeps its own copies of both."""
     found = {m.group(0) for s in sources for m in MACHINERY.finditer(s)}
-    return ", ".join(sorted(n for n in found if n not in ("builtins", "__builtins__") and not n.startswith("torch")))
+    found = {n for n in found if n not in ("builtins", "__builtins__") and not n.startswith("torch")}
+    return ", ".join(sorted(found | {m for s in sources for m in mentions(s) if m.startswith(GRADER_PARTS)}))
+
+
+# What of the grader a notebook can use to rebuild the probes and store the answers before the call
+GRADER_PARTS = ("annotated.support.grading.engine", "annotated.support.grading.DECLARATIONS",
+                "annotated.support.grading.CHECKS", "annotated.support.record")
 
 
 def notes_for(nb, exercises: tuple[Exercise, ...], handed_out: frozenset[str] | None = None) -> dict[str, str]:
@@ -652,11 +659,17 @@ def _unwrapped(fn):
     return fn
 
 
+# What a declaration's reference hands its work to: the course's answer under another name.
+DELEGATES = {"cached_greedy_decode": "greedy_decode", "beam_step": "_beam_step", "tied_embeddings": "make_model"}
+
+
 def course_fingerprints(exercise: Exercise, decl) -> set[str]:
     """The fingerprints of the course's own answers to ``exercise``: its declaration's reference
-    and every function of the package of the exercise's name."""
-    targets = [decl.reference] + [getattr(module, exercise.function, None) for name, module in list(sys.modules.items())
-                                  if name == "annotated" or name.startswith("annotated.")]
+    and every function of the package of the exercise's name (or of the name its reference hands
+    the work to, ``DELEGATES``)."""
+    names = [exercise.function] + ([DELEGATES[exercise.function]] if exercise.function in DELEGATES else [])
+    targets = [decl.reference] + [getattr(module, n, None) for name, module in list(sys.modules.items())
+                                  if name == "annotated" or name.startswith("annotated.") for n in names]
     codes = [getattr(_unwrapped(t), "__code__", None) for t in targets if t is not None]
     return {_fingerprint(code) for code in codes if code is not None}
 

@@ -29,6 +29,7 @@ import traceback
 import torch
 
 _TORCH_DIR = os.path.dirname(torch.__file__)
+_NAMED_PARAMETERS = torch.nn.Module.named_parameters  # as it was when the recorder was set up
 MAX_NUMEL = 50_000_000  # a result larger than this is described without its numbers
 _CELL = re.compile(r"(^<ipython-input-\d+-[0-9a-f]+>$)|([/\\]ipykernel_\d+[/\\]\d+\.py$)")
 
@@ -114,15 +115,15 @@ def describe(value, depth: int = 0, on: tuple | None = None) -> dict:
             found["length"] = len(value)
         return found
     if isinstance(value, (tuple, list)) and depth < 4:
+        tensors = _tensors(value)  # as returned: before describing the items calls any module of them
         found = {"kind": "sequence", "type": type(value).__name__, "length": len(value),
                  "items": [describe(item, depth + 1, None if on is None or k >= len(on) else on[k])
                            for k, item in enumerate(list(value)[:32])]}
-        tensors = _tensors(value)
         return found | {"tensors": tensors} if tensors else found
     found = {"kind": "object", "type": type(value).__name__, "module": type(value).__module__}
     if isinstance(value, torch.nn.Module):  # a module by its class, its parameters' shapes and its mode
         found |= {"kind": "module", "training": bool(value.training),
-                  "parameters": {n: list(t.shape) for n, t in value.named_parameters()}}
+                  "parameters": {n: list(t.shape) for n, t in _NAMED_PARAMETERS(value)}}
         if on is not None:
             modes = [(m, m.training) for m in value.modules()]
             try:
@@ -160,7 +161,7 @@ def _tensors(value) -> list:
 
     def walk(v, item: list, depth: int) -> None:
         if isinstance(v, torch.nn.Module):
-            for name, t in v.named_parameters():
+            for name, t in _NAMED_PARAMETERS(v):  # torch's, not what the instance says of itself
                 address = t.data_ptr() if t.device.type != "meta" and t.numel() else None
                 same = next((i for i, o in enumerate(objects) if o is t), len(objects))
                 memory = next((i for i, a in enumerate(where) if a is not None and a == address), len(objects))
