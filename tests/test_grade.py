@@ -909,3 +909,30 @@ def test_a_notebook_that_names_the_graders_probes_is_held():
         "annotated.support.grading.DECLARATIONS, annotated.support.grading.engine")
     assert held_for_review(["from annotated.support.grading import check_beam_step"]) == ""
     assert held_for_review(["gen.proj.register_forward_pre_hook(tie)"]) == "register_forward_pre_hook"
+
+
+def test_a_decoder_that_rewrites_what_the_model_counts_of_its_calls_is_still_seen_without_the_cache(
+        capsys, tmp_path):
+    """9.2: the course's answer without the cache, written out, then model.calls replaced by one position per
+    call: the recorder reads the list the model was built with, which the hooks fill."""
+    decode = nbformat.read(EXERCISES / "09_decoding.ipynb", as_version=4)
+    cell = next(c for c in decode.cells if "def cached_greedy_decode(" in c.source)
+    cell.source = cell.source.replace("    # YOUR CODE HERE\n    raise NotImplementedError()", (
+        "    memory = model.encode(src, src_mask)\n"
+        "    ys = torch.full((src.size(0), 1), bos_idx, dtype=torch.long, device=src.device)\n"
+        "    done = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)\n"
+        "    for _ in range(max_len - 1):\n"
+        "        out = model.decode(memory, src_mask, ys, subsequent_mask(ys.size(1), src.device).unsqueeze(0))\n"
+        "        nxt = model.generator(out[:, -1]).argmax(-1)\n"
+        "        nxt = torch.where(done, torch.full_like(nxt, pad_idx), nxt)\n"
+        "        ys = torch.cat([ys, nxt[:, None]], dim=1)\n"
+        "        done |= nxt == eos_idx\n"
+        "        if done.all():\n"
+        "            break\n"
+        "    model.calls = [1] * (len(model.decoder.layers) * (ys.size(1) - 1))\n"
+        "    return ys"))
+    decode.cells.insert(1, nbformat.v4.new_code_cell("from annotated.masks import subsequent_mask"))
+    nbformat.write(decode, tmp_path / "09_decoding.ipynb")
+    code, out, _ = grade(capsys, tmp_path / "09_decoding.ipynb", "--full")
+    line = row_of(out, "check_cached_greedy_decode")
+    assert verdict(line) == "FAILED" and "without the cache" in line, line

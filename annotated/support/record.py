@@ -208,7 +208,12 @@ def build(path: str, /, **kwargs):
     keeps in a list ``calls`` (what it was called with) is recorded after each call."""
     made = _imported(path)(**kwargs)
     made._recipe = {"build": path, "kwargs": kwargs}
+    if isinstance(getattr(made, "calls", None), list):
+        _KEPT[id(made)] = (made, made.calls)  # the list itself: a learner's `made.calls = ...` changes nothing
     return made
+
+
+_KEPT = {}  # id -> (what build made, the list of its calls as built)
 
 
 def _path(fn) -> str | None:
@@ -393,7 +398,9 @@ def _gradients(result, leaves: list) -> dict:
 
 def _calls(arg) -> dict | None:
     """What an argument made by :func:`build` kept of its calls (its list ``calls``), as data."""
-    calls = getattr(arg, "calls", None) if hasattr(arg, "_recipe") else None
+    made, calls = _KEPT.get(id(arg), (None, None))
+    if made is not arg:
+        calls = getattr(arg, "calls", None) if hasattr(arg, "_recipe") else None
     return describe(list(calls)) if isinstance(calls, list) else None
 
 
