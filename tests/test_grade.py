@@ -913,8 +913,9 @@ def test_a_notebook_that_names_the_graders_probes_is_held():
 
 def test_a_decoder_that_rewrites_what_the_model_counts_of_its_calls_is_still_seen_without_the_cache(
         capsys, tmp_path):
-    """9.2: the course's answer without the cache, written out, then model.calls replaced by one position per
-    call: the recorder reads the list the model was built with, which the hooks fill."""
+    """9.2: the course's answer without the cache, written out, then model.calls changed in place and replaced
+    by one position per call: the recorder reads the list the model was built with, which the hooks fill and
+    record.build hides."""
     decode = nbformat.read(EXERCISES / "09_decoding.ipynb", as_version=4)
     cell = next(c for c in decode.cells if "def cached_greedy_decode(" in c.source)
     cell.source = cell.source.replace("    # YOUR CODE HERE\n    raise NotImplementedError()", (
@@ -929,6 +930,8 @@ def test_a_decoder_that_rewrites_what_the_model_counts_of_its_calls_is_still_see
         "        done |= nxt == eos_idx\n"
         "        if done.all():\n"
         "            break\n"
+        "    if isinstance(getattr(model, 'calls', None), list):\n"
+        "        model.calls[:] = [1] * len(model.calls)  # in place\n"
         "    model.calls = [1] * (len(model.decoder.layers) * (ys.size(1) - 1))\n"
         "    return ys"))
     decode.cells.insert(1, nbformat.v4.new_code_cell("from annotated.masks import subsequent_mask"))

@@ -210,6 +210,8 @@ def build(path: str, /, **kwargs):
     made._recipe = {"build": path, "kwargs": kwargs}
     if isinstance(getattr(made, "calls", None), list):
         _KEPT[id(made)] = (made, made.calls)  # the list itself: a learner's `made.calls = ...` changes nothing
+        if getattr(made, "calls_hidden", False):
+            del made.calls  # and, where its own code does not need it, nothing to change in place
     return made
 
 

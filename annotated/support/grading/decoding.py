@@ -406,7 +406,8 @@ def _decoding_model(sizes: dict, settings: dict) -> nn.Module:
         with torch.no_grad():
             model.generator.proj.bias[[settings["bos"], settings["pad"]]] = -1e4
     model.__class__ = _Model  # a short repr, nothing else
-    calls = model.calls = []  # the hooks append to this list, whatever model.calls is made to be later
+    calls = model.calls = []  # the hooks append to this list; record.build keeps it, and hides it
+    model.calls_hidden = True
     for layer in model.decoder.layers:
         layer.self_attn.W_Q.register_forward_pre_hook(lambda _, inputs: calls.append(inputs[0].size(1)))
     return model.eval()
