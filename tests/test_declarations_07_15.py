@@ -17,6 +17,7 @@ from annotated.positional import Embeddings
 from annotated.support import grade, record
 from annotated.support.grading import engine, model, variations
 from annotated.variations import paired_test
+from tests.test_exercises_07_the_full_model import tied_the_other_way
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -74,15 +75,6 @@ def paired_by_torch(ds, spread, freedom):  # right: 0-d tensors and a NumPy floa
     half = float(stats.t.ppf(0.975, freedom)) * spread / len(ds) ** 0.5
     return {"effect": d.mean(), "low": d.mean() - half, "high": d.mean() + half,
             "p": np.float32(paired_test(ds, spread, freedom)["p"])}
-
-
-def tied_the_other_way(src_vocab_size, tgt_vocab_size, d_model, share_embeddings):  # right
-    src, tgt, gen = Embeddings(src_vocab_size, d_model), Embeddings(tgt_vocab_size, d_model), \
-        Generator(d_model, tgt_vocab_size)
-    tgt.lut.weight = gen.proj.weight
-    if share_embeddings:
-        src.lut.weight = gen.proj.weight
-    return src, tgt, gen
 
 
 @pytest.mark.parametrize("decl, fn", [(variations.PAIRED, paired_by_torch), (model.TIE, tied_the_other_way)],

@@ -575,15 +575,18 @@ def test_check_passes_on_the_course_code_and_leaves_the_global_random_state_alon
         assert "big 214,282,376 (+0.6% from Table 3's 213M)" in printed
 
 
+def tied_the_other_way(src_vocab_size, tgt_vocab_size, d_model, share_embeddings):
+    """A right answer: the embeddings given the generator's matrix, one Parameter as well."""
+    src, tgt, gen = Embeddings(src_vocab_size, d_model), Embeddings(tgt_vocab_size, d_model), \
+        Generator(d_model, tgt_vocab_size)
+    tgt.lut.weight = gen.proj.weight
+    if share_embeddings:
+        src.lut.weight = gen.proj.weight
+    return src, tgt, gen
+
+
 def test_tying_in_the_other_direction_also_passes(capsys):
     """The embedding given the generator's matrix is one Parameter as well."""
-    def tied_the_other_way(src_vocab_size, tgt_vocab_size, d_model, share_embeddings):
-        src, tgt, gen = Embeddings(src_vocab_size, d_model), Embeddings(tgt_vocab_size, d_model), \
-            Generator(d_model, tgt_vocab_size)
-        tgt.lut.weight = gen.proj.weight
-        if share_embeddings:
-            src.lut.weight = gen.proj.weight
-        return src, tgt, gen
     check_tied_embeddings(tied_the_other_way)
     assert " passed: " in capsys.readouterr().out
 
