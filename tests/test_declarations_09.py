@@ -8,6 +8,7 @@ import torch
 
 from annotated.decoding import greedy_decode
 from annotated.masks import subsequent_mask
+from annotated.support import record
 from annotated.support.grading import decoding, engine
 from tests.test_declarations import judged_from_record
 from tests.test_exercises_09_decoding import RIGHT_ANSWERS, WRONG_ANSWERS
@@ -39,11 +40,13 @@ def test_the_cached_decoding_reference_is_greedy_decode_without_the_cache_on_eve
 def test_a_probe_model_keeps_how_many_positions_its_self_attention_saw():
     probe = decoding.DECODE.probes(None)[0]
     model = engine._clone(probe.args)[0]
+    assert not hasattr(model, "calls")  # hidden from the notebook: the recorder keeps the list
+    calls = record._KEPT[id(model)][1]
     decoding.course_cached_greedy_decode(model, *probe.args[1:])
-    assert model.calls and set(model.calls) == {1}
-    model.calls.clear()
+    assert calls and set(calls) == {1}
+    calls.clear()
     decoding._greedy_without_cache(model, *probe.args[1:])
-    assert max(model.calls) > 1
+    assert max(calls) > 1
 
 
 def _notebook(check, fn):
