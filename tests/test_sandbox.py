@@ -113,3 +113,57 @@ def test_a_hidden_folder_inside_a_bound_one_is_covered(tmp_path, monkeypatch, ou
         print(json.dumps({{"helper": helper.VALUE, "listed": os.listdir({str(shared / "submissions")!r})}}))
     """, hidden=[shared / "submissions"])
     assert found == {"helper": 7, "listed": []}
+
+
+def test_the_number_of_processes_is_limited(monkeypatch):
+    """A fork bomb stops at the limit: RLIMIT_NPROC set to the user's count plus TASKS (here the count
+    taken as 0 and TASKS 40). Linux does not apply the limit to root, so a root run (CI) tries it as
+    the user nobody, with the system's Python (the sandbox binds it read-only like every other)."""
+    python = "/usr/bin/python3"
+    as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] if os.getuid() == 0 else []
+    if not os.path.exists(python) or as_nobody and not shutil.which("setpriv"):
+        pytest.skip("needs /usr/bin/python3, and setpriv when run as root")
+    monkeypatch.setattr(sandbox, "TASKS", 40)
+    monkeypatch.setattr(sandbox, "tasks_of_user", lambda uid=None: 0)
+    # Only the system's folders: the user nobody may not reach the grader's Python or the checkout.
+    monkeypatch.setattr(sandbox, "readable_roots", lambda hidden=(): [Path(p) for p in sandbox.SYSTEM
+                                                                      if os.path.lexists(p)])
+    monkeypatch.setattr(sandbox, "PACKAGE", Path("/usr"))
+    folder = Path(tempfile.mkdtemp(prefix="annotated-nproc-"))
+    try:
+        work, runtime = folder / "work", folder / "run"
+        for path in (folder, work, runtime):
+            path.mkdir(exist_ok=True)
+            path.chmod(0o777)
+        command = sandbox.command(BWRAP.path, work, runtime, (), 60, 2**30)
+        assert command[command.index(str(sandbox.FILE_BYTES)) + 1] == "40"
+        bomb = ("import os, time\n"
+                "for i in range(200):\n"
+                "    try:\n"
+                "        if os.fork() == 0:\n"
+                "            time.sleep(2)\n"
+                "            os._exit(0)\n"
+                "    except OSError:\n"
+                "        print(i)\n"
+                "        break\n"
+                "else:\n"
+                "    print(200)\n")
+        done = subprocess.run([*as_nobody, python, *command[1:], python, "-c", bomb], capture_output=True,
+                              text=True, timeout=60, cwd=work)
+        assert done.returncode == 0, done.stderr
+        assert 20 <= int(done.stdout.split()[-1]) < 40  # the processes it started before the limit
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_the_users_count_counts_threads():
+    import threading
+    stop = threading.Event()
+    before = sandbox.tasks_of_user()
+    thread = threading.Thread(target=stop.wait)
+    thread.start()
+    try:
+        assert sandbox.tasks_of_user() >= before + 1
+    finally:
+        stop.set()
+        thread.join()

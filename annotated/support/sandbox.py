@@ -16,7 +16,9 @@ submission sees:
 - no network (a network namespace of its own, with no interface but its own loopback), no
   other process (a process namespace of its own), no GPU;
 - limits: CPU time (``RLIMIT_CPU``), memory (``RLIMIT_DATA``: the heap and every private
-  writable mapping) and the size of any file it writes (``RLIMIT_FSIZE``).
+  writable mapping), the size of any file it writes (``RLIMIT_FSIZE``) and the number of
+  processes and threads (``RLIMIT_NPROC``: the user's count when the kernel starts, plus
+  ``TASKS``; Linux counts every process of the user, and does not apply it to root).
 
 Every other file of the machine is absent: the other submissions, the grader's other temporary
 folders, the gradebooks, the user's home folder. Folders named in ``hidden`` are covered by an
@@ -48,18 +50,33 @@ KEPT_ENV = ("PATH", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TZ", "PYTHONPATH"
             "OPENBLAS_NUM_THREADS", "MKL_ENABLE_INSTRUCTIONS", "ATEN_CPU_CAPABILITY", "MPLBACKEND")
 TMP_BYTES = 512 * 2**20     # the private /tmp, in memory
 FILE_BYTES = 2 * 2**30      # the largest file a kernel may write
+TASKS = 512                 # processes and threads a kernel may add to the user's
 REQUIRE = "ANNOTATED_REQUIRE_BWRAP"  # "1": a missing bubblewrap is an error (CI), not a warning
 
 # Sets the limits, then becomes bubblewrap: run by the interpreter with -I -S (no site, no
 # environment), so that nothing of the user's or the submission's runs before it.
 _LIMITS = (
     "import os, resource, sys\n"
-    "cpu, data, size = (int(v) for v in sys.argv[1:4])\n"
+    "cpu, data, size, tasks = (int(v) for v in sys.argv[1:5])\n"
     "resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))\n"
     "resource.setrlimit(resource.RLIMIT_DATA, (data, data))\n"
     "resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))\n"
-    "os.execv(sys.argv[4], sys.argv[4:])\n"
+    "resource.setrlimit(resource.RLIMIT_NPROC, (tasks, tasks))\n"
+    "os.execv(sys.argv[5], sys.argv[5:])\n"
 )
+
+
+def tasks_of_user(uid: int | None = None) -> int:
+    """How many processes and threads the user runs now (what ``RLIMIT_NPROC`` counts)."""
+    uid = os.getuid() if uid is None else uid
+    count = 0
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if os.stat(f"/proc/{pid}").st_uid == uid:
+                count += len(os.listdir(f"/proc/{pid}/task"))
+        except OSError:  # a process that ended meanwhile
+            continue
+    return count
 
 
 @dataclass(frozen=True)
@@ -168,7 +185,7 @@ def command(bwrap: str, work: Path, runtime: Path, hidden: Iterable[Path] = (), 
     for name, value in env.items():
         args += ["--setenv", name, value]
     return [sys.executable, "-I", "-S", "-c", _LIMITS, str(cpu_seconds), str(memory_bytes), str(FILE_BYTES),
-            *args, "--"]
+            str(tasks_of_user() + TASKS), *args, "--"]
 
 
 def kernel_manager(prefix: list[str], runtime: Path):
