@@ -96,14 +96,7 @@ SPLIT = Declaration(
 
 def check_split_heads(split_heads: Callable) -> None:
     """Check ``split_heads(x, h)``: (batch, L, d_model) -> (batch, h, L, d_k), on ``HEAD_SIZES``, then with
-    gradients and twice.
-
-    Diagnoses: an input changed in place, a result of another dtype (float64 made float32 by a .float() or a tensor
-    created without dtype=) or device, the missing transpose, the view straight to (batch, h, L, d_k) (right shape,
-    wrong grouping), heads that take every h-th column instead of a block, a dimension of size 1 dropped (a
-    .squeeze()), no gradient (@torch.no_grad(), .detach(), .data), a result that a second call overwrites, and sizes
-    written into the code.
-    """
+    gradients and twice."""
     check(SPLIT, split_heads)
 
 
@@ -149,14 +142,7 @@ MERGE = Declaration(
 
 def check_merge_heads(merge_heads: Callable) -> None:
     """Check ``merge_heads(x)``: (batch, h, L, d_k) -> (batch, L, h * d_k), the concatenation, on ``HEAD_SIZES``
-    (and the round trip of a split), then with gradients and twice.
-
-    Diagnoses: an input changed in place, a result of another dtype (float64 made float32 by a .float() or a tensor
-    created without dtype=) or device, ``.view`` after the transpose (the tensor is not contiguous), the reshape
-    without transposing back, a dimension of size 1 dropped (a .squeeze()), no gradient (@torch.no_grad(),
-    .detach(), .data), a result that a second call overwrites, sizes written into the code, and a round trip that
-    does not give back the input.
-    """
+    (and the round trip of a split), then with gradients and twice."""
     check(MERGE, merge_heads)
 
 
@@ -172,9 +158,8 @@ _MASK_HEADS_HINT = ("\nHint: the mask is 3-D, (batch or 1, L_q or 1, L_k), and t
 
 
 def _course_module(weights: tuple, h: int) -> MultiHeadAttention:
-    """The course's module holding the paper's matrices W (x @ W, in their dtype) and zero
-    biases; it runs the explicit attention, so a query that sees nothing gets a zero output, as
-    in notebook 02."""
+    """The course's module holding the paper's matrices W (x @ W, in their dtype) and zero biases, on its
+    explicit path (a query that sees nothing gets a zero output, as in notebook 02)."""
     with torch.random.fork_rng(devices=[]):  # its own initialization, overwritten below
         module = MultiHeadAttention(weights[0].size(0), h, fast=False).eval().to(weights[0].dtype)
     with torch.no_grad():
@@ -185,9 +170,8 @@ def _course_module(weights: tuple, h: int) -> MultiHeadAttention:
 
 
 def course_multi_head(query, key, value, W_Q, W_K, W_V, W_O, h, mask=None) -> torch.Tensor:
-    """The course's MultiHeadAttention (its explicit path) called with the matrices as its
-    parameters (nn.Linear computes x @ weight.T, so weight = W.T) and zero biases: it keeps
-    their dtype and lets gradients reach them."""
+    """The course's MultiHeadAttention (its explicit path) called with the matrices as its parameters (weight =
+    W.T) and zero biases: it keeps their dtype and lets gradients reach them."""
     with torch.random.fork_rng(devices=[]):  # its own initialization, replaced by the matrices
         module = MultiHeadAttention(W_Q.size(0), h, fast=False).eval()
     zero = torch.zeros(W_Q.size(0), dtype=query.dtype)
@@ -200,8 +184,10 @@ def course_multi_head(query, key, value, W_Q, W_K, W_V, W_O, h, mask=None) -> to
 def _multi_head_variant(query, key, value, weights: tuple, h: int, mask, scale: str = "sqrt_d_k",
                         split: str = "transpose", merge: str = "transpose", with_W_O: bool = True,
                         transposed: bool = False, inputs: str = "given", mask_mode: str = "heads",
-                        fill: float = float("-inf"), zero_after: bool = True, dim: int = -1) -> torch.Tensor:
-    """Multi-head attention with one thing changed: the usual wrong answers, one per option."""
+                        fill: float = float("-inf"), zero_after: bool = True, dim: int = -1,
+                        shift: bool = True) -> torch.Tensor:
+    """Multi-head attention with one thing changed: the usual wrong answers, one per option (``shift`` False: a
+    softmax written as exp(s) / sum(exp(s)), without the max shift)."""
     W_Q, W_K, W_V, W_O = (W.T if transposed else W for W in weights)
     if inputs == "query":  # key and value ignored: self-attention of the query
         key = value = query
@@ -221,7 +207,10 @@ def _multi_head_variant(query, key, value, weights: tuple, h: int, mask, scale: 
     scores = q @ k.transpose(-2, -1) / divisor  # (batch, h, L_q, L_k)
     masked = mask is not None and mask_mode != "ignored"
     allowed = (~mask.unsqueeze(1) if mask_mode == "inverted" else mask.unsqueeze(1)) if masked else None
-    attention = (scores.masked_fill(~allowed, fill) if masked else scores).softmax(dim=dim)
+    scores = scores.masked_fill(~allowed, fill) if masked else scores
+    e = scores.exp()
+    attention = scores.softmax(dim=dim) if shift else (e / e.sum(dim, keepdim=True)).nan_to_num(0.0) if masked else (
+        e / e.sum(dim, keepdim=True))
     if masked and zero_after:
         attention = attention.masked_fill(~allowed, 0.0)
     concat = merge_heads(attention @ v)  # (batch, L_q, d_model)
@@ -366,19 +355,6 @@ def _not_finite(found: dict, p: Probe) -> str | None:
             f"large), or use scores.softmax(dim=-1), {_NOTEBOOK_02}.")
 
 
-def _plain_softmax(query, key, value, W_Q, W_K, W_V, W_O, h, mask=None):
-    """Multi-head attention with a softmax written as exp(s) / sum(exp(s)), without the max
-    shift (a known mistake's example)."""
-    batch, L_q, d_model = query.shape
-    q, k, v = (course_split(x @ W, h) for x, W in ((query, W_Q), (key, W_K), (value, W_V)))
-    scores = q @ k.transpose(-2, -1) / math.sqrt(d_model // h)
-    if mask is not None:
-        scores = scores.masked_fill(~mask.unsqueeze(1), float("-inf"))
-    e = scores.exp()
-    weights = (e / e.sum(-1, keepdim=True)).nan_to_num(0.0) if mask is not None else e / e.sum(-1, keepdim=True)
-    return course_merge(weights @ v) @ W_O
-
-
 def _masked(p: Probe) -> bool:
     return _sized(p) and p.tags["masked"]
 
@@ -438,7 +414,7 @@ MULTI_HEAD_MISTAKES = (
 )) + (
     # scores far from zero
     Mistake("", "a softmax without its max shift", find=_not_finite, when=lambda p: p.tags.get("extreme", False),
-            example=_plain_softmax),
+            example=_variant(shift=False)),
     Mistake(lambda p: (f"with {p.tags['what']}, the masked keys took the weight: your masked scores are filled with a "
                        "finite number (such as -1e4), and every allowed score lies below it. Fill with float('-inf') "
                        f"(and give a query that sees nothing zero weights), {_NOTEBOOK_02}."),
@@ -463,20 +439,8 @@ MULTI_HEAD = Declaration(
 
 def check_multi_head_attention(multi_head_attention: Callable) -> None:
     """Check ``multi_head_attention(query, key, value, W_Q, W_K, W_V, W_O, h, mask=None)`` (x @ W, no biases)
-    against the course's ``MultiHeadAttention`` holding the same matrices, on ``MULTI_HEAD_SIZES``: cross-attention
-    without a mask, with padding and full masks, self-attention with a causal mask, a query that sees nothing; then
-    scores far below and far above zero, and float64 inputs with gradients.
-
-    Diagnoses: an input changed in place, a result of another kind, dtype or device, wrong shapes (the heads left
-    unmerged, a batch of one dropped by a .squeeze()), no W^O, the scores divided by sqrt(d_model), by d_k or not at
-    all instead of by sqrt(d_k), heads split or merged without the transpose, the matrices transposed (x @ W.T), the
-    key and value ignored or the key used as the value, a mask ignored, inverted or not given its head axis, NaN or
-    uniform weights for a query that sees nothing, the softmax over the queries instead of the keys, a softmax
-    without its max shift (NaN for scores far below or far above zero, a shift applied only when the scores look
-    large among them), masked scores filled with a finite number (-1e4) that the allowed scores go below, float64
-    inputs computed or returned in float32 (a .float(), a tensor created without dtype=), no gradient
-    (@torch.no_grad(), .detach()), a result that a second call overwrites, and sizes written into the code.
-    """
+    against the course's ``MultiHeadAttention`` holding the same matrices, on ``MULTI_HEAD_SIZES`` with and without
+    masks, then scores far below and far above zero, and float64 inputs with gradients."""
     check(MULTI_HEAD, multi_head_attention)
 
 
@@ -572,16 +536,7 @@ CONTRIBUTIONS = Declaration(
 
 def check_head_contributions(head_contributions: Callable) -> None:
     """Check ``head_contributions(heads, W_O)``: (batch, h, L, d_k) heads and the paper's W_O (h * d_k, d_model) ->
-    (batch, h, L, d_model), term i = head_i @ rows i*d_k .. (i+1)*d_k - 1 of W_O, on ``CONTRIBUTION_SIZES`` (a W_O
-    that is not square, (8, 9), among them).
-
-    Diagnoses: an input changed in place, a result of another kind, dtype (float64 made float32 by a .float() or a
-    tensor created without dtype=) or device, the sum returned instead of the terms, the head axis misplaced,
-    columns of W_O instead of rows (nn.Linear's orientation), every h-th row, an average instead of a sum, heads
-    placed in their slots without W_O, terms that add up right but mix the heads, d_model taken for h * d_k (a W_O
-    that is not square fails), a dimension of size 1 dropped (a .squeeze()), a result that a second call overwrites,
-    and sizes written into the code.
-    """
+    (batch, h, L, d_model), term i = head_i @ rows i*d_k .. (i+1)*d_k - 1 of W_O, on ``CONTRIBUTION_SIZES``."""
     check(CONTRIBUTIONS, head_contributions)
 
 
