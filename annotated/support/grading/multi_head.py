@@ -175,9 +175,8 @@ def course_multi_head(query, key, value, W_Q, W_K, W_V, W_O, h, mask=None) -> to
     with torch.random.fork_rng(devices=[]):  # its own initialization, replaced by the matrices
         module = MultiHeadAttention(W_Q.size(0), h, fast=False).eval()
     zero = torch.zeros(W_Q.size(0), dtype=query.dtype)
-    params = {}
-    for layer, W in zip(("W_Q", "W_K", "W_V", "W_O"), (W_Q, W_K, W_V, W_O)):
-        params |= {f"{layer}.weight": W.T, f"{layer}.bias": zero}
+    params = {f"{layer}.{p}": t for layer, W in zip(("W_Q", "W_K", "W_V", "W_O"), (W_Q, W_K, W_V, W_O))
+              for p, t in (("weight", W.T), ("bias", zero))}
     return functional_call(module, params, (query, key, value, mask))
 
 
@@ -208,9 +207,8 @@ def _multi_head_variant(query, key, value, weights: tuple, h: int, mask, scale: 
     masked = mask is not None and mask_mode != "ignored"
     allowed = (~mask.unsqueeze(1) if mask_mode == "inverted" else mask.unsqueeze(1)) if masked else None
     scores = scores.masked_fill(~allowed, fill) if masked else scores
-    e = scores.exp()
-    attention = scores.softmax(dim=dim) if shift else (e / e.sum(dim, keepdim=True)).nan_to_num(0.0) if masked else (
-        e / e.sum(dim, keepdim=True))
+    plain = scores.exp() / scores.exp().sum(dim, keepdim=True)  # NaN far from zero (a row all masked: 0, as ours)
+    attention = scores.softmax(dim=dim) if shift else plain.nan_to_num(0.0) if masked else plain
     if masked and zero_after:
         attention = attention.masked_fill(~allowed, 0.0)
     concat = merge_heads(attention @ v)  # (batch, L_q, d_model)
@@ -224,6 +222,11 @@ def _variant(**options) -> Callable:
     return multi_head_attention
 
 
+def _padding(L_k: int, lengths: list) -> torch.Tensor:
+    """(batch, 1, L_k): True at the first lengths[b] keys of sentence b."""
+    return (torch.arange(L_k) < torch.tensor(lengths).unsqueeze(1)).unsqueeze(1)
+
+
 def _weights(g: torch.Generator, d_model: int, dtype: torch.dtype = torch.float32) -> tuple:
     """The paper's matrices, (d_model, d_model), scaled so that the scores stay moderate."""
     return tuple(torch.randn(d_model, d_model, generator=g, dtype=dtype) / math.sqrt(d_model) for _ in range(4))
@@ -235,8 +238,7 @@ def _sized_probes(g: torch.Generator, sizes: dict) -> list[Probe]:
     weights = _weights(g, d_model)
     # query, key, value, and x for self-attention
     query, key, value, x = (torch.randn(batch, n, d_model, generator=g) for n in (L_q, L_k, L_k, L_q))
-    lengths = torch.tensor([max(1, L_k - 1 - b) for b in range(batch)])
-    padding = (torch.arange(L_k) < lengths.unsqueeze(1)).unsqueeze(1)  # (batch, 1, L_k)
+    padding = _padding(L_k, [max(1, L_k - 1 - b) for b in range(batch)])
     causal = torch.ones(L_q, L_q, dtype=torch.bool).tril().unsqueeze(0)  # (1, L_q, L_q)
     full = torch.rand(batch, L_q, L_k, generator=g) > 0.5  # (batch, L_q, L_k)
     full[..., 0] = True  # every query sees at least one key
@@ -264,18 +266,19 @@ def _extreme_inputs(g: torch.Generator, sign: float, scale: float) -> tuple:
     orthogonal): so far apart that the softmax is one-hot, on key 0 when sign < 0, on key 3 when sign > 0."""
     batch, L_q, L_k, h, d_k = (_EXTREME[k] for k in ("batch", "L_q", "L_k", "h", "d_k"))
     d_model = h * d_k
-    W_Q, W_K = (torch.linalg.qr(torch.randn(d_model, d_model, generator=g,
-                                            dtype=torch.float64))[0] for _ in range(2))
-    W_V, W_O = (torch.randn(d_model, d_model, generator=g, dtype=torch.float64)
-                / math.sqrt(d_model) for _ in range(2))
-    u = torch.randn(batch, h, d_k, generator=g, dtype=torch.float64)
+
+    def randn(*shape: int) -> torch.Tensor:
+        return torch.randn(*shape, generator=g, dtype=torch.float64)
+    W_Q, W_K = (torch.linalg.qr(randn(d_model, d_model))[0] for _ in range(2))
+    W_V, W_O = (randn(d_model, d_model) / math.sqrt(d_model) for _ in range(2))
+    u = randn(batch, h, d_k)
     u = (u / u.norm(dim=-1, keepdim=True)).reshape(batch, 1, d_model)  # a unit vector per head
     m = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64).view(1, L_q, 1)
     c = torch.tensor([1.0, 3.0, 2.0, 5.0, 4.0], dtype=torch.float64).view(1, L_k, 1)
     size = math.sqrt(scale * math.sqrt(d_k))  # q . k / sqrt(d_k) = scale * m_a * c_j
     query = size * m * (u @ W_Q.T)
     key = sign * size * c * (u @ W_K.T)
-    value = torch.randn(batch, L_k, d_model, generator=g, dtype=torch.float64)
+    value = randn(batch, L_k, d_model)
     return tuple(t.float() for t in (query, key, value, W_Q, W_K, W_V, W_O))
 
 
@@ -296,8 +299,7 @@ def _extreme_probes(g: torch.Generator) -> list[Probe]:
     masked keys win) and far above zero (exp overflows)."""
     below = _extreme_inputs(g, -1.0, 3e4)  # scores from -3e4 down to -4.5e5
     above = _extreme_inputs(g, 1.0, 100.0)  # scores from 100 up to 1,500
-    lengths = torch.tensor([3, 2])  # the padding hides the keys of the lowest scores
-    padding = (torch.arange(_EXTREME["L_k"]) < lengths.unsqueeze(1)).unsqueeze(1)
+    padding = _padding(_EXTREME["L_k"], [3, 2])  # it hides the keys of the lowest scores
     cases = [
         ("scores far below zero (-3e4 to -4.5e5), no mask", below, None, -1.0),
         ("scores far below zero (-3e4 to -4.5e5) and a padding mask (batch, 1, L_k)", below, padding, -1.0),
@@ -315,7 +317,7 @@ def _float64_probe(g: torch.Generator) -> Probe:
     d_model = h * d_k
     weights = _weights(g, d_model, torch.float64)
     query, key, value = (torch.randn(batch, n, d_model, generator=g, dtype=torch.float64) for n in (L_q, L_k, L_k))
-    padding = (torch.arange(L_k) < torch.tensor([[L_k], [L_k - 1]])).unsqueeze(1)
+    padding = _padding(L_k, [L_k, L_k - 1])
     what = f"{{what}} for float64 inputs (batch={batch}, L_q={L_q}, L_k={L_k}, h={h}, d_k={d_k}) with a padding mask"
     return Probe((query, key, value, *weights, h, padding), what, grad=tuple(range(7)),
                  again=(query + 1, key, value, *weights, h, padding), hints=((_DTYPE_ERROR, _DTYPE_HINT),))
@@ -477,14 +479,6 @@ def _contribution_probes(device: str | None) -> list[Probe]:
                            again=(heads + 1, W_O), tags=dict(batch=2, L=4, h=3, d_k=5, d_model=15))]
 
 
-def _in_slots(heads: torch.Tensor, W_O: torch.Tensor) -> torch.Tensor:
-    batch, h, L, d_k = heads.shape
-    in_slot = heads.new_zeros(batch, h, L, h * d_k)
-    for i in range(h):
-        in_slot[:, i, :, i * d_k : (i + 1) * d_k] = heads[:, i]
-    return in_slot
-
-
 def _mixed(found: dict, p: Probe) -> str | None:
     expected, got = course_contributions(*p.args), found["values"]
     if got is not None and got.shape == expected.shape and torch.allclose(
@@ -522,7 +516,8 @@ CONTRIBUTIONS = Declaration(
                            "up to the output, with no average."), "an average instead of a sum",
                 like=lambda heads, W_O: course_contributions(heads, W_O) / heads.size(1)),
         Mistake("your contributions are the heads placed in their own slots of d_k features, with no W^O: multiply "
-                "each head by its rows of W_O, head_i @ W_O[i*d_k:(i+1)*d_k].", "no W^O", like=_in_slots),
+                "each head by its rows of W_O, head_i @ W_O[i*d_k:(i+1)*d_k].", "no W^O", like=lambda heads, W_O: course_contributions(
+                    heads, torch.eye(W_O.size(0), dtype=heads.dtype))),
         Mistake("", "terms that mix the heads", find=_mixed,
                 example=lambda heads, W_O: course_contributions(heads, W_O).sum(1, keepdim=True).expand(
                     -1, heads.size(1), -1, -1) / heads.size(1)),
