@@ -101,14 +101,12 @@ def _probe(args: tuple, label: str, reference: Callable, dropout: nn.Module, tag
                  accept=lambda got: _equal(got[0], functional), **options)
 
 
-_FUNCTIONAL_EVAL = (
-    "with the dropout in evaluation mode (dropout.training is False) your function still drops entries: "
-    "F.dropout(t, p) drops whatever the mode, as its training argument is True by default. Call the "
-    "module, dropout(t), which follows the mode (or pass training=dropout.training).")
-
-
 def _functional_eval(reference: Callable, dropout: int) -> Mistake:
-    return Mistake(_FUNCTIONAL_EVAL, "F.dropout in evaluation mode", when=lambda p: p.tags["eval"],
+    """F.dropout(t, p) in evaluation mode: ``reference`` with the mask F.dropout draws."""
+    return Mistake("with the dropout in evaluation mode (dropout.training is False) your function still drops entries: "
+                   "F.dropout(t, p) drops whatever the mode, as its training argument is True by default. Call the "
+                   "module, dropout(t), which follows the mode (or pass training=dropout.training).",
+                   "F.dropout in evaluation mode", when=lambda p: p.tags["eval"],
                    like=lambda *args: reference(*args, keep=_functional(args[dropout])))
 
 
@@ -119,9 +117,9 @@ _FFN_MATMUL = (r"cannot be multiplied|size mismatch|mat1 and mat2|must match the
                "d_model), so x @ W_1 then @ W_2, with no .T (nn.Linear stores its weight the other way round).")
 
 
-def course_feed_forward(x, W_1, b_1, W_2, b_2, dropout, act=F.relu, keep=None) -> torch.Tensor:
-    """The course's network, nn.Linear's way (``act``, or the dropout as the mask ``keep``, changed)."""
-    hidden = act(F.linear(x, W_1.T, b_1))                              # (batch, L, d_ff)
+def course_feed_forward(x, W_1, b_1, W_2, b_2, dropout, keep=None) -> torch.Tensor:
+    """The course's network, nn.Linear's way (the dropout as the mask ``keep``: F.dropout's)."""
+    hidden = F.relu(F.linear(x, W_1.T, b_1))                           # (batch, L, d_ff)
     hidden = dropout(hidden) if keep is None else hidden * keep(hidden)
     return F.linear(hidden, W_2.T, b_2)                                # (batch, L, d_model)
 
