@@ -295,17 +295,17 @@ def _wrong_target(combine: Callable) -> Callable:
 
 
 _BOTH = "Combine both masks: padding_mask(tokens, pad_idx) & subsequent_mask(L)."
-# The usual wrong target masks: (name, the wrong mask, its message, or a function of a probe's tags).
+# The usual wrong target masks: (name, the wrong mask, its message, or a function of the probe).
 _WRONG_TARGETS = (
     ("an inverted mask", _wrong_target(lambda k, q, c, o: ~(k & c)),
      f"your target mask is inverted: True where a key is hidden, but {_CONVENTION}."),
     ("| instead of &", _wrong_target(lambda k, q, c, o: k | c),
      "you combined the two masks with | (or): a key is then allowed when it is a real token OR in the past. Both "
      "must hold: padding_mask & subsequent_mask."),
-    ("the padding part missing", _wrong_target(lambda k, q, c, o: c.expand(k.size(0), -1, -1)), lambda tags: (
+    ("the padding part missing", _wrong_target(lambda k, q, c, o: c.expand(k.size(0), -1, -1)), lambda p: (
         "the padding keys are not hidden, only the future: the look-ahead mask alone hides right padding from the "
         "real queries, but not from the queries at padding positions, and not left padding at all"
-        + (" (the check's last sentence is padded at the start). " if tags["left_padded"] else ". ") + _BOTH)),
+        + (" (the check's last sentence is padded at the start). " if p.tags["left_padded"] else ". ") + _BOTH)),
     ("the look-ahead part missing", _wrong_target(lambda k, q, c, o: k.expand(-1, c.size(0), -1)),
      "the future is not hidden, only the padding: query i sees the keys j > i. " + _BOTH),
     ("padding that hides queries", _wrong_target(lambda k, q, c, o: q & c),
@@ -322,10 +322,6 @@ _WRONG_TARGETS = (
     ("the look-ahead part without its diagonal", _wrong_target(lambda k, q, c, o: k & o.tril(-1)),
      "the look-ahead part excludes the diagonal: query i must see key i, its own position. Use tril(), not tril(-1)."),
 )
-
-
-def _target_message(message) -> str | Callable:
-    return (lambda p: message(p.tags)) if callable(message) else message
 
 
 _TARGET_SHAPES = (
@@ -346,7 +342,7 @@ TARGET_MISTAKES = (
             example=lambda tokens, pad_idx: target_mask(tokens, pad_idx)[..., :512, :512]),
     *(Mistake(message, name, stage="shape", shape=shape, example=example, when=lambda p: p.tags["batch"] != 1)
       for name, shape, message, example in _TARGET_SHAPES),
-    *(Mistake(_target_message(message), name, like=wrong, when=_small) for name, wrong, message in _WRONG_TARGETS),
+    *(Mistake(message, name, like=wrong, when=_small) for name, wrong, message in _WRONG_TARGETS),
     Mistake("", "a pad index written into the code", when=_small,
             find=lambda found, p: _hard_coded_pad(found["values"], p.args[0], p.args[1],
                                                   lambda m: m.unsqueeze(1) & subsequent_mask(p.args[0].size(-1))),
@@ -418,21 +414,20 @@ def _shift_probes(device: str | None) -> list[Probe]:
     return probes
 
 
-def _shift(tgt_in: Callable = lambda t: t[:, :-1], tgt_y: Callable = lambda t: t[:, 1:],
-           mask: Callable | None = None) -> Callable:
-    """A right shift with one thing changed (a known mistake, or its example)."""
-    def decoder_input_and_labels(tgt, pad_idx):
-        x, y = tgt_in(tgt), tgt_y(tgt)
-        return x, y, target_mask(x, pad_idx) if mask is None else mask(tgt, x, y, pad_idx)
-    return decoder_input_and_labels
-
-
 def _first(t):   # the target without its last token: <s> y_1 .. y_n
     return t[:, :-1]
 
 
 def _last(t):    # the target without its first token: y_1 .. </s>
     return t[:, 1:]
+
+
+def _shift(tgt_in: Callable = _first, tgt_y: Callable = _last, mask: Callable | None = None) -> Callable:
+    """A right shift with one thing changed (a known mistake, or its example)."""
+    def decoder_input_and_labels(tgt, pad_idx):
+        x, y = tgt_in(tgt), tgt_y(tgt)
+        return x, y, target_mask(x, pad_idx) if mask is None else mask(tgt, x, y, pad_idx)
+    return decoder_input_and_labels
 
 
 def _added_position(found: dict, p: Probe) -> str | None:
@@ -487,7 +482,7 @@ SHIFT_MISTAKES = (
          "target_mask(tgt_in, pad_idx)."))),
     # (Without a sentence padded at the start, "padding queries hidden too" gives the mask of
     # "padding that hides queries": the first names both.)
-    *(Mistake(_target_message(message), name, prefix="in tgt_mask, ", when=_small, items=(2,),
+    *(Mistake(message, name, prefix="in tgt_mask, ", when=_small, items=(2,),
               like=_shift(mask=lambda tgt, x, y, pad, wrong=wrong: wrong(x, pad)))
       for name, wrong, message in _WRONG_TARGETS if name != "padding queries hidden too"),
     Mistake("", "a pad index written into the code", prefix="in tgt_mask, ", item=2, when=_small,
