@@ -194,14 +194,7 @@ PADDING = Declaration(
 
 def check_padding_mask(padding_mask_fn: Callable) -> None:
     """Check ``padding_mask(tokens, pad_idx)``: (batch, L) ids -> (batch, 1, L) bool, True at the real tokens, on
-    the sizes and pad indices of ``PADDING_SIZES``.
-
-    Diagnoses: an input changed in place, a result that is not a bool tensor (a float mask of 0 and -inf or of 0 and
-    1, an integer mask), wrong shapes ((batch, L), (batch, L, 1), (batch, 1, 1, L), (batch, L, L), (1, batch, L)),
-    the batch axis of a batch of one sentence dropped (a .squeeze()), an inverted mask, a pad index written into the
-    code, ids below the pad index taken for padding, a result that a second call overwrites (a tensor kept between
-    calls), and sizes written into the code.
-    """
+    the sizes and pad indices of ``PADDING_SIZES``."""
     check(PADDING, padding_mask_fn, OTHER_DEVICE)
 
 
@@ -261,14 +254,7 @@ LOOK_AHEAD = Declaration(
 
 def check_subsequent_mask(subsequent_mask_fn: Callable) -> None:
     """Check ``subsequent_mask(size, device=None)``: the (size, size) bool look-ahead mask, True where key j <=
-    query i, on ``LOOK_AHEAD_SIZES``, built on the device it is given.
-
-    Diagnoses: a result that is not a bool tensor (nn.Transformer's float mask of 0 and -inf named as such), the
-    shape (1, size, size), the diagonal excluded, the inverted mask (nn.Transformer's True = masked out), the upper
-    triangle, a mask that hides nothing, a device ignored, a table precomputed at a fixed size (512 or 5,000
-    positions) that a longer mask outgrows, a result that a later call overwrites (a tensor kept between calls and
-    refilled or resized), and sizes written into the code.
-    """
+    query i, on ``LOOK_AHEAD_SIZES``, built on the device it is given."""
     check(LOOK_AHEAD, subsequent_mask_fn, OTHER_DEVICE)
 
 
@@ -309,17 +295,17 @@ def _wrong_target(combine: Callable) -> Callable:
 
 
 _BOTH = "Combine both masks: padding_mask(tokens, pad_idx) & subsequent_mask(L)."
-# The usual wrong target masks: (name, the wrong mask, its message, or a function of a probe's tags).
+# The usual wrong target masks: (name, the wrong mask, its message, or a function of the probe).
 _WRONG_TARGETS = (
     ("an inverted mask", _wrong_target(lambda k, q, c, o: ~(k & c)),
      f"your target mask is inverted: True where a key is hidden, but {_CONVENTION}."),
     ("| instead of &", _wrong_target(lambda k, q, c, o: k | c),
      "you combined the two masks with | (or): a key is then allowed when it is a real token OR in the past. Both "
      "must hold: padding_mask & subsequent_mask."),
-    ("the padding part missing", _wrong_target(lambda k, q, c, o: c.expand(k.size(0), -1, -1)), lambda tags: (
+    ("the padding part missing", _wrong_target(lambda k, q, c, o: c.expand(k.size(0), -1, -1)), lambda p: (
         "the padding keys are not hidden, only the future: the look-ahead mask alone hides right padding from the "
         "real queries, but not from the queries at padding positions, and not left padding at all"
-        + (" (the check's last sentence is padded at the start). " if tags["left_padded"] else ". ") + _BOTH)),
+        + (" (the check's last sentence is padded at the start). " if p.tags["left_padded"] else ". ") + _BOTH)),
     ("the look-ahead part missing", _wrong_target(lambda k, q, c, o: k.expand(-1, c.size(0), -1)),
      "the future is not hidden, only the padding: query i sees the keys j > i. " + _BOTH),
     ("padding that hides queries", _wrong_target(lambda k, q, c, o: q & c),
@@ -336,10 +322,6 @@ _WRONG_TARGETS = (
     ("the look-ahead part without its diagonal", _wrong_target(lambda k, q, c, o: k & o.tril(-1)),
      "the look-ahead part excludes the diagonal: query i must see key i, its own position. Use tril(), not tril(-1)."),
 )
-
-
-def _target_message(message) -> str | Callable:
-    return (lambda p: message(p.tags)) if callable(message) else message
 
 
 _TARGET_SHAPES = (
@@ -360,7 +342,7 @@ TARGET_MISTAKES = (
             example=lambda tokens, pad_idx: target_mask(tokens, pad_idx)[..., :512, :512]),
     *(Mistake(message, name, stage="shape", shape=shape, example=example, when=lambda p: p.tags["batch"] != 1)
       for name, shape, message, example in _TARGET_SHAPES),
-    *(Mistake(_target_message(message), name, like=wrong, when=_small) for name, wrong, message in _WRONG_TARGETS),
+    *(Mistake(message, name, like=wrong, when=_small) for name, wrong, message in _WRONG_TARGETS),
     Mistake("", "a pad index written into the code", when=_small,
             find=lambda found, p: _hard_coded_pad(found["values"], p.args[0], p.args[1],
                                                   lambda m: m.unsqueeze(1) & subsequent_mask(p.args[0].size(-1))),
@@ -380,17 +362,7 @@ TARGET = Declaration(
 
 def check_target_mask(target_mask_fn: Callable) -> None:
     """Check ``target_mask(tokens, pad_idx)``: the (batch, L, L) bool mask of decoder self-attention, padding and
-    future keys hidden, on ``TARGET_SIZES`` (one sentence of each batch padded at the start), and on tokens on
-    another device.
-
-    Diagnoses: a result that is not a bool tensor, wrong shapes ((batch, 1, L, L), (L, L), (batch, 1, L)), the batch
-    axis of a batch of one sentence dropped (a .squeeze()), an inverted mask, | instead of &, the padding or the
-    look-ahead part missing, padding that hides query rows instead of key columns, padding queries hidden too, a
-    look-ahead part inverted, upper-triangular or without its diagonal, a look-ahead table precomputed at a fixed
-    size (512 or 5,000 positions) that a sentence of 5,001 tokens outgrows, a result that a second call overwrites
-    (a tensor kept between calls), a pad index or sizes written into the code, and a look-ahead mask built on the
-    cpu for tokens elsewhere.
-    """
+    future keys hidden, on ``TARGET_SIZES`` (one sentence of each batch padded at the start), on another device too."""
     check(TARGET, target_mask_fn, OTHER_DEVICE)
 
 
@@ -442,21 +414,20 @@ def _shift_probes(device: str | None) -> list[Probe]:
     return probes
 
 
-def _shift(tgt_in: Callable = lambda t: t[:, :-1], tgt_y: Callable = lambda t: t[:, 1:],
-           mask: Callable | None = None) -> Callable:
-    """A right shift with one thing changed (a known mistake, or its example)."""
-    def decoder_input_and_labels(tgt, pad_idx):
-        x, y = tgt_in(tgt), tgt_y(tgt)
-        return x, y, target_mask(x, pad_idx) if mask is None else mask(tgt, x, y, pad_idx)
-    return decoder_input_and_labels
-
-
 def _first(t):   # the target without its last token: <s> y_1 .. y_n
     return t[:, :-1]
 
 
 def _last(t):    # the target without its first token: y_1 .. </s>
     return t[:, 1:]
+
+
+def _shift(tgt_in: Callable = _first, tgt_y: Callable = _last, mask: Callable | None = None) -> Callable:
+    """A right shift with one thing changed (a known mistake, or its example)."""
+    def decoder_input_and_labels(tgt, pad_idx):
+        x, y = tgt_in(tgt), tgt_y(tgt)
+        return x, y, target_mask(x, pad_idx) if mask is None else mask(tgt, x, y, pad_idx)
+    return decoder_input_and_labels
 
 
 def _added_position(found: dict, p: Probe) -> str | None:
@@ -511,7 +482,7 @@ SHIFT_MISTAKES = (
          "target_mask(tgt_in, pad_idx)."))),
     # (Without a sentence padded at the start, "padding queries hidden too" gives the mask of
     # "padding that hides queries": the first names both.)
-    *(Mistake(_target_message(message), name, prefix="in tgt_mask, ", when=_small, items=(2,),
+    *(Mistake(message, name, prefix="in tgt_mask, ", when=_small, items=(2,),
               like=_shift(mask=lambda tgt, x, y, pad, wrong=wrong: wrong(x, pad)))
       for name, wrong, message in _WRONG_TARGETS if name != "padding queries hidden too"),
     Mistake("", "a pad index written into the code", prefix="in tgt_mask, ", item=2, when=_small,
@@ -538,17 +509,7 @@ SHIFT = Declaration(
 
 def check_decoder_input_and_labels(decoder_input_and_labels: Callable) -> None:
     """Check ``decoder_input_and_labels(tgt, pad_idx) -> (tgt_in, tgt_y, tgt_mask)`` against
-    ``annotated.batching.Batch``, on targets ``<s> y_1 .. y_n </s>`` padded at the end, of the sizes of
-    ``SHIFT_SIZES``.
-
-    Diagnoses: an input changed in place, a result that is not a triple, token tensors of another dtype (int32 ids
-    converted to int64 with .long() or by a torch.full without dtype=), input or labels of the full length (the
-    target unshifted, ``torch.roll``, <s> put in front again, a position added to the labels), the shift the wrong
-    way, labels equal to the input, <s> dropped from the input, <s> kept in the labels, the batch axis of a batch of
-    one sentence dropped (a .squeeze()), a mask of the whole target or of the labels, the target mask's own mistakes
-    (check_target_mask, a look-ahead table too short for 5,001 positions among them), a result that a second call
-    overwrites, and sizes written into the code.
-    """
+    ``annotated.batching.Batch``, on targets ``<s> y_1 .. y_n </s>`` padded at the end, of ``SHIFT_SIZES``."""
     check(SHIFT, decoder_input_and_labels, OTHER_DEVICE)
 
 

@@ -96,14 +96,7 @@ SPLIT = Declaration(
 
 def check_split_heads(split_heads: Callable) -> None:
     """Check ``split_heads(x, h)``: (batch, L, d_model) -> (batch, h, L, d_k), on ``HEAD_SIZES``, then with
-    gradients and twice.
-
-    Diagnoses: an input changed in place, a result of another dtype (float64 made float32 by a .float() or a tensor
-    created without dtype=) or device, the missing transpose, the view straight to (batch, h, L, d_k) (right shape,
-    wrong grouping), heads that take every h-th column instead of a block, a dimension of size 1 dropped (a
-    .squeeze()), no gradient (@torch.no_grad(), .detach(), .data), a result that a second call overwrites, and sizes
-    written into the code.
-    """
+    gradients and twice."""
     check(SPLIT, split_heads)
 
 
@@ -149,14 +142,7 @@ MERGE = Declaration(
 
 def check_merge_heads(merge_heads: Callable) -> None:
     """Check ``merge_heads(x)``: (batch, h, L, d_k) -> (batch, L, h * d_k), the concatenation, on ``HEAD_SIZES``
-    (and the round trip of a split), then with gradients and twice.
-
-    Diagnoses: an input changed in place, a result of another dtype (float64 made float32 by a .float() or a tensor
-    created without dtype=) or device, ``.view`` after the transpose (the tensor is not contiguous), the reshape
-    without transposing back, a dimension of size 1 dropped (a .squeeze()), no gradient (@torch.no_grad(),
-    .detach(), .data), a result that a second call overwrites, sizes written into the code, and a round trip that
-    does not give back the input.
-    """
+    (and the round trip of a split), then with gradients and twice."""
     check(MERGE, merge_heads)
 
 
@@ -172,9 +158,8 @@ _MASK_HEADS_HINT = ("\nHint: the mask is 3-D, (batch or 1, L_q or 1, L_k), and t
 
 
 def _course_module(weights: tuple, h: int) -> MultiHeadAttention:
-    """The course's module holding the paper's matrices W (x @ W, in their dtype) and zero
-    biases; it runs the explicit attention, so a query that sees nothing gets a zero output, as
-    in notebook 02."""
+    """The course's module holding the paper's matrices W (x @ W, in their dtype) and zero biases, on its
+    explicit path (a query that sees nothing gets a zero output, as in notebook 02)."""
     with torch.random.fork_rng(devices=[]):  # its own initialization, overwritten below
         module = MultiHeadAttention(weights[0].size(0), h, fast=False).eval().to(weights[0].dtype)
     with torch.no_grad():
@@ -185,23 +170,23 @@ def _course_module(weights: tuple, h: int) -> MultiHeadAttention:
 
 
 def course_multi_head(query, key, value, W_Q, W_K, W_V, W_O, h, mask=None) -> torch.Tensor:
-    """The course's MultiHeadAttention (its explicit path) called with the matrices as its
-    parameters (nn.Linear computes x @ weight.T, so weight = W.T) and zero biases: it keeps
-    their dtype and lets gradients reach them."""
+    """The course's MultiHeadAttention (its explicit path) called with the matrices as its parameters (weight =
+    W.T) and zero biases: it keeps their dtype and lets gradients reach them."""
     with torch.random.fork_rng(devices=[]):  # its own initialization, replaced by the matrices
         module = MultiHeadAttention(W_Q.size(0), h, fast=False).eval()
     zero = torch.zeros(W_Q.size(0), dtype=query.dtype)
-    params = {}
-    for layer, W in zip(("W_Q", "W_K", "W_V", "W_O"), (W_Q, W_K, W_V, W_O)):
-        params |= {f"{layer}.weight": W.T, f"{layer}.bias": zero}
+    params = {f"{layer}.{p}": t for layer, W in zip(("W_Q", "W_K", "W_V", "W_O"), (W_Q, W_K, W_V, W_O))
+              for p, t in (("weight", W.T), ("bias", zero))}
     return functional_call(module, params, (query, key, value, mask))
 
 
 def _multi_head_variant(query, key, value, weights: tuple, h: int, mask, scale: str = "sqrt_d_k",
                         split: str = "transpose", merge: str = "transpose", with_W_O: bool = True,
                         transposed: bool = False, inputs: str = "given", mask_mode: str = "heads",
-                        fill: float = float("-inf"), zero_after: bool = True, dim: int = -1) -> torch.Tensor:
-    """Multi-head attention with one thing changed: the usual wrong answers, one per option."""
+                        fill: float = float("-inf"), zero_after: bool = True, dim: int = -1,
+                        shift: bool = True) -> torch.Tensor:
+    """Multi-head attention with one thing changed: the usual wrong answers, one per option (``shift`` False: a
+    softmax written as exp(s) / sum(exp(s)), without the max shift)."""
     W_Q, W_K, W_V, W_O = (W.T if transposed else W for W in weights)
     if inputs == "query":  # key and value ignored: self-attention of the query
         key = value = query
@@ -221,7 +206,9 @@ def _multi_head_variant(query, key, value, weights: tuple, h: int, mask, scale: 
     scores = q @ k.transpose(-2, -1) / divisor  # (batch, h, L_q, L_k)
     masked = mask is not None and mask_mode != "ignored"
     allowed = (~mask.unsqueeze(1) if mask_mode == "inverted" else mask.unsqueeze(1)) if masked else None
-    attention = (scores.masked_fill(~allowed, fill) if masked else scores).softmax(dim=dim)
+    scores = scores.masked_fill(~allowed, fill) if masked else scores
+    plain = scores.exp() / scores.exp().sum(dim, keepdim=True)  # NaN far from zero (a row all masked: 0, as ours)
+    attention = scores.softmax(dim=dim) if shift else plain.nan_to_num(0.0) if masked else plain
     if masked and zero_after:
         attention = attention.masked_fill(~allowed, 0.0)
     concat = merge_heads(attention @ v)  # (batch, L_q, d_model)
@@ -235,6 +222,11 @@ def _variant(**options) -> Callable:
     return multi_head_attention
 
 
+def _padding(L_k: int, lengths: list) -> torch.Tensor:
+    """(batch, 1, L_k): True at the first lengths[b] keys of sentence b."""
+    return (torch.arange(L_k) < torch.tensor(lengths).unsqueeze(1)).unsqueeze(1)
+
+
 def _weights(g: torch.Generator, d_model: int, dtype: torch.dtype = torch.float32) -> tuple:
     """The paper's matrices, (d_model, d_model), scaled so that the scores stay moderate."""
     return tuple(torch.randn(d_model, d_model, generator=g, dtype=dtype) / math.sqrt(d_model) for _ in range(4))
@@ -246,8 +238,7 @@ def _sized_probes(g: torch.Generator, sizes: dict) -> list[Probe]:
     weights = _weights(g, d_model)
     # query, key, value, and x for self-attention
     query, key, value, x = (torch.randn(batch, n, d_model, generator=g) for n in (L_q, L_k, L_k, L_q))
-    lengths = torch.tensor([max(1, L_k - 1 - b) for b in range(batch)])
-    padding = (torch.arange(L_k) < lengths.unsqueeze(1)).unsqueeze(1)  # (batch, 1, L_k)
+    padding = _padding(L_k, [max(1, L_k - 1 - b) for b in range(batch)])
     causal = torch.ones(L_q, L_q, dtype=torch.bool).tril().unsqueeze(0)  # (1, L_q, L_q)
     full = torch.rand(batch, L_q, L_k, generator=g) > 0.5  # (batch, L_q, L_k)
     full[..., 0] = True  # every query sees at least one key
@@ -275,18 +266,19 @@ def _extreme_inputs(g: torch.Generator, sign: float, scale: float) -> tuple:
     orthogonal): so far apart that the softmax is one-hot, on key 0 when sign < 0, on key 3 when sign > 0."""
     batch, L_q, L_k, h, d_k = (_EXTREME[k] for k in ("batch", "L_q", "L_k", "h", "d_k"))
     d_model = h * d_k
-    W_Q, W_K = (torch.linalg.qr(torch.randn(d_model, d_model, generator=g,
-                                            dtype=torch.float64))[0] for _ in range(2))
-    W_V, W_O = (torch.randn(d_model, d_model, generator=g, dtype=torch.float64)
-                / math.sqrt(d_model) for _ in range(2))
-    u = torch.randn(batch, h, d_k, generator=g, dtype=torch.float64)
+
+    def randn(*shape: int) -> torch.Tensor:
+        return torch.randn(*shape, generator=g, dtype=torch.float64)
+    W_Q, W_K = (torch.linalg.qr(randn(d_model, d_model))[0] for _ in range(2))
+    W_V, W_O = (randn(d_model, d_model) / math.sqrt(d_model) for _ in range(2))
+    u = randn(batch, h, d_k)
     u = (u / u.norm(dim=-1, keepdim=True)).reshape(batch, 1, d_model)  # a unit vector per head
     m = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64).view(1, L_q, 1)
     c = torch.tensor([1.0, 3.0, 2.0, 5.0, 4.0], dtype=torch.float64).view(1, L_k, 1)
     size = math.sqrt(scale * math.sqrt(d_k))  # q . k / sqrt(d_k) = scale * m_a * c_j
     query = size * m * (u @ W_Q.T)
     key = sign * size * c * (u @ W_K.T)
-    value = torch.randn(batch, L_k, d_model, generator=g, dtype=torch.float64)
+    value = randn(batch, L_k, d_model)
     return tuple(t.float() for t in (query, key, value, W_Q, W_K, W_V, W_O))
 
 
@@ -307,8 +299,7 @@ def _extreme_probes(g: torch.Generator) -> list[Probe]:
     masked keys win) and far above zero (exp overflows)."""
     below = _extreme_inputs(g, -1.0, 3e4)  # scores from -3e4 down to -4.5e5
     above = _extreme_inputs(g, 1.0, 100.0)  # scores from 100 up to 1,500
-    lengths = torch.tensor([3, 2])  # the padding hides the keys of the lowest scores
-    padding = (torch.arange(_EXTREME["L_k"]) < lengths.unsqueeze(1)).unsqueeze(1)
+    padding = _padding(_EXTREME["L_k"], [3, 2])  # it hides the keys of the lowest scores
     cases = [
         ("scores far below zero (-3e4 to -4.5e5), no mask", below, None, -1.0),
         ("scores far below zero (-3e4 to -4.5e5) and a padding mask (batch, 1, L_k)", below, padding, -1.0),
@@ -326,7 +317,7 @@ def _float64_probe(g: torch.Generator) -> Probe:
     d_model = h * d_k
     weights = _weights(g, d_model, torch.float64)
     query, key, value = (torch.randn(batch, n, d_model, generator=g, dtype=torch.float64) for n in (L_q, L_k, L_k))
-    padding = (torch.arange(L_k) < torch.tensor([[L_k], [L_k - 1]])).unsqueeze(1)
+    padding = _padding(L_k, [L_k, L_k - 1])
     what = f"{{what}} for float64 inputs (batch={batch}, L_q={L_q}, L_k={L_k}, h={h}, d_k={d_k}) with a padding mask"
     return Probe((query, key, value, *weights, h, padding), what, grad=tuple(range(7)),
                  again=(query + 1, key, value, *weights, h, padding), hints=((_DTYPE_ERROR, _DTYPE_HINT),))
@@ -364,19 +355,6 @@ def _not_finite(found: dict, p: Probe) -> str | None:
     return (f"with {p.tags['what']}, your output holds NaN or inf: a softmax computed as exp(s) / sum(exp(s)) "
             f"without subtracting each row's maximum {way}. Subtract it every time (not only when the scores look "
             f"large), or use scores.softmax(dim=-1), {_NOTEBOOK_02}.")
-
-
-def _plain_softmax(query, key, value, W_Q, W_K, W_V, W_O, h, mask=None):
-    """Multi-head attention with a softmax written as exp(s) / sum(exp(s)), without the max
-    shift (a known mistake's example)."""
-    batch, L_q, d_model = query.shape
-    q, k, v = (course_split(x @ W, h) for x, W in ((query, W_Q), (key, W_K), (value, W_V)))
-    scores = q @ k.transpose(-2, -1) / math.sqrt(d_model // h)
-    if mask is not None:
-        scores = scores.masked_fill(~mask.unsqueeze(1), float("-inf"))
-    e = scores.exp()
-    weights = (e / e.sum(-1, keepdim=True)).nan_to_num(0.0) if mask is not None else e / e.sum(-1, keepdim=True)
-    return course_merge(weights @ v) @ W_O
 
 
 def _masked(p: Probe) -> bool:
@@ -438,7 +416,7 @@ MULTI_HEAD_MISTAKES = (
 )) + (
     # scores far from zero
     Mistake("", "a softmax without its max shift", find=_not_finite, when=lambda p: p.tags.get("extreme", False),
-            example=_plain_softmax),
+            example=_variant(shift=False)),
     Mistake(lambda p: (f"with {p.tags['what']}, the masked keys took the weight: your masked scores are filled with a "
                        "finite number (such as -1e4), and every allowed score lies below it. Fill with float('-inf') "
                        f"(and give a query that sees nothing zero weights), {_NOTEBOOK_02}."),
@@ -463,20 +441,8 @@ MULTI_HEAD = Declaration(
 
 def check_multi_head_attention(multi_head_attention: Callable) -> None:
     """Check ``multi_head_attention(query, key, value, W_Q, W_K, W_V, W_O, h, mask=None)`` (x @ W, no biases)
-    against the course's ``MultiHeadAttention`` holding the same matrices, on ``MULTI_HEAD_SIZES``: cross-attention
-    without a mask, with padding and full masks, self-attention with a causal mask, a query that sees nothing; then
-    scores far below and far above zero, and float64 inputs with gradients.
-
-    Diagnoses: an input changed in place, a result of another kind, dtype or device, wrong shapes (the heads left
-    unmerged, a batch of one dropped by a .squeeze()), no W^O, the scores divided by sqrt(d_model), by d_k or not at
-    all instead of by sqrt(d_k), heads split or merged without the transpose, the matrices transposed (x @ W.T), the
-    key and value ignored or the key used as the value, a mask ignored, inverted or not given its head axis, NaN or
-    uniform weights for a query that sees nothing, the softmax over the queries instead of the keys, a softmax
-    without its max shift (NaN for scores far below or far above zero, a shift applied only when the scores look
-    large among them), masked scores filled with a finite number (-1e4) that the allowed scores go below, float64
-    inputs computed or returned in float32 (a .float(), a tensor created without dtype=), no gradient
-    (@torch.no_grad(), .detach()), a result that a second call overwrites, and sizes written into the code.
-    """
+    against the course's ``MultiHeadAttention`` holding the same matrices, on ``MULTI_HEAD_SIZES`` with and without
+    masks, then scores far below and far above zero, and float64 inputs with gradients."""
     check(MULTI_HEAD, multi_head_attention)
 
 
@@ -511,14 +477,6 @@ def _contribution_probes(device: str | None) -> list[Probe]:
     heads, W_O = torch.randn(2, 3, 4, 5, generator=g), torch.randn(15, 15, generator=g)
     return probes + [Probe((heads, W_O), "{name}(heads of shape (batch=2, h=3, L=4, d_k=5), W_O of shape (15, 15))",
                            again=(heads + 1, W_O), tags=dict(batch=2, L=4, h=3, d_k=5, d_model=15))]
-
-
-def _in_slots(heads: torch.Tensor, W_O: torch.Tensor) -> torch.Tensor:
-    batch, h, L, d_k = heads.shape
-    in_slot = heads.new_zeros(batch, h, L, h * d_k)
-    for i in range(h):
-        in_slot[:, i, :, i * d_k : (i + 1) * d_k] = heads[:, i]
-    return in_slot
 
 
 def _mixed(found: dict, p: Probe) -> str | None:
@@ -558,7 +516,8 @@ CONTRIBUTIONS = Declaration(
                            "up to the output, with no average."), "an average instead of a sum",
                 like=lambda heads, W_O: course_contributions(heads, W_O) / heads.size(1)),
         Mistake("your contributions are the heads placed in their own slots of d_k features, with no W^O: multiply "
-                "each head by its rows of W_O, head_i @ W_O[i*d_k:(i+1)*d_k].", "no W^O", like=_in_slots),
+                "each head by its rows of W_O, head_i @ W_O[i*d_k:(i+1)*d_k].", "no W^O", like=lambda heads, W_O: course_contributions(
+                    heads, torch.eye(W_O.size(0), dtype=heads.dtype))),
         Mistake("", "terms that mix the heads", find=_mixed,
                 example=lambda heads, W_O: course_contributions(heads, W_O).sum(1, keepdim=True).expand(
                     -1, heads.size(1), -1, -1) / heads.size(1)),
@@ -572,16 +531,7 @@ CONTRIBUTIONS = Declaration(
 
 def check_head_contributions(head_contributions: Callable) -> None:
     """Check ``head_contributions(heads, W_O)``: (batch, h, L, d_k) heads and the paper's W_O (h * d_k, d_model) ->
-    (batch, h, L, d_model), term i = head_i @ rows i*d_k .. (i+1)*d_k - 1 of W_O, on ``CONTRIBUTION_SIZES`` (a W_O
-    that is not square, (8, 9), among them).
-
-    Diagnoses: an input changed in place, a result of another kind, dtype (float64 made float32 by a .float() or a
-    tensor created without dtype=) or device, the sum returned instead of the terms, the head axis misplaced,
-    columns of W_O instead of rows (nn.Linear's orientation), every h-th row, an average instead of a sum, heads
-    placed in their slots without W_O, terms that add up right but mix the heads, d_model taken for h * d_k (a W_O
-    that is not square fails), a dimension of size 1 dropped (a .squeeze()), a result that a second call overwrites,
-    and sizes written into the code.
-    """
+    (batch, h, L, d_model), term i = head_i @ rows i*d_k .. (i+1)*d_k - 1 of W_O, on ``CONTRIBUTION_SIZES``."""
     check(CONTRIBUTIONS, head_contributions)
 
 

@@ -1,10 +1,6 @@
-"""Checks of notebook 06 as declarations (``engine``): the position-wise feed-forward network (``FFN``), layer
-normalization (``NORM``) and the residual connection in both orders (``CONNECTION``).
-
-The network, norm and dropout a learner's function receives are the check's own modules (made by
-``record.build``, sent as data), real ``nn`` classes that record their ``calls``: the dropout zeroes the same
-entries at every call (F.dropout with the module's p and mode is right too: each probe seeds the global
-generator), the norm also answers to ``gamma`` and ``beta``."""
+"""Checks of notebook 06 as declarations (``engine``): the feed-forward network (``FFN``), layer normalization
+(``NORM``) and the residual connection in both orders (``CONNECTION``), with the check's own recording modules
+(``record.build``): a dropout that zeroes fixed entries, a norm that answers to ``gamma`` and ``beta``."""
 
 import itertools
 import math
@@ -32,34 +28,38 @@ DROPOUT_P = 0.25  # of the stand-in dropout
 _SEED = 20170612  # the global seed before each call: F.dropout(t, dropout.p, dropout.training) draws a known mask
 
 
-def _named(name: str):
-    """Give a stand-in the name of the class it stands for, in reprs and in messages."""
-    def rename(cls):
-        cls.__name__ = cls.__qualname__ = name
+def _recording(name: str):
+    """A stand-in class, named as the class it stands for, that keeps the tensors it is called with in ``calls``."""
+    def make(cls):
+        forward, init = cls.forward, cls.__init__
+
+        def __init__(self, *args, **kwargs):
+            init(self, *args, **kwargs)
+            self.calls = []
+
+        def recorded(self, t):
+            self.calls.append(t.detach().clone())
+            return forward(self, t)
+        cls.__init__, cls.forward, cls.__name__, cls.__qualname__ = __init__, recorded, name, name
         cls._get_name = lambda self: name
         return cls
-    return rename
+    return make
 
 
-@_named("Dropout")
+@_recording("Dropout")
 class _FixedDropout(nn.Dropout):
-    """A real ``nn.Dropout`` that zeroes the same entries at every call and scales the others by 1/(1 - p) (its
-    input in evaluation mode, or with p = 0), recording the tensors it is called with in ``calls``."""
+    """An ``nn.Dropout`` that zeroes the same entries at every call (drawn per number of entries, in memory order,
+    so a network that flattens the positions gets the same ones zeroed)."""
 
     def __init__(self, p: float = DROPOUT_P, seed: int = 0):
         super().__init__(p)
         self.seed = seed
-        self.calls: list[torch.Tensor] = []
 
     def keep(self, shape: torch.Size) -> torch.Tensor:
-        """True where an entry is kept: drawn per number of entries, in memory order, so a network that flattens
-        the positions gets the same entries zeroed."""
-        numel = shape.numel()
-        g = torch.Generator().manual_seed(self.seed + numel)
-        return (torch.rand(numel, generator=g) >= self.p).view(shape)
+        g = torch.Generator().manual_seed(self.seed + shape.numel())
+        return (torch.rand(shape.numel(), generator=g) >= self.p).view(shape)
 
     def forward(self, t: torch.Tensor) -> torch.Tensor:
-        self.calls.append(t.detach().clone())
         if not self.training or self.p == 0:
             return t
         if self.inplace:
@@ -67,32 +67,15 @@ class _FixedDropout(nn.Dropout):
         return t * self.keep(t.shape).to(t.device, t.dtype) / (1 - self.p)
 
 
-@_named("LayerNorm")
-class _Norm(nn.LayerNorm):
-    """A real ``nn.LayerNorm`` that also answers to ``gamma`` and ``beta``, recording its ``calls``."""
-
-    def __init__(self, d_model: int):
-        super().__init__(d_model)
-        self.calls: list[torch.Tensor] = []
-
+@_recording("LayerNorm")
+class _Norm(nn.LayerNorm):  # answers to gamma and beta too
     gamma = property(lambda self: self.weight)
     beta = property(lambda self: self.bias)
 
-    def forward(self, t: torch.Tensor) -> torch.Tensor:
-        self.calls.append(t.detach().clone())
-        return super().forward(t)
 
-
-@_named("PositionwiseFeedForward")
+@_recording("PositionwiseFeedForward")
 class _Sublayer(PositionwiseFeedForward):
-    """The course's feed-forward network, recording the tensors it is called with."""
-
-    def __init__(self, d_model: int, d_ff: int):
-        super().__init__(d_model, d_ff)
-        self.calls: list[torch.Tensor] = []
-
     def forward(self, t: torch.Tensor) -> torch.Tensor:
-        self.calls.append(t.detach().clone())
         out = super().forward(t)
         return out if len(self.calls) == 1 else out / 2  # a later call differs, as one with dropout would
 
@@ -106,27 +89,37 @@ def _functional(dropout: nn.Module) -> Callable:
     return keep
 
 
+def _dropout(p: float = DROPOUT_P, seed: int = 1, training: bool = True) -> nn.Module:
+    return recorder.build(f"{__name__}._FixedDropout", p=p, seed=seed).train(training)
+
+
+def _probe(args: tuple, label: str, reference: Callable, dropout: nn.Module, tags: dict, **options) -> Probe:
+    """A probe that also accepts F.dropout(t, dropout.p, dropout.training) (right too, another mask)."""
+    with torch.no_grad():
+        functional = reference(*_clone(args), keep=_functional(dropout) if dropout.training else None)
+    return Probe(args, label, seed=_SEED, tags=dict(eval=not dropout.training, **tags),
+                 accept=lambda got: _equal(got[0], functional), **options)
+
+
+def _functional_eval(reference: Callable, dropout: int) -> Mistake:
+    """F.dropout(t, p) in evaluation mode: ``reference`` with the mask F.dropout draws."""
+    return Mistake("with the dropout in evaluation mode (dropout.training is False) your function still drops entries: "
+                   "F.dropout(t, p) drops whatever the mode, as its training argument is True by default. Call the "
+                   "module, dropout(t), which follows the mode (or pass training=dropout.training).",
+                   "F.dropout in evaluation mode", when=lambda p: p.tags["eval"],
+                   like=lambda *args: reference(*args, keep=_functional(args[dropout])))
+
+
 # ---------------------------------------------------------------- the feed-forward network (6.1)
 
 _FFN_MATMUL = (r"cannot be multiplied|size mismatch|mat1 and mat2|must match the size of tensor",
                "\nHint: the matrices are given as in the paper's x W_1: W_1 is (d_model, d_ff) and W_2 (d_ff, "
                "d_model), so x @ W_1 then @ W_2, with no .T (nn.Linear stores its weight the other way round).")
-_FFN_ROLES = ("x", "W_1", "b_1", "W_2", "b_2", "dropout")
-_FUNCTIONAL_EVAL = (
-    "with the dropout in evaluation mode (dropout.training is False) your function still drops entries: "
-    "F.dropout(t, p) drops whatever the mode, as its training argument is True by default. Call the "
-    "module, dropout(t), which follows the mode (or pass training=dropout.training).")
 
 
-def _dropout(p: float = DROPOUT_P, seed: int = 1, training: bool = True) -> nn.Module:
-    """The check's dropout, made so that a probe sends it as data (``record.build``)."""
-    return recorder.build(f"{__name__}._FixedDropout", p=p, seed=seed).train(training)
-
-
-def course_feed_forward(x, W_1, b_1, W_2, b_2, dropout, act=F.relu, keep=None) -> torch.Tensor:
-    """The course's network on the given tensors, nn.Linear's way (``act``, or the dropout as the
-    mask ``keep``, changed for a known mistake or an accepted answer)."""
-    hidden = act(F.linear(x, W_1.T, b_1))                              # (batch, L, d_ff)
+def course_feed_forward(x, W_1, b_1, W_2, b_2, dropout, keep=None) -> torch.Tensor:
+    """The course's network, nn.Linear's way (the dropout as the mask ``keep``: F.dropout's)."""
+    hidden = F.relu(F.linear(x, W_1.T, b_1))                           # (batch, L, d_ff)
     hidden = dropout(hidden) if keep is None else hidden * keep(hidden)
     return F.linear(hidden, W_2.T, b_2)                                # (batch, L, d_model)
 
@@ -135,15 +128,11 @@ def _ffn_probes(device: str | None) -> list[Probe]:
     g, probes = torch.Generator().manual_seed(0), []
 
     def probe(args, sizes=None, dropout=None, setting="", **options):
-        x, W_1 = args[0], args[1]
-        (d_model, d_ff), dropout = W_1.shape, dropout or _dropout()
-        label = (f"{{what}} of {{name}}(x of shape {tuple(x.shape)}, W_1 ({d_model}, {d_ff}), b_1, W_2 ({d_ff}, "
-                 f"{d_model}), b_2, dropout{setting})")
-        args = (*args, dropout)
-        with torch.no_grad():  # F.dropout(t, dropout.p, dropout.training): right too, another mask
-            functional = course_feed_forward(*_clone(args), keep=_functional(dropout) if dropout.training else None)
-        probes.append(Probe(args, label, sizes=sizes, hints=(_FFN_MATMUL,), seed=_SEED, tags=dict(
-            eval=not dropout.training), accept=lambda got: _equal(got[0], functional), **options))
+        (d_model, d_ff), dropout = args[1].shape, dropout or _dropout()
+        label = (f"{{what}} of {{name}}(x of shape {tuple(args[0].shape)}, W_1 ({d_model}, {d_ff}), b_1, W_2 "
+                 f"({d_ff}, {d_model}), b_2, dropout{setting})")
+        probes.append(_probe((*args, dropout), label, course_feed_forward, dropout, {}, sizes=sizes,
+                             hints=(_FFN_MATMUL,), **options))
 
     for sizes in FFN_SIZES:
         batch, L, d_model, d_ff = sizes.values()
@@ -199,8 +188,7 @@ def _ffn(relu=1, b_1="inside", b_2=True, act=F.relu) -> Callable:
 
 _FFN_FORMULA = "FFN(x) = max(0, x W_1 + b_1) W_2 + b_2"
 FFN_MISTAKES = (
-    Mistake(_FUNCTIONAL_EVAL, "F.dropout in evaluation mode", when=lambda p: p.tags["eval"],
-            like=lambda *args: course_feed_forward(*args, keep=_functional(args[5]))),
+    _functional_eval(course_feed_forward, 5),
     Mistake("", "where the dropout is called", find=_dropout_calls,
             example=lambda x, W_1, b_1, W_2, b_2, dropout: F.relu(x @ W_1 + b_1) @ W_2 + b_2),
 ) + tuple(Mistake(message, name, like=_ffn(**wrong)) for name, wrong, message in (
@@ -220,8 +208,8 @@ FFN_MISTAKES = (
 )
 
 FFN = Declaration(
-    check="check_feed_forward", function="feed_forward", roles=_FFN_ROLES, reference=course_feed_forward,
-    probes=_ffn_probes, returns=Tensor("the output"), mistakes=FFN_MISTAKES,
+    check="check_feed_forward", function="feed_forward", roles=("x", "W_1", "b_1", "W_2", "b_2", "dropout"),
+    reference=course_feed_forward, probes=_ffn_probes, returns=Tensor("the output"), mistakes=FFN_MISTAKES,
     sizes_fix="Read every size from the inputs (x.shape, W_1.shape).",
     passed=(f"check_feed_forward passed: {{name}} computes max(0, x W_1 + b_1) W_2 + b_2 with dropout on the hidden "
             f"layer, as the course's PositionwiseFeedForward does, for {len(FFN_SIZES)} sets of sizes, with the "
@@ -231,17 +219,7 @@ FFN = Declaration(
 
 def check_feed_forward(feed_forward: Callable) -> None:
     """Check ``feed_forward(x, W_1, b_1, W_2, b_2, dropout)``, §3.3's network with dropout on the hidden layer,
-    against ``PositionwiseFeedForward`` on ``FFN_SIZES``, in training and evaluation mode and in float64.
-
-    Diagnoses: wrong shape (a batch of one squeezed away), dtype or device, an input changed in place, transposed
-    weights (the product's error, with a hint), dropout never called, on the input, after the second layer or called
-    twice, a ReLU after the second layer (too, or instead), no ReLU, GELU, b_1 or b_2 or both missing, b_1 after the
-    ReLU, positions that mix, sizes written into the code, a result a second call overwrites, the dropout's mode
-    changed (dropout.eval()), F.dropout dropping in evaluation mode, a float64 input computed in float32, and
-    gradients that do not reach x or a weight (@torch.no_grad(), .detach()). Reading ``dropout.p`` or
-    ``dropout.training``, and F.dropout with the module's p and mode, are accepted (the global generator is seeded
-    before each call, so its mask can be drawn again).
-    """
+    against ``PositionwiseFeedForward`` on ``FFN_SIZES``, in training and evaluation mode and in float64."""
     check(FFN, feed_forward)
 
 
@@ -268,13 +246,15 @@ def _norm_input(sizes: dict, g: torch.Generator) -> torch.Tensor:
 
 def _normalized(x: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor, eps: float, dims=(-1,),
                 unbiased: bool = False, eps_at: str = "inside", affine: str = "right",
-                centred: bool = True) -> torch.Tensor:
-    """Layer norm in float64 with the usual mistakes switched on by the arguments."""
+                centred: bool | None = True) -> torch.Tensor:
+    """Layer norm in float64 with the usual mistakes switched on by the arguments (``centred`` None: the mean
+    not subtracted; False: RMS norm, the mean of squares for the scale too)."""
     x = x.double()
     mean = x.mean(dim=dims, keepdim=True)
     var = x.var(dim=dims, keepdim=True, unbiased=unbiased)
-    if not centred:  # RMS norm: no mean subtracted, mean of squares for the scale
-        mean, var = torch.zeros_like(mean), (x * x).mean(dim=dims, keepdim=True)
+    if not centred:
+        mean = torch.zeros_like(mean)
+        var = var if centred is None else (x * x).mean(dim=dims, keepdim=True)
     root = {"inside": lambda: torch.sqrt(var + eps), "outside": lambda: torch.sqrt(var) + eps,
             "variance": lambda: var + eps}[eps_at]()
     xhat, gamma, beta = (x - mean) / root, gamma.double(), beta.double()
@@ -298,29 +278,31 @@ _AFFINE = {
 
 def _norm_probes(device: str | None) -> list[Probe]:
     g, probes = torch.Generator().manual_seed(0), []
+
+    def probe(args, shape="", affine="gamma, beta", **options):
+        probes.append(Probe(args, f"{{what}} of {{name}}(x{shape}, {affine}, eps={args[3]})", **options))
+
+    def gamma_beta(d_model: int) -> tuple:
+        return torch.rand(d_model, generator=g) * 1.5 + 0.5, torch.randn(d_model, generator=g)
+
     for sizes in NORM_SIZES:
         x = _norm_input(sizes, g)
-        gamma, beta = torch.rand(sizes["d_model"], generator=g) * 1.5 + 0.5, torch.randn(sizes["d_model"], generator=g)
+        gamma, beta = gamma_beta(sizes["d_model"])
         for eps in (1e-5, 0.5):
-            probes.append(Probe((x, gamma, beta, eps), f"{{what}} of {{name}}(x of shape ({_sizes(sizes)}), gamma, "
-                                f"beta, eps={eps})", sizes=sizes, hints=(_KEEPDIM,)))
-    probes.append(Probe((x, gamma, beta, 1), "{what} of {name}(x, gamma, beta, eps=1)", hints=(_KEEPDIM,)))
+            probe((x, gamma, beta, eps), f" of shape ({_sizes(sizes)})", sizes=sizes, hints=(_KEEPDIM,))
+    probe((x, gamma, beta, 1), hints=(_KEEPDIM,))
     probes.append(Probe((x, gamma, beta, 1e-5), "{what}", again=(x * 2 + 1, gamma, beta, 1e-5)))
     # Features that share a large offset, in float32: a one-pass variance, mean(x^2) - mean(x)^2,
     # loses every digit there (F.layer_norm is off by 1.5e-4 at most; one pass by 0.1 to 1, or NaN).
     sizes, g = NORM_SIZES[0], torch.Generator().manual_seed(1)
-    d_model = sizes["d_model"]
-    x = torch.randn(sizes["batch"], sizes["L"], d_model, generator=g) + NORM_OFFSET
-    gamma, beta = torch.rand(d_model, generator=g) * 1.5 + 0.5, torch.randn(d_model, generator=g)
-    probes.append(Probe((x, gamma, beta, 1e-5), f"{{what}} of {{name}}(x of shape ({_sizes(sizes)}), every feature "
-                        f"{NORM_OFFSET:.0f} + a spread of about 1, gamma, beta, eps=1e-05)", precision=2e-3,
-                        tags={"offset": True}))
-    x = _norm_input(sizes, g).double()
-    probes.append(Probe((x, gamma.double(), beta.double(), 1e-5), "{what} of {name}(x of shape "
-                        f"({_sizes(sizes)}), gamma, beta all float64, eps=1e-05)", grad=(0, 1, 2)))
-    x = _norm_input(dict(L=4, d_model=4), g)  # L = d_model
-    probes.append(Probe((x, gamma[:4], beta[:4], 1e-5), "{what} of {name}(x of shape (L=4, d_model=4), gamma, "
-                        "beta, eps=1e-05)", hints=(_KEEPDIM,)))
+    x = torch.randn(*sizes.values(), generator=g) + NORM_OFFSET
+    gamma, beta = gamma_beta(sizes["d_model"])
+    probe((x, gamma, beta, 1e-5), f" of shape ({_sizes(sizes)}), every feature {NORM_OFFSET:.0f} + a spread of about 1",
+          precision=2e-3, tags={"offset": True})
+    probe((_norm_input(sizes, g).double(), gamma.double(), beta.double(), 1e-5), f" of shape ({_sizes(sizes)})",
+          "gamma, beta all float64", grad=(0, 1, 2))
+    probe((_norm_input(dict(L=4, d_model=4), g), gamma[:4], beta[:4], 1e-5), " of shape (L=4, d_model=4)",
+          hints=(_KEEPDIM,))  # L = d_model
     return probes
 
 
@@ -333,14 +315,6 @@ def _norm_nan(got: torch.Tensor, p: Probe) -> str | None:
     return None
 
 
-def _eps_ignored(got: torch.Tensor, p: Probe) -> str | None:
-    x, gamma, beta, eps = p.args
-    if eps != 1e-5 and _equal(got, _normalized(x, gamma, beta, 1e-5)):
-        return (f"with eps={eps} your function gives what it gave with eps=1e-5: the eps argument is ignored (is 1e-5 "
-                "written into your code?).")
-    return None
-
-
 def _combined(got: torch.Tensor, p: Probe) -> str | None:
     """The unbiased variance, eps misplaced, gamma and beta wrong: each, or several at once."""
     for unbiased, eps_at, affine in itertools.product((False, True), ("inside", "outside", "variance"),
@@ -350,13 +324,6 @@ def _combined(got: torch.Tensor, p: Probe) -> str | None:
             found = [_VARIANCE] * unbiased + [_EPS.get(eps_at)] * (eps_at != "inside") + [_AFFINE.get(affine)] * (
                 affine != "right")
             return f"{found[0]}." if len(found) == 1 else f"{len(found)} mistakes at once: {'; and '.join(found)}."
-    return None
-
-
-def _uncentred(got: torch.Tensor, p: Probe) -> str | None:
-    x, gamma, beta, eps = (a.double() if torch.is_tensor(a) else a for a in p.args)
-    if _equal(got, gamma * x / torch.sqrt(x.var(dim=-1, keepdim=True, unbiased=False) + eps) + beta):
-        return "the mean is not subtracted: divide x - mean by the standard deviation, (x - mean) / sqrt(var + eps)."
     return None
 
 
@@ -376,6 +343,8 @@ def _other_dims(got: torch.Tensor, p: Probe) -> str | None:
 
 def _one_pass(got: torch.Tensor, p: Probe) -> str | None:
     x, gamma, beta, eps = p.args
+    if not p.tags.get("offset"):
+        return None
     error = got.double() - F.layer_norm(x.double(), x.shape[-1:], gamma.double(), beta.double(), eps)
     return (f"for features that share a large offset, {NORM_OFFSET:.0f} + a spread of about 1, your result is off by "
             f"up to {float(error.abs().nan_to_num(float('inf')).max()):.2g} (the course's float32 LayerNorm by less "
@@ -389,25 +358,24 @@ def _norm_by(dims=(-1,), **options) -> Callable:
     return lambda x, gamma, beta, eps: _normalized(x, gamma, beta, eps, dims, **options).to(x.dtype)
 
 
-def _found(tag: str | None, test: Callable) -> Callable:
-    """A ``find`` on the probes tagged ``tag`` (every probe: None): test(numbers, probe) -> message."""
-    return lambda found, p: None if found["values"] is None or tag is not None and not p.tags.get(tag) else test(
-        found["values"], p)
+def _found(test: Callable) -> Callable:
+    """A ``find`` on the numbers of the result: test(numbers, probe) -> message, or None."""
+    return lambda found, p: None if found["values"] is None else test(found["values"], p)
 
 
 NORM_MISTAKES = (
-    Mistake("", "NaN for a constant position", find=_found(None, _norm_nan),
+    Mistake("", "NaN for a constant position", find=_found(_norm_nan),
             example=lambda x, gamma, beta, eps: _norm_by()(x, gamma, beta, 0.0)),
-    Mistake("", "eps ignored", find=_found(None, _eps_ignored),
-            example=lambda x, gamma, beta, eps: _norm_by()(x, gamma, beta, 1e-5)),
-    Mistake("", "the variance, eps or gamma and beta", find=_found(None, _combined), example=_norm_by(unbiased=True)),
+    Mistake(lambda p: f"with eps={p.args[3]} your function gives what it gave with eps=1e-5: the eps argument is "
+            "ignored (is 1e-5 written into your code?).", "eps ignored", when=lambda p: p.args[3] != 1e-5,
+            like=lambda x, gamma, beta, eps: _norm_by()(x, gamma, beta, 1e-5)),
+    Mistake("", "the variance, eps or gamma and beta", find=_found(_combined), example=_norm_by(unbiased=True)),
     Mistake("you divided x by the root of its mean square without subtracting the mean: that is RMS norm (later "
             "practice), not layer norm, (x - mean) / sqrt(var + eps).", "RMS norm", like=_norm_by(centred=False)),
-    Mistake("", "the mean not subtracted", find=_found(None, _uncentred),
-            example=lambda x, gamma, beta, eps: gamma * x / (x.var(-1, keepdim=True, unbiased=False) + eps).sqrt()
-            + beta),
-    Mistake("", "statistics over other dimensions", find=_found(None, _other_dims), example=_norm_by(dims=(1,))),
-    Mistake("", "a one-pass variance", find=_found("offset", _one_pass),
+    Mistake("the mean is not subtracted: divide x - mean by the standard deviation, (x - mean) / sqrt(var + eps).",
+            "the mean not subtracted", like=_norm_by(centred=None)),
+    Mistake("", "statistics over other dimensions", find=_found(_other_dims), example=_norm_by(dims=(1,))),
+    Mistake("", "a one-pass variance", find=_found(_one_pass),
             example=lambda x, gamma, beta, eps: (lambda m: gamma * (x - m) / torch.sqrt(
                 (x * x).mean(-1, keepdim=True) - m * m + eps) + beta)(x.mean(-1, keepdim=True))),
 )
@@ -437,22 +405,11 @@ NORM = Declaration(
 
 def check_layer_norm(layer_norm: Callable) -> None:
     """Check ``layer_norm(x, gamma, beta, eps)`` against ``F.layer_norm`` on ``NORM_SIZES`` (positions of very
-    different scales, one constant) with eps 1e-5 and 0.5, then an int eps, features sharing an offset of
-    ``NORM_OFFSET`` in float32, and float64 with gradients.
-
-    Diagnoses: wrong shape (a batch of one squeezed away), dtype or device, an input changed in place, NaN on a
-    constant position (no eps), the eps argument ignored, the unbiased variance, eps outside the square root, the
-    variance instead of its root, gamma or beta missing or swapped (and two of these at once), RMS norm, the mean
-    not subtracted, statistics over the batch, the positions or a whole sentence, a missing keepdim (hint), code
-    that only works for 3-dimensional inputs (or not for 4-dimensional ones), a one-pass variance mean(x^2) -
-    mean(x)^2 (it cancels on the offset features), a result a second call overwrites, a float64 input computed in
-    float32, and gradients that do not reach x, gamma or beta (@torch.no_grad(), .detach()).
-    """
+    different scales, one constant), eps 1e-5, 0.5 and 1, features sharing ``NORM_OFFSET`` and float64."""
     check(NORM, layer_norm)
 
 
 # ---------------------------------------------------------------- the residual connection (6.3)
-
 
 _PRE, _POST = "x + dropout(sublayer(norm(x)))", "norm(x + dropout(sublayer(x)))"
 
@@ -471,7 +428,7 @@ def _connection_probes(device: str | None) -> list[Probe]:
     def modules(d_model: int, dtype=torch.float32, training=True, p=DROPOUT_P) -> tuple:
         """The sublayer (the course's network), the norm (gamma and beta away from 1 and 0) and the dropout."""
         ffn = recorder.build(f"{__name__}._Sublayer", d_model=d_model, d_ff=3 * d_model)
-        norm = recorder.build(f"{__name__}._Norm", d_model=d_model)
+        norm = recorder.build(f"{__name__}._Norm", normalized_shape=d_model)
         with torch.no_grad():
             for t in ffn.parameters():
                 t.copy_(torch.randn(t.shape, generator=g) / t.size(-1) ** 0.5)
@@ -480,14 +437,10 @@ def _connection_probes(device: str | None) -> list[Probe]:
         return tuple(m.to(dtype).train(training) for m in (ffn, norm, _dropout(p, seed=2, training=training)))
 
     def probe(x, mods, norm_first, sizes=None, setting="", **options):
-        args = (x, *mods, norm_first)
-        with torch.no_grad():  # F.dropout(t, dropout.p, dropout.training): right too, another mask
-            functional = course_connection(*_clone(args), keep=_functional(mods[2]) if mods[2].training else None)
         order = f"with norm_first={norm_first} ({'pre-norm' if norm_first else 'post-norm'}): "
-        probes.append(Probe(args, f"{{what}} of {{name}}(x of shape {tuple(x.shape)}, sublayer, norm, dropout, "
-                            f"norm_first={norm_first}){setting}", sizes=sizes, seed=_SEED, tags=dict(
-                                eval=not mods[2].training, order=order), accept=lambda got: _equal(got[0], functional),
-                            **options))
+        label = f"{{what}} of {{name}}(x of shape {tuple(x.shape)}, sublayer, norm, dropout, norm_first={norm_first})"
+        probes.append(_probe((x, *mods, norm_first), label + setting, course_connection, mods[2], dict(order=order),
+                             sizes=sizes, **options))
 
     for sizes in SUBLAYER_SIZES:
         x, mods = torch.randn(*sizes.values(), generator=g) * 2 + 0.5, modules(sizes["d_model"])
@@ -505,19 +458,20 @@ def _connection_probes(device: str | None) -> list[Probe]:
     return probes
 
 
+_USES = {"sublayer": "the residual connection wraps it, sublayer(...), and adds its output to x.",
+         "dropout": "the paper applies dropout to the output of each sub-layer, before the residual sum (§5.4): "
+                    "dropout(sublayer(...)), with the dropout passed in."}
+
+
 def _connection_calls(found: dict, p: Probe) -> str | None:
     """A module never called, or called more than once (the check's sublayer differs at a second call)."""
-    norm_first = p.args[4]
-    calls = {what: len(found["calls"][i].get("items", [])) for i, what in enumerate(("sublayer", "norm", "dropout"), 1)}
-    uses = {"sublayer": "the residual connection wraps it, sublayer(...), and adds its output to x.",
-            "norm": "the layer norm forgotten? " + (
-                "Pre-norm normalizes the sublayer's input: x + dropout(sublayer(norm(x))). " if norm_first else
-                "Post-norm normalizes the sum: norm(x + dropout(sublayer(x))). ") + "Use the norm passed in.",
-            "dropout": "the paper applies dropout to the output of each sub-layer, before the residual sum (§5.4): "
-                       "dropout(sublayer(...)), with the dropout passed in."}
-    for what, n in calls.items():
+    norm = "the layer norm forgotten? " + (
+        f"Pre-norm normalizes the sublayer's input: {_PRE}. " if p.args[4] else
+        f"Post-norm normalizes the sum: {_POST}. ") + "Use the norm passed in."
+    for i, what in enumerate(("sublayer", "norm", "dropout"), 1):
+        n = len(found["calls"][i].get("items", []))
         if n == 0 and (what != "dropout" or not p.tags["eval"]):
-            return f"your function never called the {what} it was given: {uses[what]}"
+            return f"your function never called the {what} it was given: {_USES.get(what, norm)}"
         if n > 1 and what != "norm":
             return (f"your function called the {what} {n} times ({p.tags['order'][5:-2]}); call it once and reuse "
                     "the result.")
@@ -544,8 +498,7 @@ def _order(norm_first: bool, message: str, formula: Callable) -> Mistake:
 
 
 CONNECTION_MISTAKES = (
-    Mistake(_FUNCTIONAL_EVAL, "F.dropout in evaluation mode", when=lambda p: p.tags["eval"],
-            like=lambda *args: course_connection(*args, keep=_functional(args[3]))),
+    _functional_eval(course_connection, 3),
     Mistake("", "a module not called, or called twice", find=_connection_calls,
             example=lambda x, S, N, D, norm_first: course_connection(x, S, lambda t: t, D, norm_first)),
     Mistake("", "the orders swapped, or norm_first ignored", find=_orders,
@@ -589,18 +542,7 @@ CONNECTION = Declaration(
 def check_sublayer_connection(sublayer_connection: Callable) -> None:
     """Check ``sublayer_connection(x, sublayer, norm, dropout, norm_first)`` in both orders against
     ``SublayerConnection``, with the check's recording modules, on ``SUBLAYER_SIZES``, in training and evaluation
-    mode, then in float64 with gradients. The norm may be computed from its attributes; F.dropout with the module's
-    p and mode is accepted.
-
-    Diagnoses: wrong shape (a batch of one squeezed away), dtype or device, an input changed in place, the sublayer,
-    the norm or the dropout never called (the sublayer or the dropout called twice), a module's mode changed
-    (.eval() or .train() left behind), F.dropout dropping in evaluation mode, a result a second call overwrites, a
-    float64 input computed in float32, gradients that do not reach x, the sublayer or the norm (@torch.no_grad(),
-    .detach()), the orders swapped, norm_first ignored, and in post-norm: dropout after the norm or on the sum, the
-    norm on the sublayer's output or on x only, the residual missing; in pre-norm: the residual added after the
-    norm, a second norm at the end, dropout on the sum or on the sublayer's input, the norm after the sublayer, the
-    residual missing.
-    """
+    mode and float64. The norm may be computed from its attributes; F.dropout with the module's p and mode passes."""
     check(CONNECTION, sublayer_connection)
 
 
