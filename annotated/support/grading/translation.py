@@ -106,10 +106,8 @@ def _bleu(hypotheses: list[str], references: list[str], *, clip: bool = True, ma
             matches[n - 1] += matched
             totals[n - 1] += total
             precisions_per_sentence[s][n - 1] = matched / total if total else 0.0
-    if level == "macro":  # the sentences' precisions averaged, instead of their counts summed
-        p = [sum(row[n] for row in precisions_per_sentence) / len(hyps) for n in range(max_n)]
-    else:
-        p = [m / t if t else 0.0 for m, t in zip(matches, totals)]
+    p = ([sum(row[n] for row in precisions_per_sentence) / len(hyps) for n in range(max_n)] if level == "macro"
+         else [m / t if t else 0.0 for m, t in zip(matches, totals)])  # "macro": the sentences' precisions averaged
     c, r = sum(map(len, hyps)), sum(map(len, refs))
     if c == 0 or r == 0:  # only empty outputs (or references): nothing matches
         return 0.0
@@ -117,10 +115,8 @@ def _bleu(hypotheses: list[str], references: list[str], *, clip: bool = True, ma
                "inverted": math.exp(1 - c / r) if c < r else 1.0,  # above 1 for short outputs
                "inverted min": min(1.0, math.exp(1 - c / r)),  # 1 for short outputs, below 1 for long
                "no min": math.exp(1 - r / c), "none": 1.0}[bp]
-    if mean == "arithmetic":
-        score = penalty * sum(p) / max_n
-    else:
-        score = 0.0 if min(p) <= 0 else penalty * math.exp(sum(map(math.log, p)) / max_n)
+    score = (penalty * sum(p) / max_n if mean == "arithmetic" else
+             0.0 if min(p) <= 0 else penalty * math.exp(sum(map(math.log, p)) / max_n))
     return 100 * score if percent else score
 
 
@@ -139,10 +135,9 @@ def _penalty_message(how: str) -> Callable:
 
 
 def _nan(found: dict, probe) -> str | None:
-    value = found.get("value") if found["kind"] == "value" else None
-    if found["kind"] == "tensor" and found["values"] is not None and found["values"].numel() == 1:
-        value = float(found["values"].reshape(()))
-    if isinstance(value, float) and math.isnan(value):
+    values = found["values"] if found["kind"] == "tensor" else None
+    value = float(values.reshape(())) if values is not None and values.numel() == 1 else found.get("value")
+    if isinstance(value, float) and math.isnan(value) and found["kind"] in ("tensor", "value"):
         return "your function returned NaN: a log of 0, or 0/0? With no match of some order, BLEU is 0."
     return None
 
@@ -155,7 +150,7 @@ def _through_sacrebleu(hypotheses: list[str], references: list[str]) -> float:
     return BLEU(tokenize="none", smooth_method="none").corpus_score(hypotheses, [references]).score
 
 
-def _bleu_mistake(**switched) -> Callable:
+def _bleu_mistake(**switched) -> Callable:  # _bleu with one mistake switched on
     return functools.partial(_bleu, **switched)
 
 
@@ -259,15 +254,7 @@ BLEU_CHECK = Declaration(
 
 def check_bleu(bleu: Callable) -> None:
     """Check ``bleu(hypotheses, references) -> float`` against sacrebleu's corpus BLEU (no smoothing, split at
-    whitespace, case-sensitive) on ``BLEU_CORPORA``. A function whose code calls sacrebleu fails before it runs.
-
-    Diagnoses: a call to sacrebleu (or the course's corpus_bleu) instead of the computation, a result of another kind or
-    NaN, a fraction instead of percent, the brevity penalty inverted, above 1 or missing, counts not clipped, the
-    arithmetic mean, the mean of sentence scores or of sentence precisions, three n-gram orders, the reference's n-grams
-    as the denominator, lowercased text, str.split(" ") instead of str.split(), outputs shorter than 4 words left out,
-    given a negative count of n-grams or counted as one n-gram, log(0), a division by zero where the corpus has no
-    n-gram of some order, and code that reads only some of the sentences.
-    """
+    whitespace, case-sensitive) on ``BLEU_CORPORA``. A function whose code calls sacrebleu fails before it runs."""
     check(BLEU_CHECK, bleu)
 
 
@@ -359,12 +346,7 @@ TOKENS = Declaration(
 
 def check_ids_to_tokens(ids_to_tokens_fn: Callable) -> None:
     """Check ``ids_to_tokens(ids, vocab) -> tokens``, the tokens of one decoded row, against
-    ``annotated.evaluation.ids_to_tokens`` on the vocabularies and rows of ``TOKEN_CASES``.
-
-    Diagnoses: the ids changed in place, a string, ids or another kind of result, </s> kept, a cut at the last </s> (or
-    after it), no cut, a stop at the first <pad>, <s> or <pad> (or both) kept, <unk> dropped, and the ids of the
-    specials written into the code.
-    """
+    ``annotated.evaluation.ids_to_tokens`` on the vocabularies and rows of ``TOKEN_CASES``."""
     check(TOKENS, ids_to_tokens_fn)
 
 
@@ -431,14 +413,10 @@ SCORE_MISTAKES = tuple(Mistake(lambda p, m=message: m.replace("{alpha}", str(p.a
 
 
 def _score_probes(device: str | None) -> list[Probe]:
-    probes = []
-    for sizes, settings in zip(SCORE_SIZES, _SCORE_SETTINGS):
-        logits, ys = _score_inputs(sizes, settings)
-        batch, L, vocab = sizes["batch"], sizes["L"], sizes["vocab"]
-        label = (f"{{what}} of {{name}}(logits of shape ({batch}, {L - 1}, {vocab}), ys of shape ({batch}, {L}), "
-                 f"alpha={settings['alpha']}, pad_idx={settings['pad']})")
-        probes.append(Probe((logits, ys, settings["alpha"], settings["pad"]), label, sizes=sizes))
-    return probes
+    return [Probe((*_score_inputs(sizes, s), s["alpha"], s["pad"]), f"{{what}} of {{name}}(logits of shape "
+                  f"({sizes['batch']}, {sizes['L'] - 1}, {sizes['vocab']}), ys of shape ({sizes['batch']}, "
+                  f"{sizes['L']}), alpha={s['alpha']}, pad_idx={s['pad']})", sizes=sizes)
+            for sizes, s in zip(SCORE_SIZES, _SCORE_SETTINGS)]
 
 
 def _scores_hint(passed: list, sizes: dict, message: str) -> str:
@@ -461,13 +439,7 @@ SCORES = Declaration(
 
 def check_sequence_scores(sequence_scores: Callable) -> None:
     """Check ``sequence_scores(logits, ys, alpha, pad_idx) -> (batch,)``, s(Y) = log P(Y | X) / lp(|Y|) of decoded
-    rows ys from teacher-forced logits, against the course's formula (``_scores``) on the inputs of ``SCORE_SIZES``.
-
-    Diagnoses: an input changed in place, a result of another dtype, kind or shape (a batch of one squeezed away), raw
-    logits, probabilities or a softmax over the positions, the labels not shifted, padding scored, |Y| counted with <s>,
-    without </s> or as the padded length, the length penalty missing, multiplied, replaced by the length or with alpha
-    as a factor, and sizes or a padding id written into the code.
-    """
+    rows ys from teacher-forced logits, against the course's formula (``_scores``) on the inputs of ``SCORE_SIZES``."""
     check(SCORES, sequence_scores)
 
 
