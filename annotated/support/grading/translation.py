@@ -303,25 +303,6 @@ def _tokens_mistake(mistake: dict, message: str) -> Mistake:
                    ", ".join(f"{k} {v}" for k, v in mistake.items()).replace("_", " "), like=wrong)
 
 
-def _ids(found: dict, p: Probe) -> str | None:
-    got = found["value"]
-    if got and all(isinstance(t, int) and not isinstance(t, bool) for t in got):
-        return f"ids_to_tokens returned ids, {list(got)}; return the tokens themselves, vocab.lookup_tokens(ids)."
-    return None
-
-
-def _not_tokens(found: dict, name: str, what: str) -> str:
-    if found.get("type") == "str":
-        return f"{name} returned the string {found['value']!r}; return the list of tokens (the detokenizer joins them)."
-    return f"{name} should return a list of tokens, got {found['type']}"
-
-
-def _tokens_probes(device: str | None) -> list[Probe]:
-    return [Probe((list(row), record.build("annotated.vocab.Vocab", itos=itos)),
-                  f"{{what}} of {{name}}({row}, vocab) with the vocabulary {itos}", sizes=sizes)
-            for sizes, (itos, rows) in zip(SIZE_SETS["check_ids_to_tokens"], TOKEN_CASES) for row in rows]
-
-
 def _tokens_hint(passed: list, sizes: dict, message: str) -> str:
     itos = TOKEN_CASES[SIZE_SETS["check_ids_to_tokens"].index(sizes)][0]
     hint = _hard_coded_hint(passed, sizes, message, "Read the ids of <s>, </s> and <pad> from the vocabulary.")
@@ -331,10 +312,18 @@ def _tokens_hint(passed: list, sizes: dict, message: str) -> str:
 
 TOKENS = Declaration(
     check="check_ids_to_tokens", function="ids_to_tokens", roles=("ids", "vocab"),
-    reference=lambda ids, vocab: ids_to_tokens(list(ids), vocab), probes=_tokens_probes, sizes_fix=_tokens_hint,
-    returns=Value("the tokens", kind="list", sequence=True, other=_not_tokens), consistent=True,
+    reference=lambda ids, vocab: ids_to_tokens(list(ids), vocab), sizes_fix=_tokens_hint, consistent=True,
+    probes=lambda device: [Probe((list(row), record.build("annotated.vocab.Vocab", itos=itos)),
+                                 f"{{what}} of {{name}}({row}, vocab) with the vocabulary {itos}", sizes=sizes)
+                           for sizes, (itos, rows) in zip(SIZE_SETS["check_ids_to_tokens"], TOKEN_CASES)
+                           for row in rows],
+    returns=Value("the tokens", kind="list", sequence=True, other=lambda found, name, what: (
+        f"{name} returned the string {found['value']!r}; return the list of tokens (the detokenizer joins them)."
+        if found.get("type") == "str" else f"{name} should return a list of tokens, got {found['type']}")),
     in_place="The caller uses the row again: build a new list (a slice, ids[:end]), not remove, pop or del.",
-    mistakes=(Mistake("", "ids, not tokens", find=_ids,
+    mistakes=(Mistake("", "ids, not tokens", find=lambda found, p: (
+        f"ids_to_tokens returned ids, {list(found['value'])}; return the tokens themselves, vocab.lookup_tokens(ids)."
+        if found["value"] and all(isinstance(t, int) and not isinstance(t, bool) for t in found["value"]) else None),
                       example=lambda ids, vocab: [vocab[t] for t in ids_to_tokens(list(ids), vocab)]),
               *(_tokens_mistake(mistake, message) for mistake, message in _TOKEN_MISTAKES)),
     passed=lambda name: (
