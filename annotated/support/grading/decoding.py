@@ -236,8 +236,7 @@ def _step_hint(passed: list, sizes: dict, message: str) -> str:
     return hint + "".join(f"\nNote: {note}." for note in notes)
 
 
-def _later(p: Probe) -> bool:
-    """After the first step, where one position in any order, and attending to it alone, are right."""
+def _later(p: Probe) -> bool:  # after the first step, where one position in any order, or alone, is right
     return p.tags["step"] > 1
 
 
@@ -412,18 +411,13 @@ def _first_difference(got: torch.Tensor, expected: torch.Tensor) -> str:
     return f"shapes: expected {tuple(expected.shape)}, got {tuple(got.shape)}"
 
 
-def _ids(found: dict, p: Probe) -> torch.Tensor | None:
-    """The learner's ids, where they are (batch, columns) for the probe's batch."""
-    values = found["values"]
-    return values if values is not None and values.dim() == 2 and values.size(0) == p.args[1].size(0) else None
-
-
 def _decoded(case: str) -> Callable:
     """A find: what the learner's ids and the model's calls say: too many columns ("columns"); the self-attention run
     on the whole prefix with a right output ("right"), with the prefix fed through the cache ("prefix"), or otherwise
     ("whole"); <s> left out ("lost") or another first token ("first")."""
     def find(found: dict, p: Probe) -> str | None:
-        ids, max_len, bos = _ids(found, p), p.args[3], p.args[4]
+        ids, max_len, bos = found["values"], p.args[3], p.args[4]
+        ids = ids if ids is not None and ids.dim() == 2 and ids.size(0) == p.args[1].size(0) else None  # (batch, t)
         if case == "columns":
             return (f"{{name}} returned {ids.size(1)} columns with max_len = {max_len}: max_len counts every token of "
                     f"the output, <s> included, so decode at most max_len - 1 new tokens.{p.tags['this']}"
@@ -651,12 +645,6 @@ def _beam_result(found: dict) -> tuple[tuple | None, str | None]:
         return None, str(err)
 
 
-def _same_hypotheses(got: list, expected: list) -> bool:
-    return len(got) == len(expected) and all(
-        g_tokens == e_tokens and math.isclose(g_value, e_value, rel_tol=1e-5, abs_tol=1e-5)
-        for (g_tokens, g_value), (e_tokens, e_value) in zip(got, expected))
-
-
 def _beam_probes(device: str | None) -> list[Probe]:
     """simple_beam_search on each set's random model, with its trace: one probe per step, the live hypotheses of the
     search before it and the model's log-probabilities for them (its steps are _beam_step's: tests say so)."""
@@ -703,12 +691,15 @@ def _beam_found(case: str) -> Callable:
                        "next best candidate that does not end in </s>. Kept in the beam, it would be extended past "
                        "its end, and take the place of a live one.")(p) if ended else None
         right_live, right_finished = course_beam_step(*p.args)
+        same = lambda got, expected: len(got) == len(expected) and all(  # noqa: E731
+            g == e and math.isclose(g_value, e_value, rel_tol=1e-5, abs_tol=1e-5)
+            for (g, g_value), (e, e_value) in zip(got, expected))
         if case == "order":
+            ordered = [sorted(hypotheses, key=lambda h: -h[1]) for hypotheses in (live, finished)]
             return _at("the hypotheses are right but not in order: return each list best first, by decreasing log P "
-                       "(and s(Y)), as simple_beam_search keeps them.")(p) if _same_hypotheses(
-                sorted(live, key=lambda h: -h[1]), right_live) and _same_hypotheses(
-                sorted(finished, key=lambda h: -h[1]), right_finished) else None
-        if not _same_hypotheses(live, right_live):
+                       "(and s(Y)), as simple_beam_search keeps them.")(p) if same(ordered[0], right_live) and same(
+                ordered[1], right_finished) else None
+        if not same(live, right_live):
             return _at(f"your live hypotheses are {_show_hypotheses(live)}, where simple_beam_search keeps "
                        f"{_show_hypotheses(right_live)} (tokens, log P; best first).")(p)
         return _at(f"your finished hypotheses are {_show_hypotheses(finished)}, where simple_beam_search sets aside "

@@ -150,12 +150,41 @@ def _through_sacrebleu(hypotheses: list[str], references: list[str]) -> float:
     return BLEU(tokenize="none", smooth_method="none").corpus_score(hypotheses, [references]).score
 
 
-def _bleu_mistake(**switched) -> Callable:  # _bleu with one mistake switched on
-    return functools.partial(_bleu, **switched)
-
-
 _YOURSELF = ("the exercise is to compute BLEU yourself: count each output's n-grams (n = 1 to 4), clip them, sum over "
              "the corpus, take the geometric mean of the precisions times the brevity penalty.")
+
+_BLEU_SWITCHES = (  # (the switches of _bleu that make it, its name, its message, a wrong answer beyond like)
+    (dict(percent=False), "a fraction, not percent",
+     "your score is a fraction; BLEU is reported in percent, times 100 (the paper's 27.3, not 0.273).", None),
+    (dict(bp="inverted"), "the brevity penalty inverted", _penalty_message("inverted"), None),
+    (dict(bp="no min"), "the brevity penalty above 1", _penalty_message("no min"), None),
+    (dict(bp="none"), "no brevity penalty", _penalty_message("none"), functools.partial(_bleu, bp="inverted min")),
+    (dict(clip=False), "matches not clipped", "the n-gram matches are not clipped: an n-gram of the output counts at "
+     "most as often as in the reference, min(count in output, count in reference).", None),
+    (dict(mean="arithmetic"), "the arithmetic mean", "you took the arithmetic mean of the four precisions; BLEU takes "
+     "their geometric mean, exp((log p_1 + log p_2 + log p_3 + log p_4) / 4).", None),
+    (dict(level="sentence"), "the mean of sentence BLEU", "you averaged the BLEU of each sentence; corpus BLEU sums "
+     "the matches, n-grams and lengths over all sentences first, then computes one score.", None),
+    (dict(level="macro"), "the mean of sentence precisions", "you averaged the precisions of the sentences; corpus "
+     "BLEU sums the matches and n-grams over all sentences, then divides once.", None),
+    (dict(max_n=3), "n up to 3", "your score uses the 1- to 3-gram precisions; BLEU uses n = 1 to 4 (range(1, 5)).",
+     None),
+    (dict(denominator="reference"), "the reference's n-grams as denominator", "you divided the matches by the "
+     "reference's n-grams: a precision divides by the output's n-grams (the brevity penalty covers what is missing).",
+     None),
+    (dict(words="lower"), "lowercased", "you lowercased the sentences: BLEU compares the words as they are written, "
+     "so 'A' does not match 'a' (sacrebleu's default). Split the sentences as they are, hypothesis.split().", None),
+    (dict(words="space"), "split at single spaces", "you split at single spaces, str.split(' '): a double space, or a "
+     "space at either end, makes an empty word ''. str.split() splits at any run of spaces and drops them at the "
+     "ends.", None),
+    (dict(short="skipped"), "short outputs left out", "you left out the outputs shorter than 4 words: they still "
+     "count, in c and r and in the precisions of the n-grams they have.", None),
+    (dict(short="truncated"), "a short output as one n-gram", "you counted an output shorter than n words as one "
+     "n-gram of order n (range(max(1, len(words) - n + 1))): it has no n-gram of that order; range(len(words) - n + "
+     "1) is empty then.", None),
+    (dict(short="formula"), "a negative count of n-grams", "you counted len(words) - n + 1 n-grams for every output: "
+     "below 0 for an output shorter than n words. Count the n-grams you extract, max(0, len(words) - n + 1).", None),
+)
 
 BLEU_MISTAKES = (
     Mistake(f"your function calls sacrebleu (corpus_score), directly or through the course's corpus_bleu; {_YOURSELF}",
@@ -164,41 +193,8 @@ BLEU_MISTAKES = (
     Mistake(f"your function calls sacrebleu ({{found}}); {_YOURSELF}", "sacrebleu called", stage="source",
             source=r"\bsacrebleu\b|(?<=\. )(corpus_score|sentence_score|compute_bleu|_compute_score_from_stats)\b",
             example=_through_sacrebleu),
-    Mistake("your score is a fraction; BLEU is reported in percent, times 100 (the paper's 27.3, not 0.273).",
-            "a fraction, not percent", like=_bleu_mistake(percent=False)),
-    Mistake(_penalty_message("inverted"), "the brevity penalty inverted", like=_bleu_mistake(bp="inverted")),
-    Mistake(_penalty_message("no min"), "the brevity penalty above 1", like=_bleu_mistake(bp="no min")),
-    Mistake(_penalty_message("none"), "no brevity penalty", like=_bleu_mistake(bp="none"),
-            example=_bleu_mistake(bp="inverted min")),
-    Mistake("the n-gram matches are not clipped: an n-gram of the output counts at most as often as in the "
-            "reference, min(count in output, count in reference).", "matches not clipped",
-            like=_bleu_mistake(clip=False)),
-    Mistake("you took the arithmetic mean of the four precisions; BLEU takes their geometric mean, exp((log p_1 + "
-            "log p_2 + log p_3 + log p_4) / 4).", "the arithmetic mean", like=_bleu_mistake(mean="arithmetic")),
-    Mistake("you averaged the BLEU of each sentence; corpus BLEU sums the matches, n-grams and lengths over all "
-            "sentences first, then computes one score.", "the mean of sentence BLEU",
-            like=_bleu_mistake(level="sentence")),
-    Mistake("you averaged the precisions of the sentences; corpus BLEU sums the matches and n-grams over all "
-            "sentences, then divides once.", "the mean of sentence precisions", like=_bleu_mistake(level="macro")),
-    Mistake("your score uses the 1- to 3-gram precisions; BLEU uses n = 1 to 4 (range(1, 5)).", "n up to 3",
-            like=_bleu_mistake(max_n=3)),
-    Mistake("you divided the matches by the reference's n-grams: a precision divides by the output's n-grams (the "
-            "brevity penalty covers what is missing).", "the reference's n-grams as denominator",
-            like=_bleu_mistake(denominator="reference")),
-    Mistake("you lowercased the sentences: BLEU compares the words as they are written, so 'A' does not match 'a' "
-            "(sacrebleu's default). Split the sentences as they are, hypothesis.split().", "lowercased",
-            like=_bleu_mistake(words="lower")),
-    Mistake("you split at single spaces, str.split(' '): a double space, or a space at either end, makes an empty "
-            "word ''. str.split() splits at any run of spaces and drops them at the ends.", "split at single spaces",
-            like=_bleu_mistake(words="space")),
-    Mistake("you left out the outputs shorter than 4 words: they still count, in c and r and in the precisions of "
-            "the n-grams they have.", "short outputs left out", like=_bleu_mistake(short="skipped")),
-    Mistake("you counted an output shorter than n words as one n-gram of order n (range(max(1, len(words) - n + 1))): "
-            "it has no n-gram of that order; range(len(words) - n + 1) is empty then.", "a short output as one n-gram",
-            like=_bleu_mistake(short="truncated")),
-    Mistake("you counted len(words) - n + 1 n-grams for every output: below 0 for an output shorter than n words. "
-            "Count the n-grams you extract, max(0, len(words) - n + 1).", "a negative count of n-grams",
-            like=_bleu_mistake(short="formula")),
+    *(Mistake(message, name, like=functools.partial(_bleu, **switched), example=example)
+      for switched, name, message, example in _BLEU_SWITCHES),
     Mistake("", "NaN", find=_nan, example=lambda hypotheses, references: float("nan")),
 )
 
