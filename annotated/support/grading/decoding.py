@@ -1,21 +1,8 @@
-"""Checks of notebook 09's exercises: the key/value cache of greedy decoding
-(``annotated.decoding``) and one step of beam search with the length penalty
-(``annotated.beam_search``).
+"""Checks of notebook 09: one self-attention step with its key/value cache (9.1) and greedy decoding with the cache
+(9.2, ``annotated.decoding``), on small seeded random models of the check's own; one step of beam search with the
+length penalty (9.3), compared step by step with ``annotated.beam_search.simple_beam_search`` on random "models"."""
 
-The decoding checks build small random models of their own, seeded, never the shipped one; the
-beam-search check runs ``simple_beam_search`` itself on small random "models" (a table of
-next-token log-probabilities for every prefix) and compares each of its steps with the
-learner's.
-
-The three are declarations (``annotated.support.grading.engine``), judged by the grader in its own process.
-9.1's probes decode a sentence from its first step, one call per position on one cache (``Probe.chain``), and
-judge the last call's output with what it left in the cache (``Probe.fills``); 9.2's model travels as data
-(``record.build``) and keeps how many positions its self-attention saw, which names a right output computed
-without the cache (a mistake of stage "always"); 9.3's steps are read from tuples or lists whose numbers may be
-0-d tensors (``Value.read``), every step a probe, a mistake named only where it explains the whole search.
-"""
-
-import contextlib
+import functools
 import math
 from collections.abc import Callable
 
@@ -31,66 +18,43 @@ from annotated.support import record as recorder
 from annotated.support.grading.core import ExerciseFailed, _hard_coded_hint
 from annotated.support.grading.engine import Declaration, Items, Mistake, Probe, Tensor, Value, _run_on, check
 
-# ---------------------------------------------------------------- the sizes
-
 STEP_SIZES = [dict(batch=2, h=3, d_k=5, steps=6), dict(batch=3, h=2, d_k=7, steps=4),
               dict(batch=1, h=4, d_k=16, steps=5), dict(batch=4, h=5, d_k=1, steps=3),
               dict(batch=5, h=1, d_k=64, steps=7)]
-# Per set: the dtype, and the scores: "normal"; "far below zero", every score below -10^3 (keys
-# that are minus the queries, inputs with a large common offset), where exp() of each underflows
-# to 0; "very large", every score above +10^3, where exp() overflows. float64 from the third set
-# on, compared to float64 precision: a step through float32 shows. Their d_k (16, 1, 64) have a
-# square root and its inverse exact in float32, so that a scale computed as a float32 tensor,
-# torch.sqrt(torch.tensor(d_k)), stays a right answer (as in notebook 02's check).
+# float64 sets are compared at float64's precision; scores all below -10^3 make exp() underflow, above +10^3
+# overflow. d_k of 16, 1 and 64 keep a float32 scale, torch.sqrt(torch.tensor(d_k)), exact (a right answer).
 _STEP_SETTINGS = [dict(dtype=torch.float32, scores="normal"), dict(dtype=torch.float32, scores="normal"),
                   dict(dtype=torch.float64, scores="normal"), dict(dtype=torch.float64, scores="far below zero"),
                   dict(dtype=torch.float64, scores="very large")]
 
-# Small random models: post-norm with the first set, pre-norm with the second (whose final
-# LayerNorm then matters). The special ids change too, so that none can be written in. The
-# seeds and the ids of </s> give models whose sentences all end, at different steps, and on which
-# every mistake the check names gives an output of its own (tests/test_exercises_09 says so).
-DECODE_SIZES = [
-    dict(batch=3, L_src=5, N=1, h=2, d_k=7, vocab=11, max_len=9),  # d_model = h * d_k is even:
-    dict(batch=4, L_src=7, N=2, h=3, d_k=6, vocab=13, max_len=12),  # the sinusoids come in pairs
-]
+# Post-norm, then pre-norm; seeds and ids chosen so that the sentences end at different steps and every mistake
+# gives an output of its own (tests/test_exercises_09 says so). d_model = h * d_k is even (sinusoids in pairs).
+DECODE_SIZES = [dict(batch=3, L_src=5, N=1, h=2, d_k=7, vocab=11, max_len=9),
+                dict(batch=4, L_src=7, N=2, h=3, d_k=6, vocab=13, max_len=12)]
 _DECODE_SETTINGS = [dict(norm_first=False, bos=1, pad=0, eos=6, seed=22),
                     dict(norm_first=True, bos=3, pad=1, eos=9, seed=6)]
 
-# Random "models" for beam search, one per set: a table of next-token log-probabilities for
-# every prefix, k, the size of the vocabulary and the longest output. Per set the ids of <s> and
-# </s> and alpha change too, so that none can be written in; alpha = 0 with k = 1 (greedy).
-# The seeds give searches in which </s> is among the k best candidates at the first step and
-# later ones, among the k next best at others, and every mistake the check names shows.
+# Seeds giving searches where </s> is among the k best at the first step and later, and every mistake shows.
 BEAM_SIZES = [dict(k=2, vocab=7, max_len=6), dict(k=3, vocab=11, max_len=5),
               dict(k=4, vocab=13, max_len=8), dict(k=1, vocab=9, max_len=4)]
 _BEAM_SETTINGS = [dict(bos=1, eos=2, alpha=0.6, seed=3), dict(bos=0, eos=5, alpha=1.0, seed=2),
                   dict(bos=3, eos=0, alpha=0.8, seed=3), dict(bos=2, eos=7, alpha=0.0, seed=2)]
 
-SIZE_SETS = {
-    "check_self_attention_step": STEP_SIZES,
-    "check_cached_greedy_decode": DECODE_SIZES,
-    "check_beam_step": BEAM_SIZES,
-}
+SIZE_SETS = {"check_self_attention_step": STEP_SIZES, "check_cached_greedy_decode": DECODE_SIZES,
+             "check_beam_step": BEAM_SIZES}
 
 
-@contextlib.contextmanager
-def _one_thread():
-    """Tiny models run faster on one thread, above all on a busy machine (a decoding step is
-    many small products, each paying to start the threads); the count is restored after."""
+def _on_one_thread(decl: Declaration, fn: Callable) -> None:
+    """Tiny models run faster on one thread (each small product pays to start the threads)."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        yield
+        check(decl, fn)
     finally:
         torch.set_num_threads(threads)
 
 
 # ---------------------------------------------------------------- 9.1 the cache of one attention
-# Every probe is a sentence decoded from its first step, one call per position on one cache (the
-# calls chained: Probe.chain), and judges its last call: the output and what it left in the cache,
-# cache["self_k"] and cache["self_v"] (Probe.fills). A message about an exception names the
-# arguments of the call: attn says what it is in a few words.
 
 
 class _Attention(MultiHeadAttention):
@@ -99,9 +63,7 @@ class _Attention(MultiHeadAttention):
 
 
 def _attention_module(d_model: int, h: int, seed: int, dtype: str = "float32", scores: str = "normal"):
-    """A seeded MultiHeadAttention in eval mode (the global random state is left as it was); with
-    ``scores`` "far below zero" or "very large", W_K is -W_Q or W_Q, so that q . k = -+|W_Q x + b|^2
-    has the same sign for every query and key."""
+    """A seeded MultiHeadAttention in eval mode; W_K is -W_Q or W_Q for scores all "far below zero" or "very large"."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         attn = _Attention(d_model, h).eval().to(getattr(torch, dtype))
@@ -124,9 +86,7 @@ def course_self_attention_step(attn, y, cache):
 
 def _step_variant(dim: int = 2, newest_first: bool = False, replace: bool = False, swap: bool = False,
                   keys_of=None, alone: bool = False, flat: bool = False) -> Callable:
-    """The reference with one mistake: the cache appended along ``dim``, newest first, replaced,
-    keys and values swapped, keys made by ``keys_of(attn, y)``, the query attending to itself only
-    (``alone``), or the cache kept unsplit, (batch, t, d_model) (``flat``)."""
+    """The reference with one mistake switched on; ``flat`` keeps the cache unsplit, (batch, t, d_model)."""
     def step(attn, y, cache):
         k = keys_of(attn, y) if keys_of else attn.split_heads(attn.W_K(y))
         v = attn.split_heads(attn.W_V(y))
@@ -144,10 +104,15 @@ def _step_variant(dim: int = 2, newest_first: bool = False, replace: bool = Fals
     return step
 
 
+_STEP_HINTS = ((r"must match the size|size mismatch|cannot be multiplied|Expected size|do not broadcast",
+                "\nHint: the cache holds (batch, h, t, d_k): append the newest key and value along "
+                "dim=2, the positions, torch.cat([cache['self_k'], k], dim=2)."),)
+_WRONG_DIMS = {0: "dim=0, the batch", 1: "dim=1, the heads", -1: "dim=3 (-1), the width d_k"}
+
+
 def _step_probes(device: str | None) -> list[Probe]:
-    """Each set's sentence, one probe per step t (t calls on one cache, the last judged), and at the
-    first step of the first set a second sentence on a cache of its own after it (``again``): what
-    the first left in its cache and returned must stay as it was."""
+    """Each set's sentence, one probe per step t (t chained calls on one cache, the last judged with what it left in
+    the cache); the first probe then decodes a second sentence on a cache of its own (``again``)."""
     probes = []
     for sizes, settings in zip(STEP_SIZES, _STEP_SETTINGS):
         batch, h, d_k, steps = sizes["batch"], sizes["h"], sizes["d_k"], sizes["steps"]
@@ -174,72 +139,49 @@ def _step_probes(device: str | None) -> list[Probe]:
     return probes
 
 
-_STEP_HINTS = ((r"must match the size|size mismatch|cannot be multiplied|Expected size|do not broadcast",
-                "\nHint: the cache holds (batch, h, t, d_k): append the newest key and value along "
-                "dim=2, the positions, torch.cat([cache['self_k'], k], dim=2)."),)
-_WRONG_DIMS = {0: "dim=0, the batch", 1: "dim=1, the heads", -1: "dim=3 (-1), the width d_k"}
-
-
-def _fix(p: Probe, key: str = "self_k") -> str:
-    batch, h, held, d_k = _step_shape(p)
-    return (f"append the new one along the positions, dim=2: torch.cat([cache[{key!r}], k], dim=2), so that "
-            f"after {held} steps it is (batch, h, {held}, d_k) = {(batch, h, held, d_k)}.")
-
-
-def _step_shape(p: Probe) -> tuple:
+def _piled(p: Probe, dim: int | None = None) -> tuple:
+    """cache['self_k']'s shape, (batch, h, 1, d_k), with the positions so far piled up along ``dim``."""
     attn, y = p.args[-1][0], p.args[-1][1]
-    return y.size(0), attn.h, p.tags["step"], attn.d_k
+    shape = [y.size(0), attn.h, 1, attn.d_k]
+    if dim is not None:
+        shape[dim] *= p.tags["step"]
+    return tuple(shape)
+
+
+def _fix(p: Probe) -> str:
+    held, right = p.tags["step"], _piled(p, 2)
+    return (f"append the new one along the positions, dim=2: torch.cat([cache['self_k'], k], dim=2), so that "
+            f"after {held} steps it is (batch, h, {held}, d_k) = {right}.")
 
 
 def _along(dim: int, failed: bool = False) -> Callable:
     """The message of keys appended along ``dim``, seen in the cache's shape or (``failed``) in an exception."""
     def message(p: Probe) -> str:
-        batch, h, held, d_k = _step_shape(p)
-        shape = [batch, h, 1, d_k]
-        shape[dim] *= held
-        seen = (f"at step {held} the attention failed on keys of shape {tuple(shape)}" if failed else
-                f"after {held} steps cache['self_k'] has shape {tuple(shape)}")
+        held, shape = p.tags["step"], _piled(p, dim)
+        seen = (f"at step {held} the attention failed on keys of shape {shape}" if failed else
+                f"after {held} steps cache['self_k'] has shape {shape}")
         return (f"{seen}: you appended the new position along {_WRONG_DIMS[dim]}, so the positions pile up where "
                 f"they do not belong; {_fix(p)}")
     return message
 
 
 def _cache_shape(case: str) -> Callable:
-    """What a cache['self_k'] of the wrong shape says about how it was built: appended along another
+    """A find: what a cache['self_k'] of the wrong shape says about how it was built: appended along another
     dimension ("dims"), replaced ("replaced") or kept unsplit ("unsplit")."""
-    return lambda found, p: _cache_shapes(found, p).get(case)
-
-
-def _cache_shapes(found: dict, p: Probe) -> dict:
-    batch, h, held, d_k = _step_shape(p)
-    shape = tuple(found["shape"])
-    for dim in _WRONG_DIMS:
-        wrong = [batch, h, 1, d_k]
-        wrong[dim] *= held
-        if held > 1 and shape == tuple(wrong):
-            return {"dims": _along(dim)(p)}
-    if held > 1 and shape == (batch, h, 1, d_k):
-        return {"replaced": f"after {held} steps cache['self_k'] still holds one position, shape {shape}: each step "
-                f"replaced it instead of appending, so the new query sees itself only. Keep the earlier positions and "
-                f"{_fix(p)}"}
-    if shape == (batch, held, h * d_k):
-        return {"unsplit": f"cache['self_k'] has shape {shape}, (batch, t, d_model): keep it split into heads, "
-                f"(batch, h, t, d_k) = {(batch, h, held, d_k)}, as init_cache keeps the memory's keys: the course's "
-                "decoding and beam search read the number of positions from its dimension 2."}
-    return {}
-
-
-def _heads_kept(found: dict, p: Probe) -> str | None:
-    batch, h, _, d_k = _step_shape(p)
-    if tuple(found["shape"]) == (batch, h, 1, d_k):
-        return "Merge the heads and apply W_O: attn.W_O(attn.merge_heads(...)), or use attend."
-    return None
-
-
-def _batch_squeezed(found: dict, p: Probe) -> str | None:
-    if p.args[-1][1].size(0) == 1 and len(found["shape"]) < 3:
-        return "The batch here is one sentence: a squeeze() dropped its dimension; keep (batch, 1, d_model)."
-    return None
+    def find(found: dict, p: Probe) -> str | None:
+        (batch, h, _, d_k), held, shape = _piled(p), p.tags["step"], tuple(found["shape"])
+        if case == "dims":
+            return next((_along(dim)(p) for dim in _WRONG_DIMS if held > 1 and shape == _piled(p, dim)), None)
+        if case == "replaced" and held > 1 and shape == (batch, h, 1, d_k):
+            return (f"after {held} steps cache['self_k'] still holds one position, shape {shape}: each step replaced "
+                    f"it instead of appending, so the new query sees itself only. Keep the earlier positions and "
+                    f"{_fix(p)}")
+        if case == "unsplit" and shape == (batch, held, h * d_k):
+            return (f"cache['self_k'] has shape {shape}, (batch, t, d_model): keep it split into heads, (batch, h, t, "
+                    f"d_k) = {_piled(p, 2)}, as init_cache keeps the memory's keys: the course's decoding and beam "
+                    "search read the number of positions from its dimension 2.")
+        return None
+    return find
 
 
 def _not_stored(found: dict, name: str, what: str) -> str | None:
@@ -279,22 +221,11 @@ def _no_shift(attn, y, cache):  # the softmax written out without its shift
     return attn.W_O(attn.merge_heads(scores / scores.sum(-1, keepdim=True) @ v))
 
 
-def _stored_along_dim0(attn, y, cache):  # attends to the newest position, stores along the batch
-    k, v = attn.split_heads(attn.W_K(y)), attn.split_heads(attn.W_V(y))
-    out = attend(attn, y, k, v, None)
-    if "self_k" in cache:
-        k, v = torch.cat([cache["self_k"], k]), torch.cat([cache["self_v"], v])
-    cache["self_k"], cache["self_v"] = k, v
-    return out
-
-
 def _step_hint(passed: list, sizes: dict, message: str) -> str:
     hint = _hard_coded_hint(passed, sizes, message,
                             "Read every size from the inputs: batch from y, h and d_k from attn.")
     settings = _STEP_SETTINGS[STEP_SIZES.index(sizes)]
-    notes = []
-    if sizes["batch"] == 1:
-        notes.append("the batch here is one sentence: a squeeze() drops its dimension")
+    notes = ["the batch here is one sentence: a squeeze() drops its dimension"] if sizes["batch"] == 1 else []
     if sizes["h"] == 1 or sizes["d_k"] == 1:
         notes.append("a size here is 1 (one head, or heads of width 1): a squeeze() drops its dimension")
     if settings["dtype"] == torch.float64 and "Note: this call's attn and y are" not in message:
@@ -305,8 +236,7 @@ def _step_hint(passed: list, sizes: dict, message: str) -> str:
     return hint + "".join(f"\nNote: {note}." for note in notes)
 
 
-def _later(p: Probe) -> bool:
-    """After the first step, where one position in any order, and attending to it alone, are right."""
+def _later(p: Probe) -> bool:  # after the first step, where one position in any order, or alone, is right
     return p.tags["step"] > 1
 
 
@@ -317,20 +247,24 @@ def _entry(key: str) -> Tensor:
 STEP = Declaration(
     check="check_self_attention_step", function="self_attention_step", roles=("attn", "y", "cache"),
     reference=course_self_attention_step, probes=_step_probes, sizes_fix=_step_hint,
-    returns=Items((Tensor("the output", like=1), _entry("self_k"), _entry("self_v")),
-                  what="the output and the cache's entries", again_what="the output, or the keys and values in its cache,"),
+    returns=Items((Tensor("the output", like=1), _entry("self_k"), _entry("self_v")), what="the output and the "
+                  "cache's entries", again_what="the output, or the keys and values in its cache,"),
     mistakes=(
         *(Mistake(_along(dim, failed=True), f"appended along dim={dim}", stage="error", like=_step_variant(dim=dim))
           for dim in _WRONG_DIMS),
         Mistake(_along(0), "appended along another dimension", stage="shape", item=1, find=_cache_shape("dims"),
-                example=_stored_along_dim0),
+                example=_step_variant(dim=0, alone=True)),
         Mistake("", "replaced instead of appended", stage="shape", item=1, find=_cache_shape("replaced"),
                 example=_step_variant(replace=True)),
         Mistake("", "kept unsplit", stage="shape", item=1, find=_cache_shape("unsplit"),
                 example=_step_variant(flat=True)),
-        Mistake("", "the heads not merged", stage="shape", find=_heads_kept,
+        Mistake("", "the heads not merged", stage="shape",
+                find=lambda found, p: "Merge the heads and apply W_O: attn.W_O(attn.merge_heads(...)), or use attend."
+                if tuple(found["shape"]) == _piled(p) else None,
                 example=lambda attn, y, cache: attn.split_heads(course_self_attention_step(attn, y, cache))),
-        Mistake("", "a batch of one squeezed", stage="shape", find=_batch_squeezed,
+        Mistake("", "a batch of one squeezed", stage="shape",
+                find=lambda found, p: "The batch here is one sentence: a squeeze() dropped its dimension; keep (batch, "
+                "1, d_model)." if p.args[-1][1].size(0) == 1 and len(found["shape"]) < 3 else None,
                 example=lambda attn, y, cache: course_self_attention_step(attn, y, cache).squeeze().unsqueeze(1)),
         Mistake("cache['self_k'] holds the positions newest first: torch.cat([k, cache['self_k']]) puts the new key "
                 "in front. Attention does not care about the order, but position i of the cache must be position i "
@@ -357,27 +291,10 @@ STEP = Declaration(
 
 
 def check_self_attention_step(self_attention_step: Callable) -> None:
-    """Check ``self_attention_step(attn, y, cache)``: one decoding step of masked self-attention
-    with a key/value cache, on the sizes of ``STEP_SIZES``.
-
-    Feeds a sequence one position at a time and compares every output with
-    ``MultiHeadAttention`` over the whole prefix with the look-ahead mask, and the cache with
-    the keys and values of the positions so far, (batch, h, t, d_k).
-
-    Runs two sentences side by side, each with its own cache, and besides the notebook's
-    sizes a batch of one, float64 (compared to float64 precision), and scores all far below
-    zero or all very large (below -10^3, above +10^3).
-
-    Diagnoses: an input changed in place, a result of another dtype or shape, keys or values
-    not stored, appended along the batch, the heads or d_k instead of the positions, replaced
-    instead of appended, stored newest first, unsplit or unprojected, keys and values swapped,
-    a query that attends to itself only, a batch of one squeezed away, a softmax without its
-    shift by the row's largest score (or with it only when a score looks large), a step
-    through float32, a cache or an output that the next call overwrites (a buffer shared by
-    every call), and sizes written into the code.
-    """
-    with _one_thread():
-        check(STEP, self_attention_step)
+    """Check ``self_attention_step(attn, y, cache)``, one decoding step of masked self-attention with a key/value
+    cache: fed one position at a time, on ``STEP_SIZES``, against MultiHeadAttention over the whole prefix with the
+    look-ahead mask, and its cache against the keys and values so far, (batch, h, t, d_k)."""
+    _on_one_thread(STEP, self_attention_step)
 
 
 # ---------------------------------------------------------------- 9.2 greedy decoding with the cache
@@ -390,23 +307,20 @@ class _Model(EncoderDecoder):
 
 
 def _decoding_model(sizes: dict, settings: dict) -> nn.Module:
-    """A small random model in eval mode whose output depends on the source and the step: an
-    untrained tied generator predicts nearly the same token everywhere, so it gets weights of
-    its own; it never predicts <s> or <pad>. It keeps in ``calls`` how many positions its
-    decoder's self-attention saw at each call: 1 with the cache (a probe sends it as data,
-    ``record.build``, and the recorder brings ``calls`` back)."""
+    """A small random model in eval mode, with a generator of its own (an untrained tied one predicts nearly the same
+    token everywhere) that never predicts <s> or <pad>. Its hooks keep in ``calls`` how many positions the decoder's
+    self-attention saw at each call (1 with the cache); ``record.build`` keeps that list, and hides it."""
     d_model = sizes["h"] * sizes["d_k"]
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(settings["seed"])
-        config = TransformerConfig(sizes["vocab"], sizes["vocab"], N=sizes["N"], d_model=d_model,
-                                   d_ff=2 * d_model, h=sizes["h"], dropout=0.0,
-                                   norm_first=settings["norm_first"])
-        model = make_model(config)
+        model = make_model(TransformerConfig(sizes["vocab"], sizes["vocab"], N=sizes["N"], d_model=d_model,
+                                             d_ff=2 * d_model, h=sizes["h"], dropout=0.0,
+                                             norm_first=settings["norm_first"]))
         model.generator.proj.weight = nn.Parameter(torch.randn(sizes["vocab"], d_model))
         with torch.no_grad():
             model.generator.proj.bias[[settings["bos"], settings["pad"]]] = -1e4
     model.__class__ = _Model  # a short repr, nothing else
-    calls = model.calls = []  # the hooks append to this list; record.build keeps it, and hides it
+    calls = model.calls = []
     model.calls_hidden = True
     for layer in model.decoder.layers:
         layer.self_attn.W_Q.register_forward_pre_hook(lambda _, inputs: calls.append(inputs[0].size(1)))
@@ -426,12 +340,7 @@ def _decoding_source(sizes: dict, seed: int) -> tuple[torch.Tensor, torch.Tensor
 def _decode(model, src, src_mask, max_len: int, bos: int, eos: int | None, pad: int, *, feed: str = "newest",
             start: str = "t-1", final_norm: bool = True, mask_source: bool = True, pad_after_eos: bool = True,
             stop: str = "all", remember_done: bool = True) -> torch.Tensor:
-    """Greedy decoding with the cache, as the exercise asks, or with one mistake switched on:
-    ``feed="prefix"`` runs the whole prefix through the cached layers; ``start`` "0" or "t"
-    puts the newest token at position 0 or one too far; ``final_norm=False`` skips the
-    decoder's final norm; ``mask_source=False`` attends to the source padding; and the
-    stopping rule can forget the padding, never stop, stop at the first finished sentence, or
-    forget which sentences finished."""
+    """Greedy decoding with the cache, as the exercise asks, or with one mistake switched on."""
     memory = model.encode(src, src_mask)
     cache = init_cache(model, memory)
     embed, position = model.tgt_embed
@@ -440,13 +349,10 @@ def _decode(model, src, src_mask, max_len: int, bos: int, eos: int | None, pad: 
     for _ in range(max_len - 1):
         t = ys.size(1)
         tokens = ys if feed == "prefix" else ys[:, -1:]
-        first = {"t-1": t - tokens.size(1), "0": 0, "t": t}[start]
-        x = position(embed(tokens), start=first)
+        x = position(embed(tokens), start={"t-1": t - tokens.size(1), "0": 0, "t": t}[start])
         for layer, layer_cache in zip(model.decoder.layers, cache):
             x = decoder_layer_step(layer, x, src_mask if mask_source else None, layer_cache)
-        if final_norm:
-            x = model.decoder.norm(x)
-        next_token = model.generator(x[:, -1]).argmax(dim=-1)  # (batch,)
+        next_token = model.generator((model.decoder.norm(x) if final_norm else x)[:, -1]).argmax(dim=-1)  # (batch,)
         if pad_after_eos:
             next_token = next_token.masked_fill(done, pad)
         ys = torch.cat([ys, next_token.unsqueeze(1)], dim=1)
@@ -462,10 +368,23 @@ def course_cached_greedy_decode(model, src, src_mask, max_len, bos_idx, eos_idx,
     return greedy_decode(model, src, src_mask, max_len, bos_idx, eos_idx, use_cache=True, pad_idx=pad_idx)
 
 
+def _greedy_without_cache(model, src, src_mask, max_len, bos_idx, eos_idx, pad_idx):
+    return greedy_decode(model, src, src_mask, max_len, bos_idx, eos_idx, use_cache=False, pad_idx=pad_idx)
+
+
+_EDGES = (  # on the first model, once every set has passed: what the signature allows beyond a batch of sentences
+    (lambda src, mask: (src[-1:], mask[-1:]), None, "a batch of one sentence",
+     " Read the batch size from src, src.size(0); and a squeeze() drops the batch dimension of one sentence: index "
+     "instead, x[:, -1] and next_token.unsqueeze(1)."),
+    (lambda src, mask: (src.int(), mask), None, "int32 source ids",
+     " The output is int64 whatever the dtype of src: create ys with dtype=torch.long, not src's dtype."),
+    (lambda src, mask: (src, mask), 1, "max_len = 1",
+     " max_len counts <s>: with max_len = 1 the output is <s> alone, (batch, 1), after no step at all."),
+    (lambda src, mask: (src, mask), 2, "max_len = 2", " max_len = 2 allows exactly one step after <s>."),
+)
+
+
 def _decode_probes(device: str | None) -> list[Probe]:
-    """Each set's model on its batch of sources; then, on the first model, the calls the signature
-    allows beyond a batch of sentences: one sentence (a squeeze() would drop its batch dimension),
-    int32 ids (the output stays int64), and max_len = 1 (<s> alone, no step) and 2 (one step)."""
     probes, edges = [], []
     for sizes, settings in zip(DECODE_SIZES, _DECODE_SETTINGS):
         bos, pad, eos, max_len = settings["bos"], settings["pad"], settings["eos"], sizes["max_len"]
@@ -473,16 +392,7 @@ def _decode_probes(device: str | None) -> list[Probe]:
         src, src_mask = _decoding_source(sizes, seed=sizes["vocab"] + 1)
         calls = [(src, src_mask, max_len, sizes, "", "")]
         if not probes:
-            calls += [
-                (src[-1:], src_mask[-1:], max_len, None, "a batch of one sentence",
-                 " Read the batch size from src, src.size(0); and a squeeze() drops the batch dimension of one "
-                 "sentence: index instead, x[:, -1] and next_token.unsqueeze(1)."),
-                (src.int(), src_mask, max_len, None, "int32 source ids",
-                 " The output is int64 whatever the dtype of src: create ys with dtype=torch.long, not src's dtype."),
-                (src, src_mask, 1, None, "max_len = 1",
-                 " max_len counts <s>: with max_len = 1 the output is <s> alone, (batch, 1), after no step at all."),
-                (src, src_mask, 2, None, "max_len = 2", " max_len = 2 allows exactly one step after <s>."),
-            ]
+            calls += [(*of(src, src_mask), length or max_len, None, what, hint) for of, length, what, hint in _EDGES]
         for source, mask, length, of, what, hint in calls:
             dtype = f" ({source.dtype})" if of is None else ""
             call = (f"{{name}}(model, src of shape {tuple(source.shape)}{dtype}, src_mask, max_len={length}, "
@@ -491,7 +401,7 @@ def _decode_probes(device: str | None) -> list[Probe]:
             hints = (("", this.replace("{name}", "cached_greedy_decode")),) if what else ()
             (edges if what else probes).append(Probe((model, source, mask, length, bos, eos, pad), call.replace(
                 "{name}", "{what} of {name}"), sizes=of, hints=hints, tags=dict(call=call, this=this)))
-    return probes + edges  # the edges once every set has passed
+    return probes + edges
 
 
 def _first_difference(got: torch.Tensor, expected: torch.Tensor) -> str:
@@ -501,27 +411,18 @@ def _first_difference(got: torch.Tensor, expected: torch.Tensor) -> str:
     return f"shapes: expected {tuple(expected.shape)}, got {tuple(got.shape)}"
 
 
-def _ids(found: dict, p: Probe) -> torch.Tensor | None:
-    """The learner's ids, where they are (batch, columns) for the probe's batch."""
-    values = found["values"]
-    return values if values is not None and values.dim() == 2 and values.size(0) == p.args[1].size(0) else None
-
-
-def _columns(found: dict, p: Probe) -> str | None:
-    ids, max_len = _ids(found, p), p.args[3]
-    if ids is not None and ids.size(1) > max_len:
-        return (f"{{name}} returned {ids.size(1)} columns with max_len = {max_len}: max_len counts every token of "
-                f"the output, <s> included, so decode at most max_len - 1 new tokens.{p.tags['this']}")
-    return None
-
-
 def _decoded(case: str) -> Callable:
-    """A find: what the learner's ids and the model's calls say, by ``case``: the decoder's self-attention
-    on the whole prefix with a right output ("right"), with the prefix fed through the cache ("prefix"),
-    or otherwise ("whole"); <s> left out ("lost") or another first token ("first")."""
+    """A find: what the learner's ids and the model's calls say: too many columns ("columns"); the self-attention run
+    on the whole prefix with a right output ("right"), with the prefix fed through the cache ("prefix"), or otherwise
+    ("whole"); <s> left out ("lost") or another first token ("first")."""
     def find(found: dict, p: Probe) -> str | None:
-        ids, bos, seen = _ids(found, p), p.args[4], max((found["calls"][0] or {}).get("value") or [1])
-        expected = _run_on(course_cached_greedy_decode, p)
+        ids, max_len, bos = found["values"], p.args[3], p.args[4]
+        ids = ids if ids is not None and ids.dim() == 2 and ids.size(0) == p.args[1].size(0) else None  # (batch, t)
+        if case == "columns":
+            return (f"{{name}} returned {ids.size(1)} columns with max_len = {max_len}: max_len counts every token of "
+                    f"the output, <s> included, so decode at most max_len - 1 new tokens.{p.tags['this']}"
+                    ) if ids is not None and ids.size(1) > max_len else None
+        seen, expected = max((found["calls"][0] or {}).get("value") or [1]), _run_on(course_cached_greedy_decode, p)
         if seen > 1:
             if case == "right" and ids is not None and torch.equal(ids, expected):
                 return (f"the output is right, but without the cache: the decoder's self-attention ran on up to {seen} "
@@ -548,28 +449,19 @@ def _decoded(case: str) -> Callable:
     return find
 
 
-def _other_tokens(found: dict, p: Probe) -> str:
-    return (f"{p.tags['call']} differs from the course's greedy_decode: "
-            f"{_first_difference(found['values'], _run_on(course_cached_greedy_decode, p))}.{p.tags['this']}")
-
-
 def _decode_like(message: str | Callable, name: str, **switches) -> Mistake:
     return Mistake(message, name, stage="always", like=lambda *args: _decode(*args, **switches))
 
 
-def _greedy_without_cache(model, src, src_mask, max_len, bos_idx, eos_idx, pad_idx):
-    return greedy_decode(model, src, src_mask, max_len, bos_idx, eos_idx, use_cache=False, pad_idx=pad_idx)
-
-
-def _decode_hint(passed: list, sizes: dict, message: str) -> str:
-    return _hard_coded_hint(passed, sizes, message,
-                            "Read the batch size from src (src.size(0)) and use the ids you are given.")
+def _decode_find(name: str, case: str, example: Callable, **more) -> Mistake:
+    return Mistake("", name, stage="always", find=_decoded(case), example=example, **more)
 
 
 DECODE = Declaration(
     check="check_cached_greedy_decode", function="cached_greedy_decode",
     roles=("model", "src", "src_mask", "max_len", "bos_idx", "eos_idx", "pad_idx"),
-    reference=course_cached_greedy_decode, probes=_decode_probes, sizes_fix=_decode_hint,
+    reference=course_cached_greedy_decode, probes=_decode_probes, sizes_fix=functools.partial(
+        _hard_coded_hint, how="Read the batch size from src (src.size(0)) and use the ids you are given."),
     returns=Tensor("the ids", dtype="ids", like=None, dtypes=("int64",), kind="an int64",
                    dtype_message=lambda found, name, what, args: (
                        f"{name} returned the ids as torch.{found['dtype']}; token ids are int64 (torch.long), what an "
@@ -577,16 +469,14 @@ DECODE = Declaration(
                        + ("\nThis call: int32 source ids. The output is int64 whatever the dtype of src: create ys "
                           "with dtype=torch.long, not src's dtype." if args[1].dtype != torch.long else ""))),
     mistakes=(
-        Mistake("", "too many columns", stage="always", find=_columns,
-                example=lambda m, s, sm, max_len, *ids: _decode(m, s, sm, max_len + 1, *ids)),
-        Mistake("", "right without the cache", stage="always", find=_decoded("right"), example=_greedy_without_cache),
-        Mistake("", "the prefix fed through the cache", stage="always", find=_decoded("prefix"),
-                example=lambda *args: _decode(*args, feed="prefix")),
-        Mistake("", "the whole prefix at every step", stage="always", find=_decoded("whole"), generic=True,
-                example=lambda *args: _greedy_without_cache(*args).flip(0)),
-        Mistake("", "<s> left out", stage="always", find=_decoded("lost"), example=lambda *args: _decode(*args)[:, 1:]),
-        Mistake("", "<s> not first", stage="always", find=_decoded("first"),
-                example=lambda *args: _decode(*args).index_fill(1, torch.tensor([0]), args[6])),
+        _decode_find("too many columns", "columns",
+                     lambda m, s, sm, max_len, *ids: _decode(m, s, sm, max_len + 1, *ids)),
+        _decode_find("right without the cache", "right", _greedy_without_cache),
+        _decode_find("the prefix fed through the cache", "prefix", lambda *args: _decode(*args, feed="prefix")),
+        _decode_find("the whole prefix at every step", "whole", lambda *args: _greedy_without_cache(*args).flip(0),
+                     generic=True),
+        _decode_find("<s> left out", "lost", lambda *args: _decode(*args)[:, 1:]),
+        _decode_find("<s> not first", "first", lambda *args: _decode(*args).index_fill(1, torch.tensor([0]), args[6])),
         _decode_like("every token went in at position 0: the positional encoding must say where the newest token "
                      "stands, position(embed(ys[:, -1:]), start=ys.size(1) - 1).", "every token at position 0",
                      start="0"),
@@ -613,8 +503,9 @@ DECODE = Declaration(
         _decode_like("a sentence that produced </s> started again a step later: `done` must remember every sentence "
                      "that has finished, done = done | (next_token == eos_idx), not only those that finish at this "
                      "step.", "a done that forgets", remember_done=False),
-        Mistake("", "other tokens", find=_other_tokens, generic=True,
-                example=lambda *args: _decode(*args).flip(0)),
+        Mistake("", "other tokens", generic=True, example=lambda *args: _decode(*args).flip(0), find=lambda found, p: (
+            f"{p.tags['call']} differs from the course's greedy_decode: "
+            f"{_first_difference(found['values'], _run_on(course_cached_greedy_decode, p))}.{p.tags['this']}")),
     ),
     passed=lambda name: (
         f"check_cached_greedy_decode passed: {name} gives greedy_decode's tokens, with and without its "
@@ -625,34 +516,18 @@ DECODE = Declaration(
 
 
 def check_cached_greedy_decode(cached_greedy_decode: Callable) -> None:
-    """Check ``cached_greedy_decode(model, src, src_mask, max_len, bos_idx, eos_idx, pad_idx)``
-    against the course's ``greedy_decode``, with and without its cache, on two small random
-    models (``DECODE_SIZES``: post-norm, then pre-norm) whose sentences end at different steps.
-
-    Then the first model also decodes one sentence alone, int32 source ids, and max_len = 1
-    and 2.
-    Ties of the argmax are not tried: the course's greedy decoding takes argmax's first index,
-    its beam search topk's, and neither is wrong.
-
-    Diagnoses: an input changed in place, ids of another dtype or device, too many columns,
-    the decoder run on the whole prefix (right output without the cache, or the prefix fed
-    through the cache), <s> missing or not first, the newest token at position 0 or one too
-    far, the final norm skipped, the source padding not masked, no padding after </s>, no
-    stop at </s>, a stop at the first finished sentence, a `done` that forgets, a batch of
-    one sentence squeezed away, ids in the dtype of int32 sources, a step taken with
-    max_len = 1, and sizes or special ids written into the code.
-    """
-    with _one_thread():
-        check(DECODE, cached_greedy_decode)
+    """Check ``cached_greedy_decode(model, src, src_mask, max_len, bos_idx, eos_idx, pad_idx)`` against the course's
+    ``greedy_decode`` on two small random models (``DECODE_SIZES``), then one sentence alone, int32 source ids and
+    max_len = 1 and 2. Ties of the argmax are not tried (greedy takes argmax's first index, beam search topk's)."""
+    _on_one_thread(DECODE, cached_greedy_decode)
 
 
 # ---------------------------------------------------------------- 9.3 one step of beam search
 
 
 def _beam_model(vocab: int, eos: int, seed: int) -> Callable[[list[int]], torch.Tensor]:
-    """A random "model" for one sentence: prefix -> (vocab,) float32 next-token log-probabilities,
-    the same every time for the same prefix. </s> gets more likely as the prefix grows: near the
-    top from the first step on, so that hypotheses finish at several steps."""
+    """A random "model" for one sentence: prefix -> (vocab,) float32 log-probabilities, the same for the same prefix;
+    </s> near the top from the first step on, likelier as the prefix grows, so that hypotheses finish at several."""
     def next_log_probs(prefix: list[int]) -> torch.Tensor:
         key = seed
         for token in prefix:  # a seed of the prefix's own: the table's row for that prefix
@@ -669,38 +544,29 @@ def _beam_step(live: list, log_probs: torch.Tensor, k: int, alpha: float, eos: i
                pool: str = "every token", cumulative: bool = True, live_from: str = "candidates",
                finished_from: str = "k best", length: str = "after <s>", penalty: str = "divide",
                penalize_live: bool = False) -> tuple[list, list]:
-    """One step of ``simple_beam_search`` (annotated/beam_search.py), its lines as they are: the
-    candidates, the finished ones among the k best, the k best live ones; or with one mistake
-    switched on (``order``, ``pool``, ``cumulative``, ``live_from``, ``finished_from``,
-    ``length``, ``penalty``, ``penalize_live``). Returns (live, finished)."""
+    """One step of ``simple_beam_search``, its lines as they are, or with one mistake switched on: (live, finished)."""
     rows = log_probs.tolist()
     if pool == "every token":
         extensions = [list(enumerate(row)) for row in rows]
     else:  # each hypothesis's own k best tokens ("top k"), or its best one ("best")
-        keep = k if pool == "top k" else 1
-        extensions = [sorted(enumerate(row), key=lambda item: -item[1])[:keep] for row in rows]
+        extensions = [sorted(enumerate(row), key=lambda item: -item[1])[: k if pool == "top k" else 1] for row in rows]
     candidates = sorted(((tokens + [t], (logp if cumulative else 0.0) + lt)
                          for (tokens, logp), tokens_row in zip(live, extensions) for t, lt in tokens_row),
                         key=lambda c: -c[1] if order == "best first" else c[1])
 
     def score(y: list[int], logp: float) -> float:
         n = {"after <s>": len(y) - 1, "with <s>": len(y), "without </s>": len(y) - 2}[length]
-        if penalty == "none":
-            return logp
-        if penalty == "length":
-            return logp / n
         if penalty == "factor":  # ((5 + |Y|) / 6) * alpha
             return logp / ((5 + n) / 6 * alpha) if alpha else float("nan")
+        if penalty in ("none", "length"):
+            return logp / n if penalty == "length" else logp
         return logp * lp(n, alpha) if penalty == "multiply" else logp / lp(n, alpha)
 
-    pool_of_finished = candidates[:k] if finished_from == "k best" else candidates
-    finished = [(y, score(y, logp)) for y, logp in pool_of_finished if y[-1] == eos]
-    if live_from == "candidates":
-        live = [(y, logp) for y, logp in candidates if y[-1] != eos][:k]
-    elif live_from == "k best":  # the places of the finished ones left empty
-        live = [(y, logp) for y, logp in candidates[:k] if y[-1] != eos]
-    else:  # "with finished": the k best, finished ones included
-        live = candidates[:k]
+    finished = [(y, score(y, logp)) for y, logp in (candidates[:k] if finished_from == "k best" else candidates)
+                if y[-1] == eos]
+    live = {"candidates": [(y, logp) for y, logp in candidates if y[-1] != eos][:k],
+            "k best": [(y, logp) for y, logp in candidates[:k] if y[-1] != eos],  # finished ones' places left empty
+            "with finished": candidates[:k]}[live_from]
     if penalize_live:
         live = [(y, logp / lp(len(y) - 1, alpha)) for y, logp in live]
     return live, finished
@@ -716,14 +582,12 @@ def _show_tokens(tokens: list[int]) -> str:
 
 
 def _show_hypotheses(hypotheses: list) -> str:
-    if not hypotheses:
-        return "none"
-    return ", ".join(f"{_show_tokens(tokens)} {value:.4f}" for tokens, value in hypotheses)
+    return ", ".join(f"{_show_tokens(tokens)} {value:.4f}" for tokens, value in hypotheses) or "none"
 
 
 def _loose(found: dict):
-    """A described result as Python objects again: a 0-d tensor as a tensor, a NumPy number as its
-    number, what was described by its type only as an object of a class of that name."""
+    """A described result as Python objects again: a 0-d tensor as a tensor, a NumPy number as its number, what was
+    described by its type only as an object of a class of that name."""
     if found["kind"] == "sequence":
         return (tuple if found["type"] == "tuple" else list)(_loose(item) for item in found["items"])
     if found["kind"] in ("value", "tensor") or found.get("module") == "numpy" and "value" in found:
@@ -769,8 +633,7 @@ def _hypotheses(items, which: str) -> list[tuple[list[int], float]]:
 
 
 def _beam_result(found: dict) -> tuple[tuple | None, str | None]:
-    """The learner's (live, finished), described, as lists of ([ids], score) pairs, or the message
-    ({name}: the learner's function) of a result of another kind."""
+    """The learner's (live, finished) as lists of ([ids], score) pairs, or the message of a result of another kind."""
     result = _loose(found)
     try:
         if not (isinstance(result, (tuple, list)) and len(result) == 2):
@@ -782,15 +645,9 @@ def _beam_result(found: dict) -> tuple[tuple | None, str | None]:
         return None, str(err)
 
 
-def _same_hypotheses(got: list, expected: list) -> bool:
-    return len(got) == len(expected) and all(
-        g_tokens == e_tokens and math.isclose(g_value, e_value, rel_tol=1e-5, abs_tol=1e-5)
-        for (g_tokens, g_value), (e_tokens, e_value) in zip(got, expected))
-
-
 def _beam_probes(device: str | None) -> list[Probe]:
-    """simple_beam_search on each set's random model, with its trace: one probe per step, the live
-    hypotheses of the search before it and the model's log-probabilities for them."""
+    """simple_beam_search on each set's random model, with its trace: one probe per step, the live hypotheses of the
+    search before it and the model's log-probabilities for them (its steps are _beam_step's: tests say so)."""
     probes = []
     for sizes, settings in zip(BEAM_SIZES, _BEAM_SETTINGS):
         k, vocab, max_len = sizes["k"], sizes["vocab"], sizes["max_len"]
@@ -798,7 +655,7 @@ def _beam_probes(device: str | None) -> list[Probe]:
         model, trace = _beam_model(vocab, eos, settings["seed"]), []
         simple_beam_search(lambda p: dict(enumerate(model(p).tolist())), k, max_len, alpha, bos, eos, trace)
         live = [([bos], 0.0)]
-        for step, (expected_live, _) in enumerate(trace, start=1):  # its steps are _beam_step's (tests say so)
+        for step, (expected_live, _) in enumerate(trace, start=1):
             log_probs = torch.stack([model(tokens) for tokens, _ in live])  # (n, vocab)
             where = (f"at step {step} of a search with k={k}, alpha={alpha}, eos={eos}, vocab={vocab} "
                      f"({len(live)} live: {_show_hypotheses(live)})")
@@ -818,42 +675,36 @@ def _beam_like(message: str | Callable, name: str, **change) -> Mistake:
     fixed = {key: change.pop(key) for key in ("k", "alpha", "eos") if key in change}
 
     def wrong(live, log_probs, k, alpha, eos):
-        arguments = dict(dict(k=k, alpha=alpha, eos=eos), **fixed)
-        return _beam_step(live, log_probs, **arguments, **change)
+        return _beam_step(live, log_probs, **dict(dict(k=k, alpha=alpha, eos=eos), **fixed), **change)
     return Mistake(_at(message), name, like=wrong)
 
 
-def _ended(found: dict, p: Probe) -> str | None:
-    result, eos = _beam_result(found)[0], p.args[4]
-    ended = [tokens for tokens, _ in (result[0] if result else []) if tokens and tokens[-1] == eos]
-    return _at(
-        f"your live hypotheses include {_show_tokens(ended[0])}, which ends in </s> (eos = {eos}): a finished "
-        "hypothesis leaves the beam, set aside with its score s(Y), and its place goes to the next best candidate "
-        "that does not end in </s>. Kept in the beam, it would be extended past its end, and take the place of a "
-        "live one.")(p) if ended else None
-
-
-def _out_of_order(found: dict, p: Probe) -> str | None:
-    (live, finished), (right_live, right_finished) = _beam_result(found)[0], course_beam_step(*p.args)
-    if _same_hypotheses(sorted(live, key=lambda h: -h[1]), right_live) and \
-            _same_hypotheses(sorted(finished, key=lambda h: -h[1]), right_finished):
-        return _at("the hypotheses are right but not in order: return each list best first, by decreasing log P "
-                   "(and s(Y)), as simple_beam_search keeps them.")(p)
-    return None
-
-
-def _other_hypotheses(found: dict, p: Probe) -> str:
-    (live, finished), (right_live, right_finished) = _beam_result(found)[0], course_beam_step(*p.args)
-    if not _same_hypotheses(live, right_live):
-        return _at(f"your live hypotheses are {_show_hypotheses(live)}, where simple_beam_search keeps "
-                   f"{_show_hypotheses(right_live)} (tokens, log P; best first).")(p)
-    return _at(f"your finished hypotheses are {_show_hypotheses(finished)}, where simple_beam_search sets aside "
-               f"{_show_hypotheses(right_finished)} (tokens, s(Y)).")(p)
-
-
-def _worse(live, log_probs, k, alpha, eos):
-    live, finished = course_beam_step(live, log_probs, k, alpha, eos)
-    return [(tokens, logp - 0.5) for tokens, logp in live], finished
+def _beam_found(case: str) -> Callable:
+    """A find: a finished hypothesis kept in the beam ("ended"), right lists out of order ("order"), or how the
+    learner's hypotheses differ from the search's ("other")."""
+    def find(found: dict, p: Probe) -> str | None:
+        (live, finished), eos = _beam_result(found)[0] or ([], []), p.args[4]
+        ended = [tokens for tokens, _ in live if tokens and tokens[-1] == eos]
+        if case == "ended":
+            return _at(f"your live hypotheses include {_show_tokens(ended[0])}, which ends in </s> (eos = {eos}): a "
+                       "finished hypothesis leaves the beam, set aside with its score s(Y), and its place goes to the "
+                       "next best candidate that does not end in </s>. Kept in the beam, it would be extended past "
+                       "its end, and take the place of a live one.")(p) if ended else None
+        right_live, right_finished = course_beam_step(*p.args)
+        same = lambda got, expected: len(got) == len(expected) and all(  # noqa: E731
+            g == e and math.isclose(g_value, e_value, rel_tol=1e-5, abs_tol=1e-5)
+            for (g, g_value), (e, e_value) in zip(got, expected))
+        if case == "order":
+            ordered = [sorted(hypotheses, key=lambda h: -h[1]) for hypotheses in (live, finished)]
+            return _at("the hypotheses are right but not in order: return each list best first, by decreasing log P "
+                       "(and s(Y)), as simple_beam_search keeps them.")(p) if same(ordered[0], right_live) and same(
+                ordered[1], right_finished) else None
+        if not same(live, right_live):
+            return _at(f"your live hypotheses are {_show_hypotheses(live)}, where simple_beam_search keeps "
+                       f"{_show_hypotheses(right_live)} (tokens, log P; best first).")(p)
+        return _at(f"your finished hypotheses are {_show_hypotheses(finished)}, where simple_beam_search sets aside "
+                   f"{_show_hypotheses(right_finished)} (tokens, s(Y)).")(p)
+    return find
 
 
 _SWITCHES = (
@@ -913,8 +764,7 @@ def _beam_hint(passed: list, sizes: dict, message: str) -> str:
     settings = _BEAM_SETTINGS[BEAM_SIZES.index(sizes)]
     hint = _hard_coded_hint(passed, sizes, message,
                             "Read every size from the inputs, and use the k, alpha and eos you are given.")
-    return hint + (f"\nNote: here <s> is {settings['bos']}, </s> is {settings['eos']} and alpha is "
-                   f"{settings['alpha']}.")
+    return hint + f"\nNote: here <s> is {settings['bos']}, </s> is {settings['eos']} and alpha is {settings['alpha']}."
 
 
 BEAM = Declaration(
@@ -935,13 +785,13 @@ BEAM = Declaration(
         *(_beam_like(lambda p, alpha=alpha: f"your scores are those of alpha = {alpha}, where alpha = {p.args[3]}: "
                      "is alpha written into your code? Use the alpha you are given.", f"alpha = {alpha} written in",
                      alpha=alpha) for alpha in (0.5, 0.6, 0.8, 1.0)),
-        Mistake("", "a finished hypothesis kept in the beam", find=_ended,
-                example=lambda live, log_probs, k, alpha, eos: _beam_step(live, log_probs, k, alpha, eos,
-                                                                          live_from="with finished")),
+        Mistake("", "a finished hypothesis kept in the beam", find=_beam_found("ended"),
+                example=lambda *args: _beam_step(*args, live_from="with finished")),
         *(_beam_like(message, name, **switch) for switch, name, message in _SWITCHES),
-        Mistake("", "lists out of order", find=_out_of_order,
+        Mistake("", "lists out of order", find=_beam_found("order"),
                 example=lambda *args: tuple(list(reversed(h)) for h in course_beam_step(*args))),
-        Mistake("", "other hypotheses", find=_other_hypotheses, generic=True, example=_worse),
+        Mistake("", "other hypotheses", find=_beam_found("other"), generic=True, example=lambda *args: (
+            [(tokens, logp - 0.5) for tokens, logp in course_beam_step(*args)[0]], course_beam_step(*args)[1])),
     ),
     passed=lambda name: (
         f"check_beam_step passed: step by step, {name} keeps the live hypotheses and sets aside the finished "
@@ -951,20 +801,9 @@ BEAM = Declaration(
 
 
 def check_beam_step(beam_step: Callable) -> None:
-    """Check ``beam_step(live, log_probs, k, alpha, eos) -> (live, finished)``, one step of beam
-    search for one sentence, against the steps of ``annotated.beam_search.simple_beam_search``:
-    the check runs that search on a random model (a table of next-token log-probabilities per
-    prefix) for each set of ``BEAM_SIZES`` (k = 1 to 4, alpha = 0 to 1, other ids of <s> and </s>),
-    records every step, and calls ``beam_step`` on the same live hypotheses and log-probabilities.
-
-    Diagnoses: the live hypotheses changed in place (tokens.append), a result of another kind,
-    a finished hypothesis kept in the beam, the candidates sorted worst first, ranked by the
-    new token alone, each hypothesis extended by its best token only or ranked among its own k
-    best tokens (a beam short of k after a </s>), the place of a finished hypothesis left empty,
-    every candidate ending in </s> set aside, the length penalty missing, multiplied, replaced by
-    the length or with alpha as a factor, |Y| counted with <s> or without </s>, live hypotheses
-    scored with the penalty, lists out of order, and sizes, k, alpha or ids written into the code.
-    """
+    """Check ``beam_step(live, log_probs, k, alpha, eos) -> (live, finished)``, one step of beam search for one
+    sentence, against every step of ``simple_beam_search`` run on a random model (a table of next-token
+    log-probabilities per prefix) for each set of ``BEAM_SIZES``, with other ids of <s> and </s> and alpha."""
     check(BEAM, beam_step)
 
 

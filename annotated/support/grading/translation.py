@@ -106,10 +106,8 @@ def _bleu(hypotheses: list[str], references: list[str], *, clip: bool = True, ma
             matches[n - 1] += matched
             totals[n - 1] += total
             precisions_per_sentence[s][n - 1] = matched / total if total else 0.0
-    if level == "macro":  # the sentences' precisions averaged, instead of their counts summed
-        p = [sum(row[n] for row in precisions_per_sentence) / len(hyps) for n in range(max_n)]
-    else:
-        p = [m / t if t else 0.0 for m, t in zip(matches, totals)]
+    p = ([sum(row[n] for row in precisions_per_sentence) / len(hyps) for n in range(max_n)] if level == "macro"
+         else [m / t if t else 0.0 for m, t in zip(matches, totals)])  # "macro": the sentences' precisions averaged
     c, r = sum(map(len, hyps)), sum(map(len, refs))
     if c == 0 or r == 0:  # only empty outputs (or references): nothing matches
         return 0.0
@@ -117,10 +115,8 @@ def _bleu(hypotheses: list[str], references: list[str], *, clip: bool = True, ma
                "inverted": math.exp(1 - c / r) if c < r else 1.0,  # above 1 for short outputs
                "inverted min": min(1.0, math.exp(1 - c / r)),  # 1 for short outputs, below 1 for long
                "no min": math.exp(1 - r / c), "none": 1.0}[bp]
-    if mean == "arithmetic":
-        score = penalty * sum(p) / max_n
-    else:
-        score = 0.0 if min(p) <= 0 else penalty * math.exp(sum(map(math.log, p)) / max_n)
+    score = (penalty * sum(p) / max_n if mean == "arithmetic" else
+             0.0 if min(p) <= 0 else penalty * math.exp(sum(map(math.log, p)) / max_n))
     return 100 * score if percent else score
 
 
@@ -139,10 +135,9 @@ def _penalty_message(how: str) -> Callable:
 
 
 def _nan(found: dict, probe) -> str | None:
-    value = found.get("value") if found["kind"] == "value" else None
-    if found["kind"] == "tensor" and found["values"] is not None and found["values"].numel() == 1:
-        value = float(found["values"].reshape(()))
-    if isinstance(value, float) and math.isnan(value):
+    values = found["values"] if found["kind"] == "tensor" else None
+    value = float(values.reshape(())) if values is not None and values.numel() == 1 else found.get("value")
+    if isinstance(value, float) and math.isnan(value) and found["kind"] in ("tensor", "value"):
         return "your function returned NaN: a log of 0, or 0/0? With no match of some order, BLEU is 0."
     return None
 
@@ -155,12 +150,41 @@ def _through_sacrebleu(hypotheses: list[str], references: list[str]) -> float:
     return BLEU(tokenize="none", smooth_method="none").corpus_score(hypotheses, [references]).score
 
 
-def _bleu_mistake(**switched) -> Callable:
-    return functools.partial(_bleu, **switched)
-
-
 _YOURSELF = ("the exercise is to compute BLEU yourself: count each output's n-grams (n = 1 to 4), clip them, sum over "
              "the corpus, take the geometric mean of the precisions times the brevity penalty.")
+
+_BLEU_SWITCHES = (  # (the switches of _bleu that make it, its name, its message, a wrong answer beyond like)
+    (dict(percent=False), "a fraction, not percent",
+     "your score is a fraction; BLEU is reported in percent, times 100 (the paper's 27.3, not 0.273).", None),
+    (dict(bp="inverted"), "the brevity penalty inverted", _penalty_message("inverted"), None),
+    (dict(bp="no min"), "the brevity penalty above 1", _penalty_message("no min"), None),
+    (dict(bp="none"), "no brevity penalty", _penalty_message("none"), functools.partial(_bleu, bp="inverted min")),
+    (dict(clip=False), "matches not clipped", "the n-gram matches are not clipped: an n-gram of the output counts at "
+     "most as often as in the reference, min(count in output, count in reference).", None),
+    (dict(mean="arithmetic"), "the arithmetic mean", "you took the arithmetic mean of the four precisions; BLEU takes "
+     "their geometric mean, exp((log p_1 + log p_2 + log p_3 + log p_4) / 4).", None),
+    (dict(level="sentence"), "the mean of sentence BLEU", "you averaged the BLEU of each sentence; corpus BLEU sums "
+     "the matches, n-grams and lengths over all sentences first, then computes one score.", None),
+    (dict(level="macro"), "the mean of sentence precisions", "you averaged the precisions of the sentences; corpus "
+     "BLEU sums the matches and n-grams over all sentences, then divides once.", None),
+    (dict(max_n=3), "n up to 3", "your score uses the 1- to 3-gram precisions; BLEU uses n = 1 to 4 (range(1, 5)).",
+     None),
+    (dict(denominator="reference"), "the reference's n-grams as denominator", "you divided the matches by the "
+     "reference's n-grams: a precision divides by the output's n-grams (the brevity penalty covers what is missing).",
+     None),
+    (dict(words="lower"), "lowercased", "you lowercased the sentences: BLEU compares the words as they are written, "
+     "so 'A' does not match 'a' (sacrebleu's default). Split the sentences as they are, hypothesis.split().", None),
+    (dict(words="space"), "split at single spaces", "you split at single spaces, str.split(' '): a double space, or a "
+     "space at either end, makes an empty word ''. str.split() splits at any run of spaces and drops them at the "
+     "ends.", None),
+    (dict(short="skipped"), "short outputs left out", "you left out the outputs shorter than 4 words: they still "
+     "count, in c and r and in the precisions of the n-grams they have.", None),
+    (dict(short="truncated"), "a short output as one n-gram", "you counted an output shorter than n words as one "
+     "n-gram of order n (range(max(1, len(words) - n + 1))): it has no n-gram of that order; range(len(words) - n + "
+     "1) is empty then.", None),
+    (dict(short="formula"), "a negative count of n-grams", "you counted len(words) - n + 1 n-grams for every output: "
+     "below 0 for an output shorter than n words. Count the n-grams you extract, max(0, len(words) - n + 1).", None),
+)
 
 BLEU_MISTAKES = (
     Mistake(f"your function calls sacrebleu (corpus_score), directly or through the course's corpus_bleu; {_YOURSELF}",
@@ -169,41 +193,8 @@ BLEU_MISTAKES = (
     Mistake(f"your function calls sacrebleu ({{found}}); {_YOURSELF}", "sacrebleu called", stage="source",
             source=r"\bsacrebleu\b|(?<=\. )(corpus_score|sentence_score|compute_bleu|_compute_score_from_stats)\b",
             example=_through_sacrebleu),
-    Mistake("your score is a fraction; BLEU is reported in percent, times 100 (the paper's 27.3, not 0.273).",
-            "a fraction, not percent", like=_bleu_mistake(percent=False)),
-    Mistake(_penalty_message("inverted"), "the brevity penalty inverted", like=_bleu_mistake(bp="inverted")),
-    Mistake(_penalty_message("no min"), "the brevity penalty above 1", like=_bleu_mistake(bp="no min")),
-    Mistake(_penalty_message("none"), "no brevity penalty", like=_bleu_mistake(bp="none"),
-            example=_bleu_mistake(bp="inverted min")),
-    Mistake("the n-gram matches are not clipped: an n-gram of the output counts at most as often as in the "
-            "reference, min(count in output, count in reference).", "matches not clipped",
-            like=_bleu_mistake(clip=False)),
-    Mistake("you took the arithmetic mean of the four precisions; BLEU takes their geometric mean, exp((log p_1 + "
-            "log p_2 + log p_3 + log p_4) / 4).", "the arithmetic mean", like=_bleu_mistake(mean="arithmetic")),
-    Mistake("you averaged the BLEU of each sentence; corpus BLEU sums the matches, n-grams and lengths over all "
-            "sentences first, then computes one score.", "the mean of sentence BLEU",
-            like=_bleu_mistake(level="sentence")),
-    Mistake("you averaged the precisions of the sentences; corpus BLEU sums the matches and n-grams over all "
-            "sentences, then divides once.", "the mean of sentence precisions", like=_bleu_mistake(level="macro")),
-    Mistake("your score uses the 1- to 3-gram precisions; BLEU uses n = 1 to 4 (range(1, 5)).", "n up to 3",
-            like=_bleu_mistake(max_n=3)),
-    Mistake("you divided the matches by the reference's n-grams: a precision divides by the output's n-grams (the "
-            "brevity penalty covers what is missing).", "the reference's n-grams as denominator",
-            like=_bleu_mistake(denominator="reference")),
-    Mistake("you lowercased the sentences: BLEU compares the words as they are written, so 'A' does not match 'a' "
-            "(sacrebleu's default). Split the sentences as they are, hypothesis.split().", "lowercased",
-            like=_bleu_mistake(words="lower")),
-    Mistake("you split at single spaces, str.split(' '): a double space, or a space at either end, makes an empty "
-            "word ''. str.split() splits at any run of spaces and drops them at the ends.", "split at single spaces",
-            like=_bleu_mistake(words="space")),
-    Mistake("you left out the outputs shorter than 4 words: they still count, in c and r and in the precisions of "
-            "the n-grams they have.", "short outputs left out", like=_bleu_mistake(short="skipped")),
-    Mistake("you counted an output shorter than n words as one n-gram of order n (range(max(1, len(words) - n + 1))): "
-            "it has no n-gram of that order; range(len(words) - n + 1) is empty then.", "a short output as one n-gram",
-            like=_bleu_mistake(short="truncated")),
-    Mistake("you counted len(words) - n + 1 n-grams for every output: below 0 for an output shorter than n words. "
-            "Count the n-grams you extract, max(0, len(words) - n + 1).", "a negative count of n-grams",
-            like=_bleu_mistake(short="formula")),
+    *(Mistake(message, name, like=functools.partial(_bleu, **switched), example=example)
+      for switched, name, message, example in _BLEU_SWITCHES),
     Mistake("", "NaN", find=_nan, example=lambda hypotheses, references: float("nan")),
 )
 
@@ -259,15 +250,7 @@ BLEU_CHECK = Declaration(
 
 def check_bleu(bleu: Callable) -> None:
     """Check ``bleu(hypotheses, references) -> float`` against sacrebleu's corpus BLEU (no smoothing, split at
-    whitespace, case-sensitive) on ``BLEU_CORPORA``. A function whose code calls sacrebleu fails before it runs.
-
-    Diagnoses: a call to sacrebleu (or the course's corpus_bleu) instead of the computation, a result of another kind or
-    NaN, a fraction instead of percent, the brevity penalty inverted, above 1 or missing, counts not clipped, the
-    arithmetic mean, the mean of sentence scores or of sentence precisions, three n-gram orders, the reference's n-grams
-    as the denominator, lowercased text, str.split(" ") instead of str.split(), outputs shorter than 4 words left out,
-    given a negative count of n-grams or counted as one n-gram, log(0), a division by zero where the corpus has no
-    n-gram of some order, and code that reads only some of the sentences.
-    """
+    whitespace, case-sensitive) on ``BLEU_CORPORA``. A function whose code calls sacrebleu fails before it runs."""
     check(BLEU_CHECK, bleu)
 
 
@@ -316,25 +299,6 @@ def _tokens_mistake(mistake: dict, message: str) -> Mistake:
                    ", ".join(f"{k} {v}" for k, v in mistake.items()).replace("_", " "), like=wrong)
 
 
-def _ids(found: dict, p: Probe) -> str | None:
-    got = found["value"]
-    if got and all(isinstance(t, int) and not isinstance(t, bool) for t in got):
-        return f"ids_to_tokens returned ids, {list(got)}; return the tokens themselves, vocab.lookup_tokens(ids)."
-    return None
-
-
-def _not_tokens(found: dict, name: str, what: str) -> str:
-    if found.get("type") == "str":
-        return f"{name} returned the string {found['value']!r}; return the list of tokens (the detokenizer joins them)."
-    return f"{name} should return a list of tokens, got {found['type']}"
-
-
-def _tokens_probes(device: str | None) -> list[Probe]:
-    return [Probe((list(row), record.build("annotated.vocab.Vocab", itos=itos)),
-                  f"{{what}} of {{name}}({row}, vocab) with the vocabulary {itos}", sizes=sizes)
-            for sizes, (itos, rows) in zip(SIZE_SETS["check_ids_to_tokens"], TOKEN_CASES) for row in rows]
-
-
 def _tokens_hint(passed: list, sizes: dict, message: str) -> str:
     itos = TOKEN_CASES[SIZE_SETS["check_ids_to_tokens"].index(sizes)][0]
     hint = _hard_coded_hint(passed, sizes, message, "Read the ids of <s>, </s> and <pad> from the vocabulary.")
@@ -344,10 +308,18 @@ def _tokens_hint(passed: list, sizes: dict, message: str) -> str:
 
 TOKENS = Declaration(
     check="check_ids_to_tokens", function="ids_to_tokens", roles=("ids", "vocab"),
-    reference=lambda ids, vocab: ids_to_tokens(list(ids), vocab), probes=_tokens_probes, sizes_fix=_tokens_hint,
-    returns=Value("the tokens", kind="list", sequence=True, other=_not_tokens), consistent=True,
+    reference=lambda ids, vocab: ids_to_tokens(list(ids), vocab), sizes_fix=_tokens_hint, consistent=True,
+    probes=lambda device: [Probe((list(row), record.build("annotated.vocab.Vocab", itos=itos)),
+                                 f"{{what}} of {{name}}({row}, vocab) with the vocabulary {itos}", sizes=sizes)
+                           for sizes, (itos, rows) in zip(SIZE_SETS["check_ids_to_tokens"], TOKEN_CASES)
+                           for row in rows],
+    returns=Value("the tokens", kind="list", sequence=True, other=lambda found, name, what: (
+        f"{name} returned the string {found['value']!r}; return the list of tokens (the detokenizer joins them)."
+        if found.get("type") == "str" else f"{name} should return a list of tokens, got {found['type']}")),
     in_place="The caller uses the row again: build a new list (a slice, ids[:end]), not remove, pop or del.",
-    mistakes=(Mistake("", "ids, not tokens", find=_ids,
+    mistakes=(Mistake("", "ids, not tokens", find=lambda found, p: (
+        f"ids_to_tokens returned ids, {list(found['value'])}; return the tokens themselves, vocab.lookup_tokens(ids)."
+        if found["value"] and all(isinstance(t, int) and not isinstance(t, bool) for t in found["value"]) else None),
                       example=lambda ids, vocab: [vocab[t] for t in ids_to_tokens(list(ids), vocab)]),
               *(_tokens_mistake(mistake, message) for mistake, message in _TOKEN_MISTAKES)),
     passed=lambda name: (
@@ -359,12 +331,7 @@ TOKENS = Declaration(
 
 def check_ids_to_tokens(ids_to_tokens_fn: Callable) -> None:
     """Check ``ids_to_tokens(ids, vocab) -> tokens``, the tokens of one decoded row, against
-    ``annotated.evaluation.ids_to_tokens`` on the vocabularies and rows of ``TOKEN_CASES``.
-
-    Diagnoses: the ids changed in place, a string, ids or another kind of result, </s> kept, a cut at the last </s> (or
-    after it), no cut, a stop at the first <pad>, <s> or <pad> (or both) kept, <unk> dropped, and the ids of the
-    specials written into the code.
-    """
+    ``annotated.evaluation.ids_to_tokens`` on the vocabularies and rows of ``TOKEN_CASES``."""
     check(TOKENS, ids_to_tokens_fn)
 
 
@@ -431,14 +398,10 @@ SCORE_MISTAKES = tuple(Mistake(lambda p, m=message: m.replace("{alpha}", str(p.a
 
 
 def _score_probes(device: str | None) -> list[Probe]:
-    probes = []
-    for sizes, settings in zip(SCORE_SIZES, _SCORE_SETTINGS):
-        logits, ys = _score_inputs(sizes, settings)
-        batch, L, vocab = sizes["batch"], sizes["L"], sizes["vocab"]
-        label = (f"{{what}} of {{name}}(logits of shape ({batch}, {L - 1}, {vocab}), ys of shape ({batch}, {L}), "
-                 f"alpha={settings['alpha']}, pad_idx={settings['pad']})")
-        probes.append(Probe((logits, ys, settings["alpha"], settings["pad"]), label, sizes=sizes))
-    return probes
+    return [Probe((*_score_inputs(sizes, s), s["alpha"], s["pad"]), f"{{what}} of {{name}}(logits of shape "
+                  f"({sizes['batch']}, {sizes['L'] - 1}, {sizes['vocab']}), ys of shape ({sizes['batch']}, "
+                  f"{sizes['L']}), alpha={s['alpha']}, pad_idx={s['pad']})", sizes=sizes)
+            for sizes, s in zip(SCORE_SIZES, _SCORE_SETTINGS)]
 
 
 def _scores_hint(passed: list, sizes: dict, message: str) -> str:
@@ -461,13 +424,7 @@ SCORES = Declaration(
 
 def check_sequence_scores(sequence_scores: Callable) -> None:
     """Check ``sequence_scores(logits, ys, alpha, pad_idx) -> (batch,)``, s(Y) = log P(Y | X) / lp(|Y|) of decoded
-    rows ys from teacher-forced logits, against the course's formula (``_scores``) on the inputs of ``SCORE_SIZES``.
-
-    Diagnoses: an input changed in place, a result of another dtype, kind or shape (a batch of one squeezed away), raw
-    logits, probabilities or a softmax over the positions, the labels not shifted, padding scored, |Y| counted with <s>,
-    without </s> or as the padded length, the length penalty missing, multiplied, replaced by the length or with alpha
-    as a factor, and sizes or a padding id written into the code.
-    """
+    rows ys from teacher-forced logits, against the course's formula (``_scores``) on the inputs of ``SCORE_SIZES``."""
     check(SCORES, sequence_scores)
 
 
