@@ -65,19 +65,6 @@ def _best(pairs: Counter) -> tuple[str, str]:
     return max(pairs, key=lambda pair: (pairs[pair], pair))  # ties: the larger pair, as subword-nmt
 
 
-def _merge_without_skip(symbols: tuple, pair: tuple) -> tuple:
-    """Every occurrence joined, overlapping ones too ("a a a" -> "aa aa"): the i += 2 forgotten."""
-    joins = [i + 1 < len(symbols) and (s, symbols[i + 1]) == pair for i, s in enumerate(symbols)]
-    return tuple(s + symbols[i + 1] if joins[i] else s for i, s in enumerate(symbols)
-                 if joins[i] or not (i > 0 and joins[i - 1]))
-
-
-def _merge_from_the_right(symbols: tuple, pair: tuple) -> tuple:
-    """The pair joined scanning from the right ("a a a" -> "a aa"): the course's merge of the mirrored word."""
-    mirrored = tuple(symbol[::-1] for symbol in reversed(symbols))
-    return tuple(symbol[::-1] for symbol in reversed(merge(mirrored, (pair[1][::-1], pair[0][::-1]))))
-
-
 def _merge_first_only(symbols: tuple, pair: tuple) -> tuple:
     """The first occurrence joined, the later ones left ("h a h a h" -> "ha h a h")."""
     i = next((i for i in range(len(symbols) - 1) if (symbols[i], symbols[i + 1]) == pair), None)
@@ -141,43 +128,27 @@ def _tie(pair, corpus, pairs, best, at) -> str | None:
             f"compares tuples of strings, here {best}: max(pairs, key=lambda pair: (pairs[pair], pair)).")
 
 
-def _counted(options: dict, message: str) -> Callable:
-    """A test of ``_picked``: the learner's pair is the best of the pairs counted with ``options``."""
-    return lambda pair, corpus, pairs, best, at: message.format(
-        at=at, pair=pair, best=best, n=pairs[best], m=pairs.get(pair, 0)) if pair == _best(
-        _pair_counts(corpus, **options)) else None
-
-
-def _merged(test: Callable) -> Callable:
-    """A ``find`` on the learner's merged corpus: ``test`` (merged, expected) -> message or None, after
-    "at merge k (a + b)"."""
+def _merged(kind: str) -> Callable:
+    """A ``find`` on the learner's merged corpus: keys that are not tuples ("keys"), words "missing", counts
+    "changed"."""
     def find(found: dict, p: Probe) -> str | None:
         (pair, expected), merged = _course_step(p.args[0]), found["value"]
-        text = None if not isinstance(merged, dict) or merged == expected else test(merged, expected)
-        return text and f"at merge {p.tags['step']} ({' + '.join(pair)}) {text}"
-    return find
-
-
-def _keys(merged, expected) -> str | None:
-    bad = [key for key in merged if not isinstance(key, tuple)]
-    return (f"the merged corpus has the key {bad[0]!r}; keep each word as a tuple of its symbols, ('n', 'e', 'w', "
-            "'e', 'st</w>'), as in the input.") if bad else None
-
-
-def _missing(merged, expected) -> str | None:
-    if len(merged) < len(expected) and all(expected.get(k) == n for k, n in merged.items()):
-        left_out = next(_show(k) for k in expected if k not in merged)
-        return (f"words are missing from the merged corpus (such as {left_out!r}): return every word, merged or "
-                "unchanged.")
-    return None
-
-
-def _recounted(merged, expected) -> str | None:
-    if set(merged) != set(expected):
+        if not isinstance(merged, dict) or merged == expected:
+            return None
+        at, bad = f"at merge {p.tags['step']} ({' + '.join(pair)})", [k for k in merged if not isinstance(k, tuple)]
+        if kind == "keys" and bad:
+            return (f"{at} the merged corpus has the key {bad[0]!r}; keep each word as a tuple of its symbols, ('n', "
+                    "'e', 'w', 'e', 'st</w>'), as in the input.")
+        if kind == "missing" and len(merged) < len(expected) and all(expected.get(k) == n for k, n in merged.items()):
+            left_out = next(_show(k) for k in expected if k not in merged)
+            return (f"{at} words are missing from the merged corpus (such as {left_out!r}): return every word, merged "
+                    "or unchanged.")
+        if kind == "changed" and set(merged) == set(expected):
+            word = next(k for k in expected if merged[k] != expected[k])
+            return (f"{at} the word {_show(word)!r} has the count {merged[word]} instead of {expected[word]}: a merge "
+                    "changes how a word is spelled, never how often it occurs.")
         return None
-    word = next(k for k in expected if merged[k] != expected[k])
-    return (f"the word {_show(word)!r} has the count {merged[word]} instead of {expected[word]}: a merge changes how a "
-            "word is spelled, never how often it occurs.")
+    return find
 
 
 def _merge_mistake(wrong_merge: Callable, name: str, message: str) -> Mistake:
@@ -222,7 +193,9 @@ BPE_STEP = Declaration(
             if pair[0].endswith(END) else None), example=_wrong_step(pick=_across_words)),
         Mistake("", "a tie broken another way", find=_picked(_tie),
                 example=_wrong_step(pick=lambda c: max(_pair_counts(c), key=_pair_counts(c).get))),
-        *(Mistake("", name, find=_picked(_counted(options, message)),
+        *(Mistake("", name, find=_picked(lambda pair, corpus, pairs, best, at, o=options, text=message: text.format(
+            at=at, pair=pair, best=best, n=pairs[best], m=pairs.get(pair, 0))
+            if pair == _best(_pair_counts(corpus, **o)) else None),
                   example=_wrong_step(pick=lambda c, o=options: _best(_pair_counts(c, **o))))
           for name, options, message in [
             ("each word counted once", dict(weighted=False), "{at} you counted each word once: {pair} is in the most "
@@ -231,15 +204,20 @@ BPE_STEP = Declaration(
             ("a pair counted once per word", dict(once_per_word=True), "{at} you counted a pair once per word, however "
              "often the word holds it: 'a a a h' holds ('a', 'a') twice, so {best} occurs {n} times and {pair} {m}. "
              "Count every item of zip(symbols, symbols[1:]).")]),
-        Mistake("", "words as strings", find=_merged(_keys), item=1, example=_wrong_step(keys=" ".join)),
-        Mistake("", "words missing", find=_merged(_missing), item=1, example=_wrong_step(only_merged=True)),
-        Mistake("", "counts changed", find=_merged(_recounted), item=1, example=_wrong_step(count=lambda n: 1)),
+        Mistake("", "words as strings", find=_merged("keys"), item=1, example=_wrong_step(keys=" ".join)),
+        Mistake("", "words missing", find=_merged("missing"), item=1, example=_wrong_step(only_merged=True)),
+        Mistake("", "counts changed", find=_merged("changed"), item=1, example=_wrong_step(count=lambda n: 1)),
         *(_merge_mistake(*mistake) for mistake in [
-            (_merge_without_skip, "overlapping pairs joined twice", "you joined overlapping occurrences twice: once "
-             "the first two a of 'a a a' are joined, the second belongs to 'aa'. Scan left to right and skip both "
-             "symbols of a merged pair (i += 2), giving 'aa a'."),
-            (_merge_from_the_right, "merged from the right", "you merged from the right: 'a a a' must become 'aa a', "
-             "the leftmost occurrence first."),
+            (lambda symbols, pair: tuple(  # every occurrence joined, overlapping ones too: the i += 2 forgotten
+                a + b if (a, b) == pair else a for a, b, before in zip(symbols, [*symbols[1:], ""], ["", *symbols])
+                if (a, b) == pair or (before, a) != pair),
+             "overlapping pairs joined twice", "you joined overlapping occurrences twice: once the first two a of 'a a "
+             "a' are joined, the second belongs to 'aa'. Scan left to right and skip both symbols of a merged pair (i "
+             "+= 2), giving 'aa a'."),
+            (lambda symbols, pair: tuple(s[::-1] for s in reversed(merge(  # the course's merge of the mirrored word
+                tuple(s[::-1] for s in reversed(symbols)), (pair[1][::-1], pair[0][::-1])))),
+             "merged from the right", "you merged from the right: 'a a a' must become 'aa a', the leftmost occurrence "
+             "first."),
             (_merge_first_only, "the first occurrence only", "you joined only the first occurrence of the pair in each "
              "word (a loop that stops at the first match, or str.replace(..., 1)): a merge joins every occurrence, "
              "left to right."),
@@ -256,8 +234,8 @@ BPE_STEP = Declaration(
 
 
 def check_bpe_merge_step(bpe_merge_step: Callable) -> None:
-    """Check ``bpe_merge_step(corpus) -> (pair, merged corpus)``: called until no pair occurs twice on
-    ``BPE_CORPORA``, it must give the merges of ``annotated.bpe.learn_bpe`` (and subword-nmt's).
+    """Check ``bpe_merge_step(corpus) -> (pair, merged corpus)``: step by step on ``BPE_CORPORA``, the merges of
+    ``annotated.bpe.learn_bpe`` (and subword-nmt's).
 
     Diagnoses: the corpus changed in place, a result of another kind, a pair across two words, word counts ignored, ties
     broken another way (the first seen, the smaller pair), overlapping pairs counted once, words or counts lost in the
