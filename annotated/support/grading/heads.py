@@ -58,29 +58,32 @@ def _shipped() -> tuple[dict, object]:
             tgt_valid), "cross": (weights["cross"], batch.src_mask, tgt_valid)}, sentence
 
 
+_NOT_A_SET = {  # what a probe that is not a set of sizes is, by its tag
+    "_model": "\nThis is on {_model}; every random shape passed before it, so look for what your code assumes that the "
+              "model's attention does not keep to: a size (h = 8 heads), or its masks.",
+    "_float64": "\nThis is on float64 inputs; every float32 shape passed before it: keep every step in the inputs' "
+                "dtype (no .float(), and dtype=... or *_like for a tensor you create).",
+    "cut": "\nHere the key pieces stop inside a word (a sentence cut at a maximum length): count the words from the "
+           "word ids (the last id + 1), not from the pieces that do not end in '@@'.",
+    "_edge": "\nThis is on {_edge} ({shown}); every set of sizes passed before it, so look for what your code assumes "
+             "about it."}
+
+
 def _sizes_fix(how: str) -> Callable:
-    """The hint of a failure no mistake explains after whole sets passed; a probe that is no set of sizes says what
-    it is (``_edge``, ``_float64``, ``_model``: the shipped model, ``cut``)."""
+    """The hint of a failure no known mistake explains, after whole sets of sizes passed."""
     def fix(passed: list, sizes: dict, message: str) -> str:
         shown = ", ".join(f"{k}={v}" for k, v in sizes.items() if not k.startswith("_"))
-        if "_model" in sizes:
-            return (f"\nThis is on {sizes['_model']}; every random shape passed before it, so look for what your code "
-                    "assumes that the model's attention does not keep to: a size (h = 8 heads), or its masks.")
-        if "_float64" in sizes:
-            return ("\nThis is on float64 inputs; every float32 shape passed before it: keep every step in the inputs' "
-                    "dtype (no .float(), and dtype=... or *_like for a tensor you create).")
-        if sizes.get("cut"):
-            return ("\nHere the key pieces stop inside a word (a sentence cut at a maximum length): count the words "
-                    "from the word ids (the last id + 1), not from the pieces that do not end in '@@'.")
-        if "_edge" in sizes:
-            return (f"\nThis is on {sizes['_edge']} ({shown}); every set of sizes passed before it, so look for what "
-                    "your code assumes about it.")
-        return _hard_coded_hint(passed, sizes, message, how)
+        tag = next((tag for tag in _NOT_A_SET if sizes.get(tag)), None)
+        if tag is None:
+            return _hard_coded_hint(passed, sizes, message, how)
+        return _NOT_A_SET[tag].format(shown=shown, **sizes)
     return fix
 
 
-def _tagged(sizes: dict, **marks) -> dict:
-    return dict(sizes, **{f"_{k}": v for k, v in marks.items()})
+def _sets(sizes: list, edges: list, make: Callable) -> list[Probe]:
+    """make(sizes, the probes' sizes, dtype) -> probes, on each set of sizes, each edge case, then float64."""
+    return ([p for s in sizes for p in make(s, s)] + [p for s, what in edges for p in make(s, dict(s, _edge=what))]
+            + make(sizes[0], dict(sizes[0], _float64=True), torch.float64))
 
 
 def _per_head_shape(kept: str) -> tuple:
@@ -152,10 +155,6 @@ def _word_counts(args: tuple) -> tuple:
     return word_ids(args[1])[-1] + 1, word_ids(args[2])[-1] + 1
 
 
-_ONE_HOT_HINT = ((r"expected (m1 and m2|both arguments|scalar type)|same dtype", "\nHint: one_hot gives int64 numbers; "
-                  "convert them to the weights' dtype (.to(weights.dtype)) before multiplying."),)
-
-
 def _words_probes(device: str | None) -> list[Probe]:
     g = torch.Generator().manual_seed(10)
 
@@ -171,11 +170,12 @@ def _words_probes(device: str | None) -> list[Probe]:
     def probe(args: tuple, sizes: dict | None, **options) -> Probe:
         (weights, queries, keys), (W_q, W_k) = args, _word_counts(args)
         return Probe(args, f"{{what}} of {{name}}(weights of shape {tuple(weights.shape)}, {len(queries)} query pieces "
-                     f"in {W_q} words, {len(keys)} key pieces in {W_k} words)", sizes=sizes, hints=_ONE_HOT_HINT,
-                     **options)
+                     f"in {W_q} words, {len(keys)} key pieces in {W_k} words)", sizes=sizes, **options,
+                     hints=((r"expected (m1 and m2|both arguments|scalar type)|same dtype", "\nHint: one_hot gives "
+                             "int64 numbers; convert them to the weights' dtype (.to(weights.dtype)) before "
+                             "multiplying."),))
 
-    probes = [probe(inputs(s), s) for s in WORDS_SIZES] + [probe(inputs(s), _tagged(s, edge=e)) for s, e in WORDS_EDGES]
-    probes.append(probe(inputs(WORDS_SIZES[0], torch.float64), _tagged(WORDS_SIZES[0], float64=True)))
+    probes = _sets(WORDS_SIZES, WORDS_EDGES, lambda s, tagged, dtype=torch.float32: [probe(inputs(s, dtype), tagged)])
     weights, queries, keys = inputs(WORDS_SIZES[1])
     other = torch.randn(weights.shape, generator=g).softmax(-1)  # the same pieces, other weights
     probes.append(probe((weights, queries, keys), None, again=(other, list(queries), list(keys))))
@@ -237,8 +237,7 @@ WORDS = Declaration(
 
 
 def check_to_words(to_words_fn: Callable) -> None:
-    """Check ``to_words(weights, query_pieces, key_pieces)``: piece-level attention (..., L_q, L_k) -> word-level
-    (..., W_q, W_k), to a word summed over its pieces, from a word averaged (Clark et al., 2019).
+    """Check ``to_words(weights, query_pieces, key_pieces)``: (..., L_q, L_k) pieces -> (..., W_q, W_k) words.
 
     Diagnoses: an input changed in place, a result of another kind (dtype, device, not a tensor), the pieces not
     grouped, a transposed result, '@@.' joined to the previous word, sums on both sides, means on both sides, sum and
@@ -298,11 +297,6 @@ def _ratio(e, n, r, w):
 course_normalized_entropy = _entropy(_ratio)  # head_statistics' entropy / uniform, per head
 
 
-_ENTROPY_HINT = ((r"must match the (existing )?size|cannot be broadcast|shape mismatch", "\nHint: mask.sum(-1) is "
-                  "(batch, 1) or (batch, L_q), without the head dimension: expand it to (batch, L_q) and insert the "
-                  "heads, [:, None, :]."),)
-
-
 def _entropy_probes(device: str | None) -> list[Probe]:
     g = torch.Generator().manual_seed(11)
     cases = {"full": "no mask and no padding", "padding": "padded keys and queries, mask (batch, 1, L_k)",
@@ -310,13 +304,14 @@ def _entropy_probes(device: str | None) -> list[Probe]:
 
     def probe(args: tuple, case: str, sizes: dict | None, **options) -> Probe:
         return Probe(args, f"{{what}} (weights {tuple(args[0].shape)} {args[0].dtype}, mask {tuple(args[1].shape)}; "
-                     f"{cases[case]}; the reference: annotated.heads.head_statistics)", sizes=sizes,
-                     hints=_ENTROPY_HINT, tags=dict(case=case), **options)
+                     f"{cases[case]}; the reference: annotated.heads.head_statistics)", sizes=sizes, **options,
+                     tags=dict(case=case), hints=((r"must match the (existing )?size|cannot be broadcast|shape "
+                                                   r"mismatch", "\nHint: mask.sum(-1) is (batch, 1) or (batch, L_q), "
+                                                   "without the head dimension: expand it to (batch, L_q) and insert "
+                                                   "the heads, [:, None, :]."),))
 
-    probes = [probe(_entropy_inputs(s, case, g), case, s) for s in ENTROPY_SIZES for case in cases]
-    probes += [probe(_entropy_inputs(s, c, g), c, _tagged(s, edge=what)) for s, what in ENTROPY_EDGES for c in cases]
-    probes += [probe(_entropy_inputs(ENTROPY_SIZES[0], case, g, torch.float64), case,
-                     _tagged(ENTROPY_SIZES[0], float64=True)) for case in cases]
+    probes = _sets(ENTROPY_SIZES, ENTROPY_EDGES, lambda s, tagged, dtype=torch.float32: [
+        probe(_entropy_inputs(s, case, g, dtype), case, tagged) for case in cases])
     first = _entropy_inputs(ENTROPY_SIZES[0], "padding", g)
     probes.append(probe(first, "padding", None, again=_entropy_inputs(ENTROPY_SIZES[0], "padding", g)))
     for kind, (weights, mask, query_valid) in _shipped()[0].items():
@@ -327,18 +322,14 @@ def _entropy_probes(device: str | None) -> list[Probe]:
     return probes
 
 
-def _nan_at_zeros(found: dict, p: Probe) -> str | None:
-    if found["values"] is not None and found["values"].isnan().any() and (p.args[0] == 0).any():
-        return ("your result is NaN where weights are exactly 0: weights.log() is -inf there, and 0 * -inf is NaN. "
-                "The entropy counts 0 log 0 as 0: torch.special.xlogy(p, p), or the log of weights.clamp_min(1e-12).")
-    return None
-
-
 _PADDED = "you counted the padded query rows {}: only rows where query_valid is True count, in both sums."
 _FIRST = "you {} first, then {}: sum over all the valid rows of the block at once, so that every row weighs the same."
 ENTROPY_MISTAKES = (
     *_per_head_shape("sum"),
-    Mistake("", "NaN from 0 log 0", find=_nan_at_zeros,
+    Mistake("", "NaN from 0 log 0", find=lambda found, p: (
+        "your result is NaN where weights are exactly 0: weights.log() is -inf there, and 0 * -inf is NaN. The entropy "
+        "counts 0 log 0 as 0: torch.special.xlogy(p, p), or the log of weights.clamp_min(1e-12)."
+    ) if found["values"] is not None and found["values"].isnan().any() and (p.args[0] == 0).any() else None,
             example=_entropy(lambda e, n, r, w: _heads(-(w.double() * w.double().log()).sum(-1), r) / _heads(n, r))),
     *(Mistake(message, name, like=_entropy(f)) for name, f, message in [
         ("n from nonzero weights", lambda e, n, r, w: _heads(e, r) / _heads((w > 0).sum(-1).double().log(), r),
@@ -386,8 +377,7 @@ ENTROPY = Declaration(
 
 
 def check_normalized_entropy(normalized_entropy: Callable) -> None:
-    """Check ``normalized_entropy(weights, mask, query_valid) -> (h,)``: per head, the mean entropy of the valid rows
-    over their mean log n, as notebook 12's ``entropy / log n`` (without mask, padded, causal).
+    """Check ``normalized_entropy(weights, mask, query_valid) -> (h,)``, notebook 12's ``entropy / log n`` per head.
 
     Diagnoses: an input changed in place, a result of another kind, one number per sentence, per row or for the whole
     block instead of per head, no normalization, a lost minus sign, entropy and log n in two bases (bits, nats, log10),
@@ -463,9 +453,7 @@ def _previous_probes(device: str | None) -> list[Probe]:
         return [probe((weights, query_valid), probe_sizes),
                 probe((_with_ties(weights, g), query_valid), probe_sizes, ties=True)]
 
-    probes = [p for s in PREVIOUS_SIZES for p in both(s, s)]
-    probes += [p for s, what in PREVIOUS_EDGES for p in both(s, _tagged(s, edge=what))]
-    probes += both(PREVIOUS_SIZES[0], _tagged(PREVIOUS_SIZES[0], float64=True), torch.float64)
+    probes = _sets(PREVIOUS_SIZES, PREVIOUS_EDGES, both)
     first, second = _previous_inputs(PREVIOUS_SIZES[0], g), _previous_inputs(PREVIOUS_SIZES[0], g)
     probes.append(probe(first, None, again=second))
     for kind in ("encoder", "decoder"):
@@ -476,14 +464,8 @@ def _previous_probes(device: str | None) -> list[Probe]:
     return probes
 
 
-def _weight_on_previous_is_the_max(weights: torch.Tensor, i: torch.Tensor) -> torch.Tensor:
-    on_previous = torch.cat([torch.zeros_like(weights[..., :1, 0]), weights[..., i[1:], i[1:] - 1]], -1)
-    return (on_previous == weights.amax(-1)) & (i >= 1)
-
-
 def _mean_weight_on_previous(weights: torch.Tensor, query_valid: torch.Tensor) -> torch.Tensor:
-    batch, h, L, _ = weights.shape
-    i, rows = torch.arange(1, L), query_valid[:, None, :].expand(batch, h, L).double()
+    i, rows = torch.arange(1, weights.size(-1)), query_valid[:, None, :].expand(weights.shape[:3]).double()
     return ((weights.double()[..., i, i - 1] * rows[..., 1:]).sum((0, 2)) / rows.sum((0, 2))).to(weights.dtype)
 
 
@@ -494,7 +476,8 @@ PREVIOUS_MISTAKES = (
         "exactly. Notebook 12 counts a row as on i - 1 when weights.argmax(-1) == i - 1, and argmax gives the FIRST "
         "of the tied keys; comparing the weight on i - 1 with the row's maximum counts every tie, and topk, sort or "
         "an argmax of the flipped row may give another of the tied keys."),
-            example=_previous(_weight_on_previous_is_the_max)),
+            example=_previous(lambda w, i: (torch.cat([torch.zeros_like(w[..., :1, 0]), w[..., i[1:], i[1:] - 1]], -1)
+                                            == w.amax(-1)) & (i >= 1))),
     *(Mistake(message, name, like=wrong) for name, wrong, message in [
         *((name, _previous(lambda w, i, k=k: w.argmax(-1) == i + k), f"you counted the rows whose maximum is on {on}: "
            "the previous token of row i is key i - 1.")
@@ -540,8 +523,7 @@ PREVIOUS = Declaration(
 
 
 def check_previous_token_share(previous_token_share: Callable) -> None:
-    """Check ``previous_token_share(weights, query_valid) -> (h,)``: per head, the share of valid query rows whose
-    largest weight is on key i - 1 (notebook 12's offset -1), with and without exact ties for the largest weight.
+    """Check ``previous_token_share(weights, query_valid) -> (h,)``: per head, the share of rows whose max is on i - 1.
 
     Diagnoses: an input changed in place, a result of another kind, one number per sentence, per row or for the block, i
     + 1 or i instead of i - 1, the first row wrapping around to the last key, the first row left out of the count,
@@ -582,26 +564,20 @@ def _em_reference(t: torch.Tensor, pairs: list, null: bool = True, posterior_ove
             de, en = de.unique(), en.unique()
         fs = torch.cat([de.new_zeros(1), de]) if null else de  # NULL is German word 0
         block = t[en][:, fs]  # (len en, len fs): t(e | f) for each pair of positions
-        divide = {"german": block.sum(1, keepdim=True), "english": block.sum(0, keepdim=True),
-                  "sentence": block.sum()}[posterior_over]
-        posterior = block / (divide + eps)
+        posterior = block / ({"german": block.sum(1, keepdim=True), "english": block.sum(0, keepdim=True),
+                              "sentence": block.sum()}[posterior_over] + eps)
         index = (en[:, None].expand_as(posterior), fs[None, :].expand_as(posterior))
         if repeats == "once":  # counts[index] += posterior: a repeated index is written once
             counts[index] = counts[index] + posterior
         else:
             counts.index_put_(index, posterior, accumulate=True)
-    return {"rows": lambda: counts / counts.sum(1, keepdim=True), "none": lambda: counts,
-            "columns": lambda: counts / counts.sum(0, keepdim=True)}[normalize]()
+    return {"rows": counts / counts.sum(1, keepdim=True), "none": counts,
+            "columns": counts / counts.sum(0, keepdim=True)}[normalize]
 
 
 def course_em_step(t: torch.Tensor, pairs: list) -> torch.Tensor:
     """One EM step, as annotated.alignment.train_ibm_model1 takes it, in t's dtype."""
     return _em_reference(t, pairs).to(t.dtype)
-
-
-_EM_HINT = ((r"Index put requires|expected scalar type|dtypes? (match|mismatch)|same dtype",
-             "\nHint: t is float64, and torch.zeros(V_e, V_f) is float32 unless told otherwise: make the counts "
-             "with torch.zeros_like(t) (or dtype=t.dtype)."),)
 
 
 def _em_probes(device: str | None) -> list[Probe]:
@@ -610,7 +586,10 @@ def _em_probes(device: str | None) -> list[Probe]:
     g = torch.Generator().manual_seed(13)
 
     def probe(t, pairs, what, sizes=None, first=False, tiny=None) -> Probe:
-        return Probe((t, pairs), "{what} " + what, sizes=sizes, tags=dict(first=first, tiny=tiny), hints=_EM_HINT)
+        return Probe((t, pairs), "{what} " + what, sizes=sizes, tags=dict(first=first, tiny=tiny), hints=(
+            (r"Index put requires|expected scalar type|dtypes? (match|mismatch)|same dtype", "\nHint: t is float64, "
+             "and torch.zeros(V_e, V_f) is float32 unless told otherwise: make the counts with torch.zeros_like(t) (or "
+             "dtype=t.dtype)."),))
 
     probes = []
     for sizes in EM_SIZES:
@@ -693,8 +672,7 @@ EM = Declaration(
 
 
 def check_em_step(em_step: Callable) -> None:
-    """Check ``em_step(t, pairs) -> t``: one E-step and one M-step of IBM Model 1 on a dense table t[e, f] = t(e | f)
-    (column 0 is NULL), against ``annotated.alignment.train_ibm_model1``, on random sentence pairs of ``EM_SIZES``.
+    """Check ``em_step(t, pairs) -> t``: one EM step of IBM Model 1 on a dense table t[e, f] = t(e | f), NULL first.
 
     Diagnoses: an input changed in place (t /= ...), a result of another kind (float32, not a tensor), a transposed
     table, NULL left out, the M-step over rows or missing, the E-step normalized over the English words or over the
