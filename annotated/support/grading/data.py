@@ -105,27 +105,31 @@ def _wrong_step(pick: Callable = lambda c: _best(_pair_counts(c)), merge_word: C
     return bpe_merge_step
 
 
-def _picked(test: Callable) -> Callable:
-    """A ``find`` on the learner's pair: ``test`` (pair, corpus, pair counts, best, "at merge k") -> message or None."""
+def _picked(kind: str, options: dict | None = None, message: str = "") -> Callable:
+    """A ``find`` on the learner's pair: one "across" two words, a "tie" broken another way, or the best of the pairs
+    "counted" with the options of ``_pair_counts`` (``message``: the message, formatted)."""
     def find(found: dict, p: Probe) -> str | None:
         pair, pairs = found["value"], _pair_counts(p.args[0])
         if not isinstance(pair, (tuple, list)) or len(pair) != 2 or tuple(pair) == (best := _best(pairs)):
             return None
-        return test(tuple(pair), p.args[0], pairs, best, f"at merge {p.tags['step']}")
+        pair, at = tuple(pair), f"at merge {p.tags['step']}"
+        if kind == "across" and pair[0].endswith(END):
+            return (f"{at} your pair {pair} joins the end of one word ({pair[0]!r} ends in {END}) to the start of "
+                    "another: count pairs inside each word only, zip(symbols, symbols[1:]) for each word of the "
+                    "corpus.")
+        if kind == "counted" and pair == _best(_pair_counts(p.args[0], **options)):
+            return message.format(at=at, pair=pair, best=best, n=pairs[best], m=pairs.get(pair, 0))
+        if kind != "tie" or pairs.get(pair) != pairs[best]:
+            return None
+        tied = [q for q in pairs if pairs[q] == pairs[best]]
+        why = [text for text, true in (  # max keeps the first of equal counts
+            ("the first one counted (what max(pairs, key=pairs.get) and Counter.most_common give)",
+             pair == max(pairs, key=pairs.__getitem__)),
+            ("the smallest as Python compares tuples of strings", pair == min(tied))) if true]
+        return (f"{at} {', '.join(map(str, tied))} all occur {pairs[best]} times, and you took {pair}"
+                f"{', ' + ' and '.join(why) if why else ''}. The course and subword-nmt take the largest pair as "
+                f"Python compares tuples of strings, here {best}: max(pairs, key=lambda pair: (pairs[pair], pair)).")
     return find
-
-
-def _tie(pair, corpus, pairs, best, at) -> str | None:
-    if pairs.get(pair) != pairs[best]:
-        return None
-    tied = [q for q in pairs if pairs[q] == pairs[best]]
-    why = [text for text, true in (  # max keeps the first of equal counts
-        ("the first one counted (what max(pairs, key=pairs.get) and Counter.most_common give)",
-         pair == max(pairs, key=pairs.__getitem__)),
-        ("the smallest as Python compares tuples of strings", pair == min(tied))) if true]
-    return (f"{at} {', '.join(map(str, tied))} all occur {pairs[best]} times, and you took {pair}"
-            f"{', ' + ' and '.join(why) if why else ''}. The course and subword-nmt take the largest pair as Python "
-            f"compares tuples of strings, here {best}: max(pairs, key=lambda pair: (pairs[pair], pair)).")
 
 
 def _merged(kind: str) -> Callable:
@@ -187,15 +191,10 @@ BPE_STEP = Declaration(
                   what="a pair (the merged pair, the merged corpus)", again_what="the merged corpus"),
     in_place="Build a new dict and return it; the caller keeps using its own.",
     mistakes=(
-        Mistake("", "a pair across two words", find=_picked(lambda pair, c, pairs, best, at: (
-            f"{at} your pair {pair} joins the end of one word ({pair[0]!r} ends in {END}) to the start of another: "
-            "count pairs inside each word only, zip(symbols, symbols[1:]) for each word of the corpus.")
-            if pair[0].endswith(END) else None), example=_wrong_step(pick=_across_words)),
-        Mistake("", "a tie broken another way", find=_picked(_tie),
+        Mistake("", "a pair across two words", find=_picked("across"), example=_wrong_step(pick=_across_words)),
+        Mistake("", "a tie broken another way", find=_picked("tie"),
                 example=_wrong_step(pick=lambda c: max(_pair_counts(c), key=_pair_counts(c).get))),
-        *(Mistake("", name, find=_picked(lambda pair, corpus, pairs, best, at, o=options, text=message: text.format(
-            at=at, pair=pair, best=best, n=pairs[best], m=pairs.get(pair, 0))
-            if pair == _best(_pair_counts(corpus, **o)) else None),
+        *(Mistake("", name, find=_picked("counted", options, message),
                   example=_wrong_step(pick=lambda c, o=options: _best(_pair_counts(c, **o))))
           for name, options, message in [
             ("each word counted once", dict(weighted=False), "{at} you counted each word once: {pair} is in the most "
