@@ -51,8 +51,7 @@ SIZE_SETS = {
 
 
 def _pair_counts(corpus: dict, weighted: bool = True, once_per_word: bool = False) -> Counter:
-    """Neighbouring pairs, each word weighted by its count (or not); ``once_per_word``: a pair a word holds twice
-    ("a a a h") counts once."""
+    """Neighbouring pairs, each word weighted by its count (or not), a pair a word holds twice counted once or not."""
     pairs = Counter()
     for symbols, n in corpus.items():
         found = list(zip(symbols, symbols[1:]))
@@ -133,8 +132,7 @@ def _picked(kind: str, options: dict | None = None, message: str = "") -> Callab
 
 
 def _merged(kind: str) -> Callable:
-    """A ``find`` on the learner's merged corpus: keys that are not tuples ("keys"), words "missing", counts
-    "changed"."""
+    """A ``find`` on the learner's merged corpus: keys that are not tuples, words "missing", counts "changed"."""
     def find(found: dict, p: Probe) -> str | None:
         (pair, expected), merged = _course_step(p.args[0]), found["value"]
         if not isinstance(merged, dict) or merged == expected:

@@ -275,8 +275,7 @@ def _entropy_inputs(sizes: dict, case: str, g: torch.Generator, dtype: torch.dty
 
 
 def _entropy(f: Callable) -> Callable:
-    """A normalized_entropy: f(entropy in nats, log n, which rows count, weights), each per row (batch, h, L_q) and in
-    float64, returned in the weights' dtype."""
+    """A normalized_entropy: f(entropy in nats, log n, rows that count, weights), per row, in float64."""
     def normalized_entropy(weights, mask, query_valid):
         w = weights.double()
         batch, h, L_q, _ = w.shape
@@ -555,8 +554,7 @@ def _random_pairs(sizes: dict, g: torch.Generator) -> list[tuple[torch.Tensor, t
 
 def _em_reference(t: torch.Tensor, pairs: list, null: bool = True, posterior_over: str = "german",
                   repeats: str = "counted", normalize: str = "columns", eps: float = 0.0) -> torch.Tensor:
-    """One EM step of IBM Model 1 on a dense table t (V_e, V_f) in float64, or with one mistake switched on (``eps``:
-    added to the E-step's sums)."""
+    """One EM step of IBM Model 1 on a dense table t (V_e, V_f) in float64, or with one mistake switched on."""
     t = t.double()
     counts = torch.zeros_like(t)
     for de, en in pairs:
