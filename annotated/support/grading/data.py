@@ -1,8 +1,6 @@
-"""Checks of notebook 10's exercises, as declarations (``engine``), on toy corpora small enough to count by hand:
-one merge of byte-pair encoding (``annotated.bpe``; one probe per merge, the course's corpus before it, a dict keyed
-by tuples of symbols sent as data), a vocabulary built from token counts (``annotated.vocab``, numbered as torchtext
-does) and one word segmented by learned merges (``annotated.bpe.BytePairEncoder``; one probe per word). Both agree
-with subword-nmt (tests/test_declarations_10_data.py)."""
+"""Checks of notebook 10 as declarations (``engine``), on toy corpora small enough to count by hand: one byte-pair
+merge (``annotated.bpe``, one probe per merge), a vocabulary from token counts (``annotated.vocab``, numbered as
+torchtext does), one word segmented by learned merges; all agree with subword-nmt (tests/test_declarations_10_data)."""
 
 from collections import Counter
 from collections.abc import Callable
@@ -10,8 +8,6 @@ from collections.abc import Callable
 from annotated.bpe import END, JOIN, BytePairEncoder, learn_bpe, merge, spell
 from annotated.support.grading.engine import Declaration, Items, Mistake, Probe, Value, check
 from annotated.vocab import SPECIALS, build_vocab_from_iterator
-
-# ---------------------------------------------------------------- the toy corpora
 
 # Word counts: Sennrich et al.'s example of notebook 10 (a tie at the first merge); captions with the one-letter
 # word "a" (a pair across two words would win); runs of one letter ("a a a" overlaps itself) and "hahah", which holds
@@ -55,8 +51,7 @@ SIZE_SETS = {
 
 
 def _pair_counts(corpus: dict, weighted: bool = True, once_per_word: bool = False) -> Counter:
-    """Neighbouring pairs, each word weighted by its count (or not); ``once_per_word``: a pair a word holds twice
-    ("a a a h") counts once."""
+    """Neighbouring pairs, each word weighted by its count (or not), a pair a word holds twice counted once or not."""
     pairs = Counter()
     for symbols, n in corpus.items():
         found = list(zip(symbols, symbols[1:]))
@@ -69,29 +64,10 @@ def _best(pairs: Counter) -> tuple[str, str]:
     return max(pairs, key=lambda pair: (pairs[pair], pair))  # ties: the larger pair, as subword-nmt
 
 
-def _merge_without_skip(symbols: tuple, pair: tuple) -> tuple:
-    """Every occurrence joined, overlapping ones too ("a a a" -> "aa aa"): the i += 2 forgotten."""
-    out = []
-    for i, symbol in enumerate(symbols):
-        if i + 1 < len(symbols) and (symbol, symbols[i + 1]) == pair:
-            out.append(symbol + symbols[i + 1])
-        elif not (i > 0 and (symbols[i - 1], symbol) == pair):
-            out.append(symbol)
-    return tuple(out)
-
-
-def _merge_from_the_right(symbols: tuple, pair: tuple) -> tuple:
-    """The pair joined scanning from the right ("a a a" -> "a aa"): the course's merge of the mirrored word."""
-    mirrored = tuple(symbol[::-1] for symbol in reversed(symbols))
-    return tuple(symbol[::-1] for symbol in reversed(merge(mirrored, (pair[1][::-1], pair[0][::-1]))))
-
-
 def _merge_first_only(symbols: tuple, pair: tuple) -> tuple:
     """The first occurrence joined, the later ones left ("h a h a h" -> "ha h a h")."""
-    for i in range(len(symbols) - 1):
-        if (symbols[i], symbols[i + 1]) == pair:
-            return symbols[:i] + (symbols[i] + symbols[i + 1],) + symbols[i + 2 :]
-    return symbols
+    i = next((i for i in range(len(symbols) - 1) if (symbols[i], symbols[i + 1]) == pair), None)
+    return symbols if i is None else symbols[:i] + (symbols[i] + symbols[i + 1],) + symbols[i + 2 :]
 
 
 def _merge_as_text(symbols: tuple, pair: tuple) -> tuple:
@@ -111,8 +87,7 @@ def _course_step(corpus: dict) -> tuple:
 
 def _across_words(corpus: dict) -> tuple[str, str]:
     """The most frequent pair of the corpus's symbols in one row, across the words."""
-    row = [(symbol, n) for symbols, n in corpus.items() for symbol in symbols]
-    pairs = Counter()
+    row, pairs = [(symbol, n) for symbols, n in corpus.items() for symbol in symbols], Counter()
     for (a, n), (b, _) in zip(row, row[1:]):
         pairs[a, b] += n
     return _best(pairs)
@@ -129,121 +104,62 @@ def _wrong_step(pick: Callable = lambda c: _best(_pair_counts(c)), merge_word: C
     return bpe_merge_step
 
 
-def _at(p: Probe) -> str:
-    return f"at merge {p.tags['step']}"
-
-
-def _picked(test: Callable) -> Callable:
-    """A ``find`` on the learner's pair: ``test`` (pair, corpus, pair counts, best, probe) -> message or None."""
+def _picked(kind: str, options: dict | None = None, message: str = "") -> Callable:
+    """A ``find`` on the learner's pair: one "across" two words, a "tie" broken another way, or the best of the pairs
+    "counted" with the options of ``_pair_counts`` (``message``: the message, formatted)."""
     def find(found: dict, p: Probe) -> str | None:
-        pair, corpus = found["value"], p.args[0]
-        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+        pair, pairs = found["value"], _pair_counts(p.args[0])
+        if not isinstance(pair, (tuple, list)) or len(pair) != 2 or tuple(pair) == (best := _best(pairs)):
             return None
-        pairs = _pair_counts(corpus)
-        best = _best(pairs)
-        return None if tuple(pair) == best else test(tuple(pair), corpus, pairs, best, p)
+        pair, at = tuple(pair), f"at merge {p.tags['step']}"
+        if kind == "across" and pair[0].endswith(END):
+            return (f"{at} your pair {pair} joins the end of one word ({pair[0]!r} ends in {END}) to the start of "
+                    "another: count pairs inside each word only, zip(symbols, symbols[1:]) for each word of the "
+                    "corpus.")
+        if kind == "counted" and pair == _best(_pair_counts(p.args[0], **options)):
+            return message.format(at=at, pair=pair, best=best, n=pairs[best], m=pairs.get(pair, 0))
+        if kind != "tie" or pairs.get(pair) != pairs[best]:
+            return None
+        tied = [q for q in pairs if pairs[q] == pairs[best]]
+        why = [text for text, true in (  # max keeps the first of equal counts
+            ("the first one counted (what max(pairs, key=pairs.get) and Counter.most_common give)",
+             pair == max(pairs, key=pairs.__getitem__)),
+            ("the smallest as Python compares tuples of strings", pair == min(tied))) if true]
+        return (f"{at} {', '.join(map(str, tied))} all occur {pairs[best]} times, and you took {pair}"
+                f"{', ' + ' and '.join(why) if why else ''}. The course and subword-nmt take the largest pair as "
+                f"Python compares tuples of strings, here {best}: max(pairs, key=lambda pair: (pairs[pair], pair)).")
     return find
 
 
-def _tie(pair, corpus, pairs, best, p) -> str | None:
-    if pairs.get(pair) != pairs[best]:
-        return None
-    tied = [q for q in pairs if pairs[q] == pairs[best]]
-    why = []
-    if pair == max(pairs, key=pairs.__getitem__):  # max keeps the first of equal counts
-        why.append("the first one counted (what max(pairs, key=pairs.get) and Counter.most_common give)")
-    if pair == min(tied):
-        why.append("the smallest as Python compares tuples of strings")
-    return (f"{_at(p)} {', '.join(map(str, tied))} all occur {pairs[best]} times, and you took {pair}"
-            f"{', ' + ' and '.join(why) if why else ''}. The course and subword-nmt take the largest pair as Python "
-            f"compares tuples of strings, here {best}: max(pairs, key=lambda pair: (pairs[pair], pair)).")
-
-
-# Pairs counted otherwise: the mistake's name, the options of _pair_counts that make it, and its message.
-_COUNTED = [
-    ("each word counted once", dict(weighted=False), "{at} you counted each word once: {pair} is in the most words, "
-     "but {best} occurs {n} times in the text against {m}. Weight every pair by its word's count: pairs[pair] += "
-     "count."),
-    ("a pair counted once per word", dict(once_per_word=True), "{at} you counted a pair once per word, however often "
-     "the word holds it: 'a a a h' holds ('a', 'a') twice, so {best} occurs {n} times and {pair} {m}. Count every "
-     "item of zip(symbols, symbols[1:])."),
-]
-
-
-def _counted(options: dict, message: str) -> Callable:
-    """A test of ``_picked``: the learner's pair is the best of the pairs counted with ``options``."""
-    return lambda pair, corpus, pairs, best, p: message.format(
-        at=_at(p), pair=pair, best=best, n=pairs[best], m=pairs.get(pair, 0)) if pair == _best(
-        _pair_counts(corpus, **options)) else None
-
-
-def _merged_find(test: Callable) -> Callable:
-    """A ``find`` on the learner's merged corpus: ``test`` (merged, expected, pair, probe) -> message or None."""
+def _merged(kind: str) -> Callable:
+    """A ``find`` on the learner's merged corpus: keys that are not tuples, words "missing", counts "changed"."""
     def find(found: dict, p: Probe) -> str | None:
-        pair, expected = _course_step(p.args[0])
-        merged = found["value"]
-        return None if not isinstance(merged, dict) or merged == expected else test(merged, expected, pair, p)
-    return find
-
-
-def _where(p: Probe, pair: tuple) -> str:
-    return f"{_at(p)} ({' + '.join(pair)})"
-
-
-def _keys(merged, expected, pair, p) -> str | None:
-    bad = [key for key in merged if not isinstance(key, tuple)]
-    return (f"{_where(p, pair)} the merged corpus has the key {bad[0]!r}; keep each word as a tuple of its "
-            "symbols, ('n', 'e', 'w', 'e', 'st</w>'), as in the input.") if bad else None
-
-
-def _missing(merged, expected, pair, p) -> str | None:
-    if len(merged) < len(expected) and all(expected.get(k) == n for k, n in merged.items()):
-        left_out = next(_show(k) for k in expected if k not in merged)
-        return (f"{_where(p, pair)} words are missing from the merged corpus (such as {left_out!r}): return every "
-                "word, merged or unchanged.")
-    return None
-
-
-def _recounted(merged, expected, pair, p) -> str | None:
-    if set(merged) != set(expected):
+        (pair, expected), merged = _course_step(p.args[0]), found["value"]
+        if not isinstance(merged, dict) or merged == expected:
+            return None
+        at, bad = f"at merge {p.tags['step']} ({' + '.join(pair)})", [k for k in merged if not isinstance(k, tuple)]
+        if kind == "keys" and bad:
+            return (f"{at} the merged corpus has the key {bad[0]!r}; keep each word as a tuple of its symbols, ('n', "
+                    "'e', 'w', 'e', 'st</w>'), as in the input.")
+        if kind == "missing" and len(merged) < len(expected) and all(expected.get(k) == n for k, n in merged.items()):
+            left_out = next(_show(k) for k in expected if k not in merged)
+            return (f"{at} words are missing from the merged corpus (such as {left_out!r}): return every word, merged "
+                    "or unchanged.")
+        if kind == "changed" and set(merged) == set(expected):
+            word = next(k for k in expected if merged[k] != expected[k])
+            return (f"{at} the word {_show(word)!r} has the count {merged[word]} instead of {expected[word]}: a merge "
+                    "changes how a word is spelled, never how often it occurs.")
         return None
-    word = next(k for k in expected if merged[k] != expected[k])
-    return (f"{_where(p, pair)} the word {_show(word)!r} has the count {merged[word]} instead of {expected[word]}: "
-            "a merge changes how a word is spelled, never how often it occurs.")
-
-
-_MERGE_MISTAKES = [
-    (_merge_without_skip, "overlapping pairs joined twice", "you joined overlapping occurrences twice: once the first "
-     "two a of 'a a a' are joined, the second belongs to 'aa'. Scan left to right and skip both symbols of a merged "
-     "pair (i += 2), giving 'aa a'."),
-    (_merge_from_the_right, "merged from the right", "you merged from the right: 'a a a' must become 'aa a', the "
-     "leftmost occurrence first."),
-    (_merge_first_only, "the first occurrence only", "you joined only the first occurrence of the pair in each word "
-     "(a loop that stops at the first match, or str.replace(..., 1)): a merge joins every occurrence, left to right."),
-    (_merge_as_text, "str.replace on the text", "you replaced the pair in the text of the word, with the symbols "
-     "joined by spaces: str.replace does not see where a symbol ends. Compare whole symbols: (symbols[i], "
-     "symbols[i + 1]) == pair."),
-]
+    return find
 
 
 def _merge_mistake(wrong_merge: Callable, name: str, message: str) -> Mistake:
     def text(p: Probe) -> str:
         corpus, pair = p.args[0], _course_step(p.args[0])[0]
         word = next(k for k in corpus if wrong_merge(k, pair) != merge(k, pair))
-        return (f"{_where(p, pair)} {message} Here {_show(word)!r} became {_show(wrong_merge(word, pair))!r} "
-                f"instead of {_show(merge(word, pair))!r}.")
+        return (f"at merge {p.tags['step']} ({' + '.join(pair)}) {message} Here {_show(word)!r} became "
+                f"{_show(wrong_merge(word, pair))!r} instead of {_show(merge(word, pair))!r}.")
     return Mistake(text, name, like=_wrong_step(merge_word=wrong_merge), items=(1,))
-
-
-def _not_a_pair(found: dict, name: str, what: str) -> str:
-    hint = " (the two symbols apart, not joined)" if found.get("type") == "str" else ""
-    return (f"the pair {name} returns should be a tuple of two symbols, such as ('s', 't</w>'){hint}; got "
-            f"{found.get('value', found['type'])!r}")
-
-
-def _not_a_corpus(found: dict, name: str, what: str) -> str:
-    return (f"the second item {name} returns is {found['type']}; return the merged corpus as a dict, symbols (a "
-            "tuple) -> count, like its input.")
 
 
 def _bpe_probes(device: str | None) -> list[Probe]:
@@ -263,24 +179,48 @@ def _bpe_probes(device: str | None) -> list[Probe]:
 BPE_STEP = Declaration(
     check="check_bpe_merge_step", function="bpe_merge_step", roles=("corpus",), reference=_course_step,
     probes=_bpe_probes, sizes_fix="Count the pairs of the corpus you are given, all its words.", consistent=True,
-    returns=Items((Value("the pair", kind="tuple", sequence=True, other=_not_a_pair),
-                   Value("the merged corpus", kind="dict", other=_not_a_corpus)),
+    returns=Items((Value("the pair", kind="tuple", sequence=True, other=lambda found, name, what: (
+        f"the pair {name} returns should be a tuple of two symbols, such as ('s', 't</w>')"
+        f"{' (the two symbols apart, not joined)' if found.get('type') == 'str' else ''}; got "
+        f"{found.get('value', found['type'])!r}")),
+                   Value("the merged corpus", kind="dict", other=lambda found, name, what: (
+                       f"the second item {name} returns is {found['type']}; return the merged corpus as a dict, "
+                       "symbols (a tuple) -> count, like its input."))),
                   what="a pair (the merged pair, the merged corpus)", again_what="the merged corpus"),
     in_place="Build a new dict and return it; the caller keeps using its own.",
     mistakes=(
-        Mistake("", "a pair across two words", find=_picked(lambda pair, c, pairs, best, p: (
-            f"{_at(p)} your pair {pair} joins the end of one word ({pair[0]!r} ends in {END}) to the start of another: "
-            "count pairs inside each word only, zip(symbols, symbols[1:]) for each word of the corpus.")
-            if pair[0].endswith(END) else None), example=_wrong_step(pick=_across_words)),
-        Mistake("", "a tie broken another way", find=_picked(_tie),
+        Mistake("", "a pair across two words", find=_picked("across"), example=_wrong_step(pick=_across_words)),
+        Mistake("", "a tie broken another way", find=_picked("tie"),
                 example=_wrong_step(pick=lambda c: max(_pair_counts(c), key=_pair_counts(c).get))),
-        *(Mistake("", name, find=_picked(_counted(options, message)),
+        *(Mistake("", name, find=_picked("counted", options, message),
                   example=_wrong_step(pick=lambda c, o=options: _best(_pair_counts(c, **o))))
-          for name, options, message in _COUNTED),
-        Mistake("", "words as strings", find=_merged_find(_keys), item=1, example=_wrong_step(keys=" ".join)),
-        Mistake("", "words missing", find=_merged_find(_missing), item=1, example=_wrong_step(only_merged=True)),
-        Mistake("", "counts changed", find=_merged_find(_recounted), item=1, example=_wrong_step(count=lambda n: 1)),
-        *(_merge_mistake(*mistake) for mistake in _MERGE_MISTAKES),
+          for name, options, message in [
+            ("each word counted once", dict(weighted=False), "{at} you counted each word once: {pair} is in the most "
+             "words, but {best} occurs {n} times in the text against {m}. Weight every pair by its word's count: "
+             "pairs[pair] += count."),
+            ("a pair counted once per word", dict(once_per_word=True), "{at} you counted a pair once per word, however "
+             "often the word holds it: 'a a a h' holds ('a', 'a') twice, so {best} occurs {n} times and {pair} {m}. "
+             "Count every item of zip(symbols, symbols[1:]).")]),
+        Mistake("", "words as strings", find=_merged("keys"), item=1, example=_wrong_step(keys=" ".join)),
+        Mistake("", "words missing", find=_merged("missing"), item=1, example=_wrong_step(only_merged=True)),
+        Mistake("", "counts changed", find=_merged("changed"), item=1, example=_wrong_step(count=lambda n: 1)),
+        *(_merge_mistake(*mistake) for mistake in [
+            (lambda symbols, pair: tuple(  # every occurrence joined, overlapping ones too: the i += 2 forgotten
+                a + b if (a, b) == pair else a for a, b, before in zip(symbols, [*symbols[1:], ""], ["", *symbols])
+                if (a, b) == pair or (before, a) != pair),
+             "overlapping pairs joined twice", "you joined overlapping occurrences twice: once the first two a of 'a a "
+             "a' are joined, the second belongs to 'aa'. Scan left to right and skip both symbols of a merged pair (i "
+             "+= 2), giving 'aa a'."),
+            (lambda symbols, pair: tuple(s[::-1] for s in reversed(merge(  # the course's merge of the mirrored word
+                tuple(s[::-1] for s in reversed(symbols)), (pair[1][::-1], pair[0][::-1])))),
+             "merged from the right", "you merged from the right: 'a a a' must become 'aa a', the leftmost occurrence "
+             "first."),
+            (_merge_first_only, "the first occurrence only", "you joined only the first occurrence of the pair in each "
+             "word (a loop that stops at the first match, or str.replace(..., 1)): a merge joins every occurrence, "
+             "left to right."),
+            (_merge_as_text, "str.replace on the text", "you replaced the pair in the text of the word, with the "
+             "symbols joined by spaces: str.replace does not see where a symbol ends. Compare whole symbols: "
+             "(symbols[i], symbols[i + 1]) == pair.")]),
     ),
     passed=lambda name: (
         f"check_bpe_merge_step passed: step by step, {name} learns the merges of annotated.bpe.learn_bpe "
@@ -291,8 +231,8 @@ BPE_STEP = Declaration(
 
 
 def check_bpe_merge_step(bpe_merge_step: Callable) -> None:
-    """Check ``bpe_merge_step(corpus) -> (pair, merged corpus)``: called until no pair occurs twice on
-    ``BPE_CORPORA``, it must give the merges of ``annotated.bpe.learn_bpe`` (and subword-nmt's).
+    """Check ``bpe_merge_step(corpus) -> (pair, merged corpus)``: step by step on ``BPE_CORPORA``, the merges of
+    ``annotated.bpe.learn_bpe`` (and subword-nmt's).
 
     Diagnoses: the corpus changed in place, a result of another kind, a pair across two words, word counts ignored, ties
     broken another way (the first seen, the smaller pair), overlapping pairs counted once, words or counts lost in the
@@ -312,16 +252,13 @@ def _vocab(sentences: list[list[str]], min_freq: int, specials: list[str], *, co
     """The itos of ``build_vocab_from_iterator``, written out, or with one mistake switched on."""
     specials = list(specials) if given else list(SPECIALS)
     counts = Counter(token for tokens in sentences for token in (set(tokens) if count == "sentences" else tokens))
-    if place != "twice":
-        for special in specials:
-            counts.pop(special, None)
+    for special in specials if place != "twice" else ():
+        counts.pop(special, None)
     sign = 1 if order == "descending" else -1
-    if ties == "alphabetical":
-        ranked = sorted(counts.items(), key=lambda item: (-sign * item[1], item[0]))
-    elif ties == "reversed":
-        ranked = sorted(counts.items(), key=lambda item: (sign * item[1], item[0]), reverse=True)
-    else:  # "first seen": a stable sort on the count alone, or Counter.most_common
-        ranked = sorted(counts.items(), key=lambda item: -sign * item[1])
+    ranked = sorted(counts.items(), **{  # "first seen": a stable sort on the count alone, or Counter.most_common
+        "alphabetical": dict(key=lambda item: (-sign * item[1], item[0])),
+        "reversed": dict(key=lambda item: (sign * item[1], item[0]), reverse=True),
+        "first seen": dict(key=lambda item: -sign * item[1])}[ties])
     keep = {">=": lambda n: n >= min_freq, ">": lambda n: n > min_freq, "none": lambda n: True}[threshold]
     words = [token for token, n in ranked if keep(n)]
     return {"last": words + specials, "missing": words}.get(place, specials + words)
@@ -368,32 +305,24 @@ def _listed_twice(found: dict, p: Probe) -> str | None:
 
 def _another_order(found: dict, p: Probe) -> str | None:
     got, expected, specials = list(found["value"]), _course_vocab(*p.args), list(p.args[2])
-    n = len(specials)
-    if got[:n] == specials and sorted(got[n:]) == sorted(expected[n:]):
-        return (f"with min_freq={p.args[1]} and specials {specials}: the right tokens, in another order: {got[n:]}, "
-                f"where the order is {expected[n:]}: most frequent first, ties alphabetically.")
+    if got[:len(specials)] == specials and sorted(got[len(specials):]) == sorted(expected[len(specials):]):
+        return (f"with min_freq={p.args[1]} and specials {specials}: the right tokens, in another order: "
+                f"{got[len(specials):]}, where the order is {expected[len(specials):]}: most frequent first, ties "
+                "alphabetically.")
     return None
-
-
-def _not_tokens(found: dict, name: str, what: str) -> str:
-    if found.get("type") == "Vocab":
-        return (f"{name} returned a Vocab; return the list of tokens itself, index -> token (a Vocab's get_itos() "
-                "gives it).")
-    return f"{name} should return the tokens, a list of strings, the token of id i at index i; got {found['type']}"
-
-
-def _vocab_probes(device: str | None) -> list[Probe]:
-    return [Probe((sentences, min_freq, list(specials)),
-                  f"{{what}} of {{name}}({len(sentences)} sentences, min_freq={min_freq}, specials={list(specials)})",
-                  sizes=sizes)
-            for sizes, (sentences, min_freq, specials) in zip(SIZE_SETS["check_build_vocab"], VOCAB_CORPORA)]
 
 
 BUILD_VOCAB = Declaration(
     check="check_build_vocab", function="build_vocab", roles=("sentences", "min_freq", "specials"),
-    reference=_course_vocab, probes=_vocab_probes,
-    sizes_fix="Count the sentences you are given, and use the min_freq and specials given.",
-    returns=Value("the tokens", kind="list", sequence=True, other=_not_tokens),
+    reference=_course_vocab, sizes_fix="Count the sentences you are given, and use the min_freq and specials given.",
+    probes=lambda device: [
+        Probe((sentences, min_freq, list(specials)), f"{{what}} of {{name}}({len(sentences)} sentences, "
+              f"min_freq={min_freq}, specials={list(specials)})", sizes=sizes)
+        for sizes, (sentences, min_freq, specials) in zip(SIZE_SETS["check_build_vocab"], VOCAB_CORPORA)],
+    returns=Value("the tokens", kind="list", sequence=True, other=lambda found, name, what: (
+        f"{name} returned a Vocab; return the list of tokens itself, index -> token (a Vocab's get_itos() gives it)."
+        if found.get("type") == "Vocab" else
+        f"{name} should return the tokens, a list of strings, the token of id i at index i; got {found['type']}")),
     in_place=("itos = specials, then itos += ... or .extend(...), grows the caller's list (and a default argument "
               "such as SPECIALS, for every later call). Build a new list: itos = list(specials) + words."),
     mistakes=(
@@ -431,17 +360,13 @@ def _segment(word: str, merges: list, *, mark: bool = True, rank: str = "first l
     """``BytePairEncoder(merges).segment(word)`` written out, or with one mistake (named by its keyword)."""
     order = {tuple(pair): i for i, pair in reversed(list(enumerate(merges)))}
     symbols = spell(word) if mark else tuple(word)
-    while len(symbols) > 1:
-        pairs = [pair for pair in zip(symbols, symbols[1:]) if pair in order]
-        if not pairs:
-            break
+    while len(symbols) > 1 and (pairs := [pair for pair in zip(symbols, symbols[1:]) if pair in order]):
         best = {"first learned": min(pairs, key=order.__getitem__), "last learned": max(pairs, key=order.__getitem__),
                 "leftmost": pairs[0]}[rank]
         symbols = (_merge_as_text if as_text else merge)(symbols, best)
         if once:
             break
-    last = symbols[-1] if keep_end else symbols[-1].removesuffix(END)
-    pieces = [*symbols[:-1], last]
+    pieces = [*symbols[:-1], symbols[-1] if keep_end else symbols[-1].removesuffix(END)]
     return {"end": [piece + JOIN for piece in pieces[:-1]] + pieces[-1:], "every piece": [p + JOIN for p in pieces],
             "start": pieces[:1] + [JOIN + piece for piece in pieces[1:]], "none": pieces}[joins]
 
@@ -463,6 +388,10 @@ _SEGMENT_MISTAKES = [
 ]
 
 
+def _course_segment(word: str, merges: list) -> list[str]:
+    return BytePairEncoder(merges).segment(word)
+
+
 def _segment_mistake(mistake: dict, message: str) -> Mistake:
     def wrong(word, merges):
         return _segment(word, merges, **mistake)
@@ -471,25 +400,15 @@ def _segment_mistake(mistake: dict, message: str) -> Mistake:
                    ", ".join(f"{k} {v}" for k, v in mistake.items()).replace("_", " "), like=wrong)
 
 
-def _course_segment(word: str, merges: list) -> list[str]:
-    return BytePairEncoder(merges).segment(word)
-
-
-def _segment_probes(device: str | None) -> list[Probe]:
-    return [Probe((word, [tuple(pair) for pair in merges]), f"{{what}} of {{name}}({word!r}, merges)", sizes=sizes)
-            for sizes, merges, words in zip(SIZE_SETS["check_segment"], _MERGES, SEGMENT_WORDS) for word in words]
-
-
-def _not_pieces(found: dict, name: str, what: str) -> str:
-    if found.get("type") == "str":
-        return f"{name} returned the string {found['value']!r}; return the list of pieces, such as ['new@@', 'est']."
-    return f"{name} should return the pieces, a list of strings; got {found['type']}"
-
-
 SEGMENT = Declaration(
     check="check_segment", function="segment", roles=("word", "merges"), reference=_course_segment,
-    probes=_segment_probes, sizes_fix="Use the merges you are given, all of them.",
-    returns=Value("the pieces", kind="list", sequence=True, other=_not_pieces),
+    probes=lambda device: [
+        Probe((word, [tuple(pair) for pair in merges]), f"{{what}} of {{name}}({word!r}, merges)", sizes=sizes)
+        for sizes, merges, words in zip(SIZE_SETS["check_segment"], _MERGES, SEGMENT_WORDS) for word in words],
+    sizes_fix="Use the merges you are given, all of them.",
+    returns=Value("the pieces", kind="list", sequence=True, other=lambda found, name, what: (
+        f"{name} returned the string {found['value']!r}; return the list of pieces, such as ['new@@', 'est']."
+        if found.get("type") == "str" else f"{name} should return the pieces, a list of strings; got {found['type']}")),
     in_place="The merges are the learned model, used for every word: leave the list as it is (sorted(merges) "
              "makes a copy).",
     mistakes=tuple(_segment_mistake(mistake, message) for mistake, message in _SEGMENT_MISTAKES), consistent=True,
