@@ -1,22 +1,6 @@
-"""Checks of notebook 15's exercises: the parameter count of a row of the paper's Table 3, a row's
-paired test against the base, and Holm's correction over the table's comparisons, against
-``annotated.variations`` (``table3_parameters``, ``paired_test``, ``holm``).
-
-The count is tried on every row of Table 3 at the paper's sizes (one shared vocabulary of 37000),
-then on small sizes where every size differs, each with a d_k of its own and with d_k = None. The
-paired test is tried on made-up paired differences of BLEU and log-perplexity (negative, positive and
-zero means, lists and tuples) with a pooled spread whose degrees of freedom are never the row's
-seeds - 1; Holm's correction on made-up tables of p-values placed so that every usual mistake rejects
-another set than the rule, with the default alpha and others, and on p-values exactly at their
-threshold (numbers exact in binary floating point), which are rejected.
-
-The three are declarations (``annotated.support.grading.engine``), judged by the grader in its own process: the
-count (an int, a NumPy integer accepted), the paired test (each set of cases one probe whose calls are judged
-together, so that a recipe in the interval and another in the p-value are named from the whole set; the dicts read
-from their description, 0-d tensors and NumPy numbers included, and compared within 1e-4 relatively) and Holm's
-correction (a set, one probe per table, a known mistake named only where it explains the learner's whole set); the
-recorder describes the arguments after each call, so a sort of ds or a pop of p_values is named.
-"""
+"""Checks of notebook 15 as declarations (``engine``): the parameter count of a row of the paper's Table 3, a
+row's paired test against the base, and Holm's correction over the table's comparisons, against
+``annotated.variations`` (``table3_parameters``, ``paired_test``, ``holm``)."""
 
 import copy
 import itertools
@@ -28,46 +12,26 @@ from collections.abc import Callable
 from scipy import stats
 
 from annotated.support import record as recorder
-from annotated.support.grading.core import _hard_coded_hint
 from annotated.support.grading.engine import Declaration, Mistake, Probe, Value, check
 from annotated.variations import FAMILY_ALPHA, holm, paired_test, table3_parameters
 
-# ---------------------------------------------------------------- sizes
-
-# Every row of the paper's Table 3 whose count differs in kind (rows D and E change no size; E's
-# learned table is not part of this exercise): (label, vocab_size, N, d_model, d_ff, h, d_k). A known
-# mistake is named from the first row where the count is wrong, so the rows come in an order where no
-# two of them give the same count at that row (at the base, forgetting the norms removes as many numbers
-# as forgetting the feed-forward biases; on (A) h=1, d_k = 64 and d_model // 8 agree): tested.
+# Every row of Table 3 that changes a size, (label, vocab_size, N, d_model, d_ff, h, d_k), in an order where a
+# mistake's count differs from the course's at the first row it is tried on (rows D and E change no size).
 PAPER_VOCAB = 37000
-PAPER_ROWS = [
-    ("(C) d_model=256", PAPER_VOCAB, 6, 256, 2048, 8, None),
-    ("big", PAPER_VOCAB, 6, 1024, 4096, 16, None),
-    ("base", PAPER_VOCAB, 6, 512, 2048, 8, None),
-    ("(A) h=1", PAPER_VOCAB, 6, 512, 2048, 1, None),
-    ("(A) h=4", PAPER_VOCAB, 6, 512, 2048, 4, None),
-    ("(A) h=16", PAPER_VOCAB, 6, 512, 2048, 16, None),
-    ("(A) h=32", PAPER_VOCAB, 6, 512, 2048, 32, None),
-    ("(B) d_k=16", PAPER_VOCAB, 6, 512, 2048, 8, 16),
-    ("(B) d_k=32", PAPER_VOCAB, 6, 512, 2048, 8, 32),
-    ("(C) N=2", PAPER_VOCAB, 2, 512, 2048, 8, None),
-    ("(C) N=4", PAPER_VOCAB, 4, 512, 2048, 8, None),
-    ("(C) N=8", PAPER_VOCAB, 8, 512, 2048, 8, None),
-    ("(C) d_model=1024", PAPER_VOCAB, 6, 1024, 2048, 8, None),
-    ("(C) d_ff=1024", PAPER_VOCAB, 6, 512, 1024, 8, None),
-    ("(C) d_ff=4096", PAPER_VOCAB, 6, 512, 4096, 8, None),
-]
-# Small sizes, each tried with its d_k and with d_k=None (d_model // h = 6, 2 and 10). Within a set
-# every size differs, from one set to the next every size changes.
+PAPER_ROWS = [(label, PAPER_VOCAB, *sizes) for label, sizes in (
+    ("(C) d_model=256", (6, 256, 2048, 8, None)), ("big", (6, 1024, 4096, 16, None)), ("base", (6, 512, 2048, 8, None)),
+    *((f"(A) h={h}", (6, 512, 2048, h, None)) for h in (1, 4, 16, 32)),
+    *((f"(B) d_k={d_k}", (6, 512, 2048, 8, d_k)) for d_k in (16, 32)),
+    *((f"(C) N={n}", (n, 512, 2048, 8, None)) for n in (2, 4, 8)), ("(C) d_model=1024", (6, 1024, 2048, 8, None)),
+    ("(C) d_ff=1024", (6, 512, 1024, 8, None)), ("(C) d_ff=4096", (6, 512, 4096, 8, None)))]
+# Small sizes, each tried with its d_k and with d_k=None; every size differs within a set and between sets.
 ROW_SIZES = [dict(vocab_size=11, N=1, d_model=18, d_ff=26, h=3, d_k=2),
              dict(vocab_size=29, N=2, d_model=14, d_ff=9, h=7, d_k=3),
              dict(vocab_size=13, N=3, d_model=20, d_ff=40, h=2, d_k=5)]
 _ROW_ARGUMENTS = ("vocab_size", "N", "d_model", "d_ff", "h", "d_k")
 
-# paired_test: each set gives a number of paired seeds and the degrees of freedom of the pooled spread
-# (never seeds - 1, so that a test with the row's own freedom shows), then cases (ds, spread): changes of
-# BLEU and of log-perplexity, lists and tuples, negative, positive and zero means, no list sorted. The
-# first set is the notebook's design: 4 seeds, a spread pooled over 18 rows of 4 (54 degrees of freedom).
+# paired_test: seeds and the pooled spread's degrees of freedom (never seeds - 1), then cases (ds, spread) of BLEU
+# and log-perplexity changes. The first set is the notebook's design: 4 seeds, a spread pooled over 18 rows of 4.
 PAIRED_SIZES = [dict(seeds=4, freedom=54), dict(seeds=3, freedom=8), dict(seeds=6, freedom=15)]
 PAIRED_CASES = [
     [([-3.4, -4.7, -2.1, -3.9], 1.1), ((0.8, -0.3, 1.9, 0.2), 0.9), ([0.052, -0.018, 0.113, 0.031], 0.061),
@@ -78,11 +42,8 @@ PAIRED_CASES = [
 ]
 PAIRED_KEYS = ("effect", "low", "high", "p")
 
-# holm: each set a number of comparisons m, then cases (p_values, alpha); None for alpha leaves the default
-# out of the call. In every set the p-values put each usual mistake (Bonferroni, going on past a failure,
-# Hochberg's step-up, thresholds off by one either way or in reverse order, a descending sort, the
-# complement, alpha ignored) on another side than Holm's rule in some case. Names are the notebook's rows,
-# or (row, score) pairs as the notebook's table keys them.
+# holm: comparisons m, then cases (p_values, alpha; None leaves the default out), where each usual mistake rejects
+# another set than Holm's rule in some case. Names are the notebook's rows, or (row, score) pairs.
 HOLM_SIZES = [dict(comparisons=8), dict(comparisons=5), dict(comparisons=12)]
 HOLM_CASES = [
     [  # alpha / (8 - k): 0.00625, 0.00714, 0.00833, 0.01, 0.0125, 0.0167, 0.025, 0.05
@@ -117,22 +78,10 @@ HOLM_CASES = [
 HOLM_EDGES = [({"A1": 0.0625, "B8": 0.5, "C-N1": 0.75, "E": 0.375}, 0.25),
               ({"A1": 0.03125, "A16": 0.0625, "D-ls0": 0.125, "E": 0.25}, 0.25)]
 
-SIZE_SETS = {
-    "check_row_parameters": ROW_SIZES,
-    "check_paired_test": PAIRED_SIZES,
-    "check_holm": HOLM_SIZES,
-}
-
-
-def _hint(how: str) -> Callable:
-    def hint(passed: list, sizes: dict, message: str) -> str:
-        return _hard_coded_hint(passed, sizes, message, how)
-    return hint
+SIZE_SETS = {"check_row_parameters": ROW_SIZES, "check_paired_test": PAIRED_SIZES, "check_holm": HOLM_SIZES}
 
 
 # ---------------------------------------------------------------- 15.1 the parameters of a row
-
-
 def _row_count(vocab: int, N: int, d_model: int, d_ff: int, h: int, d_k: int | None, **wrong) -> int:
     """The parameters of make_variant for one row, one shared vocabulary, by formula; each keyword
     makes one of the usual mistakes."""
@@ -148,84 +97,70 @@ def _row_count(vocab: int, N: int, d_model: int, d_ff: int, h: int, d_k: int | N
     attention = 2 * (d * qk + qk * b) + (d * vo + vo * b) + (vo * d + d * b)
     if wrong.get("full_heads"):  # h matrices of d x d for each of W_Q, W_K, W_V, W_O
         attention = 4 * h * (d * d + d * b)
-    ff_bias = 0 if wrong.get("no_bias") or wrong.get("no_ff_bias") else f + d
-    ffn = 2 * d * f + ff_bias
+    ffn = 2 * d * f + (0 if wrong.get("no_bias") or wrong.get("no_ff_bias") else f + d)
     norm = 0 if wrong.get("no_norms") else (d if wrong.get("gamma_only") else 2 * d)
-    decoder_attentions, decoder_norms = 2, 3
-    if wrong.get("no_cross_attention"):
-        decoder_attentions = 1
-    if wrong.get("two_sublayers"):
-        decoder_attentions, decoder_norms = 1, 2
+    decoder_attentions, decoder_norms = (1, 2) if wrong.get("two_sublayers") else (
+        1 if wrong.get("no_cross_attention") else 2, 3)
     layers = 1 if wrong.get("one_layer") else N
     encoder = layers * (attention + ffn + 2 * norm)
     decoder = layers * (decoder_attentions * attention + ffn + decoder_norms * norm)
-    tables = wrong.get("tables", 1) * V * d
     generator_bias = 0 if wrong.get("no_bias") or wrong.get("no_generator_bias") else V
-    return tables + encoder + decoder + generator_bias
+    return wrong.get("tables", 1) * V * d + encoder + decoder + generator_bias
 
 
-# (keywords of _row_count, what is wrong); a mistake is recognized only when it explains the
-# learner's count on every row of a set in which it changes the count.
+# (keywords of _row_count, the parts of the model it changes, what is wrong); two mistakes are named together only
+# where they change different parts.
 _ROW_MISTAKES = [
-    (dict(no_bias=True),
-     "every bias is missing (the attention projections', the feed-forward network's and the "
-     "generator's): nn.Linear has a bias unless told otherwise, d_out numbers next to its "
-     "d_in x d_out matrix"),
-    (dict(no_attention_bias=True),
-     "the biases of the attention projections are missing: W_Q and W_K have h * d_k each, W_V and W_O "
-     "d_model each (the paper's matrices are bare, but the course builds them with nn.Linear)"),
-    (dict(no_ff_bias=True),
-     "the feed-forward network's biases are missing: FFN(x) = max(0, x W_1 + b_1) W_2 + b_2 has b_1 "
-     "(d_ff numbers) and b_2 (d_model) besides its two matrices (§3.3)"),
-    (dict(no_generator_bias=True),
-     "the generator's bias is missing: its matrix is the shared embedding table, but its bias, "
-     "vocab_size numbers, is its own"),
-    (dict(tables=3),
-     "the vocabulary table is counted three times (source embedding, target embedding, generator): with "
-     "one shared vocabulary the three are one tensor (§3.4), counted once, vocab_size x d_model"),
-    (dict(tables=2),
-     "the vocabulary table is counted twice: with one shared vocabulary the source embedding, the target "
-     "embedding and the generator's matrix are one tensor (§3.4), counted once, vocab_size x d_model"),
-    (dict(no_norms=True),
-     "the layer norms are missing: each has a gain and a bias of d_model numbers, one per sublayer "
-     "(2 in an encoder layer, 3 in a decoder layer)"),
-    (dict(gamma_only=True),
+    (dict(no_bias=True), {"attention bias", "ff bias", "generator bias"},
+     "every bias is missing (the attention projections', the feed-forward network's and the generator's): nn.Linear "
+     "has a bias unless told otherwise, d_out numbers next to its d_in x d_out matrix"),
+    (dict(no_attention_bias=True), {"attention bias"},
+     "the biases of the attention projections are missing: W_Q and W_K have h * d_k each, W_V and W_O d_model each "
+     "(the paper's matrices are bare, but the course builds them with nn.Linear)"),
+    (dict(no_ff_bias=True), {"ff bias"},
+     "the feed-forward network's biases are missing: FFN(x) = max(0, x W_1 + b_1) W_2 + b_2 has b_1 (d_ff numbers) "
+     "and b_2 (d_model) besides its two matrices (§3.3)"),
+    (dict(no_generator_bias=True), {"generator bias"},
+     "the generator's bias is missing: its matrix is the shared embedding table, but its bias, vocab_size numbers, is "
+     "its own"),
+    (dict(tables=3), {"tables"},
+     "the vocabulary table is counted three times (source embedding, target embedding, generator): with one shared "
+     "vocabulary the three are one tensor (§3.4), counted once, vocab_size x d_model"),
+    (dict(tables=2), {"tables"},
+     "the vocabulary table is counted twice: with one shared vocabulary the source embedding, the target embedding "
+     "and the generator's matrix are one tensor (§3.4), counted once, vocab_size x d_model"),
+    (dict(no_norms=True), {"norms"},
+     "the layer norms are missing: each has a gain and a bias of d_model numbers, one per sublayer (2 in an encoder "
+     "layer, 3 in a decoder layer)"),
+    (dict(gamma_only=True), {"norms"},
      "each layer norm counts d_model numbers; it has two vectors of d_model, the gain and the bias"),
-    (dict(d_k_for_values=True),
-     "you sized W_V and W_O with d_k too: row B changes the width of queries and keys alone, the values "
-     "keep d_v = d_model // h, so W_V is d_model x d_model and W_O d_model x d_model whatever d_k is"),
-    (dict(d_k_ignored=True),
-     "your count ignores d_k: row B's narrower keys make W_Q and W_K d_model x (h * d_k), with h * d_k "
-     "biases each; d_k = d_model // h only when d_k is None"),
-    (dict(qk_one_head=True),
+    (dict(d_k_for_values=True), {"d_k"},
+     "you sized W_V and W_O with d_k too: row B changes the width of queries and keys alone, the values keep d_v = "
+     "d_model // h, so W_V is d_model x d_model and W_O d_model x d_model whatever d_k is"),
+    (dict(d_k_ignored=True), {"d_k"},
+     "your count ignores d_k: row B's narrower keys make W_Q and W_K d_model x (h * d_k), with h * d_k biases each; "
+     "d_k = d_model // h only when d_k is None"),
+    (dict(qk_one_head=True), {"d_k"},
      "W_Q and W_K have h * d_k columns, d_k for each of the h heads; you counted d_k"),
-    (dict(none_as_64=True),
-     "with d_k=None you use 64, the base model's d_k written into your code: d_k is d_model // h "
-     "whenever the row does not give it"),
-    (dict(none_as_eighth=True),
-     "with d_k=None you use d_model // 8, the base model's h written into your code: d_k is "
-     "d_model // h, with the row's h"),
-    (dict(no_cross_attention=True),
-     "the decoder's encoder-decoder attention is missing: a decoder layer holds two MultiHeadAttention "
-     "modules (self-attention and attention over the memory), so its attention counts twice"),
-    (dict(two_sublayers=True),
-     "you counted a decoder layer with 2 sublayers, as an encoder layer: it has a third, the "
-     "encoder-decoder attention, with its own layer norm"),
-    (dict(full_heads=True),
-     "you gave each head its own d_model x d_model matrices: the h heads' W_i^Q are d_model x d_k "
-     "each, side by side one d_model x (h * d_k) matrix (notebook 04); without a d_k of its own, a "
-     "row's count does not depend on h"),
-    (dict(one_layer=True),
-     "you counted one layer per stack: the encoder and the decoder each stack N identical layers, each "
-     "with its own parameters"),
+    (dict(none_as_64=True), {"none"},
+     "with d_k=None you use 64, the base model's d_k written into your code: d_k is d_model // h whenever the row "
+     "does not give it"),
+    (dict(none_as_eighth=True), {"none"},
+     "with d_k=None you use d_model // 8, the base model's h written into your code: d_k is d_model // h, with the "
+     "row's h"),
+    (dict(no_cross_attention=True), {"decoder"},
+     "the decoder's encoder-decoder attention is missing: a decoder layer holds two MultiHeadAttention modules "
+     "(self-attention and attention over the memory), so its attention counts twice"),
+    (dict(two_sublayers=True), {"decoder"},
+     "you counted a decoder layer with 2 sublayers, as an encoder layer: it has a third, the encoder-decoder "
+     "attention, with its own layer norm"),
+    (dict(full_heads=True), {"d_k"},
+     "you gave each head its own d_model x d_model matrices: the h heads' W_i^Q are d_model x d_k each, side by side "
+     "one d_model x (h * d_k) matrix (notebook 04); without a d_k of its own, a row's count does not depend on h"),
+    (dict(one_layer=True), {"layers"},
+     "you counted one layer per stack: the encoder and the decoder each stack N identical layers, each with its own "
+     "parameters"),
 ]
-
-
-_GROUPS = {"no_bias": {"attention bias", "ff bias", "generator bias"}, "no_attention_bias": {"attention bias"},
-           "no_ff_bias": {"ff bias"}, "no_generator_bias": {"generator bias"}, "tables": {"tables"},
-           "no_norms": {"norms"}, "gamma_only": {"norms"}, "d_k_for_values": {"d_k"}, "d_k_ignored": {"d_k"},
-           "qk_one_head": {"d_k"}, "full_heads": {"d_k"}, "none_as_64": {"none"}, "none_as_eighth": {"none"},
-           "no_cross_attention": {"decoder"}, "two_sublayers": {"decoder"}, "one_layer": {"layers"}}
 
 
 def course_row_parameters(vocab_size: int, N: int = 6, d_model: int = 512, d_ff: int = 2048, h: int = 8,
@@ -261,21 +196,16 @@ def _counts(text: str | Callable, **wrong) -> Callable:
         if "defaults" in p.tags or not isinstance(got, int):
             return None
         why = text(got, p) if callable(text) else text if got == _row_count(*p.args, **wrong) else None
-        if not why:
-            return None
-        return (f"row_parameters({_describe_row(p.args)}) counts {got:,} parameters ({p.tags['row']}); the course's "
-                f"model has {course_row_parameters(*p.args):,}. Your counts fit this: {why}.")
+        return why and (f"row_parameters({_describe_row(p.args)}) counts {got:,} parameters ({p.tags['row']}); the "
+                        f"course's model has {course_row_parameters(*p.args):,}. Your counts fit this: {why}.")
     return find
 
 
 def _two_mistakes(got: int, p: Probe) -> str | None:
     """Two mistakes, of different parts of the model, that give the learner's count together."""
-    for (m1, t1), (m2, t2) in itertools.combinations(_ROW_MISTAKES, 2):
-        if set().union(*(_GROUPS[k] for k in m1)) & set().union(*(_GROUPS[k] for k in m2)):
-            continue
-        if _row_count(*p.args, **m1, **m2) == got:
-            return f"two things: {t1}; and {t2}"
-    return None
+    pairs = itertools.combinations(_ROW_MISTAKES, 2)
+    return next((f"two things: {t1}; and {t2}" for (m1, g1, t1), (m2, g2, t2) in pairs
+                 if not g1 & g2 and _row_count(*p.args, **m1, **m2) == got), None)
 
 
 def _one_model(found: dict, p: Probe) -> str | None:
@@ -288,12 +218,11 @@ def _one_model(found: dict, p: Probe) -> str | None:
 
 
 def _defaults(found: dict, p: Probe) -> str | None:
-    if "defaults" not in p.tags:
-        return None
-    return (f"row_parameters({PAPER_VOCAB}) counts {found['value']:,}, but with every other argument left out it is "
-            f"the base model, {course_row_parameters(PAPER_VOCAB):,} (as row_parameters({PAPER_VOCAB}, 6, 512, 2048, "
-            "8, None) counts): give the parameters the defaults of the exercise's def line, N=6, d_model=512, "
-            "d_ff=2048, h=8, d_k=None.")
+    return None if "defaults" not in p.tags else (
+        f"row_parameters({PAPER_VOCAB}) counts {found['value']:,}, but with every other argument left out it is "
+        f"the base model, {course_row_parameters(PAPER_VOCAB):,} (as row_parameters({PAPER_VOCAB}, 6, 512, 2048, "
+        "8, None) counts): give the parameters the defaults of the exercise's def line, N=6, d_model=512, "
+        "d_ff=2048, h=8, d_k=None.")
 
 
 def _off(got: int, p: Probe) -> str:
@@ -332,7 +261,7 @@ ROW = Declaration(
                 source=r"\b(?:nn \. \w+|make_variant|make_model|table3_parameters|EncoderDecoder|\w*Attention|"
                        r"PositionwiseFeedForward|LayerNorm|Embeddings?|Generator|Linear) \("),
         *(Mistake("", ", ".join(k if v is True else f"{k}={v}" for k, v in wrong.items()).replace("_", " "),
-                  find=_counts(text, **wrong), example=_wrong_row(**wrong)) for wrong, text in _ROW_MISTAKES),
+                  find=_counts(text, **wrong), example=_wrong_row(**wrong)) for wrong, _, text in _ROW_MISTAKES),
         Mistake("", "two mistakes", find=_counts(_two_mistakes),
                 example=_wrong_row(no_generator_bias=True, tables=2)),
         Mistake("", "the count of one model", find=_one_model,
@@ -352,28 +281,21 @@ ROW = Declaration(
 
 
 def check_row_parameters(row_parameters: Callable) -> None:
-    """Check ``row_parameters(vocab_size, N=6, d_model=512, d_ff=2048, h=8, d_k=None) -> int``
-    against ``annotated.variations.table3_parameters`` (the row's model built on the meta device) for
-    every row of Table 3 at the paper's sizes (one shared vocabulary of 37000: the base, the big model,
-    rows A, B and C), then for the small sizes of ``ROW_SIZES``, each with a d_k of its own
-    and with d_k=None; then calls it with the vocabulary alone, to see that the defaults are the base
-    model.
+    """Check ``row_parameters(vocab_size, N=6, d_model=512, d_ff=2048, h=8, d_k=None) -> int`` against
+    ``table3_parameters`` on every row of Table 3 at the paper's sizes, then on ``ROW_SIZES`` with and without d_k.
 
-    Diagnoses: a result that is not an int (a float from /, a tensor; a NumPy integer passes); a model built
-    to count it (its code names a module); any bias forgotten (all, the attention's, the
-    feed-forward's, the generator's); the shared table counted twice or three times; layer norms
-    forgotten or counted with their gain only; W_V and W_O sized with d_k (the values keep
-    d_model // h); d_k ignored, or W_Q and W_K given d_k columns instead of h * d_k; d_k=None read as
-    64 or d_model // 8 (the base's d_k or h written in); the decoder's cross-attention forgotten, or a
-    decoder layer counted with 2 sublayers; per-head d_model x d_model matrices; one layer per stack;
-    any two of these together; defaults other than the base model's; the base model's count for
-    every row, and sizes written into the code."""
+    Diagnoses: a result that is not an int (a float from /, a tensor; a NumPy integer passes); a model built to count
+    it (its code names a module); any bias forgotten (all, the attention's, the feed-forward's, the generator's); the
+    shared table counted twice or three times; layer norms forgotten or counted with their gain only; W_V and W_O
+    sized with d_k (the values keep d_model // h); d_k ignored, or W_Q and W_K given d_k columns instead of h * d_k;
+    d_k=None read as 64 or d_model // 8 (the base's d_k or h written in); the decoder's cross-attention forgotten, or a
+    decoder layer counted with 2 sublayers; per-head d_model x d_model matrices; one layer per stack; any two of these
+    together; defaults other than the base model's; the base model's count for every row, and sizes written into the
+    code."""
     check(ROW, row_parameters)
 
 
 # ---------------------------------------------------------------- 15.2 a row's paired test
-
-
 def _close(a: float, b: float) -> bool:
     """Equal up to the rounding of float32 (torch's default dtype) on changes of a few BLEU points."""
     return math.isclose(a, b, rel_tol=1e-4, abs_tol=1e-6)
@@ -623,7 +545,7 @@ def _paired_probes(device: str | None) -> list[Probe]:
 PAIRED = Declaration(
     check="check_paired_test", function="paired_test", roles=("ds", "spread", "freedom"), reference=paired_test,
     probes=_paired_probes, returns=Value("the tests", kind="list", precision=(1e-12, 1e-4), read=_paired_read),
-    sizes_fix=_hint("Use len(ds), the number of paired seeds you are given, and the freedom argument."),
+    sizes_fix="Use len(ds), the number of paired seeds you are given, and the freedom argument.",
     in_place="A function must not change its inputs: whoever called it uses them again (the notebook reads every "
              "row's differences more than once). Work on copies: sorted(ds) rather than ds.sort().",
     mistakes=(
@@ -668,8 +590,6 @@ def check_paired_test(paired_test_fn: Callable) -> None:
 
 
 # ---------------------------------------------------------------- 15.3 Holm's correction
-
-
 def _holm_variant(p_values: dict, alpha: float, how: str) -> set:
     """Holm's correction by one of the usual wrong recipes."""
     m = len(p_values)
@@ -808,7 +728,7 @@ def _holm_probes(device: str | None) -> list[Probe]:
 HOLM = Declaration(
     check="check_holm", function="holm", roles=("p_values", "alpha"), reference=holm, probes=_holm_probes,
     returns=Value("the rejected names", kind="set", other=_not_a_set), consistent=True, errors_first=True,
-    sizes_fix=_hint("Use len(p_values), the number of comparisons you are given."),
+    sizes_fix="Use len(p_values), the number of comparisons you are given.",
     in_place="Work on copies: a sorted list of its items, sorted(p_values.items(), key=...), rather than pop or del "
              "on the dict.",
     mistakes=(
