@@ -3,6 +3,7 @@ row's paired test against the base, and Holm's correction over the table's compa
 ``annotated.variations`` (``table3_parameters``, ``paired_test``, ``holm``)."""
 
 import copy
+import functools
 import itertools
 import math
 import numbers
@@ -45,34 +46,22 @@ PAIRED_KEYS = ("effect", "low", "high", "p")
 # holm: comparisons m, then cases (p_values, alpha; None leaves the default out), where each usual mistake rejects
 # another set than Holm's rule in some case. Names are the notebook's rows, or (row, score) pairs.
 HOLM_SIZES = [dict(comparisons=8), dict(comparisons=5), dict(comparisons=12)]
-HOLM_CASES = [
+_HOLM_KEYS = [("A1", "A2", "B8", "C-N1", "C-d64", "D-drop0", "D-ls0", "E"),
+              (("A1", "BLEU"), ("A1", "log PPL"), ("B8", "BLEU"), ("B8", "log PPL"), ("E", "log PPL")),
+              tuple(f"row {i}" for i in range(12))]
+HOLM_CASES = [[(dict(zip(keys, ps)), alpha) for ps, alpha in cases] for keys, cases in zip(_HOLM_KEYS, [
     [  # alpha / (8 - k): 0.00625, 0.00714, 0.00833, 0.01, 0.0125, 0.0167, 0.025, 0.05
-        ({"A1": 0.0065, "A2": 0.3, "B8": 0.001, "C-N1": 0.016, "C-d64": 0.0095, "D-drop0": 0.07, "D-ls0": 0.013,
-          "E": 0.011}, None),
-        ({"A1": 0.045, "A2": 0.9, "B8": 0.03, "C-N1": 0.055, "C-d64": 0.02, "D-drop0": 0.5, "D-ls0": 0.06,
-          "E": 0.05}, 0.2),
-        ({"A1": 0.35, "A2": 0.0095, "B8": 0.006, "C-N1": 0.81, "C-d64": 0.002, "D-drop0": 0.2, "D-ls0": 0.6,
-          "E": 0.007}, None),
-        ({"A1": 0.003, "A2": 0.0005, "B8": 0.0001, "C-N1": 0.004, "C-d64": 0.0008, "D-drop0": 0.002,
-          "D-ls0": 0.0003, "E": 0.001}, 0.1),
-    ],
-    [  # (row, score) keys; alpha / (5 - k): 0.01, 0.0125, 0.0167, 0.025, 0.05
-        ({("A1", "BLEU"): 0.013, ("A1", "log PPL"): 0.004, ("B8", "BLEU"): 0.045, ("B8", "log PPL"): 0.016,
-          ("E", "log PPL"): 0.03}, None),
-        ({("A1", "BLEU"): 0.0125, ("A1", "log PPL"): 0.045, ("B8", "BLEU"): 0.0009, ("B8", "log PPL"): 0.024,
-          ("E", "log PPL"): 0.0095}, 0.04),
-        ({("A1", "BLEU"): 0.011, ("A1", "log PPL"): 0.3, ("B8", "BLEU"): 0.002, ("B8", "log PPL"): 0.022,
-          ("E", "log PPL"): 0.009}, None),
-    ],
+        ((0.0065, 0.3, 0.001, 0.016, 0.0095, 0.07, 0.013, 0.011), None),
+        ((0.045, 0.9, 0.03, 0.055, 0.02, 0.5, 0.06, 0.05), 0.2),
+        ((0.35, 0.0095, 0.006, 0.81, 0.002, 0.2, 0.6, 0.007), None),
+        ((0.003, 0.0005, 0.0001, 0.004, 0.0008, 0.002, 0.0003, 0.001), 0.1)],
+    [  # alpha / (5 - k): 0.01, 0.0125, 0.0167, 0.025, 0.05
+        ((0.013, 0.004, 0.045, 0.016, 0.03), None), ((0.0125, 0.045, 0.0009, 0.024, 0.0095), 0.04),
+        ((0.011, 0.3, 0.002, 0.022, 0.009), None)],
     [  # alpha / (12 - k): 0.00417, 0.00455, 0.005, 0.00556, 0.00625, 0.00714, 0.00833, 0.01, 0.0125, ...
-        ({f"row {i}": p for i, p in enumerate([0.0044, 0.2, 0.001, 0.006, 0.0052, 0.9, 0.0048, 0.011, 0.5, 0.007,
-                                                0.0124, 0.012])}, None),
-        ({f"row {i}": p for i, p in enumerate([0.3, 0.0002, 0.0045, 0.75, 0.015, 0.0009, 0.005, 0.008, 0.026, 0.018,
-                                                0.011, 0.04])}, 0.1),
-        ({f"row {i}": p for i, p in enumerate([0.0041, 0.0042, 0.0046, 0.45, 0.0051, 0.00005, 0.95, 0.0061, 0.07,
-                                                0.0075, 0.033, 0.0099])}, None),
-    ],
-]
+        ((0.0044, 0.2, 0.001, 0.006, 0.0052, 0.9, 0.0048, 0.011, 0.5, 0.007, 0.0124, 0.012), None),
+        ((0.3, 0.0002, 0.0045, 0.75, 0.015, 0.0009, 0.005, 0.008, 0.026, 0.018, 0.011, 0.04), 0.1),
+        ((0.0041, 0.0042, 0.0046, 0.45, 0.0051, 0.00005, 0.95, 0.0061, 0.07, 0.0075, 0.033, 0.0099), None)]])]
 # p-values exactly at their threshold, in numbers exact in binary floating point (alpha = 0.25, m = 4: the
 # thresholds 0.0625, 0.125 and 0.25 are exact): p <= alpha / (m - k) rejects them.
 HOLM_EDGES = [({"A1": 0.0625, "B8": 0.5, "C-N1": 0.75, "E": 0.375}, 0.25),
@@ -296,14 +285,9 @@ def check_row_parameters(row_parameters: Callable) -> None:
 
 
 # ---------------------------------------------------------------- 15.2 a row's paired test
-def _close(a: float, b: float) -> bool:
-    """Equal up to the rounding of float32 (torch's default dtype) on changes of a few BLEU points."""
-    return math.isclose(a, b, rel_tol=1e-4, abs_tol=1e-6)
-
-
-def _close_p(a: float, b: float) -> bool:
-    """Two p-values equal up to float32 rounding of the statistic (the smallest here is about 1e-8)."""
-    return math.isclose(a, b, rel_tol=1e-4, abs_tol=1e-12)
+# Equal up to float32's rounding (torch's default dtype) on changes of a few BLEU points, and on p-values down to 1e-8.
+_close = functools.partial(math.isclose, rel_tol=1e-4, abs_tol=1e-6)
+_close_p = functools.partial(math.isclose, rel_tol=1e-4, abs_tol=1e-12)
 
 
 def _show(x) -> str:
@@ -312,9 +296,10 @@ def _show(x) -> str:
 
 
 def _facts(ds, spread: float, freedom: int) -> dict:
-    """What every recipe, right or wrong, is made of: n, the mean, the row's own standard deviation."""
-    n = len(ds)
-    return dict(n=n, mean=sum(ds) / n, own=statistics.stdev(ds), s=spread, f=freedom)
+    """What every recipe, right or wrong, is made of: n, the mean, the row's own standard deviation, the standard
+    error and the statistic."""
+    n, se = len(ds), spread / len(ds) ** 0.5
+    return dict(n=n, mean=sum(ds) / n, own=statistics.stdev(ds), s=spread, f=freedom, se=se, t=sum(ds) / n / se)
 
 
 def _t(q: float, f: float) -> float:
@@ -325,30 +310,24 @@ def _two_sided(statistic: float, f: float) -> float:
     return float(2 * stats.t.sf(abs(statistic), f))
 
 
-# Half-widths of the interval: the course's, then each usual mistake's (a key may have several recipes).
-_HALF_RIGHT = lambda c: _t(0.975, c["f"]) * c["s"] / c["n"] ** 0.5  # noqa: E731
+# Half-widths of the interval and p-values: the course's, then each usual mistake's (a key may have several recipes).
+_HALF_RIGHT = lambda c: _t(0.975, c["f"]) * c["se"]  # noqa: E731
 _HALVES = {
-    "normal": [lambda c: float(stats.norm.ppf(0.975)) * c["s"] / c["n"] ** 0.5,
-               lambda c: 1.96 * c["s"] / c["n"] ** 0.5],
-    "two": [lambda c: 2 * c["s"] / c["n"] ** 0.5],
-    "t95": [lambda c: _t(0.95, c["f"]) * c["s"] / c["n"] ** 0.5],
-    "n-1": [lambda c: _t(0.975, c["n"] - 1) * c["s"] / c["n"] ** 0.5],
-    "no sqrt": [lambda c: _t(0.975, c["f"]) * c["s"]],
+    "normal": [lambda c: float(stats.norm.ppf(0.975)) * c["se"], lambda c: 1.96 * c["se"]],
+    "two": [lambda c: 2 * c["se"]], "t95": [lambda c: _t(0.95, c["f"]) * c["se"]],
+    "n-1": [lambda c: _t(0.975, c["n"] - 1) * c["se"]], "no sqrt": [lambda c: _t(0.975, c["f"]) * c["s"]],
     "by n": [lambda c: _t(0.975, c["f"]) * c["s"] / c["n"]],
     "own": [lambda c: _t(0.975, c["n"] - 1) * c["own"] / c["n"] ** 0.5,
             lambda c: _t(0.975, c["f"]) * c["own"] / c["n"] ** 0.5],
     "unpaired": [lambda c: _t(0.975, c["f"]) * c["s"] * (2 / c["n"]) ** 0.5],
 }
-# p-values: the course's, then each usual mistake's.
-_P_RIGHT = lambda c: _two_sided(c["mean"] / (c["s"] / c["n"] ** 0.5), c["f"])  # noqa: E731
+_P_RIGHT = lambda c: _two_sided(c["t"], c["f"])  # noqa: E731
 _PS = {
-    "one-sided": [lambda c: float(stats.t.sf(abs(c["mean"]) / (c["s"] / c["n"] ** 0.5), c["f"])),
-                  lambda c: float(stats.t.sf(c["mean"] / (c["s"] / c["n"] ** 0.5), c["f"])),
-                  lambda c: float(stats.t.cdf(c["mean"] / (c["s"] / c["n"] ** 0.5), c["f"]))],
-    "no abs": [lambda c: float(2 * stats.t.sf(c["mean"] / (c["s"] / c["n"] ** 0.5), c["f"]))],
-    "cdf": [lambda c: float(2 * stats.t.cdf(abs(c["mean"]) / (c["s"] / c["n"] ** 0.5), c["f"]))],
-    "normal": [lambda c: float(2 * stats.norm.sf(abs(c["mean"]) / (c["s"] / c["n"] ** 0.5)))],
-    "n-1": [lambda c: _two_sided(c["mean"] / (c["s"] / c["n"] ** 0.5), c["n"] - 1)],
+    "one-sided": [lambda c: float(stats.t.sf(abs(c["t"]), c["f"])), lambda c: float(stats.t.sf(c["t"], c["f"])),
+                  lambda c: float(stats.t.cdf(c["t"], c["f"]))],
+    "no abs": [lambda c: float(2 * stats.t.sf(c["t"], c["f"]))],
+    "cdf": [lambda c: float(2 * stats.t.cdf(abs(c["t"]), c["f"]))],
+    "normal": [lambda c: float(2 * stats.norm.sf(abs(c["t"])))], "n-1": [lambda c: _two_sided(c["t"], c["n"] - 1)],
     "no sqrt": [lambda c: _two_sided(c["mean"] / c["s"], c["f"])],
     "by n": [lambda c: _two_sided(c["mean"] / (c["s"] / c["n"]), c["f"])],
     "own": [lambda c: _two_sided(c["mean"] / (c["own"] / c["n"] ** 0.5), c["n"] - 1),
@@ -356,40 +335,47 @@ _PS = {
     "unpaired": [lambda c: _two_sided(c["mean"] / (c["s"] * (2 / c["n"]) ** 0.5), c["f"])],
 }
 _CRITICAL = "stats.t.ppf(0.975, freedom)"
-_PAIRED_MISTAKES = {  # one key: the same mistake in the p-value and the interval, or in the one field it shows in
-    "normal": ("you used the normal distribution instead of Student's t: the spread is itself estimated, from "
+# key: the mistake in a few words, its example's recipes (half, p), and what is wrong; one key: the same mistake in
+# the p-value and the interval, or in the one field it shows in.
+_PAIRED_MISTAKES = {
+    "normal": ("the normal distribution instead of Student's t", "normal", "normal",
+               "you used the normal distribution instead of Student's t: the spread is itself estimated, from "
                "`freedom` degrees of freedom, so the statistic mean / (spread / sqrt(n)) follows a t distribution "
                f"with `freedom` degrees of freedom; p = 2 * stats.t.sf(abs(t), freedom), the interval's point "
                f"{_CRITICAL} (not stats.norm, not 1.96)"),
-    "normal p": ("your p-value comes from the normal distribution (stats.norm): the statistic follows Student's t "
-                 "with `freedom` degrees of freedom, p = 2 * stats.t.sf(abs(t), freedom)"),
-    "normal interval": ("your interval is the mean ± 1.96 standard errors, the normal distribution's 95% point: with "
-                        f"a spread estimated from `freedom` degrees of freedom, the point is Student's, {_CRITICAL}, "
-                        "a little wider"),
-    "two": ("your interval is the mean ± 2 standard errors, a round rule: the 95% point of Student's t with the "
-            f"spread's degrees of freedom is {_CRITICAL}"),
-    "t95": ("your interval uses stats.t.ppf(0.95, freedom), a one-sided point (a 90% interval): a two-sided 95% "
-            f"interval leaves 2.5% out on each side, {_CRITICAL}"),
-    "one-sided": ("your p-value is one-sided: the test asks whether the row changed the score in either direction, "
-                  "so p is the chance of a statistic at least as far from 0 on either side, 2 * stats.t.sf(abs(t), "
-                  "freedom)"),
-    "no abs": ("your p-value is 2 * stats.t.sf(t, freedom) without abs(): for a negative mean change it is above 1. "
-               "Take p = 2 * stats.t.sf(abs(t), freedom)"),
-    "cdf": ("your p-value is 2 * stats.t.cdf(abs(t), freedom), the chance of a statistic closer to 0, above 1 "
-            "whenever t is not 0: the p-value is the chance of one farther out, 2 * stats.t.sf(abs(t), freedom)"),
-    "n-1": ("you took len(ds) - 1 degrees of freedom: the spread is given, pooled over every row of the table, and "
-            "its degrees of freedom are `freedom`, the sum of (seeds - 1) over those rows; use them for the t "
-            "distribution"),
-    "no sqrt": ("you divided by the spread alone: the spread is that of one seed's difference; the mean of n of them "
-                "varies less, its standard error is spread / sqrt(len(ds))"),
-    "by n": ("you divided the spread by n: the standard error of a mean of n differences is spread / sqrt(n), "
-             "not spread / n"),
-    "own": ("you used the row's own standard deviation (statistics.stdev(ds), as scipy.stats.ttest_1samp does): "
-            "the rule pools the spread over every row, which is what `spread` is, with `freedom` degrees of "
-            "freedom; the standard error is spread / sqrt(len(ds))"),
-    "unpaired": ("your standard error is spread * sqrt(1/n + 1/n), that of a difference of two independent means: "
-                 "each paired difference already is a difference, with standard deviation `spread`; their mean's "
-                 "standard error is spread / sqrt(n)"),
+    "normal p": ("a normal p-value", None, "normal", "your p-value comes from the normal distribution (stats.norm): "
+                 "the statistic follows Student's t with `freedom` degrees of freedom, p = 2 * stats.t.sf(abs(t), "
+                 "freedom)"),
+    "normal interval": ("a ±1.96 interval", "normal", None, "your interval is the mean ± 1.96 standard errors, the "
+                        "normal distribution's 95% point: with a spread estimated from `freedom` degrees of freedom, "
+                        f"the point is Student's, {_CRITICAL}, a little wider"),
+    "two": ("a ±2 interval", "two", None, "your interval is the mean ± 2 standard errors, a round rule: the 95% point "
+            f"of Student's t with the spread's degrees of freedom is {_CRITICAL}"),
+    "t95": ("a one-sided point for the interval", "t95", None, "your interval uses stats.t.ppf(0.95, freedom), a "
+            f"one-sided point (a 90% interval): a two-sided 95% interval leaves 2.5% out on each side, {_CRITICAL}"),
+    "one-sided": ("a one-sided p-value", None, "one-sided", "your p-value is one-sided: the test asks whether the "
+                  "row changed the score in either direction, so p is the chance of a statistic at least as far from "
+                  "0 on either side, 2 * stats.t.sf(abs(t), freedom)"),
+    "no abs": ("a p-value without abs()", None, "no abs", "your p-value is 2 * stats.t.sf(t, freedom) without abs(): "
+               "for a negative mean change it is above 1. Take p = 2 * stats.t.sf(abs(t), freedom)"),
+    "cdf": ("2 * stats.t.cdf for the p-value", None, "cdf", "your p-value is 2 * stats.t.cdf(abs(t), freedom), the "
+            "chance of a statistic closer to 0, above 1 whenever t is not 0: the p-value is the chance of one farther "
+            "out, 2 * stats.t.sf(abs(t), freedom)"),
+    "n-1": ("len(ds) - 1 degrees of freedom", "n-1", "n-1", "you took len(ds) - 1 degrees of freedom: the spread is "
+            "given, pooled over every row of the table, and its degrees of freedom are `freedom`, the sum of (seeds - "
+            "1) over those rows; use them for the t distribution"),
+    "no sqrt": ("the spread as the standard error", "no sqrt", "no sqrt", "you divided by the spread alone: the spread "
+                "is that of one seed's difference; the mean of n of them varies less, its standard error is spread / "
+                "sqrt(len(ds))"),
+    "by n": ("the spread / n as the standard error", "by n", "by n", "you divided the spread by n: the standard error "
+             "of a mean of n differences is spread / sqrt(n), not spread / n"),
+    "own": ("the row's own standard deviation", "own", "own", "you used the row's own standard deviation "
+            "(statistics.stdev(ds), as scipy.stats.ttest_1samp does): the rule pools the spread over every row, which "
+            "is what `spread` is, with `freedom` degrees of freedom; the standard error is spread / sqrt(len(ds))"),
+    "unpaired": ("the standard error of two independent means", "unpaired", "unpaired", "your standard error is "
+                 "spread * sqrt(1/n + 1/n), that of a difference of two independent means: each paired difference "
+                 "already is a difference, with standard deviation `spread`; their mean's standard error is spread / "
+                 "sqrt(n)"),
 }
 
 
@@ -457,7 +443,6 @@ def _paired_read(found: dict) -> list:
 
 
 def _agree(got: dict | list, expected: dict) -> bool:
-    """One case within 1e-4 of the course's, relatively (p-values down to 1e-12, the others 1e-6)."""
     return isinstance(got, dict) and all((_close_p if k == "p" else _close)(got[k], expected[k]) for k in PAIRED_KEYS)
 
 
@@ -494,7 +479,7 @@ def _paired_diagnosis(found: dict, p: Probe) -> tuple[str, str] | None:
         return "other", f"{where}."
     keys = [half] if half == pv else [k for k in ({"normal": "normal p"}.get(pv, pv),
                                                   {"normal": "normal interval"}.get(half, half)) if k]
-    return keys[0], f"{where}: {'; and '.join(_PAIRED_MISTAKES[k] for k in keys)}."
+    return keys[0], f"{where}: {'; and '.join(_PAIRED_MISTAKES[k][3] for k in keys)}."
 
 
 def _paired_by(half: str | None = None, p: str | None = None, low: Callable = lambda mean, half: mean - half,
@@ -511,56 +496,41 @@ def _paired_by(half: str | None = None, p: str | None = None, low: Callable = la
     return paired_test
 
 
-def _paired_mistake(key: str, name: str, example: Callable, generic: bool = False) -> Mistake:
+def _paired_mistake(key: str, example: Callable, name: str = "", generic: bool = False) -> Mistake:
     def find(found: dict, p: Probe) -> str | None:
         diagnosis = _paired_diagnosis(found, p)
         return diagnosis[1] if diagnosis and diagnosis[0] == key else None
-    return Mistake("", name, find=find, example=example, generic=generic)
+    return Mistake("", name or key, find=find, example=example, generic=generic)
 
 
-_PAIRED_NAMES = {  # each key of _PAIRED_MISTAKES: the mistake in a few words, its example's recipes (half, p)
-    "normal": ("the normal distribution instead of Student's t", "normal", "normal"),
-    "normal p": ("a normal p-value", None, "normal"), "normal interval": ("a ±1.96 interval", "normal", None),
-    "two": ("a ±2 interval", "two", None), "t95": ("a one-sided point for the interval", "t95", None),
-    "one-sided": ("a one-sided p-value", None, "one-sided"), "no abs": ("a p-value without abs()", None, "no abs"),
-    "cdf": ("2 * stats.t.cdf for the p-value", None, "cdf"), "n-1": ("len(ds) - 1 degrees of freedom", "n-1", "n-1"),
-    **{key: (name, key, key) for key, name in (
-        ("no sqrt", "the spread as the standard error"), ("by n", "the spread / n as the standard error"),
-        ("own", "the row's own standard deviation"), ("unpaired", "the standard error of two independent means"))},
-}
-
-
-def _paired_probes(device: str | None) -> list[Probe]:
-    """One probe per set of sizes: its cases' calls, judged together."""
-    probes = []
-    for sizes, cases in zip(PAIRED_SIZES, PAIRED_CASES):
-        probe = Probe(tuple((copy.deepcopy(ds), spread, sizes["freedom"]) for ds, spread in cases),
-                      f"{{what}} of {{name}}(ds, spread, {sizes['freedom']}) on {len(cases)} rows of {sizes['seeds']} "
-                      "seeds", sizes=sizes, each=True)
-        probe.accept = lambda got, args=probe.args: all(_agree(g, paired_test(*a)) for g, a in zip(got[0], args))
-        probes.append(probe)
-    return probes
+def _paired_probe(sizes: dict, cases: list) -> Probe:
+    """The cases' calls, judged together."""
+    args = tuple((copy.deepcopy(ds), spread, sizes["freedom"]) for ds, spread in cases)
+    return Probe(args, f"{{what}} of {{name}}(ds, spread, {sizes['freedom']}) on {len(cases)} rows of "
+                 f"{sizes['seeds']} seeds", sizes=sizes, each=True,
+                 accept=lambda got: all(_agree(g, paired_test(*a)) for g, a in zip(got[0], args)))
 
 
 PAIRED = Declaration(
     check="check_paired_test", function="paired_test", roles=("ds", "spread", "freedom"), reference=paired_test,
-    probes=_paired_probes, returns=Value("the tests", kind="list", precision=(1e-12, 1e-4), read=_paired_read),
+    probes=lambda device: [_paired_probe(sizes, cases) for sizes, cases in zip(PAIRED_SIZES, PAIRED_CASES)],
+    returns=Value("the tests", kind="list", precision=(1e-12, 1e-4), read=_paired_read),
     sizes_fix="Use len(ds), the number of paired seeds you are given, and the freedom argument.",
     in_place="A function must not change its inputs: whoever called it uses them again (the notebook reads every "
              "row's differences more than once). Work on copies: sorted(ds) rather than ds.sort().",
     mistakes=(
-        _paired_mistake("no result returned", "no result returned", lambda ds, spread, freedom: None),
-        _paired_mistake("not a dict", "not a dict", _paired_by(shape=lambda test: tuple(test.values()))),
-        _paired_mistake("keys missing", "keys missing", _paired_by(shape=lambda test: {
+        _paired_mistake("no result returned", lambda ds, spread, freedom: None),
+        _paired_mistake("not a dict", _paired_by(shape=lambda test: tuple(test.values()))),
+        _paired_mistake("keys missing", _paired_by(shape=lambda test: {
             "effect": test["effect"], "interval": (test["low"], test["high"]), "p": test["p"]})),
-        _paired_mistake("not a number", "not a number", _paired_by(p_of=lambda p: p < 0.05)),
-        _paired_mistake("effect", "the effect not the mean", _paired_by(effect=statistics.median), generic=True),
-        _paired_mistake("low above high", "'low' above 'high'", _paired_by(low=lambda mean, half: mean + half,
-                                                                         high=lambda mean, half: mean - half)),
-        _paired_mistake("centre", "an interval not centred on the mean",
-                        _paired_by(high=lambda mean, half: mean + 2 * half), generic=True),
-        *(_paired_mistake(key, name, _paired_by(half, p)) for key, (name, half, p) in _PAIRED_NAMES.items()),
-        _paired_mistake("other", "other numbers", _paired_by(p_of=lambda p: p * 1.5), generic=True),
+        _paired_mistake("not a number", _paired_by(p_of=lambda p: p < 0.05)),
+        _paired_mistake("effect", _paired_by(effect=statistics.median), "the effect not the mean", generic=True),
+        _paired_mistake("low above high", _paired_by(low=lambda mean, half: mean + half,
+                                                     high=lambda mean, half: mean - half), "'low' above 'high'"),
+        _paired_mistake("centre", _paired_by(high=lambda mean, half: mean + 2 * half),
+                        "an interval not centred on the mean", generic=True),
+        *(_paired_mistake(key, _paired_by(half, p), name) for key, (name, half, p, _) in _PAIRED_MISTAKES.items()),
+        _paired_mistake("other", _paired_by(p_of=lambda p: p * 1.5), "other numbers", generic=True),
     ),
     passed=lambda name: (
         f"check_paired_test passed: {name} gives the course's paired_test on {sum(map(len, PAIRED_CASES))} rows of "
@@ -572,20 +542,16 @@ PAIRED = Declaration(
 
 def check_paired_test(paired_test_fn: Callable) -> None:
     """Check ``paired_test(ds, spread, freedom) -> dict`` against ``annotated.variations.paired_test`` on
-    made-up paired differences of BLEU and log-perplexity (``PAIRED_CASES``): 4 seeds with a spread of 54
-    degrees of freedom (the notebook's design), then 3 and 6 seeds with 8 and 15; negative, positive and
-    zero mean changes, lists and tuples. The effect, the interval and the p-value must agree within 1e-4,
-    relatively (numpy, scipy, statistics, torch and plain Python all pass).
+    ``PAIRED_CASES``; the effect, the interval and the p-value must agree within 1e-4, relatively.
 
-    Diagnoses: a result that is not a dict of the four keys, or a value that is not a number; the effect
-    not the mean; 'low' above 'high', or an interval not centred on the mean; the normal distribution
-    instead of Student's t (in the p-value, the interval or both), or an interval of ±1.96 or ±2 standard
-    errors; a one-sided point (stats.t.ppf(0.95)) for the interval; a one-sided p-value, one without
-    abs() (above 1 for a negative change), or 2 * stats.t.cdf (above 1); len(ds) - 1 degrees of freedom
-    where the pooled spread's are given; the spread alone, or the spread / n, as the standard error; the
-    row's own standard deviation (scipy.stats.ttest_1samp) instead of the pooled spread; the standard
-    error of two independent means, spread * sqrt(2 / n); ds changed in place (sorted); the number of
-    seeds written into the code."""
+    Diagnoses: a result that is not a dict of the four keys, or a value that is not a number; the effect not the mean;
+    'low' above 'high', or an interval not centred on the mean; the normal distribution instead of Student's t (in the
+    p-value, the interval or both), or an interval of ±1.96 or ±2 standard errors; a one-sided point
+    (stats.t.ppf(0.95)) for the interval; a one-sided p-value, one without abs() (above 1 for a negative change), or 2
+    * stats.t.cdf (above 1); len(ds) - 1 degrees of freedom where the pooled spread's are given; the spread alone, or
+    the spread / n, as the standard error; the row's own standard deviation (scipy.stats.ttest_1samp) instead of the
+    pooled spread; the standard error of two independent means, spread * sqrt(2 / n); ds changed in place (sorted);
+    the number of seeds written into the code."""
     check(PAIRED, paired_test_fn)
 
 
@@ -605,10 +571,10 @@ def _holm_variant(p_values: dict, alpha: float, how: str) -> set:
         return holm(p_values, FAMILY_ALPHA)
     order = sorted(p_values.items(), key=lambda item: item[1], reverse=how == "descending")
     rejected = set()
-    for k, (name, p) in enumerate(order):
-        divisor = {"skip": m - k, "descending": m - k, "lenient": max(m - k - 1, 1), "strict": m - k + 1,
-                   "reversed": k + 1}[how]  # lenient: alpha / 0 at the last made alpha / 1 (else it raises)
-        if p <= alpha / divisor:
+    for k, (name, p) in enumerate(order):  # lenient: alpha / 0 at the last made alpha / 1 (else it raises)
+        divisor = {"skip": m - k, "descending": m - k, "kept": m - k, "lenient": max(m - k - 1, 1),
+                   "strict": m - k + 1, "reversed": k + 1}[how]
+        if p < alpha / divisor or p == alpha / divisor and how != "kept":  # kept: one at its threshold kept
             rejected.add(name)
         elif how != "skip":
             break
@@ -616,41 +582,28 @@ def _holm_variant(p_values: dict, alpha: float, how: str) -> set:
 
 
 _HOLM_MISTAKES = [
-    ("bonferroni",
-     "you compared every p-value with alpha / m (Bonferroni's correction): Holm's steps down, the k-th smallest "
-     "against alpha / (m - k + 1), so that once the smallest are rejected the rest are tested less strictly"),
-    ("skip",
-     "you went on past the first p-value that fails its threshold: Holm's procedure stops there, and every "
+    ("bonferroni", "you compared every p-value with alpha / m (Bonferroni's correction): Holm's steps down, the k-th "
+     "smallest against alpha / (m - k + 1), so that once the smallest are rejected the rest are tested less strictly"),
+    ("skip", "you went on past the first p-value that fails its threshold: Holm's procedure stops there, and every "
      "larger p-value is kept, even one under its own threshold (break, not continue)"),
-    ("hochberg",
-     "you rejected every p-value up to the largest one under its threshold (a step-up, Hochberg's procedure): "
-     "Holm's steps down from the smallest and stops at the first that fails"),
-    ("lenient",
-     "your thresholds are off by one: the smallest p-value is tested against alpha / m and the largest against "
-     "alpha / 1; with k counting from 0 (enumerate), the divisor is m - k, you used m - k - 1"),
-    ("strict",
-     "your thresholds are off by one: the smallest p-value is tested against alpha / m, not alpha / (m + 1); "
-     "with k counting from 0 (enumerate) the divisor is m - k, from 1 it is m - k + 1"),
-    ("reversed",
-     "your thresholds go the wrong way: the smallest p-value is tested against the strictest, alpha / m, the "
-     "next against alpha / (m - 1), and the largest against alpha; you began with alpha"),
-    ("descending",
-     "you sorted the p-values in descending order: Holm's procedure starts from the smallest "
+    ("hochberg", "you rejected every p-value up to the largest one under its threshold (a step-up, Hochberg's "
+     "procedure): Holm's steps down from the smallest and stops at the first that fails"),
+    ("lenient", "your thresholds are off by one: the smallest p-value is tested against alpha / m and the largest "
+     "against alpha / 1; with k counting from 0 (enumerate), the divisor is m - k, you used m - k - 1"),
+    ("strict", "your thresholds are off by one: the smallest p-value is tested against alpha / m, not alpha / (m + "
+     "1); with k counting from 0 (enumerate) the divisor is m - k, from 1 it is m - k + 1"),
+    ("reversed", "your thresholds go the wrong way: the smallest p-value is tested against the strictest, alpha / m, "
+     "the next against alpha / (m - 1), and the largest against alpha; you began with alpha"),
+    ("descending", "you sorted the p-values in descending order: Holm's procedure starts from the smallest "
      "(sorted(p_values.items(), key=lambda item: item[1])), tested against alpha / m"),
-    ("complement",
-     "you returned the comparisons that are not rejected: return the names whose no-change hypothesis is "
-     "rejected, the ones the table reads as a change"),
-    ("alpha written in",
-     "alpha is ignored: the threshold uses 0.05 written into your code; use the argument alpha (0.05 is only "
-     "its default)"),
+    ("complement", "you returned the comparisons that are not rejected: return the names whose no-change hypothesis "
+     "is rejected, the ones the table reads as a change"),
+    ("alpha written in", "alpha is ignored: the threshold uses 0.05 written into your code; use the argument alpha "
+     "(0.05 is only its default)"),
 ]
-_HOLM_EQUAL = ("a p-value exactly at its threshold is kept: Holm's procedure rejects when p <= alpha / (m - k + 1) "
-               "and stops at the first p-value above it (p > threshold, not p >= threshold)")
-_HOLM_HINTS = (
-    (r"division by zero|divide by zero",
-     "\nHint: a threshold alpha / 0. The largest of m p-values is tested against alpha / 1: with k counting from "
-     "0 (enumerate), the divisor is m - k, and your thresholds are off by one."),
-)
+_HOLM_HINTS = ((r"division by zero|divide by zero", "\nHint: a threshold alpha / 0. The largest of m p-values is "
+                "tested against alpha / 1: with k counting from 0 (enumerate), the divisor is m - k, and your "
+                "thresholds are off by one."),)
 
 
 def _listed(names, p_values: dict) -> list:
@@ -664,30 +617,24 @@ def _holm_where(p: Probe, got) -> str:
             f"rejects {_show(_listed(holm(p_values, alpha), p_values))} (m = {len(p_values)}, alpha = {alpha})")
 
 
-def _holm_mistake(how: str, message: str) -> Mistake:
+def _holm_mistake(how: str, message: str | Callable, name: str = "") -> Mistake:
     def wrong(p_values, alpha=FAMILY_ALPHA):
         return _holm_variant(p_values, alpha, how)
-    return Mistake(lambda p: f"{_holm_where(p, wrong(*p.args))}: {message}.", how, like=wrong)
-
-
-def _holm_strict(p_values, alpha=FAMILY_ALPHA):
-    """p < threshold: a p-value exactly at its threshold kept."""
-    rejected = set()
-    for k, (name, p) in enumerate(sorted(p_values.items(), key=lambda item: item[1])):
-        if p >= alpha / (len(p_values) - k):
-            break
-        rejected.add(name)
-    return rejected
+    text = message if callable(message) else lambda p: f"{_holm_where(p, wrong(*p.args))}: {message}."
+    return Mistake(text, name or how, like=wrong)
 
 
 def _at_threshold(p: Probe) -> str:
     p_values, alpha = p.args[0], p.args[1] if len(p.args) > 1 else FAMILY_ALPHA
     m, listed = len(p_values), _listed(holm(p_values, alpha), p_values)
     on = [name for k, name in enumerate(listed) if p_values[name] == alpha / (m - k)]
-    return (f"holm({', '.join(_show(a) for a in p.args)}) returned {_show(_listed(_holm_strict(*p.args), p_values))}; "
-            f"Holm's correction rejects {_show(listed)}: with alpha = {alpha} and m = {m} the thresholds are "
+    return (f"holm({', '.join(_show(a) for a in p.args)}) returned "
+            f"{_show(_listed(_holm_variant(p_values, alpha, 'kept'), p_values))}; Holm's correction rejects "
+            f"{_show(listed)}: with alpha = {alpha} and m = {m} the thresholds are "
             f"{', '.join(f'{alpha / (m - k):.4g}' for k in range(m))}, and the p-value of {_show(on[0])}, "
-            f"{p_values[on[0]]}, is exactly at its own; {_HOLM_EQUAL}.")
+            f"{p_values[on[0]]}, is exactly at its own; a p-value exactly at its threshold is kept: Holm's procedure "
+            "rejects when p <= alpha / (m - k + 1) and stops at the first p-value above it (p > threshold, not p >= "
+            "threshold).")
 
 
 def _strangers(test: Callable) -> Callable:
@@ -744,7 +691,7 @@ HOLM = Declaration(
         Mistake("", "names not of p_values", find=_strangers(lambda *_: "return names that are keys of p_values"),
                 example=lambda p_values, alpha=0.05: {str(n) + "!" for n in holm(p_values, alpha)}),
         *(_holm_mistake(how, message) for how, message in _HOLM_MISTAKES),
-        Mistake(_at_threshold, "a p-value at its threshold kept", like=_holm_strict),
+        _holm_mistake("kept", _at_threshold, "a p-value at its threshold kept"),
         Mistake(lambda p: f"{_holm_where(p, set())}: your function is right whenever alpha is given, and wrong when "
                 "it is left out: its default must be alpha=0.05, the notebook's FAMILY_ALPHA (the def line of the "
                 "exercise).", "another default", source=r"\balpha = (?!0\.05 \))[\d.]+ \)",
@@ -760,19 +707,16 @@ HOLM = Declaration(
 
 
 def check_holm(holm_fn: Callable) -> None:
-    """Check ``holm(p_values, alpha=0.05) -> set`` against ``annotated.variations.holm`` on made-up tables of
-    p-values (``HOLM_CASES``: 8, 5 and 12 comparisons, named by row or by (row, score) as the notebook keys
-    them, alpha left to its default or given), each placed so that every usual mistake rejects another set
-    than Holm's rule; then on p-values exactly at their threshold (``HOLM_EDGES``, exact in binary floating
-    point), which are rejected.
+    """Check ``holm(p_values, alpha=0.05) -> set`` against ``annotated.variations.holm`` on ``HOLM_CASES``, tables
+    where every usual mistake rejects another set than Holm's rule, then on p-values exactly at their threshold.
 
-    Diagnoses: a result that is not a set (a list, a dict), or a set of p-values or of positions instead of
-    names; Bonferroni's alpha / m for every p-value; going on past the first p-value that fails (skipping it)
-    or Hochberg's step-up; thresholds off by one either way (alpha / (m - k) with k from 1, which divides by
-    zero at the last, or alpha / (m + 1) first) or in reverse order (alpha first); the p-values sorted in
-    descending order; the names of the comparisons not rejected; alpha ignored (0.05 written into the code),
-    or a default other than 0.05; a p-value at its threshold kept (< for <=); p_values changed in place
-    (popped); the number of comparisons written into the code."""
+    Diagnoses: a result that is not a set (a list, a dict), or a set of p-values or of positions instead of names;
+    Bonferroni's alpha / m for every p-value; going on past the first p-value that fails (skipping it) or Hochberg's
+    step-up; thresholds off by one either way (alpha / (m - k) with k from 1, which divides by zero at the last, or
+    alpha / (m + 1) first) or in reverse order (alpha first); the p-values sorted in descending order; the names of
+    the comparisons not rejected; alpha ignored (0.05 written into the code), or a default other than 0.05; a p-value
+    at its threshold kept (< for <=); p_values changed in place (popped); the number of comparisons written into the
+    code."""
     check(HOLM, holm_fn)
 
 
