@@ -198,12 +198,10 @@ def _two_mistakes(got: int, p: Probe) -> str | None:
 
 
 def _one_model(found: dict, p: Probe) -> str | None:
-    base = course_row_parameters(PAPER_VOCAB)
-    if found["value"] == base and p.args[-1] is None and course_row_parameters(*p.args) != base:
-        return (f"your function gives {base:,}, the base model's count, for {p.tags['row']}, which has "
-                f"{course_row_parameters(*p.args):,}: is the count of one model written into your code? Compute it "
-                "from the arguments.")
-    return None
+    base, right = course_row_parameters(PAPER_VOCAB), course_row_parameters(*p.args)
+    return None if found["value"] != base or p.args[-1] is not None or right == base else (
+        f"your function gives {base:,}, the base model's count, for {p.tags['row']}, which has {right:,}: is the "
+        "count of one model written into your code? Compute it from the arguments.")
 
 
 def _defaults(found: dict, p: Probe) -> str | None:
@@ -611,8 +609,7 @@ def _listed(names, p_values: dict) -> list:
 
 
 def _holm_where(p: Probe, got) -> str:
-    p_values = p.args[0]
-    alpha = p.args[1] if len(p.args) > 1 else FAMILY_ALPHA
+    p_values, alpha = p.args[0], p.args[1] if len(p.args) > 1 else FAMILY_ALPHA
     return (f"holm({', '.join(_show(a) for a in p.args)}) returned {_show(_listed(got, p_values))}; Holm's correction "
             f"rejects {_show(_listed(holm(p_values, alpha), p_values))} (m = {len(p_values)}, alpha = {alpha})")
 
