@@ -163,12 +163,6 @@ def course_shift_matrix(k: int, d_model: int) -> torch.Tensor:
     return _shift(d_model, k * _omega(d_model))
 
 
-def _per_index(k: int, d_model: int) -> tuple:
-    """cos and sin of k times the frequency of every odd index 2i + 1 (one frequency per column)."""
-    angles = k * 10000.0 ** (-torch.arange(1, d_model, 2, dtype=torch.float64) / d_model)
-    return angles.cos(), angles.sin()
-
-
 def _offset(got: torch.Tensor, p: Probe) -> str | None:
     """The integer k' for which ``got`` is M_k' (atan2 of the slowest pair, below pi for any test's k')."""
     (k, d_model), omega = p.args, _omega(p.args[1])
@@ -234,10 +228,12 @@ SHIFT_MISTAKES = tuple(Mistake(message, name, like=like) for name, like, message
     ("frequencies reversed", lambda k, d: _shift(d, k * _omega(d).flip(0)),
      "your frequencies run in reverse order: pair i turns with omega_i = 10000^(-2i/d_model), the fastest "
      "(omega_0 = 1) in the first block."),
-    ("a frequency per row", lambda k, d: (lambda a: _blocks(d, a.cos(), a.sin(), *reversed(_per_index(k, d))))(
-        k * _omega(d)), f"your odd rows 2i + 1 use the frequency 10000^(-(2i+1)/d_model): {_SHARE}."),
-    ("a frequency per column", lambda k, d: (lambda a, c, s: _blocks(d, a.cos(), s, a.sin(), c))(
-        k * _omega(d), *_per_index(k, d)),
+    # b: k times the frequency of the odd index 2i + 1, 10000^(-(2i+1)/d_model).
+    ("a frequency per row", lambda k, d: (lambda a, b: _blocks(d, a.cos(), a.sin(), b.sin(), b.cos()))(
+        k * _omega(d), k * _omega(d) * 10000.0 ** (-1 / d)),
+     f"your odd rows 2i + 1 use the frequency 10000^(-(2i+1)/d_model): {_SHARE}."),
+    ("a frequency per column", lambda k, d: (lambda a, b: _blocks(d, a.cos(), b.sin(), a.sin(), b.cos()))(
+        k * _omega(d), k * _omega(d) * 10000.0 ** (-1 / d)),
      f"your odd columns 2i + 1 use the frequency 10000^(-(2i+1)/d_model): {_SHARE}."),
     ("the exponent i/d_model", lambda k, d: _shift(d, k * 10000.0 ** (-_pairs(d) / 2 / d)),
      "the exponent is i/d_model where the paper has 2i/d_model: omega_i from torch.arange(0, d_model, 2)."),
