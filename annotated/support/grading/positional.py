@@ -13,8 +13,7 @@ from annotated.support.grading.engine import Declaration, Mistake, Probe, Tensor
 # (max_len, d_model); the last is longer than a table built once for 512 or 5000 positions.
 TABLE_SIZES = [(50, 16), (9, 22), (120, 6), (5003, 4)]
 # A negative offset; the last beyond a table of encodings built once for 512 positions.
-SHIFT_SIZES = [dict(k=3, d_model=10), dict(k=-5, d_model=16), dict(k=11, d_model=6),
-               dict(k=600, d_model=8)]
+SHIFT_SIZES = [dict(k=3, d_model=10), dict(k=-5, d_model=16), dict(k=11, d_model=6), dict(k=600, d_model=8)]
 # start = 0, later starts (decoding step by step), a batch of one, positions beyond a table of 512 or 5000.
 EMBED_SIZES = [dict(batch=2, L=5, vocab=11, d_model=6, start=0), dict(batch=3, L=4, vocab=9, d_model=10, start=7),
                dict(batch=5, L=2, vocab=13, d_model=8, start=3), dict(batch=1, L=6, vocab=17, d_model=12, start=2),
@@ -30,9 +29,33 @@ def _if(test: Callable, message: str | Callable) -> Callable:
         message if isinstance(message, str) else message(found["values"], p))
 
 
+def _probes(label: str, sets: list, extra: list) -> list[Probe]:
+    """A probe per set of sizes (args, sizes), then the ``extra`` arguments, then a second call after the first."""
+    first, second = sets[0][0], sets[1][0]
+    return ([Probe(args, label % args, sizes=sizes) for args, sizes in sets] + [Probe(a, label % a) for a in extra]
+            + [Probe(first, label % first, again=second)])
+
+
+def _pairs(d_model: int) -> torch.Tensor:
+    return torch.arange(0, d_model, 2, dtype=torch.float64)  # 2i, per pair
+
+
+def _omega(d_model: int, width: float | None = None) -> torch.Tensor:
+    """The d_model / 2 frequencies 10000^(-2i/width) in float64; width is d_model unless given."""
+    return 10000.0 ** (-_pairs(d_model) / (width or d_model))
+
+
+def _written_width(fit: Callable, what: str) -> Callable:
+    """A ``find``: the width D, fit(the learner's numbers, *args), whose frequencies 10000^(-2i/D) they show."""
+    def find(found: dict, p: Probe) -> str | None:
+        width = None if found["values"] is None else fit(found["values"], *p.args)
+        return None if width is None else (f"your frequencies are those of d_model = {width:.0f}, but this {what} "
+                                           f"has d_model = {p.args[1]}: is a width written into your code? Use the "
+                                           "d_model argument.")
+    return find
+
+
 # ---------------------------------------------------------------- 5.1 the sinusoidal table
-
-
 def _table(max_len: int, d_model: int, exponents: torch.Tensor, order: str = "sin-cos") -> torch.Tensor:
     """A sinusoid table in float64 with the given exponent per column pair (or per column)."""
     angles = torch.arange(max_len, dtype=torch.float64).unsqueeze(1) / 10000.0 ** exponents
@@ -45,11 +68,7 @@ def _table(max_len: int, d_model: int, exponents: torch.Tensor, order: str = "si
     return torch.stack([first, second], dim=-1).reshape(max_len, d_model)
 
 
-def _pairs(d_model: int) -> torch.Tensor:
-    return torch.arange(0, d_model, 2, dtype=torch.float64)  # 2i, per pair
-
-
-def _fitted_width(got: torch.Tensor, max_len: int, d_model: int) -> float | None:
+def _table_width(got: torch.Tensor, max_len: int, d_model: int) -> float | None:
     """The D for which ``got`` is the table with exponents 2i/D, or None when none fits. Row 1
     holds sin(f_i) and cos(f_i) with f_i = 1 / 10000^(2i/D) <= 1, so asin gives f_i."""
     if d_model < 4 or max_len < 2:
@@ -59,13 +78,6 @@ def _fitted_width(got: torch.Tensor, max_len: int, d_model: int) -> float | None
         return None
     width = float((_pairs(d_model)[1:] * math.log(10000.0) / -freq.log()).median())
     return width if _equal(got, _table(max_len, d_model, _pairs(d_model) / width), 1e-3) else None
-
-
-def _table_probes(device: str | None) -> list[Probe]:
-    label = "{what} of {name}(max_len=%d, d_model=%d)"
-    probes = [Probe((m, d), label % (m, d), sizes=dict(max_len=m, d_model=d)) for m, d in TABLE_SIZES]
-    return probes + [Probe((1, 2), label % (1, 2)), Probe((8, 8), label % (8, 8)),  # max_len = d_model
-                     Probe(TABLE_SIZES[0], label % TABLE_SIZES[0], again=TABLE_SIZES[1])]
 
 
 def _sliced(found: dict, p: Probe) -> str | None:
@@ -81,13 +93,11 @@ TABLE_MISTAKES = (
     Mistake("", "a table sliced", stage="shape", find=_sliced, example=lambda m, d: sinusoidal_table(512, d)[:m]),
     Mistake("Rows are positions, columns dimensions.", "transposed", stage="shape",
             shape=lambda p: p.args[::-1], example=lambda m, d: sinusoidal_table(m, d).T),
-    Mistake("", "sin and cos swapped", example=lambda m, d: _table(m, d, _pairs(d) / d, "cos-sin").float(),
-            find=_if(lambda got, p: _equal(got, _table(*p.args, _pairs(p.args[1]) / p.args[1], "cos-sin"), 1e-4),
-                     lambda got, p: ("sin and cos are swapped: position 0 should read [0, 1, 0, 1, ...] (sin 0 in "
-                                     "the even dimensions, cos 0 in the odd), yours reads "
-                                     f"[{', '.join(f'{x:.0f}' for x in got[0, :4].tolist())}, ...]."))),
     *(Mistake(message, name, like=lambda m, d, e=e, o=o: _table(m, d, e(d), o),
               example=lambda m, d, e=e, o=o: _table(m, d, e(d), o).float()) for name, e, o, message in (
+        ("sin and cos swapped", lambda d: _pairs(d) / d, "cos-sin", lambda p: (
+            "sin and cos are swapped: position 0 should read [0, 1, 0, 1, ...] (sin 0 in the even dimensions, cos 0 "
+            f"in the odd), yours reads [{', '.join(['1, 0'] * min(2, p.args[1] // 2))}, ...].")),
         ("sines and cosines in halves", lambda d: _pairs(d) / d, "halves",
          "your sines fill the first half of the dimensions and the cosines the second; the paper interleaves them: "
          "table[:, 0::2] = sin, table[:, 1::2] = cos."),
@@ -103,14 +113,14 @@ TABLE_MISTAKES = (
                      "you multiplied pos by 10000^(2i/d_model) instead of dividing (a lost minus sign in "
                      "exp(-2i * log(10000) / d_model)?): the angle is pos / 10000^(2i/d_model).")),
     Mistake("", "a width written into the code", example=lambda m, d: _table(m, d, _pairs(d) / 16).float(),
-            find=_if(lambda got, p: _fitted_width(got, *p.args), lambda got, p: (
-                f"your frequencies are those of d_model = {_fitted_width(got, *p.args):.0f}, but this table has "
-                f"d_model = {p.args[1]}: is a width written into your code? Use the d_model argument."))),
+            find=_written_width(_table_width, "table")),
 )
 
 TABLE = Declaration(
     check="check_sinusoidal_table", function="sinusoidal_table", roles=("max_len", "d_model"),
-    reference=sinusoidal_table, probes=_table_probes, mistakes=TABLE_MISTAKES,
+    reference=sinusoidal_table, mistakes=TABLE_MISTAKES,
+    probes=lambda device: _probes("{what} of {name}(max_len=%d, d_model=%d)",
+                                  [((m, d), dict(max_len=m, d_model=d)) for m, d in TABLE_SIZES], [(1, 2), (8, 8)]),
     returns=Tensor("the table", like=None, precision=1e-4, dtype_message=lambda found, name, what, args: (
         f"{name} returned a torch.{found['dtype']} table; the embeddings it is added to are float32, and it would turn "
         "the sum into its dtype. Build it in float32 (torch.arange(..., dtype=torch.float32)).")),
@@ -124,29 +134,20 @@ TABLE = Declaration(
 def check_sinusoidal_table(sinusoidal_table_fn: Callable) -> None:
     """Check ``sinusoidal_table(max_len, d_model)`` against §3.5's formula on ``TABLE_SIZES`` and (1, 2).
 
-    Diagnoses: wrong shape, a table with fewer rows than max_len (built once for 512 or 5000 positions and sliced),
-    a dtype other than float32 (complex, integer and bool named as such), a table off the cpu, a table a second call
+    Diagnoses: wrong shape, a table with fewer rows than max_len (built once for 512 or 5000 positions and sliced), a
+    dtype other than float32 (complex, integer and bool named as such), a table off the cpu, a table a second call
     overwrites, sin and cos swapped, sines and cosines in two halves instead of interleaved, the exponent i/d_model
-    instead of 2i/d_model, a separate frequency for the odd dimensions, a missing /d_model, pos multiplied instead
-    of divided, and a d_model (or another size) written into the code.
+    instead of 2i/d_model, a separate frequency for the odd dimensions, a missing /d_model, pos multiplied instead of
+    divided, and a d_model (or another size) written into the code.
     """
     check(TABLE, sinusoidal_table_fn)
 
 
 # ---------------------------------------------------------------- 5.2 the shift M_k
-
-
-def _omega(d_model: int, width: float | None = None) -> torch.Tensor:
-    """The d_model / 2 frequencies 10000^(-2i/width) in float64; width is d_model unless given."""
-    return 10000.0 ** (-_pairs(d_model) / (width or d_model))
-
-
 def _blocks(d_model: int, cos_a, sin_ab, sin_ba, cos_b, layout: str = "pairs") -> torch.Tensor:
     """A (d_model, d_model) float64 matrix with one 2x2 block [[cos_a, sin_ab], [-sin_ba, cos_b]]
     per pair (a, b): (2i, 2i + 1) as in the table, or (i, i + d_model/2) for "halves"."""
-    half = d_model // 2
-    a, b = ((torch.arange(0, d_model, 2), torch.arange(1, d_model, 2)) if layout == "pairs"
-            else (torch.arange(half), torch.arange(half, d_model)))
+    a, b = torch.arange(d_model).view(-1, 2).T if layout == "pairs" else torch.arange(d_model).view(2, -1)
     matrix = torch.zeros(d_model, d_model, dtype=torch.float64)
     matrix[a, a], matrix[a, b], matrix[b, a], matrix[b, b] = cos_a, sin_ab, -sin_ba, cos_b
     return matrix
@@ -162,20 +163,20 @@ def course_shift_matrix(k: int, d_model: int) -> torch.Tensor:
     return _shift(d_model, k * _omega(d_model))
 
 
-def _per_index(k: int, d_model: int) -> tuple:
-    """cos and sin of k times the frequency of every odd index 2i + 1 (one frequency per column)."""
-    angles = k * 10000.0 ** (-torch.arange(1, d_model, 2, dtype=torch.float64) / d_model)
-    return angles.cos(), angles.sin()
-
-
-def _fitted_offset(got: torch.Tensor, d_model: int) -> int | None:
-    """The integer k' for which ``got`` is M_k', or None (atan2 of the slowest pair, below pi for any test's k')."""
-    omega = _omega(d_model)
+def _offset(got: torch.Tensor, p: Probe) -> str | None:
+    """The integer k' for which ``got`` is M_k' (atan2 of the slowest pair, below pi for any test's k')."""
+    (k, d_model), omega = p.args, _omega(p.args[1])
     offset = round(float(torch.atan2(got[-2, -1].double(), got[-2, -2].double()) / omega[-1]))
-    return offset if _equal(got, _shift(d_model, offset * omega)) else None
+    if offset == k or not _equal(got, _shift(d_model, offset * omega)):
+        return None
+    if offset == 1:
+        return (f"your matrix is M_1 whatever k: each block turns by omega_i, one position, but M_k shifts by "
+                f"k = {k} positions, so its angles are k * omega_i.")
+    return (f"your matrix shifts by {offset} positions, but k = {k}: is k written into your code? The angles "
+            "are k * omega_i with the k argument.")
 
 
-def _fitted_shift_width(got: torch.Tensor, k: int, d_model: int) -> int | None:
+def _shift_width(got: torch.Tensor, k: int, d_model: int) -> int | None:
     """The width D (1 .. 4096) for which ``got`` is M_k with frequencies 10000^(-2i/D), or None."""
     pairs = torch.arange(0, d_model, 2)
     angles = k * 10000.0 ** (-pairs.double() / torch.arange(1, 4097, dtype=torch.float64).unsqueeze(1))
@@ -205,31 +206,12 @@ def _structure(got: torch.Tensor, p: Probe) -> str | None:
     return None
 
 
-def _shift_probes(device: str | None) -> list[Probe]:
-    label = "{what} of {name}(k=%d, d_model=%d)"
-    probes = [Probe((s["k"], s["d_model"]), label % (s["k"], s["d_model"]), sizes=s) for s in SHIFT_SIZES]
-    first, second = (tuple(s.values()) for s in SHIFT_SIZES[:2])
-    return probes + [Probe((0, 4), label % (0, 4)), Probe((6, 6), label % (6, 6)),  # k = d_model
-                     Probe(first, label % first, again=second)]
-
-
 def _shift_hint(passed: list, sizes: dict, message: str) -> str:
     if abs(sizes["k"]) >= _PRECOMPUTED[0]:
         return (f"\nHint: the same function passed with smaller offsets but not with k = {sizes['k']}: are the "
                 f"sines and cosines read from a table of encodings built once for {_PRECOMPUTED[0]} positions? "
                 "Compute the angles k * omega_i from k itself, whatever its size.")
     return _hard_coded_hint(passed, sizes, message, "Build the matrix from the k and d_model arguments.")
-
-
-def _offset(got: torch.Tensor, p: Probe) -> str | None:
-    k, offset = p.args[0], _fitted_offset(got, p.args[1])
-    if offset == 1 and k != 1:
-        return (f"your matrix is M_1 whatever k: each block turns by omega_i, one position, but M_k shifts by "
-                f"k = {k} positions, so its angles are k * omega_i.")
-    if offset is not None and offset != k:
-        return (f"your matrix shifts by {offset} positions, but k = {k}: is k written into your code? The angles "
-                "are k * omega_i with the k argument.")
-    return None
 
 
 _SHARE = "the sine and cosine of a pair share one frequency, omega_i = 10000^(-2i/d_model)"
@@ -246,10 +228,12 @@ SHIFT_MISTAKES = tuple(Mistake(message, name, like=like) for name, like, message
     ("frequencies reversed", lambda k, d: _shift(d, k * _omega(d).flip(0)),
      "your frequencies run in reverse order: pair i turns with omega_i = 10000^(-2i/d_model), the fastest "
      "(omega_0 = 1) in the first block."),
-    ("a frequency per row", lambda k, d: (lambda a: _blocks(d, a.cos(), a.sin(), *reversed(_per_index(k, d))))(
-        k * _omega(d)), f"your odd rows 2i + 1 use the frequency 10000^(-(2i+1)/d_model): {_SHARE}."),
-    ("a frequency per column", lambda k, d: (lambda a, c, s: _blocks(d, a.cos(), s, a.sin(), c))(
-        k * _omega(d), *_per_index(k, d)),
+    # b: k times the frequency of the odd index 2i + 1, 10000^(-(2i+1)/d_model).
+    ("a frequency per row", lambda k, d: (lambda a, b: _blocks(d, a.cos(), a.sin(), b.sin(), b.cos()))(
+        k * _omega(d), k * _omega(d) * 10000.0 ** (-1 / d)),
+     f"your odd rows 2i + 1 use the frequency 10000^(-(2i+1)/d_model): {_SHARE}."),
+    ("a frequency per column", lambda k, d: (lambda a, b: _blocks(d, a.cos(), b.sin(), a.sin(), b.cos()))(
+        k * _omega(d), k * _omega(d) * 10000.0 ** (-1 / d)),
      f"your odd columns 2i + 1 use the frequency 10000^(-(2i+1)/d_model): {_SHARE}."),
     ("the exponent i/d_model", lambda k, d: _shift(d, k * 10000.0 ** (-_pairs(d) / 2 / d)),
      "the exponent is i/d_model where the paper has 2i/d_model: omega_i from torch.arange(0, d_model, 2)."),
@@ -257,16 +241,16 @@ SHIFT_MISTAKES = tuple(Mistake(message, name, like=like) for name, like, message
     Mistake("", "M_1, or a k written into the code", find=_if(lambda got, p: True, _offset),
             example=lambda k, d: course_shift_matrix(3, d)),
     Mistake("", "a width written into the code", example=lambda k, d: _shift(d, k * _omega(d, 10)),
-            find=_if(lambda got, p: _fitted_shift_width(got, *p.args), lambda got, p: (
-                f"your frequencies are those of d_model = {_fitted_shift_width(got, *p.args)}, but this matrix has "
-                f"d_model = {p.args[1]}: is a width written into your code? Use the d_model argument."))),
+            find=_written_width(_shift_width, "matrix")),
     Mistake("", "not block-diagonal rotations", find=_if(lambda got, p: True, _structure),
             example=lambda k, d: course_shift_matrix(k, d) + 0.1 * (course_shift_matrix(k, d) == 0)),
 )
 
 SHIFT = Declaration(
     check="check_shift_matrix", function="shift_matrix", roles=("k", "d_model"), reference=course_shift_matrix,
-    probes=_shift_probes, mistakes=SHIFT_MISTAKES, sizes_fix=_shift_hint,
+    probes=lambda device: _probes("{what} of {name}(k=%d, d_model=%d)",
+                                  [(tuple(s.values()), s) for s in SHIFT_SIZES], [(0, 4), (6, 6)]),
+    mistakes=SHIFT_MISTAKES, sizes_fix=_shift_hint,
     returns=Tensor("the matrix M_k", like=None, dtypes=("float64", "float32"), precision="float32",
                    dtype_message=lambda found, name, what, args: (
                        f"{name} returned {what} as a torch.{found['dtype']} matrix; build it in float32 or float64 "
@@ -278,25 +262,18 @@ SHIFT = Declaration(
 
 
 def check_shift_matrix(shift_matrix_fn: Callable) -> None:
-    """Check ``shift_matrix(k, d_model)``, the rotation M_k with PE(pos + k) = PE(pos) @ M_k.T, on ``SHIFT_SIZES``
-    and k = 0.
+    """Check ``shift_matrix(k, d_model)``, M_k with PE(pos + k) = PE(pos) @ M_k.T, on ``SHIFT_SIZES`` and k = 0.
 
     Diagnoses: wrong shape, a dtype other than float32 or float64, NaN, a matrix a second call overwrites, sines and
-    cosines read from a table too short for k (hint), the transpose (the rotation by -k omega), sin and cos swapped
-    in the blocks, blocks pairing i with i + d_model/2, frequencies in reverse order, a frequency per row or per
-    column instead of per pair, the exponent i/d_model, M_1 whatever k, a k or a d_model written into the code,
-    entries outside the 2x2 blocks, and a block that is not a rotation.
+    cosines read from a table too short for k (hint), the transpose (the rotation by -k omega), sin and cos swapped in
+    the blocks, blocks pairing i with i + d_model/2, frequencies in reverse order, a frequency per row or per column
+    instead of per pair, the exponent i/d_model, M_1 whatever k, a k or a d_model written into the code, entries
+    outside the 2x2 blocks, and a block that is not a rotation.
     """
     check(SHIFT, shift_matrix_fn)
 
 
 # ---------------------------------------------------------------- 5.3 embeddings plus positions
-
-_TOKEN_INDEX = (r"out of bounds|index out of range|out of range",
-                "\nHint: row pos of the positional table belongs to position pos (from start), not to a token id: "
-                "index the table with positions, and the embedding table with the tokens.")
-
-
 def course_embed(tokens: torch.Tensor, weight: torch.Tensor, start: int = 0) -> torch.Tensor:
     """weight[tokens] * sqrt(d_model) plus rows start .. start + L - 1 of the table: ``Embeddings``
     then ``PositionalEncoding`` (dropout 0), in the weight's dtype."""
@@ -310,7 +287,10 @@ def _embed_probes(device: str | None) -> list[Probe]:
         tokens, weight = torch.randint(vocab, (batch, L), generator=g), torch.randn(vocab, d_model, generator=g)
         label = (f"{{what}} of {{name}}(tokens of shape (batch={batch}, L={L}), weight of shape (vocab={vocab}, "
                  f"d_model={d_model}), start={start})")
-        probes.append(Probe((tokens, weight, start), label, sizes=sizes, hints=(_TOKEN_INDEX,)))
+        probes.append(Probe((tokens, weight, start), label, sizes=sizes, hints=((
+            r"out of bounds|index out of range|out of range", "\nHint: row pos of the positional table belongs to "
+            "position pos (from start), not to a token id: index the table with positions, and the embedding table "
+            "with the tokens."),)))
     tokens, weight, start = probes[0].args
     probes.append(Probe((tokens, weight, start), "{what}", again=(torch.randint(11, tokens.shape, generator=g),
                                                                    weight, start)))
@@ -332,9 +312,8 @@ def _scale(got: torch.Tensor, p: Probe) -> str | None:
     (batch, L), (vocab, d_model) = tokens.shape, weight.shape
     if not _equal(got, c * vectors + positions) or math.isclose(c, math.sqrt(d_model), rel_tol=1e-4):
         return None
-    names = {"vocab, the number of rows of weight": vocab, "L, the sentence length": L,
-             "batch, the number of sentences": batch}
-    for what, n in names.items():
+    for what, n in (("vocab, the number of rows of weight", vocab), ("L, the sentence length", L),
+                    ("batch, the number of sentences", batch)):
         if math.isclose(c * c, n, rel_tol=1e-4):
             return (f"you multiplied the embeddings by sqrt({n}) = {c:.4g}, and {n} is {what} here, not d_model = "
                     f"{d_model}: d_model is the width of a vector, weight.size(1).")
@@ -418,16 +397,15 @@ EMBED = Declaration(
 
 
 def check_embed_with_positions(embed_with_positions_fn: Callable) -> None:
-    """Check ``embed_with_positions(tokens, weight, start)``: weight[tokens] * sqrt(d_model) plus rows start ..
-    start + L - 1 of the sinusoidal table, as ``Embeddings`` then ``PositionalEncoding``, on ``EMBED_SIZES``, then
-    with a float64 weight that requires grad.
+    """Check ``embed_with_positions(tokens, weight, start)`` against ``Embeddings`` then ``PositionalEncoding`` on
+    ``EMBED_SIZES``, then with a float64 weight that requires grad.
 
-    Diagnoses: wrong shape (a batch of one squeezed away), dtype or device, an input changed in place, positions
-    beyond a table built once for 512 or 5000 of them (hint), vectors a second call overwrites, a float64 weight
-    computed in float32, no gradient to the weight (@torch.no_grad(), .detach()), a missing scale, the scale d_model
-    or 1/sqrt(d_model), the positions scaled too, no positions, positions from 0 whatever start, positions counted
-    from 1, positions indexed by token ids, positions along the batch (the (L, batch, d_model) convention), a factor
-    that is the square root of another size, and a d_model or another size written into the code.
+    Diagnoses: wrong shape (a batch of one squeezed away), dtype or device, an input changed in place, positions beyond
+    a table built once for 512 or 5000 of them (hint), vectors a second call overwrites, a float64 weight computed in
+    float32, no gradient to the weight (@torch.no_grad(), .detach()), a missing scale, the scale d_model or
+    1/sqrt(d_model), the positions scaled too, no positions, positions from 0 whatever start, positions counted from
+    1, positions indexed by token ids, positions along the batch (the (L, batch, d_model) convention), a factor that is
+    the square root of another size, and a d_model or another size written into the code.
     """
     check(EMBED, embed_with_positions_fn)
 

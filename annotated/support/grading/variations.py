@@ -1,24 +1,9 @@
-"""Checks of notebook 15's exercises: the parameter count of a row of the paper's Table 3, a row's
-paired test against the base, and Holm's correction over the table's comparisons, against
-``annotated.variations`` (``table3_parameters``, ``paired_test``, ``holm``).
-
-The count is tried on every row of Table 3 at the paper's sizes (one shared vocabulary of 37000),
-then on small sizes where every size differs, each with a d_k of its own and with d_k = None. The
-paired test is tried on made-up paired differences of BLEU and log-perplexity (negative, positive and
-zero means, lists and tuples) with a pooled spread whose degrees of freedom are never the row's
-seeds - 1; Holm's correction on made-up tables of p-values placed so that every usual mistake rejects
-another set than the rule, with the default alpha and others, and on p-values exactly at their
-threshold (numbers exact in binary floating point), which are rejected.
-
-The three are declarations (``annotated.support.grading.engine``), judged by the grader in its own process: the
-count (an int, a NumPy integer accepted), the paired test (each set of cases one probe whose calls are judged
-together, so that a recipe in the interval and another in the p-value are named from the whole set; the dicts read
-from their description, 0-d tensors and NumPy numbers included, and compared within 1e-4 relatively) and Holm's
-correction (a set, one probe per table, a known mistake named only where it explains the learner's whole set); the
-recorder describes the arguments after each call, so a sort of ds or a pop of p_values is named.
-"""
+"""Checks of notebook 15 as declarations (``engine``): the parameter count of a row of the paper's Table 3, a
+row's paired test against the base, and Holm's correction over the table's comparisons, against
+``annotated.variations`` (``table3_parameters``, ``paired_test``, ``holm``)."""
 
 import copy
+import functools
 import itertools
 import math
 import numbers
@@ -28,46 +13,26 @@ from collections.abc import Callable
 from scipy import stats
 
 from annotated.support import record as recorder
-from annotated.support.grading.core import _hard_coded_hint
 from annotated.support.grading.engine import Declaration, Mistake, Probe, Value, check
 from annotated.variations import FAMILY_ALPHA, holm, paired_test, table3_parameters
 
-# ---------------------------------------------------------------- sizes
-
-# Every row of the paper's Table 3 whose count differs in kind (rows D and E change no size; E's
-# learned table is not part of this exercise): (label, vocab_size, N, d_model, d_ff, h, d_k). A known
-# mistake is named from the first row where the count is wrong, so the rows come in an order where no
-# two of them give the same count at that row (at the base, forgetting the norms removes as many numbers
-# as forgetting the feed-forward biases; on (A) h=1, d_k = 64 and d_model // 8 agree): tested.
+# Every row of Table 3 that changes a size, (label, vocab_size, N, d_model, d_ff, h, d_k), in an order where a
+# mistake's count differs from the course's at the first row it is tried on (rows D and E change no size).
 PAPER_VOCAB = 37000
-PAPER_ROWS = [
-    ("(C) d_model=256", PAPER_VOCAB, 6, 256, 2048, 8, None),
-    ("big", PAPER_VOCAB, 6, 1024, 4096, 16, None),
-    ("base", PAPER_VOCAB, 6, 512, 2048, 8, None),
-    ("(A) h=1", PAPER_VOCAB, 6, 512, 2048, 1, None),
-    ("(A) h=4", PAPER_VOCAB, 6, 512, 2048, 4, None),
-    ("(A) h=16", PAPER_VOCAB, 6, 512, 2048, 16, None),
-    ("(A) h=32", PAPER_VOCAB, 6, 512, 2048, 32, None),
-    ("(B) d_k=16", PAPER_VOCAB, 6, 512, 2048, 8, 16),
-    ("(B) d_k=32", PAPER_VOCAB, 6, 512, 2048, 8, 32),
-    ("(C) N=2", PAPER_VOCAB, 2, 512, 2048, 8, None),
-    ("(C) N=4", PAPER_VOCAB, 4, 512, 2048, 8, None),
-    ("(C) N=8", PAPER_VOCAB, 8, 512, 2048, 8, None),
-    ("(C) d_model=1024", PAPER_VOCAB, 6, 1024, 2048, 8, None),
-    ("(C) d_ff=1024", PAPER_VOCAB, 6, 512, 1024, 8, None),
-    ("(C) d_ff=4096", PAPER_VOCAB, 6, 512, 4096, 8, None),
-]
-# Small sizes, each tried with its d_k and with d_k=None (d_model // h = 6, 2 and 10). Within a set
-# every size differs, from one set to the next every size changes.
+PAPER_ROWS = [(label, PAPER_VOCAB, *sizes) for label, sizes in (
+    ("(C) d_model=256", (6, 256, 2048, 8, None)), ("big", (6, 1024, 4096, 16, None)), ("base", (6, 512, 2048, 8, None)),
+    *((f"(A) h={h}", (6, 512, 2048, h, None)) for h in (1, 4, 16, 32)),
+    *((f"(B) d_k={d_k}", (6, 512, 2048, 8, d_k)) for d_k in (16, 32)),
+    *((f"(C) N={n}", (n, 512, 2048, 8, None)) for n in (2, 4, 8)), ("(C) d_model=1024", (6, 1024, 2048, 8, None)),
+    ("(C) d_ff=1024", (6, 512, 1024, 8, None)), ("(C) d_ff=4096", (6, 512, 4096, 8, None)))]
+# Small sizes, each tried with its d_k and with d_k=None; every size differs within a set and between sets.
 ROW_SIZES = [dict(vocab_size=11, N=1, d_model=18, d_ff=26, h=3, d_k=2),
              dict(vocab_size=29, N=2, d_model=14, d_ff=9, h=7, d_k=3),
              dict(vocab_size=13, N=3, d_model=20, d_ff=40, h=2, d_k=5)]
 _ROW_ARGUMENTS = ("vocab_size", "N", "d_model", "d_ff", "h", "d_k")
 
-# paired_test: each set gives a number of paired seeds and the degrees of freedom of the pooled spread
-# (never seeds - 1, so that a test with the row's own freedom shows), then cases (ds, spread): changes of
-# BLEU and of log-perplexity, lists and tuples, negative, positive and zero means, no list sorted. The
-# first set is the notebook's design: 4 seeds, a spread pooled over 18 rows of 4 (54 degrees of freedom).
+# paired_test: seeds and the pooled spread's degrees of freedom (never seeds - 1), then cases (ds, spread) of BLEU
+# and log-perplexity changes. The first set is the notebook's design: 4 seeds, a spread pooled over 18 rows of 4.
 PAIRED_SIZES = [dict(seeds=4, freedom=54), dict(seeds=3, freedom=8), dict(seeds=6, freedom=15)]
 PAIRED_CASES = [
     [([-3.4, -4.7, -2.1, -3.9], 1.1), ((0.8, -0.3, 1.9, 0.2), 0.9), ([0.052, -0.018, 0.113, 0.031], 0.061),
@@ -78,61 +43,34 @@ PAIRED_CASES = [
 ]
 PAIRED_KEYS = ("effect", "low", "high", "p")
 
-# holm: each set a number of comparisons m, then cases (p_values, alpha); None for alpha leaves the default
-# out of the call. In every set the p-values put each usual mistake (Bonferroni, going on past a failure,
-# Hochberg's step-up, thresholds off by one either way or in reverse order, a descending sort, the
-# complement, alpha ignored) on another side than Holm's rule in some case. Names are the notebook's rows,
-# or (row, score) pairs as the notebook's table keys them.
+# holm: comparisons m, then cases (p_values, alpha; None leaves the default out), where each usual mistake rejects
+# another set than Holm's rule in some case. Names are the notebook's rows, or (row, score) pairs.
 HOLM_SIZES = [dict(comparisons=8), dict(comparisons=5), dict(comparisons=12)]
-HOLM_CASES = [
+_HOLM_KEYS = [("A1", "A2", "B8", "C-N1", "C-d64", "D-drop0", "D-ls0", "E"),
+              (("A1", "BLEU"), ("A1", "log PPL"), ("B8", "BLEU"), ("B8", "log PPL"), ("E", "log PPL")),
+              tuple(f"row {i}" for i in range(12))]
+HOLM_CASES = [[(dict(zip(keys, ps)), alpha) for ps, alpha in cases] for keys, cases in zip(_HOLM_KEYS, [
     [  # alpha / (8 - k): 0.00625, 0.00714, 0.00833, 0.01, 0.0125, 0.0167, 0.025, 0.05
-        ({"A1": 0.0065, "A2": 0.3, "B8": 0.001, "C-N1": 0.016, "C-d64": 0.0095, "D-drop0": 0.07, "D-ls0": 0.013,
-          "E": 0.011}, None),
-        ({"A1": 0.045, "A2": 0.9, "B8": 0.03, "C-N1": 0.055, "C-d64": 0.02, "D-drop0": 0.5, "D-ls0": 0.06,
-          "E": 0.05}, 0.2),
-        ({"A1": 0.35, "A2": 0.0095, "B8": 0.006, "C-N1": 0.81, "C-d64": 0.002, "D-drop0": 0.2, "D-ls0": 0.6,
-          "E": 0.007}, None),
-        ({"A1": 0.003, "A2": 0.0005, "B8": 0.0001, "C-N1": 0.004, "C-d64": 0.0008, "D-drop0": 0.002,
-          "D-ls0": 0.0003, "E": 0.001}, 0.1),
-    ],
-    [  # (row, score) keys; alpha / (5 - k): 0.01, 0.0125, 0.0167, 0.025, 0.05
-        ({("A1", "BLEU"): 0.013, ("A1", "log PPL"): 0.004, ("B8", "BLEU"): 0.045, ("B8", "log PPL"): 0.016,
-          ("E", "log PPL"): 0.03}, None),
-        ({("A1", "BLEU"): 0.0125, ("A1", "log PPL"): 0.045, ("B8", "BLEU"): 0.0009, ("B8", "log PPL"): 0.024,
-          ("E", "log PPL"): 0.0095}, 0.04),
-        ({("A1", "BLEU"): 0.011, ("A1", "log PPL"): 0.3, ("B8", "BLEU"): 0.002, ("B8", "log PPL"): 0.022,
-          ("E", "log PPL"): 0.009}, None),
-    ],
+        ((0.0065, 0.3, 0.001, 0.016, 0.0095, 0.07, 0.013, 0.011), None),
+        ((0.045, 0.9, 0.03, 0.055, 0.02, 0.5, 0.06, 0.05), 0.2),
+        ((0.35, 0.0095, 0.006, 0.81, 0.002, 0.2, 0.6, 0.007), None),
+        ((0.003, 0.0005, 0.0001, 0.004, 0.0008, 0.002, 0.0003, 0.001), 0.1)],
+    [  # alpha / (5 - k): 0.01, 0.0125, 0.0167, 0.025, 0.05
+        ((0.013, 0.004, 0.045, 0.016, 0.03), None), ((0.0125, 0.045, 0.0009, 0.024, 0.0095), 0.04),
+        ((0.011, 0.3, 0.002, 0.022, 0.009), None)],
     [  # alpha / (12 - k): 0.00417, 0.00455, 0.005, 0.00556, 0.00625, 0.00714, 0.00833, 0.01, 0.0125, ...
-        ({f"row {i}": p for i, p in enumerate([0.0044, 0.2, 0.001, 0.006, 0.0052, 0.9, 0.0048, 0.011, 0.5, 0.007,
-                                                0.0124, 0.012])}, None),
-        ({f"row {i}": p for i, p in enumerate([0.3, 0.0002, 0.0045, 0.75, 0.015, 0.0009, 0.005, 0.008, 0.026, 0.018,
-                                                0.011, 0.04])}, 0.1),
-        ({f"row {i}": p for i, p in enumerate([0.0041, 0.0042, 0.0046, 0.45, 0.0051, 0.00005, 0.95, 0.0061, 0.07,
-                                                0.0075, 0.033, 0.0099])}, None),
-    ],
-]
+        ((0.0044, 0.2, 0.001, 0.006, 0.0052, 0.9, 0.0048, 0.011, 0.5, 0.007, 0.0124, 0.012), None),
+        ((0.3, 0.0002, 0.0045, 0.75, 0.015, 0.0009, 0.005, 0.008, 0.026, 0.018, 0.011, 0.04), 0.1),
+        ((0.0041, 0.0042, 0.0046, 0.45, 0.0051, 0.00005, 0.95, 0.0061, 0.07, 0.0075, 0.033, 0.0099), None)]])]
 # p-values exactly at their threshold, in numbers exact in binary floating point (alpha = 0.25, m = 4: the
 # thresholds 0.0625, 0.125 and 0.25 are exact): p <= alpha / (m - k) rejects them.
 HOLM_EDGES = [({"A1": 0.0625, "B8": 0.5, "C-N1": 0.75, "E": 0.375}, 0.25),
               ({"A1": 0.03125, "A16": 0.0625, "D-ls0": 0.125, "E": 0.25}, 0.25)]
 
-SIZE_SETS = {
-    "check_row_parameters": ROW_SIZES,
-    "check_paired_test": PAIRED_SIZES,
-    "check_holm": HOLM_SIZES,
-}
-
-
-def _hint(how: str) -> Callable:
-    def hint(passed: list, sizes: dict, message: str) -> str:
-        return _hard_coded_hint(passed, sizes, message, how)
-    return hint
+SIZE_SETS = {"check_row_parameters": ROW_SIZES, "check_paired_test": PAIRED_SIZES, "check_holm": HOLM_SIZES}
 
 
 # ---------------------------------------------------------------- 15.1 the parameters of a row
-
-
 def _row_count(vocab: int, N: int, d_model: int, d_ff: int, h: int, d_k: int | None, **wrong) -> int:
     """The parameters of make_variant for one row, one shared vocabulary, by formula; each keyword
     makes one of the usual mistakes."""
@@ -148,84 +86,70 @@ def _row_count(vocab: int, N: int, d_model: int, d_ff: int, h: int, d_k: int | N
     attention = 2 * (d * qk + qk * b) + (d * vo + vo * b) + (vo * d + d * b)
     if wrong.get("full_heads"):  # h matrices of d x d for each of W_Q, W_K, W_V, W_O
         attention = 4 * h * (d * d + d * b)
-    ff_bias = 0 if wrong.get("no_bias") or wrong.get("no_ff_bias") else f + d
-    ffn = 2 * d * f + ff_bias
+    ffn = 2 * d * f + (0 if wrong.get("no_bias") or wrong.get("no_ff_bias") else f + d)
     norm = 0 if wrong.get("no_norms") else (d if wrong.get("gamma_only") else 2 * d)
-    decoder_attentions, decoder_norms = 2, 3
-    if wrong.get("no_cross_attention"):
-        decoder_attentions = 1
-    if wrong.get("two_sublayers"):
-        decoder_attentions, decoder_norms = 1, 2
+    decoder_attentions, decoder_norms = (1, 2) if wrong.get("two_sublayers") else (
+        1 if wrong.get("no_cross_attention") else 2, 3)
     layers = 1 if wrong.get("one_layer") else N
     encoder = layers * (attention + ffn + 2 * norm)
     decoder = layers * (decoder_attentions * attention + ffn + decoder_norms * norm)
-    tables = wrong.get("tables", 1) * V * d
     generator_bias = 0 if wrong.get("no_bias") or wrong.get("no_generator_bias") else V
-    return tables + encoder + decoder + generator_bias
+    return wrong.get("tables", 1) * V * d + encoder + decoder + generator_bias
 
 
-# (keywords of _row_count, what is wrong); a mistake is recognized only when it explains the
-# learner's count on every row of a set in which it changes the count.
+# (keywords of _row_count, the parts of the model it changes, what is wrong); two mistakes are named together only
+# where they change different parts.
 _ROW_MISTAKES = [
-    (dict(no_bias=True),
-     "every bias is missing (the attention projections', the feed-forward network's and the "
-     "generator's): nn.Linear has a bias unless told otherwise, d_out numbers next to its "
-     "d_in x d_out matrix"),
-    (dict(no_attention_bias=True),
-     "the biases of the attention projections are missing: W_Q and W_K have h * d_k each, W_V and W_O "
-     "d_model each (the paper's matrices are bare, but the course builds them with nn.Linear)"),
-    (dict(no_ff_bias=True),
-     "the feed-forward network's biases are missing: FFN(x) = max(0, x W_1 + b_1) W_2 + b_2 has b_1 "
-     "(d_ff numbers) and b_2 (d_model) besides its two matrices (§3.3)"),
-    (dict(no_generator_bias=True),
-     "the generator's bias is missing: its matrix is the shared embedding table, but its bias, "
-     "vocab_size numbers, is its own"),
-    (dict(tables=3),
-     "the vocabulary table is counted three times (source embedding, target embedding, generator): with "
-     "one shared vocabulary the three are one tensor (§3.4), counted once, vocab_size x d_model"),
-    (dict(tables=2),
-     "the vocabulary table is counted twice: with one shared vocabulary the source embedding, the target "
-     "embedding and the generator's matrix are one tensor (§3.4), counted once, vocab_size x d_model"),
-    (dict(no_norms=True),
-     "the layer norms are missing: each has a gain and a bias of d_model numbers, one per sublayer "
-     "(2 in an encoder layer, 3 in a decoder layer)"),
-    (dict(gamma_only=True),
+    (dict(no_bias=True), {"attention bias", "ff bias", "generator bias"},
+     "every bias is missing (the attention projections', the feed-forward network's and the generator's): nn.Linear "
+     "has a bias unless told otherwise, d_out numbers next to its d_in x d_out matrix"),
+    (dict(no_attention_bias=True), {"attention bias"},
+     "the biases of the attention projections are missing: W_Q and W_K have h * d_k each, W_V and W_O d_model each "
+     "(the paper's matrices are bare, but the course builds them with nn.Linear)"),
+    (dict(no_ff_bias=True), {"ff bias"},
+     "the feed-forward network's biases are missing: FFN(x) = max(0, x W_1 + b_1) W_2 + b_2 has b_1 (d_ff numbers) "
+     "and b_2 (d_model) besides its two matrices (§3.3)"),
+    (dict(no_generator_bias=True), {"generator bias"},
+     "the generator's bias is missing: its matrix is the shared embedding table, but its bias, vocab_size numbers, is "
+     "its own"),
+    (dict(tables=3), {"tables"},
+     "the vocabulary table is counted three times (source embedding, target embedding, generator): with one shared "
+     "vocabulary the three are one tensor (§3.4), counted once, vocab_size x d_model"),
+    (dict(tables=2), {"tables"},
+     "the vocabulary table is counted twice: with one shared vocabulary the source embedding, the target embedding "
+     "and the generator's matrix are one tensor (§3.4), counted once, vocab_size x d_model"),
+    (dict(no_norms=True), {"norms"},
+     "the layer norms are missing: each has a gain and a bias of d_model numbers, one per sublayer (2 in an encoder "
+     "layer, 3 in a decoder layer)"),
+    (dict(gamma_only=True), {"norms"},
      "each layer norm counts d_model numbers; it has two vectors of d_model, the gain and the bias"),
-    (dict(d_k_for_values=True),
-     "you sized W_V and W_O with d_k too: row B changes the width of queries and keys alone, the values "
-     "keep d_v = d_model // h, so W_V is d_model x d_model and W_O d_model x d_model whatever d_k is"),
-    (dict(d_k_ignored=True),
-     "your count ignores d_k: row B's narrower keys make W_Q and W_K d_model x (h * d_k), with h * d_k "
-     "biases each; d_k = d_model // h only when d_k is None"),
-    (dict(qk_one_head=True),
+    (dict(d_k_for_values=True), {"d_k"},
+     "you sized W_V and W_O with d_k too: row B changes the width of queries and keys alone, the values keep d_v = "
+     "d_model // h, so W_V is d_model x d_model and W_O d_model x d_model whatever d_k is"),
+    (dict(d_k_ignored=True), {"d_k"},
+     "your count ignores d_k: row B's narrower keys make W_Q and W_K d_model x (h * d_k), with h * d_k biases each; "
+     "d_k = d_model // h only when d_k is None"),
+    (dict(qk_one_head=True), {"d_k"},
      "W_Q and W_K have h * d_k columns, d_k for each of the h heads; you counted d_k"),
-    (dict(none_as_64=True),
-     "with d_k=None you use 64, the base model's d_k written into your code: d_k is d_model // h "
-     "whenever the row does not give it"),
-    (dict(none_as_eighth=True),
-     "with d_k=None you use d_model // 8, the base model's h written into your code: d_k is "
-     "d_model // h, with the row's h"),
-    (dict(no_cross_attention=True),
-     "the decoder's encoder-decoder attention is missing: a decoder layer holds two MultiHeadAttention "
-     "modules (self-attention and attention over the memory), so its attention counts twice"),
-    (dict(two_sublayers=True),
-     "you counted a decoder layer with 2 sublayers, as an encoder layer: it has a third, the "
-     "encoder-decoder attention, with its own layer norm"),
-    (dict(full_heads=True),
-     "you gave each head its own d_model x d_model matrices: the h heads' W_i^Q are d_model x d_k "
-     "each, side by side one d_model x (h * d_k) matrix (notebook 04); without a d_k of its own, a "
-     "row's count does not depend on h"),
-    (dict(one_layer=True),
-     "you counted one layer per stack: the encoder and the decoder each stack N identical layers, each "
-     "with its own parameters"),
+    (dict(none_as_64=True), {"none"},
+     "with d_k=None you use 64, the base model's d_k written into your code: d_k is d_model // h whenever the row "
+     "does not give it"),
+    (dict(none_as_eighth=True), {"none"},
+     "with d_k=None you use d_model // 8, the base model's h written into your code: d_k is d_model // h, with the "
+     "row's h"),
+    (dict(no_cross_attention=True), {"decoder"},
+     "the decoder's encoder-decoder attention is missing: a decoder layer holds two MultiHeadAttention modules "
+     "(self-attention and attention over the memory), so its attention counts twice"),
+    (dict(two_sublayers=True), {"decoder"},
+     "you counted a decoder layer with 2 sublayers, as an encoder layer: it has a third, the encoder-decoder "
+     "attention, with its own layer norm"),
+    (dict(full_heads=True), {"d_k"},
+     "you gave each head its own d_model x d_model matrices: the h heads' W_i^Q are d_model x d_k each, side by side "
+     "one d_model x (h * d_k) matrix (notebook 04); without a d_k of its own, a row's count does not depend on h"),
+    (dict(one_layer=True), {"layers"},
+     "you counted one layer per stack: the encoder and the decoder each stack N identical layers, each with its own "
+     "parameters"),
 ]
-
-
-_GROUPS = {"no_bias": {"attention bias", "ff bias", "generator bias"}, "no_attention_bias": {"attention bias"},
-           "no_ff_bias": {"ff bias"}, "no_generator_bias": {"generator bias"}, "tables": {"tables"},
-           "no_norms": {"norms"}, "gamma_only": {"norms"}, "d_k_for_values": {"d_k"}, "d_k_ignored": {"d_k"},
-           "qk_one_head": {"d_k"}, "full_heads": {"d_k"}, "none_as_64": {"none"}, "none_as_eighth": {"none"},
-           "no_cross_attention": {"decoder"}, "two_sublayers": {"decoder"}, "one_layer": {"layers"}}
 
 
 def course_row_parameters(vocab_size: int, N: int = 6, d_model: int = 512, d_ff: int = 2048, h: int = 8,
@@ -261,39 +185,31 @@ def _counts(text: str | Callable, **wrong) -> Callable:
         if "defaults" in p.tags or not isinstance(got, int):
             return None
         why = text(got, p) if callable(text) else text if got == _row_count(*p.args, **wrong) else None
-        if not why:
-            return None
-        return (f"row_parameters({_describe_row(p.args)}) counts {got:,} parameters ({p.tags['row']}); the course's "
-                f"model has {course_row_parameters(*p.args):,}. Your counts fit this: {why}.")
+        return why and (f"row_parameters({_describe_row(p.args)}) counts {got:,} parameters ({p.tags['row']}); the "
+                        f"course's model has {course_row_parameters(*p.args):,}. Your counts fit this: {why}.")
     return find
 
 
 def _two_mistakes(got: int, p: Probe) -> str | None:
     """Two mistakes, of different parts of the model, that give the learner's count together."""
-    for (m1, t1), (m2, t2) in itertools.combinations(_ROW_MISTAKES, 2):
-        if set().union(*(_GROUPS[k] for k in m1)) & set().union(*(_GROUPS[k] for k in m2)):
-            continue
-        if _row_count(*p.args, **m1, **m2) == got:
-            return f"two things: {t1}; and {t2}"
-    return None
+    pairs = itertools.combinations(_ROW_MISTAKES, 2)
+    return next((f"two things: {t1}; and {t2}" for (m1, g1, t1), (m2, g2, t2) in pairs
+                 if not g1 & g2 and _row_count(*p.args, **m1, **m2) == got), None)
 
 
 def _one_model(found: dict, p: Probe) -> str | None:
-    base = course_row_parameters(PAPER_VOCAB)
-    if found["value"] == base and p.args[-1] is None and course_row_parameters(*p.args) != base:
-        return (f"your function gives {base:,}, the base model's count, for {p.tags['row']}, which has "
-                f"{course_row_parameters(*p.args):,}: is the count of one model written into your code? Compute it "
-                "from the arguments.")
-    return None
+    base, right = course_row_parameters(PAPER_VOCAB), course_row_parameters(*p.args)
+    return None if found["value"] != base or p.args[-1] is not None or right == base else (
+        f"your function gives {base:,}, the base model's count, for {p.tags['row']}, which has {right:,}: is the "
+        "count of one model written into your code? Compute it from the arguments.")
 
 
 def _defaults(found: dict, p: Probe) -> str | None:
-    if "defaults" not in p.tags:
-        return None
-    return (f"row_parameters({PAPER_VOCAB}) counts {found['value']:,}, but with every other argument left out it is "
-            f"the base model, {course_row_parameters(PAPER_VOCAB):,} (as row_parameters({PAPER_VOCAB}, 6, 512, 2048, "
-            "8, None) counts): give the parameters the defaults of the exercise's def line, N=6, d_model=512, "
-            "d_ff=2048, h=8, d_k=None.")
+    return None if "defaults" not in p.tags else (
+        f"row_parameters({PAPER_VOCAB}) counts {found['value']:,}, but with every other argument left out it is "
+        f"the base model, {course_row_parameters(PAPER_VOCAB):,} (as row_parameters({PAPER_VOCAB}, 6, 512, 2048, "
+        "8, None) counts): give the parameters the defaults of the exercise's def line, N=6, d_model=512, "
+        "d_ff=2048, h=8, d_k=None.")
 
 
 def _off(got: int, p: Probe) -> str:
@@ -332,7 +248,7 @@ ROW = Declaration(
                 source=r"\b(?:nn \. \w+|make_variant|make_model|table3_parameters|EncoderDecoder|\w*Attention|"
                        r"PositionwiseFeedForward|LayerNorm|Embeddings?|Generator|Linear) \("),
         *(Mistake("", ", ".join(k if v is True else f"{k}={v}" for k, v in wrong.items()).replace("_", " "),
-                  find=_counts(text, **wrong), example=_wrong_row(**wrong)) for wrong, text in _ROW_MISTAKES),
+                  find=_counts(text, **wrong), example=_wrong_row(**wrong)) for wrong, _, text in _ROW_MISTAKES),
         Mistake("", "two mistakes", find=_counts(_two_mistakes),
                 example=_wrong_row(no_generator_bias=True, tables=2)),
         Mistake("", "the count of one model", find=_one_model,
@@ -352,36 +268,24 @@ ROW = Declaration(
 
 
 def check_row_parameters(row_parameters: Callable) -> None:
-    """Check ``row_parameters(vocab_size, N=6, d_model=512, d_ff=2048, h=8, d_k=None) -> int``
-    against ``annotated.variations.table3_parameters`` (the row's model built on the meta device) for
-    every row of Table 3 at the paper's sizes (one shared vocabulary of 37000: the base, the big model,
-    rows A, B and C), then for the small sizes of ``ROW_SIZES``, each with a d_k of its own
-    and with d_k=None; then calls it with the vocabulary alone, to see that the defaults are the base
-    model.
+    """Check ``row_parameters(vocab_size, N=6, d_model=512, d_ff=2048, h=8, d_k=None) -> int`` against
+    ``table3_parameters`` on every row of Table 3 at the paper's sizes, then on ``ROW_SIZES`` with and without d_k.
 
-    Diagnoses: a result that is not an int (a float from /, a tensor; a NumPy integer passes); a model built
-    to count it (its code names a module); any bias forgotten (all, the attention's, the
-    feed-forward's, the generator's); the shared table counted twice or three times; layer norms
-    forgotten or counted with their gain only; W_V and W_O sized with d_k (the values keep
-    d_model // h); d_k ignored, or W_Q and W_K given d_k columns instead of h * d_k; d_k=None read as
-    64 or d_model // 8 (the base's d_k or h written in); the decoder's cross-attention forgotten, or a
-    decoder layer counted with 2 sublayers; per-head d_model x d_model matrices; one layer per stack;
-    any two of these together; defaults other than the base model's; the base model's count for
-    every row, and sizes written into the code."""
+    Diagnoses: a result that is not an int (a float from /, a tensor; a NumPy integer passes); a model built to count
+    it (its code names a module); any bias forgotten (all, the attention's, the feed-forward's, the generator's); the
+    shared table counted twice or three times; layer norms forgotten or counted with their gain only; W_V and W_O
+    sized with d_k (the values keep d_model // h); d_k ignored, or W_Q and W_K given d_k columns instead of h * d_k;
+    d_k=None read as 64 or d_model // 8 (the base's d_k or h written in); the decoder's cross-attention forgotten, or a
+    decoder layer counted with 2 sublayers; per-head d_model x d_model matrices; one layer per stack; any two of these
+    together; defaults other than the base model's; the base model's count for every row, and sizes written into the
+    code."""
     check(ROW, row_parameters)
 
 
 # ---------------------------------------------------------------- 15.2 a row's paired test
-
-
-def _close(a: float, b: float) -> bool:
-    """Equal up to the rounding of float32 (torch's default dtype) on changes of a few BLEU points."""
-    return math.isclose(a, b, rel_tol=1e-4, abs_tol=1e-6)
-
-
-def _close_p(a: float, b: float) -> bool:
-    """Two p-values equal up to float32 rounding of the statistic (the smallest here is about 1e-8)."""
-    return math.isclose(a, b, rel_tol=1e-4, abs_tol=1e-12)
+# Equal up to float32's rounding (torch's default dtype) on changes of a few BLEU points, and on p-values down to 1e-8.
+_close = functools.partial(math.isclose, rel_tol=1e-4, abs_tol=1e-6)
+_close_p = functools.partial(math.isclose, rel_tol=1e-4, abs_tol=1e-12)
 
 
 def _show(x) -> str:
@@ -390,9 +294,10 @@ def _show(x) -> str:
 
 
 def _facts(ds, spread: float, freedom: int) -> dict:
-    """What every recipe, right or wrong, is made of: n, the mean, the row's own standard deviation."""
-    n = len(ds)
-    return dict(n=n, mean=sum(ds) / n, own=statistics.stdev(ds), s=spread, f=freedom)
+    """What every recipe, right or wrong, is made of: n, the mean, the row's own standard deviation, the standard
+    error and the statistic."""
+    n, se = len(ds), spread / len(ds) ** 0.5
+    return dict(n=n, mean=sum(ds) / n, own=statistics.stdev(ds), s=spread, f=freedom, se=se, t=sum(ds) / n / se)
 
 
 def _t(q: float, f: float) -> float:
@@ -403,30 +308,24 @@ def _two_sided(statistic: float, f: float) -> float:
     return float(2 * stats.t.sf(abs(statistic), f))
 
 
-# Half-widths of the interval: the course's, then each usual mistake's (a key may have several recipes).
-_HALF_RIGHT = lambda c: _t(0.975, c["f"]) * c["s"] / c["n"] ** 0.5  # noqa: E731
+# Half-widths of the interval and p-values: the course's, then each usual mistake's (a key may have several recipes).
+_HALF_RIGHT = lambda c: _t(0.975, c["f"]) * c["se"]  # noqa: E731
 _HALVES = {
-    "normal": [lambda c: float(stats.norm.ppf(0.975)) * c["s"] / c["n"] ** 0.5,
-               lambda c: 1.96 * c["s"] / c["n"] ** 0.5],
-    "two": [lambda c: 2 * c["s"] / c["n"] ** 0.5],
-    "t95": [lambda c: _t(0.95, c["f"]) * c["s"] / c["n"] ** 0.5],
-    "n-1": [lambda c: _t(0.975, c["n"] - 1) * c["s"] / c["n"] ** 0.5],
-    "no sqrt": [lambda c: _t(0.975, c["f"]) * c["s"]],
+    "normal": [lambda c: float(stats.norm.ppf(0.975)) * c["se"], lambda c: 1.96 * c["se"]],
+    "two": [lambda c: 2 * c["se"]], "t95": [lambda c: _t(0.95, c["f"]) * c["se"]],
+    "n-1": [lambda c: _t(0.975, c["n"] - 1) * c["se"]], "no sqrt": [lambda c: _t(0.975, c["f"]) * c["s"]],
     "by n": [lambda c: _t(0.975, c["f"]) * c["s"] / c["n"]],
     "own": [lambda c: _t(0.975, c["n"] - 1) * c["own"] / c["n"] ** 0.5,
             lambda c: _t(0.975, c["f"]) * c["own"] / c["n"] ** 0.5],
     "unpaired": [lambda c: _t(0.975, c["f"]) * c["s"] * (2 / c["n"]) ** 0.5],
 }
-# p-values: the course's, then each usual mistake's.
-_P_RIGHT = lambda c: _two_sided(c["mean"] / (c["s"] / c["n"] ** 0.5), c["f"])  # noqa: E731
+_P_RIGHT = lambda c: _two_sided(c["t"], c["f"])  # noqa: E731
 _PS = {
-    "one-sided": [lambda c: float(stats.t.sf(abs(c["mean"]) / (c["s"] / c["n"] ** 0.5), c["f"])),
-                  lambda c: float(stats.t.sf(c["mean"] / (c["s"] / c["n"] ** 0.5), c["f"])),
-                  lambda c: float(stats.t.cdf(c["mean"] / (c["s"] / c["n"] ** 0.5), c["f"]))],
-    "no abs": [lambda c: float(2 * stats.t.sf(c["mean"] / (c["s"] / c["n"] ** 0.5), c["f"]))],
-    "cdf": [lambda c: float(2 * stats.t.cdf(abs(c["mean"]) / (c["s"] / c["n"] ** 0.5), c["f"]))],
-    "normal": [lambda c: float(2 * stats.norm.sf(abs(c["mean"]) / (c["s"] / c["n"] ** 0.5)))],
-    "n-1": [lambda c: _two_sided(c["mean"] / (c["s"] / c["n"] ** 0.5), c["n"] - 1)],
+    "one-sided": [lambda c: float(stats.t.sf(abs(c["t"]), c["f"])), lambda c: float(stats.t.sf(c["t"], c["f"])),
+                  lambda c: float(stats.t.cdf(c["t"], c["f"]))],
+    "no abs": [lambda c: float(2 * stats.t.sf(c["t"], c["f"]))],
+    "cdf": [lambda c: float(2 * stats.t.cdf(abs(c["t"]), c["f"]))],
+    "normal": [lambda c: float(2 * stats.norm.sf(abs(c["t"])))], "n-1": [lambda c: _two_sided(c["t"], c["n"] - 1)],
     "no sqrt": [lambda c: _two_sided(c["mean"] / c["s"], c["f"])],
     "by n": [lambda c: _two_sided(c["mean"] / (c["s"] / c["n"]), c["f"])],
     "own": [lambda c: _two_sided(c["mean"] / (c["own"] / c["n"] ** 0.5), c["n"] - 1),
@@ -434,40 +333,47 @@ _PS = {
     "unpaired": [lambda c: _two_sided(c["mean"] / (c["s"] * (2 / c["n"]) ** 0.5), c["f"])],
 }
 _CRITICAL = "stats.t.ppf(0.975, freedom)"
-_PAIRED_MISTAKES = {  # one key: the same mistake in the p-value and the interval, or in the one field it shows in
-    "normal": ("you used the normal distribution instead of Student's t: the spread is itself estimated, from "
+# key: the mistake in a few words, its example's recipes (half, p), and what is wrong; one key: the same mistake in
+# the p-value and the interval, or in the one field it shows in.
+_PAIRED_MISTAKES = {
+    "normal": ("the normal distribution instead of Student's t", "normal", "normal",
+               "you used the normal distribution instead of Student's t: the spread is itself estimated, from "
                "`freedom` degrees of freedom, so the statistic mean / (spread / sqrt(n)) follows a t distribution "
                f"with `freedom` degrees of freedom; p = 2 * stats.t.sf(abs(t), freedom), the interval's point "
                f"{_CRITICAL} (not stats.norm, not 1.96)"),
-    "normal p": ("your p-value comes from the normal distribution (stats.norm): the statistic follows Student's t "
-                 "with `freedom` degrees of freedom, p = 2 * stats.t.sf(abs(t), freedom)"),
-    "normal interval": ("your interval is the mean ± 1.96 standard errors, the normal distribution's 95% point: with "
-                        f"a spread estimated from `freedom` degrees of freedom, the point is Student's, {_CRITICAL}, "
-                        "a little wider"),
-    "two": ("your interval is the mean ± 2 standard errors, a round rule: the 95% point of Student's t with the "
-            f"spread's degrees of freedom is {_CRITICAL}"),
-    "t95": ("your interval uses stats.t.ppf(0.95, freedom), a one-sided point (a 90% interval): a two-sided 95% "
-            f"interval leaves 2.5% out on each side, {_CRITICAL}"),
-    "one-sided": ("your p-value is one-sided: the test asks whether the row changed the score in either direction, "
-                  "so p is the chance of a statistic at least as far from 0 on either side, 2 * stats.t.sf(abs(t), "
-                  "freedom)"),
-    "no abs": ("your p-value is 2 * stats.t.sf(t, freedom) without abs(): for a negative mean change it is above 1. "
-               "Take p = 2 * stats.t.sf(abs(t), freedom)"),
-    "cdf": ("your p-value is 2 * stats.t.cdf(abs(t), freedom), the chance of a statistic closer to 0, above 1 "
-            "whenever t is not 0: the p-value is the chance of one farther out, 2 * stats.t.sf(abs(t), freedom)"),
-    "n-1": ("you took len(ds) - 1 degrees of freedom: the spread is given, pooled over every row of the table, and "
-            "its degrees of freedom are `freedom`, the sum of (seeds - 1) over those rows; use them for the t "
-            "distribution"),
-    "no sqrt": ("you divided by the spread alone: the spread is that of one seed's difference; the mean of n of them "
-                "varies less, its standard error is spread / sqrt(len(ds))"),
-    "by n": ("you divided the spread by n: the standard error of a mean of n differences is spread / sqrt(n), "
-             "not spread / n"),
-    "own": ("you used the row's own standard deviation (statistics.stdev(ds), as scipy.stats.ttest_1samp does): "
-            "the rule pools the spread over every row, which is what `spread` is, with `freedom` degrees of "
-            "freedom; the standard error is spread / sqrt(len(ds))"),
-    "unpaired": ("your standard error is spread * sqrt(1/n + 1/n), that of a difference of two independent means: "
-                 "each paired difference already is a difference, with standard deviation `spread`; their mean's "
-                 "standard error is spread / sqrt(n)"),
+    "normal p": ("a normal p-value", None, "normal", "your p-value comes from the normal distribution (stats.norm): "
+                 "the statistic follows Student's t with `freedom` degrees of freedom, p = 2 * stats.t.sf(abs(t), "
+                 "freedom)"),
+    "normal interval": ("a ±1.96 interval", "normal", None, "your interval is the mean ± 1.96 standard errors, the "
+                        "normal distribution's 95% point: with a spread estimated from `freedom` degrees of freedom, "
+                        f"the point is Student's, {_CRITICAL}, a little wider"),
+    "two": ("a ±2 interval", "two", None, "your interval is the mean ± 2 standard errors, a round rule: the 95% point "
+            f"of Student's t with the spread's degrees of freedom is {_CRITICAL}"),
+    "t95": ("a one-sided point for the interval", "t95", None, "your interval uses stats.t.ppf(0.95, freedom), a "
+            f"one-sided point (a 90% interval): a two-sided 95% interval leaves 2.5% out on each side, {_CRITICAL}"),
+    "one-sided": ("a one-sided p-value", None, "one-sided", "your p-value is one-sided: the test asks whether the "
+                  "row changed the score in either direction, so p is the chance of a statistic at least as far from "
+                  "0 on either side, 2 * stats.t.sf(abs(t), freedom)"),
+    "no abs": ("a p-value without abs()", None, "no abs", "your p-value is 2 * stats.t.sf(t, freedom) without abs(): "
+               "for a negative mean change it is above 1. Take p = 2 * stats.t.sf(abs(t), freedom)"),
+    "cdf": ("2 * stats.t.cdf for the p-value", None, "cdf", "your p-value is 2 * stats.t.cdf(abs(t), freedom), the "
+            "chance of a statistic closer to 0, above 1 whenever t is not 0: the p-value is the chance of one farther "
+            "out, 2 * stats.t.sf(abs(t), freedom)"),
+    "n-1": ("len(ds) - 1 degrees of freedom", "n-1", "n-1", "you took len(ds) - 1 degrees of freedom: the spread is "
+            "given, pooled over every row of the table, and its degrees of freedom are `freedom`, the sum of (seeds - "
+            "1) over those rows; use them for the t distribution"),
+    "no sqrt": ("the spread as the standard error", "no sqrt", "no sqrt", "you divided by the spread alone: the spread "
+                "is that of one seed's difference; the mean of n of them varies less, its standard error is spread / "
+                "sqrt(len(ds))"),
+    "by n": ("the spread / n as the standard error", "by n", "by n", "you divided the spread by n: the standard error "
+             "of a mean of n differences is spread / sqrt(n), not spread / n"),
+    "own": ("the row's own standard deviation", "own", "own", "you used the row's own standard deviation "
+            "(statistics.stdev(ds), as scipy.stats.ttest_1samp does): the rule pools the spread over every row, which "
+            "is what `spread` is, with `freedom` degrees of freedom; the standard error is spread / sqrt(len(ds))"),
+    "unpaired": ("the standard error of two independent means", "unpaired", "unpaired", "your standard error is "
+                 "spread * sqrt(1/n + 1/n), that of a difference of two independent means: each paired difference "
+                 "already is a difference, with standard deviation `spread`; their mean's standard error is spread / "
+                 "sqrt(n)"),
 }
 
 
@@ -535,7 +441,6 @@ def _paired_read(found: dict) -> list:
 
 
 def _agree(got: dict | list, expected: dict) -> bool:
-    """One case within 1e-4 of the course's, relatively (p-values down to 1e-12, the others 1e-6)."""
     return isinstance(got, dict) and all((_close_p if k == "p" else _close)(got[k], expected[k]) for k in PAIRED_KEYS)
 
 
@@ -572,7 +477,7 @@ def _paired_diagnosis(found: dict, p: Probe) -> tuple[str, str] | None:
         return "other", f"{where}."
     keys = [half] if half == pv else [k for k in ({"normal": "normal p"}.get(pv, pv),
                                                   {"normal": "normal interval"}.get(half, half)) if k]
-    return keys[0], f"{where}: {'; and '.join(_PAIRED_MISTAKES[k] for k in keys)}."
+    return keys[0], f"{where}: {'; and '.join(_PAIRED_MISTAKES[k][3] for k in keys)}."
 
 
 def _paired_by(half: str | None = None, p: str | None = None, low: Callable = lambda mean, half: mean - half,
@@ -589,56 +494,41 @@ def _paired_by(half: str | None = None, p: str | None = None, low: Callable = la
     return paired_test
 
 
-def _paired_mistake(key: str, name: str, example: Callable, generic: bool = False) -> Mistake:
+def _paired_mistake(key: str, example: Callable, name: str = "", generic: bool = False) -> Mistake:
     def find(found: dict, p: Probe) -> str | None:
         diagnosis = _paired_diagnosis(found, p)
         return diagnosis[1] if diagnosis and diagnosis[0] == key else None
-    return Mistake("", name, find=find, example=example, generic=generic)
+    return Mistake("", name or key, find=find, example=example, generic=generic)
 
 
-_PAIRED_NAMES = {  # each key of _PAIRED_MISTAKES: the mistake in a few words, its example's recipes (half, p)
-    "normal": ("the normal distribution instead of Student's t", "normal", "normal"),
-    "normal p": ("a normal p-value", None, "normal"), "normal interval": ("a ±1.96 interval", "normal", None),
-    "two": ("a ±2 interval", "two", None), "t95": ("a one-sided point for the interval", "t95", None),
-    "one-sided": ("a one-sided p-value", None, "one-sided"), "no abs": ("a p-value without abs()", None, "no abs"),
-    "cdf": ("2 * stats.t.cdf for the p-value", None, "cdf"), "n-1": ("len(ds) - 1 degrees of freedom", "n-1", "n-1"),
-    **{key: (name, key, key) for key, name in (
-        ("no sqrt", "the spread as the standard error"), ("by n", "the spread / n as the standard error"),
-        ("own", "the row's own standard deviation"), ("unpaired", "the standard error of two independent means"))},
-}
-
-
-def _paired_probes(device: str | None) -> list[Probe]:
-    """One probe per set of sizes: its cases' calls, judged together."""
-    probes = []
-    for sizes, cases in zip(PAIRED_SIZES, PAIRED_CASES):
-        probe = Probe(tuple((copy.deepcopy(ds), spread, sizes["freedom"]) for ds, spread in cases),
-                      f"{{what}} of {{name}}(ds, spread, {sizes['freedom']}) on {len(cases)} rows of {sizes['seeds']} "
-                      "seeds", sizes=sizes, each=True)
-        probe.accept = lambda got, args=probe.args: all(_agree(g, paired_test(*a)) for g, a in zip(got[0], args))
-        probes.append(probe)
-    return probes
+def _paired_probe(sizes: dict, cases: list) -> Probe:
+    """The cases' calls, judged together."""
+    args = tuple((copy.deepcopy(ds), spread, sizes["freedom"]) for ds, spread in cases)
+    return Probe(args, f"{{what}} of {{name}}(ds, spread, {sizes['freedom']}) on {len(cases)} rows of "
+                 f"{sizes['seeds']} seeds", sizes=sizes, each=True,
+                 accept=lambda got: all(_agree(g, paired_test(*a)) for g, a in zip(got[0], args)))
 
 
 PAIRED = Declaration(
     check="check_paired_test", function="paired_test", roles=("ds", "spread", "freedom"), reference=paired_test,
-    probes=_paired_probes, returns=Value("the tests", kind="list", precision=(1e-12, 1e-4), read=_paired_read),
-    sizes_fix=_hint("Use len(ds), the number of paired seeds you are given, and the freedom argument."),
+    probes=lambda device: [_paired_probe(sizes, cases) for sizes, cases in zip(PAIRED_SIZES, PAIRED_CASES)],
+    returns=Value("the tests", kind="list", precision=(1e-12, 1e-4), read=_paired_read),
+    sizes_fix="Use len(ds), the number of paired seeds you are given, and the freedom argument.",
     in_place="A function must not change its inputs: whoever called it uses them again (the notebook reads every "
              "row's differences more than once). Work on copies: sorted(ds) rather than ds.sort().",
     mistakes=(
-        _paired_mistake("no result returned", "no result returned", lambda ds, spread, freedom: None),
-        _paired_mistake("not a dict", "not a dict", _paired_by(shape=lambda test: tuple(test.values()))),
-        _paired_mistake("keys missing", "keys missing", _paired_by(shape=lambda test: {
+        _paired_mistake("no result returned", lambda ds, spread, freedom: None),
+        _paired_mistake("not a dict", _paired_by(shape=lambda test: tuple(test.values()))),
+        _paired_mistake("keys missing", _paired_by(shape=lambda test: {
             "effect": test["effect"], "interval": (test["low"], test["high"]), "p": test["p"]})),
-        _paired_mistake("not a number", "not a number", _paired_by(p_of=lambda p: p < 0.05)),
-        _paired_mistake("effect", "the effect not the mean", _paired_by(effect=statistics.median), generic=True),
-        _paired_mistake("low above high", "'low' above 'high'", _paired_by(low=lambda mean, half: mean + half,
-                                                                         high=lambda mean, half: mean - half)),
-        _paired_mistake("centre", "an interval not centred on the mean",
-                        _paired_by(high=lambda mean, half: mean + 2 * half), generic=True),
-        *(_paired_mistake(key, name, _paired_by(half, p)) for key, (name, half, p) in _PAIRED_NAMES.items()),
-        _paired_mistake("other", "other numbers", _paired_by(p_of=lambda p: p * 1.5), generic=True),
+        _paired_mistake("not a number", _paired_by(p_of=lambda p: p < 0.05)),
+        _paired_mistake("effect", _paired_by(effect=statistics.median), "the effect not the mean", generic=True),
+        _paired_mistake("low above high", _paired_by(low=lambda mean, half: mean + half,
+                                                     high=lambda mean, half: mean - half), "'low' above 'high'"),
+        _paired_mistake("centre", _paired_by(high=lambda mean, half: mean + 2 * half),
+                        "an interval not centred on the mean", generic=True),
+        *(_paired_mistake(key, _paired_by(half, p), name) for key, (name, half, p, _) in _PAIRED_MISTAKES.items()),
+        _paired_mistake("other", _paired_by(p_of=lambda p: p * 1.5), "other numbers", generic=True),
     ),
     passed=lambda name: (
         f"check_paired_test passed: {name} gives the course's paired_test on {sum(map(len, PAIRED_CASES))} rows of "
@@ -650,26 +540,20 @@ PAIRED = Declaration(
 
 def check_paired_test(paired_test_fn: Callable) -> None:
     """Check ``paired_test(ds, spread, freedom) -> dict`` against ``annotated.variations.paired_test`` on
-    made-up paired differences of BLEU and log-perplexity (``PAIRED_CASES``): 4 seeds with a spread of 54
-    degrees of freedom (the notebook's design), then 3 and 6 seeds with 8 and 15; negative, positive and
-    zero mean changes, lists and tuples. The effect, the interval and the p-value must agree within 1e-4,
-    relatively (numpy, scipy, statistics, torch and plain Python all pass).
+    ``PAIRED_CASES``; the effect, the interval and the p-value must agree within 1e-4, relatively.
 
-    Diagnoses: a result that is not a dict of the four keys, or a value that is not a number; the effect
-    not the mean; 'low' above 'high', or an interval not centred on the mean; the normal distribution
-    instead of Student's t (in the p-value, the interval or both), or an interval of ±1.96 or ±2 standard
-    errors; a one-sided point (stats.t.ppf(0.95)) for the interval; a one-sided p-value, one without
-    abs() (above 1 for a negative change), or 2 * stats.t.cdf (above 1); len(ds) - 1 degrees of freedom
-    where the pooled spread's are given; the spread alone, or the spread / n, as the standard error; the
-    row's own standard deviation (scipy.stats.ttest_1samp) instead of the pooled spread; the standard
-    error of two independent means, spread * sqrt(2 / n); ds changed in place (sorted); the number of
-    seeds written into the code."""
+    Diagnoses: a result that is not a dict of the four keys, or a value that is not a number; the effect not the mean;
+    'low' above 'high', or an interval not centred on the mean; the normal distribution instead of Student's t (in the
+    p-value, the interval or both), or an interval of ±1.96 or ±2 standard errors; a one-sided point
+    (stats.t.ppf(0.95)) for the interval; a one-sided p-value, one without abs() (above 1 for a negative change), or 2
+    * stats.t.cdf (above 1); len(ds) - 1 degrees of freedom where the pooled spread's are given; the spread alone, or
+    the spread / n, as the standard error; the row's own standard deviation (scipy.stats.ttest_1samp) instead of the
+    pooled spread; the standard error of two independent means, spread * sqrt(2 / n); ds changed in place (sorted);
+    the number of seeds written into the code."""
     check(PAIRED, paired_test_fn)
 
 
 # ---------------------------------------------------------------- 15.3 Holm's correction
-
-
 def _holm_variant(p_values: dict, alpha: float, how: str) -> set:
     """Holm's correction by one of the usual wrong recipes."""
     m = len(p_values)
@@ -685,10 +569,10 @@ def _holm_variant(p_values: dict, alpha: float, how: str) -> set:
         return holm(p_values, FAMILY_ALPHA)
     order = sorted(p_values.items(), key=lambda item: item[1], reverse=how == "descending")
     rejected = set()
-    for k, (name, p) in enumerate(order):
-        divisor = {"skip": m - k, "descending": m - k, "lenient": max(m - k - 1, 1), "strict": m - k + 1,
-                   "reversed": k + 1}[how]  # lenient: alpha / 0 at the last made alpha / 1 (else it raises)
-        if p <= alpha / divisor:
+    for k, (name, p) in enumerate(order):  # lenient: alpha / 0 at the last made alpha / 1 (else it raises)
+        divisor = {"skip": m - k, "descending": m - k, "kept": m - k, "lenient": max(m - k - 1, 1),
+                   "strict": m - k + 1, "reversed": k + 1}[how]
+        if p < alpha / divisor or p == alpha / divisor and how != "kept":  # kept: one at its threshold kept
             rejected.add(name)
         elif how != "skip":
             break
@@ -696,41 +580,28 @@ def _holm_variant(p_values: dict, alpha: float, how: str) -> set:
 
 
 _HOLM_MISTAKES = [
-    ("bonferroni",
-     "you compared every p-value with alpha / m (Bonferroni's correction): Holm's steps down, the k-th smallest "
-     "against alpha / (m - k + 1), so that once the smallest are rejected the rest are tested less strictly"),
-    ("skip",
-     "you went on past the first p-value that fails its threshold: Holm's procedure stops there, and every "
+    ("bonferroni", "you compared every p-value with alpha / m (Bonferroni's correction): Holm's steps down, the k-th "
+     "smallest against alpha / (m - k + 1), so that once the smallest are rejected the rest are tested less strictly"),
+    ("skip", "you went on past the first p-value that fails its threshold: Holm's procedure stops there, and every "
      "larger p-value is kept, even one under its own threshold (break, not continue)"),
-    ("hochberg",
-     "you rejected every p-value up to the largest one under its threshold (a step-up, Hochberg's procedure): "
-     "Holm's steps down from the smallest and stops at the first that fails"),
-    ("lenient",
-     "your thresholds are off by one: the smallest p-value is tested against alpha / m and the largest against "
-     "alpha / 1; with k counting from 0 (enumerate), the divisor is m - k, you used m - k - 1"),
-    ("strict",
-     "your thresholds are off by one: the smallest p-value is tested against alpha / m, not alpha / (m + 1); "
-     "with k counting from 0 (enumerate) the divisor is m - k, from 1 it is m - k + 1"),
-    ("reversed",
-     "your thresholds go the wrong way: the smallest p-value is tested against the strictest, alpha / m, the "
-     "next against alpha / (m - 1), and the largest against alpha; you began with alpha"),
-    ("descending",
-     "you sorted the p-values in descending order: Holm's procedure starts from the smallest "
+    ("hochberg", "you rejected every p-value up to the largest one under its threshold (a step-up, Hochberg's "
+     "procedure): Holm's steps down from the smallest and stops at the first that fails"),
+    ("lenient", "your thresholds are off by one: the smallest p-value is tested against alpha / m and the largest "
+     "against alpha / 1; with k counting from 0 (enumerate), the divisor is m - k, you used m - k - 1"),
+    ("strict", "your thresholds are off by one: the smallest p-value is tested against alpha / m, not alpha / (m + "
+     "1); with k counting from 0 (enumerate) the divisor is m - k, from 1 it is m - k + 1"),
+    ("reversed", "your thresholds go the wrong way: the smallest p-value is tested against the strictest, alpha / m, "
+     "the next against alpha / (m - 1), and the largest against alpha; you began with alpha"),
+    ("descending", "you sorted the p-values in descending order: Holm's procedure starts from the smallest "
      "(sorted(p_values.items(), key=lambda item: item[1])), tested against alpha / m"),
-    ("complement",
-     "you returned the comparisons that are not rejected: return the names whose no-change hypothesis is "
-     "rejected, the ones the table reads as a change"),
-    ("alpha written in",
-     "alpha is ignored: the threshold uses 0.05 written into your code; use the argument alpha (0.05 is only "
-     "its default)"),
+    ("complement", "you returned the comparisons that are not rejected: return the names whose no-change hypothesis "
+     "is rejected, the ones the table reads as a change"),
+    ("alpha written in", "alpha is ignored: the threshold uses 0.05 written into your code; use the argument alpha "
+     "(0.05 is only its default)"),
 ]
-_HOLM_EQUAL = ("a p-value exactly at its threshold is kept: Holm's procedure rejects when p <= alpha / (m - k + 1) "
-               "and stops at the first p-value above it (p > threshold, not p >= threshold)")
-_HOLM_HINTS = (
-    (r"division by zero|divide by zero",
-     "\nHint: a threshold alpha / 0. The largest of m p-values is tested against alpha / 1: with k counting from "
-     "0 (enumerate), the divisor is m - k, and your thresholds are off by one."),
-)
+_HOLM_HINTS = ((r"division by zero|divide by zero", "\nHint: a threshold alpha / 0. The largest of m p-values is "
+                "tested against alpha / 1: with k counting from 0 (enumerate), the divisor is m - k, and your "
+                "thresholds are off by one."),)
 
 
 def _listed(names, p_values: dict) -> list:
@@ -738,36 +609,29 @@ def _listed(names, p_values: dict) -> list:
 
 
 def _holm_where(p: Probe, got) -> str:
-    p_values = p.args[0]
-    alpha = p.args[1] if len(p.args) > 1 else FAMILY_ALPHA
+    p_values, alpha = p.args[0], p.args[1] if len(p.args) > 1 else FAMILY_ALPHA
     return (f"holm({', '.join(_show(a) for a in p.args)}) returned {_show(_listed(got, p_values))}; Holm's correction "
             f"rejects {_show(_listed(holm(p_values, alpha), p_values))} (m = {len(p_values)}, alpha = {alpha})")
 
 
-def _holm_mistake(how: str, message: str) -> Mistake:
+def _holm_mistake(how: str, message: str | Callable, name: str = "") -> Mistake:
     def wrong(p_values, alpha=FAMILY_ALPHA):
         return _holm_variant(p_values, alpha, how)
-    return Mistake(lambda p: f"{_holm_where(p, wrong(*p.args))}: {message}.", how, like=wrong)
-
-
-def _holm_strict(p_values, alpha=FAMILY_ALPHA):
-    """p < threshold: a p-value exactly at its threshold kept."""
-    rejected = set()
-    for k, (name, p) in enumerate(sorted(p_values.items(), key=lambda item: item[1])):
-        if p >= alpha / (len(p_values) - k):
-            break
-        rejected.add(name)
-    return rejected
+    text = message if callable(message) else lambda p: f"{_holm_where(p, wrong(*p.args))}: {message}."
+    return Mistake(text, name or how, like=wrong)
 
 
 def _at_threshold(p: Probe) -> str:
     p_values, alpha = p.args[0], p.args[1] if len(p.args) > 1 else FAMILY_ALPHA
     m, listed = len(p_values), _listed(holm(p_values, alpha), p_values)
     on = [name for k, name in enumerate(listed) if p_values[name] == alpha / (m - k)]
-    return (f"holm({', '.join(_show(a) for a in p.args)}) returned {_show(_listed(_holm_strict(*p.args), p_values))}; "
-            f"Holm's correction rejects {_show(listed)}: with alpha = {alpha} and m = {m} the thresholds are "
+    return (f"holm({', '.join(_show(a) for a in p.args)}) returned "
+            f"{_show(_listed(_holm_variant(p_values, alpha, 'kept'), p_values))}; Holm's correction rejects "
+            f"{_show(listed)}: with alpha = {alpha} and m = {m} the thresholds are "
             f"{', '.join(f'{alpha / (m - k):.4g}' for k in range(m))}, and the p-value of {_show(on[0])}, "
-            f"{p_values[on[0]]}, is exactly at its own; {_HOLM_EQUAL}.")
+            f"{p_values[on[0]]}, is exactly at its own; a p-value exactly at its threshold is kept: Holm's procedure "
+            "rejects when p <= alpha / (m - k + 1) and stops at the first p-value above it (p > threshold, not p >= "
+            "threshold).")
 
 
 def _strangers(test: Callable) -> Callable:
@@ -808,7 +672,7 @@ def _holm_probes(device: str | None) -> list[Probe]:
 HOLM = Declaration(
     check="check_holm", function="holm", roles=("p_values", "alpha"), reference=holm, probes=_holm_probes,
     returns=Value("the rejected names", kind="set", other=_not_a_set), consistent=True, errors_first=True,
-    sizes_fix=_hint("Use len(p_values), the number of comparisons you are given."),
+    sizes_fix="Use len(p_values), the number of comparisons you are given.",
     in_place="Work on copies: a sorted list of its items, sorted(p_values.items(), key=...), rather than pop or del "
              "on the dict.",
     mistakes=(
@@ -824,7 +688,7 @@ HOLM = Declaration(
         Mistake("", "names not of p_values", find=_strangers(lambda *_: "return names that are keys of p_values"),
                 example=lambda p_values, alpha=0.05: {str(n) + "!" for n in holm(p_values, alpha)}),
         *(_holm_mistake(how, message) for how, message in _HOLM_MISTAKES),
-        Mistake(_at_threshold, "a p-value at its threshold kept", like=_holm_strict),
+        _holm_mistake("kept", _at_threshold, "a p-value at its threshold kept"),
         Mistake(lambda p: f"{_holm_where(p, set())}: your function is right whenever alpha is given, and wrong when "
                 "it is left out: its default must be alpha=0.05, the notebook's FAMILY_ALPHA (the def line of the "
                 "exercise).", "another default", source=r"\balpha = (?!0\.05 \))[\d.]+ \)",
@@ -840,19 +704,16 @@ HOLM = Declaration(
 
 
 def check_holm(holm_fn: Callable) -> None:
-    """Check ``holm(p_values, alpha=0.05) -> set`` against ``annotated.variations.holm`` on made-up tables of
-    p-values (``HOLM_CASES``: 8, 5 and 12 comparisons, named by row or by (row, score) as the notebook keys
-    them, alpha left to its default or given), each placed so that every usual mistake rejects another set
-    than Holm's rule; then on p-values exactly at their threshold (``HOLM_EDGES``, exact in binary floating
-    point), which are rejected.
+    """Check ``holm(p_values, alpha=0.05) -> set`` against ``annotated.variations.holm`` on ``HOLM_CASES``, tables
+    where every usual mistake rejects another set than Holm's rule, then on p-values exactly at their threshold.
 
-    Diagnoses: a result that is not a set (a list, a dict), or a set of p-values or of positions instead of
-    names; Bonferroni's alpha / m for every p-value; going on past the first p-value that fails (skipping it)
-    or Hochberg's step-up; thresholds off by one either way (alpha / (m - k) with k from 1, which divides by
-    zero at the last, or alpha / (m + 1) first) or in reverse order (alpha first); the p-values sorted in
-    descending order; the names of the comparisons not rejected; alpha ignored (0.05 written into the code),
-    or a default other than 0.05; a p-value at its threshold kept (< for <=); p_values changed in place
-    (popped); the number of comparisons written into the code."""
+    Diagnoses: a result that is not a set (a list, a dict), or a set of p-values or of positions instead of names;
+    Bonferroni's alpha / m for every p-value; going on past the first p-value that fails (skipping it) or Hochberg's
+    step-up; thresholds off by one either way (alpha / (m - k) with k from 1, which divides by zero at the last, or
+    alpha / (m + 1) first) or in reverse order (alpha first); the p-values sorted in descending order; the names of
+    the comparisons not rejected; alpha ignored (0.05 written into the code), or a default other than 0.05; a p-value
+    at its threshold kept (< for <=); p_values changed in place (popped); the number of comparisons written into the
+    code."""
     check(HOLM, holm_fn)
 
 
