@@ -293,7 +293,13 @@ STEP = Declaration(
 def check_self_attention_step(self_attention_step: Callable) -> None:
     """Check ``self_attention_step(attn, y, cache)``, one decoding step of masked self-attention with a key/value
     cache: fed one position at a time, on ``STEP_SIZES``, against MultiHeadAttention over the whole prefix with the
-    look-ahead mask, and its cache against the keys and values so far, (batch, h, t, d_k)."""
+    look-ahead mask, and its cache against the keys and values so far, (batch, h, t, d_k).
+
+    Diagnoses: an input changed in place, a result of another dtype or shape, keys or values not stored, appended along
+    the batch, the heads or d_k instead of the positions, replaced instead of appended, stored newest first, unsplit or
+    unprojected, keys and values swapped, a query that attends to itself only, a batch of one squeezed away, a softmax
+    without its shift by the row's largest score (or with it only when a score looks large), a step through float32, a
+    cache or an output that the next call overwrites (a buffer shared by every call), and sizes written into the code."""
     _on_one_thread(STEP, self_attention_step)
 
 
@@ -518,7 +524,13 @@ DECODE = Declaration(
 def check_cached_greedy_decode(cached_greedy_decode: Callable) -> None:
     """Check ``cached_greedy_decode(model, src, src_mask, max_len, bos_idx, eos_idx, pad_idx)`` against the course's
     ``greedy_decode`` on two small random models (``DECODE_SIZES``), then one sentence alone, int32 source ids and
-    max_len = 1 and 2. Ties of the argmax are not tried (greedy takes argmax's first index, beam search topk's)."""
+    max_len = 1 and 2. Ties of the argmax are not tried (greedy takes argmax's first index, beam search topk's).
+
+    Diagnoses: an input changed in place, ids of another dtype or device, too many columns, the decoder run on the whole
+    prefix (right output without the cache, or the prefix fed through the cache), <s> missing or not first, the newest
+    token at position 0 or one too far, the final norm skipped, the source padding not masked, no padding after </s>, no
+    stop at </s>, a stop at the first finished sentence, a `done` that forgets, a batch of one sentence squeezed away,
+    ids in the dtype of int32 sources, a step taken with max_len = 1, and sizes or special ids written into the code."""
     _on_one_thread(DECODE, cached_greedy_decode)
 
 
@@ -803,7 +815,14 @@ BEAM = Declaration(
 def check_beam_step(beam_step: Callable) -> None:
     """Check ``beam_step(live, log_probs, k, alpha, eos) -> (live, finished)``, one step of beam search for one
     sentence, against every step of ``simple_beam_search`` run on a random model (a table of next-token
-    log-probabilities per prefix) for each set of ``BEAM_SIZES``, with other ids of <s> and </s> and alpha."""
+    log-probabilities per prefix) for each set of ``BEAM_SIZES``, with other ids of <s> and </s> and alpha.
+
+    Diagnoses: the live hypotheses changed in place (tokens.append), a result of another kind, a finished hypothesis
+    kept in the beam, the candidates sorted worst first, ranked by the new token alone, each hypothesis extended by its
+    best token only or ranked among its own k best tokens (a beam short of k after a </s>), the place of a finished
+    hypothesis left empty, every candidate ending in </s> set aside, the length penalty missing, multiplied, replaced by
+    the length or with alpha as a factor, |Y| counted with <s> or without </s>, live hypotheses scored with the penalty,
+    lists out of order, and sizes, k, alpha or ids written into the code."""
     check(BEAM, beam_step)
 
 

@@ -194,7 +194,13 @@ PADDING = Declaration(
 
 def check_padding_mask(padding_mask_fn: Callable) -> None:
     """Check ``padding_mask(tokens, pad_idx)``: (batch, L) ids -> (batch, 1, L) bool, True at the real tokens, on
-    the sizes and pad indices of ``PADDING_SIZES``."""
+    the sizes and pad indices of ``PADDING_SIZES``.
+
+    Diagnoses: an input changed in place, a result that is not a bool tensor (a float mask of 0 and -inf or of 0 and 1,
+    an integer mask), wrong shapes ((batch, L), (batch, L, 1), (batch, 1, 1, L), (batch, L, L), (1, batch, L)), the
+    batch axis of a batch of one sentence dropped (a .squeeze()), an inverted mask, a pad index written into the code,
+    ids below the pad index taken for padding, a result that a second call overwrites (a tensor kept between calls), and
+    sizes written into the code."""
     check(PADDING, padding_mask_fn, OTHER_DEVICE)
 
 
@@ -254,7 +260,13 @@ LOOK_AHEAD = Declaration(
 
 def check_subsequent_mask(subsequent_mask_fn: Callable) -> None:
     """Check ``subsequent_mask(size, device=None)``: the (size, size) bool look-ahead mask, True where key j <=
-    query i, on ``LOOK_AHEAD_SIZES``, built on the device it is given."""
+    query i, on ``LOOK_AHEAD_SIZES``, built on the device it is given.
+
+    Diagnoses: a result that is not a bool tensor (nn.Transformer's float mask of 0 and -inf named as such), the shape
+    (1, size, size), the diagonal excluded, the inverted mask (nn.Transformer's True = masked out), the upper triangle,
+    a mask that hides nothing, a device ignored, a table precomputed at a fixed size (512 or 5,000 positions) that a
+    longer mask outgrows, a result that a later call overwrites (a tensor kept between calls and refilled or resized),
+    and sizes written into the code."""
     check(LOOK_AHEAD, subsequent_mask_fn, OTHER_DEVICE)
 
 
@@ -362,7 +374,15 @@ TARGET = Declaration(
 
 def check_target_mask(target_mask_fn: Callable) -> None:
     """Check ``target_mask(tokens, pad_idx)``: the (batch, L, L) bool mask of decoder self-attention, padding and
-    future keys hidden, on ``TARGET_SIZES`` (one sentence of each batch padded at the start), on another device too."""
+    future keys hidden, on ``TARGET_SIZES`` (one sentence of each batch padded at the start), on another device too.
+
+    Diagnoses: a result that is not a bool tensor, wrong shapes ((batch, 1, L, L), (L, L), (batch, 1, L)), the batch
+    axis of a batch of one sentence dropped (a .squeeze()), an inverted mask, | instead of &, the padding or the
+    look-ahead part missing, padding that hides query rows instead of key columns, padding queries hidden too, a
+    look-ahead part inverted, upper-triangular or without its diagonal, a look-ahead table precomputed at a fixed size
+    (512 or 5,000 positions) that a sentence of 5,001 tokens outgrows, a result that a second call overwrites (a tensor
+    kept between calls), a pad index or sizes written into the code, and a look-ahead mask built on the cpu for tokens
+    elsewhere."""
     check(TARGET, target_mask_fn, OTHER_DEVICE)
 
 
@@ -509,7 +529,15 @@ SHIFT = Declaration(
 
 def check_decoder_input_and_labels(decoder_input_and_labels: Callable) -> None:
     """Check ``decoder_input_and_labels(tgt, pad_idx) -> (tgt_in, tgt_y, tgt_mask)`` against
-    ``annotated.batching.Batch``, on targets ``<s> y_1 .. y_n </s>`` padded at the end, of ``SHIFT_SIZES``."""
+    ``annotated.batching.Batch``, on targets ``<s> y_1 .. y_n </s>`` padded at the end, of ``SHIFT_SIZES``.
+
+    Diagnoses: an input changed in place, a result that is not a triple, token tensors of another dtype (int32 ids
+    converted to int64 with .long() or by a torch.full without dtype=), input or labels of the full length (the target
+    unshifted, ``torch.roll``, <s> put in front again, a position added to the labels), the shift the wrong way, labels
+    equal to the input, <s> dropped from the input, <s> kept in the labels, the batch axis of a batch of one sentence
+    dropped (a .squeeze()), a mask of the whole target or of the labels, the target mask's own mistakes
+    (check_target_mask, a look-ahead table too short for 5,001 positions among them), a result that a second call
+    overwrites, and sizes written into the code."""
     check(SHIFT, decoder_input_and_labels, OTHER_DEVICE)
 
 

@@ -96,7 +96,13 @@ SPLIT = Declaration(
 
 def check_split_heads(split_heads: Callable) -> None:
     """Check ``split_heads(x, h)``: (batch, L, d_model) -> (batch, h, L, d_k), on ``HEAD_SIZES``, then with
-    gradients and twice."""
+    gradients and twice.
+
+    Diagnoses: an input changed in place, a result of another dtype (float64 made float32 by a .float() or a tensor
+    created without dtype=) or device, the missing transpose, the view straight to (batch, h, L, d_k) (right shape,
+    wrong grouping), heads that take every h-th column instead of a block, a dimension of size 1 dropped (a .squeeze()),
+    no gradient (@torch.no_grad(), .detach(), .data), a result that a second call overwrites, and sizes written into the
+    code."""
     check(SPLIT, split_heads)
 
 
@@ -142,7 +148,13 @@ MERGE = Declaration(
 
 def check_merge_heads(merge_heads: Callable) -> None:
     """Check ``merge_heads(x)``: (batch, h, L, d_k) -> (batch, L, h * d_k), the concatenation, on ``HEAD_SIZES``
-    (and the round trip of a split), then with gradients and twice."""
+    (and the round trip of a split), then with gradients and twice.
+
+    Diagnoses: an input changed in place, a result of another dtype (float64 made float32 by a .float() or a tensor
+    created without dtype=) or device, ``.view`` after the transpose (the tensor is not contiguous), the reshape without
+    transposing back, a dimension of size 1 dropped (a .squeeze()), no gradient (@torch.no_grad(), .detach(), .data), a
+    result that a second call overwrites, sizes written into the code, and a round trip that does not give back the
+    input."""
     check(MERGE, merge_heads)
 
 
@@ -442,7 +454,17 @@ MULTI_HEAD = Declaration(
 def check_multi_head_attention(multi_head_attention: Callable) -> None:
     """Check ``multi_head_attention(query, key, value, W_Q, W_K, W_V, W_O, h, mask=None)`` (x @ W, no biases)
     against the course's ``MultiHeadAttention`` holding the same matrices, on ``MULTI_HEAD_SIZES`` with and without
-    masks, then scores far below and far above zero, and float64 inputs with gradients."""
+    masks, then scores far below and far above zero, and float64 inputs with gradients.
+
+    Diagnoses: an input changed in place, a result of another kind, dtype or device, wrong shapes (the heads left
+    unmerged, a batch of one dropped by a .squeeze()), no W^O, the scores divided by sqrt(d_model), by d_k or not at all
+    instead of by sqrt(d_k), heads split or merged without the transpose, the matrices transposed (x @ W.T), the key and
+    value ignored or the key used as the value, a mask ignored, inverted or not given its head axis, NaN or uniform
+    weights for a query that sees nothing, the softmax over the queries instead of the keys, a softmax without its max
+    shift (NaN for scores far below or far above zero, a shift applied only when the scores look large among them),
+    masked scores filled with a finite number (-1e4) that the allowed scores go below, float64 inputs computed or
+    returned in float32 (a .float(), a tensor created without dtype=), no gradient (@torch.no_grad(), .detach()), a
+    result that a second call overwrites, and sizes written into the code."""
     check(MULTI_HEAD, multi_head_attention)
 
 
@@ -531,7 +553,14 @@ CONTRIBUTIONS = Declaration(
 
 def check_head_contributions(head_contributions: Callable) -> None:
     """Check ``head_contributions(heads, W_O)``: (batch, h, L, d_k) heads and the paper's W_O (h * d_k, d_model) ->
-    (batch, h, L, d_model), term i = head_i @ rows i*d_k .. (i+1)*d_k - 1 of W_O, on ``CONTRIBUTION_SIZES``."""
+    (batch, h, L, d_model), term i = head_i @ rows i*d_k .. (i+1)*d_k - 1 of W_O, on ``CONTRIBUTION_SIZES``.
+
+    Diagnoses: an input changed in place, a result of another kind, dtype (float64 made float32 by a .float() or a
+    tensor created without dtype=) or device, the sum returned instead of the terms, the head axis misplaced, columns of
+    W_O instead of rows (nn.Linear's orientation), every h-th row, an average instead of a sum, heads placed in their
+    slots without W_O, terms that add up right but mix the heads, d_model taken for h * d_k (a W_O that is not square
+    fails), a dimension of size 1 dropped (a .squeeze()), a result that a second call overwrites, and sizes written into
+    the code."""
     check(CONTRIBUTIONS, head_contributions)
 
 

@@ -219,7 +219,16 @@ FFN = Declaration(
 
 def check_feed_forward(feed_forward: Callable) -> None:
     """Check ``feed_forward(x, W_1, b_1, W_2, b_2, dropout)``, §3.3's network with dropout on the hidden layer,
-    against ``PositionwiseFeedForward`` on ``FFN_SIZES``, in training and evaluation mode and in float64."""
+    against ``PositionwiseFeedForward`` on ``FFN_SIZES``, in training and evaluation mode and in float64.
+
+    Diagnoses: wrong shape (a batch of one squeezed away), dtype or device, an input changed in place, transposed
+    weights (the product's error, with a hint), dropout never called, on the input, after the second layer or called
+    twice, a ReLU after the second layer (too, or instead), no ReLU, GELU, b_1 or b_2 or both missing, b_1 after the
+    ReLU, positions that mix, sizes written into the code, a result a second call overwrites, the dropout's mode changed
+    (dropout.eval()), F.dropout dropping in evaluation mode, a float64 input computed in float32, and gradients that do
+    not reach x or a weight (@torch.no_grad(), .detach()). Reading ``dropout.p`` or ``dropout.training``, and F.dropout
+    with the module's p and mode, are accepted (the global generator is seeded before each call, so its mask can be
+    drawn again)."""
     check(FFN, feed_forward)
 
 
@@ -405,7 +414,15 @@ NORM = Declaration(
 
 def check_layer_norm(layer_norm: Callable) -> None:
     """Check ``layer_norm(x, gamma, beta, eps)`` against ``F.layer_norm`` on ``NORM_SIZES`` (positions of very
-    different scales, one constant), eps 1e-5, 0.5 and 1, features sharing ``NORM_OFFSET`` and float64."""
+    different scales, one constant), eps 1e-5, 0.5 and 1, features sharing ``NORM_OFFSET`` and float64.
+
+    Diagnoses: wrong shape (a batch of one squeezed away), dtype or device, an input changed in place, NaN on a constant
+    position (no eps), the eps argument ignored, the unbiased variance, eps outside the square root, the variance
+    instead of its root, gamma or beta missing or swapped (and two of these at once), RMS norm, the mean not subtracted,
+    statistics over the batch, the positions or a whole sentence, a missing keepdim (hint), code that only works for
+    3-dimensional inputs (or not for 4-dimensional ones), a one-pass variance mean(x^2) - mean(x)^2 (it cancels on the
+    offset features), a result a second call overwrites, a float64 input computed in float32, and gradients that do not
+    reach x, gamma or beta (@torch.no_grad(), .detach())."""
     check(NORM, layer_norm)
 
 
@@ -542,7 +559,15 @@ CONNECTION = Declaration(
 def check_sublayer_connection(sublayer_connection: Callable) -> None:
     """Check ``sublayer_connection(x, sublayer, norm, dropout, norm_first)`` in both orders against
     ``SublayerConnection``, with the check's recording modules, on ``SUBLAYER_SIZES``, in training and evaluation
-    mode and float64. The norm may be computed from its attributes; F.dropout with the module's p and mode passes."""
+    mode and float64. The norm may be computed from its attributes; F.dropout with the module's p and mode passes.
+
+    Diagnoses: wrong shape (a batch of one squeezed away), dtype or device, an input changed in place, the sublayer, the
+    norm or the dropout never called (the sublayer or the dropout called twice), a module's mode changed (.eval() or
+    .train() left behind), F.dropout dropping in evaluation mode, a result a second call overwrites, a float64 input
+    computed in float32, gradients that do not reach x, the sublayer or the norm (@torch.no_grad(), .detach()), the
+    orders swapped, norm_first ignored, and in post-norm: dropout after the norm or on the sum, the norm on the
+    sublayer's output or on x only, the residual missing; in pre-norm: the residual added after the norm, a second norm
+    at the end, dropout on the sum or on the sublayer's input, the norm after the sublayer, the residual missing."""
     check(CONNECTION, sublayer_connection)
 
 

@@ -250,7 +250,14 @@ BLEU_CHECK = Declaration(
 
 def check_bleu(bleu: Callable) -> None:
     """Check ``bleu(hypotheses, references) -> float`` against sacrebleu's corpus BLEU (no smoothing, split at
-    whitespace, case-sensitive) on ``BLEU_CORPORA``. A function whose code calls sacrebleu fails before it runs."""
+    whitespace, case-sensitive) on ``BLEU_CORPORA``. A function whose code calls sacrebleu fails before it runs.
+
+    Diagnoses: a call to sacrebleu (or the course's corpus_bleu) instead of the computation, a result of another kind or
+    NaN, a fraction instead of percent, the brevity penalty inverted, above 1 or missing, counts not clipped, the
+    arithmetic mean, the mean of sentence scores or of sentence precisions, three n-gram orders, the reference's n-grams
+    as the denominator, lowercased text, str.split(" ") instead of str.split(), outputs shorter than 4 words left out,
+    given a negative count of n-grams or counted as one n-gram, log(0), a division by zero where the corpus has no
+    n-gram of some order, and code that reads only some of the sentences."""
     check(BLEU_CHECK, bleu)
 
 
@@ -331,7 +338,11 @@ TOKENS = Declaration(
 
 def check_ids_to_tokens(ids_to_tokens_fn: Callable) -> None:
     """Check ``ids_to_tokens(ids, vocab) -> tokens``, the tokens of one decoded row, against
-    ``annotated.evaluation.ids_to_tokens`` on the vocabularies and rows of ``TOKEN_CASES``."""
+    ``annotated.evaluation.ids_to_tokens`` on the vocabularies and rows of ``TOKEN_CASES``.
+
+    Diagnoses: the ids changed in place, a string, ids or another kind of result, </s> kept, a cut at the last </s> (or
+    after it), no cut, a stop at the first <pad>, <s> or <pad> (or both) kept, <unk> dropped, and the ids of the
+    specials written into the code."""
     check(TOKENS, ids_to_tokens_fn)
 
 
@@ -424,7 +435,12 @@ SCORES = Declaration(
 
 def check_sequence_scores(sequence_scores: Callable) -> None:
     """Check ``sequence_scores(logits, ys, alpha, pad_idx) -> (batch,)``, s(Y) = log P(Y | X) / lp(|Y|) of decoded
-    rows ys from teacher-forced logits, against the course's formula (``_scores``) on the inputs of ``SCORE_SIZES``."""
+    rows ys from teacher-forced logits, against the course's formula (``_scores``) on the inputs of ``SCORE_SIZES``.
+
+    Diagnoses: an input changed in place, a result of another dtype, kind or shape (a batch of one squeezed away), raw
+    logits, probabilities or a softmax over the positions, the labels not shifted, padding scored, |Y| counted with <s>,
+    without </s> or as the padded length, the length penalty missing, multiplied, replaced by the length or with alpha
+    as a factor, and sizes or a padding id written into the code."""
     check(SCORES, sequence_scores)
 
 
