@@ -1,8 +1,6 @@
-"""Checks of notebook 08's exercises, as declarations (``engine``): label smoothing's targets and loss
-(``annotated.label_smoothing``), the warm-up schedule (``annotated.schedule.rate``) and the loss per token of a batch
-under teacher forcing (``annotated.batching.Batch``; its model and loss function travel as data, ``record.build``).
-The rate's known mistakes are told apart only by the whole curve (max instead of min is "no warm-up" before the peak
-and "linear forever" after it), so each setting's steps are one ``Probe.each`` probe, and step 0 another."""
+"""Checks of notebook 08's exercises (``engine``): label smoothing's targets and loss, the warm-up schedule and the
+loss per token of a batch under teacher forcing (its model and loss function travel as data, ``record.build``). A rate's
+mistakes show only on the whole curve, so each setting's steps are one ``Probe.each`` probe, and step 0 another."""
 
 import functools
 import math
@@ -32,8 +30,7 @@ TEACHER_SIZES = [dict(batch=3, L_src=7, L_tgt=6, vocab=13, pad_idx=0), dict(batc
 TEACHER_DROPOUT = 0.3  # the dropout of the model on which the check tries training and evaluation modes
 SIZE_SETS = {"check_smoothed_targets": TARGET_SIZES, "check_label_smoothing_loss": LOSS_SIZES, "check_rate": RATE_SIZES,
              "check_teacher_forcing_loss": TEACHER_SIZES}
-# The edge cases of label smoothing, after the sets: smoothing = 0 (valid, and `smoothing or 0.1` replaces it) and a
-# single position (which a .squeeze() drops).
+# Label smoothing's edge cases, after the sets: smoothing = 0 (`smoothing or 0.1` replaces it), one position (squeezed).
 NO_SMOOTHING = dict(N=7, vocab_size=10, pad_idx=2, smoothing=0.0)
 ONE_POSITION = dict(N=1, vocab_size=6, pad_idx=5, smoothing=0.15)
 
@@ -61,21 +58,17 @@ def _defaulted(eps: float, used: float, what: str) -> str:
 
 def _edge_hint(how: str) -> Callable:
     """The hint of a failure no known mistake explains: the edge case it is on, else a size written in."""
-    def fix(passed: list, sizes: dict, message: str) -> str:
-        if sizes == ONE_POSITION:
-            return ("\nHint: this call has a single position (N = 1), which the sets of sizes before it did not try: "
-                    "does a .squeeze() drop the dimension of size 1? Squeeze only a dimension you added.")
-        if sizes == NO_SMOOTHING:
-            return "\nHint: this call has smoothing = 0, which the sets of sizes before it did not try."
-        return _hard_coded_hint(passed, sizes, message, how)
-    return fix
+    return lambda passed, sizes, message: (
+        "\nHint: this call has a single position (N = 1), which the sets of sizes before it did not try: does a "
+        ".squeeze() drop the dimension of size 1? Squeeze only a dimension you added." if sizes == ONE_POSITION else
+        "\nHint: this call has smoothing = 0, which the sets of sizes before it did not try." if sizes == NO_SMOOTHING
+        else _hard_coded_hint(passed, sizes, message, how))
 
 
-def _q(reference: Callable = lambda eps, V: 1 - eps, other: Callable = lambda eps, V: eps / (V - 2),
-       add: bool = False, pad_column: bool = True, pad_rows: bool = True, dtype: torch.dtype = torch.float32,
-       pad: int | None = None, eps: float | None = None) -> Callable:
-    """smoothed_targets as a mistake builds it: ``other`` everywhere, ``reference`` written (or added) at the label,
-    the padding column and rows zeroed or not, a padding id or an epsilon written in."""
+def _q(reference: Callable = lambda eps, V: 1 - eps, other: Callable = lambda eps, V: eps / (V - 2), add: bool = False,
+       pad_column: bool = True, pad_rows: bool = True, dtype: torch.dtype = torch.float32, pad: int | None = None,
+       eps: float | None = None) -> Callable:
+    """smoothed_targets as a mistake builds it: ``other`` everywhere, ``reference`` written (or added) at the label."""
     def smoothed_targets(target, vocab_size, pad_idx, smoothing):
         pad_idx, smoothing = (pad_idx if pad is None else pad), (smoothing if eps is None else eps)
         q = torch.full((target.size(0), vocab_size), other(smoothing, vocab_size), dtype=dtype)
@@ -90,21 +83,16 @@ def _q(reference: Callable = lambda eps, V: 1 - eps, other: Callable = lambda ep
 
 
 def _pad_written(fn: Callable, at: int, words: str, others: Callable) -> Callable:
-    """A ``find``: the learner's result is the course's ``fn`` with another padding id in argument ``at``, one of
-    ``others(probe)`` (a padding id written into the code)."""
+    """A ``find``: the learner's result is ``fn``'s with a padding id of ``others(probe)`` in argument ``at``."""
     def find(found: dict, p: Probe) -> str | None:
         for other in others(p):
             args = [*engine._clone(p.args[:at]), other, *engine._clone(p.args[at + 1:])]
             with torch.no_grad():
-                value = fn(*args)
-            if found["values"] is not None and _equal(found["values"], value, 1e-4):
-                return (f"your {words} token {other} as padding, but this call has pad_idx={p.args[at]}: is the "
-                        "padding id written into your code? Use the pad_idx argument.")
+                if found["values"] is not None and _equal(found["values"], fn(*args), 1e-4):
+                    return (f"your {words} token {other} as padding, but this call has pad_idx={p.args[at]}: is "
+                            "the padding id written into your code? Use the pad_idx argument.")
         return None
     return find
-
-
-# ---------------------------------------------------------------- 8.1 smoothed_targets
 
 
 def _targets_probes(device: str | None) -> list[Probe]:
@@ -121,12 +109,6 @@ def _targets_probes(device: str | None) -> list[Probe]:
     return probes + [first, probe(NO_SMOOTHING), probe(ONE_POSITION)]
 
 
-def _targets_dtype(found: dict, name: str, what: str, args: tuple) -> str:
-    return (f"{name}(target of shape ({args[0].size(0)},), vocab_size={args[1]}, pad_idx={args[2]}, smoothing="
-            f"{args[3]}) returned torch.{found['dtype']} targets; build them in float32 (torch.full(..., "
-            "dtype=torch.float32)), the dtype of the model's log-probabilities, or the loss changes dtype too.")
-
-
 def _fitted_eps(found: dict, p: Probe) -> float | None:
     """The epsilon whose course targets ``found`` holds, if another than the probe's."""
     target, V, pad, eps = p.args
@@ -139,23 +121,21 @@ def _fitted_eps(found: dict, p: Probe) -> float | None:
     return None
 
 
-def _padding_column(found: dict, p: Probe) -> str | None:
-    target, V, pad, eps = p.args
-    column = found["values"][target != pad][:, pad]
-    if column.numel() and float(column.abs().max()) > 1e-6:
-        return (f"the padding token gets probability {float(column.abs().max()):.4f} in the rows of real labels: the "
-                f"target must never teach the model to output padding. Set q[:, pad_idx] = 0 (column {pad} here).")
-    return None
-
-
-def _padding_rows(found: dict, p: Probe) -> str | None:
-    target, V, pad, eps = p.args
-    rows = found["values"][target == pad]
-    if rows.numel() and float(rows.abs().max()) > 1e-6:
-        sums = ", ".join(f"{s:.4f}" for s in rows.sum(-1).tolist())
+def _padding(rows: bool) -> Callable:
+    """A ``find``: mass in the rows whose label is padding (``rows``), or on the padding column of the others."""
+    def find(found: dict, p: Probe) -> str | None:
+        target, V, pad, eps = p.args
+        got = found["values"][target == pad] if rows else found["values"][target != pad][:, pad]
+        if not got.numel() or float(got.abs().max()) <= 1e-6:
+            return None
+        if not rows:
+            return (f"the padding token gets probability {float(got.abs().max()):.4f} in the rows of real labels: "
+                    "the target must never teach the model to output padding. Set q[:, pad_idx] = 0 (column "
+                    f"{pad} here).")
+        sums = ", ".join(f"{s:.4f}" for s in got.sum(-1).tolist())
         return (f"the rows whose label is padding (rows {(target == pad).nonzero().flatten().tolist()}) must be all "
                 f"zeros, so that they add nothing to the loss; yours sum to {sums}. Last: q[target == pad_idx] = 0.")
-    return None
+    return find
 
 
 def _eps_v(message: Callable) -> Callable:
@@ -198,14 +178,17 @@ TARGETS_MISTAKES = (
             example=lambda target, V, pad, eps: smoothed_targets(target, V, pad, eps or 0.1),
             find=lambda found, p: (s := _fitted_eps(found, p)) is not None and _defaulted(
                 p.args[3], s, "targets are those") or None),
-    Mistake("", "mass on the padding column", find=_padding_column, example=_q(pad_column=False)),
-    Mistake("", "padding rows not zeroed", find=_padding_rows, example=_q(pad_rows=False)),
+    Mistake("", "mass on the padding column", find=_padding(False), example=_q(pad_column=False)),
+    Mistake("", "padding rows not zeroed", find=_padding(True), example=_q(pad_rows=False)),
 )
 
 TARGETS = Declaration(
     check="check_smoothed_targets", function="smoothed_targets", roles=("target", "vocab_size", "pad_idx", "smoothing"),
     reference=smoothed_targets, probes=_targets_probes, mistakes=TARGETS_MISTAKES,
-    returns=Tensor("the targets", like=None, dtype_message=_targets_dtype),
+    returns=Tensor("the targets", like=None, dtype_message=lambda found, name, what, args: (
+        f"{name}(target of shape ({args[0].size(0)},), vocab_size={args[1]}, pad_idx={args[2]}, smoothing={args[3]}) "
+        f"returned torch.{found['dtype']} targets; build them in float32 (torch.full(..., dtype=torch.float32)), the "
+        "dtype of the model's log-probabilities, or the loss changes dtype too.")),
     sizes_fix=_edge_hint("Read N from target.size(0) and use the vocab_size, pad_idx and smoothing arguments."),
     passed=("check_smoothed_targets passed: {name} gives 1 - eps to the reference, eps / (V - 2) to every other "
             "token but padding, 0 to padding and an empty row to a padding label, as annotated.label_smoothing "
@@ -216,19 +199,8 @@ TARGETS = Declaration(
 
 def check_smoothed_targets(smoothed_targets_fn: Callable) -> None:
     """Check ``smoothed_targets(target, vocab_size, pad_idx, smoothing) -> (N, vocab_size)`` against
-    ``annotated.label_smoothing.smoothed_targets``, on ``TARGET_SIZES``, a second call, smoothing = 0 and N = 1.
-
-    Diagnoses: an input changed in place, a result that is not a float32 cpu tensor, a wrong
-    shape (a single position squeezed away), no smoothing (one-hot), the reference given eps
-    instead of 1 - eps, Szegedy et al.'s (PyTorch's) uniform target, eps spread over V or V - 1
-    tokens, 1 - eps added to the fill instead of written, mass on the padding column, padding
-    rows not zeroed, a padding id, an epsilon or a size written into the code, smoothing = 0
-    replaced by a default, and a result kept in a buffer that the next call overwrites.
-    """
+    ``annotated.label_smoothing.smoothed_targets``."""
     check(TARGETS, smoothed_targets_fn)
-
-
-# ---------------------------------------------------------------- 8.2 label_smoothing_loss
 
 
 def course_loss(logits: torch.Tensor, target: torch.Tensor, pad_idx: int, smoothing: float) -> torch.Tensor:
@@ -452,22 +424,8 @@ LOSS = Declaration(
 
 def check_label_smoothing_loss(label_smoothing_loss: Callable) -> None:
     """Check ``label_smoothing_loss(logits, target, pad_idx, smoothing)``, the label-smoothed cross-entropy summed
-    over positions, against ``annotated.label_smoothing.LabelSmoothingLoss``, on ``LOSS_SIZES`` (ordinary logits with
-    their gradient, logits hundreds apart, far below zero), float64 logits about 1e5, smoothing = 0 and N = 1.
-
-    Diagnoses: an input changed in place, a result that is not a 0-d tensor of the logits'
-    dtype (a loss per position, q * log p itself), the mistakes of exercise 8.1 seen through
-    the loss, PyTorch's ``label_smoothing`` convention (with or without ``ignore_index``, with
-    eps or with eps V / (V - 2) without the correction), no smoothing, a mean instead of the
-    sum, KL instead of cross-entropy, the sign, log_softmax over the wrong dimension, no log,
-    raw logits, a padding id or epsilon written into the code, no gradient, log(softmax)
-    that underflows, a max shift applied only to large logits, float64 logits turned into a
-    float32 loss or computed in float32, and smoothing = 0 replaced by a default.
-    """
+    over positions, against ``annotated.label_smoothing.LabelSmoothingLoss``."""
     check(LOSS, label_smoothing_loss)
-
-
-# ---------------------------------------------------------------- 8.3 rate
 
 
 def _steps(warmup: int) -> list[int]:
@@ -614,19 +572,8 @@ RATE = Declaration(
 
 
 def check_rate(rate_fn: Callable) -> None:
-    """Check ``rate(step, d_model, warmup) -> float`` against ``annotated.schedule.rate`` (§5.3) at steps from 1 to
-    far past the peak, and at step 0, for the settings of ``RATE_SIZES``.
-
-    Diagnoses: a result that is not a finite Python number (a tensor named), the factor
-    d_model^-0.5 missing, or with the exponent 0.5 or -1, warmup^-0.5, ^-1 or ^1.5 in the
-    warm-up branch, max instead of min, only one of the two branches, step^0.5 in the decay,
-    steps counted one ahead or one behind, a d_model or warmup written into the code, and
-    step 0 dividing by zero or giving another rate than step 1.
-    """
+    """Check ``rate(step, d_model, warmup) -> float`` against ``annotated.schedule.rate`` (§5.3)."""
     check(RATE, rate_fn)
-
-
-# ---------------------------------------------------------------- 8.4 teacher_forcing_loss
 
 
 def _teacher_batch(sizes: dict, g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
@@ -843,18 +790,7 @@ TEACHER = Declaration(
 
 def check_teacher_forcing_loss(teacher_forcing_loss: Callable) -> None:
     """Check ``teacher_forcing_loss(model, src, tgt, pad_idx, loss_fn)``, the loss per target token of one batch,
-    against ``annotated.batching.Batch`` with the summed loss over its ``ntokens``, on the batches of
-    ``TEACHER_SIZES``, then with dropout ``TEACHER_DROPOUT`` in training and evaluation mode, and a float64 model.
-
-    Diagnoses: an input changed in place, a result that is not a scalar float tensor, labels
-    not shifted, nothing shifted, the decoder reading its labels, the shift the wrong way, no
-    look-ahead mask, no source mask, no masks, the sum or a division by the positions, the
-    sentences, the target's or the input's tokens, the mean of per-sentence means,
-    ``F.cross_entropy`` instead of the given loss, a padding id written into the code, a
-    loss without gradient, a batch of one sentence squeezed away, the model's mode changed
-    (model.eval() left behind, or model.train()), dropout turned off in training (model.eval()
-    inside, even if undone), and a float64 model's loss turned into float32.
-    """
+    against ``annotated.batching.Batch`` with the summed loss over its ``ntokens``."""
     check(TEACHER, teacher_forcing_loss)
 
 
