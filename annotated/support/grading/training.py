@@ -50,7 +50,11 @@ def _labels(sizes: dict, g: torch.Generator) -> torch.Tensor:
     return target
 
 
-def _defaulted(eps: float, used: float, what: str) -> str:
+def _other_eps(eps: float, used: float, what: str) -> str:
+    """The message of an epsilon written into the code, or (at smoothing = 0) of 0 turned into a default."""
+    if eps != 0:
+        return (f"your {what} of smoothing = {used:.4g}, but this call has smoothing = {eps}: is epsilon written "
+                "into your code? Use the smoothing argument.")
     return (f"at smoothing = {eps:g} your {what} of smoothing = {used:g}: is 0 turned into a default (`smoothing or "
             f"{used:g}`, or `if not smoothing:`)? 0 is a valid epsilon, no smoothing at all: test for a missing value "
             "with `is None`.")
@@ -109,15 +113,15 @@ def _targets_probes(device: str | None) -> list[Probe]:
     return probes + [first, probe(NO_SMOOTHING), probe(ONE_POSITION)]
 
 
-def _fitted_eps(found: dict, p: Probe) -> float | None:
-    """The epsilon whose course targets ``found`` holds, if another than the probe's."""
+def _fitted_eps(found: dict, p: Probe) -> str | None:
+    """A ``find``: ``found`` holds the course's targets of another epsilon than the probe's."""
     target, V, pad, eps = p.args
     real = (target != pad).nonzero()
     if found["values"] is None or len(real) == 0:
         return None
     s = 1 - float(found["values"][real[0, 0], target[real[0, 0]]])
     if abs(s - eps) > 1e-6 and 0 <= s < 1 and _equal(found["values"], smoothed_targets(target, V, pad, s)):
-        return float(f"{s:.4g}")
+        return _other_eps(eps, float(f"{s:.4g}"), "targets are those")
     return None
 
 
@@ -170,14 +174,9 @@ TARGETS_MISTAKES = (
     Mistake(_eps_v(lambda eps, V: f"the reference token gets 1 - eps + eps / (V - 2) = {1 - eps + eps / (V - 2):.4f}: "
                    "you added 1 - eps to the fill (+=, scatter_add_) instead of writing it (q.scatter_(...))."),
             "1 - eps added", like=_q(add=True)),
-    Mistake("", "epsilon written into the code", when=lambda p: p.args[3] != 0, example=_q(eps=0.1),
-            find=lambda found, p: (s := _fitted_eps(found, p)) is not None and (
-                f"your targets are those of smoothing = {s:.4g}, but this call has smoothing = {p.args[3]}: is "
-                "epsilon written into your code? Use the smoothing argument.") or None),
-    Mistake("", "smoothing = 0 replaced by a default", when=lambda p: p.args[3] == 0,
-            example=lambda target, V, pad, eps: smoothed_targets(target, V, pad, eps or 0.1),
-            find=lambda found, p: (s := _fitted_eps(found, p)) is not None and _defaulted(
-                p.args[3], s, "targets are those") or None),
+    Mistake("", "epsilon written into the code", when=lambda p: p.args[3] != 0, example=_q(eps=0.1), find=_fitted_eps),
+    Mistake("", "smoothing = 0 replaced by a default", when=lambda p: p.args[3] == 0, find=_fitted_eps,
+            example=lambda target, V, pad, eps: smoothed_targets(target, V, pad, eps or 0.1)),
     Mistake("", "mass on the padding column", find=_padding(False), example=_q(pad_column=False)),
     Mistake("", "padding rows not zeroed", find=_padding(True), example=_q(pad_rows=False)),
 )
@@ -300,11 +299,6 @@ _REDUCTIONS = [
 ]
 
 
-def _joined(*parts: Callable) -> Callable:
-    """One message of several parts, each (probe) -> words or ""."""
-    return lambda p: "; and ".join(m for m in (part(p) for part in parts) if m) + "."
-
-
 def _entropy_of_q(eps: float, V: int) -> float:
     """H(q) of a row of smoothed targets, in nats."""
     return -(1 - eps) * math.log(1 - eps) - (eps * math.log(eps / (V - 2)) if eps else 0.0)
@@ -323,15 +317,13 @@ def _loss_of(log_p: Callable, sign: float = 1.0) -> Callable:
     return label_smoothing_loss
 
 
-def _other_eps(found: dict, p: Probe) -> str | None:
-    """An epsilon written into the code (or 0 replaced by a default): the course's loss with another one."""
+def _loss_eps(found: dict, p: Probe) -> str | None:
+    """A ``find``: the course's loss with another (likely) epsilon than the probe's."""
     logits, target, pad, eps = p.args
     for other in (e for e in (0.1, 0.2, 0.25, 0.3, 0.05, 0.01) if not math.isclose(e, eps)):
         if found["values"] is not None and _equal(found["values"], course_loss(logits.double(), target, pad, other),
                                                   1e-4):
-            return _defaulted(eps, other, "loss is that") if eps == 0 else (
-                f"your loss is that of smoothing = {other}, but this call has smoothing = {eps}: is epsilon written "
-                "into your code? Use the smoothing argument.")
+            return _other_eps(eps, other, "loss is that")
     return None
 
 
@@ -366,10 +358,6 @@ def _terms(z, t, pad, eps):  # q * log p, position by position
     return -(smoothed_targets(t, z.size(-1), pad, eps, z.dtype) * z.log_softmax(-1))
 
 
-def _kind(kind: str) -> Callable:
-    return lambda p: p.tags["kind"] == kind
-
-
 LOSS_MISTAKES = (
     Mistake("You return one loss per position: sum them too (.sum() of everything).", "a loss per position",
             stage="shape", shape=lambda p: (p.args[0].size(0),), example=lambda *a: _terms(*a).sum(-1)),
@@ -377,8 +365,9 @@ LOSS_MISTAKES = (
             stage="shape", shape=lambda p: tuple(p.args[0].shape), example=_terms),
     Mistake("Return a 0-dimensional tensor (.sum() gives one), not a tensor of one element.", "a tensor of one element",
             stage="shape", shape=lambda p: (1,), example=lambda *a: course_loss(*a).reshape(1)),
-    *(Mistake(_joined(lambda p, m=targets_message: m(p.args[3], p.args[0].size(-1)), reduction_message),
-              f"{targets_name}, {reduction_name}", like=_wrong_q(q, divide))
+    *(Mistake(lambda p, m=targets_message, r=reduction_message: "; and ".join(
+        filter(None, (m(p.args[3], p.args[0].size(-1)), r(p)))) + ".", f"{targets_name}, {reduction_name}",
+              like=_wrong_q(q, divide))
       for targets_name, q, targets_message in _LOSS_TARGETS for reduction_name, divide, reduction_message in _REDUCTIONS
       if (targets_name, reduction_name) != ("the course's targets", "the sum")),
     Mistake(lambda p: ("this is the KL divergence KL(q || p) = H(q, p) - H(q): below the course's loss by H(q) = "
@@ -397,15 +386,15 @@ LOSS_MISTAKES = (
     Mistake("", "a padding id written into the code", example=lambda z, t, pad, eps: course_loss(z, t, 0, eps),
             find=_pad_written(lambda z, t, pad, eps: course_loss(z.double(), t, pad, eps), 2, "loss treats",
                               lambda p: [o for o in range(p.args[0].size(-1)) if o != p.args[2]])),
-    Mistake("", "epsilon written into the code", find=_other_eps,
+    Mistake("", "epsilon written into the code", find=_loss_eps,
             when=lambda p: p.args[3] != 0, example=lambda z, t, pad, eps: course_loss(z, t, pad, 0.1)),
-    Mistake("", "smoothing = 0 replaced by a default", find=_other_eps,
+    Mistake("", "smoothing = 0 replaced by a default", find=_loss_eps,
             when=lambda p: p.args[3] == 0, example=lambda z, t, pad, eps: course_loss(z, t, pad, eps or 0.1)),
-    Mistake("", "log(softmax) that underflows", find=_unstable, when=_kind("wide"),
+    Mistake("", "log(softmax) that underflows", find=_unstable, when=lambda p: p.tags["kind"] == "wide",
             example=_loss_of(lambda z: z.softmax(-1).log())),
-    Mistake("", "a max shift applied only to large logits", find=_unstable, when=_kind("low"),
+    Mistake("", "a max shift applied only to large logits", find=_unstable, when=lambda p: p.tags["kind"] == "low",
             example=_max_shift_when_large),
-    Mistake("", "float64 logits computed in float32", find=_unstable, when=_kind("float64"),
+    Mistake("", "float64 logits computed in float32", find=_unstable, when=lambda p: p.tags["kind"] == "float64",
             example=lambda z, t, pad, eps: course_loss(z.float(), t, pad, eps).to(z.dtype)),
 )
 
@@ -426,12 +415,6 @@ def check_label_smoothing_loss(label_smoothing_loss: Callable) -> None:
     """Check ``label_smoothing_loss(logits, target, pad_idx, smoothing)``, the label-smoothed cross-entropy summed
     over positions, against ``annotated.label_smoothing.LabelSmoothingLoss``."""
     check(LOSS, label_smoothing_loss)
-
-
-def _steps(warmup: int) -> list[int]:
-    """Steps from 1 on: the first updates, around the peak, and far into the decay."""
-    return sorted({1, 2, 3, warmup // 2, warmup - 1, warmup, warmup + 1, 2 * warmup, 4 * warmup, 10 * warmup,
-                   37 * warmup + 5})
 
 
 def _formulas(d: int, w: int) -> list:
@@ -471,15 +454,6 @@ def _curve(found: dict, p: Probe) -> list | None:
     got = found["value"]
     numbers_only = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in got)
     return got if "zero" not in p.tags and numbers_only else None
-
-
-def _formula_mistake(k: int) -> Mistake:
-    def find(found: dict, p: Probe) -> str | None:
-        got, (_, d, w) = _curve(found, p), p.args[0]
-        formula, _, message = _formulas(d, w)[k]
-        return message if got and all(_near(x, formula(s)) for x, (s, _, _) in zip(got, p.args)) else None
-    return Mistake("", _formulas(512, 4000)[k][1], find=find,
-                   example=lambda step, d_model, warmup: _formulas(d_model, warmup)[k][0](max(step, 1)))
 
 
 def _written_in(what: str) -> Callable:
@@ -536,11 +510,13 @@ def _not_rates(found: dict, name: str, what: str) -> str:
 
 
 def _rate_probes(device: str | None) -> list[Probe]:
+    """Per setting, steps from 1 on (the first updates, around the peak, far into the decay), then step 0."""
     probes = []
     for sizes in RATE_SIZES:
         d, w = sizes["d_model"], sizes["warmup"]
-        probes += [Probe(tuple((s, d, w) for s in _steps(w)), f"{{what}} of {{name}}(step, d_model={d}, warmup={w}) "
-                         f"at the steps {', '.join(map(str, _steps(w)))}", sizes=sizes, each=True),
+        steps = sorted({1, 2, 3, w // 2, w - 1, w, w + 1, 2 * w, 4 * w, 10 * w, 37 * w + 5})
+        probes += [Probe(tuple((s, d, w) for s in steps), f"{{what}} of {{name}}(step, d_model={d}, warmup={w}) "
+                         f"at the steps {', '.join(map(str, steps))}", sizes=sizes, each=True),
                    Probe(((0, d, w),), f"{{what}} of {{name}}(0, d_model={d}, warmup={w})", sizes=sizes, each=True,
                          tags=dict(zero=True), on_error=lambda err, name, d=d, w=w: (
                              f"{name}(0, d_model={d}, warmup={w}) raised {err['type']}: {err['message']}: at step 0 "
@@ -554,7 +530,9 @@ RATE = Declaration(
     returns=Value("the learning rates", kind="list", precision=(0.0, 1e-6), other=_not_rates),
     sizes_fix="Use the d_model and warmup arguments.",
     mistakes=(
-        *(_formula_mistake(k) for k in range(10)),
+        *(Mistake(lambda p, k=k: _formulas(*p.args[0][1:])[k][2], _formulas(512, 4000)[k][1],
+                  like=lambda step, d_model, warmup, k=k: _formulas(d_model, warmup)[k][0](max(step, 1)))
+          for k in range(10)),
         Mistake("", "d_model written in", find=_written_in("d_model"),
                 example=lambda step, d_model, warmup: rate(step, 512, warmup)),
         Mistake("", "warmup written in", find=_written_in("warmup"),
