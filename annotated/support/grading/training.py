@@ -555,8 +555,7 @@ def check_rate(rate_fn: Callable) -> None:
 
 
 def _teacher_batch(sizes: dict, g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    """src (batch, L_src) and tgt (batch, L_tgt) = <s> y_1 .. y_n </s>, right-padded; sentence 0 the longest on both
-    sides, every sentence length different."""
+    """src and tgt = <s> y_1 .. y_n </s>, right-padded, every sentence of another length, sentence 0 the longest."""
     batch, L_src, L_tgt, V, pad = (sizes[k] for k in ("batch", "L_src", "L_tgt", "vocab", "pad_idx"))
     bos, eos = (pad + 1) % V, (pad + 2) % V
     symbols = torch.tensor([t for t in range(V) if t not in (pad, bos, eos)])
@@ -586,12 +585,6 @@ def _teacher_model(sizes: dict, dropout: float = 0.0) -> EncoderDecoder:
     return model
 
 
-def _built(sizes: dict, dropout: float = 0.0, training: bool = True) -> EncoderDecoder:
-    """The check's model, made so that a probe sends it as data (its recipe and weights)."""
-    return recorder.build("annotated.support.grading.training._teacher_model", sizes={"vocab": sizes["vocab"]},
-                          dropout=dropout).train(training)
-
-
 def course_teacher_forcing_loss(model, src, tgt, pad_idx: int, loss_fn) -> torch.Tensor:
     """The course's loss per token of the batch: Batch, the model, the summed loss / ntokens."""
     b = Batch(src, tgt, pad_idx)
@@ -603,10 +596,13 @@ _TEACHER_HINTS = ((r"does not fit logits", "\nHint: the decoder reads tgt[:, :-1
 
 
 def _teacher_probes(device: str | None) -> list[Probe]:
-    """``TEACHER_SIZES`` on a model without dropout in training mode (gradients compared); then, on the first sizes,
-    that model in evaluation mode, a model with dropout in training mode (its loss must not be the loss without
-    dropout) and in evaluation mode, and a float64 model."""
+    """``TEACHER_SIZES`` in training mode (gradients compared); then, on the first sizes, evaluation mode, dropout in
+    training mode (its loss must not be the loss without dropout) and in evaluation mode, and a float64 model."""
     g = torch.Generator().manual_seed(2)
+
+    def _built(sizes: dict, dropout: float = 0.0, training: bool = True) -> EncoderDecoder:  # sent as data
+        return recorder.build("annotated.support.grading.training._teacher_model", sizes={"vocab": sizes["vocab"]},
+                              dropout=dropout).train(training)
 
     def probe(sizes: dict, model, setting: str = "", probe_sizes: dict | None = None, **options) -> Probe:
         src, tgt = _teacher_batch(sizes, g)
@@ -632,11 +628,8 @@ def _teacher_probes(device: str | None) -> list[Probe]:
                            {"_float64": True}, precision="float64")]
 
 
-def _teacher(shift: str = "right", tgt_mask: str = "target", src_mask: bool = True,
-             divide: str | None = "own") -> Callable:
-    """A teacher_forcing_loss that shifts, masks and divides as told: ``shift`` the decoder's input and labels,
-    ``tgt_mask`` its mask, ``divide`` the summed loss by the real tokens of its own labels, of tgt[:, 1:], the
-    positions, the sentences, the target's or the input's tokens, or ``None``."""
+def _teacher(shift: str = "right", tgt_mask: str = "target", src_mask: bool = True, divide: str | None = "own"):
+    """A teacher_forcing_loss that shifts the decoder's input and labels, masks and divides as told."""
     def teacher_forcing_loss(model, src, tgt, pad_idx, loss_fn):
         tgt_in, tgt_y = {"right": (tgt[:, :-1], tgt[:, 1:]), "none": (tgt[:, :-1], tgt[:, :-1]),
                          "reversed": (tgt[:, 1:], tgt[:, :-1]), "labels": (tgt[:, 1:], tgt[:, 1:]),
@@ -690,19 +683,6 @@ _DIVISORS = [
 ]
 
 
-def _mean_of_sentence_means(model, src, tgt, pad_idx, loss_fn):
-    return sum(course_teacher_forcing_loss(model, src[i: i + 1], tgt[i: i + 1], pad_idx, loss_fn)
-               for i in range(src.size(0))) / src.size(0)
-
-
-def _pytorch_loss(smoothing: float) -> Callable:
-    def teacher_forcing_loss(model, src, tgt, pad_idx, loss_fn):
-        b = Batch(src, tgt, pad_idx)
-        logits = model(b.src, b.tgt_in, b.src_mask, b.tgt_mask).flatten(0, 1)
-        return F.cross_entropy(logits, b.tgt_y.flatten(), ignore_index=pad_idx, label_smoothing=smoothing)
-    return teacher_forcing_loss
-
-
 def _dropout_off(found: dict, p: Probe) -> str | None:
     if found["values"] is None or not _equal(found["values"], torch.tensor(p.tags["without"]), 1e-4):
         return None
@@ -742,11 +722,14 @@ TEACHER_MISTAKES = (
       if (what or how) and not (divide == "ntokens" and natural == "ntokens")),
     Mistake("you averaged the sentences' losses per token: a token of a short sentence then weighs more than one of a "
             "long one. Sum the loss over every label token of the batch and divide once, by (tgt_y != pad_idx).sum().",
-            "the mean of sentence means", like=_mean_of_sentence_means),
+            "the mean of sentence means", like=lambda model, src, tgt, pad, loss_fn: sum(course_teacher_forcing_loss(
+                model, src[i: i + 1], tgt[i: i + 1], pad, loss_fn) for i in range(src.size(0))) / src.size(0)),
     *(Mistake(f"this is F.cross_entropy(logits, labels, ignore_index=pad_idx, label_smoothing={smoothing}), not the "
               "loss you were given: call loss_fn(logits, labels), the course's LabelSmoothingLoss, and divide its sum "
               "by the number of label tokens.", f"F.cross_entropy with label_smoothing={smoothing}",
-              like=_pytorch_loss(smoothing)) for smoothing in (0.0, 0.1)),
+              like=lambda model, src, tgt, pad, loss_fn, s=smoothing: course_teacher_forcing_loss(
+                  model, src, tgt, pad, lambda z, y: F.cross_entropy(z, y, ignore_index=pad, label_smoothing=s,
+                                                                     reduction="sum"))) for smoothing in (0.0, 0.1)),
     Mistake("", "a padding id written into the code", find=_pad_written(  # the course's special ids: likely ones
         course_teacher_forcing_loss, 3, "masks and token count treat",
         lambda p: [o for o in (0, 1, 2, 3) if o != p.args[3] and o < p.args[4].vocab_size]),
