@@ -83,66 +83,52 @@ def _linformer(scale: Callable | None = None, dim: int = -1, swap: bool = False,
     return linformer
 
 
-def _linformer_range(dtype: torch.dtype, sign: int, g: torch.Generator) -> tuple:
-    """Inputs (batch 2, n 8, k 3, d_v 5) whose scores all lie beyond what exp takes in ``dtype``, exact in any order
-    of the products: small integers, d_k = 4, E of three ones per row, a last feature that adds one large number."""
-    big = sign * (140 if dtype == torch.float32 else 600)  # scores = (small integer + 3 big) / 2
-    q = torch.cat([torch.randint(-2, 3, (2, 8, 3), generator=g), torch.full((2, 8, 1), big)], -1)
-    key = torch.cat([torch.randint(-2, 3, (2, 8, 3), generator=g), torch.ones(2, 8, 1, dtype=torch.long)], -1)
-    E = torch.zeros(3, 8, dtype=dtype)
-    for row in range(3):
-        E[row, torch.randperm(8, generator=g)[:3]] = 1.0
-    F_ = torch.randn(3, 8, generator=g, dtype=dtype)
-    return q.to(dtype), key.to(dtype), torch.randn(2, 8, 5, generator=g, dtype=dtype), E, F_
-
-
-def _linformer_probe(args: tuple, where: str = "", **options) -> Probe:
-    q, key, v, E = args[:4]
-    kind = "" if q.dtype == torch.float32 else f", {q.dtype}"
-    return Probe(args, f"{{what}} of {{name}}(query {tuple(q.shape)}, key {tuple(key.shape)}, value "
-                 f"{tuple(v.shape)}, E, F of {tuple(E.shape)}{kind}){where}", **options)
-
-
-_DTYPE_HINT = (r"expected (m1 and m2|both arguments|scalar type)|same dtype",
-               "\nHint: the inputs here are torch.float64: keep every step in the inputs' dtype (no .float(), no "
-               "dtype=torch.float32 in softmax or in a tensor you create).")
-
-
 def _linformer_probes(device: str | None) -> list[Probe]:
-    """``LINFORMER_SIZES``, scores far above and below 0, gradients (E and F are learned), a second call, and
-    E = F = I with k = n (attention itself)."""
+    """``LINFORMER_SIZES``; scores far above and below 0 (``tags["overflow"]``: what NaN or inf in the weights there
+    means); gradients (E and F are learned); a second call; and E = F = I with k = n (attention itself)."""
     g = torch.Generator().manual_seed(11)
+
+    def probe(args: tuple, where: str = "", **options) -> Probe:
+        q, key, v, E = args[:4]
+        kind = "" if q.dtype == torch.float32 else f", {q.dtype}"
+        return Probe(args, f"{{what}} of {{name}}(query {tuple(q.shape)}, key {tuple(key.shape)}, value "
+                     f"{tuple(v.shape)}, E, F of {tuple(E.shape)}{kind}){where}", **options)
 
     def args(batch, n, k, d_k, d_v, h=None):
         lead = (batch,) if h is None else (batch, h)
         shapes = ((*lead, n, d_k), (*lead, n, d_k), (*lead, n, d_v), (k, n), (k, n))
         return tuple(torch.randn(*shape, generator=g) for shape in shapes)
 
-    probes = [_linformer_probe(args(**sizes), sizes=sizes) for sizes in LINFORMER_SIZES]
-    for dtype in (torch.float32, torch.float64):
-        for sign, scores in ((1, "large"), (-1, "very negative")):
-            probes.append(_linformer_probe(_linformer_range(dtype, sign, g), f" with {scores} scores",
-                                           tags=dict(scores=scores), hints=(_DTYPE_HINT,) * (dtype == torch.float64)))
-    probes.append(_linformer_probe(args(**LINFORMER_SIZES[0]), " with inputs that require grad", grad=(0, 1, 2, 3, 4)))
-    first, second = _linformer_range(torch.float32, 1, g), _linformer_range(torch.float32, 1, g)
+    def far(dtype: torch.dtype, sign: int) -> tuple:
+        """Scores all beyond what exp takes in ``dtype``, exact in any order of the products: small integers,
+        d_k = 4, E of three ones per row, a last feature that adds one large number (batch 2, n 8, k 3, d_v 5)."""
+        big = sign * (140 if dtype == torch.float32 else 600)  # scores = (small integer + 3 big) / 2
+        q = torch.cat([torch.randint(-2, 3, (2, 8, 3), generator=g), torch.full((2, 8, 1), big)], -1)
+        key = torch.cat([torch.randint(-2, 3, (2, 8, 3), generator=g), torch.ones(2, 8, 1, dtype=torch.long)], -1)
+        E = torch.zeros(3, 8, dtype=dtype)
+        for row in range(3):
+            E[row, torch.randperm(8, generator=g)[:3]] = 1.0
+        F_ = torch.randn(3, 8, generator=g, dtype=dtype)
+        return q.to(dtype), key.to(dtype), torch.randn(2, 8, 5, generator=g, dtype=dtype), E, F_
+
+    probes = [probe(args(**sizes), sizes=sizes) for sizes in LINFORMER_SIZES]
+    fix = "Subtract each row's maximum before exp, for every input (softmax(dim=-1) does it)"
+    for dtype, limit in ((torch.float32, 88.7), (torch.float64, 709.8)):
+        hints = ((r"expected (m1 and m2|both arguments|scalar type)|same dtype", "\nHint: the inputs here are "
+                  "torch.float64: keep every step in the inputs' dtype (no .float(), no dtype=torch.float32 in "
+                  "softmax or in a tensor you create)."),) * (dtype == torch.float64)
+        probes += [probe(far(dtype, 1), " with large scores", hints=hints, tags=dict(overflow=(
+                       f"the scores are large here (every one above +{limit:.0f}), and your weights contain NaN or "
+                       f"inf: exp(s) overflows to inf in {dtype} above {limit}, and inf / inf is NaN. {fix}."))),
+                   probe(far(dtype, -1), " with very negative scores", hints=hints, tags=dict(overflow=(
+                       f"the scores are all very negative here (every one below -{limit:.0f}), and your weights "
+                       f"contain NaN or inf: exp(s) underflows to 0 in {dtype}, and 0 / 0 is NaN. {fix}, not only "
+                       "when the scores are large.")))]
+    probes.append(probe(args(**LINFORMER_SIZES[0]), " with inputs that require grad", grad=(0, 1, 2, 3, 4)))
+    first, second = far(torch.float32, 1), far(torch.float32, 1)
     q, eye = torch.randn(2, 6, 8, generator=g), torch.eye(6)
     return probes + [Probe(first, "{what}", again=second),
                      Probe((q, q, q, eye, eye), "{what} of {name} with k = n and E = F = I")]
-
-
-def _overflow(found: dict, p: Probe) -> str | None:
-    """NaN or inf in the weights where every score sits far above or far below 0."""
-    scores, got, dtype = p.tags.get("scores"), found["values"], p.args[0].dtype
-    if scores is None or got is None or got.isfinite().all():
-        return None
-    limit, fix = (88.7 if dtype == torch.float32 else 709.8), "Subtract each row's maximum before exp, for every input"
-    if scores == "large":
-        return (f"the scores are large here (every one above +{limit:.0f}), and your weights contain NaN or inf: "
-                f"exp(s) overflows to inf in {dtype} above {limit}, and inf / inf is NaN. {fix} (softmax(dim=-1) "
-                "does it).")
-    return (f"the scores are all very negative here (every one below -{limit:.0f}), and your weights contain NaN or "
-            f"inf: exp(s) underflows to 0 in {dtype}, and 0 / 0 is NaN. {fix} (softmax(dim=-1) does it), not only "
-            "when the scores are large.")
 
 
 def _exp_over_sum(q, k, v, E, F_):
@@ -164,7 +150,8 @@ LINFORMER = Declaration(
                     linformer_attention(q, k, v, E, F_)[0], (q @ k.transpose(-2, -1)).softmax(-1)),
                 find=lambda found, p: (" The weights are n x k: each query against the k projected keys."
                                        if found["shape"][-1] == p.args[3].size(1) else None)),
-        Mistake("", "a softmax without its max shift", item=1, find=_overflow, example=_exp_over_sum),
+        Mistake("", "a softmax without its max shift", item=1, example=_exp_over_sum, find=lambda found, p: p.tags.get(
+            "overflow") if found["values"] is not None and not found["values"].isfinite().all() else None),
         Mistake("E and F are swapped: E projects the keys, F the values.", "E and F swapped", items=(0,),
                 like=_linformer(swap=True)),
         Mistake("the scores are not divided by sqrt(d_k) (§3.2.1).", "no scaling", items=(0,),
@@ -202,7 +189,7 @@ def _rank(weights, energy, square=True, plus_one=True, strict=True):
 
 def _rank_probes(device: str | None) -> list[Probe]:
     """The identity, nearly uniform, uniform and random softmax matrices of each set of sizes (energy = 1.0 on
-    float64 matrices). ``tags["call"]``: the call, as messages name it."""
+    float64 matrices). ``tags``: the call, as messages name it, and what energy = 1.0 asks of the comparison."""
     g, probes = torch.Generator().manual_seed(12), []
     for sizes in RANK_SIZES + RANK_EDGES:
         batch, L, energy = sizes["batch"], sizes["L"], sizes["energy"]
@@ -215,22 +202,20 @@ def _rank_probes(device: str | None) -> list[Probe]:
         weights[-1] = uniform if batch > 1 else weights[-1]  # uniform: rank 1
         call = f"(weights {tuple(weights.shape)}{', float64' * (dtype == torch.float64)}, energy={energy})"
         hints = ((r"", "\nenergy = 1.0 (all of the energy) is a goal the exercise allows: any energy in (0, 1]."),)
+        rounding = (" The share kept by all the ranks is 1 only up to rounding (it can come out as "
+                    "0.9999999999999999): compare with energy - 1e-9, as the exercise says, so that energy = 1.0 is "
+                    "reached.")
         probes.append(Probe((weights, energy), "{what} of {name}" + call, sizes=sizes if sizes in RANK_SIZES else None,
-                            hints=hints * (energy == 1.0), tags=dict(call="rank_for_energy" + call)))
+                            hints=hints * (energy == 1.0),
+                            tags=dict(call="rank_for_energy" + call, rounding=rounding * (energy == 1.0))))
     return probes
-
-
-def _rounding(p: Probe) -> str:
-    return (" The share kept by all the ranks is 1 only up to rounding (it can come out as 0.9999999999999999): "
-            "compare with energy - 1e-9, as the exercise says, so that energy = 1.0 is reached."
-            if p.args[1] == 1.0 else "")
 
 
 def _out_of_range(found: dict, p: Probe) -> str | None:
     got, L = found["values"].long(), p.args[0].shape[-1]
     if bool((got > L).any()) or bool((got < 1).any()):
         return f"{p.tags['call']} gives ranks {got.tolist()}: a rank of an {L} x {L} matrix lies between 1 and {L}." \
-               + _rounding(p)
+               + p.tags["rounding"]
     return None
 
 
@@ -274,7 +259,7 @@ RANK = Declaration(
                 find=lambda found, p: (
                     f"{p.tags['call']} gives ranks {found['values'].tolist()}, the course's rank_for_energy "
                     f"{rank_for_energy(*p.args).tolist()}; the identity (matrix 0) needs ceil(energy * L) = "
-                    f"{math.ceil(p.args[1] * p.args[0].shape[-1] - 1e-9)}.{_rounding(p)}")),
+                    f"{math.ceil(p.args[1] * p.args[0].shape[-1] - 1e-9)}.{p.tags['rounding']}")),
     ),
     passed=lambda name: (
         f"check_rank_for_energy passed: {name} equals the course's rank_for_energy on {len(RANK_SIZES + RANK_EDGES)} "

@@ -304,11 +304,6 @@ def _entropy_of_q(eps: float, V: int) -> float:
     return -(1 - eps) * math.log(1 - eps) - (eps * math.log(eps / (V - 2)) if eps else 0.0)
 
 
-def _kl(logits, target, pad_idx, smoothing):
-    real = int((target != pad_idx).sum())
-    return course_loss(logits, target, pad_idx, smoothing) - real * _entropy_of_q(smoothing, logits.size(-1))
-
-
 def _loss_of(log_p: Callable, sign: float = 1.0) -> Callable:
     """-(q * log_p(logits)).sum() with a wrong log-probability (a known mistake)."""
     def label_smoothing_loss(logits, target, pad_idx, smoothing):
@@ -373,7 +368,9 @@ LOSS_MISTAKES = (
     Mistake(lambda p: ("this is the KL divergence KL(q || p) = H(q, p) - H(q): below the course's loss by H(q) = "
                        f"{_entropy_of_q(p.args[3], p.args[0].size(-1)):.4f} per real position. Same gradients, but the "
                        "course's loss is the cross-entropy H(q, p) = -(q * log_softmax(logits)).sum() (notebook 08, "
-                       "section 5); F.kl_div(log_p, q) is the KL."), "KL instead of cross-entropy", like=_kl),
+                       "section 5); F.kl_div(log_p, q) is the KL."), "KL instead of cross-entropy",
+            like=lambda z, t, pad, eps: course_loss(z, t, pad, eps) - int((t != pad).sum()) * _entropy_of_q(
+                eps, z.size(-1))),
     Mistake("the sign is flipped: the loss is -(q * log p).sum(), a positive number.", "the sign",
             like=_loss_of(lambda z: z.log_softmax(-1), -1.0)),
     Mistake("log_softmax over the positions (dim=0): each position's distribution is over the tokens, the last "
@@ -524,7 +521,6 @@ def _rate_probes(device: str | None) -> list[Probe]:
     return probes
 
 
-_RATE_SETTINGS = ", ".join(f"({s['d_model']}, {s['warmup']})" for s in RATE_SIZES)
 RATE = Declaration(
     check="check_rate", function="rate", roles=("step", "d_model", "warmup"), reference=rate, probes=_rate_probes,
     returns=Value("the learning rates", kind="list", precision=(0.0, 1e-6), other=_not_rates),
@@ -545,7 +541,7 @@ RATE = Declaration(
     passed=lambda name: (
         f"check_rate passed: {name} rises linearly to (d_model * warmup)^-0.5 at step = warmup "
         f"and decays as step^-0.5 after it, as annotated.schedule.rate does, for (d_model, warmup) "
-        f"= {_RATE_SETTINGS}, and treats step 0 as step 1."),
+        f"= {', '.join(f'({d}, {w})' for d, w in (s.values() for s in RATE_SIZES))}, and treats step 0 as step 1."),
 )
 
 
@@ -591,10 +587,6 @@ def course_teacher_forcing_loss(model, src, tgt, pad_idx: int, loss_fn) -> torch
     return loss_fn(model(b.src, b.tgt_in, b.src_mask, b.tgt_mask).flatten(0, 1), b.tgt_y.flatten()) / b.ntokens
 
 
-_TEACHER_HINTS = ((r"does not fit logits", "\nHint: the decoder reads tgt[:, :-1] and its labels are tgt[:, 1:]: both "
-                   "have L_tgt - 1 positions, so the logits and the labels fit."),)
-
-
 def _teacher_probes(device: str | None) -> list[Probe]:
     """``TEACHER_SIZES`` in training mode (gradients compared); then, on the first sizes, evaluation mode, dropout in
     training mode (its loss must not be the loss without dropout) and in evaluation mode, and a float64 model."""
@@ -611,7 +603,9 @@ def _teacher_probes(device: str | None) -> list[Probe]:
                                  smoothing=0.1)
         label = (f"{{what}} of {{name}}(model, src of shape {tuple(src.shape)}, tgt of shape {tuple(tgt.shape)}, "
                  f"pad_idx={pad}, loss_fn){setting}")
-        return Probe((model, src, tgt, pad, loss_fn), label, sizes=probe_sizes, hints=_TEACHER_HINTS, **options)
+        return Probe((model, src, tgt, pad, loss_fn), label, sizes=probe_sizes, **options, hints=((
+            r"does not fit logits", "\nHint: the decoder reads tgt[:, :-1] and its labels are tgt[:, 1:]: both have "
+            "L_tgt - 1 positions, so the logits and the labels fit."),))
 
     probes = [probe(sizes, _built(sizes), probe_sizes=sizes, grad=(0,)) for sizes in TEACHER_SIZES]
     sizes, drop = TEACHER_SIZES[0], f" on a model with dropout {TEACHER_DROPOUT}, in"
