@@ -550,20 +550,6 @@ def check_rate(rate_fn: Callable) -> None:
     check(RATE, rate_fn)
 
 
-def _teacher_batch(sizes: dict, g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    """src and tgt = <s> y_1 .. y_n </s>, right-padded, every sentence of another length, sentence 0 the longest."""
-    batch, L_src, L_tgt, V, pad = (sizes[k] for k in ("batch", "L_src", "L_tgt", "vocab", "pad_idx"))
-    bos, eos = (pad + 1) % V, (pad + 2) % V
-    symbols = torch.tensor([t for t in range(V) if t not in (pad, bos, eos)])
-    src, tgt = torch.full((batch, L_src), pad), torch.full((batch, L_tgt), pad)
-    for i in range(batch):
-        n_src, n_tgt = max(2, L_src - i), max(1, L_tgt - 2 - 2 * i)  # n_tgt: symbols between <s> and </s>
-        src[i, :n_src] = symbols[torch.randint(len(symbols), (n_src,), generator=g)]
-        middle = symbols[torch.randint(len(symbols), (n_tgt,), generator=g)]
-        tgt[i, : n_tgt + 2] = torch.cat([torch.tensor([bos]), middle, torch.tensor([eos])])
-    return src, tgt
-
-
 class _SmallModel(EncoderDecoder):
     """The check's model, named in one line where a message shows the arguments of a call."""
 
@@ -592,12 +578,25 @@ def _teacher_probes(device: str | None) -> list[Probe]:
     training mode (its loss must not be the loss without dropout) and in evaluation mode, and a float64 model."""
     g = torch.Generator().manual_seed(2)
 
-    def _built(sizes: dict, dropout: float = 0.0, training: bool = True) -> EncoderDecoder:  # sent as data
+    def sentences(sizes: dict) -> tuple[torch.Tensor, torch.Tensor]:
+        """src and tgt = <s> y_1 .. y_n </s>, right-padded, every sentence of another length, sentence 0 the longest."""
+        batch, L_src, L_tgt, V, pad = (sizes[k] for k in ("batch", "L_src", "L_tgt", "vocab", "pad_idx"))
+        bos, eos = (pad + 1) % V, (pad + 2) % V
+        symbols = torch.tensor([t for t in range(V) if t not in (pad, bos, eos)])
+        src, tgt = torch.full((batch, L_src), pad), torch.full((batch, L_tgt), pad)
+        for i in range(batch):
+            n_src, n_tgt = max(2, L_src - i), max(1, L_tgt - 2 - 2 * i)  # n_tgt: symbols between <s> and </s>
+            src[i, :n_src] = symbols[torch.randint(len(symbols), (n_src,), generator=g)]
+            middle = symbols[torch.randint(len(symbols), (n_tgt,), generator=g)]
+            tgt[i, : n_tgt + 2] = torch.cat([torch.tensor([bos]), middle, torch.tensor([eos])])
+        return src, tgt
+
+    def built(sizes: dict, dropout: float = 0.0, training: bool = True) -> EncoderDecoder:  # sent as data
         return recorder.build("annotated.support.grading.training._teacher_model", sizes={"vocab": sizes["vocab"]},
                               dropout=dropout).train(training)
 
     def probe(sizes: dict, model, setting: str = "", probe_sizes: dict | None = None, **options) -> Probe:
-        src, tgt = _teacher_batch(sizes, g)
+        src, tgt = sentences(sizes)
         V, pad = sizes["vocab"], sizes["pad_idx"]
         loss_fn = recorder.build("annotated.label_smoothing.LabelSmoothingLoss", vocab_size=V, pad_idx=pad,
                                  smoothing=0.1)
@@ -607,18 +606,18 @@ def _teacher_probes(device: str | None) -> list[Probe]:
             r"does not fit logits", "\nHint: the decoder reads tgt[:, :-1] and its labels are tgt[:, 1:]: both have "
             "L_tgt - 1 positions, so the logits and the labels fit."),))
 
-    probes = [probe(sizes, _built(sizes), probe_sizes=sizes, grad=(0,)) for sizes in TEACHER_SIZES]
+    probes = [probe(sizes, built(sizes), probe_sizes=sizes, grad=(0,)) for sizes in TEACHER_SIZES]
     sizes, drop = TEACHER_SIZES[0], f" on a model with dropout {TEACHER_DROPOUT}, in"
-    probes.append(probe(sizes, _built(sizes, training=False), " in evaluation mode"))
-    dropout = probe(sizes, _built(sizes, TEACHER_DROPOUT), f"{drop} training mode", tags=dict(dropout=True))
+    probes.append(probe(sizes, built(sizes, training=False), " in evaluation mode"))
+    dropout = probe(sizes, built(sizes, TEACHER_DROPOUT), f"{drop} training mode", tags=dict(dropout=True))
     with torch.no_grad():
         model, *rest = engine._clone(dropout.args)
         without = float(course_teacher_forcing_loss(model.eval(), *rest))
     dropout.tags["without"] = without
     dropout.accept = lambda values: bool(values[0].isfinite().all()) and not _equal(
         values[0], torch.tensor(without), 1e-4)  # dropout acts: any other finite loss
-    probes += [dropout, probe(sizes, _built(sizes, TEACHER_DROPOUT, training=False), f"{drop} evaluation mode")]
-    return probes + [probe(sizes, _built(sizes).double(), " with a float64 model (model.double())",
+    probes += [dropout, probe(sizes, built(sizes, TEACHER_DROPOUT, training=False), f"{drop} evaluation mode")]
+    return probes + [probe(sizes, built(sizes).double(), " with a float64 model (model.double())",
                            {"_float64": True}, precision="float64")]
 
 
