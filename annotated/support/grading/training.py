@@ -1,8 +1,6 @@
-"""Checks of notebook 08's exercises, as declarations (``engine``): label smoothing's targets and loss
-(``annotated.label_smoothing``), the warm-up schedule (``annotated.schedule.rate``) and the loss per token of a batch
-under teacher forcing (``annotated.batching.Batch``; its model and loss function travel as data, ``record.build``).
-The rate's known mistakes are told apart only by the whole curve (max instead of min is "no warm-up" before the peak
-and "linear forever" after it), so each setting's steps are one ``Probe.each`` probe, and step 0 another."""
+"""Checks of notebook 08's exercises (``engine``): label smoothing's targets and loss, the warm-up schedule and the
+loss per token of a batch under teacher forcing (its model and loss function travel as data, ``record.build``). A rate's
+mistakes show only on the whole curve, so each setting's steps are one ``Probe.each`` probe, and step 0 another."""
 
 import functools
 import math
@@ -32,8 +30,7 @@ TEACHER_SIZES = [dict(batch=3, L_src=7, L_tgt=6, vocab=13, pad_idx=0), dict(batc
 TEACHER_DROPOUT = 0.3  # the dropout of the model on which the check tries training and evaluation modes
 SIZE_SETS = {"check_smoothed_targets": TARGET_SIZES, "check_label_smoothing_loss": LOSS_SIZES, "check_rate": RATE_SIZES,
              "check_teacher_forcing_loss": TEACHER_SIZES}
-# The edge cases of label smoothing, after the sets: smoothing = 0 (valid, and `smoothing or 0.1` replaces it) and a
-# single position (which a .squeeze() drops).
+# Label smoothing's edge cases, after the sets: smoothing = 0 (`smoothing or 0.1` replaces it), one position (squeezed).
 NO_SMOOTHING = dict(N=7, vocab_size=10, pad_idx=2, smoothing=0.0)
 ONE_POSITION = dict(N=1, vocab_size=6, pad_idx=5, smoothing=0.15)
 
@@ -53,7 +50,11 @@ def _labels(sizes: dict, g: torch.Generator) -> torch.Tensor:
     return target
 
 
-def _defaulted(eps: float, used: float, what: str) -> str:
+def _other_eps(eps: float, used: float, what: str) -> str:
+    """The message of an epsilon written into the code, or (at smoothing = 0) of 0 turned into a default."""
+    if eps != 0:
+        return (f"your {what} of smoothing = {used:.4g}, but this call has smoothing = {eps}: is epsilon written "
+                "into your code? Use the smoothing argument.")
     return (f"at smoothing = {eps:g} your {what} of smoothing = {used:g}: is 0 turned into a default (`smoothing or "
             f"{used:g}`, or `if not smoothing:`)? 0 is a valid epsilon, no smoothing at all: test for a missing value "
             "with `is None`.")
@@ -61,21 +62,17 @@ def _defaulted(eps: float, used: float, what: str) -> str:
 
 def _edge_hint(how: str) -> Callable:
     """The hint of a failure no known mistake explains: the edge case it is on, else a size written in."""
-    def fix(passed: list, sizes: dict, message: str) -> str:
-        if sizes == ONE_POSITION:
-            return ("\nHint: this call has a single position (N = 1), which the sets of sizes before it did not try: "
-                    "does a .squeeze() drop the dimension of size 1? Squeeze only a dimension you added.")
-        if sizes == NO_SMOOTHING:
-            return "\nHint: this call has smoothing = 0, which the sets of sizes before it did not try."
-        return _hard_coded_hint(passed, sizes, message, how)
-    return fix
+    return lambda passed, sizes, message: (
+        "\nHint: this call has a single position (N = 1), which the sets of sizes before it did not try: does a "
+        ".squeeze() drop the dimension of size 1? Squeeze only a dimension you added." if sizes == ONE_POSITION else
+        "\nHint: this call has smoothing = 0, which the sets of sizes before it did not try." if sizes == NO_SMOOTHING
+        else _hard_coded_hint(passed, sizes, message, how))
 
 
-def _q(reference: Callable = lambda eps, V: 1 - eps, other: Callable = lambda eps, V: eps / (V - 2),
-       add: bool = False, pad_column: bool = True, pad_rows: bool = True, dtype: torch.dtype = torch.float32,
-       pad: int | None = None, eps: float | None = None) -> Callable:
-    """smoothed_targets as a mistake builds it: ``other`` everywhere, ``reference`` written (or added) at the label,
-    the padding column and rows zeroed or not, a padding id or an epsilon written in."""
+def _q(reference: Callable = lambda eps, V: 1 - eps, other: Callable = lambda eps, V: eps / (V - 2), add: bool = False,
+       pad_column: bool = True, pad_rows: bool = True, dtype: torch.dtype = torch.float32, pad: int | None = None,
+       eps: float | None = None) -> Callable:
+    """smoothed_targets as a mistake builds it: ``other`` everywhere, ``reference`` written (or added) at the label."""
     def smoothed_targets(target, vocab_size, pad_idx, smoothing):
         pad_idx, smoothing = (pad_idx if pad is None else pad), (smoothing if eps is None else eps)
         q = torch.full((target.size(0), vocab_size), other(smoothing, vocab_size), dtype=dtype)
@@ -90,21 +87,16 @@ def _q(reference: Callable = lambda eps, V: 1 - eps, other: Callable = lambda ep
 
 
 def _pad_written(fn: Callable, at: int, words: str, others: Callable) -> Callable:
-    """A ``find``: the learner's result is the course's ``fn`` with another padding id in argument ``at``, one of
-    ``others(probe)`` (a padding id written into the code)."""
+    """A ``find``: the learner's result is ``fn``'s with a padding id of ``others(probe)`` in argument ``at``."""
     def find(found: dict, p: Probe) -> str | None:
         for other in others(p):
             args = [*engine._clone(p.args[:at]), other, *engine._clone(p.args[at + 1:])]
             with torch.no_grad():
-                value = fn(*args)
-            if found["values"] is not None and _equal(found["values"], value, 1e-4):
-                return (f"your {words} token {other} as padding, but this call has pad_idx={p.args[at]}: is the "
-                        "padding id written into your code? Use the pad_idx argument.")
+                if found["values"] is not None and _equal(found["values"], fn(*args), 1e-4):
+                    return (f"your {words} token {other} as padding, but this call has pad_idx={p.args[at]}: is "
+                            "the padding id written into your code? Use the pad_idx argument.")
         return None
     return find
-
-
-# ---------------------------------------------------------------- 8.1 smoothed_targets
 
 
 def _targets_probes(device: str | None) -> list[Probe]:
@@ -121,41 +113,33 @@ def _targets_probes(device: str | None) -> list[Probe]:
     return probes + [first, probe(NO_SMOOTHING), probe(ONE_POSITION)]
 
 
-def _targets_dtype(found: dict, name: str, what: str, args: tuple) -> str:
-    return (f"{name}(target of shape ({args[0].size(0)},), vocab_size={args[1]}, pad_idx={args[2]}, smoothing="
-            f"{args[3]}) returned torch.{found['dtype']} targets; build them in float32 (torch.full(..., "
-            "dtype=torch.float32)), the dtype of the model's log-probabilities, or the loss changes dtype too.")
-
-
-def _fitted_eps(found: dict, p: Probe) -> float | None:
-    """The epsilon whose course targets ``found`` holds, if another than the probe's."""
+def _fitted_eps(found: dict, p: Probe) -> str | None:
+    """A ``find``: ``found`` holds the course's targets of another epsilon than the probe's."""
     target, V, pad, eps = p.args
     real = (target != pad).nonzero()
     if found["values"] is None or len(real) == 0:
         return None
     s = 1 - float(found["values"][real[0, 0], target[real[0, 0]]])
     if abs(s - eps) > 1e-6 and 0 <= s < 1 and _equal(found["values"], smoothed_targets(target, V, pad, s)):
-        return float(f"{s:.4g}")
+        return _other_eps(eps, float(f"{s:.4g}"), "targets are those")
     return None
 
 
-def _padding_column(found: dict, p: Probe) -> str | None:
-    target, V, pad, eps = p.args
-    column = found["values"][target != pad][:, pad]
-    if column.numel() and float(column.abs().max()) > 1e-6:
-        return (f"the padding token gets probability {float(column.abs().max()):.4f} in the rows of real labels: the "
-                f"target must never teach the model to output padding. Set q[:, pad_idx] = 0 (column {pad} here).")
-    return None
-
-
-def _padding_rows(found: dict, p: Probe) -> str | None:
-    target, V, pad, eps = p.args
-    rows = found["values"][target == pad]
-    if rows.numel() and float(rows.abs().max()) > 1e-6:
-        sums = ", ".join(f"{s:.4f}" for s in rows.sum(-1).tolist())
+def _padding(rows: bool) -> Callable:
+    """A ``find``: mass in the rows whose label is padding (``rows``), or on the padding column of the others."""
+    def find(found: dict, p: Probe) -> str | None:
+        target, V, pad, eps = p.args
+        got = found["values"][target == pad] if rows else found["values"][target != pad][:, pad]
+        if not got.numel() or float(got.abs().max()) <= 1e-6:
+            return None
+        if not rows:
+            return (f"the padding token gets probability {float(got.abs().max()):.4f} in the rows of real labels: "
+                    "the target must never teach the model to output padding. Set q[:, pad_idx] = 0 (column "
+                    f"{pad} here).")
+        sums = ", ".join(f"{s:.4f}" for s in got.sum(-1).tolist())
         return (f"the rows whose label is padding (rows {(target == pad).nonzero().flatten().tolist()}) must be all "
                 f"zeros, so that they add nothing to the loss; yours sum to {sums}. Last: q[target == pad_idx] = 0.")
-    return None
+    return find
 
 
 def _eps_v(message: Callable) -> Callable:
@@ -190,22 +174,20 @@ TARGETS_MISTAKES = (
     Mistake(_eps_v(lambda eps, V: f"the reference token gets 1 - eps + eps / (V - 2) = {1 - eps + eps / (V - 2):.4f}: "
                    "you added 1 - eps to the fill (+=, scatter_add_) instead of writing it (q.scatter_(...))."),
             "1 - eps added", like=_q(add=True)),
-    Mistake("", "epsilon written into the code", when=lambda p: p.args[3] != 0, example=_q(eps=0.1),
-            find=lambda found, p: (s := _fitted_eps(found, p)) is not None and (
-                f"your targets are those of smoothing = {s:.4g}, but this call has smoothing = {p.args[3]}: is "
-                "epsilon written into your code? Use the smoothing argument.") or None),
-    Mistake("", "smoothing = 0 replaced by a default", when=lambda p: p.args[3] == 0,
-            example=lambda target, V, pad, eps: smoothed_targets(target, V, pad, eps or 0.1),
-            find=lambda found, p: (s := _fitted_eps(found, p)) is not None and _defaulted(
-                p.args[3], s, "targets are those") or None),
-    Mistake("", "mass on the padding column", find=_padding_column, example=_q(pad_column=False)),
-    Mistake("", "padding rows not zeroed", find=_padding_rows, example=_q(pad_rows=False)),
+    Mistake("", "epsilon written into the code", when=lambda p: p.args[3] != 0, example=_q(eps=0.1), find=_fitted_eps),
+    Mistake("", "smoothing = 0 replaced by a default", when=lambda p: p.args[3] == 0, find=_fitted_eps,
+            example=lambda target, V, pad, eps: smoothed_targets(target, V, pad, eps or 0.1)),
+    Mistake("", "mass on the padding column", find=_padding(False), example=_q(pad_column=False)),
+    Mistake("", "padding rows not zeroed", find=_padding(True), example=_q(pad_rows=False)),
 )
 
 TARGETS = Declaration(
     check="check_smoothed_targets", function="smoothed_targets", roles=("target", "vocab_size", "pad_idx", "smoothing"),
     reference=smoothed_targets, probes=_targets_probes, mistakes=TARGETS_MISTAKES,
-    returns=Tensor("the targets", like=None, dtype_message=_targets_dtype),
+    returns=Tensor("the targets", like=None, dtype_message=lambda found, name, what, args: (
+        f"{name}(target of shape ({args[0].size(0)},), vocab_size={args[1]}, pad_idx={args[2]}, smoothing={args[3]}) "
+        f"returned torch.{found['dtype']} targets; build them in float32 (torch.full(..., dtype=torch.float32)), the "
+        "dtype of the model's log-probabilities, or the loss changes dtype too.")),
     sizes_fix=_edge_hint("Read N from target.size(0) and use the vocab_size, pad_idx and smoothing arguments."),
     passed=("check_smoothed_targets passed: {name} gives 1 - eps to the reference, eps / (V - 2) to every other "
             "token but padding, 0 to padding and an empty row to a padding label, as annotated.label_smoothing "
@@ -216,19 +198,8 @@ TARGETS = Declaration(
 
 def check_smoothed_targets(smoothed_targets_fn: Callable) -> None:
     """Check ``smoothed_targets(target, vocab_size, pad_idx, smoothing) -> (N, vocab_size)`` against
-    ``annotated.label_smoothing.smoothed_targets``, on ``TARGET_SIZES``, a second call, smoothing = 0 and N = 1.
-
-    Diagnoses: an input changed in place, a result that is not a float32 cpu tensor, a wrong
-    shape (a single position squeezed away), no smoothing (one-hot), the reference given eps
-    instead of 1 - eps, Szegedy et al.'s (PyTorch's) uniform target, eps spread over V or V - 1
-    tokens, 1 - eps added to the fill instead of written, mass on the padding column, padding
-    rows not zeroed, a padding id, an epsilon or a size written into the code, smoothing = 0
-    replaced by a default, and a result kept in a buffer that the next call overwrites.
-    """
+    ``annotated.label_smoothing.smoothed_targets``."""
     check(TARGETS, smoothed_targets_fn)
-
-
-# ---------------------------------------------------------------- 8.2 label_smoothing_loss
 
 
 def course_loss(logits: torch.Tensor, target: torch.Tensor, pad_idx: int, smoothing: float) -> torch.Tensor:
@@ -328,19 +299,9 @@ _REDUCTIONS = [
 ]
 
 
-def _joined(*parts: Callable) -> Callable:
-    """One message of several parts, each (probe) -> words or ""."""
-    return lambda p: "; and ".join(m for m in (part(p) for part in parts) if m) + "."
-
-
 def _entropy_of_q(eps: float, V: int) -> float:
     """H(q) of a row of smoothed targets, in nats."""
     return -(1 - eps) * math.log(1 - eps) - (eps * math.log(eps / (V - 2)) if eps else 0.0)
-
-
-def _kl(logits, target, pad_idx, smoothing):
-    real = int((target != pad_idx).sum())
-    return course_loss(logits, target, pad_idx, smoothing) - real * _entropy_of_q(smoothing, logits.size(-1))
 
 
 def _loss_of(log_p: Callable, sign: float = 1.0) -> Callable:
@@ -351,15 +312,13 @@ def _loss_of(log_p: Callable, sign: float = 1.0) -> Callable:
     return label_smoothing_loss
 
 
-def _other_eps(found: dict, p: Probe) -> str | None:
-    """An epsilon written into the code (or 0 replaced by a default): the course's loss with another one."""
+def _loss_eps(found: dict, p: Probe) -> str | None:
+    """A ``find``: the course's loss with another (likely) epsilon than the probe's."""
     logits, target, pad, eps = p.args
     for other in (e for e in (0.1, 0.2, 0.25, 0.3, 0.05, 0.01) if not math.isclose(e, eps)):
         if found["values"] is not None and _equal(found["values"], course_loss(logits.double(), target, pad, other),
                                                   1e-4):
-            return _defaulted(eps, other, "loss is that") if eps == 0 else (
-                f"your loss is that of smoothing = {other}, but this call has smoothing = {eps}: is epsilon written "
-                "into your code? Use the smoothing argument.")
+            return _other_eps(eps, other, "loss is that")
     return None
 
 
@@ -394,10 +353,6 @@ def _terms(z, t, pad, eps):  # q * log p, position by position
     return -(smoothed_targets(t, z.size(-1), pad, eps, z.dtype) * z.log_softmax(-1))
 
 
-def _kind(kind: str) -> Callable:
-    return lambda p: p.tags["kind"] == kind
-
-
 LOSS_MISTAKES = (
     Mistake("You return one loss per position: sum them too (.sum() of everything).", "a loss per position",
             stage="shape", shape=lambda p: (p.args[0].size(0),), example=lambda *a: _terms(*a).sum(-1)),
@@ -405,14 +360,17 @@ LOSS_MISTAKES = (
             stage="shape", shape=lambda p: tuple(p.args[0].shape), example=_terms),
     Mistake("Return a 0-dimensional tensor (.sum() gives one), not a tensor of one element.", "a tensor of one element",
             stage="shape", shape=lambda p: (1,), example=lambda *a: course_loss(*a).reshape(1)),
-    *(Mistake(_joined(lambda p, m=targets_message: m(p.args[3], p.args[0].size(-1)), reduction_message),
-              f"{targets_name}, {reduction_name}", like=_wrong_q(q, divide))
+    *(Mistake(lambda p, m=targets_message, r=reduction_message: "; and ".join(
+        filter(None, (m(p.args[3], p.args[0].size(-1)), r(p)))) + ".", f"{targets_name}, {reduction_name}",
+              like=_wrong_q(q, divide))
       for targets_name, q, targets_message in _LOSS_TARGETS for reduction_name, divide, reduction_message in _REDUCTIONS
       if (targets_name, reduction_name) != ("the course's targets", "the sum")),
     Mistake(lambda p: ("this is the KL divergence KL(q || p) = H(q, p) - H(q): below the course's loss by H(q) = "
                        f"{_entropy_of_q(p.args[3], p.args[0].size(-1)):.4f} per real position. Same gradients, but the "
                        "course's loss is the cross-entropy H(q, p) = -(q * log_softmax(logits)).sum() (notebook 08, "
-                       "section 5); F.kl_div(log_p, q) is the KL."), "KL instead of cross-entropy", like=_kl),
+                       "section 5); F.kl_div(log_p, q) is the KL."), "KL instead of cross-entropy",
+            like=lambda z, t, pad, eps: course_loss(z, t, pad, eps) - int((t != pad).sum()) * _entropy_of_q(
+                eps, z.size(-1))),
     Mistake("the sign is flipped: the loss is -(q * log p).sum(), a positive number.", "the sign",
             like=_loss_of(lambda z: z.log_softmax(-1), -1.0)),
     Mistake("log_softmax over the positions (dim=0): each position's distribution is over the tokens, the last "
@@ -425,15 +383,15 @@ LOSS_MISTAKES = (
     Mistake("", "a padding id written into the code", example=lambda z, t, pad, eps: course_loss(z, t, 0, eps),
             find=_pad_written(lambda z, t, pad, eps: course_loss(z.double(), t, pad, eps), 2, "loss treats",
                               lambda p: [o for o in range(p.args[0].size(-1)) if o != p.args[2]])),
-    Mistake("", "epsilon written into the code", find=_other_eps,
+    Mistake("", "epsilon written into the code", find=_loss_eps,
             when=lambda p: p.args[3] != 0, example=lambda z, t, pad, eps: course_loss(z, t, pad, 0.1)),
-    Mistake("", "smoothing = 0 replaced by a default", find=_other_eps,
+    Mistake("", "smoothing = 0 replaced by a default", find=_loss_eps,
             when=lambda p: p.args[3] == 0, example=lambda z, t, pad, eps: course_loss(z, t, pad, eps or 0.1)),
-    Mistake("", "log(softmax) that underflows", find=_unstable, when=_kind("wide"),
+    Mistake("", "log(softmax) that underflows", find=_unstable, when=lambda p: p.tags["kind"] == "wide",
             example=_loss_of(lambda z: z.softmax(-1).log())),
-    Mistake("", "a max shift applied only to large logits", find=_unstable, when=_kind("low"),
+    Mistake("", "a max shift applied only to large logits", find=_unstable, when=lambda p: p.tags["kind"] == "low",
             example=_max_shift_when_large),
-    Mistake("", "float64 logits computed in float32", find=_unstable, when=_kind("float64"),
+    Mistake("", "float64 logits computed in float32", find=_unstable, when=lambda p: p.tags["kind"] == "float64",
             example=lambda z, t, pad, eps: course_loss(z.float(), t, pad, eps).to(z.dtype)),
 )
 
@@ -452,28 +410,8 @@ LOSS = Declaration(
 
 def check_label_smoothing_loss(label_smoothing_loss: Callable) -> None:
     """Check ``label_smoothing_loss(logits, target, pad_idx, smoothing)``, the label-smoothed cross-entropy summed
-    over positions, against ``annotated.label_smoothing.LabelSmoothingLoss``, on ``LOSS_SIZES`` (ordinary logits with
-    their gradient, logits hundreds apart, far below zero), float64 logits about 1e5, smoothing = 0 and N = 1.
-
-    Diagnoses: an input changed in place, a result that is not a 0-d tensor of the logits'
-    dtype (a loss per position, q * log p itself), the mistakes of exercise 8.1 seen through
-    the loss, PyTorch's ``label_smoothing`` convention (with or without ``ignore_index``, with
-    eps or with eps V / (V - 2) without the correction), no smoothing, a mean instead of the
-    sum, KL instead of cross-entropy, the sign, log_softmax over the wrong dimension, no log,
-    raw logits, a padding id or epsilon written into the code, no gradient, log(softmax)
-    that underflows, a max shift applied only to large logits, float64 logits turned into a
-    float32 loss or computed in float32, and smoothing = 0 replaced by a default.
-    """
+    over positions, against ``annotated.label_smoothing.LabelSmoothingLoss``."""
     check(LOSS, label_smoothing_loss)
-
-
-# ---------------------------------------------------------------- 8.3 rate
-
-
-def _steps(warmup: int) -> list[int]:
-    """Steps from 1 on: the first updates, around the peak, and far into the decay."""
-    return sorted({1, 2, 3, warmup // 2, warmup - 1, warmup, warmup + 1, 2 * warmup, 4 * warmup, 10 * warmup,
-                   37 * warmup + 5})
 
 
 def _formulas(d: int, w: int) -> list:
@@ -513,15 +451,6 @@ def _curve(found: dict, p: Probe) -> list | None:
     got = found["value"]
     numbers_only = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in got)
     return got if "zero" not in p.tags and numbers_only else None
-
-
-def _formula_mistake(k: int) -> Mistake:
-    def find(found: dict, p: Probe) -> str | None:
-        got, (_, d, w) = _curve(found, p), p.args[0]
-        formula, _, message = _formulas(d, w)[k]
-        return message if got and all(_near(x, formula(s)) for x, (s, _, _) in zip(got, p.args)) else None
-    return Mistake("", _formulas(512, 4000)[k][1], find=find,
-                   example=lambda step, d_model, warmup: _formulas(d_model, warmup)[k][0](max(step, 1)))
 
 
 def _written_in(what: str) -> Callable:
@@ -578,11 +507,13 @@ def _not_rates(found: dict, name: str, what: str) -> str:
 
 
 def _rate_probes(device: str | None) -> list[Probe]:
+    """Per setting, steps from 1 on (the first updates, around the peak, far into the decay), then step 0."""
     probes = []
     for sizes in RATE_SIZES:
         d, w = sizes["d_model"], sizes["warmup"]
-        probes += [Probe(tuple((s, d, w) for s in _steps(w)), f"{{what}} of {{name}}(step, d_model={d}, warmup={w}) "
-                         f"at the steps {', '.join(map(str, _steps(w)))}", sizes=sizes, each=True),
+        steps = sorted({1, 2, 3, w // 2, w - 1, w, w + 1, 2 * w, 4 * w, 10 * w, 37 * w + 5})
+        probes += [Probe(tuple((s, d, w) for s in steps), f"{{what}} of {{name}}(step, d_model={d}, warmup={w}) "
+                         f"at the steps {', '.join(map(str, steps))}", sizes=sizes, each=True),
                    Probe(((0, d, w),), f"{{what}} of {{name}}(0, d_model={d}, warmup={w})", sizes=sizes, each=True,
                          tags=dict(zero=True), on_error=lambda err, name, d=d, w=w: (
                              f"{name}(0, d_model={d}, warmup={w}) raised {err['type']}: {err['message']}: at step 0 "
@@ -590,13 +521,14 @@ def _rate_probes(device: str | None) -> list[Probe]:
     return probes
 
 
-_RATE_SETTINGS = ", ".join(f"({s['d_model']}, {s['warmup']})" for s in RATE_SIZES)
 RATE = Declaration(
     check="check_rate", function="rate", roles=("step", "d_model", "warmup"), reference=rate, probes=_rate_probes,
     returns=Value("the learning rates", kind="list", precision=(0.0, 1e-6), other=_not_rates),
     sizes_fix="Use the d_model and warmup arguments.",
     mistakes=(
-        *(_formula_mistake(k) for k in range(10)),
+        *(Mistake(lambda p, k=k: _formulas(*p.args[0][1:])[k][2], _formulas(512, 4000)[k][1],
+                  like=lambda step, d_model, warmup, k=k: _formulas(d_model, warmup)[k][0](max(step, 1)))
+          for k in range(10)),
         Mistake("", "d_model written in", find=_written_in("d_model"),
                 example=lambda step, d_model, warmup: rate(step, 512, warmup)),
         Mistake("", "warmup written in", find=_written_in("warmup"),
@@ -609,39 +541,13 @@ RATE = Declaration(
     passed=lambda name: (
         f"check_rate passed: {name} rises linearly to (d_model * warmup)^-0.5 at step = warmup "
         f"and decays as step^-0.5 after it, as annotated.schedule.rate does, for (d_model, warmup) "
-        f"= {_RATE_SETTINGS}, and treats step 0 as step 1."),
+        f"= {', '.join(f'({d}, {w})' for d, w in (s.values() for s in RATE_SIZES))}, and treats step 0 as step 1."),
 )
 
 
 def check_rate(rate_fn: Callable) -> None:
-    """Check ``rate(step, d_model, warmup) -> float`` against ``annotated.schedule.rate`` (§5.3) at steps from 1 to
-    far past the peak, and at step 0, for the settings of ``RATE_SIZES``.
-
-    Diagnoses: a result that is not a finite Python number (a tensor named), the factor
-    d_model^-0.5 missing, or with the exponent 0.5 or -1, warmup^-0.5, ^-1 or ^1.5 in the
-    warm-up branch, max instead of min, only one of the two branches, step^0.5 in the decay,
-    steps counted one ahead or one behind, a d_model or warmup written into the code, and
-    step 0 dividing by zero or giving another rate than step 1.
-    """
+    """Check ``rate(step, d_model, warmup) -> float`` against ``annotated.schedule.rate`` (§5.3)."""
     check(RATE, rate_fn)
-
-
-# ---------------------------------------------------------------- 8.4 teacher_forcing_loss
-
-
-def _teacher_batch(sizes: dict, g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    """src (batch, L_src) and tgt (batch, L_tgt) = <s> y_1 .. y_n </s>, right-padded; sentence 0 the longest on both
-    sides, every sentence length different."""
-    batch, L_src, L_tgt, V, pad = (sizes[k] for k in ("batch", "L_src", "L_tgt", "vocab", "pad_idx"))
-    bos, eos = (pad + 1) % V, (pad + 2) % V
-    symbols = torch.tensor([t for t in range(V) if t not in (pad, bos, eos)])
-    src, tgt = torch.full((batch, L_src), pad), torch.full((batch, L_tgt), pad)
-    for i in range(batch):
-        n_src, n_tgt = max(2, L_src - i), max(1, L_tgt - 2 - 2 * i)  # n_tgt: symbols between <s> and </s>
-        src[i, :n_src] = symbols[torch.randint(len(symbols), (n_src,), generator=g)]
-        middle = symbols[torch.randint(len(symbols), (n_tgt,), generator=g)]
-        tgt[i, : n_tgt + 2] = torch.cat([torch.tensor([bos]), middle, torch.tensor([eos])])
-    return src, tgt
 
 
 class _SmallModel(EncoderDecoder):
@@ -661,57 +567,62 @@ def _teacher_model(sizes: dict, dropout: float = 0.0) -> EncoderDecoder:
     return model
 
 
-def _built(sizes: dict, dropout: float = 0.0, training: bool = True) -> EncoderDecoder:
-    """The check's model, made so that a probe sends it as data (its recipe and weights)."""
-    return recorder.build("annotated.support.grading.training._teacher_model", sizes={"vocab": sizes["vocab"]},
-                          dropout=dropout).train(training)
-
-
 def course_teacher_forcing_loss(model, src, tgt, pad_idx: int, loss_fn) -> torch.Tensor:
     """The course's loss per token of the batch: Batch, the model, the summed loss / ntokens."""
     b = Batch(src, tgt, pad_idx)
     return loss_fn(model(b.src, b.tgt_in, b.src_mask, b.tgt_mask).flatten(0, 1), b.tgt_y.flatten()) / b.ntokens
 
 
-_TEACHER_HINTS = ((r"does not fit logits", "\nHint: the decoder reads tgt[:, :-1] and its labels are tgt[:, 1:]: both "
-                   "have L_tgt - 1 positions, so the logits and the labels fit."),)
-
-
 def _teacher_probes(device: str | None) -> list[Probe]:
-    """``TEACHER_SIZES`` on a model without dropout in training mode (gradients compared); then, on the first sizes,
-    that model in evaluation mode, a model with dropout in training mode (its loss must not be the loss without
-    dropout) and in evaluation mode, and a float64 model."""
+    """``TEACHER_SIZES`` in training mode (gradients compared); then, on the first sizes, evaluation mode, dropout in
+    training mode (its loss must not be the loss without dropout) and in evaluation mode, and a float64 model."""
     g = torch.Generator().manual_seed(2)
 
+    def sentences(sizes: dict) -> tuple[torch.Tensor, torch.Tensor]:
+        """src and tgt = <s> y_1 .. y_n </s>, right-padded, every sentence of another length, sentence 0 the longest."""
+        batch, L_src, L_tgt, V, pad = (sizes[k] for k in ("batch", "L_src", "L_tgt", "vocab", "pad_idx"))
+        bos, eos = (pad + 1) % V, (pad + 2) % V
+        symbols = torch.tensor([t for t in range(V) if t not in (pad, bos, eos)])
+        src, tgt = torch.full((batch, L_src), pad), torch.full((batch, L_tgt), pad)
+        for i in range(batch):
+            n_src, n_tgt = max(2, L_src - i), max(1, L_tgt - 2 - 2 * i)  # n_tgt: symbols between <s> and </s>
+            src[i, :n_src] = symbols[torch.randint(len(symbols), (n_src,), generator=g)]
+            middle = symbols[torch.randint(len(symbols), (n_tgt,), generator=g)]
+            tgt[i, : n_tgt + 2] = torch.cat([torch.tensor([bos]), middle, torch.tensor([eos])])
+        return src, tgt
+
+    def built(sizes: dict, dropout: float = 0.0, training: bool = True) -> EncoderDecoder:  # sent as data
+        return recorder.build("annotated.support.grading.training._teacher_model", sizes={"vocab": sizes["vocab"]},
+                              dropout=dropout).train(training)
+
     def probe(sizes: dict, model, setting: str = "", probe_sizes: dict | None = None, **options) -> Probe:
-        src, tgt = _teacher_batch(sizes, g)
+        src, tgt = sentences(sizes)
         V, pad = sizes["vocab"], sizes["pad_idx"]
         loss_fn = recorder.build("annotated.label_smoothing.LabelSmoothingLoss", vocab_size=V, pad_idx=pad,
                                  smoothing=0.1)
         label = (f"{{what}} of {{name}}(model, src of shape {tuple(src.shape)}, tgt of shape {tuple(tgt.shape)}, "
                  f"pad_idx={pad}, loss_fn){setting}")
-        return Probe((model, src, tgt, pad, loss_fn), label, sizes=probe_sizes, hints=_TEACHER_HINTS, **options)
+        return Probe((model, src, tgt, pad, loss_fn), label, sizes=probe_sizes, **options, hints=((
+            r"does not fit logits", "\nHint: the decoder reads tgt[:, :-1] and its labels are tgt[:, 1:]: both have "
+            "L_tgt - 1 positions, so the logits and the labels fit."),))
 
-    probes = [probe(sizes, _built(sizes), probe_sizes=sizes, grad=(0,)) for sizes in TEACHER_SIZES]
+    probes = [probe(sizes, built(sizes), probe_sizes=sizes, grad=(0,)) for sizes in TEACHER_SIZES]
     sizes, drop = TEACHER_SIZES[0], f" on a model with dropout {TEACHER_DROPOUT}, in"
-    probes.append(probe(sizes, _built(sizes, training=False), " in evaluation mode"))
-    dropout = probe(sizes, _built(sizes, TEACHER_DROPOUT), f"{drop} training mode", tags=dict(dropout=True))
+    probes.append(probe(sizes, built(sizes, training=False), " in evaluation mode"))
+    dropout = probe(sizes, built(sizes, TEACHER_DROPOUT), f"{drop} training mode", tags=dict(dropout=True))
     with torch.no_grad():
         model, *rest = engine._clone(dropout.args)
         without = float(course_teacher_forcing_loss(model.eval(), *rest))
     dropout.tags["without"] = without
     dropout.accept = lambda values: bool(values[0].isfinite().all()) and not _equal(
         values[0], torch.tensor(without), 1e-4)  # dropout acts: any other finite loss
-    probes += [dropout, probe(sizes, _built(sizes, TEACHER_DROPOUT, training=False), f"{drop} evaluation mode")]
-    return probes + [probe(sizes, _built(sizes).double(), " with a float64 model (model.double())",
+    probes += [dropout, probe(sizes, built(sizes, TEACHER_DROPOUT, training=False), f"{drop} evaluation mode")]
+    return probes + [probe(sizes, built(sizes).double(), " with a float64 model (model.double())",
                            {"_float64": True}, precision="float64")]
 
 
-def _teacher(shift: str = "right", tgt_mask: str = "target", src_mask: bool = True,
-             divide: str | None = "own") -> Callable:
-    """A teacher_forcing_loss that shifts, masks and divides as told: ``shift`` the decoder's input and labels,
-    ``tgt_mask`` its mask, ``divide`` the summed loss by the real tokens of its own labels, of tgt[:, 1:], the
-    positions, the sentences, the target's or the input's tokens, or ``None``."""
+def _teacher(shift: str = "right", tgt_mask: str = "target", src_mask: bool = True, divide: str | None = "own"):
+    """A teacher_forcing_loss that shifts the decoder's input and labels, masks and divides as told."""
     def teacher_forcing_loss(model, src, tgt, pad_idx, loss_fn):
         tgt_in, tgt_y = {"right": (tgt[:, :-1], tgt[:, 1:]), "none": (tgt[:, :-1], tgt[:, :-1]),
                          "reversed": (tgt[:, 1:], tgt[:, :-1]), "labels": (tgt[:, 1:], tgt[:, 1:]),
@@ -765,19 +676,6 @@ _DIVISORS = [
 ]
 
 
-def _mean_of_sentence_means(model, src, tgt, pad_idx, loss_fn):
-    return sum(course_teacher_forcing_loss(model, src[i: i + 1], tgt[i: i + 1], pad_idx, loss_fn)
-               for i in range(src.size(0))) / src.size(0)
-
-
-def _pytorch_loss(smoothing: float) -> Callable:
-    def teacher_forcing_loss(model, src, tgt, pad_idx, loss_fn):
-        b = Batch(src, tgt, pad_idx)
-        logits = model(b.src, b.tgt_in, b.src_mask, b.tgt_mask).flatten(0, 1)
-        return F.cross_entropy(logits, b.tgt_y.flatten(), ignore_index=pad_idx, label_smoothing=smoothing)
-    return teacher_forcing_loss
-
-
 def _dropout_off(found: dict, p: Probe) -> str | None:
     if found["values"] is None or not _equal(found["values"], torch.tensor(p.tags["without"]), 1e-4):
         return None
@@ -817,11 +715,14 @@ TEACHER_MISTAKES = (
       if (what or how) and not (divide == "ntokens" and natural == "ntokens")),
     Mistake("you averaged the sentences' losses per token: a token of a short sentence then weighs more than one of a "
             "long one. Sum the loss over every label token of the batch and divide once, by (tgt_y != pad_idx).sum().",
-            "the mean of sentence means", like=_mean_of_sentence_means),
+            "the mean of sentence means", like=lambda model, src, tgt, pad, loss_fn: sum(course_teacher_forcing_loss(
+                model, src[i: i + 1], tgt[i: i + 1], pad, loss_fn) for i in range(src.size(0))) / src.size(0)),
     *(Mistake(f"this is F.cross_entropy(logits, labels, ignore_index=pad_idx, label_smoothing={smoothing}), not the "
               "loss you were given: call loss_fn(logits, labels), the course's LabelSmoothingLoss, and divide its sum "
               "by the number of label tokens.", f"F.cross_entropy with label_smoothing={smoothing}",
-              like=_pytorch_loss(smoothing)) for smoothing in (0.0, 0.1)),
+              like=lambda model, src, tgt, pad, loss_fn, s=smoothing: course_teacher_forcing_loss(
+                  model, src, tgt, pad, lambda z, y: F.cross_entropy(z, y, ignore_index=pad, label_smoothing=s,
+                                                                     reduction="sum"))) for smoothing in (0.0, 0.1)),
     Mistake("", "a padding id written into the code", find=_pad_written(  # the course's special ids: likely ones
         course_teacher_forcing_loss, 3, "masks and token count treat",
         lambda p: [o for o in (0, 1, 2, 3) if o != p.args[3] and o < p.args[4].vocab_size]),
@@ -843,18 +744,7 @@ TEACHER = Declaration(
 
 def check_teacher_forcing_loss(teacher_forcing_loss: Callable) -> None:
     """Check ``teacher_forcing_loss(model, src, tgt, pad_idx, loss_fn)``, the loss per target token of one batch,
-    against ``annotated.batching.Batch`` with the summed loss over its ``ntokens``, on the batches of
-    ``TEACHER_SIZES``, then with dropout ``TEACHER_DROPOUT`` in training and evaluation mode, and a float64 model.
-
-    Diagnoses: an input changed in place, a result that is not a scalar float tensor, labels
-    not shifted, nothing shifted, the decoder reading its labels, the shift the wrong way, no
-    look-ahead mask, no source mask, no masks, the sum or a division by the positions, the
-    sentences, the target's or the input's tokens, the mean of per-sentence means,
-    ``F.cross_entropy`` instead of the given loss, a padding id written into the code, a
-    loss without gradient, a batch of one sentence squeezed away, the model's mode changed
-    (model.eval() left behind, or model.train()), dropout turned off in training (model.eval()
-    inside, even if undone), and a float64 model's loss turned into float32.
-    """
+    against ``annotated.batching.Batch`` with the summed loss over its ``ntokens``."""
     check(TEACHER, teacher_forcing_loss)
 
 
