@@ -68,7 +68,11 @@ BAND = Declaration(
 
 
 def check_block_band_mask(block_band_mask_fn: Callable) -> None:
-    """Check ``block_band_mask(n, b)``: (n, n) bool, True where key j's block is query i's or the one before."""
+    """Check ``block_band_mask(n, b)``: (n, n) bool, True where key j's block is query i's or the one before.
+
+    Diagnoses: not a bool tensor, the wrong shape, its own block only, the block after, blocks on both sides, the causal
+    mask, a window of positions instead of blocks, blocks of b + 1, sizes written into the code or a table made for a
+    largest length, a result that a second call overwrites (a global buffer)."""
     check(BAND, block_band_mask_fn)
 
 
@@ -177,7 +181,13 @@ LINFORMER = Declaration(
 
 def check_linformer_attention(linformer_attention_fn: Callable) -> None:
     """Check ``linformer_attention(query, key, value, E, F)``: softmax(Q (EK)^T / sqrt(d_k)) (FV) and its (..., n, k)
-    weights."""
+    weights.
+
+    Diagnoses: not a pair, wrong shapes, a batch of one squeezed away, E and F swapped, no scaling, scaling by sqrt(k),
+    the softmax over the queries, the values projected with E, weights not returned, dimensions counted from the front
+    (heads in front), a softmax without the max shift (large scores) or with it only when scores are large (very
+    negative scores), a result of another dtype (float64 inputs), gradients cut (@torch.no_grad(), .detach()), a result
+    that a second call overwrites, sizes written into the code."""
     check(LINFORMER, linformer_attention_fn)
 
 
@@ -270,7 +280,12 @@ RANK = Declaration(
 
 def check_rank_for_energy(rank_for_energy_fn: Callable) -> None:
     """Check ``rank_for_energy(weights, energy)``: per matrix, the smallest rank keeping ``energy`` of the squared
-    singular values."""
+    singular values.
+
+    Diagnoses: not a tensor, one rank for all, a batch of one squeezed away, floats, singular values not squared, off by
+    one, <= for <, the full rank whatever the energy, a rank beyond 1 .. L (energy = 1.0 compared without the slack),
+    shares in float32 or with a slack above 1e-9 (a nearly uniform matrix), energy = 1.0 refused, sizes written into the
+    code."""
     check(RANK, rank_for_energy_fn)
 
 

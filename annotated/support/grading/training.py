@@ -198,7 +198,13 @@ TARGETS = Declaration(
 
 def check_smoothed_targets(smoothed_targets_fn: Callable) -> None:
     """Check ``smoothed_targets(target, vocab_size, pad_idx, smoothing) -> (N, vocab_size)`` against
-    ``annotated.label_smoothing.smoothed_targets``."""
+    ``annotated.label_smoothing.smoothed_targets``.
+
+    Diagnoses: an input changed in place, a result that is not a float32 cpu tensor, a wrong shape (a single position
+    squeezed away), no smoothing (one-hot), the reference given eps instead of 1 - eps, Szegedy et al.'s (PyTorch's)
+    uniform target, eps spread over V or V - 1 tokens, 1 - eps added to the fill instead of written, mass on the padding
+    column, padding rows not zeroed, a padding id, an epsilon or a size written into the code, smoothing = 0 replaced by
+    a default, and a result kept in a buffer that the next call overwrites."""
     check(TARGETS, smoothed_targets_fn)
 
 
@@ -410,7 +416,15 @@ LOSS = Declaration(
 
 def check_label_smoothing_loss(label_smoothing_loss: Callable) -> None:
     """Check ``label_smoothing_loss(logits, target, pad_idx, smoothing)``, the label-smoothed cross-entropy summed
-    over positions, against ``annotated.label_smoothing.LabelSmoothingLoss``."""
+    over positions, against ``annotated.label_smoothing.LabelSmoothingLoss``.
+
+    Diagnoses: an input changed in place, a result that is not a 0-d tensor of the logits' dtype (a loss per position, q
+    * log p itself), the mistakes of exercise 8.1 seen through the loss, PyTorch's ``label_smoothing`` convention (with
+    or without ``ignore_index``, with eps or with eps V / (V - 2) without the correction), no smoothing, a mean instead
+    of the sum, KL instead of cross-entropy, the sign, log_softmax over the wrong dimension, no log, raw logits, a
+    padding id or epsilon written into the code, no gradient, log(softmax) that underflows, a max shift applied only to
+    large logits, float64 logits turned into a float32 loss or computed in float32, and smoothing = 0 replaced by a
+    default."""
     check(LOSS, label_smoothing_loss)
 
 
@@ -546,7 +560,12 @@ RATE = Declaration(
 
 
 def check_rate(rate_fn: Callable) -> None:
-    """Check ``rate(step, d_model, warmup) -> float`` against ``annotated.schedule.rate`` (§5.3)."""
+    """Check ``rate(step, d_model, warmup) -> float`` against ``annotated.schedule.rate`` (§5.3).
+
+    Diagnoses: a result that is not a finite Python number (a tensor named), the factor d_model^-0.5 missing, or with
+    the exponent 0.5 or -1, warmup^-0.5, ^-1 or ^1.5 in the warm-up branch, max instead of min, only one of the two
+    branches, step^0.5 in the decay, steps counted one ahead or one behind, a d_model or warmup written into the code,
+    and step 0 dividing by zero or giving another rate than step 1."""
     check(RATE, rate_fn)
 
 
@@ -744,7 +763,14 @@ TEACHER = Declaration(
 
 def check_teacher_forcing_loss(teacher_forcing_loss: Callable) -> None:
     """Check ``teacher_forcing_loss(model, src, tgt, pad_idx, loss_fn)``, the loss per target token of one batch,
-    against ``annotated.batching.Batch`` with the summed loss over its ``ntokens``."""
+    against ``annotated.batching.Batch`` with the summed loss over its ``ntokens``.
+
+    Diagnoses: an input changed in place, a result that is not a scalar float tensor, labels not shifted, nothing
+    shifted, the decoder reading its labels, the shift the wrong way, no look-ahead mask, no source mask, no masks, the
+    sum or a division by the positions, the sentences, the target's or the input's tokens, the mean of per-sentence
+    means, ``F.cross_entropy`` instead of the given loss, a padding id written into the code, a loss without gradient, a
+    batch of one sentence squeezed away, the model's mode changed (model.eval() left behind, or model.train()), dropout
+    turned off in training (model.eval() inside, even if undone), and a float64 model's loss turned into float32."""
     check(TEACHER, teacher_forcing_loss)
 
 
