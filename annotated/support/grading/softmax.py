@@ -54,15 +54,12 @@ def _probe(probes: list, args: tuple, call: str, sizes=None, tags=(), **options)
 
 
 # ---------------------------------------------------------------- exercise 1.1: stable_softmax
-
-
 def _stable_probes(device: str | None) -> list[Probe]:
     g, probes = torch.Generator().manual_seed(0), []
 
     def probe(x, dim, what="", sizes=None, tags=(), **options):
         shape = f"x of shape {tuple(x.shape)}" if x.dtype == torch.float32 else f"x of dtype {str(x.dtype)[6:]}"
         _probe(probes, (x, dim), f"{shape}{what}, dim={dim}", sizes, tags, **options)
-
     for sizes in SOFTMAX_SIZES:
         x = torch.randn(sizes["batch"], sizes["rows"], sizes["n"], generator=g) * 3
         for dim in (-1, 1, 0):  # the last, a middle and the first dimension
@@ -87,19 +84,15 @@ def _stable_probes(device: str | None) -> list[Probe]:
 
 
 def _elsewhere(kind: str) -> Callable:
-    """A find: the softmax along the last dimension whatever dim asks ("last"), or the softmax, the sum or the max
-    along another dimension than dim ("softmax", "sum", "max")."""
+    """A find: the softmax, the sum or the max along another dimension than dim ("softmax", "sum", "max")."""
     def find(found: dict, p: Probe) -> str | None:
         (x, dim), got, n = p.args, found["values"], p.args[0].dim()
         if got is None or kind == "sum" and not got.isfinite().all():
             return None
         for o in range(n):
             there, asked = (f"dimension {d % n}" + (" (the last)" if d % n == n - 1 else "") for d in (o, dim))
-            if o == dim % n or kind in ("last", "softmax") and (o == n - 1) != (kind == "last"):
+            if o == dim % n or kind == "softmax" and o == n - 1:
                 continue
-            if kind == "last" and _equal(got, torch.softmax(x, dim=o)):
-                return (f"asked for the softmax along dim={dim}, your function took it along the last dimension: "
-                        "does it ignore its dim argument (a -1 written into the code)? Use dim in the max and the sum.")
             if kind == "softmax" and _equal(got, torch.softmax(x, dim=o)):
                 return (p.tags.get("prefix", "") + f"your softmax runs along {there}, but dim={dim} asks for "
                         f"{asked}: take the max and the sum along dim.")
@@ -131,7 +124,9 @@ STABLE_MISTAKES = (
             "along dim, take torch.exp, divide by its sum along dim.", "the library's softmax called",
             stage="source", source=r"(?i)(?<![\w.])(?:\w+\s*\.\s*)*(?:log_?)?softmax(?=\s*\()",
             example=lambda x, dim=-1: torch.softmax(x, dim)),
-    Mistake("", "the dim argument ignored", find=_elsewhere("last"), example=lambda x, dim=-1: _by_hand(x, -1)),
+    Mistake(lambda p: (f"asked for the softmax along dim={p.args[1]}, your function took it along the last "
+                       "dimension: does it ignore its dim argument (a -1 written into the code)? Use dim in the max "
+                       "and the sum."), "the dim argument ignored", like=lambda x, dim=-1: _by_hand(x, -1)),
     Mistake("", "the softmax along another dimension", find=_elsewhere("softmax"),
             example=lambda x, dim=-1: _by_hand(x, 0)),
     Mistake("", "the sum of the whole tensor", find=_found(None, lambda got, p: (
@@ -185,8 +180,6 @@ def check_stable_softmax(stable_softmax: Callable) -> None:
 
 
 # ---------------------------------------------------------------- exercise 1.2: temperature
-
-
 _RAISE = "raise ValueError(f\"temperature must be positive, got {temperature}\")."
 
 
@@ -196,7 +189,6 @@ def _temperature_probes(device: str | None) -> list[Probe]:
     def probe(x, temperature, what=None, sizes=None, tags=(), **options):
         what = what or (f"x of shape {tuple(x.shape)}" if x.dtype == torch.float32 else "x of dtype float64")
         _probe(probes, (x, temperature), f"{what}, temperature={temperature}", sizes, dict(tags, what=what), **options)
-
     for sizes in TEMPERATURE_SIZES:
         x = torch.randn(sizes["rows"], sizes["n"], generator=g) * 2
         for temperature in (2.0, 0.5):  # above and below 1
@@ -282,20 +274,18 @@ def check_softmax_with_temperature(softmax_with_temperature: Callable) -> None:
 
 
 # ---------------------------------------------------------------- exercise 1.3: score_variances
-
-
 def sampler(kind: str, seed: int) -> Callable:
     """``sample(*shape)`` (or ``sample(shape)``): components of mean 0 and variance 1 of the ``kind``, seeded;
     the shapes it was called with in ``sample.calls``. Made by ``record.build``, so that it travels as data."""
     g = torch.Generator().manual_seed(seed)
+    draw = {"Gaussian": lambda s: torch.randn(*s, generator=g),
+            "uniform": lambda s: (torch.rand(*s, generator=g) * 2 - 1) * math.sqrt(3),
+            "+-1": lambda s: torch.randint(0, 2, s, generator=g).float() * 2 - 1}[kind]
 
     def sample(*shape) -> torch.Tensor:
-        if len(shape) == 1 and isinstance(shape[0], (tuple, list, torch.Size)):
-            shape = tuple(shape[0])  # sample((n, d)) as well as sample(n, d)
-        sample.calls.append(tuple(int(n) for n in shape))
-        return {"Gaussian": lambda: torch.randn(*shape, generator=g),
-                "uniform": lambda: (torch.rand(*shape, generator=g) * 2 - 1) * math.sqrt(3),
-                "+-1": lambda: torch.randint(0, 2, tuple(shape), generator=g).float() * 2 - 1}[kind]()
+        shape = tuple(shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list, torch.Size)) else shape)
+        sample.calls.append(tuple(int(n) for n in shape))  # sample((n, d)) as well as sample(n, d)
+        return draw(shape)
 
     sample.calls = []
     return sample
