@@ -40,6 +40,8 @@ _TRANSPOSED = "Your weights are transposed: one row per query, one column per ke
 _ZERO = "The course gives such a query zero weights: after the softmax, weights.masked_fill(~mask, 0.0)."
 _PICK = ("index = (query @ key.transpose(-2, -1)).argmax(dim=-1), then that row of value (torch.gather(value, -2, "
          "index.unsqueeze(-1).expand(*index.shape, d_v)), or F.one_hot(index, L_k).to(value.dtype) @ value).")
+_INDEX_HINT = ("\nHint: value[index] indexes the first dimension of value, the batch, not the keys. Pick along "
+               "dimension -2: torch.gather or F.one_hot, as in " + _PICK)
 _WHERE = {"cpu": ("the inputs are on {device}: build every tensor where the inputs are, with no .cuda() or "
                   ".to(...), and device=x.device (an input's) for a tensor you create.")}
 _PAIR = Items((Tensor("the output", label="the output weights @ value", precision="float32", device_text=_WHERE),
@@ -74,10 +76,23 @@ def _scores(q, k, scale=None, fill=float("-inf"), mask=None):
     return scores if mask is None else scores.masked_fill(~mask, fill)
 
 
-def _pair(weights, v, mask=None):
-    """(weights @ value, weights), the masked weights (and a query that sees nothing) set to 0."""
-    weights = weights if mask is None else weights.masked_fill(~mask, 0.0)
-    return weights @ v, weights
+def _unshifted(scores):  # a softmax without the maximum subtracted
+    return scores.exp() / scores.exp().sum(-1, keepdim=True)
+
+
+def _attention(fill=float("-inf"), scale=None, normalize=lambda s: s.softmax(-1), after=None, output=None):
+    """The course's attention with one thing changed (a known mistake's answer): the masked scores' ``fill``, the
+    ``scale`` (sqrt(d_k)), ``normalize`` (scores -> weights), ``after`` (weights, mask -> the weights, the scores
+    left unmasked) or ``output`` (value -> the rows of the output)."""
+    def attention(q, k, v, mask=None):
+        weights = normalize(_scores(q, k, scale, fill, mask if after is None else None))
+        if mask is not None and (after or fill == float("-inf")):  # the course gives a blind query zero weights
+            weights = after(weights, mask) if after else weights.masked_fill(~mask, 0.0)
+        return (weights @ v if output is None else output(v).expand(q.size(0), -1)), weights
+    return attention
+
+
+_SHIFT_WHEN_LARGE = _attention(normalize=lambda s: _unshifted(s - s.amax(-1, keepdim=True) if s.max() > 80 else s))
 
 
 def _key_T(q, k, v, mask=None):  # the scores with key.T: the exception it raises
@@ -152,8 +167,6 @@ def _low_scores(lead: tuple, L_q: int, L_k: int, g: torch.Generator):
 
 
 # ---------------------------------------------------------------- exercise 2.1: attention
-
-
 def _padding_mask(lead: tuple, L_k: int) -> torch.Tensor:
     """(batch, 1, L_k), or (batch, 1, 1, L_k) with heads: sequence b has L_k - 1 - b keys (at least 1)."""
     lengths = torch.tensor([max(1, L_k - 1 - b) for b in range(lead[0])])
@@ -166,7 +179,6 @@ def _attention_probes(device: str | None) -> list[Probe]:
     def probe(args, label, sizes=None, tags=(), **options):
         probes.append(Probe(tuple(args), "{what}" + label, sizes=sizes, hints=((_MATMUL_ERROR, _TRANSPOSE_HINT),),
                             tags=dict(tags), **options))
-
     for sizes in ATTENTION_SIZES:
         lead, L_q, L_k, d_k, d_v = sizes.values()
         q, k = torch.randn(*lead, L_q, d_k, generator=g), torch.randn(*lead, L_k, d_k, generator=g)
@@ -250,62 +262,45 @@ def _low(weights: torch.Tensor, p: Probe) -> str | None:
     return None
 
 
-def _shift_when_large(q, k, v, mask=None):
-    scores = _scores(q, k, mask=mask)
-    scores = scores - scores.amax(-1, keepdim=True) if scores.max() > 80 else scores
-    return _pair(scores.exp() / scores.exp().sum(-1, keepdim=True), v, mask)
-
-
-def _with_mask(fill=float("-inf"), scale=None, dim=-1, after=None) -> Callable:
-    """The course's attention with one thing changed (a known mistake's answer)."""
-    def attention(q, k, v, mask=None):
-        weights = _scores(q, k, scale, fill, mask if after is None else None).softmax(dim)
-        if after is not None and mask is not None:
-            weights = after(weights, mask)
-        return _pair(weights, v, mask if after is None and fill == float("-inf") else None)
-    return attention
-
-
 ATTENTION_MISTAKES = (
     Mistake(_TRANSPOSED, "the weights transposed", stage="shape", item=1,
             shape=lambda p: (*p.args[0].shape[:-2], p.args[1].size(-2), p.args[0].size(-2)),
-            example=lambda q, k, v, mask=None: (lambda o, w: (o, w.transpose(-2, -1)))(*_with_mask()(q, k, v, mask))),
+            example=lambda q, k, v, mask=None: (lambda o, w: (o, w.transpose(-2, -1)))(*_attention()(q, k, v, mask))),
     Mistake(_KEY_T, "key.T", stage="error", like=_key_T, when=lambda p: p.args[1].dim() == 3),
-    Mistake("", "a wrong scaling", item=1, find=_found("plain", _scale_mistake), example=_with_mask(scale=1.0)),
+    Mistake("", "a wrong scaling", item=1, find=_found("plain", _scale_mistake), example=_attention(scale=1.0)),
     Mistake("softmax over the wrong dimension: each column of your weights sums to 1 (over the queries), but each "
             "query's row must: use softmax(dim=-1).", "the softmax over the queries", items=(1,),
-            like=_with_mask(dim=-2)),
+            like=_attention(normalize=lambda s: s.softmax(-2))),
     Mistake("", "the mask inverted", item=1, find=_masked(lambda w, full, what, p: (
         "your mask is inverted: keys where the mask is True got zero weight. True means 'may attend': "
         "scores.masked_fill(~mask, float('-inf'))." if (w[~full] != 0).any()
         and _equal(w[full], torch.zeros_like(w[full])) else None)),
-            example=lambda q, k, v, mask=None: _with_mask()(q, k, v, None if mask is None else ~mask)),
+            example=lambda q, k, v, mask=None: _attention()(q, k, v, None if mask is None else ~mask)),
     Mistake(lambda p: (f"the mask was ignored: with {p.tags['masked']} your weights are the same as without one. "
                        "Fill the scores where the mask is False with float('-inf') before the softmax."),
             "the mask ignored", items=(1,), when=lambda p: p.tags.get("masked"),
-            like=lambda q, k, v, mask=None: _with_mask()(q, k, v)),
+            like=lambda q, k, v, mask=None: _attention()(q, k, v)),
     Mistake("", "renormalized after the softmax", item=1, when=lambda p: p.tags.get("big"),
-            find=_masked(_renormalized), example=_with_mask(
+            find=_masked(_renormalized), example=_attention(
                 after=lambda w, mask: (lambda w: w / w.sum(-1, keepdim=True))(w.masked_fill(~mask, 0.0)))),
-    Mistake("", "NaN with a mask", item=1, example=_with_mask(fill=float("nan")), find=_masked(
+    Mistake("", "NaN with a mask", item=1, example=_attention(fill=float("nan")), find=_masked(
         lambda w, full, what, p: None if not w.isnan().any() else (
             f"with {what} your weights contain NaN although every query may attend to some key; fill the masked "
             "scores with float('-inf') (not the weights), before the softmax."))),
     Mistake("the mask was applied after the softmax: the rows no longer sum to 1. Mask the scores with "
             "float('-inf') before the softmax.", "the mask applied after the softmax", items=(1,),
-            when=lambda p: p.tags.get("masked"), like=_with_mask(after=lambda w, mask: w * mask)),
-    Mistake("", "masked keys weighted", item=1, example=_with_mask(fill=-5.0), find=_masked(
+            when=lambda p: p.tags.get("masked"), like=_attention(after=lambda w, mask: w * mask)),
+    Mistake("", "masked keys weighted", item=1, example=_attention(fill=-5.0), find=_masked(
         lambda w, full, what, p: (
             f"with {what}, keys where the mask is False still get weight (up to {w[~full].abs().max():.4f}); "
             "fill their scores with float('-inf') before the softmax so they get exactly 0."
             if w[~full].isfinite().all() and (w[~full].abs() > 1e-6).any() else None))),
-    Mistake("", "a fully masked query", item=1, find=_found("blind", _blind), example=_with_mask(fill=-1e9)),
+    Mistake("", "a fully masked query", item=1, find=_found("blind", _blind), example=_attention(fill=-1e9)),
     Mistake("", "no max subtracted", item=1, find=_found("overflow", lambda w, p: None if w.isfinite().all() else
                                                         f"NaN or inf when a scaled score reaches 300: {_NO_SHIFT}"),
-            example=lambda q, k, v, mask=None: _pair(*(lambda e: (e / e.sum(-1, keepdim=True), v))(
-                _scores(q, k, mask=mask).exp()), mask)),
+            example=_attention(normalize=_unshifted)),
     Mistake("", "a shift only when large, or a finite fill", item=1, find=_found("low", _low),
-            example=_shift_when_large),
+            example=_SHIFT_WHEN_LARGE),
 )
 
 ATTENTION = Declaration(
@@ -328,8 +323,6 @@ def check_attention(attention: Callable) -> None:
 
 
 # ---------------------------------------------------------------- exercise 2.2: attention_loops
-
-
 def _loops_probes(device: str | None) -> list[Probe]:
     probes = []
     for sizes in LOOP_SIZES:
@@ -359,12 +352,6 @@ def _not_normalized(weights: torch.Tensor, p: Probe) -> str | None:
     return None
 
 
-def _by_loops(normalize: Callable = lambda s: s.softmax(-1), output: Callable | None = None) -> Callable:
-    """The attention of one sequence with one thing changed (a known mistake's answer)."""
-    return lambda q, k, v: (lambda w: (w @ v if output is None else output(v).expand(q.size(0), -1), w))(
-        normalize(_scores(q, k)))
-
-
 LOOPS_MISTAKES = (
     Mistake(lambda p: (f"That is {(p.args[0].size(0), p.args[1].size(1))}, (L_q, d_k): you averaged the keys. The "
                        "output averages the values, shape (L_q, d_v)."), "the keys averaged", stage="shape",
@@ -376,20 +363,20 @@ LOOPS_MISTAKES = (
             example=lambda q, k, v: (lambda o, w: (o, w.T))(*scaled_dot_product_attention(q, k, v))),
     Mistake("each column of your weights sums to 1: you normalized each key's scores over the queries. The softmax "
             "runs over the keys of one query.", "normalized over the queries", items=(1,),
-            like=_by_loops(lambda s: s.softmax(0))),
+            like=_attention(normalize=lambda s: s.softmax(0))),
     Mistake("", "not normalized", item=1, find=_found("plain", _not_normalized),
-            example=_by_loops(lambda s: (s - s.amax(-1, keepdim=True)).exp())),
+            example=_attention(normalize=lambda s: (s - s.amax(-1, keepdim=True)).exp())),
     Mistake("", "a wrong scaling", item=1, find=_found("plain", _scale_mistake),
-            example=lambda q, k, v: _pair((q @ k.T / q.size(-1)).softmax(-1), v)),
+            example=lambda q, k, v: _attention(scale=q.size(-1))(q, k, v)),
 ) + tuple(Mistake(f"every row of your output is the plain {how} of the values: weight them, output[i] = sum over j "
                   "of weights[i, j] * value[j].", f"the values {done}", items=(0,),
-                  like=_by_loops(output=lambda v, how=how: getattr(v, how)(0)))
+                  like=_attention(output=lambda v, how=how: getattr(v, how)(0)))
           for how, done in (("sum", "summed"), ("mean", "averaged"))) + (
-    Mistake("", "no max subtracted", item=1, example=_by_loops(lambda s: s.exp() / s.exp().sum(-1, keepdim=True)),
+    Mistake("", "no max subtracted", item=1, example=_attention(normalize=_unshifted),
             find=_found("overflow", lambda w, p: None if w.isfinite().all() else (
                 "NaN or inf when a scaled score reaches 300: exp(300) overflows float32. For query i, subtract "
                 "the largest of its scores before the exponential, exp(s_ij - max_j s_ij)."))),
-    Mistake("", "a shift only when large", item=1, example=lambda q, k, v: _shift_when_large(q, k, v),
+    Mistake("", "a shift only when large", item=1, example=_SHIFT_WHEN_LARGE,
             find=_found("low", lambda w, p: f"NaN or weights that vanish when every scaled score is about -3e4: "
                         f"{_UNDERFLOW}" if w.isnan().any() or (w.sum(-1) < 0.5).any() else None)),
 )
@@ -414,11 +401,6 @@ def check_attention_loops(attention_loops: Callable) -> None:
 
 
 # ---------------------------------------------------------------- exercise 2.3: hard_lookup
-
-_INDEX_HINT = ("\nHint: value[index] indexes the first dimension of value, the batch, not the keys. Pick along "
-               "dimension -2: torch.gather or F.one_hot, as in " + _PICK)
-
-
 def _best(q, k):
     return (q @ k.transpose(-2, -1)).argmax(-1)
 
