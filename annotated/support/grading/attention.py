@@ -222,12 +222,8 @@ def _attention_probes(device: str | None) -> list[Probe]:
 
 def _masked(test: Callable) -> Callable:
     """A ``find``: test(weights, the mask expanded, what it is, probe) for a mask every query can see through."""
-    def find(found: dict, p: Probe) -> str | None:
-        if found["values"] is None or not p.tags.get("masked"):
-            return None
-        q, k, v, mask = p.args
-        return test(found["values"], mask.expand(*q.shape[:-1], k.size(-2)), p.tags["masked"], p)
-    return find
+    return _found("masked", lambda w, p: test(w, p.args[3].expand(*p.args[0].shape[:-1], p.args[1].size(-2)),
+                                              p.tags["masked"], p))
 
 
 def _renormalized(weights, full, what, p):
