@@ -313,8 +313,7 @@ ATTENTION = Declaration(
 
 
 def check_attention(attention: Callable) -> None:
-    """Check ``attention(query, key, value, mask=None) -> (output, weights)`` on ``ATTENTION_SIZES`` (the last
-    4-D) without and with masks, and on edge inputs (scores up to 300 and about -3e4, float64, gradients).
+    """Check ``attention(query, key, value, mask=None) -> (output, weights)`` on ``ATTENTION_SIZES``.
 
     Diagnoses: an input changed in place, a result of another kind (not a pair of real floating tensors of the
     inputs' dtype and device), wrong shapes, softmax over the wrong dimension, a missing or wrong 1/sqrt(d_k)
@@ -324,8 +323,7 @@ def check_attention(attention: Callable) -> None:
     softmax written without the max shift (overflow) or with it only when the scores are large (0/0 far below zero),
     a masked fill of -1e4 that low scores go below, a float32 result or float32 steps for float64 inputs, a result
     written into a tensor kept between calls, and gradients cut (@torch.no_grad(), .detach()) or broken by an
-    in-place change the backward pass needs.
-    """
+    in-place change the backward pass needs."""
     check(ATTENTION, attention, OTHER_DEVICE)
 
 
@@ -402,16 +400,14 @@ LOOPS = Declaration(
 
 
 def check_attention_loops(attention_loops: Callable) -> None:
-    """Check ``attention_loops(query, key, value) -> (output, weights)`` for one sequence (L, d) against the
-    vectorized attention on ``LOOP_SIZES`` and on edge inputs (one query, float64, scores up to 300 and -3e4).
+    """Check ``attention_loops(query, key, value) -> (output, weights)`` on ``LOOP_SIZES``.
 
     Diagnoses: an input changed in place, a result of another kind or shape (the weights transposed, the keys
     averaged instead of the values), weights normalized over the queries or not at all, a missing or wrong
     1/sqrt(d_k), the values summed or averaged without the weights, overflow on large scores, a shift only when the
     scores are large (0/0 far below zero), ``key.T`` on more than two dimensions, a .squeeze() that drops a single
     query, a float32 result for float64 inputs (torch.zeros without dtype=, Python floats), a result written into a
-    tensor kept between calls, and sizes written into the code (a loop over a fixed range).
-    """
+    tensor kept between calls, and sizes written into the code (a loop over a fixed range)."""
     check(LOOPS, attention_loops)
 
 
@@ -559,8 +555,7 @@ HARD = Declaration(
 
 
 def check_hard_lookup(hard_lookup: Callable) -> None:
-    """Check ``hard_lookup(query, key, value)``: for every query, the value of the key of highest score q.k, on
-    ``ATTENTION_SIZES`` with a near tie a softmax shares, and on edge inputs (an exact tie, one query, float64).
+    """Check ``hard_lookup(query, key, value)``, the best key's value, on ``ATTENTION_SIZES``.
 
     Diagnoses: an input changed in place, a result of another kind, dtype, device or shape (keys returned, a gather
     without the index expanded, the argmax over the queries, ``value[index]`` indexing the batch), the soft average
@@ -568,8 +563,7 @@ def check_hard_lookup(hard_lookup: Callable) -> None:
     highest cosine similarity, ``key.T``, code that only works for 3-dimensional inputs, the sum of the tied values
     (a one-hot from ``scores == max``), a .squeeze() that drops a batch of one, a float32 result for float64 inputs
     (a one-hot's .float(), torch.zeros without dtype=), a result written into a tensor kept between calls, and sizes
-    written into the code.
-    """
+    written into the code."""
     check(HARD, hard_lookup, OTHER_DEVICE)
 
 

@@ -174,8 +174,7 @@ STABLE = Declaration(
 
 
 def check_stable_softmax(stable_softmax: Callable) -> None:
-    """Check ``stable_softmax(x, dim=-1)``, built from exp, max and sum, against torch.softmax on
-    ``SOFTMAX_SIZES`` and on edge inputs (scores about +-1000, rows of very different scale, 4-D, 1-D, float64).
+    """Check ``stable_softmax(x, dim=-1)`` against torch.softmax, on ``SOFTMAX_SIZES`` and edge scores.
 
     Diagnoses: a call of the library's softmax, an input changed in place, a result of another kind, dtype, device
     or shape, a max or sum without keepdim (the broadcasting error) and ``x.max(dim)`` used as a tensor, the dim
@@ -185,8 +184,7 @@ def check_stable_softmax(stable_softmax: Callable) -> None:
     shift below the row's maximum (mean, minimum: overflow in a wide row), a shift only when the scores are large
     (0/0 for scores far below zero), a .squeeze() that drops a batch of one, code for 3-D scores only, a float32
     result or float32 steps for float64 scores (.float(), torch.zeros without dtype=), a result written into a
-    tensor kept between calls, and sizes written into the code.
-    """
+    tensor kept between calls, and sizes written into the code."""
     check(STABLE, stable_softmax, OTHER_DEVICE)
 
 
@@ -279,8 +277,7 @@ TEMPERATURE = Declaration(
 
 
 def check_softmax_with_temperature(softmax_with_temperature: Callable) -> None:
-    """Check ``softmax_with_temperature(x, temperature)``, softmax(x / temperature) along the last dimension, on
-    ``TEMPERATURE_SIZES`` and on edge inputs; a temperature of 0 or below must raise ValueError.
+    """Check ``softmax_with_temperature(x, temperature)``, softmax(x / temperature), on ``TEMPERATURE_SIZES``.
 
     Diagnoses: an input changed in place, a result of another kind, dtype, device or shape, a temperature without
     effect (subtracted, or applied to the exponentials), the weights divided by the temperature after the softmax,
@@ -288,8 +285,7 @@ def check_softmax_with_temperature(softmax_with_temperature: Callable) -> None:
     divided scores are large, a temperature of 0 or below accepted or refused with another error, a softmax along
     another dimension than the last for 3-D scores, a shift only when the scores are large (0/0 far below zero), a
     .squeeze() that drops a batch of one, a float32 result or float32 steps for float64 scores, a result written
-    into a tensor kept between calls, and sizes written into the code.
-    """
+    into a tensor kept between calls, and sizes written into the code."""
     check(TEMPERATURE, softmax_with_temperature, OTHER_DEVICE)
 
 
@@ -426,16 +422,14 @@ VARIANCES = Declaration(
 
 
 def check_score_variances(score_variances: Callable) -> None:
-    """Check ``score_variances(d_k, n_pairs, sample)``, tensor([Var(q.k), Var(q.k / sqrt(d_k))]) of q and k drawn
-    with ``sample(n_pairs, d_k)``, on ``VARIANCE_SIZES``, against the numbers of the very samples drawn.
+    """Check ``score_variances(d_k, n_pairs, sample)``, on ``VARIANCE_SIZES``, against its own samples.
 
     Diagnoses: an input changed in place, sample not called, samples of the wrong shape (transposed, or a size
     written into the code), one sample for both q and k, more than two samples, a result of another kind or shape,
     standard deviations instead of variances, the two numbers swapped, the mean of the products instead of their
     sum, the variance of the products, the sum over the pairs, q @ k.T, the scaling missing, by d_k, or applied to
     the variance as 1/sqrt(d_k), a d_k written into the scaling, and a result written into a tensor kept between
-    calls (a later call changes an earlier result).
-    """
+    calls (a later call changes an earlier result)."""
     check(VARIANCES, score_variances)
 
 
