@@ -58,16 +58,12 @@ def _call_attention(attention: Callable, *args):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:
-                result, error = attention(*args), None
-            except Exception as err:  # noqa: BLE001 - named after the warning
-                result, error = None, err
+                return attention(*args)
+            finally:  # the warning is named before any exception it led to
+                if any("x.T" in str(w.message) for w in caught):
+                    raise ExerciseFailed(_KEY_T)
     finally:
         torch.set_warn_always(was)
-    if any("x.T" in str(w.message) for w in caught):
-        raise ExerciseFailed(_KEY_T)
-    if error is not None:
-        raise error
-    return result
 
 
 def _scores(q, k, scale=None, fill=float("-inf"), mask=None):
