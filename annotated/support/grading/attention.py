@@ -13,11 +13,8 @@ from annotated.support.grading.core import ExerciseFailed, _hard_coded_hint, _ro
 from annotated.support.grading.engine import Declaration, Items, Mistake, Probe, Tensor, _equal, check
 
 # Two 3-D sets (batch, L, d) and a 4-D one (batch, h, L, d); d_k is never 4 and changes between sets.
-ATTENTION_SIZES = [
-    dict(lead=(2,), L_q=3, L_k=5, d_k=6, d_v=7),
-    dict(lead=(3,), L_q=7, L_k=4, d_k=10, d_v=5),
-    dict(lead=(4, 5), L_q=2, L_k=6, d_k=9, d_v=3),  # lead = (batch, h)
-]
+ATTENTION_SIZES = [dict(lead=(2,), L_q=3, L_k=5, d_k=6, d_v=7), dict(lead=(3,), L_q=7, L_k=4, d_k=10, d_v=5),
+                   dict(lead=(4, 5), L_q=2, L_k=6, d_k=9, d_v=3)]  # lead = (batch, h)
 # One sequence, (L, d), for the attention written with loops over its queries and keys.
 LOOP_SIZES = [dict(L_q=3, L_k=5, d_k=6, d_v=2), dict(L_q=5, L_k=2, d_k=7, d_v=3)]
 SIZE_SETS = {"check_attention": ATTENTION_SIZES, "check_attention_loops": LOOP_SIZES,
