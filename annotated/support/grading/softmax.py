@@ -226,8 +226,7 @@ def _temperature_probes(device: str | None) -> list[Probe]:
 
 def _entropy(p: torch.Tensor) -> float:
     """The mean entropy of the rows of p, in nats."""
-    p = p.double()
-    return float(-(p * p.clamp_min(1e-300).log()).sum(-1).mean())
+    return float(-(p.double() * p.double().clamp_min(1e-300).log()).sum(-1).mean())
 
 
 _FIX = " The temperature divides the scores before the exponential: softmax(x / temperature)."
@@ -335,13 +334,9 @@ def _variance_probes(device: str | None) -> list[Probe]:
     return probes
 
 
-def _draws(test: Callable, message: str = "") -> Callable:
-    """A find on the shapes the learner's ``sample`` was called with: test(shapes, (n_pairs, d_k))
-    -> a message, or True for ``message``."""
-    def find(found: dict, p: Probe) -> str | None:
-        result = test(found["calls"][2]["value"], (p.args[1], p.args[0]))
-        return (message or result) if result else None
-    return find
+def _draws(test: Callable) -> Callable:
+    """A find: test(the shapes the learner's ``sample`` was called with, (n_pairs, d_k)) -> a message or None."""
+    return lambda found, p: test(found["calls"][2]["value"], (p.args[1], p.args[0])) or None
 
 
 def _implied(found: dict, p: Probe) -> str | None:
@@ -363,7 +358,7 @@ def _variances(dots=lambda q, k: (q * k).sum(-1), pair=lambda s, d_k: [s.var(), 
 
 _SUM = "(q * k).sum(dim=-1)"
 VARIANCE_MISTAKES = (
-    Mistake("", "sample not called", find=_draws(lambda shapes, want: not shapes, (
+    Mistake("", "sample not called", find=_draws(lambda shapes, want: None if shapes else (
         "your function never called sample: draw q = sample(n_pairs, d_k) and k = sample(n_pairs, d_k) with the "
         "function you are given, so that the check can try components that are not Gaussian.")),
             example=_variances(draw=lambda d, n, sample: (torch.randn(n, d), torch.randn(n, d)))),
