@@ -13,18 +13,14 @@ from annotated.support.grading.core import ExerciseFailed, _hard_coded_hint, _ro
 from annotated.support.grading.engine import Declaration, Items, Mistake, Probe, Tensor, _equal, check
 
 # Two 3-D sets (batch, L, d) and a 4-D one (batch, h, L, d); d_k is never 4 and changes between sets.
-ATTENTION_SIZES = [
-    dict(lead=(2,), L_q=3, L_k=5, d_k=6, d_v=7),
-    dict(lead=(3,), L_q=7, L_k=4, d_k=10, d_v=5),
-    dict(lead=(4, 5), L_q=2, L_k=6, d_k=9, d_v=3),  # lead = (batch, h)
-]
+ATTENTION_SIZES = [dict(lead=(2,), L_q=3, L_k=5, d_k=6, d_v=7), dict(lead=(3,), L_q=7, L_k=4, d_k=10, d_v=5),
+                   dict(lead=(4, 5), L_q=2, L_k=6, d_k=9, d_v=3)]  # lead = (batch, h)
 # One sequence, (L, d), for the attention written with loops over its queries and keys.
 LOOP_SIZES = [dict(L_q=3, L_k=5, d_k=6, d_v=2), dict(L_q=5, L_k=2, d_k=7, d_v=3)]
 SIZE_SETS = {"check_attention": ATTENTION_SIZES, "check_attention_loops": LOOP_SIZES,
              "check_hard_lookup": ATTENTION_SIZES}
 OTHER_DEVICE: str | None = "cuda" if torch.cuda.is_available() else None  # 'meta' for the grader
-# The scaled scores about -3e4 use d_k = 16, whose sqrt and 1/sqrt are exact in float32.
-LOW_D_K = 16
+LOW_D_K = 16  # the d_k of the scaled scores about -3e4: its sqrt and 1/sqrt are exact in float32
 
 # The errors of a matrix product whose shapes do not fit: what query @ key.T gives.
 _MATMUL_ERROR = (r"must match the size of tensor|cannot be multiplied|Expected size for first two"
@@ -37,27 +33,34 @@ _NO_SHIFT = ("exp(300) overflows float32, and inf / inf is NaN: is your softmax 
              "maximum? Use scores.softmax(dim=-1), or subtract scores.amax(dim=-1, keepdim=True) first.")
 _UNDERFLOW = ("exp of scores that far below zero is 0 for every key, and 0 / 0 is NaN: is the maximum subtracted "
               "only when the scores are large, or not at all? Subtract each row's maximum always.")
+_TRANSPOSED = "Your weights are transposed: one row per query, one column per key: query @ key.transpose(-2, -1)."
+_ZERO = "The course gives such a query zero weights: after the softmax, weights.masked_fill(~mask, 0.0)."
+_PICK = ("index = (query @ key.transpose(-2, -1)).argmax(dim=-1), then that row of value (torch.gather(value, -2, "
+         "index.unsqueeze(-1).expand(*index.shape, d_v)), or F.one_hot(index, L_k).to(value.dtype) @ value).")
+_INDEX_HINT = ("\nHint: value[index] indexes the first dimension of value, the batch, not the keys. Pick along "
+               "dimension -2: torch.gather or F.one_hot, as in " + _PICK)
+_WHERE = {"cpu": ("the inputs are on {device}: build every tensor where the inputs are, with no .cuda() or "
+                  ".to(...), and device=x.device (an input's) for a tensor you create.")}
+_PAIR = Items((Tensor("the output", label="the output weights @ value", precision="float32", device_text=_WHERE),
+               Tensor("the weights", precision="float32", device_text=_WHERE)), what="a pair (output, weights)",
+              again_what="the output and weights")
 
 
 def _call_attention(attention: Callable, *args):
-    """Call ``attention`` in the kernel, naming ``key.T`` on a key of more than two dimensions
-    from the warning torch gives, even where the shapes happen to fit."""
+    """Call ``attention``, naming ``key.T`` on a key of more than two dimensions from torch's warning, even where
+    the shapes happen to fit."""
     was = torch.is_warn_always_enabled()
     torch.set_warn_always(True)  # torch warns about x.T once per process otherwise
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:
-                result, error = attention(*args), None
-            except Exception as err:  # noqa: BLE001 - named after the warning
-                result, error = None, err
+                return attention(*args)
+            finally:  # the warning is named before any exception it led to
+                if any("x.T" in str(w.message) for w in caught):
+                    raise ExerciseFailed(_KEY_T)
     finally:
         torch.set_warn_always(was)
-    if any("x.T" in str(w.message) for w in caught):
-        raise ExerciseFailed(_KEY_T)
-    if error is not None:
-        raise error
-    return result
 
 
 def _scores(q, k, scale=None, fill=float("-inf"), mask=None):
@@ -66,13 +69,23 @@ def _scores(q, k, scale=None, fill=float("-inf"), mask=None):
     return scores if mask is None else scores.masked_fill(~mask, fill)
 
 
-def _pair(weights, v, mask=None):
-    """(weights @ value, weights), the masked weights (and a query that sees nothing) set to 0."""
-    weights = weights if mask is None else weights.masked_fill(~mask, 0.0)
-    return weights @ v, weights
+def _unshifted(scores):  # a softmax without the maximum subtracted
+    return scores.exp() / scores.exp().sum(-1, keepdim=True)
 
 
-_TRANSPOSED = "Your weights are transposed: one row per query, one column per key: query @ key.transpose(-2, -1)."
+def _attention(fill=float("-inf"), scale=None, normalize=lambda s: s.softmax(-1), after=None, output=None):
+    """The course's attention with one thing changed (a known mistake's answer): the masked scores' ``fill``, the
+    ``scale`` (sqrt(d_k)), ``normalize`` (scores -> weights), ``after`` (weights, mask -> the weights, the scores
+    left unmasked) or ``output`` (value -> the rows of the output)."""
+    def attention(q, k, v, mask=None):
+        weights = normalize(_scores(q, k, scale, fill, mask if after is None else None))
+        if mask is not None and (after or fill == float("-inf")):  # the course gives a blind query zero weights
+            weights = after(weights, mask) if after else weights.masked_fill(~mask, 0.0)
+        return (weights @ v if output is None else output(v).expand(q.size(0), -1)), weights
+    return attention
+
+
+_SHIFT_WHEN_LARGE = _attention(normalize=lambda s: _unshifted(s - s.amax(-1, keepdim=True) if s.max() > 80 else s))
 
 
 def _key_T(q, k, v, mask=None):  # the scores with key.T: the exception it raises
@@ -82,20 +95,6 @@ def _key_T(q, k, v, mask=None):  # the scores with key.T: the exception it raise
 def _found(tag: str, test: Callable) -> Callable:
     """A ``find`` for the probes tagged ``tag``: test(the learner's numbers, probe) -> message."""
     return lambda found, p: test(found["values"], p) if p.tags.get(tag) and found["values"] is not None else None
-
-
-# ---------------------------------------------------------------- the scaling of the scores
-
-
-def _fitted_scale(weights: torch.Tensor, raw: torch.Tensor) -> float | None:
-    """The c for which weights == softmax(raw / c), or None: a least-squares fit of 1/c to the centred log
-    weights against the centred raw scores."""
-    weights, raw = weights.double(), raw.double()
-    if not (weights > 0).all():
-        return None
-    centred_log, centred_raw = weights.log() - weights.log().mean(-1, keepdim=True), raw - raw.mean(-1, keepdim=True)
-    inverse = float((centred_log * centred_raw).sum() / (centred_raw**2).sum())
-    return 1 / inverse if inverse > 0 and _equal(weights, (raw * inverse).softmax(-1)) else None
 
 
 def _scale_mistake(weights: torch.Tensor, p: Probe) -> str | None:
@@ -108,9 +107,16 @@ def _scale_mistake(weights: torch.Tensor, p: Probe) -> str | None:
                        (1 / math.sqrt(d_k), "you multiplied the scores by sqrt(d_k) instead of dividing by it.")]:
         if _equal(weights, (raw / c).softmax(-1)):
             return message
-    c = _fitted_scale(weights, raw)
-    if c is None or math.isclose(c, math.sqrt(d_k), rel_tol=1e-3):
+    # c with weights == softmax(raw / c): a least-squares fit of 1/c to the centred log weights and raw scores.
+    w, raw = weights.double(), raw.double()
+    if not (w > 0).all():
         return None
+    centred_log, centred_raw = w.log() - w.log().mean(-1, keepdim=True), raw - raw.mean(-1, keepdim=True)
+    inverse = float((centred_log * centred_raw).sum() / (centred_raw**2).sum())
+    if inverse <= 0 or not _equal(w, (raw * inverse).softmax(-1)) or math.isclose(1 / inverse, math.sqrt(d_k),
+                                                                                  rel_tol=1e-3):
+        return None
+    c = 1 / inverse
     # A square root of another size of the inputs: d_k read from the wrong dimension.
     names = {f"dimension {i} of the query": n for i, n in enumerate(q.shape[:-2])}
     names.update({"L_q, dimension -2 of the query": q.size(-2), "L_k, the number of keys": k.size(-2),
@@ -136,24 +142,6 @@ def _lead_hint(how: str) -> Callable:
     return hint
 
 
-def _pair_of(what: str = "a pair (output, weights)", precision: str | None = None) -> Items:
-    where = {"cpu": ("the inputs are on {device}: build every tensor where the inputs are, with no .cuda() or "
-                     ".to(...), and device=x.device (an input's) for a tensor you create.")}
-    return Items((Tensor("the output", label="the output weights @ value", precision=precision, device_text=where),
-                  Tensor("the weights", precision=precision, device_text=where)), what=what,
-                 again_what="the output and weights")
-
-
-# ---------------------------------------------------------------- exercise 2.1: attention
-
-
-def _padding_mask(lead: tuple, L_k: int) -> torch.Tensor:
-    """(batch, 1, L_k), or (batch, 1, 1, L_k) with heads: sequence b has L_k - 1 - b keys (at least
-    1), so every sequence hides some keys and every query sees some."""
-    lengths = torch.tensor([max(1, L_k - 1 - b) for b in range(lead[0])])
-    return (torch.arange(L_k) < lengths.unsqueeze(1)).view(lead[0], *[1] * len(lead), L_k)
-
-
 def _big_query(q: torch.Tensor, k: torch.Tensor, top: float = 300.0) -> torch.Tensor:
     """q rescaled so that the largest scaled score q.k / sqrt(d_k) is exactly +``top``."""
     scaled = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
@@ -162,8 +150,8 @@ def _big_query(q: torch.Tensor, k: torch.Tensor, top: float = 300.0) -> torch.Te
 
 
 def _low_scores(lead: tuple, L_q: int, L_k: int, g: torch.Generator):
-    """float64 query and key whose scaled scores are all about -3e4, spread by a few units: below a
-    masked fill of -1e4, and far below zero."""
+    """float64 query and key whose scaled scores are all about -3e4, spread by a few units: below a masked fill
+    of -1e4, and far below zero."""
     q = torch.randn(*lead, L_q, LOW_D_K, generator=g, dtype=torch.float64) * 0.1
     k = torch.randn(*lead, L_k, LOW_D_K, generator=g, dtype=torch.float64) * 0.1
     q[..., 0] = 1.0
@@ -171,77 +159,64 @@ def _low_scores(lead: tuple, L_q: int, L_k: int, g: torch.Generator):
     return q, k
 
 
+# ---------------------------------------------------------------- exercise 2.1: attention
+def _padding_mask(lead: tuple, L_k: int) -> torch.Tensor:
+    """(batch, 1, L_k), or (batch, 1, 1, L_k) with heads: sequence b has L_k - 1 - b keys (at least 1)."""
+    lengths = torch.tensor([max(1, L_k - 1 - b) for b in range(lead[0])])
+    return (torch.arange(L_k) < lengths.unsqueeze(1)).view(lead[0], *[1] * len(lead), L_k)
+
+
 def _attention_probes(device: str | None) -> list[Probe]:
     g, probes = torch.Generator().manual_seed(0), []
 
     def probe(args, label, sizes=None, tags=(), **options):
-        probes.append(Probe(tuple(args), label, sizes=sizes, hints=((_MATMUL_ERROR, _TRANSPOSE_HINT),),
+        probes.append(Probe(tuple(args), "{what}" + label, sizes=sizes, hints=((_MATMUL_ERROR, _TRANSPOSE_HINT),),
                             tags=dict(tags), **options))
-
     for sizes in ATTENTION_SIZES:
-        lead, L_q, L_k, d_k, d_v = sizes["lead"], sizes["L_q"], sizes["L_k"], sizes["d_k"], sizes["d_v"]
+        lead, L_q, L_k, d_k, d_v = sizes.values()
         q, k = torch.randn(*lead, L_q, d_k, generator=g), torch.randn(*lead, L_k, d_k, generator=g)
         v = torch.randn(*lead, L_k, d_v, generator=g)
-        probe((q, k, v), "{what} (no mask)", sizes, {"plain": True})
+        probe((q, k, v), " (no mask)", sizes, {"plain": True})
         mask = _padding_mask(lead, L_k)
-        probe((q, k, v, mask), "{what} with a padding mask", sizes, {"masked": "a padding mask"})
+        probe((q, k, v, mask), " with a padding mask", sizes, {"masked": "a padding mask"})
         # Each hidden key's score far above the kept ones: masking after the softmax and renormalizing
         # agrees with masking before until exp(kept - hidden) underflows to 0 and 0 / 0 is NaN.
         q_big = q.clone()
         q_big[..., 0] = q[..., 0].abs() + 1  # every query positive along dimension 0
         k_big = torch.where((~mask).transpose(-2, -1) & (torch.arange(d_k) == 0), torch.tensor(1e4), k)
-        probe((q_big, k_big, v, mask), "{what} with a padding mask and a masked key of large score", sizes,
-              {"masked": "a padding mask and a masked key of large score", "big": True})
+        what = "a padding mask and a masked key of large score"
+        probe((q_big, k_big, v, mask), f" with {what}", sizes, {"masked": what, "big": True})
         causal = torch.ones(L_q, L_k, dtype=torch.bool).tril().view(*(1,) * len(lead), L_q, L_k)
-        probe((q, k, v, causal), "{what} with a causal mask (1, L_q, L_k)", sizes,
-              {"masked": "a causal mask (1, L_q, L_k)"})
+        probe((q, k, v, causal), " with a causal mask (1, L_q, L_k)", sizes, {"masked": "a causal mask (1, L_q, L_k)"})
         blind = torch.rand(*lead, L_q, L_k, generator=g) > 0.4
         blind[..., 0] = True
         blind.view(-1, L_q, L_k)[0, 1] = False  # query 1 of the first sequence may attend to nothing
-        probe((q, k, v, blind), "{what} with a fully masked row", sizes, {"blind": True})
+        probe((q, k, v, blind), " with a fully masked row", sizes, {"blind": True})
     q, k, v = torch.randn(1, 1, 6, generator=g), torch.randn(1, 5, 6, generator=g), torch.randn(1, 5, 3, generator=g)
-    one = "{what} for a batch of one sentence with one query, (1, 1, d_k)"
+    one = " for a batch of one sentence with one query, (1, 1, d_k)"
     probe((q, k, v), one)
     probe((q, k, v, _padding_mask((1,), 5)), one + ", and a padding mask (1, 1, L_k)")
     lead, L_q, L_k, d_k, d_v = ATTENTION_SIZES[0].values()
     q, k = torch.randn(*lead, L_q, d_k, generator=g), torch.randn(*lead, L_k, d_k, generator=g)
     v, mask = torch.randn(*lead, L_k, d_v, generator=g), _padding_mask(lead, L_k)
-    probe((_big_query(q, k), k, v), "{what} with scaled scores up to 300", tags={"overflow": True})
-    probe((q.double(), k.double(), v.double(), mask), "{what} (float64, padding mask)")
-    probe((*_low_scores(lead, L_q, L_k, g), v.double(), mask), "{what} with scores about -3e4", tags={"low": True})
-    probe((q, k, v, mask), "{what}", again=(q * 2, v[..., :1].expand_as(k) + k, v - 1, mask))
-    probe((q, k, v, mask), "{what}", grad=(0, 1, 2))
+    probe((_big_query(q, k), k, v), " with scaled scores up to 300", tags={"overflow": True})
+    probe((q.double(), k.double(), v.double(), mask), " (float64, padding mask)")
+    probe((*_low_scores(lead, L_q, L_k, g), v.double(), mask), " with scores about -3e4", tags={"low": True})
+    probe((q, k, v, mask), "", again=(q * 2, v[..., :1].expand_as(k) + k, v - 1, mask))
+    probe((q, k, v, mask), "", grad=(0, 1, 2))
     x = torch.randn(2, 4, 6, generator=torch.Generator().manual_seed(5))  # L_q = L_k, d_k = d_v
     causal = torch.ones(1, 4, 4, dtype=torch.bool).tril()
-    probe((x, x, x, causal), "{what} of self-attention, query = key = value, with a causal mask")
+    probe((x, x, x, causal), " of self-attention, query = key = value, with a causal mask")
     if device is not None:
-        probe((q.to(device), k.to(device), v.to(device), mask.to(device)), f"{{what}} on the device {device!r}",
+        probe((q.to(device), k.to(device), v.to(device), mask.to(device)), f" on the device {device!r}",
               compare=False)
     return probes
 
 
 def _masked(test: Callable) -> Callable:
-    """A ``find`` of the weights for the probes with a mask every query can see through."""
-    def find(found: dict, p: Probe) -> str | None:
-        weights = found["values"]
-        if weights is None or not p.tags.get("masked"):
-            return None
-        q, k, v, mask = p.args
-        return test(weights, mask.expand(*q.shape[:-1], k.size(-2)), p.tags["masked"], p)
-    return find
-
-
-def _nan_with_mask(weights, full, what, p):
-    return None if not weights.isnan().any() else (
-        f"with {what} your weights contain NaN although every query may attend to some key; fill the masked "
-        "scores with float('-inf') (not the weights), before the softmax.")
-
-
-def _inverted(weights, full, what, p):
-    if (weights[~full] != 0).any() and _equal(weights[full], torch.zeros_like(weights[full])):
-        return ("your mask is inverted: keys where the mask is True got zero weight. True means 'may attend': "
-                "scores.masked_fill(~mask, float('-inf')).")
-    return None
+    """A ``find``: test(weights, the mask expanded, what it is, probe) for a mask every query can see through."""
+    return _found("masked", lambda w, p: test(w, p.args[3].expand(*p.args[0].shape[:-1], p.args[1].size(-2)),
+                                              p.tags["masked"], p))
 
 
 def _renormalized(weights, full, what, p):
@@ -252,17 +227,6 @@ def _renormalized(weights, full, what, p):
             f"is far above theirs (masked {raw[~full].min():.0f} or more, kept {raw[full].max():.1f} or less): that "
             "is the softmax taken over all the keys, the masked weights zeroed and the rest renormalized afterwards, "
             "0 / 0 once exp(kept - max) underflows. Fill the masked scores with float('-inf') before the softmax.")
-
-
-def _hidden_weight(weights, full, what, p):
-    hidden = weights[~full]
-    if hidden.isfinite().all() and (hidden.abs() > 1e-6).any():
-        return (f"with {what}, keys where the mask is False still get weight (up to {hidden.abs().max():.4f}); "
-                "fill their scores with float('-inf') before the softmax so they get exactly 0.")
-    return None
-
-
-_ZERO = "The course gives such a query zero weights: after the softmax, weights.masked_fill(~mask, 0.0)."
 
 
 def _blind(weights: torch.Tensor, p: Probe) -> str | None:
@@ -287,58 +251,50 @@ def _low(weights: torch.Tensor, p: Probe) -> str | None:
     return None
 
 
-def _shift_when_large(q, k, v, mask=None):
-    scores = _scores(q, k, mask=mask)
-    scores = scores - scores.amax(-1, keepdim=True) if scores.max() > 80 else scores
-    return _pair(scores.exp() / scores.exp().sum(-1, keepdim=True), v, mask)
-
-
-def _with_mask(fill=float("-inf"), scale=None, dim=-1, after=None) -> Callable:
-    """The course's attention with one thing changed (a known mistake's answer)."""
-    def attention(q, k, v, mask=None):
-        weights = _scores(q, k, scale, fill, mask if after is None else None).softmax(dim)
-        if after is not None and mask is not None:
-            weights = after(weights, mask)
-        return _pair(weights, v, mask if after is None and fill == float("-inf") else None)
-    return attention
-
-
 ATTENTION_MISTAKES = (
     Mistake(_TRANSPOSED, "the weights transposed", stage="shape", item=1,
             shape=lambda p: (*p.args[0].shape[:-2], p.args[1].size(-2), p.args[0].size(-2)),
-            example=lambda q, k, v, mask=None: (lambda o, w: (o, w.transpose(-2, -1)))(*_with_mask()(q, k, v, mask))),
+            example=lambda q, k, v, mask=None: (lambda o, w: (o, w.transpose(-2, -1)))(*_attention()(q, k, v, mask))),
     Mistake(_KEY_T, "key.T", stage="error", like=_key_T, when=lambda p: p.args[1].dim() == 3),
-    Mistake("", "a wrong scaling", item=1, find=_found("plain", _scale_mistake),
-            example=_with_mask(scale=1.0)),
+    Mistake("", "a wrong scaling", item=1, find=_found("plain", _scale_mistake), example=_attention(scale=1.0)),
     Mistake("softmax over the wrong dimension: each column of your weights sums to 1 (over the queries), but each "
-            "query's row must: use softmax(dim=-1).",
-            "the softmax over the queries", items=(1,), like=_with_mask(dim=-2)),
-    Mistake("", "the mask inverted", item=1, find=_masked(_inverted),
-            example=lambda q, k, v, mask=None: _with_mask()(q, k, v, None if mask is None else ~mask)),
+            "query's row must: use softmax(dim=-1).", "the softmax over the queries", items=(1,),
+            like=_attention(normalize=lambda s: s.softmax(-2))),
+    Mistake("", "the mask inverted", item=1, find=_masked(lambda w, full, what, p: (
+        "your mask is inverted: keys where the mask is True got zero weight. True means 'may attend': "
+        "scores.masked_fill(~mask, float('-inf'))." if (w[~full] != 0).any()
+        and _equal(w[full], torch.zeros_like(w[full])) else None)),
+            example=lambda q, k, v, mask=None: _attention()(q, k, v, None if mask is None else ~mask)),
     Mistake(lambda p: (f"the mask was ignored: with {p.tags['masked']} your weights are the same as without one. "
                        "Fill the scores where the mask is False with float('-inf') before the softmax."),
             "the mask ignored", items=(1,), when=lambda p: p.tags.get("masked"),
-            like=lambda q, k, v, mask=None: _with_mask()(q, k, v)),
+            like=lambda q, k, v, mask=None: _attention()(q, k, v)),
     Mistake("", "renormalized after the softmax", item=1, when=lambda p: p.tags.get("big"),
-            find=_masked(_renormalized), example=_with_mask(
+            find=_masked(_renormalized), example=_attention(
                 after=lambda w, mask: (lambda w: w / w.sum(-1, keepdim=True))(w.masked_fill(~mask, 0.0)))),
-    Mistake("", "NaN with a mask", item=1, find=_masked(_nan_with_mask), example=_with_mask(fill=float("nan"))),
+    Mistake("", "NaN with a mask", item=1, example=_attention(fill=float("nan")), find=_masked(
+        lambda w, full, what, p: None if not w.isnan().any() else (
+            f"with {what} your weights contain NaN although every query may attend to some key; fill the masked "
+            "scores with float('-inf') (not the weights), before the softmax."))),
     Mistake("the mask was applied after the softmax: the rows no longer sum to 1. Mask the scores with "
             "float('-inf') before the softmax.", "the mask applied after the softmax", items=(1,),
-            when=lambda p: p.tags.get("masked"), like=_with_mask(after=lambda w, mask: w * mask)),
-    Mistake("", "masked keys weighted", item=1, find=_masked(_hidden_weight), example=_with_mask(fill=-5.0)),
-    Mistake("", "a fully masked query", item=1, find=_found("blind", _blind), example=_with_mask(fill=-1e9)),
+            when=lambda p: p.tags.get("masked"), like=_attention(after=lambda w, mask: w * mask)),
+    Mistake("", "masked keys weighted", item=1, example=_attention(fill=-5.0), find=_masked(
+        lambda w, full, what, p: (
+            f"with {what}, keys where the mask is False still get weight (up to {w[~full].abs().max():.4f}); "
+            "fill their scores with float('-inf') before the softmax so they get exactly 0."
+            if w[~full].isfinite().all() and (w[~full].abs() > 1e-6).any() else None))),
+    Mistake("", "a fully masked query", item=1, find=_found("blind", _blind), example=_attention(fill=-1e9)),
     Mistake("", "no max subtracted", item=1, find=_found("overflow", lambda w, p: None if w.isfinite().all() else
                                                         f"NaN or inf when a scaled score reaches 300: {_NO_SHIFT}"),
-            example=lambda q, k, v, mask=None: _pair(*(lambda e: (e / e.sum(-1, keepdim=True), v))(
-                _scores(q, k, mask=mask).exp()), mask)),
+            example=_attention(normalize=_unshifted)),
     Mistake("", "a shift only when large, or a finite fill", item=1, find=_found("low", _low),
-            example=_shift_when_large),
+            example=_SHIFT_WHEN_LARGE),
 )
 
 ATTENTION = Declaration(
     check="check_attention", function="attention", roles=("query", "key", "value", "mask"),
-    reference=scaled_dot_product_attention, probes=_attention_probes, returns=_pair_of(precision="float32"),
+    reference=scaled_dot_product_attention, probes=_attention_probes, returns=_PAIR,
     mistakes=ATTENTION_MISTAKES, sizes_fix=_lead_hint("Read every size from the inputs, d_k = query.size(-1)."),
     passed=("check_attention passed: {name} matches the course's attention (and F.scaled_dot_product_attention, "
             "except for fully masked queries) on 3-D (batch, L, d) and 4-D (batch, h, L, d) inputs of three sets "
@@ -350,9 +306,7 @@ ATTENTION = Declaration(
 
 
 def check_attention(attention: Callable) -> None:
-    """Check ``attention(query, key, value, mask=None) -> (output, weights)`` on ``ATTENTION_SIZES`` (the last 4-D),
-    without a mask, with padding, causal and fully masked rows and a masked key of large score; then one query,
-    scaled scores up to 300 and about -3e4, float64, a second call, gradients and another device.
+    """Check ``attention(query, key, value, mask=None) -> (output, weights)`` on ``ATTENTION_SIZES``.
 
     Diagnoses: an input changed in place, a result of another kind (not a pair of real floating tensors of the
     inputs' dtype and device), wrong shapes, softmax over the wrong dimension, a missing or wrong 1/sqrt(d_k)
@@ -362,20 +316,17 @@ def check_attention(attention: Callable) -> None:
     softmax written without the max shift (overflow) or with it only when the scores are large (0/0 far below zero),
     a masked fill of -1e4 that low scores go below, a float32 result or float32 steps for float64 inputs, a result
     written into a tensor kept between calls, and gradients cut (@torch.no_grad(), .detach()) or broken by an
-    in-place change the backward pass needs.
-    """
+    in-place change the backward pass needs."""
     check(ATTENTION, attention, OTHER_DEVICE)
 
 
 # ---------------------------------------------------------------- exercise 2.2: attention_loops
-
-
 def _loops_probes(device: str | None) -> list[Probe]:
     probes = []
     for sizes in LOOP_SIZES:
         L_q, L_k, d_k, d_v = sizes.values()
         g = torch.Generator().manual_seed(L_q * 100 + L_k)
-        q, k, v = torch.randn(L_q, d_k, generator=g), torch.randn(L_k, d_k, generator=g), torch.randn(L_k, d_v, generator=g)
+        q, k, v = (torch.randn(*shape, generator=g) for shape in [(L_q, d_k), (L_k, d_k), (L_k, d_v)])
         probes.append(Probe((q, k, v), "{what}", sizes=sizes, tags={"plain": True}))
         probes.append(Probe((_big_query(q, k), k, v), "{what} with large scores", sizes=sizes, tags={"overflow": True}))
     g = torch.Generator().manual_seed(4)
@@ -399,44 +350,38 @@ def _not_normalized(weights: torch.Tensor, p: Probe) -> str | None:
     return None
 
 
-def _by_loops(normalize: Callable = lambda s: s.softmax(-1), output: Callable | None = None) -> Callable:
-    """The attention of one sequence with one thing changed (a known mistake's answer)."""
-    return lambda q, k, v: (lambda w: (w @ v if output is None else output(v).expand(q.size(0), -1), w))(
-        normalize(_scores(q, k)))
-
-
 LOOPS_MISTAKES = (
     Mistake(lambda p: (f"That is {(p.args[0].size(0), p.args[1].size(1))}, (L_q, d_k): you averaged the keys. The "
                        "output averages the values, shape (L_q, d_v)."), "the keys averaged", stage="shape",
             shape=lambda p: (p.args[0].size(0), p.args[1].size(1)),
-            example=lambda q, k, v: (scaled_dot_product_attention(q, k, k)[0], scaled_dot_product_attention(q, k, v)[1])),
+            example=lambda q, k, v: (scaled_dot_product_attention(q, k, k)[0],
+                                     scaled_dot_product_attention(q, k, v)[1])),
     Mistake(_TRANSPOSED, "the weights transposed", stage="shape", item=1,
             shape=lambda p: (p.args[1].size(0), p.args[0].size(0)),
             example=lambda q, k, v: (lambda o, w: (o, w.T))(*scaled_dot_product_attention(q, k, v))),
     Mistake("each column of your weights sums to 1: you normalized each key's scores over the queries. The softmax "
             "runs over the keys of one query.", "normalized over the queries", items=(1,),
-            like=_by_loops(lambda s: s.softmax(0))),
+            like=_attention(normalize=lambda s: s.softmax(0))),
     Mistake("", "not normalized", item=1, find=_found("plain", _not_normalized),
-            example=_by_loops(lambda s: (s - s.amax(-1, keepdim=True)).exp())),
+            example=_attention(normalize=lambda s: (s - s.amax(-1, keepdim=True)).exp())),
     Mistake("", "a wrong scaling", item=1, find=_found("plain", _scale_mistake),
-            example=lambda q, k, v: _pair((q @ k.T / q.size(-1)).softmax(-1), v)),
+            example=lambda q, k, v: _attention(scale=q.size(-1))(q, k, v)),
 ) + tuple(Mistake(f"every row of your output is the plain {how} of the values: weight them, output[i] = sum over j "
                   "of weights[i, j] * value[j].", f"the values {done}", items=(0,),
-                  like=_by_loops(output=lambda v, how=how: getattr(v, how)(0)))
+                  like=_attention(output=lambda v, how=how: getattr(v, how)(0)))
           for how, done in (("sum", "summed"), ("mean", "averaged"))) + (
-    Mistake("", "no max subtracted", item=1, example=_by_loops(lambda s: s.exp() / s.exp().sum(-1, keepdim=True)),
+    Mistake("", "no max subtracted", item=1, example=_attention(normalize=_unshifted),
             find=_found("overflow", lambda w, p: None if w.isfinite().all() else (
                 "NaN or inf when a scaled score reaches 300: exp(300) overflows float32. For query i, subtract "
                 "the largest of its scores before the exponential, exp(s_ij - max_j s_ij)."))),
-    Mistake("", "a shift only when large", item=1, example=lambda q, k, v: _shift_when_large(q, k, v),
+    Mistake("", "a shift only when large", item=1, example=_SHIFT_WHEN_LARGE,
             find=_found("low", lambda w, p: f"NaN or weights that vanish when every scaled score is about -3e4: "
                         f"{_UNDERFLOW}" if w.isnan().any() or (w.sum(-1) < 0.5).any() else None)),
 )
 
 LOOPS = Declaration(
     check="check_attention_loops", function="attention_loops", roles=("query", "key", "value"),
-    reference=scaled_dot_product_attention, probes=_loops_probes, returns=_pair_of(precision="float32"),
-    mistakes=LOOPS_MISTAKES,
+    reference=scaled_dot_product_attention, probes=_loops_probes, returns=_PAIR, mistakes=LOOPS_MISTAKES,
     sizes_fix=("Loop over range(L_q) and range(L_k), with L_q, L_k = query.size(0), key.size(0), and read d_k "
                "from query.size(-1)."),
     passed=("check_attention_loops passed: {name} gives the weights and output of the vectorized attention (and "
@@ -448,46 +393,39 @@ LOOPS = Declaration(
 
 
 def check_attention_loops(attention_loops: Callable) -> None:
-    """Check ``attention_loops(query, key, value) -> (output, weights)`` for one sequence (L, d) against the
-    vectorized attention on ``LOOP_SIZES`` (scaled scores up to 300 too), then one query, float64, scaled scores
-    about -3e4 and a second call.
+    """Check ``attention_loops(query, key, value) -> (output, weights)`` on ``LOOP_SIZES``.
 
     Diagnoses: an input changed in place, a result of another kind or shape (the weights transposed, the keys
     averaged instead of the values), weights normalized over the queries or not at all, a missing or wrong
     1/sqrt(d_k), the values summed or averaged without the weights, overflow on large scores, a shift only when the
     scores are large (0/0 far below zero), ``key.T`` on more than two dimensions, a .squeeze() that drops a single
     query, a float32 result for float64 inputs (torch.zeros without dtype=, Python floats), a result written into a
-    tensor kept between calls, and sizes written into the code (a loop over a fixed range).
-    """
+    tensor kept between calls, and sizes written into the code (a loop over a fixed range)."""
     check(LOOPS, attention_loops)
 
 
 # ---------------------------------------------------------------- exercise 2.3: hard_lookup
-
-_PICK = ("index = (query @ key.transpose(-2, -1)).argmax(dim=-1), then that row of value (torch.gather(value, -2, "
-         "index.unsqueeze(-1).expand(*index.shape, d_v)), or F.one_hot(index, L_k).to(value.dtype) @ value).")
-_INDEX_HINT = ("\nHint: value[index] indexes the first dimension of value, the batch, not the keys. Pick along "
-               "dimension -2: torch.gather or F.one_hot, as in " + _PICK)
-
-
-def _pick(value: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-    """Row index[..., i] of value (..., L_k, d_v) for every query i: (..., L_q, d_v)."""
-    return torch.gather(value, -2, index.unsqueeze(-1).expand(*index.shape, value.size(-1)))
-
-
 def _best(q, k):
     return (q @ k.transpose(-2, -1)).argmax(-1)
 
 
+def _hard(index: Callable = _best, rows: Callable = lambda q, k, v: v) -> Callable:
+    """Row index(query, key)[..., i] of value (or of ``rows``) for every query i: the course's answer, or with one
+    thing changed a known mistake's."""
+    def lookup(q, k, v):
+        i, r = index(q, k), rows(q, k, v)
+        return torch.gather(r, -2, i.unsqueeze(-1).expand(*i.shape, r.size(-1)))
+    return lookup
+
+
 def course_hard_lookup(query, key, value):
     """For every query, the value of the key with the highest score q.k."""
-    return _pick(value, _best(query, key))
+    return _hard()(query, key, value)
 
 
-def _picked(output: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
-    """For each output row, the index of the value row it equals, or -1 when it equals none."""
-    match = (output.unsqueeze(-2) - value.unsqueeze(-3)).abs().amax(-1) < 1e-5  # (..., L_q, L_k)
-    return torch.where(match.any(-1), match.float().argmax(-1), -1)
+def _matches(got: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """(..., L_q, L_k): whether output row i equals value row j."""
+    return (got.unsqueeze(-2) - v.unsqueeze(-3)).abs().amax(-1) < 1e-5
 
 
 def _tied(q, k):
@@ -498,15 +436,8 @@ def _tied(q, k):
 def _tie_rows(got: torch.Tensor, q, k, v) -> torch.Tensor:
     """Per query: whether its row is one of the tied keys' values, or their mean (the limit of attention)."""
     tied = _tied(q, k)[1]
-    one_of = (((got.unsqueeze(-2) - v.unsqueeze(-3)).abs().amax(-1) < 1e-5) & tied).any(-1)
     mean = (tied.to(v.dtype) / tied.sum(-1, keepdim=True)) @ v
-    return one_of | ((got - mean).abs().amax(-1) < 1e-5)
-
-
-def _one_of_the_tied(q, k, v) -> Callable:
-    """The probe's ``accept``: every row one of the tied keys' values, or their mean."""
-    shape = (*q.shape[:-1], v.size(-1))
-    return lambda values: values[0] is not None and values[0].shape == shape and bool(_tie_rows(values[0], q, k, v).all())
+    return (_matches(got, v) & tied).any(-1) | ((got - mean).abs().amax(-1) < 1e-5)
 
 
 def _hard_probes(device: str | None) -> list[Probe]:
@@ -527,8 +458,10 @@ def _hard_probes(device: str | None) -> list[Probe]:
     k[..., 0, :] = 3 * q[..., 0, :]  # 3 |q_0|^2 beats any key of components in [-2, 2]
     k[..., -1, :] = k[..., 0, :]
     v = torch.randn(2, 5, 2, generator=g)
+    # Every row one of the tied keys' values, or their mean, passes.
     probes.append(Probe((q, k, v), "{what} with tied keys", hints=hints, tags={"tie": True},
-                        accept=_one_of_the_tied(q, k, v)))
+                        accept=lambda got, q=q, k=k, v=v: got[0] is not None and bool(
+                            got[0].shape == (*q.shape[:-1], v.size(-1)) and _tie_rows(got[0], q, k, v).all())))
     for dtype, what, lead, L_q in [(torch.float32, "a batch of one sentence with one query, (1, 1, d_k)", (1,), 1),
                                    (torch.float64, "float64 inputs", (2,), 3)]:
         q, k, v = (torch.randn(*lead, n, d, generator=g, dtype=dtype) for n, d in [(L_q, 5), (4, 5), (4, 3)])
@@ -544,7 +477,8 @@ def _hard_probes(device: str | None) -> list[Probe]:
 
 def _near_tie(got: torch.Tensor, p: Probe) -> str | None:
     q, k, v = p.args
-    scores, picks = q @ k.transpose(-2, -1), _picked(got, v)
+    match = _matches(got, v)
+    scores, picks = q @ k.transpose(-2, -1), torch.where(match.any(-1), match.float().argmax(-1), -1)
     if not (picks >= 0).all():
         where = tuple((picks < 0).nonzero()[0].tolist())
         s0 = scores[(0,) * (q.dim() - 2)][0, :2].tolist()
@@ -571,14 +505,10 @@ def _tie(got: torch.Tensor, p: Probe) -> str | None:
             f"nor their mean. Take {_PICK}")
 
 
-def _hard(index: Callable = _best, rows: Callable = lambda q, k, v: v) -> Callable:
-    """The pick of a row of value (or ``rows``) by ``index`` (query, key) (a known mistake's answer)."""
-    return lambda q, k, v: _pick(rows(q, k, v), index(q, k))
-
-
 HARD_MISTAKES = (
     Mistake("That is (..., L_q, d_k): you returned keys. The key decides which row is picked; the row returned "
-            "is the value's.", "keys returned", stage="shape", shape=lambda p: (*p.args[0].shape[:-1], p.args[1].size(-1)),
+            "is the value's.", "keys returned", stage="shape",
+            shape=lambda p: (*p.args[0].shape[:-1], p.args[1].size(-1)),
             example=_hard(rows=lambda q, k, v: k)),
     Mistake("torch.gather returns one number per index: expand the index over the d_v columns, "
             "index.unsqueeze(-1).expand(*index.shape, d_v).", "a gather not expanded", stage="shape",
@@ -618,9 +548,7 @@ HARD = Declaration(
 
 
 def check_hard_lookup(hard_lookup: Callable) -> None:
-    """Check ``hard_lookup(query, key, value)``: for every query, the value of the key of highest score q.k, (...,
-    L_q, d_v), on ``ATTENTION_SIZES`` with a near tie a softmax shares; an exact tie (one of the tied values, or
-    their mean, passes), one query, float64, a second call and another device.
+    """Check ``hard_lookup(query, key, value)``, the best key's value, on ``ATTENTION_SIZES``.
 
     Diagnoses: an input changed in place, a result of another kind, dtype, device or shape (keys returned, a gather
     without the index expanded, the argmax over the queries, ``value[index]`` indexing the batch), the soft average
@@ -628,8 +556,7 @@ def check_hard_lookup(hard_lookup: Callable) -> None:
     highest cosine similarity, ``key.T``, code that only works for 3-dimensional inputs, the sum of the tied values
     (a one-hot from ``scores == max``), a .squeeze() that drops a batch of one, a float32 result for float64 inputs
     (a one-hot's .float(), torch.zeros without dtype=), a result written into a tensor kept between calls, and sizes
-    written into the code.
-    """
+    written into the code."""
     check(HARD, hard_lookup, OTHER_DEVICE)
 
 

@@ -20,8 +20,7 @@ VARIANCE_SIZES = [dict(d_k=9, n_pairs=3000), dict(d_k=25, n_pairs=2000), dict(d_
 DISTRIBUTIONS = ("Gaussian", "uniform", "+-1")
 SIZE_SETS = {"check_stable_softmax": SOFTMAX_SIZES, "check_softmax_with_temperature": TEMPERATURE_SIZES,
              "check_score_variances": VARIANCE_SIZES}
-# The other device the probes try in a notebook (the grader and the tests use 'meta').
-OTHER_DEVICE: str | None = "cuda" if torch.cuda.is_available() else None
+OTHER_DEVICE: str | None = "cuda" if torch.cuda.is_available() else None  # the grader and the tests use 'meta'
 
 _CALL_HINTS = ((r"must match the size of tensor", "\nHint: a max or a sum along a dimension without keepdim=True "
                  "drops it, and broadcasting lines up the wrong dimensions: x.amax(dim=dim, keepdim=True)."),
@@ -43,26 +42,24 @@ def _bad_rows(weights: torch.Tensor, dim: int = -1) -> torch.Tensor:
     return ~weights.isfinite().all(dim=dim) | ((sums - 1).abs() > 1e-3)
 
 
-def _dimension(dim: int, ndim: int) -> str:
-    return f"dimension {dim % ndim}" + (" (the last)" if dim % ndim == ndim - 1 else "")
+def _found(kind: str | None, test: Callable) -> Callable:
+    """A ``find`` for the probes tagged ``kind`` (every probe: None): test(learner's numbers, probe) -> message."""
+    return lambda found, p: (test(found["values"], p) if (kind is None or p.tags.get(kind))
+                             and found["values"] is not None else None)
 
 
-def _found(kind: str, test: Callable) -> Callable:
-    """A ``find`` for the probes tagged ``kind``: test(learner's numbers, probe) -> message."""
-    return lambda found, p: test(found["values"], p) if p.tags.get(kind) and found["values"] is not None else None
+def _probe(probes: list, args: tuple, call: str, sizes=None, tags=(), **options) -> None:
+    probes.append(Probe(args, f"{{what}} of {{name}}({call})", sizes=sizes, hints=_CALL_HINTS, tags=dict(tags),
+                        **options))
 
 
 # ---------------------------------------------------------------- exercise 1.1: stable_softmax
-
-
 def _stable_probes(device: str | None) -> list[Probe]:
     g, probes = torch.Generator().manual_seed(0), []
 
     def probe(x, dim, what="", sizes=None, tags=(), **options):
         shape = f"x of shape {tuple(x.shape)}" if x.dtype == torch.float32 else f"x of dtype {str(x.dtype)[6:]}"
-        probes.append(Probe((x, dim), f"{{what}} of {{name}}({shape}{what}, dim={dim})", sizes=sizes,
-                            hints=_CALL_HINTS, tags=dict(tags), **options))
-
+        _probe(probes, (x, dim), f"{shape}{what}, dim={dim}", sizes, tags, **options)
     for sizes in SOFTMAX_SIZES:
         x = torch.randn(sizes["batch"], sizes["rows"], sizes["n"], generator=g) * 3
         for dim in (-1, 1, 0):  # the last, a middle and the first dimension
@@ -87,19 +84,15 @@ def _stable_probes(device: str | None) -> list[Probe]:
 
 
 def _elsewhere(kind: str) -> Callable:
-    """A find: the softmax along the last dimension whatever dim asks ("last"), or the softmax, the sum or the max
-    along another dimension than dim ("softmax", "sum", "max")."""
+    """A find: the softmax, the sum or the max along another dimension than dim ("softmax", "sum", "max")."""
     def find(found: dict, p: Probe) -> str | None:
         (x, dim), got, n = p.args, found["values"], p.args[0].dim()
         if got is None or kind == "sum" and not got.isfinite().all():
             return None
         for o in range(n):
-            there, asked = _dimension(o, n), _dimension(dim, n)
-            if o == dim % n or kind in ("last", "softmax") and (o == n - 1) != (kind == "last"):
+            there, asked = (f"dimension {d % n}" + (" (the last)" if d % n == n - 1 else "") for d in (o, dim))
+            if o == dim % n or kind == "softmax" and o == n - 1:
                 continue
-            if kind == "last" and _equal(got, torch.softmax(x, dim=o)):
-                return (f"asked for the softmax along dim={dim}, your function took it along the last dimension: "
-                        "does it ignore its dim argument (a -1 written into the code)? Use dim in the max and the sum.")
             if kind == "softmax" and _equal(got, torch.softmax(x, dim=o)):
                 return (p.tags.get("prefix", "") + f"your softmax runs along {there}, but dim={dim} asks for "
                         f"{asked}: take the max and the sum along dim.")
@@ -113,41 +106,17 @@ def _elsewhere(kind: str) -> Callable:
     return find
 
 
-def _whole_sum(found: dict, p: Probe) -> str | None:
-    got = found["values"]
-    if got is not None and got.isfinite().all() and _equal(got.sum(), torch.tensor(1.0)):
-        return "you divided by the sum of the whole tensor, not of each row: e.sum(dim=dim, keepdim=True)."
-    return None
-
-
-def _overflow(got: torch.Tensor, p: Probe) -> str | None:
-    return None if got.isfinite().all() else (
-        f"NaN or inf for scores around 1000: your rows sum to {_rows(got)}. exp(1000) overflows float32 "
-        "(e^89 already does), and inf / inf is NaN. Subtract the maximum along dim first, "
-        "x - x.amax(dim=dim, keepdim=True): every exp is then in (0, 1], and the softmax unchanged.")
-
-
 def _like_rows(shift: Callable, message: Callable) -> Callable:
     """The rows of very different scale go bad as they do with ``shift`` instead of each row's max."""
     def test(got: torch.Tensor, p: Probe) -> str | None:
         x, bad = p.args[0], _bad_rows(got)
         return message(x, bad) if bad.any() and torch.equal(bad, _bad_rows(_by_hand(x, -1, shift(x)))) else None
-    return test
-
-
-_GLOBAL_MAX = _like_rows(lambda x: x.amax(), lambda x, bad: (
-    f"with rows of very different scale (about -1500, 0 and +1500) {int(bad.sum())} of the {bad.numel()} rows are "
-    "NaN or do not sum to 1: you subtracted the maximum of the whole tensor. In a row far below it every exp "
-    "underflows to 0, and 0 / 0 is NaN. Subtract each row's maximum: x.amax(dim=dim, keepdim=True)."))
-_BELOW_MAX = _like_rows(lambda x: x.mean(-1, keepdim=True), lambda x, bad: (
-    f"the row whose scores spread about +-{x[0, 1].abs().max():.0f} is NaN or does not sum to 1: you subtracted "
-    "something smaller than the row's maximum (its mean, its minimum?), and exp overflows. Only the maximum "
-    "makes every exponent at most 0: x.amax(dim=dim, keepdim=True)."))
+    return _found("mixed", test)
 
 
 def _underflow(scores: str) -> Callable:
-    return lambda got, p: None if not _bad_rows(got).any() else (
-        f"NaN or weights that do not sum to 1 for {scores}: your rows sum to {_rows(got)}. {_UNDERFLOW}")
+    return _found("low", lambda got, p: None if not _bad_rows(got).any() else (
+        f"NaN or weights that do not sum to 1 for {scores}: your rows sum to {_rows(got)}. {_UNDERFLOW}"))
 
 
 STABLE_MISTAKES = (
@@ -155,28 +124,41 @@ STABLE_MISTAKES = (
             "along dim, take torch.exp, divide by its sum along dim.", "the library's softmax called",
             stage="source", source=r"(?i)(?<![\w.])(?:\w+\s*\.\s*)*(?:log_?)?softmax(?=\s*\()",
             example=lambda x, dim=-1: torch.softmax(x, dim)),
-    Mistake("", "the dim argument ignored", find=_elsewhere("last"),
-            example=lambda x, dim=-1: _by_hand(x, -1)),
+    Mistake(lambda p: (f"asked for the softmax along dim={p.args[1]}, your function took it along the last "
+                       "dimension: does it ignore its dim argument (a -1 written into the code)? Use dim in the max "
+                       "and the sum."), "the dim argument ignored", like=lambda x, dim=-1: _by_hand(x, -1)),
     Mistake("", "the softmax along another dimension", find=_elsewhere("softmax"),
             example=lambda x, dim=-1: _by_hand(x, 0)),
-    Mistake("", "the sum of the whole tensor", find=_whole_sum,
+    Mistake("", "the sum of the whole tensor", find=_found(None, lambda got, p: (
+        "you divided by the sum of the whole tensor, not of each row: e.sum(dim=dim, keepdim=True)."
+        if got.isfinite().all() and _equal(got.sum(), torch.tensor(1.0)) else None)),
             example=lambda x, dim=-1: (lambda e: e / e.sum())(torch.exp(x - x.amax(dim, keepdim=True)))),
     Mistake("", "the sum along another dimension", find=_elsewhere("sum"),
             example=lambda x, dim=-1: (lambda e: e / e.sum(0, keepdim=True))(torch.exp(x - x.amax(dim, True)))),
     Mistake("the exponentials are not divided by their sum: return e / e.sum(dim=dim, keepdim=True).",
-            "not normalized",
-            like=lambda x, dim=-1: torch.exp(x - x.amax(dim=dim, keepdim=True))),
+            "not normalized", like=lambda x, dim=-1: torch.exp(x - x.amax(dim=dim, keepdim=True))),
     Mistake("", "the max along another dimension", find=_elsewhere("max"),
             example=lambda x, dim=-1: _by_hand(x, dim, x.amax(dim=0, keepdim=True))),
     Mistake("you divided the scores by their maximum; subtract it instead: softmax(x - c) = softmax(x), but "
             "softmax(x / c) is another distribution.", "divided by the max",
             like=lambda x, dim=-1: _by_hand(x / x.amax(dim=dim, keepdim=True), dim)),
-    Mistake("", "no max subtracted", find=_found("big", _overflow), example=lambda x, dim=-1: _by_hand(x, dim, 0.0)),
-    Mistake("", "the max of the whole tensor", find=_found("mixed", _GLOBAL_MAX),
-            example=lambda x, dim=-1: _by_hand(x, dim, x.amax())),
-    Mistake("", "a shift below the row's max", find=_found("mixed", _BELOW_MAX),
-            example=lambda x, dim=-1: _by_hand(x, dim, x.mean(dim, keepdim=True))),
-    Mistake("", "a shift only when the scores are large", find=_found("low", _underflow("scores around -1000")),
+    Mistake("", "no max subtracted", example=lambda x, dim=-1: _by_hand(x, dim, 0.0), find=_found(
+        "big", lambda got, p: None if got.isfinite().all() else (
+            f"NaN or inf for scores around 1000: your rows sum to {_rows(got)}. exp(1000) overflows float32 "
+            "(e^89 already does), and inf / inf is NaN. Subtract the maximum along dim first, "
+            "x - x.amax(dim=dim, keepdim=True): every exp is then in (0, 1], and the softmax unchanged."))),
+    Mistake("", "the max of the whole tensor", example=lambda x, dim=-1: _by_hand(x, dim, x.amax()),
+            find=_like_rows(lambda x: x.amax(), lambda x, bad: (
+                f"with rows of very different scale (about -1500, 0 and +1500) {int(bad.sum())} of the {bad.numel()} "
+                "rows are NaN or do not sum to 1: you subtracted the maximum of the whole tensor. In a row far below "
+                "it every exp underflows to 0, and 0 / 0 is NaN. Subtract each row's maximum: "
+                "x.amax(dim=dim, keepdim=True)."))),
+    Mistake("", "a shift below the row's max", example=lambda x, dim=-1: _by_hand(x, dim, x.mean(dim, keepdim=True)),
+            find=_like_rows(lambda x: x.mean(-1, keepdim=True), lambda x, bad: (
+                f"the row whose scores spread about +-{x[0, 1].abs().max():.0f} is NaN or does not sum to 1: you "
+                "subtracted something smaller than the row's maximum (its mean, its minimum?), and exp overflows. "
+                "Only the maximum makes every exponent at most 0: x.amax(dim=dim, keepdim=True)."))),
+    Mistake("", "a shift only when the scores are large", find=_underflow("scores around -1000"),
             example=lambda x, dim=-1: _by_hand(x, dim, x.amax(dim, keepdim=True) if x.max() > 80 else 0.0)),
 )
 
@@ -192,9 +174,7 @@ STABLE = Declaration(
 
 
 def check_stable_softmax(stable_softmax: Callable) -> None:
-    """Check ``stable_softmax(x, dim=-1)``, built from exp, max and sum, against torch.softmax on the sizes of
-    ``SOFTMAX_SIZES`` (three dimensions, scores + 1000, rows about -1500, 0 and +1500), then 4-D, 1-D and
-    batch-of-one scores, scores around -1000, float64, a second call and another device.
+    """Check ``stable_softmax(x, dim=-1)`` against torch.softmax, on ``SOFTMAX_SIZES`` and edge scores.
 
     Diagnoses: a call of the library's softmax, an input changed in place, a result of another kind, dtype, device
     or shape, a max or sum without keepdim (the broadcasting error) and ``x.max(dim)`` used as a tensor, the dim
@@ -204,26 +184,12 @@ def check_stable_softmax(stable_softmax: Callable) -> None:
     shift below the row's maximum (mean, minimum: overflow in a wide row), a shift only when the scores are large
     (0/0 for scores far below zero), a .squeeze() that drops a batch of one, code for 3-D scores only, a float32
     result or float32 steps for float64 scores (.float(), torch.zeros without dtype=), a result written into a
-    tensor kept between calls, and sizes written into the code.
-    """
+    tensor kept between calls, and sizes written into the code."""
     check(STABLE, stable_softmax, OTHER_DEVICE)
 
 
 # ---------------------------------------------------------------- exercise 1.2: temperature
-
-
 _RAISE = "raise ValueError(f\"temperature must be positive, got {temperature}\")."
-
-
-def _refused(temperature: float) -> Callable:
-    return lambda err, name: (f"{name}(x, temperature={temperature}) raised {err['type']}: {err['message']}; "
-                              f"raise a ValueError instead: {_RAISE}")
-
-
-def _accepted(temperature: float) -> Callable:
-    meaning = "divides by zero" if temperature == 0 else "gives the lowest score the most weight"
-    return lambda name: (f"{name}(x, temperature={temperature}) returned without an error, but a temperature of "
-                         f"{temperature} {meaning}. Refuse it before computing: if temperature <= 0, {_RAISE}")
 
 
 def _temperature_probes(device: str | None) -> list[Probe]:
@@ -231,18 +197,20 @@ def _temperature_probes(device: str | None) -> list[Probe]:
 
     def probe(x, temperature, what=None, sizes=None, tags=(), **options):
         what = what or (f"x of shape {tuple(x.shape)}" if x.dtype == torch.float32 else "x of dtype float64")
-        probes.append(Probe((x, temperature), f"{{what}} of {{name}}({what}, temperature={temperature})",
-                            sizes=sizes, hints=_CALL_HINTS, tags=dict(tags, what=what), **options))
-
+        _probe(probes, (x, temperature), f"{what}, temperature={temperature}", sizes, dict(tags, what=what), **options)
     for sizes in TEMPERATURE_SIZES:
         x = torch.randn(sizes["rows"], sizes["n"], generator=g) * 2
         for temperature in (2.0, 0.5):  # above and below 1
             probe(x, temperature, sizes=sizes)
         probe(x, 0.05, "scores x", sizes, {"large": True})  # x / 0.05 reaches about 100
         probe(x + 1000, 3.0, "scores x + 1000", sizes, {"large": True})  # exp(x) overflows first
-        for temperature in (0.0, -1.0):  # divides by zero; reverses the order: a second call must refuse it
-            probe(x, 2.0, sizes=sizes, again=(x, temperature), error="ValueError", no_error=_accepted(temperature),
-                  on_error=_refused(temperature))
+        for t in (0.0, -1.0):  # divides by zero; reverses the order: a second call must refuse it
+            meaning = "divides by zero" if t == 0 else "gives the lowest score the most weight"
+            probe(x, 2.0, sizes=sizes, again=(x, t), error="ValueError", no_error=lambda name, t=t, meaning=meaning: (
+                f"{name}(x, temperature={t}) returned without an error, but a temperature of {t} {meaning}. Refuse "
+                f"it before computing: if temperature <= 0, {_RAISE}"), on_error=lambda err, name, t=t: (
+                f"{name}(x, temperature={t}) raised {err['type']}: {err['message']}; raise a ValueError instead: "
+                f"{_RAISE}"))
     for shape in [(2, 3, 5), (1, 4)]:  # a batch dimension in front; a batch of one
         probe(torch.randn(*shape, generator=g) * 2, 2.0, tags={"lead": len(shape) > 2})
     x = torch.randn(3, 5, generator=g) * 2
@@ -258,23 +226,7 @@ def _temperature_probes(device: str | None) -> list[Probe]:
 
 def _entropy(p: torch.Tensor) -> float:
     """The mean entropy of the rows of p, in nats."""
-    p = p.double()
-    return float(-(p * p.clamp_min(1e-300).log()).sum(-1).mean())
-
-
-def _overflowed(got: torch.Tensor, p: Probe) -> str | None:
-    (x, temperature), what = p.args, p.tags["what"]
-    return None if got.isfinite().all() else (
-        f"NaN or inf with {what} and temperature {temperature}: the divided scores reach "
-        f"{float((x / temperature).abs().max()):.0f}, and exp of that overflows float32. Divide by the temperature, "
-        "then subtract the maximum before the exponential: stable_softmax(x / temperature) of exercise 1.1.")
-
-
-def _not_last(got: torch.Tensor, p: Probe) -> str | None:
-    x, temperature = p.args
-    return next((f"with x of shape {tuple(x.shape)}, your softmax runs along dimension {o}; it runs along the last "
-                 "dimension whatever comes in front: dim=-1." for o in range(x.dim() - 1)
-                 if _equal(got, torch.softmax(x / temperature, dim=o))), None)
+    return float(-(p.double() * p.double().clamp_min(1e-300).log()).sum(-1).mean())
 
 
 _FIX = " The temperature divides the scores before the exponential: softmax(x / temperature)."
@@ -297,12 +249,18 @@ TEMPERATURE_MISTAKES = tuple(Mistake(message, name, like=like, when=lambda p: 0 
      "you divided the scores by sqrt(temperature): the temperature itself divides them (in attention, "
      "T = sqrt(d_k))." + _FIX),
 )) + (
-    Mistake("", "overflow", find=_found("large", _overflowed),
-            example=lambda x, temperature: _by_hand(x / temperature, -1, 0.0)),
-    Mistake("", "not along the last dimension", find=_found("lead", _not_last),
+    Mistake("", "overflow", example=lambda x, temperature: _by_hand(x / temperature, -1, 0.0),
+            find=_found("large", lambda got, p: None if got.isfinite().all() else (
+                f"NaN or inf with {p.tags['what']} and temperature {p.args[1]}: the divided scores reach "
+                f"{float((p.args[0] / p.args[1]).abs().max()):.0f}, and exp of that overflows float32. Divide by the "
+                "temperature, then subtract the maximum before the exponential: stable_softmax(x / temperature) of "
+                "exercise 1.1."))),
+    Mistake("", "not along the last dimension", find=_found("lead", lambda got, p: next((
+        f"with x of shape {tuple(p.args[0].shape)}, your softmax runs along dimension {o}; it runs along the last "
+        "dimension whatever comes in front: dim=-1." for o in range(p.args[0].dim() - 1)
+        if _equal(got, torch.softmax(p.args[0] / p.args[1], dim=o))), None)),
             example=lambda x, temperature: course_softmax(x, dim=min(1, x.dim() - 1), temperature=temperature)),
-    Mistake("", "a shift only when the scores are large",
-            find=_found("low", _underflow("scores x - 1000 at temperature 0.5")),
+    Mistake("", "a shift only when the scores are large", find=_underflow("scores x - 1000 at temperature 0.5"),
             example=lambda x, t: course_softmax(x, temperature=t) if t <= 0 or (x / t).max() > 80
             else _by_hand(x / t, -1, 0.0)),
 )
@@ -318,9 +276,7 @@ TEMPERATURE = Declaration(
 
 
 def check_softmax_with_temperature(softmax_with_temperature: Callable) -> None:
-    """Check ``softmax_with_temperature(x, temperature)``, softmax(x / temperature) along the last dimension, on the
-    sizes of ``TEMPERATURE_SIZES`` (T = 2, 0.5, 0.05, 3 on scores around 1000; 0 and -1 must raise ValueError), then
-    3-D and batch-of-one scores, scores around -1000, float64, an int T, a second call and another device.
+    """Check ``softmax_with_temperature(x, temperature)``, softmax(x / temperature), on ``TEMPERATURE_SIZES``.
 
     Diagnoses: an input changed in place, a result of another kind, dtype, device or shape, a temperature without
     effect (subtracted, or applied to the exponentials), the weights divided by the temperature after the softmax,
@@ -328,26 +284,23 @@ def check_softmax_with_temperature(softmax_with_temperature: Callable) -> None:
     divided scores are large, a temperature of 0 or below accepted or refused with another error, a softmax along
     another dimension than the last for 3-D scores, a shift only when the scores are large (0/0 far below zero), a
     .squeeze() that drops a batch of one, a float32 result or float32 steps for float64 scores, a result written
-    into a tensor kept between calls, and sizes written into the code.
-    """
+    into a tensor kept between calls, and sizes written into the code."""
     check(TEMPERATURE, softmax_with_temperature, OTHER_DEVICE)
 
 
 # ---------------------------------------------------------------- exercise 1.3: score_variances
-
-
 def sampler(kind: str, seed: int) -> Callable:
     """``sample(*shape)`` (or ``sample(shape)``): components of mean 0 and variance 1 of the ``kind``, seeded;
     the shapes it was called with in ``sample.calls``. Made by ``record.build``, so that it travels as data."""
     g = torch.Generator().manual_seed(seed)
+    draw = {"Gaussian": lambda s: torch.randn(*s, generator=g),
+            "uniform": lambda s: (torch.rand(*s, generator=g) * 2 - 1) * math.sqrt(3),
+            "+-1": lambda s: torch.randint(0, 2, s, generator=g).float() * 2 - 1}[kind]
 
     def sample(*shape) -> torch.Tensor:
-        if len(shape) == 1 and isinstance(shape[0], (tuple, list, torch.Size)):
-            shape = tuple(shape[0])  # sample((n, d)) as well as sample(n, d)
-        sample.calls.append(tuple(int(n) for n in shape))
-        return {"Gaussian": lambda: torch.randn(*shape, generator=g),
-                "uniform": lambda: (torch.rand(*shape, generator=g) * 2 - 1) * math.sqrt(3),
-                "+-1": lambda: torch.randint(0, 2, tuple(shape), generator=g).float() * 2 - 1}[kind]()
+        shape = tuple(shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list, torch.Size)) else shape)
+        sample.calls.append(tuple(int(n) for n in shape))  # sample((n, d)) as well as sample(n, d)
+        return draw(shape)
 
     sample.calls = []
     return sample
@@ -381,13 +334,9 @@ def _variance_probes(device: str | None) -> list[Probe]:
     return probes
 
 
-def _draws(test: Callable, message: str = "") -> Callable:
-    """A find on the shapes the learner's ``sample`` was called with: test(shapes, (n_pairs, d_k))
-    -> a message, or True for ``message``."""
-    def find(found: dict, p: Probe) -> str | None:
-        result = test(found["calls"][2]["value"], (p.args[1], p.args[0]))
-        return (message or result) if result else None
-    return find
+def _draws(test: Callable) -> Callable:
+    """A find: test(the shapes the learner's ``sample`` was called with, (n_pairs, d_k)) -> a message or None."""
+    return lambda found, p: test(found["calls"][2]["value"], (p.args[1], p.args[0])) or None
 
 
 def _implied(found: dict, p: Probe) -> str | None:
@@ -409,7 +358,7 @@ def _variances(dots=lambda q, k: (q * k).sum(-1), pair=lambda s, d_k: [s.var(), 
 
 _SUM = "(q * k).sum(dim=-1)"
 VARIANCE_MISTAKES = (
-    Mistake("", "sample not called", find=_draws(lambda shapes, want: not shapes, (
+    Mistake("", "sample not called", find=_draws(lambda shapes, want: None if shapes else (
         "your function never called sample: draw q = sample(n_pairs, d_k) and k = sample(n_pairs, d_k) with the "
         "function you are given, so that the check can try components that are not Gaussian.")),
             example=_variances(draw=lambda d, n, sample: (torch.randn(n, d), torch.randn(n, d)))),
@@ -468,17 +417,14 @@ VARIANCES = Declaration(
 
 
 def check_score_variances(score_variances: Callable) -> None:
-    """Check ``score_variances(d_k, n_pairs, sample)``, tensor([Var(q.k), Var(q.k / sqrt(d_k))]) of q and k drawn
-    with ``sample(n_pairs, d_k)``, on ``VARIANCE_SIZES`` (Gaussian, uniform, +-1), against the numbers of the very
-    samples drawn; the unbiased and the population variance both pass.
+    """Check ``score_variances(d_k, n_pairs, sample)``, on ``VARIANCE_SIZES``, against its own samples.
 
     Diagnoses: an input changed in place, sample not called, samples of the wrong shape (transposed, or a size
     written into the code), one sample for both q and k, more than two samples, a result of another kind or shape,
     standard deviations instead of variances, the two numbers swapped, the mean of the products instead of their
     sum, the variance of the products, the sum over the pairs, q @ k.T, the scaling missing, by d_k, or applied to
     the variance as 1/sqrt(d_k), a d_k written into the scaling, and a result written into a tensor kept between
-    calls (a later call changes an earlier result).
-    """
+    calls (a later call changes an earlier result)."""
     check(VARIANCES, score_variances)
 
 
