@@ -157,39 +157,28 @@ def _layer_probes(device: str | None) -> list[Probe]:
     return probes
 
 
-_CORRECT = ("x = layer.sublayer[0](x, lambda y: layer.self_attn(y, y, y, tgt_mask)); "
-            "x = layer.sublayer[1](x, lambda y: layer.src_attn(y, memory, memory, src_mask)); "
-            "return layer.sublayer[2](x, layer.feed_forward)")
+_CORRECT = ("x = layer.sublayer[0](x, lambda y: layer.self_attn(y, y, y, tgt_mask)); x = layer.sublayer[1](x, "
+            "lambda y: layer.src_attn(y, memory, memory, src_mask)); return layer.sublayer[2](x, layer.feed_forward)")
 _NOT_CALLABLE_HINT = ("\nHint: a sublayer connection takes a function and calls it itself, on x (or norm(x)): pass "
-                      "layer.feed_forward, or lambda y: layer.self_attn(y, y, y, tgt_mask), not the result of calling "
-                      "them.")
+                      "layer.feed_forward, or lambda y: layer.self_attn(y, y, y, tgt_mask), not their result.")
 _ATTRIBUTE_HINT = ("\nHint: a DecoderLayer holds layer.self_attn, layer.src_attn (two MultiHeadAttention), "
-                   "layer.feed_forward (a PositionwiseFeedForward) and layer.sublayer (a list of three "
-                   "SublayerConnection, called as layer.sublayer[i](x, fn)).")
+                   "layer.feed_forward and layer.sublayer (three SublayerConnection, called as "
+                   "layer.sublayer[i](x, fn)).")
 _STEPS = (("self_attn", "the masked self-attention", "self"), ("src_attn", "the encoder-decoder attention", "cross"),
           ("feed_forward", "the feed-forward network", "ff"))
-_READS_DECODER = ("your encoder-decoder attention reads the decoder instead of the encoder: its keys and values must "
-                  "be the memory (the encoder's output), so that the target can look at the source sentence; with the "
-                  "decoder's own states it is a second self-attention. Use layer.src_attn(y, memory, memory, "
-                  "src_mask).")
+_CROSS = "layer.src_attn(y, memory, memory, src_mask)"
+_READS_DECODER = ("your encoder-decoder attention reads the decoder instead of the encoder: its keys and values are "
+                  f"the memory (the encoder's output), so that the target can look at the source sentence: {_CROSS}.")
 _MEMORY_CHANGED = ("the {} of your encoder-decoder attention are not `memory` as you were given it (normalized, or "
-                   "changed?): pass memory itself, as keys and as values: layer.src_attn(y, memory, memory, src_mask).")
-_ORDER = ("your sublayers run in the order {}; the decoder layer's order (Figure 1, §3.1) is masked self-attention, "
-          "then encoder-decoder attention over the memory, then the feed-forward network: self_attn -> src_attn -> "
+                   f"changed?): pass memory itself, as keys and as values: {_CROSS}.")
+_ORDER = ("your sublayers run in the order {}; a decoder layer's (Figure 1, §3.1) is self_attn -> src_attn -> "
           "feed_forward.")
-
-
-def _by_hand(p: Probe) -> str:
-    order = "pre-norm (norm_first=True)" if p.tags["norm_first"] else "post-norm"
-    return ("you wrote the residual connection and layer norm yourself, with the norms of layer.sublayer; this layer "
-            f"is {order}, and your order of norm and residual is not its own. Call the sublayer connection itself, "
-            "layer.sublayer[i](x, fn): it puts the norm where the layer's norm_first says (notebook 06).")
 
 
 def _reads_x(role: str) -> str:
     return (f"{role} reads x, not the argument of its function: in pre-norm (norm_first=True) the sublayer connection "
-            "calls its function on norm(x), so the lambda must use what it receives, `lambda y: ...(y, ...)`, not the "
-            "x outside it (in post-norm the two are the same, which hides the mistake there).")
+            "calls its function on norm(x), so the lambda must use what it receives, `lambda y: ...(y, ...)` (in "
+            "post-norm the two are the same, which hides the mistake there).")
 
 
 def _layer_mistake(message, name: str, when=lambda p: True, **wrong) -> Mistake:
@@ -199,62 +188,52 @@ def _layer_mistake(message, name: str, when=lambda p: True, **wrong) -> Mistake:
 
 LAYER_MISTAKES = (
     Mistake("your function calls the layer itself, layer(x, memory, src_mask, tgt_mask), which runs the course's "
-            "forward: write the forward pass from the layer's parts, layer.sublayer[i], layer.self_attn, "
-            "layer.src_attn and layer.feed_forward.", "the layer called whole", stage="source",
-            source=r"\blayer (?:\(|\. forward \()", example=lambda layer, x, memory, src_mask, tgt_mask: layer(
-                x, memory, src_mask, tgt_mask)),
-    _layer_mistake("you used layer.self_attn for both attentions: the encoder-decoder attention has its own weights, "
-                   "layer.src_attn (a decoder layer holds two MultiHeadAttention modules): layer.src_attn(y, memory, "
-                   "memory, src_mask).", "self_attn for both attentions", src_attn="self_attn"),
-    _layer_mistake("you used layer.src_attn for both attentions: the masked self-attention has its own weights, "
+            "forward: write it from the layer's parts, layer.sublayer[i], layer.self_attn, layer.src_attn and "
+            "layer.feed_forward.", "the layer called whole", stage="source", source=r"\blayer (?:\(|\. forward \()",
+            example=lambda layer, x, memory, src_mask, tgt_mask: layer(x, memory, src_mask, tgt_mask)),
+    _layer_mistake("you used layer.self_attn for both attentions: the encoder-decoder attention has weights of its "
+                   f"own, {_CROSS}.", "self_attn for both attentions", src_attn="self_attn"),
+    _layer_mistake("you used layer.src_attn for both attentions: the masked self-attention has weights of its own, "
                    "layer.self_attn(y, y, y, tgt_mask).", "src_attn for both attentions", self_attn="src_attn"),
     _layer_mistake("you swapped the two attention modules: layer.self_attn is the masked self-attention, "
-                   "layer.src_attn the attention over the memory (src for source); each has weights of its own, "
-                   "trained for its role. Use layer.self_attn(y, y, y, tgt_mask) first, then layer.src_attn(y, "
-                   "memory, memory, src_mask).", "the attention modules swapped", self_attn="src_attn",
-                   src_attn="self_attn"),
-    _layer_mistake("your masked self-attention reads the memory: in self-attention the queries, keys and values are "
-                   "all the decoder's own states, layer.self_attn(y, y, y, tgt_mask); the memory is for the second "
-                   "sublayer, layer.src_attn.", "the self-attention reads the memory", self_qkv="y m m"),
+                   "layer.src_attn the attention over the memory (src for source), each with weights trained for its "
+                   "role.", "the attention modules swapped", self_attn="src_attn", src_attn="self_attn"),
+    _layer_mistake("your masked self-attention reads the memory: its queries, keys and values are all the decoder's "
+                   "own states, layer.self_attn(y, y, y, tgt_mask); the memory is for layer.src_attn.",
+                   "the self-attention reads the memory", self_qkv="y m m"),
     _layer_mistake("your self-attention has no mask: each target position then sees the later positions, the very "
-                   "words it is trained to predict (and the padding). Pass tgt_mask, which hides both (§3.2.3): "
-                   "layer.self_attn(y, y, y, tgt_mask).", "no mask in the self-attention", self_mask="none"),
-    _layer_mistake("your self-attention got src_mask, the source's padding mask, where it needs tgt_mask (no "
-                   "look-ahead, no target padding): the two masks are swapped. Self-attention over the target takes "
-                   "tgt_mask, the attention over the memory src_mask.", "the masks swapped", self_mask="src",
-                   cross_mask="tgt"),
-    _layer_mistake("your self-attention's mask is not the tgt_mask you are given (a causal mask built in your "
-                   "function, or tgt_mask reshaped?): pass tgt_mask itself, (batch, L_tgt, L_tgt), which hides the "
-                   "padding of the target as well as the later positions; MultiHeadAttention adds the head axis "
-                   "itself.", "a mask of its own in the self-attention", self_mask="causal"),
+                   "words it is trained to predict (and the padding). Pass tgt_mask, which hides both (§3.2.3).",
+                   "no mask in the self-attention", self_mask="none"),
+    _layer_mistake("your self-attention got src_mask, the source's padding mask, where it needs tgt_mask: the two "
+                   "masks are swapped (the attention over the memory takes src_mask).", "the masks swapped",
+                   self_mask="src", cross_mask="tgt"),
+    _layer_mistake("your self-attention's mask is not the tgt_mask you are given (a causal mask of your own, or "
+                   "tgt_mask reshaped?): pass tgt_mask itself, which hides the target's padding as well as the later "
+                   "positions.", "a mask of its own in the self-attention", self_mask="causal"),
     _layer_mistake(_READS_DECODER, "the cross-attention reads the decoder", cross_qkv="y y y"),
     _layer_mistake(_READS_DECODER, "the cross-attention reads the decoder, with tgt_mask", cross_qkv="y y y",
                    cross_mask="tgt"),
     _layer_mistake("your encoder-decoder attention takes its queries from the memory and its keys and values from the "
-                   "decoder: the other way round. The queries come from the decoder, the keys and values from the "
-                   "encoder's output (§3.2.3): layer.src_attn(y, memory, memory, src_mask).",
-                   "the cross-attention's queries and keys swapped", cross_qkv="m y y"),
+                   f"decoder: the other way round (§3.2.3): {_CROSS}.", "the cross-attention's queries and keys "
+                   "swapped", cross_qkv="m y y"),
     _layer_mistake("your encoder-decoder attention takes its queries from the memory too: they come from the decoder "
-                   "(the sublayer's input y), so that each target position asks its own question of the source: "
-                   "layer.src_attn(y, memory, memory, src_mask).", "the cross-attention's queries from the memory",
-                   cross_qkv="m m m"),
+                   f"(y), so that each target position asks its own question of the source: {_CROSS}.",
+                   "the cross-attention's queries from the memory", cross_qkv="m m m"),
     _layer_mistake(_MEMORY_CHANGED.format("keys"), "the memory changed", cross_qkv="y M M"),
     _layer_mistake(_MEMORY_CHANGED.format("values"), "the memory changed in the values", cross_qkv="y m M"),
-    _layer_mistake("your encoder-decoder attention has no mask: it attends to the padding of the source. Pass "
-                   "src_mask: layer.src_attn(y, memory, memory, src_mask).", "no mask in the cross-attention",
-                   cross_mask="none"),
-    _layer_mistake("you gave the encoder-decoder attention the causal mask tgt_mask: its keys are the source "
-                   "positions, which the decoder may all see (the source is known in full); only the source's "
-                   "padding is hidden. Use src_mask there.", "the causal mask in the cross-attention",
-                   cross_mask="tgt"),
+    _layer_mistake(f"your encoder-decoder attention has no mask: it attends to the padding of the source: {_CROSS}.",
+                   "no mask in the cross-attention", cross_mask="none"),
+    _layer_mistake("you gave the encoder-decoder attention the causal mask tgt_mask: the decoder may see every source "
+                   "position, only the source's padding is hidden: use src_mask there.",
+                   "the causal mask in the cross-attention", cross_mask="tgt"),
     _layer_mistake(_ORDER.format("self_attn -> feed_forward -> src_attn"), "the feed-forward second",
                    order=("self", "ff", "cross")),
     _layer_mistake(_ORDER.format("src_attn -> self_attn -> feed_forward"), "the attentions' order",
                    order=("cross", "self", "ff")),
     *(_layer_mistake(f"you wrapped {', '.join(f'{s[0]} in sublayer[{i}]' for s, i in zip(_STEPS, wrap))}: each "
-                     "sublayer has its own connection, with its own layer norm (its own gamma and beta): sublayer[0] "
-                     "for the self-attention, sublayer[1] for the encoder-decoder attention, sublayer[2] for the "
-                     "feed-forward network.", f"the connections {wrap}", wrap=wrap)
+                     "sublayer has its own connection, with its own layer norm: sublayer[0] for the self-attention, "
+                     "sublayer[1] for the encoder-decoder attention, sublayer[2] for the feed-forward network.",
+                     f"the connections {wrap}", wrap=wrap)
       for wrap in itertools.product(range(3), repeat=3) if len(set(wrap)) in (1, 3) and wrap != (0, 1, 2)),
     *(_layer_mistake(f"your function never called layer.{part}, {role}: a decoder layer has three sublayers, "
                      f"{_CORRECT}.", f"{part} never called", order=tuple(s[2] for s in _STEPS if s[2] != step),
@@ -262,38 +241,34 @@ LAYER_MISTAKES = (
       for part, role, step in _STEPS[1:]),  # without self_attn: fed x, below
     _layer_mistake(f"your function called layer.feed_forward 2 times; each sublayer runs once: {_CORRECT}.",
                    "feed_forward called twice", order=("self", "cross", "ff", "ff"), wrap=(0, 1, 2, 2)),
-    _layer_mistake("no sublayer connection: each sublayer must be wrapped in its residual connection and layer norm, "
-                   "layer.sublayer[i](x, fn), which computes LayerNorm(x + Dropout(fn(x))) (post-norm); without it "
-                   f"the layer has no residual path and no norm. {_CORRECT}.", "no sublayer connection",
-                   connection="none"),
-    _layer_mistake(_by_hand, "the residual and norm by hand", when=lambda p: not p.tags["dropout"],
-                   connection="post by hand"),
+    _layer_mistake("no sublayer connection: each sublayer is wrapped in its residual connection and layer norm, "
+                   f"layer.sublayer[i](x, fn), LayerNorm(x + Dropout(fn(x))) in post-norm: {_CORRECT}.",
+                   "no sublayer connection", connection="none"),
+    _layer_mistake(lambda p: "you wrote the residual connection and layer norm yourself; this layer is "
+                   f"{'pre-norm (norm_first=True)' if p.tags['norm_first'] else 'post-norm'}, and your order of norm "
+                   "and residual is not its own. Call the sublayer connection itself, layer.sublayer[i](x, fn): it "
+                   "puts the norm where norm_first says (notebook 06).", "the residual and norm by hand",
+                   when=lambda p: not p.tags["dropout"], connection="post by hand"),
     _layer_mistake(_reads_x("the masked self-attention"), "the self-attention reads the outer x", self_qkv="x x x"),
     _layer_mistake(_reads_x("the encoder-decoder attention"), "the cross-attention reads the outer x",
                    cross_qkv="x m m"),
-    _layer_mistake("layer.sublayer[1] gets the layer's input x instead of the output of layer.sublayer[0]: the "
-                   "sublayers form a chain, each takes the output of the one before: x = layer.sublayer[0](x, ...), "
-                   "then x = layer.sublayer[1](x, ...) with that new x.", "a connection fed the layer's input",
-                   feed="x"),
+    _layer_mistake("layer.sublayer[1] gets the layer's input x instead of the output of layer.sublayer[0]: each "
+                   "sublayer takes the output of the one before.", "a connection fed the layer's input", feed="x"),
     _layer_mistake("you added the residual yourself around layer.sublayer[0]: the sublayer connection already adds x "
-                   "(it returns LayerNorm(x + Dropout(fn(x)))); adding x again counts the residual twice. Use its "
-                   "output as it is.", "the residual added twice", feed="twice"),
+                   "(LayerNorm(x + Dropout(fn(x)))); use its output as it is.", "the residual added twice",
+                   feed="twice"),
     _layer_mistake("you added the residual yourself after layer.sublayer[2]: the sublayer connection already adds it; "
                    "return its output as it is.", "the residual added after the last", feed="twice last"),
     _layer_mistake(f"in evaluation mode (layer.eval()), on a layer whose sublayer connections have dropout p = "
-                   f"{LAYER_DROPOUT}, your output differs from the layer's, though it equals it without dropout: "
-                   "your function applies dropout in evaluation mode. F.dropout(t, p) drops unless given "
-                   "training=False (its default is True); use the connection itself, layer.sublayer[i](x, fn), or "
-                   "its module layer.sublayer[i].dropout, which knows the mode (or F.dropout(t, p, "
-                   "training=layer.training)).", "dropout in evaluation mode",
+                   f"{LAYER_DROPOUT}, your function applies dropout in evaluation mode. F.dropout(t, p) drops unless "
+                   "given training=False (its default is True); use the connection itself, or its module "
+                   "layer.sublayer[i].dropout, which knows the mode.", "dropout in evaluation mode",
                    when=lambda p: p.tags["eval"] and p.tags["dropout"], connection="dropout always"),
     _layer_mistake(lambda p: f"in training mode (layer.train()), on a {'pre' if p.tags['norm_first'] else 'post'}-norm "
                    f"layer whose sublayer connections have dropout p = {LAYER_DROPOUT}, your output is the output "
-                   "without dropout: your function ignores the dropout of the sublayer connections, which §5.4 "
-                   "applies to the output of every sublayer in training. Call the connections themselves, "
-                   "layer.sublayer[i](x, fn); if you write the residual by hand, apply layer.sublayer[i].dropout to "
-                   "the sublayer's output before adding it; and do not switch the layer to evaluation mode "
-                   "(layer.eval()) inside the function.", "dropout ignored",
+                   "without dropout: your function ignores the dropout of the sublayer connections (§5.4). Call the "
+                   "connections themselves, or apply layer.sublayer[i].dropout to the sublayer's output, and do not "
+                   "switch the layer to evaluation mode (layer.eval()) inside the function.", "dropout ignored",
                    when=lambda p: not p.tags["eval"] and p.tags["dropout"], connection="no dropout"),
 )
 
@@ -302,10 +277,9 @@ def _layer_hint(passed: list, sizes: dict, message: str) -> str:
     if sizes["batch"] == 1:
         return (f"\nHint: the same function passed with batches of several sentences but not with a batch of one "
                 f"({', '.join(f'{k}={v}' for k, v in sizes.items())}): does a .squeeze() drop the batch dimension? "
-                "squeeze() without a dimension drops every dimension of size 1; leave the shapes alone, or squeeze "
-                "only a dimension you added yourself, .squeeze(dim).")
-    return _hard_coded_hint(passed, sizes, message, "Read every size from the inputs (batch, L_tgt, d_model = "
-                            "x.shape), or better, write no size at all: the layer's modules know theirs.")
+                "Leave the shapes alone, or squeeze only a dimension you added yourself, .squeeze(dim).")
+    return _hard_coded_hint(passed, sizes, message, "Read every size from the inputs, or better, write none: the "
+                            "layer's modules know theirs.")
 
 
 LAYER = Declaration(
@@ -344,7 +318,7 @@ def course_tied_embeddings(src_vocab_size: int, tgt_vocab_size: int, d_model: in
 
 def _parts(found: dict) -> tuple[list, list, list]:
     """Each module's matrices and vectors as the kernel described its parameters (``record._tensors``: ``same``, the
-    first Parameter object it is, and ``memory``, the first storage it begins at), and all of them."""
+    first Parameter object it is, ``memory``, the first storage it begins at), and all of them."""
     tensors = found.get("tensors", [])
     params = [[t for t in tensors if t["item"] == [k]] for k in range(3)]
     return ([[t for t in p if len(t["shape"]) == 2] for p in params],
@@ -352,8 +326,7 @@ def _parts(found: dict) -> tuple[list, list, list]:
 
 
 def _computed(item: dict, expected: Callable) -> tuple:
-    """A module's output on its probe input (None: it raised, or is not a tensor), and ``expected`` of that input's
-    numbers (None where it cannot be computed)."""
+    """A module's output on its probe input (None: it raised, or is no tensor), and ``expected`` of that input."""
     out = item.get("outputs")
     out = out["values"] if out and out["kind"] == "tensor" else None
     try:
@@ -367,9 +340,9 @@ def _close(got, expected) -> bool:
 
 
 def _tie_read(found: dict) -> dict | None:
-    """What is compared with the course's modules: the matrices of each module, the shapes, which are one Parameter,
-    the frozen ones, the distinct numbers trained, and whether each computes what the course's does with its own
-    parameters; for two calls, the Parameters they share. None: not three modules."""
+    """What is compared with the course's modules (each module's matrices, the shapes, the ties, the frozen and the
+    distinct parameters, what each computes with its own parameters), or for two calls the Parameters they share.
+    None: not three modules."""
     items = found.get("items")
     if found["kind"] != "sequence" or not items:
         return None
@@ -399,8 +372,7 @@ def _not_three(found: dict, name: str, what: str) -> str:
     if found.get("type") in ("tuple", "list") and found["length"] == 3:
         k = next(k for k, i in enumerate(items) if i["kind"] != "module")
         return (f"{name} returned {items[k].get('type', 'Tensor')} as {_PIECES[k]}; return modules (Embeddings, "
-                "Embeddings, Generator): a model registers the parameters of the modules it holds, and a bare "
-                "tensor or function would not be trained.")
+                "Embeddings, Generator): a model registers and trains the parameters of the modules it holds only.")
     got = (f"a {found['type']} of {found['length']} items" if found.get("type") in ("tuple", "list")
            else found.get("type", "Tensor"))
     return f"{name} should return three modules (src_embed, tgt_embed, generator), got {got}"
@@ -412,20 +384,17 @@ def _not_shared(got: dict, target: dict, what: str, with_what: str,
     a, b, same_shape = got["values"], target["values"], got["shape"] == target["shape"]
     if same_shape and got["memory"] == target["memory"]:
         return "two Parameters over one memory", (
-            f"{what} and {with_what} share their memory but are two Parameter objects (made with nn.Parameter(...) "
-            "around the other's tensor, or with .data = ...): the model lists both, so count_parameters counts the "
-            f"matrix twice, and each receives its own gradient. Assign the Parameter itself, as make_model does: "
-            f"{fix}.")
+            f"{what} and {with_what} share their memory but are two Parameter objects (nn.Parameter(...) around the "
+            "other's tensor, or .data = ...): count_parameters counts the matrix twice, and each receives its own "
+            f"gradient. Assign the Parameter itself, as make_model does: {fix}.")
     if same_shape and a is not None and torch.equal(a, b):
-        return "a copy of the table", (
-            f"{what} holds a copy of {with_what}'s values, a separate tensor: equal now, they part at the first "
-            f"update, since each gets its own gradient. Tying (§3.4) makes them one tensor: assign the Parameter "
-            f"itself, {fix}.")
+        return "a copy of the table", (f"{what} holds a copy of {with_what}'s values: equal now, they part at the "
+                                       f"first update. Tying (§3.4) makes them one tensor: {fix}.")
     if len(got["shape"]) == 2 and got["shape"] == target["shape"][::-1] and a is not None and torch.equal(a, b.T):
         return "a transposed copy", (
             f"{what} is the transpose of {with_what}. No transpose is needed: nn.Linear stores its weight as "
-            "(out_features, in_features) = (vocab_size, d_model), the table's own shape, and computes x @ weight.T, "
-            f"so logits = x E^T + b with weight = E. Assign the table itself: {fix}.")
+            f"(vocab_size, d_model), the table's own shape, and computes x @ weight.T = x E^T. Assign the table: "
+            f"{fix}.")
     return "a matrix of its own", (f"{what} is not tied to {with_what}: it is a matrix of its own. Tying (§3.4) makes "
                                    f"them one Parameter: {fix}.")
 
@@ -447,18 +416,17 @@ def _mismatch(out: torch.Tensor, expected: torch.Tensor, label: str) -> str:
 
 def _tie_diagnosis(found: dict, p: Probe) -> tuple[str, str] | None:
     """The first thing wrong with the learner's modules (the mistake's name, its message); None when nothing is."""
+    read = _tie_read(found) or {}
     if p.each:
-        shared = (_tie_read(found) or {}).get("Parameters shared by the two calls")
-        V_src, V_tgt, d, _ = p.args[0]
+        shared, (V_src, V_tgt, d, _) = read.get("Parameters shared by the two calls"), p.args[0]
         return ("modules kept between calls", (
             f"two calls of {{name}}({V_src}, {V_tgt}, {d}, False) returned modules that share {shared} Parameter(s): "
-            "your function keeps modules or tables between calls (a global, a default argument, a cache such as "
-            "functools.lru_cache), so two models built with it would share, and train, the same weights. Build new "
-            "modules on every call; only the three modules of one call share their table.")) if shared else None
-    if "matrices" not in (_tie_read(found) or {}):  # two results of three modules: the engine's words
+            "your function keeps modules or tables between calls (a global, a default argument, a cache), so two "
+            "models built with it would share, and train, the same weights. Build new modules on every call.")
+                ) if shared else None
+    if "matrices" not in read:  # two results of three modules: the engine's words
         return None
     V_src, V_tgt, d, share = p.args
-    call = f"{{name}}(src_vocab_size={V_src}, tgt_vocab_size={V_tgt}, d_model={d}, share_embeddings={share})"
     (matrices, vectors, tensors), items = _parts(found), found["items"]
     for what, m, vocab in zip(_PIECES, matrices, (V_src, V_tgt)):
         if len(m) != 1:
@@ -466,37 +434,32 @@ def _tie_diagnosis(found: dict, p: Probe) -> tuple[str, str] | None:
                                      f"holds {len(m)} matrices")
         if tuple(m[0]["shape"]) == (d, vocab):
             return "a table of swapped shape", (f"{what}'s table has shape {(d, vocab)}, (d_model, vocab_size): the "
-                                                "arguments are swapped; Embeddings(vocab_size, d_model) has one row "
-                                                "per token.")
+                                                "arguments are swapped; Embeddings(vocab_size, d_model).")
     (E_src,), (E_tgt,) = matrices[:2]
     if not share and E_src["same"] == E_tgt["same"]:
         return "the source tied without share_embeddings", (
             "with share_embeddings=False the source embedding must keep a table of its own: the two languages have "
-            f"two vocabularies (here of sizes {V_src} and {V_tgt}). Only the target embedding and the generator are "
-            "tied then; the source joins them only with share_embeddings=True.")
+            f"two vocabularies (here of sizes {V_src} and {V_tgt}); only share_embeddings=True ties it too.")
+    call = f"{{name}}(src_vocab_size={V_src}, tgt_vocab_size={V_tgt}, d_model={d}, share_embeddings={share})"
     for what, E, vocab in (("tgt_embed", E_tgt, V_tgt), ("src_embed", E_src, V_src)):
         if tuple(E["shape"]) != (vocab, d):
             return "a table of another size", (f"wrong shape for the table of {what} in {call} ({what[:3]}_vocab_size, "
                                                f"d_model): expected {(vocab, d)}, got {tuple(E['shape'])}.")
     if len(matrices[2]) != 1:
         return "not one matrix in the generator", f"the generator should hold one matrix; it holds {len(matrices[2])}"
-    W = matrices[2][0]
-    if not vectors[2]:
+    W, b = matrices[2][0], (vectors[2] or [None])[0]
+    if b is None:
         return "no bias", ("your generator has no bias. The paper does not mention one; the course's Generator has it "
-                           "(nn.Linear's default, as in the Harvard Annotated Transformer), and the check counts its "
-                           f"{V_tgt} numbers: build it with Generator(d_model, tgt_vocab_size) and tie its weight "
-                           "only.")
-    b = vectors[2][0]
+                           f"(nn.Linear's default) and the check counts its {V_tgt} numbers: build it with "
+                           "Generator(d_model, tgt_vocab_size) and tie its weight only.")
     if tuple(b["shape"]) == (d,) and d != V_tgt:
         return "the generator's sizes swapped", (
-            f"your generator's bias has d_model = {d} entries, not tgt_vocab_size = {V_tgt}: Generator(vocab_size, "
-            "d_model) has its arguments swapped; it maps d_model to the vocabulary, Generator(d_model, "
-            "tgt_vocab_size).")
+            f"your generator's bias has d_model = {d} entries, not tgt_vocab_size = {V_tgt}: its arguments are "
+            "swapped; it maps d_model to the vocabulary, Generator(d_model, tgt_vocab_size).")
     if W["same"] == E_src["same"] != E_tgt["same"]:
         return "the generator tied to the source", (
             "your generator shares the source embedding's table: it scores target tokens, so it is tied to the target "
-            "embedding, generator.proj.weight = tgt_embed.lut.weight (the source joins them only with "
-            "share_embeddings=True).")
+            "embedding, generator.proj.weight = tgt_embed.lut.weight.")
     if W["same"] != E_tgt["same"]:
         return _not_shared(W, E_tgt, "the generator's weight", "the target embedding")
     if share and E_src["same"] != E_tgt["same"]:
@@ -510,15 +473,14 @@ def _tie_diagnosis(found: dict, p: Probe) -> tuple[str, str] | None:
     if frozen:
         return "a frozen parameter", (
             f"{_PIECES[frozen['item'][0]]}.{frozen['name']} does not require a gradient (requires_grad=False): "
-            "training would never change it, and count_parameters leaves it out. A tied table is trained by the "
-            "gradients of all its uses; leave requires_grad as nn.Embedding and nn.Linear make it (no "
-            "requires_grad_(False)).")
-    distinct, expected = _tie_read(found)["distinct"], V_tgt * d + V_tgt + (0 if share else V_src * d)
-    if distinct != expected:
+            "training would never change it, and count_parameters leaves it out. Leave requires_grad as nn.Embedding "
+            "and nn.Linear make it.")
+    expected = V_tgt * d + V_tgt + (0 if share else V_src * d)
+    if read["distinct"] != expected:
         return "parameters of more", (
-            f"the three modules hold {distinct:,} distinct parameters, but the tied pieces have {expected:,} (the "
-            f"target table, {V_tgt} x {d}, counted once{'' if share else f', the source table, {V_src} x {d}'}, and "
-            f"the generator's bias, {V_tgt}): does a module hold a parameter it should not?")
+            f"the three modules hold {read['distinct']:,} distinct parameters, but the tied pieces have {expected:,} "
+            f"(the target table, {V_tgt} x {d}, counted once{'' if share else f', the source table, {V_src} x {d}'}, "
+            f"and the generator's bias, {V_tgt}): does a module hold a parameter it should not?")
     for what, item, E in zip(_PIECES, items, (E_src, E_tgt)):  # E[tokens] * sqrt(d_model)
         out, rows = _computed(item, lambda tokens: E["values"][tokens])
         failure = _output(item, out, (2, 5, d), f"{what}(tokens of shape (2, 5))")
@@ -528,14 +490,12 @@ def _tie_diagnosis(found: dict, p: Probe) -> tuple[str, str] | None:
             continue
         if _close(out, rows):
             return "no sqrt(d_model)", (
-                f"{what} returns the table's rows without the factor sqrt(d_model) = {math.sqrt(d):.4f}: §3.4, \"In "
-                "the embedding layers, we multiply those weights by sqrt(d_model)\". Use the course's Embeddings "
-                "(annotated.positional), not a bare nn.Embedding.")
+                f"{what} returns the table's rows without the factor sqrt(d_model) = {math.sqrt(d):.4f} (§3.4): use "
+                "the course's Embeddings (annotated.positional), not a bare nn.Embedding.")
         if _close(out, rows * math.sqrt(d) + sinusoidal_table(5, d)):
             return "the positional encoding added", (
                 f"{what} adds the positional encoding: return the Embeddings alone (make_model puts a "
-                "PositionalEncoding after it in an nn.Sequential; this exercise asks for the parts that hold the "
-                "vocabulary's table).")
+                "PositionalEncoding after it; this exercise asks for the parts that hold the vocabulary's table).")
         return "other embeddings", _mismatch(out, rows * math.sqrt(d), f"{what}(tokens), compared with "
                                              "table[tokens] * sqrt(d_model)")
     out, logits = _computed(items[2], lambda x: x @ E_tgt["values"].T + b["values"])
@@ -544,18 +504,17 @@ def _tie_diagnosis(found: dict, p: Probe) -> tuple[str, str] | None:
         return ("other logits", failure) if failure else None
     scaled = ("scaled by sqrt(d_model)", "your generator multiplies by sqrt(d_model): that factor belongs to the "
               "embedding layers only (§3.4); the pre-softmax linear map is x E^T + b.")
-    for wrong, (key, message) in (
-            (logits.log_softmax(-1), ("log-probabilities", (
-                "your generator returns log-probabilities (log_softmax of the logits); the course's Generator stops "
-                "at the logits, x E^T + b: the loss (F.cross_entropy takes logits) and the decoder take the "
-                "log_softmax themselves (section 4 of notebook 07)."))),
-            (logits.softmax(-1), ("probabilities", (
-                "your generator returns probabilities (a softmax); the course's Generator stops at the logits, x E^T "
-                "+ b, which the loss and the decoder take as they are."))),
+    for wrong, mistake in (
+            (logits.log_softmax(-1), ("log-probabilities", "your generator returns log-probabilities (log_softmax "
+                                      "of the logits); the course's Generator stops at the logits, x E^T + b: the "
+                                      "loss and the decoder take the log_softmax themselves (notebook 07, section "
+                                      "4).")),
+            (logits.softmax(-1), ("probabilities", "your generator returns probabilities (a softmax); the course's "
+                                  "Generator stops at the logits, x E^T + b, which the loss and the decoder take.")),
             (logits * math.sqrt(d), scaled),
             ((items[2]["inputs"][0]["values"] @ E_tgt["values"].T) * math.sqrt(d) + b["values"], scaled)):
         if _close(out, wrong):
-            return key, message
+            return mistake
     return "other logits", _mismatch(out, logits, "generator(x), compared with x @ E^T + b")
 
 
@@ -586,9 +545,8 @@ def _wrong_tie(embed: Callable = Embeddings, src: Callable | None = None, gen: C
         key = (src_vocab_size, tgt_vocab_size, d_model, share_embeddings)
         if cache is not None and key in cache:
             return cache[key]
-        d_model = d or d_model
-        tgt, source = embed(tgt_vocab_size, d_model), (src or embed)(src_vocab_size, d_model)
-        generator = gen(d_model, tgt_vocab_size)
+        tgt, source = embed(tgt_vocab_size, d or d_model), (src or embed)(src_vocab_size, d or d_model)
+        generator = gen(d or d_model, tgt_vocab_size)
         linear = [m for m in generator.modules() if isinstance(m, nn.Linear)][-1]  # the one tied
         table = lambda e: next(p for p in e.parameters() if p.dim() == 2)  # noqa: E731
         E = table(tgt)
@@ -661,12 +619,11 @@ def _tie_passed(name: str) -> str:
 TIE = Declaration(
     check="check_tied_embeddings", function="tied_embeddings",
     roles=("src_vocab_size", "tgt_vocab_size", "d_model", "share_embeddings"), reference=course_tied_embeddings,
-    probes=_tie_probes, passed=_tie_passed,
+    probes=_tie_probes, passed=_tie_passed, mistakes=tuple(_tie_mistake(n, _wrong_tie(**w)) for n, w in _TIE_EXAMPLES),
     returns=Value("the three modules (src_embed, tgt_embed, generator)", kind="tuple", read=_tie_read,
                   other=_not_three),
     sizes_fix=lambda passed, sizes, message: _hard_coded_hint(passed, sizes, message,
                                                               "Build every module from the sizes you are given."),
-    mistakes=tuple(_tie_mistake(name, _wrong_tie(**wrong)) for name, wrong in _TIE_EXAMPLES),
 )
 
 
