@@ -430,11 +430,11 @@ def _tie_diagnosis(found: dict, p: Probe) -> tuple[str, str] | None:
     (matrices, vectors, tensors), items = _parts(found), found["items"]
     for what, m, vocab in zip(_PIECES, matrices, (V_src, V_tgt)):
         if len(m) != 1:
-            return "not one table", (f"{what} should hold one table of shape ({vocab}, {d}), vocab_size x d_model; it "
-                                     f"holds {len(m)} matrices")
+            return "not one table", f"{what} should hold one table of shape ({vocab}, {d}); it holds {len(m)} matrices"
         if tuple(m[0]["shape"]) == (d, vocab):
-            return "a table of swapped shape", (f"{what}'s table has shape {(d, vocab)}, (d_model, vocab_size): the "
-                                                "arguments are swapped; Embeddings(vocab_size, d_model).")
+            return "a table of swapped shape", (
+                f"{what}'s table has shape {(d, vocab)}, (d_model, vocab_size): the arguments are swapped; "
+                "Embeddings(vocab_size, d_model).")
     (E_src,), (E_tgt,) = matrices[:2]
     if not share and E_src["same"] == E_tgt["same"]:
         return "the source tied without share_embeddings", (
@@ -449,9 +449,9 @@ def _tie_diagnosis(found: dict, p: Probe) -> tuple[str, str] | None:
         return "not one matrix in the generator", f"the generator should hold one matrix; it holds {len(matrices[2])}"
     W, b = matrices[2][0], (vectors[2] or [None])[0]
     if b is None:
-        return "no bias", ("your generator has no bias. The paper does not mention one; the course's Generator has it "
-                           f"(nn.Linear's default) and the check counts its {V_tgt} numbers: build it with "
-                           "Generator(d_model, tgt_vocab_size) and tie its weight only.")
+        return "no bias", (
+            "your generator has no bias. The paper does not mention one; the course's Generator has it (nn.Linear's "
+            f"default), and the check counts its {V_tgt} numbers: Generator(d_model, tgt_vocab_size), weight tied.")
     if tuple(b["shape"]) == (d,) and d != V_tgt:
         return "the generator's sizes swapped", (
             f"your generator's bias has d_model = {d} entries, not tgt_vocab_size = {V_tgt}: its arguments are "
@@ -467,8 +467,8 @@ def _tie_diagnosis(found: dict, p: Probe) -> tuple[str, str] | None:
                                                   "table", "the target embedding",
                                                   "src_embed.lut.weight = tgt_embed.lut.weight")[1]
     if tuple(b["shape"]) != (V_tgt,):
-        return "a bias of another size", (f"wrong shape for the generator's bias in {call}: expected ({V_tgt},), got "
-                                          f"{tuple(b['shape'])}.")
+        return "a bias of another size", (
+            f"wrong shape for the generator's bias in {call}: expected ({V_tgt},), got {tuple(b['shape'])}.")
     frozen = next((t for t in tensors if not t["requires_grad"]), None)
     if frozen:
         return "a frozen parameter", (
@@ -502,15 +502,12 @@ def _tie_diagnosis(found: dict, p: Probe) -> tuple[str, str] | None:
     failure = _output(items[2], out, (2, 5, V_tgt), "generator(x of shape (2, 5, d_model))")
     if failure or _close(out, logits):
         return ("other logits", failure) if failure else None
+    stops = "the course's Generator stops at the logits, x E^T + b, which the loss and the decoder take as they are"
     scaled = ("scaled by sqrt(d_model)", "your generator multiplies by sqrt(d_model): that factor belongs to the "
               "embedding layers only (§3.4); the pre-softmax linear map is x E^T + b.")
     for wrong, mistake in (
-            (logits.log_softmax(-1), ("log-probabilities", "your generator returns log-probabilities (log_softmax "
-                                      "of the logits); the course's Generator stops at the logits, x E^T + b: the "
-                                      "loss and the decoder take the log_softmax themselves (notebook 07, section "
-                                      "4).")),
-            (logits.softmax(-1), ("probabilities", "your generator returns probabilities (a softmax); the course's "
-                                  "Generator stops at the logits, x E^T + b, which the loss and the decoder take.")),
+            (logits.log_softmax(-1), ("log-probabilities", f"your generator returns log-probabilities; {stops}.")),
+            (logits.softmax(-1), ("probabilities", f"your generator returns probabilities (a softmax); {stops}.")),
             (logits * math.sqrt(d), scaled),
             ((items[2]["inputs"][0]["values"] @ E_tgt["values"].T) * math.sqrt(d) + b["values"], scaled)):
         if _close(out, wrong):
@@ -656,6 +653,8 @@ def _count(c: TransformerConfig, **wrong) -> int:
     return tables * d + stacks + final + gen_bias + wrong.get("positions", 0) * c.max_len * d
 
 
+_PER_HEAD = ("d_model x d_k each, with d_k = d_model / h, side by side one d_model x d_model matrix (notebook 04); the "
+             "count of an attention does not depend on h")
 # (keywords of _count, what is wrong): named from the first configuration where the count is wrong, so the
 # configurations come in an order where no two mistakes give the same count there (tested).
 _COUNT_MISTAKES = [
@@ -691,14 +690,11 @@ _COUNT_MISTAKES = [
      "share_embeddings=False the source has its own table, src_vocab_size x d_model"),
     (dict(positions=1), "you counted the positional encoding's table: it is a buffer, computed from the sine formula "
      "and never trained, not a parameter (notebook 05)"),
-    (dict(positions=2), "you counted the positional encoding's tables: they are buffers, computed from the sine "
-     "formula and never trained, not parameters (notebook 05)"),
-    (dict(full_heads=True), "you gave each head its own d_model x d_model matrices: the h heads' W_i^Q are d_model x "
-     "d_k each, with d_k = d_model / h, side by side one d_model x d_model matrix (notebook 04); the count of an "
-     "attention does not depend on h"),
+    (dict(positions=2), "you counted the positional encoding's tables: they are buffers, not parameters (notebook 05)"),
+    (dict(full_heads=True), "you gave each head its own d_model x d_model matrices: the h heads' W_i^Q are "
+     f"{_PER_HEAD}"),
     (dict(full_heads_qkv=True), "you gave each head its own d_model x d_model matrices W_i^Q, W_i^K, W_i^V: they are "
-     "d_model x d_k each, with d_k = d_model / h, side by side one d_model x d_model matrix (notebook 04); the count "
-     "of an attention does not depend on h"),
+     f"{_PER_HEAD}"),
     (dict(one_ff_map=True), "the feed-forward network has two linear maps, d_model -> d_ff and d_ff -> d_model "
      "(§3.3); you counted one"),
     (dict(one_layer=True), "you counted one layer per stack: the encoder and the decoder each stack N identical "
