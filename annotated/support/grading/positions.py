@@ -169,13 +169,12 @@ SKEW = Declaration(
                  "you dropped the last row; the skew drops the first one: reshaped[..., 1:, :]."),
         _skew_is(lambda qe: _skew_variant(qe, "right", "last"), "padded on the right and dropped the last row: pad "
                  "on the left, F.pad(qe, (1, 0)), and drop the first row."),
-        _skew_is(lambda qe: qe, "the result is Q E^T unchanged: its column r holds offset r - (L - 1), not key j; "
-                                "pad a column on the left, reshape to (L + 1, L) and drop the first row."),
-        _skew_is(lambda qe: qe.transpose(-2, -1), "a transpose is not the skew: pad a column on the left, reshape "
-                                                  "to (L + 1, L), drop the first row."),
-        _skew_is(lambda qe: qe.flip(-1), "flipping the columns puts offset 0 in column 0 for every row; the skew "
-                                         "moves each row's offsets by a different amount: pad, reshape, drop the "
-                                         "first row."),
+        _skew_is(lambda qe: qe, "the result is Q E^T unchanged: its column r holds offset r - (L - 1), not key j; pad "
+                 "a column on the left, reshape to (L + 1, L) and drop the first row."),
+        _skew_is(lambda qe: qe.transpose(-2, -1), "a transpose is not the skew: pad a column on the left, reshape to "
+                 "(L + 1, L), drop the first row."),
+        _skew_is(lambda qe: qe.flip(-1), "flipping the columns puts offset 0 in column 0 for every row; the skew moves "
+                 "each row's offsets by a different amount: pad, reshape, drop the first row."),
     ),
     passed=lambda name: (f"check_skew passed: {name} moves q_i . E_(j-i) to column j for qe of shapes "
                          + ", ".join(str((*s["lead"], s["L"], s["L"])) for s in SIZE_SETS["check_skew"])
