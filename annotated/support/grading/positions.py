@@ -42,7 +42,8 @@ def _hint(how: str, check: str = "") -> Callable:
                  (longest > 512, f"a length here is {longest}: a table precomputed for "
                   f"{'5,000' if longest > 5000 else '512'} positions is too short; compute the positions from the "
                   "sizes you are given"))
-        return _hard_coded_hint(passed, sizes, message, how) + "".join(f"\nNote: {n}." for new, n in notes if new)
+        hint = _hard_coded_hint(passed, sizes, message, how)
+        return hint + "".join(f"\nNote: {note}." for applies, note in notes if applies)
     return describe
 
 
