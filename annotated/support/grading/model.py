@@ -1,16 +1,6 @@
-"""Checks of notebook 07's exercises: the decoder layer's forward pass, the tied embeddings and
-generator, and the parameter count of ``annotated.model.make_model``.
-
-Each compares with the course's own modules (``DecoderLayer``, ``Embeddings``, ``Generator``,
-``make_model`` and ``count_parameters``) and, where PyTorch has the same piece, with it too
-(``nn.TransformerDecoderLayer``, ``nn.Transformer``).
-
-All three are declarations (``annotated.support.grading.engine``), judged by the grader in its own process: the
-count (an int, its config sent as data by ``record.build``), the decoder layer's forward pass (its layer sent as
-data by ``record.build``, the global generator seeded before each call so that its dropout can be drawn again) and
-the tied embeddings (the recorder describes every parameter of the three modules with the first Parameter object
-it is and the first storage it begins at, so which are tied is data, and each module's output on its own probe
-input; two calls with the same arguments are one probe, whose modules must share no Parameter)."""
+"""Checks of notebook 07's exercises, as declarations (``engine``): the decoder layer's forward pass, the tied
+embeddings and generator, and the parameter count of ``make_model``, against the course's own modules (and, in
+tests/test_declarations_07_09.py, nn.TransformerDecoderLayer and nn.Transformer)."""
 
 import contextlib
 import itertools
@@ -30,17 +20,15 @@ from annotated.support import record as recorder
 from annotated.support.grading.core import _hard_coded_hint, _same
 from annotated.support.grading.engine import Declaration, Mistake, Probe, Tensor, Value, check
 
-# Within a set every size differs (so a swapped tensor shows in its shape); from one set to
-# the next every size changes (so a size written into the code fails). d_k = d_model / h is
-# 6, 5 and 2, never 4. The last set is a batch of one sentence (a .squeeze() drops it).
+# Within a set every size differs (a swapped tensor shows in its shape); from one set to the next every size changes
+# (a size written in fails). d_k is 6, 5 and 2, never 4; the last set is a batch of one sentence (a .squeeze()).
 LAYER_SIZES = [dict(batch=3, L_tgt=5, L_src=7, d_model=12, h=2, d_ff=20),
                dict(batch=2, L_tgt=6, L_src=4, d_model=15, h=3, d_ff=22),
                dict(batch=1, L_tgt=4, L_src=8, d_model=14, h=7, d_ff=9)]
-# Tried first: the source as long as the target, where a mistake that swaps the memory and the decoder's states,
-# or the two masks, gives numbers to compare instead of an exception (as many numbers as LAYER_SIZES[0]'s memory).
+# Tried first: the source as long as the target, where swapping the memory and the decoder's states (or the two
+# masks) gives numbers to compare instead of an exception.
 SAME_LENGTHS = dict(batch=3, L_tgt=7, L_src=7, d_model=12, h=2, d_ff=20)
-# The dropout of the sublayer connections in the check of training and evaluation modes.
-LAYER_DROPOUT = 0.5
+LAYER_DROPOUT = 0.5  # the sublayer connections' dropout in the check of training and evaluation modes
 TIE_SIZES = [dict(src_vocab=13, tgt_vocab=11, d_model=6),
              dict(src_vocab=9, tgt_vocab=17, d_model=10)]
 COUNT_SIZES = [dict(src_vocab=13, tgt_vocab=11, d_model=12, d_ff=20, h=2, N=3),
@@ -52,9 +40,7 @@ SIZE_SETS = {"check_decoder_layer_forward": LAYER_SIZES, "check_tied_embeddings"
 
 @contextlib.contextmanager
 def _one_thread():
-    """Run on one thread, then restore the setting: the check's layers are tiny, and threads
-    cost more than they bring (measured on a busy two-core machine: 0.07 s instead of 1.4 s
-    for the decoder layer's check)."""
+    """One thread, then the setting restored: the check's layers are tiny, and threads cost more than they bring."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -67,19 +53,14 @@ def _one_thread():
 
 
 class _Layer(DecoderLayer):
-    """The course's DecoderLayer with a one-line repr, so that an error message that lists the
-    arguments of the learner's call names the layer without printing all its modules."""
+    """The course's DecoderLayer, with a one-line repr for a message that lists the call's arguments."""
 
     def __repr__(self) -> str:
-        attn, ff = self.self_attn, self.feed_forward
-        order = "pre-norm" if self.sublayer[0].norm_first else "post-norm"
-        return (f"DecoderLayer(d_model={attn.d_model}, h={attn.h}, "
-                f"d_ff={ff.W_1.out_features}, {order})")
+        return (f"DecoderLayer(d_model={self.self_attn.d_model}, h={self.self_attn.h}, d_ff="
+                f"{self.feed_forward.W_1.out_features}, {'pre' if self.sublayer[0].norm_first else 'post'}-norm)")
 
 
-# Named as the course's class, so an error such as "'DecoderLayer' object has no attribute" reads
-# as it would in the notebook.
-_Layer.__name__ = _Layer.__qualname__ = "DecoderLayer"
+_Layer.__name__ = _Layer.__qualname__ = "DecoderLayer"  # "'DecoderLayer' object has no attribute" as in the notebook
 
 
 def _decoder_layer(d_model: int, h: int, d_ff: int, dropout: float, norm_first: bool) -> _Layer:
@@ -90,72 +71,51 @@ def _decoder_layer(d_model: int, h: int, d_ff: int, dropout: float, norm_first: 
 
 
 def _randomize(module: nn.Module, g: torch.Generator) -> nn.Module:
-    """Random values for every parameter, layer norms included (gamma around 1, beta and the
-    biases around 0), so that each parameter, and so each mistake, shows in the output."""
+    """Random values for every parameter (the norms' gamma around 1), so that each mistake shows in the output."""
     with torch.no_grad():
         for name, p in module.named_parameters():
             if p.dim() > 1:
-                bound = 1 / math.sqrt(p.size(1))
-                p.copy_((torch.rand(p.shape, generator=g) * 2 - 1) * bound)
-            elif "norm" in name and name.endswith("weight"):
-                p.copy_(1 + 0.5 * torch.randn(p.shape, generator=g))
+                p.copy_((torch.rand(p.shape, generator=g) * 2 - 1) * (1 / math.sqrt(p.size(1))))
             else:
-                p.copy_(0.5 * torch.randn(p.shape, generator=g))
+                p.copy_(("norm" in name and name.endswith("weight")) + 0.5 * torch.randn(p.shape, generator=g))
     return module
 
 
 def _layer_inputs(sizes: dict, g: torch.Generator) -> tuple:
-    """x, memory, src_mask and tgt_mask for a layer of ``sizes``, with padding in both masks."""
-    batch, L_tgt, L_src, d = sizes["batch"], sizes["L_tgt"], sizes["L_src"], sizes["d_model"]
-    x = torch.randn(batch, L_tgt, d, generator=g)
-    memory = torch.randn(batch, L_src, d, generator=g)
-    src_keep = torch.ones(batch, L_src, dtype=torch.bool)
-    src_keep[0, -2:] = False  # the first source sentence ends in two paddings
-    tgt_keep = torch.ones(batch, L_tgt, dtype=torch.bool)
-    tgt_keep[-1, -2:] = False  # the last target sentence too
-    src_mask = src_keep.unsqueeze(1)  # (batch, 1, L_src)
-    tgt_mask = tgt_keep.unsqueeze(1) & subsequent_mask(L_tgt)  # (batch, L_tgt, L_tgt)
-    return x, memory, src_mask, tgt_mask
+    """x, memory, src_mask (batch, 1, L_src) and tgt_mask (batch, L_tgt, L_tgt), with padding in both masks."""
+    batch, L_tgt, L_src, d = (sizes[k] for k in ("batch", "L_tgt", "L_src", "d_model"))
+    x, memory = torch.randn(batch, L_tgt, d, generator=g), torch.randn(batch, L_src, d, generator=g)
+    src_keep, tgt_keep = torch.ones(batch, L_src, dtype=torch.bool), torch.ones(batch, L_tgt, dtype=torch.bool)
+    src_keep[0, -2:] = tgt_keep[-1, -2:] = False  # the first source and the last target end in two paddings
+    return x, memory, src_keep.unsqueeze(1), tgt_keep.unsqueeze(1) & subsequent_mask(L_tgt)
 
 
 _SEED = 20170612  # the global generator's seed before each call: a dropout drawn from it draws the same masks
 
 
-def course_layer_forward(layer, x, memory, src_mask, tgt_mask) -> torch.Tensor:
-    """``DecoderLayer.forward``, its dropout drawn right after ``_SEED`` (tests/test_declarations_07_09.py
-    compares it with nn.TransformerDecoderLayer holding the same weights)."""
-    return _forward(layer, x, memory, src_mask, tgt_mask)
-
-
-def _forward(layer, x, memory, src_mask, tgt_mask, *, self_attn="self_attn", self_qkv="y y y", self_mask="tgt",
-             src_attn="src_attn", cross_qkv="y m m", cross_mask="src", order=("self", "cross", "ff"),
-             wrap=(0, 1, 2), connection="module", feed="chain") -> torch.Tensor:
-    """The decoder layer's forward, or a wrong one: the attentions' modules, inputs (y: the sublayer's
-    argument, m: memory, M: memory normalized, x: the layer's input) and masks (tgt, src, none, causal),
-    the order of the sublayers and the connection that wraps each; ``connection`` "module" (the layer's
-    own), "none" (x + fn(x)), "post by hand" (norm(x + fn(x))), "no dropout" (the layer's order by hand),
-    "dropout always" (F.dropout in every mode); ``feed`` "chain", "x" (the second connection gets x), "twice"
-    or "twice last" (the residual added again around the first or the last)."""
+def course_layer_forward(layer, x, memory, src_mask, tgt_mask, *, self_attn="self_attn", self_qkv="y y y",
+                         self_mask="tgt", src_attn="src_attn", cross_qkv="y m m", cross_mask="src",
+                         order=("self", "cross", "ff"), wrap=(0, 1, 2), connection="module", feed="chain"):
+    """``DecoderLayer.forward``, its dropout drawn right after ``_SEED``, or a wrong one: the attentions' modules,
+    inputs (y: the sublayer's argument, m: memory, M: memory normalized, x: the layer's input) and masks (tgt, src,
+    none, causal), the sublayers' order and connections; ``connection`` "module", "none" (x + fn(x)), "post by hand",
+    "no dropout" (by hand), "dropout always" (F.dropout); ``feed`` "chain", "x" (sublayer[1] gets the layer's
+    input), "twice" or "twice last" (the residual added again around the first or the last)."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(_SEED)
-        masks = {"tgt": tgt_mask, "src": src_mask, "none": None,
-                 "causal": subsequent_mask(x.size(1)).unsqueeze(0)}
+        masks = {"tgt": tgt_mask, "src": src_mask, "none": None, "causal": subsequent_mask(x.size(1)).unsqueeze(0)}
         named = lambda y: {"y": y, "m": memory, "x": x, "M": layer.sublayer[1].norm(memory)}  # noqa: E731
-        steps = {"self": lambda y: getattr(layer, self_attn)(*(named(y)[n] for n in self_qkv.split()),
-                                                             masks[self_mask]),
-                 "cross": lambda y: getattr(layer, src_attn)(*(named(y)[n] for n in cross_qkv.split()),
-                                                            masks[cross_mask]),
+        attend = lambda attn, qkv, mask: lambda y: getattr(layer, attn)(  # noqa: E731
+            *(named(y)[n] for n in qkv.split()), masks[mask])
+        steps = {"self": attend(self_attn, self_qkv, self_mask), "cross": attend(src_attn, cross_qkv, cross_mask),
                  "ff": layer.feed_forward}
         start = x
         for step, i in zip(order, wrap):
             c, fn = layer.sublayer[i], steps[step]
-            drop = {"no dropout": lambda t: t, "post by hand": lambda t: t, "none": lambda t: t,
-                    "dropout always": lambda t: F.dropout(t, c.dropout.p)}.get(connection, c.dropout)
+            drop = (lambda t: F.dropout(t, c.dropout.p)) if connection == "dropout always" else (lambda t: t)
             source = start if feed == "x" and i == 1 else x
-            if connection == "module":
-                out = c(source, fn)
-            elif connection == "none":
-                out = source + fn(source)
+            if connection in ("module", "none"):
+                out = c(source, fn) if connection == "module" else source + fn(source)
             elif connection == "post by hand" or not c.norm_first:
                 out = c.norm(source + drop(fn(source)))
             else:
@@ -164,38 +124,31 @@ def _forward(layer, x, memory, src_mask, tgt_mask, *, self_attn="self_attn", sel
         return x
 
 
-def _wrong_layer(**wrong) -> Callable:
-    return lambda layer, x, memory, src_mask, tgt_mask: _forward(layer, x, memory, src_mask, tgt_mask, **wrong)
-
-
 def _layer_probes(device: str | None) -> list[Probe]:
     g, probes = torch.Generator().manual_seed(7), []
     hints = ((r"'DecoderLayer' object has no attribute", _ATTRIBUTE_HINT),
              (r"'Tensor' object is not callable", _NOT_CALLABLE_HINT))
 
     def layer(sizes, norm_first, dropout=0.0):
-        built = recorder.build(f"{__name__}._decoder_layer", d_model=sizes["d_model"], h=sizes["h"],
-                               d_ff=sizes["d_ff"], dropout=dropout, norm_first=norm_first)
-        return _randomize(built, g)
+        return _randomize(recorder.build(f"{__name__}._decoder_layer", d_model=sizes["d_model"], h=sizes["h"],
+                                         d_ff=sizes["d_ff"], dropout=dropout, norm_first=norm_first), g)
 
     def probe(args, setting, **options):
-        x, memory = args[1], args[2]
-        order = "pre-norm" if args[0].sublayer[0].norm_first else "post-norm"
+        order, x, memory = "pre-norm" if args[0].sublayer[0].norm_first else "post-norm", args[1], args[2]
         label = (f"{{what}} of {{name}}(layer ({order}{setting}), x of shape {tuple(x.shape)}, memory of shape "
                  f"{tuple(memory.shape)}, src_mask, tgt_mask)")
         probes.append(Probe(args, label, hints=hints, seed=_SEED, tags=dict(
             norm_first=order == "pre-norm", eval=not args[0].training, dropout=args[0].sublayer[0].dropout.p > 0),
             **options))
 
-    for norm_first in (False, True):  # first, as many source as target positions: a mistake that swaps the
-        probe((layer(SAME_LENGTHS, norm_first), *_layer_inputs(SAME_LENGTHS, g)), "")  # two is named, not an error
-    for sizes in LAYER_SIZES:
+    for sizes in (SAME_LENGTHS, *LAYER_SIZES):  # SAME_LENGTHS first: a mistake that swaps the two is named
         for norm_first in (False, True):
-            probe((layer(sizes, norm_first), *_layer_inputs(sizes, g)), "", sizes=sizes)
+            probe((layer(sizes, norm_first), *_layer_inputs(sizes, g)), "",
+                  sizes=None if sizes is SAME_LENGTHS else sizes)
     sizes, setting = LAYER_SIZES[0], f", dropout p = {LAYER_DROPOUT} in its sublayer connections"
     for norm_first in (False, True):  # in evaluation mode, gradients; in training mode, a second call
-        probe((layer(sizes, norm_first, LAYER_DROPOUT).eval(), *_layer_inputs(sizes, g)), setting + ", in evaluation "
-              "mode", grad=(1, 2))
+        probe((layer(sizes, norm_first, LAYER_DROPOUT).eval(), *_layer_inputs(sizes, g)),
+              setting + ", in evaluation mode", grad=(1, 2))
         probe((layer(sizes, norm_first, LAYER_DROPOUT), *_layer_inputs(sizes, g)), setting + ", in training mode",
               again=(layer(sizes, norm_first, LAYER_DROPOUT), *_layer_inputs(sizes, g)))
     for norm_first in (False, True):
@@ -204,165 +157,129 @@ def _layer_probes(device: str | None) -> list[Probe]:
     return probes
 
 
-_CORRECT = ("x = layer.sublayer[0](x, lambda y: layer.self_attn(y, y, y, tgt_mask)); "
-            "x = layer.sublayer[1](x, lambda y: layer.src_attn(y, memory, memory, src_mask)); "
-            "return layer.sublayer[2](x, layer.feed_forward)")
-_NOT_CALLABLE_HINT = (
-    "\nHint: a sublayer connection takes a function and calls it itself, on x (or norm(x)): "
-    "pass layer.feed_forward, or lambda y: layer.self_attn(y, y, y, tgt_mask), not the result "
-    "of calling them."
-)
-_ATTRIBUTE_HINT = (
-    "\nHint: a DecoderLayer holds layer.self_attn, layer.src_attn (two MultiHeadAttention), "
-    "layer.feed_forward (a PositionwiseFeedForward) and layer.sublayer (a list of three "
-    "SublayerConnection, called as layer.sublayer[i](x, fn))."
-)
-_PARTS = ("self_attn", "src_attn", "feed_forward")
-_ROLES = ("the masked self-attention", "the encoder-decoder attention", "the feed-forward network")
-_READS_DECODER = ("your encoder-decoder attention reads the decoder instead of the encoder: its keys and values must "
-                  "be the memory (the encoder's output), so that the target can look at the source sentence; with the "
-                  "decoder's own states it is a second self-attention. Use layer.src_attn(y, memory, memory, "
-                  "src_mask).")
-_SELF_READS_MEMORY = ("your masked self-attention reads the memory: in self-attention the queries, keys and values are "
-                      "all the decoder's own states, layer.self_attn(y, y, y, tgt_mask); the memory is for the second "
-                      "sublayer, layer.src_attn.")
-_NO_DROPOUT = ("your output is the output without dropout: your function ignores the dropout of the sublayer "
-               "connections, which §5.4 applies to the output of every sublayer in training. Call the connections "
-               "themselves, layer.sublayer[i](x, fn); if you write the residual by hand, apply "
-               "layer.sublayer[i].dropout to the sublayer's output before adding it; and do not switch the layer to "
-               "evaluation mode (layer.eval()) inside the function.")
-
-
-def _by_hand(p: Probe) -> str:
-    order = "pre-norm (norm_first=True)" if p.tags["norm_first"] else "post-norm"
-    return ("you wrote the residual connection and layer norm yourself, with the norms of layer.sublayer; this layer "
-            f"is {order}, and your order of norm and residual is not its own. Call the sublayer connection itself, "
-            "layer.sublayer[i](x, fn): it puts the norm where the layer's norm_first says (notebook 06).")
+_CORRECT = ("x = layer.sublayer[0](x, lambda y: layer.self_attn(y, y, y, tgt_mask)); x = layer.sublayer[1](x, "
+            "lambda y: layer.src_attn(y, memory, memory, src_mask)); return layer.sublayer[2](x, layer.feed_forward)")
+_NOT_CALLABLE_HINT = ("\nHint: a sublayer connection takes a function and calls it itself, on x (or norm(x)): pass "
+                      "layer.feed_forward, or lambda y: layer.self_attn(y, y, y, tgt_mask), not their result.")
+_ATTRIBUTE_HINT = ("\nHint: a DecoderLayer holds layer.self_attn, layer.src_attn (two MultiHeadAttention), "
+                   "layer.feed_forward and layer.sublayer (three SublayerConnection, called as "
+                   "layer.sublayer[i](x, fn)).")
+_STEPS = (("self_attn", "the masked self-attention", "self"), ("src_attn", "the encoder-decoder attention", "cross"),
+          ("feed_forward", "the feed-forward network", "ff"))
+_CROSS = "layer.src_attn(y, memory, memory, src_mask)"
+_READS_DECODER = ("your encoder-decoder attention reads the decoder instead of the encoder: its keys and values are "
+                  f"the memory (the encoder's output), so that the target can look at the source sentence: {_CROSS}.")
+_MEMORY_CHANGED = ("the {} of your encoder-decoder attention are not `memory` as you were given it (normalized, or "
+                   f"changed?): pass memory itself, as keys and as values: {_CROSS}.")
+_ORDER = ("your sublayers run in the order {}; a decoder layer's (Figure 1, §3.1) is self_attn -> src_attn -> "
+          "feed_forward.")
 
 
 def _reads_x(role: str) -> str:
     return (f"{role} reads x, not the argument of its function: in pre-norm (norm_first=True) the sublayer connection "
-            "calls its function on norm(x), so the lambda must use what it receives, `lambda y: ...(y, ...)`, not the "
-            "x outside it (in post-norm the two are the same, which hides the mistake there).")
+            "calls its function on norm(x), so the lambda must use what it receives, `lambda y: ...(y, ...)` (in "
+            "post-norm the two are the same, which hides the mistake there).")
 
 
 def _layer_mistake(message, name: str, when=lambda p: True, **wrong) -> Mistake:
-    return Mistake(message, name, like=_wrong_layer(**wrong), when=when)
+    return Mistake(message, name, when=when, like=lambda layer, x, memory, src_mask, tgt_mask: course_layer_forward(
+        layer, x, memory, src_mask, tgt_mask, **wrong))
 
 
 LAYER_MISTAKES = (
     Mistake("your function calls the layer itself, layer(x, memory, src_mask, tgt_mask), which runs the course's "
-            "forward: write the forward pass from the layer's parts, layer.sublayer[i], layer.self_attn, "
-            "layer.src_attn and layer.feed_forward.", "the layer called whole", stage="source",
-            source=r"\blayer (?:\(|\. forward \()", example=lambda layer, x, memory, src_mask, tgt_mask: layer(
-                x, memory, src_mask, tgt_mask)),
-    _layer_mistake("you used layer.self_attn for both attentions: the encoder-decoder attention has its own weights, "
-                   "layer.src_attn (a decoder layer holds two MultiHeadAttention modules): layer.src_attn(y, memory, "
-                   "memory, src_mask).", "self_attn for both attentions", src_attn="self_attn"),
-    _layer_mistake("you used layer.src_attn for both attentions: the masked self-attention has its own weights, "
+            "forward: write it from the layer's parts, layer.sublayer[i], layer.self_attn, layer.src_attn and "
+            "layer.feed_forward.", "the layer called whole", stage="source", source=r"\blayer (?:\(|\. forward \()",
+            example=lambda layer, x, memory, src_mask, tgt_mask: layer(x, memory, src_mask, tgt_mask)),
+    _layer_mistake("you used layer.self_attn for both attentions: the encoder-decoder attention has weights of its "
+                   f"own, {_CROSS}.", "self_attn for both attentions", src_attn="self_attn"),
+    _layer_mistake("you used layer.src_attn for both attentions: the masked self-attention has weights of its own, "
                    "layer.self_attn(y, y, y, tgt_mask).", "src_attn for both attentions", self_attn="src_attn"),
     _layer_mistake("you swapped the two attention modules: layer.self_attn is the masked self-attention, "
-                   "layer.src_attn the attention over the memory (src for source); each has weights of its own, "
-                   "trained for its role. Use layer.self_attn(y, y, y, tgt_mask) first, then layer.src_attn(y, "
-                   "memory, memory, src_mask).",
-                   "the attention modules swapped", self_attn="src_attn", src_attn="self_attn"),
-    _layer_mistake(_SELF_READS_MEMORY, "the self-attention reads the memory", self_qkv="y m m"),
+                   "layer.src_attn the attention over the memory (src for source), each with weights trained for its "
+                   "role.", "the attention modules swapped", self_attn="src_attn", src_attn="self_attn"),
+    _layer_mistake("your masked self-attention reads the memory: its queries, keys and values are all the decoder's "
+                   "own states, layer.self_attn(y, y, y, tgt_mask); the memory is for layer.src_attn.",
+                   "the self-attention reads the memory", self_qkv="y m m"),
     _layer_mistake("your self-attention has no mask: each target position then sees the later positions, the very "
-                   "words it is trained to predict (and the padding). Pass tgt_mask, which hides both (§3.2.3): "
-                   "layer.self_attn(y, y, y, tgt_mask).", "no mask in the self-attention", self_mask="none"),
-    _layer_mistake("your self-attention got src_mask, the source's padding mask, where it needs tgt_mask (no "
-                   "look-ahead, no target padding): the two masks are swapped. Self-attention over the target takes "
-                   "tgt_mask, the attention over the memory src_mask.", "the masks swapped", self_mask="src",
-                   cross_mask="tgt"),
-    _layer_mistake("your self-attention's mask is not the tgt_mask you are given (a causal mask built in your "
-                   "function, or tgt_mask reshaped?): pass tgt_mask itself, (batch, L_tgt, L_tgt), which hides the "
-                   "padding of the target as well as the later positions; MultiHeadAttention adds the head axis "
-                   "itself.", "a mask of its own in the self-attention", self_mask="causal"),
+                   "words it is trained to predict (and the padding). Pass tgt_mask, which hides both (§3.2.3).",
+                   "no mask in the self-attention", self_mask="none"),
+    _layer_mistake("your self-attention got src_mask, the source's padding mask, where it needs tgt_mask: the two "
+                   "masks are swapped (the attention over the memory takes src_mask).", "the masks swapped",
+                   self_mask="src", cross_mask="tgt"),
+    _layer_mistake("your self-attention's mask is not the tgt_mask you are given (a causal mask of your own, or "
+                   "tgt_mask reshaped?): pass tgt_mask itself, which hides the target's padding as well as the later "
+                   "positions.", "a mask of its own in the self-attention", self_mask="causal"),
     _layer_mistake(_READS_DECODER, "the cross-attention reads the decoder", cross_qkv="y y y"),
     _layer_mistake(_READS_DECODER, "the cross-attention reads the decoder, with tgt_mask", cross_qkv="y y y",
                    cross_mask="tgt"),
     _layer_mistake("your encoder-decoder attention takes its queries from the memory and its keys and values from the "
-                   "decoder: the other way round. The queries come from the decoder, the keys and values from the "
-                   "encoder's output (§3.2.3): layer.src_attn(y, memory, memory, src_mask).",
-                   "the cross-attention's queries and keys swapped", cross_qkv="m y y"),
+                   f"decoder: the other way round (§3.2.3): {_CROSS}.", "the cross-attention's queries and keys "
+                   "swapped", cross_qkv="m y y"),
     _layer_mistake("your encoder-decoder attention takes its queries from the memory too: they come from the decoder "
-                   "(the sublayer's input y), so that each target position asks its own question of the source: "
-                   "layer.src_attn(y, memory, memory, src_mask).", "the cross-attention's queries from the memory",
-                   cross_qkv="m m m"),
-    _layer_mistake("the keys of your encoder-decoder attention are not `memory` as you were given it (normalized, or "
-                   "changed?): pass memory itself, as keys and as values: layer.src_attn(y, memory, memory, "
-                   "src_mask).", "the memory changed", cross_qkv="y M M"),
-    _layer_mistake("the values of your encoder-decoder attention are not `memory` as you were given it (normalized, or "
-                   "changed?): pass memory itself, as keys and as values: layer.src_attn(y, memory, memory, "
-                   "src_mask).", "the memory changed in the values", cross_qkv="y m M"),
-    _layer_mistake("your encoder-decoder attention has no mask: it attends to the padding of the source. Pass "
-                   "src_mask: layer.src_attn(y, memory, memory, src_mask).", "no mask in the cross-attention",
-                   cross_mask="none"),
-    _layer_mistake("you gave the encoder-decoder attention the causal mask tgt_mask: its keys are the source "
-                   "positions, which the decoder may all see (the source is known in full); only the source's "
-                   "padding is hidden. Use src_mask there.", "the causal mask in the cross-attention",
-                   cross_mask="tgt"),
-    _layer_mistake("your sublayers run in the order self_attn -> feed_forward -> src_attn; the decoder layer's order "
-                   "(Figure 1, §3.1) is masked self-attention, then encoder-decoder attention over the memory, then "
-                   "the feed-forward network: self_attn -> src_attn -> feed_forward.", "the feed-forward second",
+                   f"(y), so that each target position asks its own question of the source: {_CROSS}.",
+                   "the cross-attention's queries from the memory", cross_qkv="m m m"),
+    _layer_mistake(_MEMORY_CHANGED.format("keys"), "the memory changed", cross_qkv="y M M"),
+    _layer_mistake(_MEMORY_CHANGED.format("values"), "the memory changed in the values", cross_qkv="y m M"),
+    _layer_mistake(f"your encoder-decoder attention has no mask: it attends to the padding of the source: {_CROSS}.",
+                   "no mask in the cross-attention", cross_mask="none"),
+    _layer_mistake("you gave the encoder-decoder attention the causal mask tgt_mask: the decoder may see every source "
+                   "position, only the source's padding is hidden: use src_mask there.",
+                   "the causal mask in the cross-attention", cross_mask="tgt"),
+    _layer_mistake(_ORDER.format("self_attn -> feed_forward -> src_attn"), "the feed-forward second",
                    order=("self", "ff", "cross")),
-    _layer_mistake("your sublayers run in the order src_attn -> self_attn -> feed_forward; the decoder layer's order "
-                   "(Figure 1, §3.1) is masked self-attention, then encoder-decoder attention over the memory, then "
-                   "the feed-forward network: self_attn -> src_attn -> feed_forward.", "the attentions' order",
+    _layer_mistake(_ORDER.format("src_attn -> self_attn -> feed_forward"), "the attentions' order",
                    order=("cross", "self", "ff")),
-    *(_layer_mistake(f"you wrapped {', '.join(f'{p} in sublayer[{i}]' for p, i in zip(_PARTS, wrap))}: each sublayer "
-                     "has its own connection, with its own layer norm (its own gamma and beta): sublayer[0] for the "
-                     "self-attention, sublayer[1] for the encoder-decoder attention, sublayer[2] for the feed-forward "
-                     "network.", f"the connections {wrap}", wrap=wrap)
+    *(_layer_mistake(f"you wrapped {', '.join(f'{s[0]} in sublayer[{i}]' for s, i in zip(_STEPS, wrap))}: each "
+                     "sublayer has its own connection, with its own layer norm: sublayer[0] for the self-attention, "
+                     "sublayer[1] for the encoder-decoder attention, sublayer[2] for the feed-forward network.",
+                     f"the connections {wrap}", wrap=wrap)
       for wrap in itertools.product(range(3), repeat=3) if len(set(wrap)) in (1, 3) and wrap != (0, 1, 2)),
     *(_layer_mistake(f"your function never called layer.{part}, {role}: a decoder layer has three sublayers, "
-                     f"{_CORRECT}.", f"{part} never called",
-                     order=tuple(o for o in ("self", "cross", "ff") if o != step),
-                     wrap=tuple(i for i, o in enumerate(("self", "cross", "ff")) if o != step))
-      for part, role, step in zip(_PARTS[1:], _ROLES[1:], ("cross", "ff"))),  # without self_attn: fed x, below
+                     f"{_CORRECT}.", f"{part} never called", order=tuple(s[2] for s in _STEPS if s[2] != step),
+                     wrap=tuple(i for i, s in enumerate(_STEPS) if s[2] != step))
+      for part, role, step in _STEPS[1:]),  # without self_attn: fed x, below
     _layer_mistake(f"your function called layer.feed_forward 2 times; each sublayer runs once: {_CORRECT}.",
                    "feed_forward called twice", order=("self", "cross", "ff", "ff"), wrap=(0, 1, 2, 2)),
-    _layer_mistake(f"no sublayer connection: each sublayer must be wrapped in its residual connection and layer norm, "
-                   "layer.sublayer[i](x, fn), which computes LayerNorm(x + Dropout(fn(x))) (post-norm); without it "
-                   f"the layer has no residual path and no norm. {_CORRECT}.", "no sublayer connection",
-                   connection="none"),
-    _layer_mistake(_by_hand, "the residual and norm by hand", when=lambda p: not p.tags["dropout"],
-                   connection="post by hand"),
+    _layer_mistake("no sublayer connection: each sublayer is wrapped in its residual connection and layer norm, "
+                   f"layer.sublayer[i](x, fn), LayerNorm(x + Dropout(fn(x))) in post-norm: {_CORRECT}.",
+                   "no sublayer connection", connection="none"),
+    _layer_mistake(lambda p: "you wrote the residual connection and layer norm yourself; this layer is "
+                   f"{'pre-norm (norm_first=True)' if p.tags['norm_first'] else 'post-norm'}, and your order of norm "
+                   "and residual is not its own. Call the sublayer connection itself, layer.sublayer[i](x, fn): it "
+                   "puts the norm where norm_first says (notebook 06).", "the residual and norm by hand",
+                   when=lambda p: not p.tags["dropout"], connection="post by hand"),
     _layer_mistake(_reads_x("the masked self-attention"), "the self-attention reads the outer x", self_qkv="x x x"),
     _layer_mistake(_reads_x("the encoder-decoder attention"), "the cross-attention reads the outer x",
                    cross_qkv="x m m"),
-    _layer_mistake("layer.sublayer[1] gets the layer's input x instead of the output of layer.sublayer[0]: the "
-                   "sublayers form a chain, each takes the output of the one before: x = layer.sublayer[0](x, ...), "
-                   "then x = layer.sublayer[1](x, ...) with that new x.", "a connection fed the layer's input",
-                   feed="x"),
+    _layer_mistake("layer.sublayer[1] gets the layer's input x instead of the output of layer.sublayer[0]: each "
+                   "sublayer takes the output of the one before.", "a connection fed the layer's input", feed="x"),
     _layer_mistake("you added the residual yourself around layer.sublayer[0]: the sublayer connection already adds x "
-                   "(it returns LayerNorm(x + Dropout(fn(x)))); adding x again counts the residual twice. Use its "
-                   "output as it is.", "the residual added twice", feed="twice"),
+                   "(LayerNorm(x + Dropout(fn(x)))); use its output as it is.", "the residual added twice",
+                   feed="twice"),
     _layer_mistake("you added the residual yourself after layer.sublayer[2]: the sublayer connection already adds it; "
                    "return its output as it is.", "the residual added after the last", feed="twice last"),
-    Mistake(f"in evaluation mode (layer.eval()), on a layer whose sublayer connections have dropout p = "
-            f"{LAYER_DROPOUT}, your output differs from the layer's, though it equals it without dropout: your "
-            "function applies dropout in evaluation mode. F.dropout(t, p) drops unless given training=False (its "
-            "default is True); use the connection itself, layer.sublayer[i](x, fn), or its module "
-            "layer.sublayer[i].dropout, which knows the mode (or F.dropout(t, p, training=layer.training)).",
-            "dropout in evaluation mode", when=lambda p: p.tags["eval"] and p.tags["dropout"],
-            like=_wrong_layer(connection="dropout always")),
-    Mistake(lambda p: f"in training mode (layer.train()), on a {'pre' if p.tags['norm_first'] else 'post'}-norm layer "
-            f"whose sublayer connections have dropout p = {LAYER_DROPOUT}, " + _NO_DROPOUT, "dropout ignored",
-            when=lambda p: not p.tags["eval"] and p.tags["dropout"], like=_wrong_layer(connection="no dropout")),
+    _layer_mistake(f"in evaluation mode (layer.eval()), on a layer whose sublayer connections have dropout p = "
+                   f"{LAYER_DROPOUT}, your function applies dropout in evaluation mode. F.dropout(t, p) drops unless "
+                   "given training=False (its default is True); use the connection itself, or its module "
+                   "layer.sublayer[i].dropout, which knows the mode.", "dropout in evaluation mode",
+                   when=lambda p: p.tags["eval"] and p.tags["dropout"], connection="dropout always"),
+    _layer_mistake(lambda p: f"in training mode (layer.train()), on a {'pre' if p.tags['norm_first'] else 'post'}-norm "
+                   f"layer whose sublayer connections have dropout p = {LAYER_DROPOUT}, your output is the output "
+                   "without dropout: your function ignores the dropout of the sublayer connections (§5.4). Call the "
+                   "connections themselves, or apply layer.sublayer[i].dropout to the sublayer's output, and do not "
+                   "switch the layer to evaluation mode (layer.eval()) inside the function.", "dropout ignored",
+                   when=lambda p: not p.tags["eval"] and p.tags["dropout"], connection="no dropout"),
 )
 
 
 def _layer_hint(passed: list, sizes: dict, message: str) -> str:
     if sizes["batch"] == 1:
-        return (f"\nHint: the same function passed with batches of several sentences but not with "
-                f"a batch of one ({', '.join(f'{k}={v}' for k, v in sizes.items())}): does a "
-                ".squeeze() drop the batch dimension? squeeze() without a dimension drops every "
-                "dimension of size 1; leave the shapes alone, or squeeze only a dimension you "
-                "added yourself, .squeeze(dim).")
-    return _hard_coded_hint(
-        passed, sizes, message, "Read every size from the inputs (batch, L_tgt, d_model = "
-        "x.shape), or better, write no size at all: the layer's modules know theirs.")
+        return (f"\nHint: the same function passed with batches of several sentences but not with a batch of one "
+                f"({', '.join(f'{k}={v}' for k, v in sizes.items())}): does a .squeeze() drop the batch dimension? "
+                "Leave the shapes alone, or squeeze only a dimension you added yourself, .squeeze(dim).")
+    return _hard_coded_hint(passed, sizes, message, "Read every size from the inputs, or better, write none: the "
+                            "layer's modules know theirs.")
 
 
 LAYER = Declaration(
@@ -379,28 +296,9 @@ LAYER = Declaration(
 
 
 def check_decoder_layer_forward(decoder_layer_forward: Callable) -> None:
-    """Check ``decoder_layer_forward(layer, x, memory, src_mask, tgt_mask)`` against
-    ``DecoderLayer.forward`` (tests/test_declarations_07_09.py: equal to ``nn.TransformerDecoderLayer`` holding the
-    same weights), post-norm and pre-norm, on the sizes of ``LAYER_SIZES`` (the last a batch of one sentence),
-    with padding in both masks. Then, on a layer whose sublayer connections have dropout
-    ``LAYER_DROPOUT``: in evaluation mode the output has no dropout and the gradient reaches x
-    and memory, in training mode the dropout acts (the global generator seeded before the call), and a second
-    call leaves the first result as it was; and a float64 layer with float64 inputs gives float64 at float64
-    precision.
-
-    Diagnoses: the layer called whole; self_attn used for both attentions (or src_attn), or the
-    two swapped; the self-attention reading the memory, without a mask, with src_mask (masks
-    swapped) or with a mask of its own; the cross-attention reading the decoder instead of the
-    memory, with its queries from the memory, with the causal mask, without a mask, or a memory changed (as keys or
-    values); a lambda that reads the outer x (wrong in pre-norm only); a sublayer never called, the feed-forward
-    called twice; sublayers in the wrong order; no sublayer connection, a residual and norm written by hand, the
-    connections' indices mixed up (one for all, or permuted), a module's result passed where the connection wants
-    the function; a sublayer fed the layer's input instead of the previous output, the residual added twice (around
-    the first or after the last); sizes
-    written into the code, and a batch of one sentence squeezed away; the layer's mode changed (layer.eval() left
-    behind); dropout ignored in training mode, or applied in evaluation mode; no gradient (torch.no_grad,
-    .detach()); a result kept in a buffer that the next call overwrites; float64 turned into float32.
-    """
+    """Check ``decoder_layer_forward(layer, x, memory, src_mask, tgt_mask)`` against ``DecoderLayer.forward``,
+    post-norm and pre-norm, on ``LAYER_SIZES`` with padding in both masks; then with dropout ``LAYER_DROPOUT`` in
+    evaluation mode (gradients) and training mode (a second call), and in float64."""
     with _one_thread():
         check(LAYER, decoder_layer_forward)
 
@@ -419,8 +317,8 @@ def course_tied_embeddings(src_vocab_size: int, tgt_vocab_size: int, d_model: in
 
 
 def _parts(found: dict) -> tuple[list, list, list]:
-    """Each module's matrices and vectors as the kernel described its parameters (``record._tensors``: with
-    ``same``, the first Parameter object it is, and ``memory``, the first storage it begins at), and all of them."""
+    """Each module's matrices and vectors as the kernel described its parameters (``record._tensors``: ``same``, the
+    first Parameter object it is, ``memory``, the first storage it begins at), and all of them."""
     tensors = found.get("tensors", [])
     params = [[t for t in tensors if t["item"] == [k]] for k in range(3)]
     return ([[t for t in p if len(t["shape"]) == 2] for p in params],
@@ -428,8 +326,7 @@ def _parts(found: dict) -> tuple[list, list, list]:
 
 
 def _computed(item: dict, expected: Callable) -> tuple:
-    """A module's output on its probe input (None: it raised, or is not a tensor), and ``expected`` of that
-    input's numbers (None where it cannot be computed)."""
+    """A module's output on its probe input (None: it raised, or is no tensor), and ``expected`` of that input."""
     out = item.get("outputs")
     out = out["values"] if out and out["kind"] == "tensor" else None
     try:
@@ -443,10 +340,9 @@ def _close(got, expected) -> bool:
 
 
 def _tie_read(found: dict) -> dict | None:
-    """What is compared with the course's modules: how many matrices each module holds, the shapes of the tables
-    and of the generator's weight and biases, which are one Parameter, the frozen ones, how many distinct numbers
-    they train, and whether each computes what the course's does with its own parameters; for two calls with the
-    same arguments, how many Parameters they share. None: not three modules."""
+    """What is compared with the course's modules (each module's matrices, the shapes, the ties, the frozen and the
+    distinct parameters, what each computes with its own parameters), or for two calls the Parameters they share.
+    None: not three modules."""
     items = found.get("items")
     if found["kind"] != "sequence" or not items:
         return None
@@ -476,8 +372,7 @@ def _not_three(found: dict, name: str, what: str) -> str:
     if found.get("type") in ("tuple", "list") and found["length"] == 3:
         k = next(k for k, i in enumerate(items) if i["kind"] != "module")
         return (f"{name} returned {items[k].get('type', 'Tensor')} as {_PIECES[k]}; return modules (Embeddings, "
-                "Embeddings, Generator): a model registers the parameters of the modules it holds, and a bare "
-                "tensor or function would not be trained.")
+                "Embeddings, Generator): a model registers and trains the parameters of the modules it holds only.")
     got = (f"a {found['type']} of {found['length']} items" if found.get("type") in ("tuple", "list")
            else found.get("type", "Tensor"))
     return f"{name} should return three modules (src_embed, tgt_embed, generator), got {got}"
@@ -485,25 +380,21 @@ def _not_three(found: dict, name: str, what: str) -> str:
 
 def _not_shared(got: dict, target: dict, what: str, with_what: str,
                 fix: str = "generator.proj.weight = tgt_embed.lut.weight") -> tuple[str, str]:
-    """Why two matrices that must be one Parameter are not (the mistake's name, its message); ``fix`` is the
-    assignment that ties them."""
-    a, b = got["values"], target["values"]
-    if got["shape"] == target["shape"] and got["memory"] == target["memory"]:
+    """Why two matrices that must be one Parameter are not (the mistake's name, its message); ``fix`` ties them."""
+    a, b, same_shape = got["values"], target["values"], got["shape"] == target["shape"]
+    if same_shape and got["memory"] == target["memory"]:
         return "two Parameters over one memory", (
-            f"{what} and {with_what} share their memory but are two Parameter objects (made with nn.Parameter(...) "
-            "around the other's tensor, or with .data = ...): the model lists both, so count_parameters counts the "
-            f"matrix twice, and each receives its own gradient. Assign the Parameter itself, as make_model does: "
-            f"{fix}.")
-    if got["shape"] == target["shape"] and a is not None and torch.equal(a, b):
-        return "a copy of the table", (
-            f"{what} holds a copy of {with_what}'s values, a separate tensor: equal now, they part at the first "
-            f"update, since each gets its own gradient. Tying (§3.4) makes them one tensor: assign the Parameter "
-            f"itself, {fix}.")
+            f"{what} and {with_what} share their memory but are two Parameter objects (nn.Parameter(...) around the "
+            "other's tensor, or .data = ...): count_parameters counts the matrix twice, and each receives its own "
+            f"gradient. Assign the Parameter itself, as make_model does: {fix}.")
+    if same_shape and a is not None and torch.equal(a, b):
+        return "a copy of the table", (f"{what} holds a copy of {with_what}'s values: equal now, they part at the "
+                                       f"first update. Tying (§3.4) makes them one tensor: {fix}.")
     if len(got["shape"]) == 2 and got["shape"] == target["shape"][::-1] and a is not None and torch.equal(a, b.T):
         return "a transposed copy", (
             f"{what} is the transpose of {with_what}. No transpose is needed: nn.Linear stores its weight as "
-            "(out_features, in_features) = (vocab_size, d_model), the table's own shape, and computes x @ weight.T, "
-            f"so logits = x E^T + b with weight = E. Assign the table itself: {fix}.")
+            f"(vocab_size, d_model), the table's own shape, and computes x @ weight.T = x E^T. Assign the table: "
+            f"{fix}.")
     return "a matrix of its own", (f"{what} is not tied to {with_what}: it is a matrix of its own. Tying (§3.4) makes "
                                    f"them one Parameter: {fix}.")
 
@@ -511,8 +402,7 @@ def _not_shared(got: dict, target: dict, what: str, with_what: str,
 def _output(item: dict, out, shape: tuple, label: str) -> str | None:
     """What keeps a module's output from being compared: an exception, another type, another shape."""
     if "outputs_raised" in item:
-        err = item["outputs_raised"]
-        return f"{label} raised {err['type']}: {err['message']}"
+        return f"{label} raised {item['outputs_raised']['type']}: {item['outputs_raised']['message']}"
     if out is None:
         return f"{label} returned {item['outputs'].get('type', 'a tensor on meta')}, not a tensor"
     if tuple(out.shape) != shape:
@@ -525,59 +415,51 @@ def _mismatch(out: torch.Tensor, expected: torch.Tensor, label: str) -> str:
 
 
 def _tie_diagnosis(found: dict, p: Probe) -> tuple[str, str] | None:
-    """The first thing wrong with the learner's modules, in the order of the course's check (the mistake's name,
-    its message); None when nothing is."""
+    """The first thing wrong with the learner's modules (the mistake's name, its message); None when nothing is."""
+    read = _tie_read(found) or {}
     if p.each:
-        shared = (_tie_read(found) or {}).get("Parameters shared by the two calls")
-        V_src, V_tgt, d, _ = p.args[0]
+        shared, (V_src, V_tgt, d, _) = read.get("Parameters shared by the two calls"), p.args[0]
         return ("modules kept between calls", (
             f"two calls of {{name}}({V_src}, {V_tgt}, {d}, False) returned modules that share {shared} Parameter(s): "
-            "your function keeps modules or tables between calls (a global, a default argument, a cache such as "
-            "functools.lru_cache), so two models built with it would share, and train, the same weights. Build new "
-            "modules on every call; only the three modules of one call share their table.")) if shared else None
-    if "matrices" not in (_tie_read(found) or {}):  # two results of three modules: the engine's words
+            "your function keeps modules or tables between calls (a global, a default argument, a cache), so two "
+            "models built with it would share, and train, the same weights. Build new modules on every call.")
+                ) if shared else None
+    if "matrices" not in read:  # two results of three modules: the engine's words
         return None
     V_src, V_tgt, d, share = p.args
-    call = (f"{{name}}(src_vocab_size={V_src}, tgt_vocab_size={V_tgt}, d_model={d}, "
-            f"share_embeddings={share})")
     (matrices, vectors, tensors), items = _parts(found), found["items"]
     for what, m, vocab in zip(_PIECES, matrices, (V_src, V_tgt)):
         if len(m) != 1:
-            return "not one table", (f"{what} should hold one table of shape ({vocab}, {d}), vocab_size x d_model; it "
-                                     f"holds {len(m)} matrices")
+            return "not one table", f"{what} should hold one table of shape ({vocab}, {d}); it holds {len(m)} matrices"
         if tuple(m[0]["shape"]) == (d, vocab):
-            return "a table of swapped shape", (f"{what}'s table has shape {(d, vocab)}, (d_model, vocab_size): the "
-                                                "arguments are swapped; Embeddings(vocab_size, d_model) has one row "
-                                                "per token.")
+            return "a table of swapped shape", (
+                f"{what}'s table has shape {(d, vocab)}, (d_model, vocab_size): the arguments are swapped; "
+                "Embeddings(vocab_size, d_model).")
     (E_src,), (E_tgt,) = matrices[:2]
     if not share and E_src["same"] == E_tgt["same"]:
         return "the source tied without share_embeddings", (
             "with share_embeddings=False the source embedding must keep a table of its own: the two languages have "
-            f"two vocabularies (here of sizes {V_src} and {V_tgt}). Only the target embedding and the generator are "
-            "tied then; the source joins them only with share_embeddings=True.")
+            f"two vocabularies (here of sizes {V_src} and {V_tgt}); only share_embeddings=True ties it too.")
+    call = f"{{name}}(src_vocab_size={V_src}, tgt_vocab_size={V_tgt}, d_model={d}, share_embeddings={share})"
     for what, E, vocab in (("tgt_embed", E_tgt, V_tgt), ("src_embed", E_src, V_src)):
         if tuple(E["shape"]) != (vocab, d):
             return "a table of another size", (f"wrong shape for the table of {what} in {call} ({what[:3]}_vocab_size, "
                                                f"d_model): expected {(vocab, d)}, got {tuple(E['shape'])}.")
     if len(matrices[2]) != 1:
         return "not one matrix in the generator", f"the generator should hold one matrix; it holds {len(matrices[2])}"
-    W = matrices[2][0]
-    if not vectors[2]:
-        return "no bias", ("your generator has no bias. The paper does not mention one; the course's Generator has it "
-                           "(nn.Linear's default, as in the Harvard Annotated Transformer), and the check counts its "
-                           f"{V_tgt} numbers: build it with Generator(d_model, tgt_vocab_size) and tie its weight "
-                           "only.")
-    b = vectors[2][0]
+    W, b = matrices[2][0], (vectors[2] or [None])[0]
+    if b is None:
+        return "no bias", (
+            "your generator has no bias. The paper does not mention one; the course's Generator has it (nn.Linear's "
+            f"default), and the check counts its {V_tgt} numbers: Generator(d_model, tgt_vocab_size), weight tied.")
     if tuple(b["shape"]) == (d,) and d != V_tgt:
         return "the generator's sizes swapped", (
-            f"your generator's bias has d_model = {d} entries, not tgt_vocab_size = {V_tgt}: Generator(vocab_size, "
-            "d_model) has its arguments swapped; it maps d_model to the vocabulary, Generator(d_model, "
-            "tgt_vocab_size).")
+            f"your generator's bias has d_model = {d} entries, not tgt_vocab_size = {V_tgt}: its arguments are "
+            "swapped; it maps d_model to the vocabulary, Generator(d_model, tgt_vocab_size).")
     if W["same"] == E_src["same"] != E_tgt["same"]:
         return "the generator tied to the source", (
             "your generator shares the source embedding's table: it scores target tokens, so it is tied to the target "
-            "embedding, generator.proj.weight = tgt_embed.lut.weight (the source joins them only with "
-            "share_embeddings=True).")
+            "embedding, generator.proj.weight = tgt_embed.lut.weight.")
     if W["same"] != E_tgt["same"]:
         return _not_shared(W, E_tgt, "the generator's weight", "the target embedding")
     if share and E_src["same"] != E_tgt["same"]:
@@ -585,21 +467,20 @@ def _tie_diagnosis(found: dict, p: Probe) -> tuple[str, str] | None:
                                                   "table", "the target embedding",
                                                   "src_embed.lut.weight = tgt_embed.lut.weight")[1]
     if tuple(b["shape"]) != (V_tgt,):
-        return "a bias of another size", (f"wrong shape for the generator's bias in {call}: expected ({V_tgt},), got "
-                                          f"{tuple(b['shape'])}.")
+        return "a bias of another size", (
+            f"wrong shape for the generator's bias in {call}: expected ({V_tgt},), got {tuple(b['shape'])}.")
     frozen = next((t for t in tensors if not t["requires_grad"]), None)
     if frozen:
         return "a frozen parameter", (
             f"{_PIECES[frozen['item'][0]]}.{frozen['name']} does not require a gradient (requires_grad=False): "
-            "training would never change it, and count_parameters leaves it out. A tied table is trained by the "
-            "gradients of all its uses; leave requires_grad as nn.Embedding and nn.Linear make it (no "
-            "requires_grad_(False)).")
-    distinct, expected = _tie_read(found)["distinct"], V_tgt * d + V_tgt + (0 if share else V_src * d)
-    if distinct != expected:
+            "training would never change it, and count_parameters leaves it out. Leave requires_grad as nn.Embedding "
+            "and nn.Linear make it.")
+    expected = V_tgt * d + V_tgt + (0 if share else V_src * d)
+    if read["distinct"] != expected:
         return "parameters of more", (
-            f"the three modules hold {distinct:,} distinct parameters, but the tied pieces have {expected:,} (the "
-            f"target table, {V_tgt} x {d}, counted once{'' if share else f', the source table, {V_src} x {d}'}, and "
-            f"the generator's bias, {V_tgt}): does a module hold a parameter it should not?")
+            f"the three modules hold {read['distinct']:,} distinct parameters, but the tied pieces have {expected:,} "
+            f"(the target table, {V_tgt} x {d}, counted once{'' if share else f', the source table, {V_src} x {d}'}, "
+            f"and the generator's bias, {V_tgt}): does a module hold a parameter it should not?")
     for what, item, E in zip(_PIECES, items, (E_src, E_tgt)):  # E[tokens] * sqrt(d_model)
         out, rows = _computed(item, lambda tokens: E["values"][tokens])
         failure = _output(item, out, (2, 5, d), f"{what}(tokens of shape (2, 5))")
@@ -609,35 +490,33 @@ def _tie_diagnosis(found: dict, p: Probe) -> tuple[str, str] | None:
             continue
         if _close(out, rows):
             return "no sqrt(d_model)", (
-                f"{what} returns the table's rows without the factor sqrt(d_model) = {math.sqrt(d):.4f}: §3.4, \"In "
-                "the embedding layers, we multiply those weights by sqrt(d_model)\". Use the course's Embeddings "
-                "(annotated.positional), not a bare nn.Embedding.")
+                f"{what} returns the table's rows without the factor sqrt(d_model) = {math.sqrt(d):.4f} (§3.4): use "
+                "the course's Embeddings (annotated.positional), not a bare nn.Embedding.")
         if _close(out, rows * math.sqrt(d) + sinusoidal_table(5, d)):
             return "the positional encoding added", (
                 f"{what} adds the positional encoding: return the Embeddings alone (make_model puts a "
-                "PositionalEncoding after it in an nn.Sequential; this exercise asks for the parts that hold the "
-                "vocabulary's table).")
+                "PositionalEncoding after it; this exercise asks for the parts that hold the vocabulary's table).")
         return "other embeddings", _mismatch(out, rows * math.sqrt(d), f"{what}(tokens), compared with "
                                              "table[tokens] * sqrt(d_model)")
     out, logits = _computed(items[2], lambda x: x @ E_tgt["values"].T + b["values"])
     failure = _output(items[2], out, (2, 5, V_tgt), "generator(x of shape (2, 5, d_model))")
     if failure or _close(out, logits):
         return ("other logits", failure) if failure else None
-    x = items[2]["inputs"][0]["values"]
-    for wrong, key, message in (
-            (logits.log_softmax(-1), "log-probabilities", (
-                "your generator returns log-probabilities (log_softmax of the logits); the course's Generator stops "
-                "at the logits, x E^T + b: the loss (F.cross_entropy takes logits) and the decoder take the "
-                "log_softmax themselves (section 4 of notebook 07).")),
-            (logits.softmax(-1), "probabilities", (
-                "your generator returns probabilities (a softmax); the course's Generator stops at the logits, x E^T "
-                "+ b, which the loss and the decoder take as they are.")),
-            (logits * math.sqrt(d), "scaled by sqrt(d_model)", None),
-            ((x @ E_tgt["values"].T) * math.sqrt(d) + b["values"], "scaled by sqrt(d_model)", None)):
+    stops = "the course's Generator stops at the logits, x E^T + b, which the loss and the decoder take as they are"
+    scaled = ("scaled by sqrt(d_model)", "your generator multiplies by sqrt(d_model): that factor belongs to the "
+              "embedding layers only (§3.4); the pre-softmax linear map is x E^T + b.")
+    for wrong, mistake in (
+            (logits.log_softmax(-1), ("log-probabilities", f"your generator returns log-probabilities; {stops}.")),
+            (logits.softmax(-1), ("probabilities", f"your generator returns probabilities (a softmax); {stops}.")),
+            (logits * math.sqrt(d), scaled),
+            ((items[2]["inputs"][0]["values"] @ E_tgt["values"].T) * math.sqrt(d) + b["values"], scaled)):
         if _close(out, wrong):
-            return key, message or ("your generator multiplies by sqrt(d_model): that factor belongs to the "
-                                    "embedding layers only (§3.4); the pre-softmax linear map is x E^T + b.")
+            return mistake
     return "other logits", _mismatch(out, logits, "generator(x), compared with x @ E^T + b")
+
+
+_TIE_GENERIC = {"a table of another size", "a bias of another size", "parameters of more", "other embeddings",
+                "other logits"}  # what a size written into the code may explain too
 
 
 def _tie_mistake(name: str, example: Callable) -> Mistake:
@@ -647,33 +526,24 @@ def _tie_mistake(name: str, example: Callable) -> Mistake:
     return Mistake("", name, find=find, example=example, generic=name in _TIE_GENERIC)
 
 
-_TIE_GENERIC = {"a table of another size", "a bias of another size", "parameters of more", "other embeddings",
-                "other logits"}  # what a size written into the code may explain too
-
-
-class _Map(nn.Module):
-    """A function as a module: the examples' generators and embeddings that compute something else."""
-
-    def __init__(self, fn: Callable):
-        super().__init__()
-        self.fn = fn
+class _Scaled(Generator):
+    """An example's generator: the logits scaled by sqrt(d_model)."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fn(x)
+        return super().forward(x) * self.proj.in_features ** 0.5
 
 
 def _wrong_tie(embed: Callable = Embeddings, src: Callable | None = None, gen: Callable = Generator,
                tie: str = "assign", share: str = "flag", d: int | None = None, frozen: bool = False,
                cache: dict | None = None) -> Callable:
-    """A tied_embeddings that makes one mistake (the known mistakes' examples): the modules it builds ((vocab,
-    d_model) -> embedding, (d_model, vocab) -> generator), how it ties, when it shares, a d_model written in."""
+    """A tied_embeddings that makes one mistake (the examples): the modules it builds ((vocab, d_model) -> embedding,
+    (d_model, vocab) -> generator), how it ties, when it shares, a d_model written in, a cache of its results."""
     def tied_embeddings(src_vocab_size, tgt_vocab_size, d_model, share_embeddings):
         key = (src_vocab_size, tgt_vocab_size, d_model, share_embeddings)
         if cache is not None and key in cache:
             return cache[key]
-        d_model = d or d_model
-        tgt, source = embed(tgt_vocab_size, d_model), (src or embed)(src_vocab_size, d_model)
-        generator = gen(d_model, tgt_vocab_size)
+        tgt, source = embed(tgt_vocab_size, d or d_model), (src or embed)(src_vocab_size, d or d_model)
+        generator = gen(d or d_model, tgt_vocab_size)
         linear = [m for m in generator.modules() if isinstance(m, nn.Linear)][-1]  # the one tied
         table = lambda e: next(p for p in e.parameters() if p.dim() == 2)  # noqa: E731
         E = table(tgt)
@@ -684,8 +554,7 @@ def _wrong_tie(embed: Callable = Embeddings, src: Callable | None = None, gen: C
             linear.weight = {"assign": E, "source": table(source), "parameter": nn.Parameter(E.data),
                              "transposed": nn.Parameter(E.detach().T.clone())}[tie]
         E.requires_grad_(not frozen)
-        shared = {"flag": share_embeddings, "never": False, "always": True}[share]
-        made = (tgt if shared else source), tgt, generator
+        made = (tgt if {"flag": share_embeddings, "never": False, "always": True}[share] else source), tgt, generator
         return made if cache is None else cache.setdefault(key, made)
     return tied_embeddings
 
@@ -713,8 +582,8 @@ _TIE_EXAMPLES = (  # each known mistake, and a wrong answer that makes it
     ("other embeddings", dict(embed=lambda V, d: nn.Sequential(Embeddings(V, d), nn.ReLU()))),
     ("log-probabilities", dict(gen=lambda d, V: nn.Sequential(Generator(d, V), nn.LogSoftmax(-1)))),
     ("probabilities", dict(gen=lambda d, V: nn.Sequential(Generator(d, V), nn.Softmax(-1)))),
-    ("scaled by sqrt(d_model)", dict(gen=lambda d, V: nn.Sequential(Generator(d, V), _Map(lambda t: t * d ** 0.5)))),
-    ("other logits", dict(gen=lambda d, V: nn.Sequential(Generator(d, V), _Map(lambda t: t + 1)))),
+    ("scaled by sqrt(d_model)", dict(gen=_Scaled)),
+    ("other logits", dict(gen=lambda d, V: nn.Sequential(Generator(d, V), nn.ReLU()))),
     ("modules kept between calls", dict(cache={})),
 )
 
@@ -747,32 +616,18 @@ def _tie_passed(name: str) -> str:
 TIE = Declaration(
     check="check_tied_embeddings", function="tied_embeddings",
     roles=("src_vocab_size", "tgt_vocab_size", "d_model", "share_embeddings"), reference=course_tied_embeddings,
-    probes=_tie_probes, passed=_tie_passed,
+    probes=_tie_probes, passed=_tie_passed, mistakes=tuple(_tie_mistake(n, _wrong_tie(**w)) for n, w in _TIE_EXAMPLES),
     returns=Value("the three modules (src_embed, tgt_embed, generator)", kind="tuple", read=_tie_read,
                   other=_not_three),
     sizes_fix=lambda passed, sizes, message: _hard_coded_hint(passed, sizes, message,
                                                               "Build every module from the sizes you are given."),
-    mistakes=tuple(_tie_mistake(name, _wrong_tie(**wrong)) for name, wrong in _TIE_EXAMPLES),
 )
 
 
 def check_tied_embeddings(tied_embeddings: Callable) -> None:
-    """Check ``tied_embeddings(src_vocab_size, tgt_vocab_size, d_model, share_embeddings)
-    -> (src_embed, tgt_embed, generator)``: the target embedding and the generator share one
-    Parameter, and the source joins them with ``share_embeddings`` (§3.4, ``make_model``).
-    Runs the sizes of ``TIE_SIZES``, each with and without sharing (sharing with one vocabulary,
-    of the target's size), then calls the function twice with the same arguments: the second
-    call's modules must hold Parameters of their own.
-
-    Diagnoses: not three modules; a table of swapped shape; the source tied although
-    share_embeddings is False, or not tied although it is True; the generator tied to the
-    source, holding a copy of the values, a second Parameter over the same memory, a transpose,
-    or a matrix of its own; a generator without bias or with its sizes swapped; a parameter
-    that does not require a gradient (frozen); extra parameters; embeddings without the
-    sqrt(d_model) factor or with the positional encoding added; a generator that returns
-    log-probabilities or probabilities, or scales by sqrt(d_model); sizes written into the
-    code; and modules kept between calls (a second call returns the same Parameters).
-    """
+    """Check ``tied_embeddings(src_vocab_size, tgt_vocab_size, d_model, share_embeddings) -> (src_embed, tgt_embed,
+    generator)``: the target embedding and the generator share one Parameter, the source too with
+    ``share_embeddings`` (§3.4), on ``TIE_SIZES``; two calls with the same arguments share no Parameter."""
     with _one_thread():
         check(TIE, tied_embeddings)
 
@@ -781,108 +636,68 @@ def check_tied_embeddings(tied_embeddings: Callable) -> None:
 
 
 def _count(c: TransformerConfig, **wrong) -> int:
-    """The parameters of make_model(c) by the formulas of notebook 07, section 7; each keyword
-    makes one of the usual mistakes."""
+    """make_model(c)'s parameters by the formulas of notebook 07, section 7; each keyword makes one usual mistake."""
+    w = lambda *keys: any(wrong.get(k) for k in keys)  # noqa: E731
     d, f, N, h = c.d_model, c.d_ff, c.N, c.h
-    bias = 0 if wrong.get("no_attention_bias") or wrong.get("no_bias") else d
-    attention = 4 * (d * d + bias)
-    if wrong.get("full_heads"):  # h matrices of d_model x d_model for each of W^Q, W^K, W^V, W^O
-        attention = 4 * h * (d * d + bias)
-    if wrong.get("full_heads_qkv"):  # ... for W^Q, W^K, W^V only
-        attention = 3 * h * (d * d + bias) + d * d + bias
-    ff_bias = 0 if wrong.get("no_ff_bias") or wrong.get("no_bias") else f + d
-    ffn = 2 * d * f + ff_bias
-    if wrong.get("one_ff_map"):
-        ffn = d * f + (0 if wrong.get("no_ff_bias") or wrong.get("no_bias") else f)
-    norm = 0 if wrong.get("no_norms") else (d if wrong.get("gamma_only") else 2 * d)
-    final = 2 * norm if c.norm_first else 0
-    if wrong.get("no_final_norms"):
-        final = 0
-    if wrong.get("final_norms_always"):
-        final = 2 * norm
-    cross = 0 if wrong.get("no_cross_attention") or wrong.get("no_cross_sublayer") else 1
-    cross_norm = 0 if wrong.get("no_cross_sublayer") else 1
-    layers = 1 if wrong.get("one_layer") else N
-    encoder = layers * (attention + ffn + 2 * norm)
-    decoder = layers * ((1 + cross) * attention + ffn + (2 + cross_norm) * norm)
-    share = (c.share_embeddings and not wrong.get("share_ignored")) or wrong.get("always_shared")
-    tables = c.tgt_vocab_size if share else c.src_vocab_size + c.tgt_vocab_size
-    tables += wrong.get("extra_tables", 0) * c.tgt_vocab_size
-    gen_bias = 0 if wrong.get("no_generator_bias") or wrong.get("no_bias") else c.tgt_vocab_size
-    positions = wrong.get("positions", 0) * c.max_len * d
-    return tables * d + encoder + decoder + final + gen_bias + positions
+    matrix = d * d + (0 if w("no_attention_bias", "no_bias") else d)  # W^Q, W^K, W^V or W^O, with its bias
+    attention = (3 * h + 1) * matrix if w("full_heads_qkv") else (4 * h if w("full_heads") else 4) * matrix
+    ff_bias = not w("no_ff_bias", "no_bias")
+    ffn = d * f + ff_bias * f if w("one_ff_map") else 2 * d * f + ff_bias * (f + d)
+    norm = 0 if w("no_norms") else d if w("gamma_only") else 2 * d
+    final = 2 * norm if w("final_norms_always") or (c.norm_first and not w("no_final_norms")) else 0
+    cross, cross_norm = not w("no_cross_attention", "no_cross_sublayer"), not w("no_cross_sublayer")
+    stacks = (1 if w("one_layer") else N) * ((2 + cross) * attention + 2 * ffn + (4 + cross_norm) * norm)
+    share = (c.share_embeddings and not w("share_ignored")) or w("always_shared")
+    tables = (0 if share else c.src_vocab_size) + (1 + wrong.get("extra_tables", 0)) * c.tgt_vocab_size
+    gen_bias = 0 if w("no_generator_bias", "no_bias") else c.tgt_vocab_size
+    return tables * d + stacks + final + gen_bias + wrong.get("positions", 0) * c.max_len * d
 
 
-# (keywords of _count, what is wrong): named from the first configuration where the count is wrong,
-# so the configurations come in an order where no two mistakes give the same count there (tested).
+_PER_HEAD = ("d_model x d_k each, with d_k = d_model / h, side by side one d_model x d_model matrix (notebook 04); the "
+             "count of an attention does not depend on h")
+# (keywords of _count, what is wrong): named from the first configuration where the count is wrong, so the
+# configurations come in an order where no two mistakes give the same count there (tested).
 _COUNT_MISTAKES = [
-    (dict(no_bias=True),
-     "every bias is missing (the attention projections', the feed-forward network's and the "
-     "generator's): nn.Linear has a bias unless told otherwise, d_out numbers next to its "
-     "d_in x d_out matrix"),
-    (dict(no_attention_bias=True),
-     "the biases of the attention projections are missing, 4 d_model per MultiHeadAttention. "
-     "The paper's W^Q, W^K, W^V, W^O are bare matrices, but the course builds them with "
+    (dict(no_bias=True), "every bias is missing (the attention projections', the feed-forward network's and the "
+     "generator's): nn.Linear has a bias unless told otherwise, d_out numbers next to its d_in x d_out matrix"),
+    (dict(no_attention_bias=True), "the biases of the attention projections are missing, 4 d_model per "
+     "MultiHeadAttention. The paper's W^Q, W^K, W^V, W^O are bare matrices, but the course builds them with "
      "nn.Linear, which adds a bias (notebook 04, as nn.MultiheadAttention does)"),
-    (dict(no_ff_bias=True),
-     "the feed-forward network's biases are missing: FFN(x) = max(0, x W_1 + b_1) W_2 + b_2 has "
-     "b_1 (d_ff numbers) and b_2 (d_model) besides its two matrices (§3.3)"),
-    (dict(no_generator_bias=True),
-     "the generator's bias is missing: its matrix is the tied embedding, but its bias, "
+    (dict(no_ff_bias=True), "the feed-forward network's biases are missing: FFN(x) = max(0, x W_1 + b_1) W_2 + b_2 "
+     "has b_1 (d_ff numbers) and b_2 (d_model) besides its two matrices (§3.3)"),
+    (dict(no_generator_bias=True), "the generator's bias is missing: its matrix is the tied embedding, but its bias, "
      "tgt_vocab_size numbers, is its own (section 4 of notebook 07; the paper does not mention one)"),
-    (dict(no_norms=True),
-     "the layer norms are missing: each has a gamma and a beta of d_model numbers, one per "
-     "sublayer (2 in an encoder layer, 3 in a decoder layer), plus a final one per stack in "
-     "pre-norm"),
-    (dict(gamma_only=True),
-     "each layer norm counts d_model numbers; it has two vectors of d_model, gamma and beta"),
-    (dict(no_final_norms=True),
-     "the final layer norms of the pre-norm stacks are missing: with norm_first=True the "
-     "encoder and the decoder each end with one more LayerNorm (2 d_model each); post-norm stacks "
-     "have none"),
-    (dict(final_norms_always=True),
-     "you counted a final layer norm per stack in post-norm too: only pre-norm stacks "
-     "(norm_first=True) end with one (the course follows the paper, whose post-norm stack needs "
-     "none; nn.Transformer adds one anyway)"),
-    (dict(no_cross_attention=True),
-     "the decoder's encoder-decoder attention is missing: a decoder layer holds two "
-     "MultiHeadAttention modules (self-attention and attention over the memory), so 2 x 4 "
-     "(d_model^2 + d_model)"),
-    (dict(no_cross_sublayer=True),
-     "you counted a decoder layer as an encoder layer: it has a third sublayer, the "
+    (dict(no_norms=True), "the layer norms are missing: each has a gamma and a beta of d_model numbers, one per "
+     "sublayer (2 in an encoder layer, 3 in a decoder layer), plus a final one per stack in pre-norm"),
+    (dict(gamma_only=True), "each layer norm counts d_model numbers; it has two vectors of d_model, gamma and beta"),
+    (dict(no_final_norms=True), "the final layer norms of the pre-norm stacks are missing: with norm_first=True the "
+     "encoder and the decoder each end with one more LayerNorm (2 d_model each); post-norm stacks have none"),
+    (dict(final_norms_always=True), "you counted a final layer norm per stack in post-norm too: only pre-norm stacks "
+     "(norm_first=True) end with one (the course follows the paper, whose post-norm stack needs none; nn.Transformer "
+     "adds one anyway)"),
+    (dict(no_cross_attention=True), "the decoder's encoder-decoder attention is missing: a decoder layer holds two "
+     "MultiHeadAttention modules (self-attention and attention over the memory), so 2 x 4 (d_model^2 + d_model)"),
+    (dict(no_cross_sublayer=True), "you counted a decoder layer as an encoder layer: it has a third sublayer, the "
      "encoder-decoder attention, with its own layer norm"),
-    (dict(extra_tables=1),
-     "a vocabulary table is counted once too often: the generator's matrix is the target "
-     "embedding's table (always tied in make_model), and with share_embeddings=True the source "
-     "embedding is that same table; a tied matrix is one tensor, counted once"),
-    (dict(extra_tables=2),
-     "the tied table is counted three times (source, target, generator): with "
+    (dict(extra_tables=1), "a vocabulary table is counted once too often: the generator's matrix is the target "
+     "embedding's table (always tied in make_model), and with share_embeddings=True the source embedding is that "
+     "same table; a tied matrix is one tensor, counted once"),
+    (dict(extra_tables=2), "the tied table is counted three times (source, target, generator): with "
      "share_embeddings=True the three are one tensor, counted once"),
-    (dict(share_ignored=True),
-     "share_embeddings is ignored: with share_embeddings=True the source and target embeddings "
-     "are one table, counted once"),
-    (dict(always_shared=True),
-     "you counted one table for both languages whatever share_embeddings says: with "
+    (dict(share_ignored=True), "share_embeddings is ignored: with share_embeddings=True the source and target "
+     "embeddings are one table, counted once"),
+    (dict(always_shared=True), "you counted one table for both languages whatever share_embeddings says: with "
      "share_embeddings=False the source has its own table, src_vocab_size x d_model"),
-    (dict(positions=1),
-     "you counted the positional encoding's table: it is a buffer, computed from the sine "
-     "formula and never trained, not a parameter (notebook 05)"),
-    (dict(positions=2),
-     "you counted the positional encoding's tables: they are buffers, computed from the sine "
-     "formula and never trained, not parameters (notebook 05)"),
-    (dict(full_heads=True),
-     "you gave each head its own d_model x d_model matrices: the h heads' W_i^Q are d_model x "
-     "d_k each, with d_k = d_model / h, side by side one d_model x d_model matrix (notebook 04); "
-     "the count of an attention does not depend on h"),
-    (dict(full_heads_qkv=True),
-     "you gave each head its own d_model x d_model matrices W_i^Q, W_i^K, W_i^V: they are "
-     "d_model x d_k each, with d_k = d_model / h, side by side one d_model x d_model matrix "
-     "(notebook 04); the count of an attention does not depend on h"),
-    (dict(one_ff_map=True),
-     "the feed-forward network has two linear maps, d_model -> d_ff and d_ff -> d_model (§3.3); "
-     "you counted one"),
-    (dict(one_layer=True),
-     "you counted one layer per stack: the encoder and the decoder each stack N identical "
+    (dict(positions=1), "you counted the positional encoding's table: it is a buffer, computed from the sine formula "
+     "and never trained, not a parameter (notebook 05)"),
+    (dict(positions=2), "you counted the positional encoding's tables: they are buffers, not parameters (notebook 05)"),
+    (dict(full_heads=True), "you gave each head its own d_model x d_model matrices: the h heads' W_i^Q are "
+     f"{_PER_HEAD}"),
+    (dict(full_heads_qkv=True), "you gave each head its own d_model x d_model matrices W_i^Q, W_i^K, W_i^V: they are "
+     f"{_PER_HEAD}"),
+    (dict(one_ff_map=True), "the feed-forward network has two linear maps, d_model -> d_ff and d_ff -> d_model "
+     "(§3.3); you counted one"),
+    (dict(one_layer=True), "you counted one layer per stack: the encoder and the decoder each stack N identical "
      "layers, each with its own parameters (copy.deepcopy)"),
 ]
 
@@ -892,54 +707,41 @@ def _config(**fields) -> TransformerConfig:
     return recorder.build("annotated.model.TransformerConfig", **fields)
 
 
-def _variants(sizes: dict) -> list[TransformerConfig]:
-    """The configurations of a set of sizes: post-norm and pre-norm, tied with one vocabulary
-    (of the target's size) and untied."""
-    common = dict(N=sizes["N"], d_model=sizes["d_model"], d_ff=sizes["d_ff"], h=sizes["h"])
-    V_src, V_tgt = sizes["src_vocab"], sizes["tgt_vocab"]
-    return [_config(src_vocab_size=V_src, tgt_vocab_size=V_tgt, **common),
-            _config(src_vocab_size=V_tgt, tgt_vocab_size=V_tgt, share_embeddings=True, **common),
-            _config(src_vocab_size=V_src, tgt_vocab_size=V_tgt, norm_first=True, **common),
-            _config(src_vocab_size=V_tgt, tgt_vocab_size=V_tgt, share_embeddings=True, norm_first=True, **common)]
-
-
 # The paper's base and big models, with one shared vocabulary of 37000 (Table 3 counts 65M and 213M).
 PAPER_MODELS = {"base": (dict(), 65), "big": (dict(d_model=1024, d_ff=4096, h=16), 213)}
-_PAPER_SET = {"models": "the paper's base and big, one vocabulary of 37000"}
 
 
 def _describe_config(c: TransformerConfig) -> str:
-    tied = "shared" if c.share_embeddings else "separate"
-    return (f"N={c.N}, d_model={c.d_model}, d_ff={c.d_ff}, h={c.h}, src_vocab_size="
-            f"{c.src_vocab_size}, tgt_vocab_size={c.tgt_vocab_size}, {tied} embeddings, "
+    return (f"N={c.N}, d_model={c.d_model}, d_ff={c.d_ff}, h={c.h}, src_vocab_size={c.src_vocab_size}, "
+            f"tgt_vocab_size={c.tgt_vocab_size}, {'shared' if c.share_embeddings else 'separate'} embeddings, "
             f"{'pre-norm' if c.norm_first else 'post-norm'}")
 
 
 def course_parameter_count(config: TransformerConfig) -> int:
-    """count_parameters(make_model(config)) by formula (tests/test_declarations_07_09.py compares it with
-    the model built, and the stacks with nn.Transformer's, on every probe)."""
+    """count_parameters(make_model(config)) by formula (tests/test_declarations_07_09.py compares it with the model
+    built, and the stacks with nn.Transformer's, on every probe)."""
     return _count(config)
 
 
 def _count_probes(device: str | None) -> list[Probe]:
-    probes = [Probe((c,), f"{{what}} of {{name}}({_describe_config(c)})", sizes=sizes)
-              for sizes in COUNT_SIZES for c in _variants(sizes)]
+    """Each set of sizes post-norm and pre-norm, separate and shared (one vocabulary, the target's); the paper's."""
+    probes = [Probe((c,), f"{{what}} of {{name}}({_describe_config(c)})", sizes=sizes) for sizes in COUNT_SIZES
+              for c in (_config(src_vocab_size=sizes["tgt_vocab" if share else "src_vocab"],
+                                tgt_vocab_size=sizes["tgt_vocab"], N=sizes["N"], d_model=sizes["d_model"],
+                                d_ff=sizes["d_ff"], h=sizes["h"], share_embeddings=share, norm_first=pre)
+                        for pre in (False, True) for share in (False, True))]
     for model, (fields, _) in PAPER_MODELS.items():
         c = _config(src_vocab_size=37000, tgt_vocab_size=37000, share_embeddings=True, **fields)
         probes.append(Probe((c,), f"{{what}} of {{name}}(the paper's {model} model: {_describe_config(c)})",
-                            sizes=_PAPER_SET))
+                            sizes={"models": "the paper's base and big, one vocabulary of 37000"}))
     return probes
 
 
-def _earlier(c: TransformerConfig) -> list[TransformerConfig]:
-    """The configurations of the probes before ``c``'s, which a learner failing at ``c`` passed."""
-    configs = [q.args[0] for q in _count_probes(None)]
-    return configs[: configs.index(c)] if c in configs else []
-
-
 def _fits(c: TransformerConfig, got: int, **wrong) -> bool:
-    """The learner's count at ``c`` is the formula's with ``wrong``, which is right wherever they passed."""
-    return _count(c, **wrong) == got and all(_count(e, **wrong) == _count(e) for e in _earlier(c))
+    """The learner's count at ``c`` is the formula's with ``wrong``, right at every probe before ``c``'s."""
+    configs = [q.args[0] for q in _count_probes(None)]
+    earlier = configs[: configs.index(c)] if c in configs else []
+    return _count(c, **wrong) == got and all(_count(e, **wrong) == _count(e) for e in earlier)
 
 
 def _counts(text: Callable, generic: bool = False) -> Callable:
@@ -948,10 +750,8 @@ def _counts(text: Callable, generic: bool = False) -> Callable:
     def find(found: dict, p: Probe) -> str | None:
         c, got = p.args[0], found["value"]
         why = text(got, c)
-        if not why:
-            return None
-        return (f"parameter_count counts {got:,} parameters for ({_describe_config(c)}); make_model builds "
-                f"{_count(c):,}{'' if generic else '. Your count fits this: '}{why}.")
+        return why and (f"parameter_count counts {got:,} parameters for ({_describe_config(c)}); make_model builds "
+                        f"{_count(c):,}{'' if generic else '. Your count fits this: '}{why}.")
     return find
 
 
@@ -964,8 +764,7 @@ def _two_mistakes(got: int, c: TransformerConfig) -> str | None:
 
 def _one_model(found: dict, p: Probe) -> str | None:
     """The count of another probe's configuration, whatever the config."""
-    others = {_count(c) for q in _count_probes(None) for c in q.args} - {_count(p.args[0])}
-    if found["value"] not in others:
+    if found["value"] not in {_count(q.args[0]) for q in _count_probes(None)} - {_count(p.args[0])}:
         return None
     return (f"parameter_count gives {found['value']:,} for ({_describe_config(p.args[0])}), the count of another "
             f"configuration; make_model builds {_count(p.args[0]):,} here: is the count of one model written into "
@@ -980,9 +779,7 @@ def _off(got: int, c: TransformerConfig) -> str:
 
 
 def _wrong_count(**wrong) -> Callable:
-    def parameter_count(config):
-        return _count(config, **wrong)
-    return parameter_count
+    return lambda config: _count(config, **wrong)
 
 
 def _counted_by_building(config):
@@ -1020,21 +817,8 @@ COUNT = Declaration(
 
 
 def check_parameter_count(parameter_count: Callable) -> None:
-    """Check ``parameter_count(config) -> int`` against ``count_parameters(make_model(config))``
-    on the sizes of ``COUNT_SIZES``, each post-norm and pre-norm, with shared and with separate
-    embeddings, then on the paper's base and big models (Table 3), whose counts the passing line reports
-    (tests/test_declarations_07_09.py checks the formula against the built model, and the stacks against
-    ``nn.Transformer``'s own, on every probe).
-
-    Diagnoses: a result that is not an int; a model built to count it (its code names a module); any bias
-    forgotten (all, the attention's, the feed-forward's, the generator's); layer norms forgotten or counted
-    with gamma only; the pre-norm final norms forgotten, or counted in post-norm too; the
-    decoder's cross-attention forgotten (with or without its norm); a tied table counted twice
-    or three times, share_embeddings ignored either way; the positional tables counted; per-head
-    d_model x d_model matrices; one feed-forward map; one layer per stack; any two of these
-    together; the count of another configuration (one model's count written in), and sizes written into
-    the code.
-    """
+    """Check ``parameter_count(config) -> int`` against ``count_parameters(make_model(config))`` on ``COUNT_SIZES``,
+    post-norm and pre-norm, with shared and separate embeddings, then on the paper's base and big models (Table 3)."""
     check(COUNT, parameter_count)
 
 

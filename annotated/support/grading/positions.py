@@ -1,7 +1,5 @@
 """Checks of notebook 14's exercises, as declarations (``engine``): Shaw et al.'s clipped relative positions, Music
-Transformer's skew and the rotation of RoPE, against ``annotated.relative_positions`` and ``annotated.rotary``. Each
-tries what a shortcut would miss: lengths beyond a table of 512 or 5,000 positions, a length or a batch of one,
-float64, a 4-D input with heads in front, and a second call (a buffer the function reuses)."""
+Transformer's skew and the rotation of RoPE, against ``annotated.relative_positions`` and ``annotated.rotary``."""
 
 import math
 from collections.abc import Callable
@@ -14,7 +12,8 @@ from annotated.support.grading.engine import (
     Declaration, Mistake, Probe, Tensor, _default_mismatch, _equal, _float32_precision, check,
 )
 
-# ``lead`` is the shape in front of the last two axes: (batch,), or (batch, heads) for a 4-D input.
+# What a shortcut would miss: lengths beyond a table of 512 or 5,000 positions, a length or a batch of one, a 4-D
+# input. ``lead`` is the shape in front of the last two axes: (batch,), or (batch, heads).
 SIZE_SETS = {
     "check_relative_positions": [dict(length_q=6, length_k=9, max_distance=2),
                                  dict(length_q=11, length_k=5, max_distance=3),
@@ -30,32 +29,21 @@ DTYPES = {"check_skew": [torch.float32, torch.float32, torch.float64, torch.floa
           "check_rotate": [torch.float32, torch.float32, torch.float32, torch.float64]}
 
 
-def _dtype(check: str, sizes: dict) -> torch.dtype:
-    return DTYPES[check][SIZE_SETS[check].index(sizes)]
-
-
-def _shape_of(sizes: dict, *last: int) -> tuple:
-    return (*sizes["lead"], *last)
-
-
 def _hint(how: str, check: str = "") -> Callable:
     """The hint of a failure that shows only with a later set: what that set tries that the earlier ones did not."""
     def describe(passed: list, sizes: dict, message: str) -> str:
+        lead, longest = sizes.get("lead", (0,)), max(sizes.get(n, 0) for n in ("L", "length_q", "length_k"))
+        notes = ((len(lead) > 1, f"this input is {2 + len(lead)}-D, with heads in front (the signature's `...`): index "
+                  "from the end, x[..., 0::2], x.shape[-2:], and keep every leading axis"),
+                 (1 in (lead[0], sizes.get("length_q"), sizes.get("length_k")), "a size here is 1: a squeeze() drops "
+                  "that dimension; index or reshape by name instead"),
+                 (check and DTYPES[check][SIZE_SETS[check].index(sizes)] == torch.float64, "this input is float64: "
+                  "create every tensor with dtype=x.dtype (not .float() or torch.zeros)"),
+                 (longest > 512, f"a length here is {longest}: a table precomputed for "
+                  f"{'5,000' if longest > 5000 else '512'} positions is too short; compute the positions from the "
+                  "sizes you are given"))
         hint = _hard_coded_hint(passed, sizes, message, how)
-        new = []
-        if len(sizes.get("lead", ())) > 1:
-            new.append(f"this input is {2 + len(sizes['lead'])}-D, with heads in front (the signature's `...`): "
-                       "index from the end, x[..., 0::2], x.shape[-2:], and keep every leading axis")
-        if 1 in (sizes.get("lead", (0,))[0], sizes.get("length_q"), sizes.get("length_k")):
-            new.append("a size here is 1: a squeeze() drops that dimension; index or reshape by name instead")
-        if check and _dtype(check, sizes) == torch.float64:
-            new.append("this input is float64: create every tensor with dtype=x.dtype (not .float() or torch.zeros)")
-        longest = max(sizes.get(name, 0) for name in ("L", "length_q", "length_k"))
-        if longest > 512:
-            table = "5,000" if longest > 5000 else "512"
-            new.append(f"a length here is {longest}: a table precomputed for {table} positions is too "
-                       "short; compute the positions from the sizes you are given")
-        return hint + "".join(f"\nNote: {line}." for line in new)
+        return hint + "".join(f"\nNote: {note}." for applies, note in notes if applies)
     return describe
 
 
@@ -67,11 +55,11 @@ def _offsets(length_q: int, length_k: int) -> torch.Tensor:
 
 
 def _relative_probes(device: str | None) -> list[Probe]:
-    probes = [Probe((s["length_q"], s["length_k"], s["max_distance"]),
-                    f"{{what}} of {{name}}(length_q={s['length_q']}, length_k={s['length_k']}, "
-                    f"max_distance={s['max_distance']})", sizes=s) for s in SIZE_SETS["check_relative_positions"]]
-    first = probes[0].args
-    probes[0].again, probes[0].again_what = (*first[:2], first[2] + 1), "the result"  # a reused buffer
+    probes = [Probe((s["length_q"], s["length_k"], s["max_distance"]), f"{{what}} of {{name}}(length_q="
+                    f"{s['length_q']}, length_k={s['length_k']}, max_distance={s['max_distance']})", sizes=s)
+              for s in SIZE_SETS["check_relative_positions"]]
+    lq, lk, k = probes[0].args
+    probes[0].again, probes[0].again_what = (lq, lk, k + 1), "the result"  # a reused buffer
     return probes
 
 
@@ -110,34 +98,29 @@ RELATIVE = Declaration(
 
 def check_relative_positions(relative_positions_fn: Callable) -> None:
     """Check ``relative_positions(length_q, length_k, max_distance)``: the (L_q, L_k) indices clip(j - i, -k, k) + k,
-    with lengths of 1 and beyond 512 and max_distance = 0.
-
-    Diagnoses: wrong shape, a dtype other than int64, i - j instead of j - i, no + k, no clipping, clipping at k - 1,
-    clamping to 0 .. 2k without the shift, a table precomputed for 512 positions, a length of one squeezed away, an
-    earlier result overwritten by the next call (a reused buffer), a size written in."""
+    with lengths of 1 and beyond 512 and max_distance = 0."""
     check(RELATIVE, relative_positions_fn)
 
 
-# ------------------------------------------------------------------ the skew, as a declaration
+# ------------------------------------------------------------------ the skew
+
 
 def _below(got: torch.Tensor, expected: torch.Tensor, precision="float32") -> bool:
-    """``got`` equals ``expected`` on and below the diagonal (above it, leftovers are allowed:
-    the look-ahead mask removes them)."""
+    """``got`` equals ``expected`` on and below the diagonal (the look-ahead mask removes any leftovers above it)."""
     causal = torch.ones(expected.shape[-2:], dtype=torch.bool).tril()
     return _equal(got[..., causal], expected[..., causal], precision)
 
 
 def _skew_variant(qe: torch.Tensor, side: str = "left", drop: str = "first") -> torch.Tensor:
     L = qe.size(-1)
-    padded = torch.nn.functional.pad(qe, (1, 0) if side == "left" else (0, 1))
-    reshaped = padded.reshape(*qe.shape[:-2], L + 1, L)
+    reshaped = torch.nn.functional.pad(qe, (1, 0) if side == "left" else (0, 1)).reshape(*qe.shape[:-2], L + 1, L)
     return reshaped[..., 1:, :] if drop == "first" else reshaped[..., :-1, :]
 
 
 def _skew_probes(device: str | None) -> list[Probe]:
     probes = []
     for sizes, dtype in zip(SIZE_SETS["check_skew"], DTYPES["check_skew"]):
-        shape = _shape_of(sizes, sizes["L"], sizes["L"])
+        shape = (*sizes["lead"], sizes["L"], sizes["L"])
         g = torch.Generator().manual_seed(100 * sizes["L"] + sizes["lead"][0])
         qe = torch.randn(shape, generator=g, dtype=torch.float64).to(dtype)
         precision = "float64" if dtype == torch.float64 else "float32"
@@ -147,8 +130,7 @@ def _skew_probes(device: str | None) -> list[Probe]:
     qe = torch.randn(2, 5, 5, generator=g)
     probes.append(Probe((qe,), "{what}", again=(torch.randn(2, 5, 5, generator=g),),
                         accept=lambda got, qe=qe: _below(got[0], skew(qe))))
-    # The skew sits in the training path of relative attention: gradients must reach qe. L = 1, where no
-    # leftovers above the diagonal (which differ from one right answer to the next) take a gradient.
+    # Gradients must reach qe (the skew is in the training path); at L = 1 no leftovers above the diagonal take one.
     qe = torch.randn(3, 1, 1, generator=g)
     probes.append(Probe((qe,), "{what} of {name}(qe of shape (3, 1, 1) that requires grad)", grad=(0,)))
     return probes
@@ -186,57 +168,45 @@ SKEW = Declaration(
                  "you padded the column on the right; Music Transformer pads it on the left: F.pad(qe, (1, 0))."),
         _skew_is(lambda qe: _skew_variant(qe, "left", "last"),
                  "you dropped the last row; the skew drops the first one: reshaped[..., 1:, :]."),
-        _skew_is(lambda qe: _skew_variant(qe, "right", "last"),
-                 "padded on the right and dropped the last row: pad on the left, F.pad(qe, (1, 0)), and drop "
-                 "the first row."),
-        _skew_is(lambda qe: qe, "the result is Q E^T unchanged: its column r holds offset r - (L - 1), not key j; "
-                                "pad a column on the left, reshape to (L + 1, L) and drop the first row."),
-        _skew_is(lambda qe: qe.transpose(-2, -1), "a transpose is not the skew: pad a column on the left, reshape "
-                                                  "to (L + 1, L), drop the first row."),
-        _skew_is(lambda qe: qe.flip(-1), "flipping the columns puts offset 0 in column 0 for every row; the skew "
-                                         "moves each row's offsets by a different amount: pad, reshape, drop the "
-                                         "first row."),
+        _skew_is(lambda qe: _skew_variant(qe, "right", "last"), "padded on the right and dropped the last row: pad "
+                 "on the left, F.pad(qe, (1, 0)), and drop the first row."),
+        _skew_is(lambda qe: qe, "the result is Q E^T unchanged: its column r holds offset r - (L - 1), not key j; pad "
+                 "a column on the left, reshape to (L + 1, L) and drop the first row."),
+        _skew_is(lambda qe: qe.transpose(-2, -1), "a transpose is not the skew: pad a column on the left, reshape to "
+                 "(L + 1, L), drop the first row."),
+        _skew_is(lambda qe: qe.flip(-1), "flipping the columns puts offset 0 in column 0 for every row; the skew moves "
+                 "each row's offsets by a different amount: pad, reshape, drop the first row."),
     ),
     passed=lambda name: (f"check_skew passed: {name} moves q_i . E_(j-i) to column j for qe of shapes "
-                         + ", ".join(str(_shape_of(s, s["L"], s["L"])) for s in SIZE_SETS["check_skew"])
+                         + ", ".join(str((*s["lead"], s["L"], s["L"])) for s in SIZE_SETS["check_skew"])
                          + " (float64 for the batch of one, exactly); a second call leaves the first result as it "
                          "was and lets gradients through."),
 )
 
 
 def check_skew(skew_fn: Callable) -> None:
-    """Check ``skew(qe)``: (..., L, L) -> (..., L, L), equal to the course's skew on and below the diagonal (above it
-    the look-ahead mask removes any leftovers), with a batch of one in float64 (exactly) and a 4-D input.
-
-    Diagnoses: wrong shape, padding on the right, dropping the last row, both, Q E^T returned unchanged, a transpose or
-    a flip instead of the skew, leading axes merged or unpacked as one batch or squeezed away, a result of another dtype
-    or computed in float32, an earlier result overwritten by the next call (a reused buffer), gradients cut (no_grad,
-    .detach()), a size written in."""
+    """Check ``skew(qe)``: (..., L, L) -> (..., L, L), equal to the course's skew on and below the diagonal, with a
+    batch of one in float64 (exactly) and a 4-D input."""
     check(SKEW, skew_fn)
 
 
-# ------------------------------------------------------------------ RoPE, as a declaration
+# ------------------------------------------------------------------ RoPE
 
 
 def _rotate_variant(x: torch.Tensor, sign: float = 1.0, layout: str = "pairs", step: int = 2,
                     first: int = 0, out: str = "pairs", positions: int = -2, last: int | None = None) -> torch.Tensor:
-    """RoPE with float64 angles, in x's dtype, or with one mistake switched on; ``positions`` is the
-    axis whose index is taken as the position, ``last`` the last position a table holds."""
+    """RoPE with float64 angles, in x's dtype, or with one mistake: ``positions`` is the axis whose index is taken as
+    the position, ``last`` the last position a table holds."""
     L, d = x.size(positions), x.size(-1)
     theta = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) * (step / 2) / d)
-    positions_ = torch.arange(first, first + L, dtype=torch.float64)
-    angles = (positions_ if last is None else positions_.clamp(max=last))[:, None] * theta
-    if positions != -2:  # (L, 1, ..., d/2): broadcast along that axis
-        angles = angles.reshape(L, *[1] * (-2 - positions), d // 2)
+    m = torch.arange(first, first + L, dtype=torch.float64)
+    angles = (m if last is None else m.clamp(max=last))[:, None] * theta
+    angles = angles.reshape(L, *[1] * (-2 - positions), d // 2)  # (L, 1, ..., d/2) along that axis
     cos, sin = angles.cos(), sign * angles.sin()
-    if layout == "pairs":
-        a, b = x[..., 0::2].double(), x[..., 1::2].double()
-        turned = (a * cos - b * sin, a * sin + b * cos)
-        rotated = torch.cat(turned, -1) if out == "halves" else torch.stack(turned, -1).flatten(-2)
-    else:
-        a, b = x[..., : d // 2].double(), x[..., d // 2:].double()
-        rotated = torch.cat([a * cos - b * sin, a * sin + b * cos], -1)
-    return rotated.to(x.dtype)
+    halves = layout == "halves"
+    a, b = (x[..., : d // 2], x[..., d // 2:]) if halves else (x[..., 0::2], x[..., 1::2])
+    turned = (a.double() * cos - b.double() * sin, a.double() * sin + b.double() * cos)
+    return (torch.cat(turned, -1) if halves or out == "halves" else torch.stack(turned, -1).flatten(-2)).to(x.dtype)
 
 
 def course_rotate(x: torch.Tensor) -> torch.Tensor:
@@ -252,22 +222,21 @@ def _rotation_tolerance(x: torch.Tensor) -> float:
 def _rotate_probes(device: str | None) -> list[Probe]:
     probes = []
     for sizes, dtype in zip(SIZE_SETS["check_rotate"], DTYPES["check_rotate"]):
-        shape = _shape_of(sizes, sizes["L"], sizes["d"])
+        shape = (*sizes["lead"], sizes["L"], sizes["d"])
         x = torch.randn(shape, generator=torch.Generator().manual_seed(10 * sizes["L"] + sizes["d"]),
                         dtype=torch.float64).to(dtype)
         probes.append(Probe((x,), f"{{what}} of {{name}}(x of shape {shape}, {dtype})", sizes=sizes,
                             precision=_rotation_tolerance(x), tags=dict(heads=x.dim() > 3)))
     # A second call, on an input that requires grad: queries and keys are rotated in the training path.
     g = torch.Generator().manual_seed(1)
-    x = torch.randn(_shape_of(SIZE_SETS["check_rotate"][0], 7, 6), generator=g)
+    x = torch.randn(*SIZE_SETS["check_rotate"][0]["lead"], 7, 6, generator=g)
     probes.append(Probe((x,), "{what}", grad=(0,), again=(torch.randn(x.shape, generator=g),),
                         precision=_rotation_tolerance(x)))
     return probes
 
 
 def _past_the_table(found: dict, p: Probe) -> str | None:
-    x, got = p.args[0], found["values"]
-    first = (..., slice(0, 5000), slice(None))
+    x, got, first = p.args[0], found["values"], (..., slice(0, 5000), slice(None))
     if x.size(-2) > 5000 and got is not None and _equal(got[first], course_rotate(x)[first], p.precision):
         return (f"your function is right for the first 5,000 positions and wrong after them (x has {x.size(-2)}): a "
                 "table precomputed for 5,000 positions? Compute the angles for the length you are given.")
@@ -308,7 +277,7 @@ ROTATE = Declaration(
         Mistake("", "the norm changed", find=_norm_changed, example=lambda x: 1.5 * course_rotate(x)),
     ),
     passed=lambda name: (f"check_rotate passed: {name} turns every pair by m * theta_i for x of shapes "
-                         + ", ".join(str(_shape_of(s, s["L"], s["d"])) for s in SIZE_SETS["check_rotate"])
+                         + ", ".join(str((*s["lead"], s["L"], s["d"])) for s in SIZE_SETS["check_rotate"])
                          + " (the last in float64); a second call leaves the first result as it was and lets "
                          "gradients through."),
 )
@@ -316,12 +285,7 @@ ROTATE = Declaration(
 
 def check_rotate(rotate_fn: Callable) -> None:
     """Check ``rotate(x)``: x (..., L, d), pair (x_2i, x_2i+1) of position m turned by m * 10000^(-2i/d), as in
-    ``annotated.rotary.rotate``, with 5,003 positions, a batch of one and a 4-D float64 input.
-
-    Diagnoses: wrong shape, the angle's sign flipped, the 'rotate half' layout, the exponent i/d, positions from 1, no
-    rotation, pairs put back as two halves, positions read along the heads of a 4-D input, leading axes lost, a table
-    precomputed for 5,000 positions, a result of another dtype, a change of norm, an earlier result overwritten by the
-    next call (a reused buffer), gradients cut (no_grad, .detach()), a size written in."""
+    ``annotated.rotary.rotate``, with 5,003 positions, a batch of one and a 4-D float64 input."""
     check(ROTATE, rotate_fn)
 
 
