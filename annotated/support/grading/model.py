@@ -298,7 +298,19 @@ LAYER = Declaration(
 def check_decoder_layer_forward(decoder_layer_forward: Callable) -> None:
     """Check ``decoder_layer_forward(layer, x, memory, src_mask, tgt_mask)`` against ``DecoderLayer.forward``,
     post-norm and pre-norm, on ``LAYER_SIZES`` with padding in both masks; then with dropout ``LAYER_DROPOUT`` in
-    evaluation mode (gradients) and training mode (a second call), and in float64."""
+    evaluation mode (gradients) and training mode (a second call), and in float64.
+
+    Diagnoses: the layer called whole; self_attn used for both attentions (or src_attn), or the two swapped; the
+    self-attention reading the memory, without a mask, with src_mask (masks swapped) or with a mask of its own; the
+    cross-attention reading the decoder instead of the memory, with its queries from the memory, with the causal mask,
+    without a mask, or a memory changed (as keys or values); a lambda that reads the outer x (wrong in pre-norm only); a
+    sublayer never called, the feed-forward called twice; sublayers in the wrong order; no sublayer connection, a
+    residual and norm written by hand, the connections' indices mixed up (one for all, or permuted), a module's result
+    passed where the connection wants the function; a sublayer fed the layer's input instead of the previous output, the
+    residual added twice (around the first or after the last); sizes written into the code, and a batch of one sentence
+    squeezed away; the layer's mode changed (layer.eval() left behind); dropout ignored in training mode, or applied in
+    evaluation mode; no gradient (torch.no_grad, .detach()); a result kept in a buffer that the next call overwrites;
+    float64 turned into float32."""
     with _one_thread():
         check(LAYER, decoder_layer_forward)
 
@@ -627,7 +639,15 @@ TIE = Declaration(
 def check_tied_embeddings(tied_embeddings: Callable) -> None:
     """Check ``tied_embeddings(src_vocab_size, tgt_vocab_size, d_model, share_embeddings) -> (src_embed, tgt_embed,
     generator)``: the target embedding and the generator share one Parameter, the source too with
-    ``share_embeddings`` (§3.4), on ``TIE_SIZES``; two calls with the same arguments share no Parameter."""
+    ``share_embeddings`` (§3.4), on ``TIE_SIZES``; two calls with the same arguments share no Parameter.
+
+    Diagnoses: not three modules; a table of swapped shape; the source tied although share_embeddings is False, or not
+    tied although it is True; the generator tied to the source, holding a copy of the values, a second Parameter over
+    the same memory, a transpose, or a matrix of its own; a generator without bias or with its sizes swapped; a
+    parameter that does not require a gradient (frozen); extra parameters; embeddings without the sqrt(d_model) factor
+    or with the positional encoding added; a generator that returns log-probabilities or probabilities, or scales by
+    sqrt(d_model); sizes written into the code; and modules kept between calls (a second call returns the same
+    Parameters)."""
     with _one_thread():
         check(TIE, tied_embeddings)
 
@@ -818,7 +838,14 @@ COUNT = Declaration(
 
 def check_parameter_count(parameter_count: Callable) -> None:
     """Check ``parameter_count(config) -> int`` against ``count_parameters(make_model(config))`` on ``COUNT_SIZES``,
-    post-norm and pre-norm, with shared and separate embeddings, then on the paper's base and big models (Table 3)."""
+    post-norm and pre-norm, with shared and separate embeddings, then on the paper's base and big models (Table 3).
+
+    Diagnoses: a result that is not an int; a model built to count it (its code names a module); any bias forgotten
+    (all, the attention's, the feed-forward's, the generator's); layer norms forgotten or counted with gamma only; the
+    pre-norm final norms forgotten, or counted in post-norm too; the decoder's cross-attention forgotten (with or
+    without its norm); a tied table counted twice or three times, share_embeddings ignored either way; the positional
+    tables counted; per-head d_model x d_model matrices; one feed-forward map; one layer per stack; any two of these
+    together; the count of another configuration (one model's count written in), and sizes written into the code."""
     check(COUNT, parameter_count)
 
 

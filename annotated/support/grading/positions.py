@@ -98,7 +98,11 @@ RELATIVE = Declaration(
 
 def check_relative_positions(relative_positions_fn: Callable) -> None:
     """Check ``relative_positions(length_q, length_k, max_distance)``: the (L_q, L_k) indices clip(j - i, -k, k) + k,
-    with lengths of 1 and beyond 512 and max_distance = 0."""
+    with lengths of 1 and beyond 512 and max_distance = 0.
+
+    Diagnoses: wrong shape, a dtype other than int64, i - j instead of j - i, no + k, no clipping, clipping at k - 1,
+    clamping to 0 .. 2k without the shift, a table precomputed for 512 positions, a length of one squeezed away, an
+    earlier result overwritten by the next call (a reused buffer), a size written in."""
     check(RELATIVE, relative_positions_fn)
 
 
@@ -186,7 +190,12 @@ SKEW = Declaration(
 
 def check_skew(skew_fn: Callable) -> None:
     """Check ``skew(qe)``: (..., L, L) -> (..., L, L), equal to the course's skew on and below the diagonal, with a
-    batch of one in float64 (exactly) and a 4-D input."""
+    batch of one in float64 (exactly) and a 4-D input.
+
+    Diagnoses: wrong shape, padding on the right, dropping the last row, both, Q E^T returned unchanged, a transpose or
+    a flip instead of the skew, leading axes merged or unpacked as one batch or squeezed away, a result of another dtype
+    or computed in float32, an earlier result overwritten by the next call (a reused buffer), gradients cut (no_grad,
+    .detach()), a size written in."""
     check(SKEW, skew_fn)
 
 
@@ -285,7 +294,12 @@ ROTATE = Declaration(
 
 def check_rotate(rotate_fn: Callable) -> None:
     """Check ``rotate(x)``: x (..., L, d), pair (x_2i, x_2i+1) of position m turned by m * 10000^(-2i/d), as in
-    ``annotated.rotary.rotate``, with 5,003 positions, a batch of one and a 4-D float64 input."""
+    ``annotated.rotary.rotate``, with 5,003 positions, a batch of one and a 4-D float64 input.
+
+    Diagnoses: wrong shape, the angle's sign flipped, the 'rotate half' layout, the exponent i/d, positions from 1, no
+    rotation, pairs put back as two halves, positions read along the heads of a 4-D input, leading axes lost, a table
+    precomputed for 5,000 positions, a result of another dtype, a change of norm, an earlier result overwritten by the
+    next call (a reused buffer), gradients cut (no_grad, .detach()), a size written in."""
     check(ROTATE, rotate_fn)
 
 
