@@ -234,6 +234,12 @@ def _equal(got: torch.Tensor, expected: torch.Tensor, precision: str | float = "
     return bool(torch.allclose(got.double(), expected.double(), atol=atol, rtol=rtol))
 
 
+def _unequal(now: torch.Tensor, was: torch.Tensor) -> torch.Tensor:
+    """Where ``now`` differs from ``was`` (NaN equals NaN)."""
+    same = now == was
+    return ~(same | now.isnan() & was.isnan()) if now.is_floating_point() else ~same
+
+
 def _short(value, width: int = 120) -> str:
     text = repr(value)
     return text if len(text) <= width else f"{text[:width - 20]} ... {text[-12:]} ({len(text)} characters)"
@@ -243,16 +249,13 @@ def _difference(got, expected, precision: float | None = None, where: str = "") 
     """Where the plain value ``got`` first differs from ``expected``, in words; None where they are equal."""
     at = f" at {where}" if where else ""
     if isinstance(expected, float) and isinstance(got, (int, float)) and not isinstance(got, bool):
-        if got == expected or (math.isnan(got) and math.isnan(expected)):
+        relative = isinstance(precision, tuple)  # (absolute, relative)
+        if got == expected or math.isnan(got) and math.isnan(expected) or (
+                math.isclose(got, expected, abs_tol=precision[0], rel_tol=precision[1]) if relative
+                else precision is not None and abs(got - expected) <= precision):
             return None
-        if isinstance(precision, tuple):  # (absolute, relative)
-            if math.isclose(got, expected, abs_tol=precision[0], rel_tol=precision[1]):
-                return None
-            within = f" (more than {precision[1]:g} of it apart)"
-        elif precision is not None and abs(got - expected) <= precision:
-            return None
-        else:
-            within = f" (more than {precision:g} apart)" if precision is not None else ""
+        within = (f" (more than {precision[1]:g} of it apart)" if relative else
+                  f" (more than {precision:g} apart)" if precision is not None else "")
         return f"{_short(got)} instead of {_short(expected)}{at}{within}"
     if type(got) is not type(expected):
         return f"{_a(type(got).__name__)} ({_short(got, 60)}) instead of {_a(type(expected).__name__)} " \
@@ -272,39 +275,28 @@ def _difference(got, expected, precision: float | None = None, where: str = "") 
     return next((d for w, a, b in pairs if (d := _difference(a, b, precision, w))), None)
 
 
-def _number(found: dict, kind: str):
-    """The one number of ``found`` (a tensor's, a plain value's) as a ``kind`` ("float", "int", "bool"),
-    for a :class:`Value` with ``numbers``; None when it is no such number (a tensor on 'meta' too)."""
-    if found["kind"] == "tensor":
-        values = found["values"]
-        if found["shape"] and math.prod(found["shape"]) != 1 or values is None:
-            return None
-        ok = {"float": not values.is_complex(), "int": _integer(values.dtype), "bool": values.dtype == torch.bool}
-        return {"float": float, "int": int, "bool": bool}[kind](values.reshape(()).item()) if ok[kind] else None
-    value = found.get("value")
-    ok = {"float": isinstance(value, (int, float)) and not isinstance(value, bool),
-          "int": isinstance(value, int) and not isinstance(value, bool), "bool": isinstance(value, bool)}[kind]
-    return value if ok else None
-
-
-def _numpy_number(found: dict, kind: str):
-    """The number of a NumPy number of the kind ("int": np.integer, "float": np.floating), else None."""
-    value = found.get("value") if found.get("module") == "numpy" and found["kind"] == "object" else None
-    fits = {"int": isinstance(value, int) and not isinstance(value, bool),
-            "float": isinstance(value, float)}.get(kind, False)
-    return value if fits else None
-
-
 def _as_kind(contract: Value, found: dict, same_type: bool = True):
     """A described result as the plain value of the contract's kind, where the exercise allows it; else None.
     ``same_type`` False: only what stands in for that kind (another sequence, a number read from a tensor)."""
-    if same_type and found["kind"] == "value" and found["type"] == contract.kind:
-        return set(found["value"]) if contract.kind == "set" else found["value"]
-    if contract.sequence and found["kind"] == "value" and {found["type"], contract.kind} == {"tuple", "list"}:
-        return (list if contract.kind == "list" else tuple)(found["value"])
-    if contract.numpy and _numpy_number(found, contract.kind) is not None:
-        return _numpy_number(found, contract.kind)
-    return _number(found, contract.kind) if contract.numbers and contract.kind in ("float", "int", "bool") else None
+    kind, value = contract.kind, found.get("value")
+    if same_type and found["kind"] == "value" and found["type"] == kind:
+        return set(value) if kind == "set" else value
+    if contract.sequence and found["kind"] == "value" and {found["type"], kind} == {"tuple", "list"}:
+        return (list if kind == "list" else tuple)(value)
+    whole = isinstance(value, int) and not isinstance(value, bool)
+    if contract.numpy and found.get("module") == "numpy" and found["kind"] == "object" and (
+            kind == "int" and whole or kind == "float" and isinstance(value, float)):
+        return value  # np.integer, np.floating
+    if not contract.numbers or kind not in ("float", "int", "bool"):
+        return None
+    if found["kind"] != "tensor":  # an int where a float is asked is that number
+        return value if {"float": whole or isinstance(value, float), "int": whole,
+                         "bool": isinstance(value, bool)}[kind] else None
+    values = found["values"]  # a tensor of one number (None on 'meta')
+    if values is None or math.prod(found["shape"]) != 1 or not {
+            "float": not values.is_complex(), "int": _integer(values.dtype), "bool": values.dtype == torch.bool}[kind]:
+        return None
+    return {"float": float, "int": int, "bool": bool}[kind](values.reshape(()).item())
 
 
 def _read(contract, found: dict):
@@ -386,12 +378,9 @@ def _changed(args: tuple, done: dict, signature, roles, each: bool = False) -> t
         elif after["layout"] != done["layout_before"][i]:
             how = "its layout in memory changed (a transpose_ of two dimensions of the same size?)"
         elif after["values"] is not None and arg.device.type != "meta":
-            now, was = after["values"], arg.detach().cpu()
-            same = now == was
-            if now.is_floating_point():
-                same |= now.isnan() & was.isnan()
-            if not same.all():
-                how = f"{int((~same).sum())} of its {same.numel()} numbers changed"
+            wrong = _unequal(after["values"], arg.detach().cpu())
+            if wrong.any():
+                how = f"{int(wrong.sum())} of its {wrong.numel()} numbers changed"
         if how:
             return f"{_named_argument(i, signature or [], roles)} in place: {how}", _IN_PLACE
     return None
@@ -688,13 +677,11 @@ def _kept_between_calls(first: dict, after: dict, name: str, what: str) -> Failu
                 "a result kept between calls")
         if was["values"] is None or now["values"] is None:
             continue
-        same = now["values"] == was["values"]
-        if now["values"].is_floating_point():
-            same |= now["values"].isnan() & was["values"].isnan()
-        if not same.all():
+        wrong = _unequal(now["values"], was["values"])
+        if wrong.any():
             return Failure(
                 f"a second call of {name}, on other inputs, changed {what} that the first call "
-                f"had returned ({int((~same).sum())} of its {same.numel()} numbers): your "
+                f"had returned ({int(wrong.sum())} of its {wrong.numel()} numbers): your "
                 "function writes its result into a tensor it keeps between calls (a global "
                 "buffer, a default argument such as out=torch.zeros(...), an attribute) and "
                 "returns that tensor, so every caller shares it. Create a new tensor on every "
@@ -750,19 +737,6 @@ def _structure(decl: Declaration, found: dict, name: str) -> list | Failure:
     else:
         got = "None (a missing `return`?)" if found["kind"] == "none" else found["type"]
     return Failure(f"{name} should return {decl.returns.what}, got {got}", "not the tuple asked for")
-
-
-class _Lazy:
-    """The items of a generator, computed as far as they are read, and kept for a second reading."""
-
-    def __init__(self, items):
-        self.items, self.done = iter(items), []
-
-    def __iter__(self):
-        yield from self.done
-        for item in self.items:
-            self.done.append(item)
-            yield item
 
 
 class _Candidates:
@@ -939,8 +913,8 @@ def judge(decl: Declaration, probe: Probe, done: dict, name: str, signature, ref
     expected = _as_data(contracts, _as_items(decl, reference), probe)
     candidates = _Candidates(decl, probe)
     mistakes = decl.mistakes if probe.mistakes else ()
-    if decl.consistent:  # a generator: the earlier probes are tried only where a mistake is sought
-        mistakes = _Lazy(m for m in mistakes if m.like is None or _explains(decl, m, earlier, later))
+    if decl.consistent:
+        mistakes = [m for m in mistakes if m.like is None or _explains(decl, m, earlier, later)]
     right = None  # whether the learner's result is the reference's, once an "always" like asks
     for mistake in (m for m in mistakes if m.stage == "always"):
         if mistake.like is not None and right is None:
