@@ -71,12 +71,11 @@ def _named_argument(i: int, params: list, roles: tuple) -> str:
 
 
 _IN_PLACE = (
-    "A function must not change its inputs: whoever calls it uses them again (the model "
-    "reuses its tensors after the call, and this check compares your result with results "
-    "computed from them). Use operations that return a new tensor: `x = x / 2` rather than "
-    "`x /= 2` or `x.div_(2)`, `x.transpose(1, 2)` rather than `x.transpose_(1, 2)`, `~mask` "
-    "rather than `mask.logical_not_()`, `x.masked_fill(...)` rather than `x.masked_fill_(...)`: "
-    "a method whose name ends in `_`, and `+=`, `-=`, `*=`, `/=` on a tensor, change it in place."
+    "A function must not change its inputs: whoever calls it uses them again (the model reuses its tensors after the "
+    "call, and this check compares your result with results computed from them). Use operations that return a new "
+    "tensor: `x = x / 2` rather than `x /= 2` or `x.div_(2)`, `x.transpose(1, 2)` rather than `x.transpose_(1, 2)`, "
+    "`~mask` rather than `mask.logical_not_()`, `x.masked_fill(...)` rather than `x.masked_fill_(...)`: a method "
+    "whose name ends in `_`, and `+=`, `-=`, `*=`, `/=` on a tensor, change it in place."
 )
 
 
@@ -118,11 +117,10 @@ _DTYPE_HINTS = {
 
 # Why inputs of another dtype come back float32: the usual causes, and the fix.
 _TO_FLOAT32 = (
-    "A float32 result usually comes from a .float() (or .to(torch.float32)) \"for safety\", "
-    "from a one-hot or mask turned into numbers with .float(), or from a tensor created without "
-    "dtype= (torch.zeros, torch.ones, torch.full, torch.empty and torch.tensor of Python floats "
-    "are float32 unless told otherwise). Convert to the input's dtype instead, .to(x.dtype), "
-    "and create tensors with dtype=x.dtype (or torch.zeros_like(x))."
+    "A float32 result usually comes from a .float() (or .to(torch.float32)) \"for safety\", from a one-hot or mask "
+    "turned into numbers with .float(), or from a tensor created without dtype= (torch.zeros, torch.ones, torch.full, "
+    "torch.empty and torch.tensor of Python floats are float32 unless told otherwise). Convert to the input's dtype "
+    "instead, .to(x.dtype), and create tensors with dtype=x.dtype (or torch.zeros_like(x))."
 )
 
 
@@ -159,7 +157,7 @@ def _squeezed(got_shape, expected_shape) -> str:
             i += 1
         elif size != 1:
             return ""
-    return "" if i != len(got) else (" Your result lost dimensions of size 1: .squeeze() without a dimension drops every "
-            "dimension of size 1, so a batch of one sentence, a single query or a single key "
-            "loses its dimension too. Leave the shape alone, or squeeze only a dimension you "
-            "added yourself, .squeeze(dim).")
+    return "" if i != len(got) else (
+        " Your result lost dimensions of size 1: .squeeze() without a dimension drops every dimension of size 1, so "
+        "a batch of one sentence, a single query or a single key loses its dimension too. Leave the shape alone, or "
+        "squeeze only a dimension you added yourself, .squeeze(dim).")

@@ -354,6 +354,7 @@ def _changed(args: tuple, done: dict, signature, roles, each: bool = False) -> t
     """(which argument the call changed in place and how, what to do instead), or None when none changed.
     ``each``: every argument is the arguments of one call."""
     for i, (arg, after) in enumerate(zip(args, done.get("inputs_after", []))):
+        where, how = _named_argument(i, signature or [], roles), None
         if after is None:
             continue
         if each and "items" in after:  # one call of an ``each`` probe: its own arguments
@@ -361,28 +362,22 @@ def _changed(args: tuple, done: dict, signature, roles, each: bool = False) -> t
                                signature, roles)
             if changed:
                 return changed
-            continue
-        if isinstance(arg, (list, dict)) and "value" in after:
-            was = recorder._plain(arg, [math.inf, math.inf])
-            if _difference(after["value"], was) is not None or after["class"] != type(arg).__name__:
-                return (f"{_named_argument(i, signature or [], roles)} in place (now {_short(after['value'], 100)})",
-                        _PLAIN_IN_PLACE)
-            continue
-        if not torch.is_tensor(arg):
-            continue
-        how = None
-        if tuple(after["shape"]) != tuple(arg.shape):
-            how = f"its shape went from {tuple(arg.shape)} to {tuple(after['shape'])}"
-        elif _dtype(after["dtype"]) != arg.dtype:
-            how = f"its dtype went from {arg.dtype} to torch.{after['dtype']}"
-        elif after["layout"] != done["layout_before"][i]:
-            how = "its layout in memory changed (a transpose_ of two dimensions of the same size?)"
-        elif after["values"] is not None and arg.device.type != "meta":
-            wrong = _unequal(after["values"], arg.detach().cpu())
-            if wrong.any():
-                how = f"{int(wrong.sum())} of its {wrong.numel()} numbers changed"
-        if how:
-            return f"{_named_argument(i, signature or [], roles)} in place: {how}", _IN_PLACE
+        elif isinstance(arg, (list, dict)) and "value" in after:
+            if (_difference(after["value"], recorder._plain(arg, [math.inf, math.inf])) is not None
+                    or after["class"] != type(arg).__name__):
+                return f"{where} in place (now {_short(after['value'], 100)})", _PLAIN_IN_PLACE
+        elif torch.is_tensor(arg):
+            if tuple(after["shape"]) != tuple(arg.shape):
+                how = f"its shape went from {tuple(arg.shape)} to {tuple(after['shape'])}"
+            elif _dtype(after["dtype"]) != arg.dtype:
+                how = f"its dtype went from {arg.dtype} to torch.{after['dtype']}"
+            elif after["layout"] != done["layout_before"][i]:
+                how = "its layout in memory changed (a transpose_ of two dimensions of the same size?)"
+            elif after["values"] is not None and arg.device.type != "meta":
+                wrong = _unequal(after["values"], arg.detach().cpu())
+                how = f"{int(wrong.sum())} of its {wrong.numel()} numbers changed" if wrong.any() else None
+            if how:
+                return f"{where} in place: {how}", _IN_PLACE
     return None
 
 
@@ -398,9 +393,8 @@ def _exception(err: dict, name: str, args: tuple, probe: Probe, done: dict, sign
                 f"not done yet. Write {inner} first (its cell says `# YOUR CODE HERE`), run its "
                 "cell, then run this cell and this check again.", "an earlier exercise not done")
         return Failure(
-            f"{name} raised NotImplementedError: the exercise is not done yet. Replace "
-            "`# YOUR CODE HERE` and `raise NotImplementedError()` in its cell with your code, "
-            "run that cell, then run this check again.", "not done")
+            f"{name} raised NotImplementedError: the exercise is not done yet. Replace `# YOUR CODE HERE` and `raise "
+            "NotImplementedError()` in its cell with your code, run that cell, then run this check again.", "not done")
     if probe.on_error is not None:
         return Failure(probe.on_error(err, name), f"an exception ({err['type']})", generic=True)
     text, hint = err["message"], ""
@@ -409,10 +403,9 @@ def _exception(err: dict, name: str, args: tuple, probe: Probe, done: dict, sign
                 ".view cannot merge its dimensions; use .reshape(...) (or .contiguous().view(...)).")
     fixed = re.search(r"shape '(\[[-\d, ]*\])' is invalid for input of size (\d+)", text)
     if fixed:
-        hint = (f"\nHint: your function reshapes to the fixed shape {fixed.group(1)}, which does "
-                f"not fit the {fixed.group(2)} numbers of this input: is a size written into your "
-                "code? Read every size from the input's shape (batch, L, d_model = x.shape); the "
-                "check calls your function with several sizes.")
+        hint = (f"\nHint: your function reshapes to the fixed shape {fixed.group(1)}, which does not fit the "
+                f"{fixed.group(2)} numbers of this input: is a size written into your code? Read every size from the "
+                "input's shape (batch, L, d_model = x.shape); the check calls your function with several sizes.")
     if err["system_exit"]:
         hint = "\nHint: exit() and sys.exit() stop the program; return the result instead."
     if err["type_error"] and err["frames"] == 1:  # the call itself failed: its parameters
@@ -501,8 +494,7 @@ _DEVICE_TEXT = {
     "asked": "the check asked for device={device!r}: create every tensor there, device=device.",
     "elsewhere": ("the inputs are on {device}: build every tensor where the inputs are, with no "
                   ".cuda() or .to(...), and device=x.device (an input's) for a tensor you create."),
-    "cpu": ("the check expects it on the cpu, where its inputs are: leave out .cuda(), .to(...) "
-            "and device=..."),
+    "cpu": "the check expects it on the cpu, where its inputs are: leave out .cuda(), .to(...) and device=...",
 }
 
 
@@ -581,11 +573,10 @@ def _default_mismatch(got: torch.Tensor, expected: torch.Tensor, label: str) -> 
     bad = ~got.isfinite() & expected.isfinite()
     if bad.any():
         first = tuple(bad.nonzero()[0].tolist())
-        return (f"{label} contains NaN or inf in {int(bad.sum())} of its {bad.numel()} numbers, "
-                f"where the reference has finite numbers (the first at index {first}: "
-                f"{got[first].item()} instead of {expected[first].item():.4g}). Look for a "
-                "division by zero, a log or sqrt of a number <= 0, or a tensor left uninitialized "
-                "(torch.empty).")
+        return (f"{label} contains NaN or inf in {int(bad.sum())} of its {bad.numel()} numbers, where the reference "
+                f"has finite numbers (the first at index {first}: {got[first].item()} instead of "
+                f"{expected[first].item():.4g}). Look for a division by zero, a log or sqrt of a number <= 0, or a "
+                "tensor left uninitialized (torch.empty).")
     try:
         torch.testing.assert_close(got.double(), expected.double(), atol=ATOL, rtol=RTOL)
     except AssertionError as err:
@@ -595,11 +586,10 @@ def _default_mismatch(got: torch.Tensor, expected: torch.Tensor, label: str) -> 
 
 def _float32_precision(got: torch.Tensor, expected: torch.Tensor, label: str) -> str:
     worst = float((got.double() - expected.double()).abs().max())
-    return (f"for float64 inputs, the float64 reference and {label} differ by up to "
-            f"{worst:.1e}, about float32's precision (float64 results agree to about 1e-15): "
-            "a step computes in float32 and converts back. Look for a .float() or a tensor "
-            "created without dtype= (torch.zeros, torch.ones, torch.tensor of Python floats are "
-            "float32): keep every step in the input's dtype, dtype=x.dtype.")
+    return (f"for float64 inputs, the float64 reference and {label} differ by up to {worst:.1e}, about float32's "
+            "precision (float64 results agree to about 1e-15): a step computes in float32 and converts back. Look "
+            "for a .float() or a tensor created without dtype= (torch.zeros, torch.ones, torch.tensor of Python "
+            "floats are float32): keep every step in the input's dtype, dtype=x.dtype.")
 
 
 _CUT = ("A function used in training must let gradients flow: remove @torch.no_grad() or "
@@ -627,12 +617,11 @@ def _gradients(decl: Declaration, probe: Probe, found: dict, name: str, what: st
             return Failure(f"the backward pass through {what} of {name} raised RuntimeError: {found['error']}",
                            "no gradient", generic=True)
         return Failure(
-            f"the backward pass through {what} of {name} fails: a tensor that the gradient "
-            "needs was changed in place after it was used (a method ending in `_`, such as "
-            "weights.masked_fill_(...) after the softmax, or `+=`, `/=` on it), so training "
-            "would stop with \"one of the variables needed for gradient computation has been "
-            "modified by an inplace operation\". Use the operation that returns a new tensor: "
-            "weights = weights.masked_fill(...).", "a tensor changed in place after use")
+            f"the backward pass through {what} of {name} fails: a tensor that the gradient needs was changed in place "
+            "after it was used (a method ending in `_`, such as weights.masked_fill_(...) after the softmax, or "
+            "`+=`, `/=` on it), so training would stop with \"one of the variables needed for gradient computation "
+            "has been modified by an inplace operation\". Use the operation that returns a new tensor: weights = "
+            "weights.masked_fill(...).", "a tensor changed in place after use")
     mine = _named_grads(probe, found["grads"], roles)
     for role, grad in mine:
         if grad is None or not grad.any():
@@ -700,11 +689,10 @@ def _modes_changed(done: dict, name: str, roles: tuple) -> Failure | None:
             module = "the model" if role == "model" else role  # the argument, or its submodule
             module = module if first == "the model" else f"{module}.{first}"
             return Failure(
-                f"{name} switched {module} from {was} mode to {now} mode and left it there "
-                f"({len(changed)} module(s) changed): whoever called it finds the module in another "
-                "mode (dropout on or off) for every later step. Do not call .eval() or .train() in "
-                "the function; if it must, put the mode back before returning: "
-                "was = module.training ... module.train(was).", "a mode changed")
+                f"{name} switched {module} from {was} mode to {now} mode and left it there ({len(changed)} module(s) "
+                "changed): whoever called it finds the module in another mode (dropout on or off) for every later "
+                "step. Do not call .eval() or .train() in the function; if it must, put the mode back before "
+                "returning: was = module.training ... module.train(was).", "a mode changed")
     return None
 
 
@@ -873,11 +861,10 @@ def _named(mistake: Mistake, text: str, name: str) -> Failure:
 
 def judge(decl: Declaration, probe: Probe, done: dict, name: str, signature, reference=None,
           source: str | None = None, earlier: list = (), later: list = ()) -> None:
-    """Judge one recorded call (``done``, from :func:`record.call`) of the learner's function ``name``;
-    raise :class:`Failure` with the first thing wrong. ``reference``: the course's result on the probe, if
-    already computed. With ``decl.consistent``, a mistake by ``like`` is named only where it passes every
-    probe of ``earlier`` and gives the learner's results on ``later`` ((probe, record) of the later calls of
-    the same set of sizes): one mistake told apart from another by the whole set."""
+    """Raise :class:`Failure` with the first thing wrong in one recorded call (``done``, from
+    :func:`record.call`) of the learner's function ``name``. ``reference``: the course's result, if computed.
+    With ``decl.consistent``, a mistake by ``like`` is named only where it passes the probes ``earlier`` and
+    gives the learner's results on ``later`` ((probe, record) of the later calls of the same set of sizes)."""
     args, roles = probe.args, decl.roles
     if "raised" in done:
         err = done["raised"]
@@ -979,9 +966,8 @@ def judge(decl: Declaration, probe: Probe, done: dict, name: str, signature, ref
 
 
 def _with_sizes_hint(failure: Failure, passed: list, sizes: dict | None, fix: str | Callable) -> Failure:
-    """A failure no known mistake explains, after whole sets of sizes passed: a size written into
-    the code is the suspect. ``fix``: how to read a size instead, or (sets passed, the set that
-    failed, message) -> the whole hint, or None for the usual one."""
+    """A failure no known mistake explains, after whole sets of sizes passed, blames a size written into the
+    code. ``fix``: how to read a size instead, or (sets passed, set failed, message) -> the hint, or None."""
     if not failure.generic or not passed or sizes is None or sizes in passed:
         return failure
     message = str(failure)
