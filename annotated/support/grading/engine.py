@@ -441,9 +441,8 @@ def _not_plain(contract: Value, found: dict, name: str, what: str) -> Failure | 
     if read is not None or _as_kind(contract, found, same_type=False) is not None or (
             contract.numbers and found["kind"] == "tensor" and found["values"] is None):  # on 'meta': value unknown
         return None
-    failure = _none(found, name, what)
-    if failure:
-        return failure
+    if found["kind"] == "none":
+        return _none(found, name, what)
     message = contract.other(found, name, what) if contract.other else None
     if message:
         return Failure(message, f"not {_a(contract.kind)}")
@@ -474,9 +473,8 @@ def _not_plain(contract: Value, found: dict, name: str, what: str) -> Failure | 
 def _not_a_tensor(found: dict, name: str, what: str, kind: str) -> Failure | None:
     if found["kind"] == "tensor":
         return None
-    failure = _none(found, name, what)
-    if failure:
-        return failure
+    if found["kind"] == "none":
+        return _none(found, name, what)
     start = f"{name} should return {what} as {kind or 'a'} tensor, got"
     if found["kind"] == "value" and found["type"] in ("list", "tuple") and all(
             isinstance(v, (int, float)) for v in found["value"]):
@@ -855,6 +853,11 @@ def _explains(decl: Declaration, mistake: Mistake, earlier: list, later: list) -
     return True
 
 
+def _raise_if(failure: Failure | None) -> None:
+    if failure:
+        raise failure
+
+
 def _named(mistake: Mistake, text: str, name: str) -> Failure:
     return Failure((mistake.prefix + text).replace("{name}", name), mistake.name, mistake.generic, mistake)
 
@@ -880,9 +883,7 @@ def judge(decl: Declaration, probe: Probe, done: dict, name: str, signature, ref
     changed = _changed(args, done, signature, roles, probe.each)
     if changed:
         raise Failure(f"{name} changed {changed[0]}. {decl.in_place or changed[1]}", "an input changed in place")
-    failure = _modes_changed(done, name, roles)  # before the numbers, which another mode changes
-    if failure:
-        raise failure
+    _raise_if(_modes_changed(done, name, roles))  # before the numbers, which another mode changes
     contracts = _items(decl)
     got = _structure(decl, done["result"], name)
     if isinstance(got, Failure):
@@ -891,9 +892,7 @@ def judge(decl: Declaration, probe: Probe, done: dict, name: str, signature, ref
     got = [dict(f, calls=done.get("calls_of"), again=done.get("again_result")) for f in got]
     whats = [c.label or c.what for c in contracts]
     for contract, found in zip(contracts, got):
-        failure = _contract(contract, found, args[-1] if probe.chain is not None else args, name, contract.what)
-        if failure:
-            raise failure
+        _raise_if(_contract(contract, found, args[-1] if probe.chain is not None else args, name, contract.what))
     if reference is None:
         with torch.no_grad():
             reference = _plain(_run_on(decl.reference, probe))
@@ -946,23 +945,16 @@ def judge(decl: Declaration, probe: Probe, done: dict, name: str, signature, ref
                 raise Failure(mismatch(found["values"], wanted, label), "wrong values", generic=True)
     whole = decl.returns.again_what if isinstance(decl.returns, Items) else decl.returns.what
     if probe.grad:
-        failure = _gradients(decl, probe, done["gradients"], name, whole, roles)
-        if failure:
-            raise failure
-    if probe.again is not None and probe.error is not None:  # the second call must raise
-        err = done.get("again_raised")
-        if err is None:
-            raise Failure(probe.no_error(name), f"no {probe.error} raised")
-        if err["type"] == "NotImplementedError":
-            raise _exception(err, name, probe.again, probe, {}, signature, roles)
-        if err["type"] != probe.error:
-            raise Failure(probe.on_error(err, name), f"an exception ({err['type']})")
-    elif probe.again is not None:
-        if "again_raised" in done:
-            raise _exception(done["again_raised"], name, probe.again, probe, {}, signature, roles)
-        failure = _kept_between_calls(done["result"], done["first_after"], name, probe.again_what or whole)
-        if failure:
-            raise failure
+        _raise_if(_gradients(decl, probe, done["gradients"], name, whole, roles))
+    err = done.get("again_raised")  # of the second call, ``again``
+    if probe.again is not None and probe.error is not None and err is None:  # it had to raise
+        raise Failure(probe.no_error(name), f"no {probe.error} raised")
+    if err is not None and (probe.error is None or err["type"] == "NotImplementedError"):
+        raise _exception(err, name, probe.again, probe, {}, signature, roles)
+    if err is not None and err["type"] != probe.error:
+        raise Failure(probe.on_error(err, name), f"an exception ({err['type']})")
+    if probe.again is not None and probe.error is None:
+        _raise_if(_kept_between_calls(done["result"], done["first_after"], name, probe.again_what or whole))
 
 
 def _with_sizes_hint(failure: Failure, passed: list, sizes: dict | None, fix: str | Callable) -> Failure:
@@ -1026,9 +1018,7 @@ def run(decl: Declaration, fn, device: str | None = None) -> str:
     name = _function(fn, decl.check, decl.function)
     signature = recorder.parameters(fn)
     source = recorder.origin(fn)["source"] if any(m.source for m in decl.mistakes) else None
-    failure = source_failure(decl, source)
-    if failure:
-        raise failure
+    _raise_if(source_failure(decl, source))
     with torch.random.fork_rng(devices=[]):
         probes = decl.probes(device)
         records = []
@@ -1037,8 +1027,7 @@ def run(decl: Declaration, fn, device: str | None = None) -> str:
             if "raised" in records[-1]:
                 break
         failure = _judge_all(decl, probes, records, name, signature, source, fn)
-    if failure:
-        raise failure
+    _raise_if(failure)
     return passed_line(decl, name)
 
 
