@@ -1,25 +1,13 @@
 """One engine for every declared check: a check is data, the engine runs it.
 
-A :class:`Declaration` says what an exercise is: the function's name and the roles of its
-arguments, the probes (the inputs it is called on, in order: sizes that change from one set to
-the next, edge values, another device, gradients, a second call), the course's reference, the
-output contract (:class:`Tensor`: type, dtype, device, shape; :class:`Value`: a plain number,
-bool, string, or a list, tuple or dict of them, compared exactly; or :class:`Items` of them) and the
-known mistakes (:class:`Mistake`: a wrong answer's result, a shape or a test, each with its
-message). The engine derives everything else, with messages written once here: an exception of
-the learner's function (with its line, and why: an earlier exercise not done, parameters that do
-not fit, a size written into the code), an input changed in place, a result of another type,
-device, layout, dtype or shape (a dimension of size 1 dropped), numbers that differ (NaN, or the
-precision of float32 for float64 inputs), no gradient or one that differs from the reference's, a
-result kept between calls and changed by the next, a module's mode changed, and a size written
-into the code when a failure shows only after earlier sets of sizes passed.
+A :class:`Declaration` names the function and its arguments' roles, the probes it is called on, the
+course's reference, the output contract (:class:`Tensor`, :class:`Value`, :class:`Module`, or :class:`Items`
+of them) and the known mistakes (:class:`Mistake`). Every message the checks share is written once here.
 
-The learner's function is called by ``annotated.support.record``, which describes what it did as
-data; the engine judges the description. In a notebook (``check_...(fn)``) both run in the
-kernel, one probe at a time. The grader (``annotated.support.grade``) builds the probes in its
-own process, has the submission's kernel record the calls (``record.record_file``), and judges
-the records in its own process (:func:`judge_record`): nothing the notebook redefines changes
-the verdict.
+``annotated.support.record`` calls the learner's function and describes what it did as data; the engine
+judges the description: in a notebook both run in the kernel (:func:`run`); the grader records the calls in
+the submission's kernel and judges the records in its own process (:func:`plan`, :func:`judge_record`), so
+nothing a notebook redefines changes the verdict.
 """
 
 import copy
@@ -36,7 +24,7 @@ import torch
 from annotated.support import record as recorder
 from annotated.support.grading.core import (
     _DTYPE_HINTS, _IN_PLACE, _TO_FLOAT32, ATOL, ATOL64, RTOL, RTOL64, ExerciseFailed, _a, _describe, _function,
-    _named_argument, _squeezed,
+    _hard_coded_hint, _named_argument, _squeezed,
 )
 
 # ---------------------------------------------------------------- what a declaration is made of
@@ -44,51 +32,31 @@ from annotated.support.grading.core import (
 
 @dataclass
 class Probe:
-    """One call of the learner's function.
-
-    ``label``: how a message names the result of this call, with ``{name}`` (the learner's
-    function) and ``{what}`` (the output's ``what``): "{what} of {name}(tokens of shape (3, 6),
-    pad_idx=0)". ``sizes``: the set of sizes it belongs to (a failure no mistake explains, after
-    whole sets passed, is blamed on a size written into the code); ``grad``: the arguments that
-    require grad, through which gradients must flow; ``again``: the arguments of a second call
-    after which the first result must be unchanged (``again_what`` names it); ``hints``:
-    (pattern, text) added to an exception whose message matches; ``tags``: what mistakes select
-    on; ``compare``: whether numbers are compared (not on 'meta'); ``mistakes``: whether known
-    mistakes are tried; ``on_error``: (exception as data, name) -> message, instead of the usual
-    one. ``error``: the exception the call must raise (its type's name: "ValueError"): the
-    second call, ``again``, when there is one (the grader's recorder stops at a first call that
-    raises, so put a call that must raise in ``again``); ``no_error``: name -> the message when
-    it returns instead (an exception of another type gets ``on_error``'s). ``accept``: (the result's items' numbers) -> whether they pass, where
-    more than the reference's numbers are right (a tie). ``seed``: the global generator's seed
-    before the call (a function that draws from it, F.dropout, draws what ``accept`` can draw).
-    ``on``: the arguments a :class:`Module` result is called on. ``each``: ``args`` holds the
-    arguments of several calls, judged together (a curve): the result is the list of their results,
-    and so is the reference's (a message may name the learner's function as ``{name}``). ``chain``
-    (with ``each``): the calls share argument ``chain``, the first call's, as the calls before left
-    it (a cache they fill in turn), and the result judged is the last call's. ``fills``: (argument,
-    keys), what the call left in that dict argument under each key joins its result, as the items
-    after it (``record._filling``)."""
+    """One call of the learner's function. ``label`` names its result in a message, with ``{name}`` (the
+    learner's function) and ``{what}`` (the output's): "{what} of {name}(tokens of shape (3, 6), pad_idx=0)"."""
 
     args: tuple
     label: str
-    sizes: dict | None = None
-    grad: tuple = ()
-    again: tuple | None = None
-    again_what: str | None = None
-    hints: tuple = ()
-    tags: dict = field(default_factory=dict)
-    compare: bool = True
-    mistakes: bool = True
-    on_error: Callable | None = None
+    sizes: dict | None = None  # its set: a failure after whole sets passed blames a size written into the code
+    grad: tuple = ()  # the arguments that require grad, through which gradients must flow
+    again: tuple | None = None  # the arguments of a second call, after which the first result must be unchanged
+    again_what: str | None = None  # how a message names that first result
+    hints: tuple = ()  # (pattern, text): the text is added to an exception whose message matches
+    tags: dict = field(default_factory=dict)  # what mistakes select on
+    compare: bool = True  # whether numbers are compared (not on 'meta')
+    mistakes: bool = True  # whether known mistakes are tried
+    on_error: Callable | None = None  # (exception as data, name) -> the message, instead of the usual one
+    # The type's name of the exception the call must raise ("ValueError"): the call ``again`` when there is
+    # one (the grader's recorder stops at a first call that raises).
     error: str | None = None
-    no_error: Callable | None = None
-    accept: Callable | None = None
-    precision: str | float | None = None
-    seed: int | None = None
-    on: tuple | None = None
-    each: bool = False
-    chain: int | None = None
-    fills: tuple | None = None
+    no_error: Callable | None = None  # name -> the message when it returns instead
+    accept: Callable | None = None  # (the items' numbers) -> whether they pass (a tie: more than one is right)
+    precision: str | float | None = None  # overrides the contract's
+    seed: int | None = None  # the global generator's seed before the call (what F.dropout draws, ``accept`` can)
+    on: tuple | None = None  # the arguments a :class:`Module` result is called on
+    each: bool = False  # ``args`` holds the arguments of several calls, judged together as the list of results
+    chain: int | None = None  # (each) the calls share the first's argument ``chain`` (a cache); the last is judged
+    fills: tuple | None = None  # (argument, keys): what the call left in that dict joins its result
 
     def text(self, name: str, what: str = "the result") -> str:
         return self.label.replace("{name}", name).replace("{what}", what)
@@ -96,33 +64,21 @@ class Probe:
 
 @dataclass
 class Tensor:
-    """A result that is one tensor.
-
-    ``dtype``: "floating" (the dtype of argument ``like``, real and floating), "bool" (a mask:
-    ``kind`` names it), "ids" (the integer dtype of argument ``like``). ``like``: the argument
-    whose dtype and device it takes (None: the cpu); ``device_from``: the argument that names
-    the device instead (a device, or None for the cpu). ``kind``: "a bool", "a token", "" (how
-    "should return {what} as {kind} tensor" reads). ``device_text``: what to do, by case
-    ("asked", "cpu", "elsewhere"), where the engine's words do not fit; ``dtype_message``:
-    (tensor data, name, what, args) -> message for another dtype; ``label``: how a probe's label
-    names it, when not by ``what``; ``mismatch``: (got, expected, label)
-    -> message for numbers that differ, when no known mistake explains them. ``precision``:
-    "float32" compares float64 results to float32's rounding too (a float32 constant in a
-    float64 computation is right there); a number is the absolute tolerance (rtol 0) of every
-    comparison, the known mistakes' too (a probe's ``precision`` overrides it). ``dtypes``: with
-    ``like`` None, the floating dtypes allowed (the first is named); ``dtype_message`` then serves
-    for another floating dtype too. For "ids" with ``like`` None (integers made from numbers, or
-    from a floating tensor), the integer dtypes allowed ("int64"), or "integer" for any."""
+    """A result that is one tensor. ``dtype``: "floating" (argument ``like``'s, real), "bool" (a mask), "ids"
+    (argument ``like``'s integer dtype; with ``like`` None, one of ``dtypes``, "integer" for any). ``like``:
+    the argument whose dtype and device it takes (None: the cpu, a floating dtype of ``dtypes``)."""
 
     what: str
     dtype: str = "floating"
     like: int | None = 0
-    label: str | None = None
-    device_from: int | None = None
-    kind: str = ""
-    device_text: dict = field(default_factory=dict)
-    dtype_message: Callable | None = None
-    mismatch: Callable | None = None
+    label: str | None = None  # how a probe's label names it, when not by ``what``
+    device_from: int | None = None  # the argument that names the device instead (None in it: the cpu)
+    kind: str = ""  # "a bool", "a token": how "should return {what} as {kind} tensor" reads
+    device_text: dict = field(default_factory=dict)  # by case ("asked", "cpu", "elsewhere"): what to do
+    dtype_message: Callable | None = None  # (tensor data, name, what, args) -> the message for another dtype
+    mismatch: Callable | None = None  # (got, expected, label) -> the message for numbers no mistake explains
+    # "float32": a float64 result may have float32's rounding; a number: the absolute tolerance of every
+    # comparison, the known mistakes' too.
     precision: str | float | None = None
     dtypes: tuple = ("float32",)
     other: Callable | None = None  # (result as data, name, what) -> the message for what is no tensor, or None
@@ -130,42 +86,27 @@ class Tensor:
 
 @dataclass
 class Value:
-    """A result that is a plain value: a number, a bool, a string, None, or a list, tuple or dict
-    of them (a learning rate, a rank, a list of tokens, a vocabulary, a pair (statistic,
-    p_value)). ``kind``: its built-in type, "float", "int", "bool", "str", "list", "tuple",
-    "dict" or "set" (a bool is not an int here, a NumPy float64 is a float; a set travels as its
-    sorted items, and a frozenset is a set). It must equal the
-    reference's exactly, item by item: a float within ``precision`` (absolute, rtol 0) when
-    given, NaN equal to NaN, an int where a float is expected as the same number. A tensor of
-    one number, a NumPy float32 or an int where a float is asked is the wrong type (the exercise
-    asks for a Python number, and ``.item()`` makes one), unless ``numbers``: the exercise
-    asks for "a number", and whatever float(), int() or bool() reads as one number of the
-    kind (a 0-d tensor too) passes. ``precision`` (absolute, relative): within either. ``numpy``: a NumPy number of the kind passes too (np.integer
-    for an int, np.floating for a float: what NumPy's sums return), a tensor still does not.
-    ``sequence``: a tuple passes where a list is asked, a list where a tuple is (read as the kind asked). ``other``: (result as
-    data, name, what) -> the message for a result of another type, or None for the engine's.
-    ``find`` mistakes read ``found["value"]``. ``read``: (result as described) -> the plain value
-    compared, or None where it is none (then ``other`` names it): a result whose numbers may be
-    0-d tensors or NumPy numbers inside lists and tuples, read as the exercise allows; a reference
-    that is not plain data (modules) is described as the learner's is, with the probe's ``on``, and
-    read too (tied_embeddings: which Parameters its modules share)."""
+    """A plain result: a number, bool, string, None, or a list, tuple, dict or set of them, equal to the
+    reference's item by item (NaN equals NaN; an int passes where a float is). ``kind``: its built-in type
+    ("float", "int", "bool", "str", "list", "tuple", "dict", "set"); a tensor or NumPy number is the wrong type
+    (``.item()`` makes a Python number) unless ``numbers`` (or ``numpy``) allows it."""
 
     what: str
     kind: str = "float"
-    precision: float | None = None
-    numbers: bool = False
+    precision: float | None = None  # absolute for floats, or (absolute, relative): within either
+    numbers: bool = False  # whatever float(), int() or bool() reads as one number of the kind passes (0-d tensor)
     label: str | None = None
-    numpy: bool = False
-    sequence: bool = False
-    other: Callable | None = None
+    numpy: bool = False  # a NumPy number of the kind passes (np.floating for a float), a tensor does not
+    sequence: bool = False  # a tuple passes where a list is asked, a list where a tuple is
+    other: Callable | None = None  # (result as data, name, what) -> the message for another type, or None
+    # (result as described) -> the plain value compared, or None where there is none; a reference that is not
+    # plain data (modules) is described as the learner's is, with the probe's ``on``, and read too.
     read: Callable | None = None
 
 
 @dataclass
 class Module:
-    """A result that is a module (a layer the function builds): judged by its parameters' names and
-    shapes, its mode and, where the probe names inputs (``Probe.on``), its output on them, against
-    the reference's module (float32's precision)."""
+    """A module result: its parameters' names and shapes, its mode and, with ``Probe.on``, its output there."""
 
     what: str
     label: str | None = None
@@ -174,8 +115,7 @@ class Module:
 
 @dataclass
 class Items:
-    """A result that is a tuple of tensors (or of :class:`Value` items), ``what`` naming the tuple
-    ("the triple (tgt_in, tgt_y, tgt_mask): ...")."""
+    """A tuple of tensors (or :class:`Value` items); ``what`` names the tuple."""
 
     items: tuple
     what: str
@@ -184,29 +124,13 @@ class Items:
 
 @dataclass
 class Mistake:
-    """A known wrong answer and the message it earns.
-
-    It is found by ``like`` (a wrong answer, with the learner's signature: its result on the
-    probe's inputs equals the learner's, on the items ``items`` of a tuple), by ``shape`` (the
-    probe -> the shape the learner's result, or item ``item``, has) or by ``find`` (the
-    learner's result or item as data, ``found["shape"]``, ``found["values"]`` (None on 'meta'),
-    ``found["calls"]`` (for each argument made by ``record.build``, what it kept of its calls, as
-    data, or None), ``found["again"]`` (what the second call returned, as data, or None), and the
-    probe -> a message, or None); ``generic``: a size written into the
-    code may explain it too (the sets of sizes that passed are named). ``stage``: "shape"
-    adds the message to the report of a wrong shape; "value" (the default) is the whole message,
-    when the shape is right and the numbers differ. ``when``: the probes it is tried on.
-    ``name``: the mistake in a few words, without the fix (``--feedback diagnosis``).
-    ``example``: a wrong answer that makes it, for the self-test (``like`` is one).
-    ``source``: a pattern the learner's code matches (comments and ``def`` lines left out): with
-    ``stage`` "source" it fails the check before any call (a library function the exercise
-    builds by hand; ``{found}`` in its message is the code that matched); at another stage, it
-    is the test itself. With ``stage`` "error", the message of an exception: one whose message
-    matches the pattern ``error`` (and whose code matches ``source``, if given), or the very
-    exception that ``like`` raises on the probe. With ``stage`` "always", tried on every result
-    that passed the contract, before its shape is compared, right or wrong: a ``find`` sees a
-    right result too (what an argument kept of its calls can be wrong where the result is
-    right), a ``like`` is named where the learner's result is its and not the reference's."""
+    """A known wrong answer and its message. Found by ``like`` (a wrong function with the learner's signature
+    whose result, on ``items`` of a tuple, equals the learner's), by ``shape`` (probe -> the shape of the
+    learner's item ``item``), by ``find`` (the item as data, with ``calls`` and ``again``, and the probe ->
+    a message or None) or by ``source`` (a pattern of the learner's code, ``_code``). ``stage``: "value"
+    (numbers differ), "shape" (added to a wrong shape's report), "source" (before any call; ``{found}`` is the
+    code), "error" (an exception matching ``error`` or ``like``'s own), "always" (every result that passed the
+    contract, right or wrong). ``name``: the mistake in a few words; ``example``: a wrong answer making it."""
 
     message: str | Callable
     name: str
@@ -221,7 +145,7 @@ class Mistake:
     prefix: str = ""
     source: str | None = None
     error: str | None = None
-    generic: bool = False
+    generic: bool = False  # a size written into the code may explain it too
 
     def text(self, probe: Probe) -> str:
         return self.message(probe) if callable(self.message) else self.message
@@ -246,67 +170,58 @@ class Declaration:
 
 
 class Failure(ExerciseFailed):
-    """A failed check, with the mistake's short name (``--feedback diagnosis``) and whether a
-    size written into the code may explain it (``generic``)."""
+    """A failed check, with the mistake's short name and whether a size written into the code may explain it."""
 
     def __init__(self, message: str, name: str, generic: bool = False, mistake: Mistake | None = None):
         super().__init__(message)
         self.name, self.generic, self.mistake = name, generic, mistake
 
-    def _render_traceback_(self) -> list[str]:  # in a notebook: the message only, as ExerciseFailed's
-        return f"ExerciseFailed: {self}".splitlines()
-
 
 # ---------------------------------------------------------------- tensors as the records hold them
 
 
-def _clone(value):
-    if hasattr(value, "_recipe"):  # built again from its recipe, as the kernel does
-        return recorder.decode(recorder.encode(value))
-    if isinstance(value, torch.nn.Module):
-        return copy.deepcopy(value)
-    if torch.is_tensor(value):
-        return value.detach().clone()
-    if isinstance(value, tuple):
-        return tuple(_clone(v) for v in value)
-    if isinstance(value, list):
-        return [_clone(v) for v in value]
+def _map(value, leaf: Callable):
+    """``leaf`` of each item of lists, tuples and dicts, nested."""
+    if isinstance(value, (list, tuple)):
+        return (list if isinstance(value, list) else tuple)(_map(v, leaf) for v in value)
     if isinstance(value, dict):
-        return {k: _clone(v) for k, v in value.items()}
-    return value
+        return {k: _map(v, leaf) for k, v in value.items()}
+    return leaf(value)
+
+
+def _clone(value):
+    def leaf(v):
+        if hasattr(v, "_recipe"):  # built again from its recipe, as the kernel does
+            return recorder.decode(recorder.encode(v))
+        if isinstance(v, torch.nn.Module):
+            return copy.deepcopy(v)
+        return v.detach().clone() if torch.is_tensor(v) else v
+    return _map(value, leaf)
+
+
+def _plain(value):
+    """The reference's or a mistake's result as tensors on the cpu (a 'meta' tensor stays)."""
+    return _map(value, lambda v: (v.detach() if v.device.type in ("cpu", "meta") else v.detach().cpu())
+                if torch.is_tensor(v) else v)
 
 
 def _run_on(fn, probe: "Probe"):
     """``fn`` on the probe's arguments (copies), or on each call's of an ``each`` probe (a list)."""
-    args = _clone(probe.args)
     fn = recorder._filling(fn, probe.fills) if probe.fills is not None else fn
-    return recorder._each(fn, probe.chain)(*args) if probe.each else fn(*args)
+    return recorder._each(fn, probe.chain)(*_clone(probe.args)) if probe.each else fn(*_clone(probe.args))
 
 
 def _dtype(name: str) -> torch.dtype:
     return getattr(torch, name)
 
 
-def _shape(found: dict) -> tuple:
-    return tuple(found["shape"])
-
-
-def _plain(value):
-    """The reference's or a mistake's result as tensors on the cpu (a 'meta' tensor stays)."""
-    if torch.is_tensor(value):
-        return value.detach() if value.device.type in ("cpu", "meta") else value.detach().cpu()
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    if isinstance(value, tuple):
-        return tuple(_plain(v) for v in value)
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    return value
+def _integer(dtype: torch.dtype) -> bool:
+    return not dtype.is_floating_point and not dtype.is_complex and dtype != torch.bool
 
 
 def _equal(got: torch.Tensor, expected: torch.Tensor, precision: str | float = "float32") -> bool:
-    """``got`` (the learner's numbers) equals ``expected``: exactly for bool and integers, to
-    float32's rounding (or float64's) for floating tensors; NaN never equals."""
+    """``got`` equals ``expected``: exactly for bool and integers, else to float32's (or float64's) rounding,
+    or within an absolute ``precision``; NaN never equals."""
     if got is None or expected is None or tuple(got.shape) != tuple(expected.shape):
         return False
     if expected.device.type == "meta":
@@ -319,27 +234,28 @@ def _equal(got: torch.Tensor, expected: torch.Tensor, precision: str | float = "
     return bool(torch.allclose(got.double(), expected.double(), atol=atol, rtol=rtol))
 
 
+def _unequal(now: torch.Tensor, was: torch.Tensor) -> torch.Tensor:
+    """Where ``now`` differs from ``was`` (NaN equals NaN)."""
+    same = now == was
+    return ~(same | now.isnan() & was.isnan()) if now.is_floating_point() else ~same
+
+
 def _short(value, width: int = 120) -> str:
     text = repr(value)
     return text if len(text) <= width else f"{text[:width - 20]} ... {text[-12:]} ({len(text)} characters)"
 
 
 def _difference(got, expected, precision: float | None = None, where: str = "") -> str | None:
-    """Where the plain value ``got`` first differs from ``expected`` (exactly, floats within
-    ``precision``, NaN equal to NaN), in words; None where they are equal."""
+    """Where the plain value ``got`` first differs from ``expected``, in words; None where they are equal."""
     at = f" at {where}" if where else ""
-    number = (int, float)
-    if isinstance(expected, float) and isinstance(got, number) and not isinstance(got, bool):
-        if got == expected or (math.isnan(got) and math.isnan(expected)):
+    if isinstance(expected, float) and isinstance(got, (int, float)) and not isinstance(got, bool):
+        relative = isinstance(precision, tuple)  # (absolute, relative)
+        if got == expected or math.isnan(got) and math.isnan(expected) or (
+                math.isclose(got, expected, abs_tol=precision[0], rel_tol=precision[1]) if relative
+                else precision is not None and abs(got - expected) <= precision):
             return None
-        if isinstance(precision, tuple):  # (absolute, relative)
-            if math.isclose(got, expected, abs_tol=precision[0], rel_tol=precision[1]):
-                return None
-            within = f" (more than {precision[1]:g} of it apart)"
-        elif precision is not None and abs(got - expected) <= precision:
-            return None
-        else:
-            within = f" (more than {precision:g} apart)" if precision is not None else ""
+        within = (f" (more than {precision[1]:g} of it apart)" if relative else
+                  f" (more than {precision:g} apart)" if precision is not None else "")
         return f"{_short(got)} instead of {_short(expected)}{at}{within}"
     if type(got) is not type(expected):
         return f"{_a(type(got).__name__)} ({_short(got, 60)}) instead of {_a(type(expected).__name__)} " \
@@ -359,47 +275,37 @@ def _difference(got, expected, precision: float | None = None, where: str = "") 
     return next((d for w, a, b in pairs if (d := _difference(a, b, precision, w))), None)
 
 
-def _number(found: dict, kind: str):
-    """The one number of ``found`` (a tensor's, a NumPy number's, a plain value's) as a ``kind``
-    ("float", "int", "bool"), for a :class:`Value` with ``numbers``; None when it is no such number
-    (a tensor on 'meta': ...)."""
-    if found["kind"] == "tensor":
-        values = found["values"]
-        if found["shape"] and math.prod(found["shape"]) != 1 or values is None:
-            return None
-        ok = {"float": not values.is_complex(), "int": not values.is_floating_point() and not values.is_complex()
-              and values.dtype != torch.bool, "bool": values.dtype == torch.bool}[kind]
-        return {"float": float, "int": int, "bool": bool}[kind](values.reshape(()).item()) if ok else None
-    value = found.get("value")
-    ok = {"float": isinstance(value, (int, float)) and not isinstance(value, bool),
-          "int": isinstance(value, int) and not isinstance(value, bool), "bool": isinstance(value, bool)}[kind]
-    return value if ok else None
-
-
-def _numpy_number(found: dict, kind: str):
-    """The number of a NumPy number of the kind ("int": np.integer, "float": np.floating), else None."""
-    value = found.get("value") if found.get("module") == "numpy" and found["kind"] == "object" else None
-    fits = {"int": isinstance(value, int) and not isinstance(value, bool),
-            "float": isinstance(value, float)}.get(kind, False)
-    return value if fits else None
+def _as_kind(contract: Value, found: dict, same_type: bool = True):
+    """A described result as the plain value of the contract's kind, where the exercise allows it; else None.
+    ``same_type`` False: only what stands in for that kind (another sequence, a number read from a tensor)."""
+    kind, value = contract.kind, found.get("value")
+    if same_type and found["kind"] == "value" and found["type"] == kind:
+        return set(value) if kind == "set" else value
+    if contract.sequence and found["kind"] == "value" and {found["type"], kind} == {"tuple", "list"}:
+        return (list if kind == "list" else tuple)(value)
+    whole = isinstance(value, int) and not isinstance(value, bool)
+    if contract.numpy and found.get("module") == "numpy" and found["kind"] == "object" and (
+            kind == "int" and whole or kind == "float" and isinstance(value, float)):
+        return value  # np.integer, np.floating
+    if not contract.numbers or kind not in ("float", "int", "bool"):
+        return None
+    if found["kind"] != "tensor":  # an int where a float is asked is that number
+        return value if {"float": whole or isinstance(value, float), "int": whole,
+                         "bool": isinstance(value, bool)}[kind] else None
+    values = found["values"]  # a tensor of one number (None on 'meta')
+    if values is None or math.prod(found["shape"]) != 1 or not {
+            "float": not values.is_complex(), "int": _integer(values.dtype), "bool": values.dtype == torch.bool}[kind]:
+        return None
+    return {"float": float, "int": int, "bool": bool}[kind](values.reshape(()).item())
 
 
 def _read(contract, found: dict):
-    """What the comparison reads of one described item: a tensor's numbers, a plain value (a
-    module: its description)."""
+    """What the comparison reads of one described item: a tensor's numbers, a plain value, a module's description."""
     if isinstance(contract, Module):
         return found
     if not isinstance(contract, Value):
         return found["values"]
-    if contract.read is not None:
-        return contract.read(found)
-    if found["kind"] == "value" and found["type"] == contract.kind:
-        return set(found["value"]) if contract.kind == "set" else found["value"]
-    if contract.sequence and found["kind"] == "value" and {found["type"], contract.kind} == {"tuple", "list"}:
-        return (list if contract.kind == "list" else tuple)(found["value"])
-    if contract.numpy and _numpy_number(found, contract.kind) is not None:
-        return _numpy_number(found, contract.kind)
-    return _number(found, contract.kind) if contract.numbers and contract.kind in ("float", "int", "bool") else None
+    return contract.read(found) if contract.read is not None else _as_kind(contract, found)
 
 
 def _agrees(contract, found: dict, expected, precision) -> bool:
@@ -421,9 +327,8 @@ def _module_difference(found: dict, expected: dict) -> str | None:
         err = found["outputs_raised"]
         return f"calling it on the probe's input raised {err['type']}: {err['message']}"
     mine, theirs = found.get("outputs"), expected.get("outputs")
-    same = mine is not None and mine["kind"] == "tensor" and theirs is not None and _equal(
-        mine["values"], theirs["values"])
-    if theirs is not None and not same:
+    if theirs is not None and not (mine is not None and mine["kind"] == "tensor"
+                                   and _equal(mine["values"], theirs["values"])):
         return "its output on the probe's input differs from the reference module's"
     return None
 
@@ -446,42 +351,33 @@ _PLAIN_IN_PLACE = ("A function must not change its inputs: whoever called it use
 
 
 def _changed(args: tuple, done: dict, signature, roles, each: bool = False) -> tuple[str, str] | None:
-    """Which argument the call changed in place, and how (a tensor from its description after the
-    call and its layout before; a list or dict by its value: "(now [1, 7, 8, 2])"), with what to do
-    instead; None when all are as they were. ``each``: every argument is the arguments of one call."""
+    """(which argument the call changed in place and how, what to do instead), or None when none changed.
+    ``each``: every argument is the arguments of one call."""
     for i, (arg, after) in enumerate(zip(args, done.get("inputs_after", []))):
+        where, how = _named_argument(i, signature or [], roles), None
         if after is None:
             continue
         if each and "items" in after:  # one call of an ``each`` probe: its own arguments
-            inner = {"inputs_after": after["items"], "layout_before": done["layout_before"][i]}
-            changed = _changed(arg, inner, signature, roles)
+            changed = _changed(arg, {"inputs_after": after["items"], "layout_before": done["layout_before"][i]},
+                               signature, roles)
             if changed:
                 return changed
-            continue
-        if isinstance(arg, (list, dict)) and "value" in after:
-            was = recorder._plain(arg, [math.inf, math.inf])
-            if _difference(after["value"], was) is not None or after["class"] != type(arg).__name__:
-                return (f"{_named_argument(i, signature or [], roles)} in place (now {_short(after['value'], 100)})",
-                        _PLAIN_IN_PLACE)
-            continue
-        if not torch.is_tensor(arg):
-            continue
-        how = None
-        if tuple(after["shape"]) != tuple(arg.shape):
-            how = f"its shape went from {tuple(arg.shape)} to {tuple(after['shape'])}"
-        elif _dtype(after["dtype"]) != arg.dtype:
-            how = f"its dtype went from {arg.dtype} to torch.{after['dtype']}"
-        elif after["layout"] != done["layout_before"][i]:
-            how = "its layout in memory changed (a transpose_ of two dimensions of the same size?)"
-        elif after["values"] is not None and arg.device.type != "meta":
-            now, was = after["values"], arg.detach().cpu()
-            same = now == was
-            if now.is_floating_point():
-                same |= now.isnan() & was.isnan()
-            if not same.all():
-                how = f"{int((~same).sum())} of its {same.numel()} numbers changed"
-        if how:
-            return f"{_named_argument(i, signature or [], roles)} in place: {how}", _IN_PLACE
+        elif isinstance(arg, (list, dict)) and "value" in after:
+            if (_difference(after["value"], recorder._plain(arg, [math.inf, math.inf])) is not None
+                    or after["class"] != type(arg).__name__):
+                return f"{where} in place (now {_short(after['value'], 100)})", _PLAIN_IN_PLACE
+        elif torch.is_tensor(arg):
+            if tuple(after["shape"]) != tuple(arg.shape):
+                how = f"its shape went from {tuple(arg.shape)} to {tuple(after['shape'])}"
+            elif _dtype(after["dtype"]) != arg.dtype:
+                how = f"its dtype went from {arg.dtype} to torch.{after['dtype']}"
+            elif after["layout"] != done["layout_before"][i]:
+                how = "its layout in memory changed (a transpose_ of two dimensions of the same size?)"
+            elif after["values"] is not None and arg.device.type != "meta":
+                wrong = _unequal(after["values"], arg.detach().cpu())
+                how = f"{int(wrong.sum())} of its {wrong.numel()} numbers changed" if wrong.any() else None
+            if how:
+                return f"{where} in place: {how}", _IN_PLACE
     return None
 
 
@@ -497,9 +393,8 @@ def _exception(err: dict, name: str, args: tuple, probe: Probe, done: dict, sign
                 f"not done yet. Write {inner} first (its cell says `# YOUR CODE HERE`), run its "
                 "cell, then run this cell and this check again.", "an earlier exercise not done")
         return Failure(
-            f"{name} raised NotImplementedError: the exercise is not done yet. Replace "
-            "`# YOUR CODE HERE` and `raise NotImplementedError()` in its cell with your code, "
-            "run that cell, then run this check again.", "not done")
+            f"{name} raised NotImplementedError: the exercise is not done yet. Replace `# YOUR CODE HERE` and `raise "
+            "NotImplementedError()` in its cell with your code, run that cell, then run this check again.", "not done")
     if probe.on_error is not None:
         return Failure(probe.on_error(err, name), f"an exception ({err['type']})", generic=True)
     text, hint = err["message"], ""
@@ -508,19 +403,16 @@ def _exception(err: dict, name: str, args: tuple, probe: Probe, done: dict, sign
                 ".view cannot merge its dimensions; use .reshape(...) (or .contiguous().view(...)).")
     fixed = re.search(r"shape '(\[[-\d, ]*\])' is invalid for input of size (\d+)", text)
     if fixed:
-        hint = (f"\nHint: your function reshapes to the fixed shape {fixed.group(1)}, which does "
-                f"not fit the {fixed.group(2)} numbers of this input: is a size written into your "
-                "code? Read every size from the input's shape (batch, L, d_model = x.shape); the "
-                "check calls your function with several sizes.")
+        hint = (f"\nHint: your function reshapes to the fixed shape {fixed.group(1)}, which does not fit the "
+                f"{fixed.group(2)} numbers of this input: is a size written into your code? Read every size from the "
+                "input's shape (batch, L, d_model = x.shape); the check calls your function with several sizes.")
     if err["system_exit"]:
         hint = "\nHint: exit() and sys.exit() stop the program; return the result instead."
     if err["type_error"] and err["frames"] == 1:  # the call itself failed: its parameters
         passed = ", ".join(roles[: len(args)]) or f"{len(args)} arguments"
         hint = (f"\nHint: the check calls {name}({passed}) here: give your function the "
                 "parameters of the exercise's `def` line.")
-    for pattern, extra in probe.hints:
-        if re.search(pattern, text):
-            hint += extra
+    hint += "".join(extra for pattern, extra in probe.hints if re.search(pattern, text))
     where = ""
     if err["where"]:
         function, line, source = err["where"]
@@ -544,24 +436,13 @@ _WORDS = {"str": "string", "int": "int (a whole number)", "float": "float"}
 
 
 def _not_plain(contract: Value, found: dict, name: str, what: str) -> Failure | None:
-    """A result that is not of the plain type the contract names (None: the same message as for
-    a tensor)."""
-    if contract.read is not None:  # what it reads is the value, and nothing else
-        if contract.read(found) is not None:
-            return None
-    elif found["kind"] == "value" and found["type"] == contract.kind:
+    """A result that is not of the plain type the contract names."""
+    read = contract.read(found) if contract.read is not None else _as_kind(contract, found)
+    if read is not None or _as_kind(contract, found, same_type=False) is not None or (
+            contract.numbers and found["kind"] == "tensor" and found["values"] is None):  # on 'meta': value unknown
         return None
-    if contract.sequence and found["kind"] == "value" and {found["type"], contract.kind} == {"tuple", "list"}:
-        return None
-    if contract.numbers and _number(found, contract.kind) is not None:
-        return None
-    if contract.numpy and _numpy_number(found, contract.kind) is not None:
-        return None
-    if found["kind"] == "tensor" and found["values"] is None and contract.numbers:
-        return None  # a number on 'meta': its type is right, its value unknown
-    failure = _none(found, name, what)
-    if failure:
-        return failure
+    if found["kind"] == "none":
+        return _none(found, name, what)
     message = contract.other(found, name, what) if contract.other else None
     if message:
         return Failure(message, f"not {_a(contract.kind)}")
@@ -571,7 +452,7 @@ def _not_plain(contract: Value, found: dict, name: str, what: str) -> Failure | 
         if math.prod(found["shape"]) == 1 and contract.kind in ("float", "int", "bool"):
             dtype = _dtype(found["dtype"])
             fits = {"float": not dtype.is_complex and dtype != torch.bool, "bool": dtype == torch.bool,
-                    "int": not dtype.is_floating_point and not dtype.is_complex and dtype != torch.bool}
+                    "int": _integer(dtype)}
             item = "the tensor's .item()" if fits[contract.kind] else f"{contract.kind}(t.item()) of the tensor t"
             hint = f": return a Python {contract.kind}, {item}"
     elif found["kind"] == "value":
@@ -592,55 +473,32 @@ def _not_plain(contract: Value, found: dict, name: str, what: str) -> Failure | 
 def _not_a_tensor(found: dict, name: str, what: str, kind: str) -> Failure | None:
     if found["kind"] == "tensor":
         return None
-    failure = _none(found, name, what)
-    if failure:
-        return failure
+    if found["kind"] == "none":
+        return _none(found, name, what)
+    start = f"{name} should return {what} as {kind or 'a'} tensor, got"
+    if found["kind"] == "value" and found["type"] in ("list", "tuple") and all(
+            isinstance(v, (int, float)) for v in found["value"]):
+        return Failure(f"{start} a {found['type']} of {found['length']} numbers: return them as one tensor, "
+                       "torch.stack([...]) of the tensors (keep them tensors, without .item())", "not a tensor")
     hint = ""
-    numbers = found["kind"] == "value" and found["type"] in ("list", "tuple") and all(
-        isinstance(v, (int, float)) for v in found["value"])
-    if numbers:
-        return Failure(f"{name} should return {what} as {kind or 'a'} tensor, got a {found['type']} of "
-                       f"{found['length']} numbers: return them as one tensor, torch.stack([...]) of the tensors "
-                       "(keep them tensors, without .item())", "not a tensor")
     if found["kind"] == "sequence" or found["type"] in ("list", "tuple"):
         hint = f" of length {found['length']}: return the tensor itself, not a {found['type']}"
     elif found.get("module") == "numpy" or found["type"] in ("int", "float", "bool"):
         hint = ": keep to torch operations, which return tensors (no .numpy(), .tolist() or .item())"
-    return Failure(f"{name} should return {what} as {kind or 'a'} tensor, got {found['type']}{hint}",
-                   "not a tensor")
-
-
-def _device_wanted(contract: Tensor, args: tuple) -> tuple[str, str]:
-    """The device the result must be on, and the case: "asked" (a device argument), "elsewhere"
-    (the inputs' device, not the cpu) or "cpu"."""
-    if contract.device_from is not None:
-        given = args[contract.device_from] if contract.device_from < len(args) else None
-        if given is None:
-            return "cpu", "cpu"
-        return str(torch.device(given)), "asked"
-    if contract.like is not None and torch.is_tensor(args[contract.like]):
-        device = str(args[contract.like].device)
-        return device, "cpu" if device == "cpu" else "elsewhere"
-    return "cpu", "cpu"
+    return Failure(f"{start} {found['type']}{hint}", "not a tensor")
 
 
 _DEVICE_TEXT = {
     "asked": "the check asked for device={device!r}: create every tensor there, device=device.",
     "elsewhere": ("the inputs are on {device}: build every tensor where the inputs are, with no "
                   ".cuda() or .to(...), and device=x.device (an input's) for a tensor you create."),
-    "cpu": ("the check expects it on the cpu, where its inputs are: leave out .cuda(), .to(...) "
-            "and device=..."),
+    "cpu": "the check expects it on the cpu, where its inputs are: leave out .cuda(), .to(...) and device=...",
 }
 
 
-def _kind_of(found: dict) -> str:
-    dtype = _dtype(found["dtype"])
-    return "complex" if dtype.is_complex else "bool" if dtype == torch.bool else "integer"
-
-
 def _contract(contract: Tensor | Value, found: dict, args: tuple, name: str, what: str) -> Failure | None:
-    """Type, device, layout and dtype of one tensor of the result (the type of a plain value),
-    before any comparison."""
+    """Type, device, layout and dtype of one item of the result (the type of a plain value), before any
+    comparison."""
     if isinstance(contract, Value):
         return _not_plain(contract, found, name, what)
     if isinstance(contract, Module):
@@ -651,7 +509,15 @@ def _contract(contract: Tensor | Value, found: dict, args: tuple, name: str, wha
     if failure:
         message = contract.other(found, name, what) if contract.other else None
         return Failure(message, failure.name) if message else failure
-    device, case = _device_wanted(contract, args)
+    # The device: one the arguments name ("asked"), the inputs' ("elsewhere" when not the cpu), or the cpu.
+    device, case = "cpu", "cpu"
+    if contract.device_from is not None:
+        given = args[contract.device_from] if contract.device_from < len(args) else None
+        if given is not None:
+            device, case = str(torch.device(given)), "asked"
+    elif contract.like is not None and torch.is_tensor(args[contract.like]):
+        device = str(args[contract.like].device)
+        case = "cpu" if device == "cpu" else "elsewhere"
     have, want = torch.device(found["device"]), torch.device(device)
     if have.type != want.type or (want.index is not None and have.index != want.index):
         where = contract.device_text.get(case, _DEVICE_TEXT[case]).format(device=device)
@@ -661,45 +527,37 @@ def _contract(contract: Tensor | Value, found: dict, args: tuple, name: str, wha
         return Failure(f"{name} returned {what} as a torch.{found['layout']} tensor; return an {ordinary}, "
                        "without .to_sparse().", "a sparse tensor")
     dtype = _dtype(found["dtype"])
-    if contract.dtype == "bool":
-        if dtype != torch.bool:
-            message = (contract.dtype_message(found, name, what, args) if contract.dtype_message else
-                       f"{name} returned {what} as a {dtype} tensor; expected a bool tensor.")
-            return Failure(message, "not a bool mask")
-        return None
     like = args[contract.like] if contract.like is not None else None
+
+    def wrong(message: str, failure: str = "the wrong dtype") -> Failure:
+        return Failure(contract.dtype_message(found, name, what, args) if contract.dtype_message else message,
+                       failure)
+
+    if contract.dtype == "bool":
+        return None if dtype == torch.bool else wrong(
+            f"{name} returned {what} as a {dtype} tensor; expected a bool tensor.", "not a bool mask")
     if contract.dtype == "ids" and like is None:  # integers made from numbers: the dtypes allowed
         allowed = contract.dtypes
-        integer = not dtype.is_floating_point and not dtype.is_complex and dtype != torch.bool
-        if not (integer and "integer" in allowed) and found["dtype"] not in allowed:
+        if not (_integer(dtype) and "integer" in allowed) and found["dtype"] not in allowed:
             wanted = "an integer tensor" if "integer" in allowed else f"torch.{allowed[0]}"
-            message = (contract.dtype_message(found, name, what, args) if contract.dtype_message else
-                       f"{name} returned {what} as {dtype}; expected {wanted}.")
-            return Failure(message, "the wrong dtype")
+            return wrong(f"{name} returned {what} as {dtype}; expected {wanted}.")
         return None
     if contract.dtype == "ids":
-        if dtype != like.dtype:
-            message = (contract.dtype_message(found, name, what, args) if contract.dtype_message else
-                       f"{name} returned {what} as {dtype}; it keeps the dtype of its input, {like.dtype}.")
-            return Failure(message, "the wrong dtype")
-        return None
+        return None if dtype == like.dtype else wrong(
+            f"{name} returned {what} as {dtype}; it keeps the dtype of its input, {like.dtype}.")
     allowed = [like.dtype] if like is not None else [_dtype(d) for d in contract.dtypes]
     expected = allowed[0]
     if not dtype.is_floating_point:
-        kind = _kind_of(found)
+        kind = "complex" if dtype.is_complex else "bool" if dtype == torch.bool else "integer"
         same = ", the dtype of the inputs" if like is not None else ""
         return Failure(f"{name} returned {what} as a {dtype} tensor, {_a(kind)} one; expected a real "
                        f"floating tensor, {expected}{same}. {_DTYPE_HINTS[kind]}", f"{_a(kind)} tensor")
     if dtype not in allowed:
-        if contract.dtype_message:
-            return Failure(contract.dtype_message(found, name, what, args), "the wrong dtype")
-        fix = ("Remove the conversion (.double(), .half(), .to(...)) or the dtype=... of a tensor "
-               "you create.")
-        if dtype == torch.float32:
-            fix = _TO_FLOAT32
-        return Failure(f"{name} returned {what} as {dtype} for {expected} inputs; it must keep the "
-                       f"dtype of its inputs, {expected} (in a model, another dtype changes the precision, "
-                       f"or the dtype, of every later step). {fix}", "the wrong dtype")
+        fix = _TO_FLOAT32 if dtype == torch.float32 else (
+            "Remove the conversion (.double(), .half(), .to(...)) or the dtype=... of a tensor you create.")
+        return wrong(f"{name} returned {what} as {dtype} for {expected} inputs; it must keep the "
+                     f"dtype of its inputs, {expected} (in a model, another dtype changes the precision, "
+                     f"or the dtype, of every later step). {fix}")
     return None
 
 
@@ -713,11 +571,10 @@ def _default_mismatch(got: torch.Tensor, expected: torch.Tensor, label: str) -> 
     bad = ~got.isfinite() & expected.isfinite()
     if bad.any():
         first = tuple(bad.nonzero()[0].tolist())
-        return (f"{label} contains NaN or inf in {int(bad.sum())} of its {bad.numel()} numbers, "
-                f"where the reference has finite numbers (the first at index {first}: "
-                f"{got[first].item()} instead of {expected[first].item():.4g}). Look for a "
-                "division by zero, a log or sqrt of a number <= 0, or a tensor left uninitialized "
-                "(torch.empty).")
+        return (f"{label} contains NaN or inf in {int(bad.sum())} of its {bad.numel()} numbers, where the reference "
+                f"has finite numbers (the first at index {first}: {got[first].item()} instead of "
+                f"{expected[first].item():.4g}). Look for a division by zero, a log or sqrt of a number <= 0, or a "
+                "tensor left uninitialized (torch.empty).")
     try:
         torch.testing.assert_close(got.double(), expected.double(), atol=ATOL, rtol=RTOL)
     except AssertionError as err:
@@ -727,11 +584,10 @@ def _default_mismatch(got: torch.Tensor, expected: torch.Tensor, label: str) -> 
 
 def _float32_precision(got: torch.Tensor, expected: torch.Tensor, label: str) -> str:
     worst = float((got.double() - expected.double()).abs().max())
-    return (f"for float64 inputs, the float64 reference and {label} differ by up to "
-            f"{worst:.1e}, about float32's precision (float64 results agree to about 1e-15): "
-            "a step computes in float32 and converts back. Look for a .float() or a tensor "
-            "created without dtype= (torch.zeros, torch.ones, torch.tensor of Python floats are "
-            "float32): keep every step in the input's dtype, dtype=x.dtype.")
+    return (f"for float64 inputs, the float64 reference and {label} differ by up to {worst:.1e}, about float32's "
+            "precision (float64 results agree to about 1e-15): a step computes in float32 and converts back. Look "
+            "for a .float() or a tensor created without dtype= (torch.zeros, torch.ones, torch.tensor of Python "
+            "floats are float32): keep every step in the input's dtype, dtype=x.dtype.")
 
 
 _CUT = ("A function used in training must let gradients flow: remove @torch.no_grad() or "
@@ -748,7 +604,9 @@ def _named_grads(probe: Probe, grads: list, roles: tuple) -> list:
     return named
 
 
-def _gradients(found: dict, probe: Probe, name: str, what: str, roles: tuple) -> Failure | None:
+def _gradients(decl: Declaration, probe: Probe, found: dict, name: str, what: str, roles: tuple) -> Failure | None:
+    """No gradient, NaN in one, or one that differs from the reference's on the same inputs (a graph cut in
+    part: a .detach() on one path)."""
     if not found["requires_grad"]:
         return Failure(f"{name} returned {what} without a gradient (requires_grad is False) for inputs "
                        f"that require one, so training could not learn through it. {_CUT}", "no gradient")
@@ -757,46 +615,30 @@ def _gradients(found: dict, probe: Probe, name: str, what: str, roles: tuple) ->
             return Failure(f"the backward pass through {what} of {name} raised RuntimeError: {found['error']}",
                            "no gradient", generic=True)
         return Failure(
-            f"the backward pass through {what} of {name} fails: a tensor that the gradient "
-            "needs was changed in place after it was used (a method ending in `_`, such as "
-            "weights.masked_fill_(...) after the softmax, or `+=`, `/=` on it), so training "
-            "would stop with \"one of the variables needed for gradient computation has been "
-            "modified by an inplace operation\". Use the operation that returns a new tensor: "
-            "weights = weights.masked_fill(...).", "a tensor changed in place after use")
-    for role, grad in _named_grads(probe, found["grads"], roles):
+            f"the backward pass through {what} of {name} fails: a tensor that the gradient needs was changed in place "
+            "after it was used (a method ending in `_`, such as weights.masked_fill_(...) after the softmax, or "
+            "`+=`, `/=` on it), so training would stop with \"one of the variables needed for gradient computation "
+            "has been modified by an inplace operation\". Use the operation that returns a new tensor: weights = "
+            "weights.masked_fill(...).", "a tensor changed in place after use")
+    mine = _named_grads(probe, found["grads"], roles)
+    for role, grad in mine:
         if grad is None or not grad.any():
             return Failure(f"no gradient reaches {role} through {what} of {name}: part of the computation is "
                            f"cut from the graph. {_CUT}", "no gradient")
         if not grad.isfinite().all():
             return Failure(f"the gradient of {what} of {name} with respect to {role} holds NaN or inf.",
                            "gradients not finite", generic=True)
-    return None
-
-
-def _gradients_differ(decl: Declaration, probe: Probe, found: dict, name: str, what: str,
-                      roles: tuple) -> Failure | None:
-    """The learner's gradients (of the recorder's fixed weighted sum of the result) against the
-    reference's on the same inputs: a graph cut in part (a .detach() on one path) shows here."""
     with torch.enable_grad():
         theirs = recorder.call(decl.reference, _clone(probe.args), probe.grad, seed=probe.seed).get("gradients", {})
-    for (role, mine), (_, ref) in zip(_named_grads(probe, found["grads"], roles),
-                                      _named_grads(probe, theirs.get("grads", []), roles)):
+    for (role, grad), (_, ref) in zip(mine, _named_grads(probe, theirs.get("grads", []), roles)):
         precision = "float64" if ref is not None and ref.dtype == torch.float64 else "float32"
-        if ref is not None and mine is not None and not _equal(mine, ref, precision):
+        if ref is not None and grad is not None and not _equal(grad, ref, precision):
             return Failure(
                 f"the gradient of {what} of {name} with respect to {role} differs from the course's (by up to "
-                f"{float((mine.double() - ref.double()).abs().max()):.2g}): part of the computation is cut from "
+                f"{float((grad.double() - ref.double()).abs().max()):.2g}): part of the computation is cut from "
                 "the graph, so training would learn through some paths only. Remove .detach(), .data and "
                 "torch.no_grad() from the function.", "a gradient cut in part")
     return None
-
-
-def _flat_found(found: dict) -> list:
-    if found["kind"] == "tensor":
-        return [found]
-    if found["kind"] == "sequence":
-        return [f for f in found["items"] if f["kind"] == "tensor"]
-    return []
 
 
 def _kept_between_calls(first: dict, after: dict, name: str, what: str) -> Failure | None:
@@ -807,7 +649,12 @@ def _kept_between_calls(first: dict, after: dict, name: str, what: str) -> Failu
             f"{_a(first['type'])} it keeps between calls (a global, an attribute, a default argument such as "
             "cache=[]) and changes it, so every caller shares it. Build a new one on every call.",
             "a result kept between calls")
-    for was, now in zip(_flat_found(first), _flat_found(after)):
+
+    def tensors(found: dict) -> list:
+        return [found] if found["kind"] == "tensor" else [
+            f for f in found["items"] if f["kind"] == "tensor"] if found["kind"] == "sequence" else []
+
+    for was, now in zip(tensors(first), tensors(after)):
         if was["shape"] != now["shape"]:
             return Failure(
                 f"a second call of {name}, on other inputs, changed the shape of {what} "
@@ -817,13 +664,11 @@ def _kept_between_calls(first: dict, after: dict, name: str, what: str) -> Failu
                 "a result kept between calls")
         if was["values"] is None or now["values"] is None:
             continue
-        same = now["values"] == was["values"]
-        if now["values"].is_floating_point():
-            same |= now["values"].isnan() & was["values"].isnan()
-        if not same.all():
+        wrong = _unequal(now["values"], was["values"])
+        if wrong.any():
             return Failure(
                 f"a second call of {name}, on other inputs, changed {what} that the first call "
-                f"had returned ({int((~same).sum())} of its {same.numel()} numbers): your "
+                f"had returned ({int(wrong.sum())} of its {wrong.numel()} numbers): your "
                 "function writes its result into a tensor it keeps between calls (a global "
                 "buffer, a default argument such as out=torch.zeros(...), an attribute) and "
                 "returns that tensor, so every caller shares it. Create a new tensor on every "
@@ -834,9 +679,7 @@ def _kept_between_calls(first: dict, after: dict, name: str, what: str) -> Failu
 
 def _modes_changed(done: dict, name: str, roles: tuple) -> Failure | None:
     for role, before, after in zip(roles, done.get("modes_before", []), done.get("modes_after", [])):
-        if before is None:
-            continue
-        changed = [n for n, was in before.items() if after.get(n) != was]
+        changed = [n for n, was in before.items() if after.get(n) != was] if before is not None else []
         if changed:
             first = changed[0]
             was = "training" if before[first] else "evaluation"
@@ -844,11 +687,10 @@ def _modes_changed(done: dict, name: str, roles: tuple) -> Failure | None:
             module = "the model" if role == "model" else role  # the argument, or its submodule
             module = module if first == "the model" else f"{module}.{first}"
             return Failure(
-                f"{name} switched {module} from {was} mode to {now} mode and left it there "
-                f"({len(changed)} module(s) changed): whoever called it finds the module in another "
-                "mode (dropout on or off) for every later step. Do not call .eval() or .train() in "
-                "the function; if it must, put the mode back before returning: "
-                "was = module.training ... module.train(was).", "a mode changed")
+                f"{name} switched {module} from {was} mode to {now} mode and left it there ({len(changed)} module(s) "
+                "changed): whoever called it finds the module in another mode (dropout on or off) for every later "
+                "step. Do not call .eval() or .train() in the function; if it must, put the mode back before "
+                "returning: was = module.training ... module.train(was).", "a mode changed")
     return None
 
 
@@ -867,11 +709,10 @@ def _structure(decl: Declaration, found: dict, name: str) -> list | Failure:
     """The described result as one description per item of the contract."""
     if not isinstance(decl.returns, Items):
         return [found]
-    count = len(decl.returns.items)
     items = found.get("items")
     if found["kind"] == "value" and found["type"] in ("list", "tuple"):  # a plain one: its items as data
         items = [recorder.describe(v) for v in found["value"]]
-    if items is not None and found["length"] == count:
+    if items is not None and found["length"] == len(decl.returns.items):
         return items
     if found["kind"] == "tensor":
         got = f"one tensor of shape {tuple(found['shape'])}"
@@ -882,19 +723,6 @@ def _structure(decl: Declaration, found: dict, name: str) -> list | Failure:
     else:
         got = "None (a missing `return`?)" if found["kind"] == "none" else found["type"]
     return Failure(f"{name} should return {decl.returns.what}, got {got}", "not the tuple asked for")
-
-
-class _Lazy:
-    """The items of a generator, computed as far as they are read, and kept for a second reading."""
-
-    def __init__(self, items):
-        self.items, self.done = iter(items), []
-
-    def __iter__(self):
-        yield from self.done
-        for item in self.items:
-            self.done.append(item)
-            yield item
 
 
 class _Candidates:
@@ -918,7 +746,7 @@ class _Candidates:
             try:
                 with torch.no_grad():
                     wrong = _as_items(self.decl, _plain(_run_on(mistake.like, self.probe)))
-                    self.cache[id(mistake)] = _as_data(_items(self.decl), wrong, self.probe)
+                    self.cache[id(mistake)] = _as_data(self.contracts, wrong, self.probe)
             except Exception:  # noqa: BLE001 - a mistake that does not fit this probe's shapes
                 self.cache[id(mistake)] = None
         return self.cache[id(mistake)]
@@ -958,8 +786,8 @@ def source_failure(decl: Declaration, source: str | None) -> Failure | None:
 
 def _matches(mistake: Mistake, got: list, candidates: _Candidates, item: int | None,
              source: str | None = None) -> str | None:
-    """The message of ``mistake`` if the learner's result (its items' numbers) is it; for the
-    shape stage, ``item`` is the item whose shape is wrong."""
+    """The message of ``mistake`` if the learner's result is it; for the shape stage, ``item`` is the item
+    whose shape is wrong."""
     probe = candidates.probe
     if not mistake.when(probe):
         return None
@@ -968,28 +796,23 @@ def _matches(mistake: Mistake, got: list, candidates: _Candidates, item: int | N
         if wrong is None:
             return None
         chosen = mistake.items if mistake.items is not None else range(len(wrong))
-        if item is not None and item not in chosen:
-            return None
-        if not all(candidates.agrees(i, got[i], wrong[i]) for i in chosen):
+        if item is not None and item not in chosen or not all(candidates.agrees(i, got[i], wrong[i]) for i in chosen):
             return None
         return mistake.text(probe)
     if mistake.source is not None and mistake.find is None and mistake.shape is None:
         return mistake.text(probe) if source and _in_code(mistake, source) else None
-    target = mistake.item if item is None else item
     if item is not None and mistake.item != item:
         return None
     if mistake.shape is not None:
-        return mistake.text(probe) if tuple(got[target]["shape"]) == tuple(mistake.shape(probe)) else None
-    if mistake.find is not None:
-        return mistake.find(got[target], probe)
-    return None
+        return mistake.text(probe) if tuple(got[mistake.item]["shape"]) == tuple(mistake.shape(probe)) else None
+    return mistake.find(got[mistake.item], probe) if mistake.find is not None else None
 
 
 def _raised_like(mistake: Mistake, probe: Probe, err: dict, source: str | None) -> bool:
     """Whether an exception is the one of an "error" mistake: its message matches ``error`` (and the
     code ``source``), or ``like`` raises the same exception with the same message."""
     if mistake.like is None:
-        return bool(re.search(mistake.error, err["message"])) and (mistake.source is None or _in_code(mistake, source))
+        return bool(re.search(mistake.error, err["message"])) and _in_code(mistake, source)
     try:
         _run_on(mistake.like, probe)
     except Exception as theirs:  # noqa: BLE001 - the wrong answer's own exception
@@ -1005,14 +828,9 @@ def _precision(probe: Probe, contract, wanted=None):
     return probe.precision or contract.precision or ("float64" if wanted.dtype == torch.float64 else "float32")
 
 
-def _value_mismatch(got, expected, label: str, precision) -> str:
-    return (f"mismatch in {label}: {_difference(got, expected, precision)}.\n  yours:    {_short(got, 300)}"
-            f"\n  expected: {_short(expected, 300)}")
-
-
-def _explains(decl: Declaration, mistake: Mistake, earlier: list) -> bool:
-    """Whether the wrong answer ``mistake.like`` gives the reference's result on every probe of
-    ``earlier`` (which the learner passed): if not, the learner's function is not that answer."""
+def _explains(decl: Declaration, mistake: Mistake, earlier: list, later: list) -> bool:
+    """Whether the wrong answer ``mistake.like`` gives the reference's result on every probe of ``earlier``
+    (which the learner passed) and the learner's results on the recorded calls ``later``."""
     for p in earlier:
         try:
             with torch.no_grad():
@@ -1021,16 +839,9 @@ def _explains(decl: Declaration, mistake: Mistake, earlier: list) -> bool:
         except Exception:  # noqa: BLE001 - the wrong answer fails where the learner's passed
             return False
         for c, r, w in zip(_items(decl), right, wrong):
-            same = (_difference(w, r, _precision(p, c)) is None if isinstance(c, Value) else
-                    torch.is_tensor(w) and _equal(w, r, _precision(p, c, r)) if isinstance(c, Tensor) else True)
-            if not same:
+            if not (_difference(w, r, _precision(p, c)) is None if isinstance(c, Value) else
+                    torch.is_tensor(w) and _equal(w, r, _precision(p, c, r)) if isinstance(c, Tensor) else True):
                 return False
-    return True
-
-
-def _explains_later(decl: Declaration, mistake: Mistake, later: list) -> bool:
-    """Whether the wrong answer ``mistake.like`` gives the learner's results on the recorded calls
-    ``later`` ((probe, record) of the same set of sizes, after the one that failed)."""
     for p, done in later:
         got = _structure(decl, done["result"], "")
         if isinstance(got, Failure):
@@ -1042,15 +853,21 @@ def _explains_later(decl: Declaration, mistake: Mistake, later: list) -> bool:
     return True
 
 
+def _raise_if(failure: Failure | None) -> None:
+    if failure:
+        raise failure
+
+
+def _named(mistake: Mistake, text: str, name: str) -> Failure:
+    return Failure((mistake.prefix + text).replace("{name}", name), mistake.name, mistake.generic, mistake)
+
+
 def judge(decl: Declaration, probe: Probe, done: dict, name: str, signature, reference=None,
           source: str | None = None, earlier: list = (), later: list = ()) -> None:
-    """Judge one recorded call (``done``, from :func:`record.call`) of the learner's function
-    named ``name``; raise :class:`Failure` with the first thing wrong. ``reference``: the
-    course's result on the probe, if already computed. ``earlier``: the probes passed before;
-    ``later``: (probe, record) of the later calls of the same set of sizes (with
-    ``decl.consistent``, a mistake by ``like`` is named only where it passes every earlier probe
-    and gives the learner's results on the later ones: one mistake told apart from another by
-    the whole set, a set of words, of rows)."""
+    """Raise :class:`Failure` with the first thing wrong in one recorded call (``done``, from
+    :func:`record.call`) of the learner's function ``name``. ``reference``: the course's result, if computed.
+    With ``decl.consistent``, a mistake by ``like`` is named only where it passes the probes ``earlier`` and
+    gives the learner's results on ``later`` ((probe, record) of the later calls of the same set of sizes)."""
     args, roles = probe.args, decl.roles
     if "raised" in done:
         err = done["raised"]
@@ -1066,9 +883,7 @@ def judge(decl: Declaration, probe: Probe, done: dict, name: str, signature, ref
     changed = _changed(args, done, signature, roles, probe.each)
     if changed:
         raise Failure(f"{name} changed {changed[0]}. {decl.in_place or changed[1]}", "an input changed in place")
-    failure = _modes_changed(done, name, roles)  # before the numbers, which another mode changes
-    if failure:
-        raise failure
+    _raise_if(_modes_changed(done, name, roles))  # before the numbers, which another mode changes
     contracts = _items(decl)
     got = _structure(decl, done["result"], name)
     if isinstance(got, Failure):
@@ -1077,130 +892,120 @@ def judge(decl: Declaration, probe: Probe, done: dict, name: str, signature, ref
     got = [dict(f, calls=done.get("calls_of"), again=done.get("again_result")) for f in got]
     whats = [c.label or c.what for c in contracts]
     for contract, found in zip(contracts, got):
-        what = contract.what
-        failure = _contract(contract, found, args[-1] if probe.chain is not None else args, name, what)
-        if failure:
-            raise failure
+        _raise_if(_contract(contract, found, args[-1] if probe.chain is not None else args, name, contract.what))
     if reference is None:
         with torch.no_grad():
             reference = _plain(_run_on(decl.reference, probe))
     expected = _as_data(contracts, _as_items(decl, reference), probe)
     candidates = _Candidates(decl, probe)
     mistakes = decl.mistakes if probe.mistakes else ()
-    if decl.consistent:  # a generator: the earlier probes are tried only where a mistake is sought
-        mistakes = _Lazy(m for m in mistakes if m.like is None or (
-            _explains(decl, m, earlier) and _explains_later(decl, m, later)))
+    if decl.consistent:
+        mistakes = [m for m in mistakes if m.like is None or _explains(decl, m, earlier, later)]
     right = None  # whether the learner's result is the reference's, once an "always" like asks
     for mistake in (m for m in mistakes if m.stage == "always"):
         if mistake.like is not None and right is None:
             right = all(_agrees(c, f, w, _precision(probe, c, w)) for c, f, w in zip(contracts, got, expected))
         text = None if mistake.like is not None and right else _matches(mistake, got, candidates, None, source)
         if text:
-            raise Failure((mistake.prefix + text).replace("{name}", name), mistake.name, mistake.generic, mistake)
+            raise _named(mistake, text, name)
     for i, (found, wanted, what) in enumerate(zip(got, expected, whats)):
         if isinstance(contracts[i], (Value, Module)) or tuple(found["shape"]) == tuple(wanted.shape):
             continue
-        label = probe.text(name, what)
-        hint, mistake = "", None
-        for m in mistakes:
-            text = _matches(m, got, candidates, i, source) if m.stage == "shape" else None
-            if text:
-                hint, mistake = f" {m.prefix}{text}".replace("{name}", name), m
-                break
-        hint = hint or _squeezed(found["shape"], wanted.shape)
-        raise Failure(f"wrong shape for {label}: expected {tuple(wanted.shape)}, got {tuple(found['shape'])}.{hint}",
-                      mistake.name if mistake else "the wrong shape", generic=True, mistake=mistake)
-    if probe.accept is not None and probe.accept([_read(c, f) for c, f in zip(contracts, got)]):
-        pass
-    elif probe.compare:
+        mistake, text = next(((m, t) for m in mistakes if m.stage == "shape"
+                              and (t := _matches(m, got, candidates, i, source))), (None, None))
+        hint = (f" {mistake.prefix}{text}".replace("{name}", name) if mistake
+                else _squeezed(found["shape"], wanted.shape))
+        raise Failure(f"wrong shape for {probe.text(name, what)}: expected {tuple(wanted.shape)}, got "
+                      f"{tuple(found['shape'])}.{hint}", mistake.name if mistake else "the wrong shape",
+                      generic=True, mistake=mistake)
+    if probe.compare and not (probe.accept is not None and probe.accept([_read(c, f) for c, f in zip(contracts, got)])):
         precision = [_precision(probe, c, w) for c, w in zip(contracts, expected)]
         if not all(_agrees(c, f, w, p) for c, f, w, p in zip(contracts, got, expected, precision)):
             coarse = (any(torch.is_tensor(w) and w.dtype == torch.float64 for w in expected)
                       and all(_agrees(c, f, w, "float32") for c, f, w in zip(contracts, got, expected)))
-            if not coarse:
-                for mistake in mistakes:
-                    if mistake.stage == "value":
-                        text = _matches(mistake, got, candidates, None, source)
-                        if text:
-                            raise Failure((mistake.prefix + text).replace("{name}", name), mistake.name,
-                                          mistake.generic, mistake)
+            for mistake in () if coarse else (m for m in mistakes if m.stage == "value"):
+                text = _matches(mistake, got, candidates, None, source)
+                if text:
+                    raise _named(mistake, text, name)
             for contract, found, wanted, what, p in zip(contracts, got, expected, whats, precision):
+                label = probe.text(name, what)
                 if _agrees(contract, found, wanted, p):
                     continue
-                label = probe.text(name, what)
                 if isinstance(contract, Value):
-                    raise Failure(_value_mismatch(_read(contract, found), wanted, label, p), "wrong values",
+                    got_value = _read(contract, found)
+                    raise Failure(f"mismatch in {label}: {_difference(got_value, wanted, p)}.\n  yours:    "
+                                  f"{_short(got_value, 300)}\n  expected: {_short(wanted, 300)}", "wrong values",
                                   generic=True)
                 if isinstance(contract, Module):
                     raise Failure(f"{label}: {_module_difference(found, wanted)}", "another module", generic=True)
                 if coarse:
                     raise Failure(_float32_precision(found["values"], wanted, label), "float32 precision",
                                   generic=True)
-                values = found["values"]
-                message = (contract.mismatch(values, wanted, label) if contract.mismatch
-                           else _default_mismatch(values, wanted, label))
-                raise Failure(message, "wrong values", generic=True)
+                mismatch = contract.mismatch or _default_mismatch
+                raise Failure(mismatch(found["values"], wanted, label), "wrong values", generic=True)
+    whole = decl.returns.again_what if isinstance(decl.returns, Items) else decl.returns.what
     if probe.grad:
-        what = decl.returns.again_what if isinstance(decl.returns, Items) else decl.returns.what
-        failure = (_gradients(done["gradients"], probe, name, what, roles)
-                   or _gradients_differ(decl, probe, done["gradients"], name, what, roles))
-        if failure:
-            raise failure
-    if probe.again is not None and probe.error is not None:  # the second call must raise
-        err = done.get("again_raised")
-        if err is None:
-            raise Failure(probe.no_error(name), f"no {probe.error} raised")
-        if err["type"] == "NotImplementedError":
-            raise _exception(err, name, probe.again, probe, {}, signature, roles)
-        if err["type"] != probe.error:
-            raise Failure(probe.on_error(err, name), f"an exception ({err['type']})")
-    elif probe.again is not None:
-        what = probe.again_what or (decl.returns.again_what if isinstance(decl.returns, Items) else decl.returns.what)
-        if "again_raised" in done:
-            raise _exception(done["again_raised"], name, probe.again, probe, {}, signature, roles)
-        failure = _kept_between_calls(done["result"], done["first_after"], name, what)
-        if failure:
-            raise failure
-
-
-def _sizes(sizes: dict) -> str:
-    return ", ".join(f"{k}={v}" for k, v in sizes.items())
+        _raise_if(_gradients(decl, probe, done["gradients"], name, whole, roles))
+    err = done.get("again_raised")  # of the second call, ``again``
+    if probe.again is not None and probe.error is not None and err is None:  # it had to raise
+        raise Failure(probe.no_error(name), f"no {probe.error} raised")
+    if err is not None and (probe.error is None or err["type"] == "NotImplementedError"):
+        raise _exception(err, name, probe.again, probe, {}, signature, roles)
+    if err is not None and err["type"] != probe.error:
+        raise Failure(probe.on_error(err, name), f"an exception ({err['type']})")
+    if probe.again is not None and probe.error is None:
+        _raise_if(_kept_between_calls(done["result"], done["first_after"], name, probe.again_what or whole))
 
 
 def _with_sizes_hint(failure: Failure, passed: list, sizes: dict | None, fix: str | Callable) -> Failure:
-    """A failure no known mistake explains, after whole sets of sizes passed: a size written into
-    the code is the suspect. ``fix``: how to read a size instead, or (sets passed, the set that
-    failed, message) -> the whole hint, or None for the usual one."""
+    """A failure no known mistake explains, after whole sets of sizes passed, blames a size written into the
+    code. ``fix``: how to read a size instead, or (sets passed, set failed, message) -> the hint, or None."""
     if not failure.generic or not passed or sizes is None or sizes in passed:
         return failure
     message = str(failure)
     hint = fix(passed, sizes, message) if callable(fix) else None
     if hint is None:
-        before = "; ".join(f"({_sizes(p)})" for p in passed)
-        hint = f"\nHint: the same function passed with {before} but not with ({_sizes(sizes)})"
-        fix = "" if callable(fix) else fix
-        hint += "." if "written into your code" in message else f": is a size written into your code? {fix}"
+        hint = _hard_coded_hint(passed, sizes, message, "" if callable(fix) else fix)
     name = failure.mistake.name if failure.mistake else "a size written into the code?"
     return Failure(message + hint, name, generic=True, mistake=failure.mistake)
 
 
-class _Sets:
-    """The sets of sizes whose probes have all passed so far."""
-
-    def __init__(self, probes: list):
-        self.left = {}
-        for p in probes:
-            if p.sizes is not None:
-                key = repr(p.sizes)
-                self.left[key] = self.left.get(key, 0) + 1
-        self.passed: list = []
-
-    def done(self, probe: Probe) -> None:
+def _judge_all(decl: Declaration, probes: list, records: list, name: str, signature, source, fn=None):
+    """The first failure of the recorded calls, judged in order (in a notebook, ``fn`` is called on a probe
+    not recorded yet), with the hint of a size written into the code where whole sets of sizes passed
+    before it. With ``decl.errors_first``, a later recorded call of the same set that raised is reported
+    before the wrong numbers of this one (as a check that calls a whole set first)."""
+    left = {}  # the calls of each set of sizes not judged yet
+    for p in probes:
+        if p.sizes is not None:
+            left[repr(p.sizes)] = left.get(repr(p.sizes), 0) + 1
+    sets_passed, passed = [], []
+    for k, probe in enumerate(probes):
+        if k == len(records):
+            if fn is None:  # the grader's record stops here
+                break
+            records.append(_recorded(fn, probe))
+        done, same_set = records[k], [j for j in range(k + 1, len(records)) if probes[j].sizes is not None
+                                      and probes[j].sizes == probe.sizes]
+        try:
+            try:
+                judge(decl, probe, done, name, signature, source=source, earlier=passed,
+                      later=[(probes[j], records[j]) for j in same_set if "raised" not in records[j]])
+            except Failure:
+                for j in same_set if decl.errors_first and "raised" not in done else ():
+                    if "raised" in records[j]:
+                        judge(decl, probes[j], records[j], name, signature, source=source)
+                raise
+        except Failure as failure:
+            failed = _with_sizes_hint(failure, sets_passed, probe.sizes, decl.sizes_fix)
+            failed.__cause__ = done.get("_error")  # the learner's exception, kept for a debugger
+            return failed
         if probe.sizes is not None:
-            key = repr(probe.sizes)
-            self.left[key] -= 1
-            if self.left[key] == 0:
-                self.passed.append(probe.sizes)
+            left[repr(probe.sizes)] -= 1
+            if left[repr(probe.sizes)] == 0:
+                sets_passed.append(probe.sizes)
+        passed.append(probe)
+    return None
 
 
 # ---------------------------------------------------------------- in a notebook
@@ -1213,42 +1018,17 @@ def run(decl: Declaration, fn, device: str | None = None) -> str:
     name = _function(fn, decl.check, decl.function)
     signature = recorder.parameters(fn)
     source = recorder.origin(fn)["source"] if any(m.source for m in decl.mistakes) else None
-    failure = source_failure(decl, source)
-    if failure:
-        raise failure
+    _raise_if(source_failure(decl, source))
     with torch.random.fork_rng(devices=[]):
         probes = decl.probes(device)
-        sets, passed, records = _Sets(probes), [], []
+        records = []
         for probe in probes if decl.consistent else ():  # all recorded first, as by the grader: the later calls count
             records.append(_recorded(fn, probe))
             if "raised" in records[-1]:
                 break
-        for k, probe in enumerate(probes):
-            if k == len(records):
-                records.append(_recorded(fn, probe))
-            done = records[k]
-            try:
-                _judge_set(decl, probes, records, k, name, signature, source, passed)
-            except Failure as failure:
-                failed = _with_sizes_hint(failure, sets.passed, probe.sizes, decl.sizes_fix)
-                raise failed from done.get("_error")  # the learner's exception, kept for a debugger
-            sets.done(probe)
-            passed.append(probe)
+        failure = _judge_all(decl, probes, records, name, signature, source, fn)
+    _raise_if(failure)
     return passed_line(decl, name)
-
-
-def _judge_set(decl: Declaration, probes: list, records: list, k: int, name: str, signature, source, passed: list):
-    """Judge the k-th recorded call; with ``decl.errors_first``, a later call of the same set that raised
-    is reported before the wrong numbers of this one (as a check that calls a whole set first)."""
-    try:
-        judge(decl, probes[k], records[k], name, signature, source=source, earlier=passed,
-              later=_later(probes, records, k))
-    except Failure:
-        if decl.errors_first and "raised" not in records[k]:
-            for j in range(k + 1, len(records)):
-                if probes[j].sizes is not None and probes[j].sizes == probes[k].sizes and "raised" in records[j]:
-                    judge(decl, probes[j], records[j], name, signature, source=source)
-        raise
 
 
 def _recorded(fn, probe: Probe) -> dict:
@@ -1256,21 +1036,13 @@ def _recorded(fn, probe: Probe) -> dict:
                          probe.seed, _clone(probe.on), probe.each, probe.chain, probe.fills)
 
 
-def _later(probes: list, records: list, k: int) -> list:
-    """(probe, record) of the recorded calls after the k-th of the same set of sizes that returned."""
-    return [(p, done) for p, done in zip(probes[k + 1:], records[k + 1:])
-            if p.sizes is not None and p.sizes == probes[k].sizes and "raised" not in done]
-
-
 def passed_line(decl: Declaration, name: str) -> str:
     return decl.passed(name) if callable(decl.passed) else decl.passed.replace("{name}", name)
 
 
 def check(decl: Declaration, fn, device: str | None = None) -> None:
-    """``check_...(fn)``: print the line that says it passed, or raise the failure. ``device``:
-    the other device the probes try (in a notebook, the GPU where there is one: the device
-    'meta', which every machine has, costs seconds at its first use; the grader and the tests
-    use it)."""
+    """``check_...(fn)``: print the line that says it passed, or raise the failure. ``device``: the other
+    device the probes try (in a notebook, the GPU where there is one; the grader and the tests use 'meta')."""
     print(run(decl, fn, device))
 
 
@@ -1284,11 +1056,11 @@ def plan(decl: Declaration) -> tuple[list, dict]:
     """The grader's probes and what the kernel is sent: each call's arguments as data."""
     with torch.random.fork_rng(devices=[]):
         probes = decl.probes(GRADER_DEVICE)
-    calls = [{"args": [recorder.encode(a) for a in p.args], "grad": list(p.grad), "each": p.each,
-              "again": None if p.again is None else [recorder.encode(a) for a in p.again], "seed": p.seed,
-              "on": None if p.on is None else [recorder.encode(a) for a in p.on], "chain": p.chain,
-              "fills": p.fills}
-             for p in probes]
+
+    def encoded(args):
+        return None if args is None else [recorder.encode(a) for a in args]
+    calls = [{"args": encoded(p.args), "grad": list(p.grad), "each": p.each, "again": encoded(p.again),
+              "seed": p.seed, "on": encoded(p.on), "chain": p.chain, "fills": p.fills} for p in probes]
     return probes, {"calls": calls}
 
 
@@ -1304,24 +1076,17 @@ def judge_record(decl: Declaration, probes: list, record: dict) -> Verdict:
     grader's process, against the reference and the known mistakes."""
     if "missing" in record:
         return Verdict("error", record["missing"], "not defined")
-    name, signature = record["name"], record["signature"]
     source = (record.get("origin") or {}).get("source")
     source = source if isinstance(source, str) else None
     failure = source_failure(decl, source)
     if failure:
         return Verdict("failed", str(failure), failure.name)
-    sets, passed = _Sets(probes), []
+    calls = record["calls"]
     with torch.random.fork_rng(devices=[]):
-        for k, (probe, done) in enumerate(zip(probes, record["calls"])):
-            try:
-                _judge_set(decl, probes, record["calls"], k, name, signature, source, passed)
-            except Failure as failure:
-                failure = _with_sizes_hint(failure, sets.passed, probe.sizes, decl.sizes_fix)
-                verdict = "not attempted" if failure.name == "not done" else "failed"
-                return Verdict(verdict, str(failure), failure.name)
-            sets.done(probe)
-            passed.append(probe)
-    if len(record["calls"]) < len(probes):
+        failure = _judge_all(decl, probes, calls, record["name"], record["signature"], source)
+    if failure:
+        return Verdict("not attempted" if failure.name == "not done" else "failed", str(failure), failure.name)
+    if len(calls) < len(probes):
         return Verdict("error", "the record stops before the last call (the kernel's record was cut short)",
                        "no record")
     return Verdict("passed")
