@@ -26,7 +26,7 @@ from annotated.support.grading import (
     check_split_heads,
 )
 from annotated.support.grading.attention import _call_attention
-from annotated.support.grading.core import _call
+from annotated.support.grading.engine import _call
 from annotated.support.notebooks import code_cells
 
 SOLUTION_PATHS = sorted(SOLUTIONS.glob("*.ipynb"))

@@ -79,28 +79,6 @@ _IN_PLACE = (
 )
 
 
-def _call(fn, *args, hints: tuple = (), roles: tuple = ()):
-    """Call the learner's function outside a declared check: an exception, or an input changed in place, is
-    reported as the engine reports it. ``hints``: (pattern, hint) pairs for an exception's message;
-    ``roles`` name the arguments (query, key, ...)."""
-    from annotated.support import record
-    from annotated.support.grading import engine  # which imports this module
-
-    name, params = getattr(fn, "__name__", "your function"), record.parameters(fn)
-    was, done = engine._clone(args), {"layout_before": [record._layout(a) for a in args]}
-    try:
-        result = fn(*args)
-    except (Exception, SystemExit) as err:  # SystemExit: exit() or sys.exit() in the function
-        done["inputs_after"] = [record._after(a) for a in args]
-        probe = engine.Probe(was, "", hints=hints)
-        raise engine._exception(record.exception(err), name, was, probe, done, params, roles) from err
-    done["inputs_after"] = [record._after(a) for a in args]
-    changed = engine._changed(was, done, params, roles)
-    if changed:
-        raise ExerciseFailed(f"{name} changed {changed[0]}. {changed[1]}")
-    return result
-
-
 _DTYPE_HINTS = {
     "complex": (
         "A complex result carries an imaginary part that a real model cannot use (casting it "

@@ -1106,3 +1106,22 @@ def defined_outside(record: dict) -> str | None:
 
 __all__ = ["Declaration", "Failure", "Items", "Mistake", "Module", "Probe", "Tensor", "Value", "Verdict", "check",
            "defined_outside", "judge", "judge_record", "plan", "run"]
+
+
+def _call(fn, *args, hints: tuple = (), roles: tuple = ()):
+    """Call the learner's function outside a declared check: an exception, or an input changed in place, is
+    reported as the engine reports it. ``hints``: (pattern, hint) pairs for an exception's message;
+    ``roles`` name the arguments (query, key, ...)."""
+    name, params = getattr(fn, "__name__", "your function"), recorder.parameters(fn)
+    was, done = _clone(args), {"layout_before": [recorder._layout(a) for a in args]}
+    try:
+        result = fn(*args)
+    except (Exception, SystemExit) as err:  # SystemExit: exit() or sys.exit() in the function
+        done["inputs_after"] = [recorder._after(a) for a in args]
+        probe = Probe(was, "", hints=hints)
+        raise _exception(recorder.exception(err), name, was, probe, done, params, roles) from err
+    done["inputs_after"] = [recorder._after(a) for a in args]
+    changed = _changed(was, done, params, roles)
+    if changed:
+        raise ExerciseFailed(f"{name} changed {changed[0]}. {changed[1]}")
+    return result
