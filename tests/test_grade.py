@@ -939,3 +939,26 @@ def test_a_decoder_that_rewrites_what_the_model_counts_of_its_calls_is_still_see
     code, out, _ = grade(capsys, tmp_path / "09_decoding.ipynb", "--full")
     line = row_of(out, "check_cached_greedy_decode")
     assert verdict(line) == "FAILED" and "without the cache" in line, line
+
+
+def test_notebooks_judged_side_by_side_do_not_draw_each_others_random_numbers(tmp_path):
+    """--jobs judges in threads; 7.1's reference draws its dropout from torch's global generator (seeded
+    with fork_rng). A right answer's record judged by four threads at once passes every time (found by a
+    class graded with --jobs 2: a right 7.1 failed as a known mistake)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import torch
+
+    from annotated.support import grade as grade_module
+    from annotated.support import record
+    from annotated.support.grading import DECLARATIONS, engine
+
+    decl = DECLARATIONS["check_decoder_layer_forward"]
+    probes, plan = engine.plan(decl)
+    torch.save(plan, tmp_path / "plan.pt")
+    record.record_file({decl.function: decl.reference}, decl.function, str(tmp_path / "plan.pt"),
+                       str(tmp_path / "out.pt"))
+    found = torch.load(tmp_path / "out.pt", weights_only=True)
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        verdicts = list(pool.map(lambda _: grade_module.judge(decl, probes, found).verdict, range(12)))
+    assert verdicts == ["passed"] * 12

@@ -143,6 +143,10 @@ CHECK_CALL = re.compile(r"^\s*(check_\w+)\s*\(")
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 SOLUTIONS = ROOT / "solutions"  # never shown to a sandboxed kernel
 _PARSING = threading.Lock()
+# Building the probes and judging a record draw from torch's global generator (a reference's dropout seeded with
+# fork_rng and manual_seed): one thread at a time, or two notebooks graded side by side (--jobs) draw each other's
+# numbers and a right answer fails.
+_JUDGING = threading.Lock()
 COLUMNS = ("student", "notebook", "exercise", "check", "verdict", "diagnosis", "notes", "seconds")
 
 
@@ -627,20 +631,26 @@ def _record_bytes(out: Path, report: dict | None) -> bytes | dict | None:
     return data
 
 
+def judge(decl, probes: list, record: dict):
+    """``engine.judge_record``, one thread at a time (``_JUDGING``)."""
+    from annotated.support.grading import engine
+
+    with _JUDGING:
+        return engine.judge_record(decl, probes, record)
+
+
 def _judged(decl, probes: list, out: Path, report: dict | None = None) -> dict | None:
     """The verdict on the record a kernel wrote (``_record_bytes``), judged in this process (None
     when the kernel wrote none). It is read as data only (``weights_only``): tensors, numbers,
     strings; nothing of it runs."""
     import torch
 
-    from annotated.support.grading import engine
-
     data = _record_bytes(out, report)
     if data is None or isinstance(data, dict):
         return data
     try:
         record = torch.load(io.BytesIO(data), weights_only=True)
-        found = engine.judge_record(decl, probes, record)
+        found = judge(decl, probes, record)
     except Exception as err:  # noqa: BLE001 - a record a notebook wrote itself, or cut short
         return {"verdict": "error", "diagnosis": f"the kernel's record of the calls cannot be read ({type(err).__name__}: "
                 f"{err})", "mistake": "no record"}
@@ -821,7 +831,8 @@ def _run(copy: Path, nb, exercises, notes, limits: Limits, name: str, student: s
     token = f"@@annotated-grade-{secrets.token_hex(16)}@@"
     recorder = f"_annotated_{secrets.token_hex(8)}_"  # the name the setup cell binds the recorder to
     declared = {e.check: declarations()[e.check] for e in exercises if e.check in declarations()}
-    plans = {check: engine.plan(decl) for check, decl in declared.items()}  # built here, sent as data
+    with _JUDGING:
+        plans = {check: engine.plan(decl) for check, decl in declared.items()}  # built here, sent as data
     deadline = time.monotonic() + limits.notebook
     results: dict[str, Result] = {}
     cell_problem = {}   # exercise number -> the first error or time-out of one of its cells
