@@ -84,6 +84,11 @@ def table3_parameters(vocab_size: int, d_k: int | None = None, learned_positions
 FAMILY_ALPHA = 0.05  # the chance of one or more false verdicts over the whole table (Holm's correction)
 UNSTABLE_CUTOFF = 5.0  # robust standard deviations from its row's median difference: an unstable run
 POWER = 0.8  # for the smallest difference the design detects
+# The long table (notebook 15's last section, 6,000 updates) is read by the same rule once its plan is
+# complete (rows base, A1, A16, B16, C-N4 and D-drop0, seeds 0, 1 and 2): unstable runs by the rule above,
+# over its rows of three seeds; the paired spread pooled over its stable runs; t-tests; Holm over the plan's
+# 10 comparisons. Written on 2026-11-29, after 12 of its 18 runs had ended (C-N4 seed 0 diverged, perplexity
+# 22) and before the other 6.
 
 
 def paired_differences(base: dict[int, float], row: dict[int, float]) -> dict[int, float]:
