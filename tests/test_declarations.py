@@ -173,6 +173,18 @@ def test_a_tuple_of_the_wrong_length_is_named():
         engine.run(decl, lambda x: (x, x, None))
 
 
+def test_a_float32_result_for_float64_inputs_fails_even_where_its_rounding_lands_on_the_reference():
+    """A loss computed in float32 for a float64 model can land within float64's tolerance by chance (it did,
+    on ATen's default code path, in 8.4's check): the dtype says what the numbers cannot."""
+    decl = Declaration(check="check_half", function="half", roles=("x",), reference=lambda x: x.sum() / 4,
+                       probes=lambda device: [Probe((torch.ones(2, dtype=torch.float64),), "{what} of {name}",
+                                                    precision="float64")],
+                       returns=Tensor("the sum", like=None, dtypes=("float32", "float64")))
+    engine.run(decl, lambda x: x.sum() / 4)  # the float64 answer passes
+    with pytest.raises(Failure, match=r"about float32's precision"):
+        engine.run(decl, lambda x: x.float().sum() / 4)  # exactly 0.5, in float32
+
+
 # ---------------------------------------------------------------- the grader's side: data only
 
 

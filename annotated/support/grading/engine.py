@@ -314,7 +314,11 @@ def _agrees(contract, found: dict, expected, precision) -> bool:
         return _difference(_read(contract, found), expected, precision) is None
     if isinstance(contract, Module):
         return _module_difference(found, expected) is None
-    return _equal(found["values"], expected, precision)
+    values = found["values"]
+    if precision == "float64" and values is not None and (values.dtype, expected.dtype) == (torch.float32,
+                                                                                           torch.float64):
+        return False  # float32's rounding, however close it happens to land (it can, on one code path)
+    return _equal(values, expected, precision)
 
 
 def _module_difference(found: dict, expected: dict) -> str | None:
