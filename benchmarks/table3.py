@@ -12,7 +12,7 @@ seed fixes the initialization and the batch order, so each row is read through i
 base seed by seed (``annotated.variations``). ``--updates`` sets the budget: the record keeps each budget's
 runs apart (the recipe holds it), so a longer budget can be added to the same file:
 
-    python benchmarks/table3.py --out benchmarks/results/table3.jsonl --updates 4000 --rows base A1 A16 B16 C-N4 D-drop0 --seeds 0 1 2
+    python benchmarks/table3.py --out benchmarks/results/table3.jsonl --updates 6000 --rows base A1 A16 B16 C-N4 D-drop0 --seeds 0 1 2
 
 Each run appends one JSON line to ``--out``: the row, its changes, the seed, parameters, updates,
 minutes, the validation loss as trained (label-smoothed) and its curve (after each pass over the
@@ -20,19 +20,22 @@ training pairs), the validation perplexity per byte-pair
 piece (plain cross-entropy, no smoothing), validation BLEU greedy and beam 4 (alpha 0.6), and the
 code path (torch, ATen's capability, MKL's setting, threads) with the command. A run whose row, seed
 and recipe are already in ``--out`` is skipped, so the table fills over several sittings; two processes
-started side by side (one per core) share the runs through a claim file per run beside ``--out``. The test split
-is never touched.
+started side by side (one per core) share the runs through a claim file per run beside ``--out``. Ctrl-C,
+SIGTERM and SIGHUP stop it alike: the run in progress is dropped and its claim released, the recorded runs are
+kept, and the same command resumes after them. The test split is never touched.
 """
 
 import argparse
 import dataclasses
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 
 import torch
 
+from annotated.support.files import signals_as_interrupt
 from annotated.support.table3 import (BASE_SEEDS, COST, ROWS, Data, Recipe, claim, code_path, read_records, release, runs,
                                       train_one)
 
@@ -45,6 +48,26 @@ def run_key(row: str, seed: int, recipe: dict) -> tuple:
 def recorded(out: Path, warn=print) -> set[tuple]:
     """The keys of the runs ``out`` holds."""
     return {run_key(r["row"], r["seed"], r["recipe"]) for r in read_records(out, warn)}
+
+
+def train_and_record(out: Path, data, command: str, row: str, group: str, changes: dict, seed: int, recipe) -> None:
+    """Train one run unless another process has recorded or claimed it, then append its line to ``out``."""
+    if run_key(row, seed, dataclasses.asdict(recipe)) in recorded(out, warn=lambda _: None):
+        return  # another process has recorded it meanwhile (a cut line was named at the start)
+    if not claim(out, row, seed):
+        return  # another process is training it
+    try:
+        result = train_one(data, recipe, seed)
+    finally:
+        release(out, row, seed)
+    record = {"row": row, "group": group, "changes": changes, "seed": seed, **result,
+              "recipe": dataclasses.asdict(recipe), "code_path": code_path(), "command": command}
+    with open(out, "a") as file:  # one line per run, written whole once the run is done
+        file.write(json.dumps(record) + "\n")
+        file.flush()
+        os.fsync(file.fileno())
+    print(f"{row} seed {seed}: val ppl {result['val_ppl_per_piece']}, BLEU {result['val_bleu_greedy']} greedy, "
+          f"{result['val_bleu_beam']} beam, {result['train_minutes'] + result['eval_minutes']:.1f} min", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -91,23 +114,15 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     data = Data(base, args.data_dir)
     command = "python benchmarks/table3.py " + " ".join(sys.argv[1:] if argv is None else argv)
-    for row, group, changes, seed, recipe in todo:
-        if run_key(row, seed, dataclasses.asdict(recipe)) in recorded(args.out, warn=lambda _: None):
-            continue  # another process has recorded it meanwhile (a cut line was named at the start)
-        if not claim(args.out, row, seed):
-            continue  # another process is training it
-        try:
-            result = train_one(data, recipe, seed)
-        finally:
-            release(args.out, row, seed)
-        record = {"row": row, "group": group, "changes": changes, "seed": seed, **result,
-                  "recipe": dataclasses.asdict(recipe), "code_path": code_path(), "command": command}
-        with open(args.out, "a") as out:  # one line per run, written whole once the run is done
-            out.write(json.dumps(record) + "\n")
-            out.flush()
-            os.fsync(out.fileno())
-        print(f"{row} seed {seed}: val ppl {result['val_ppl_per_piece']}, BLEU {result['val_bleu_greedy']} greedy, "
-              f"{result['val_bleu_beam']} beam, {result['train_minutes'] + result['eval_minutes']:.1f} min", flush=True)
+    try:
+        with signals_as_interrupt():  # SIGTERM and SIGHUP stop it as Ctrl-C does: the claim is released
+            for run in todo:
+                train_and_record(args.out, data, command, *run)
+    except KeyboardInterrupt as stopped:
+        signum = getattr(stopped, "signum", signal.SIGINT)
+        print(f"table3.py: stopped by {signal.Signals(signum).name}; the runs recorded so far are kept, and the "
+              "same command resumes after them", file=sys.stderr)
+        return 128 + signum
     return 0
 
 

@@ -1,8 +1,10 @@
 """Table 3's variations (annotated/variations.py) and the benchmark that trains them (benchmarks/table3.py)."""
 
 import json
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -244,3 +246,21 @@ def test_a_recorded_run_is_skipped_and_its_record_is_complete(tmp_path):
     again = run_table3(*args)
     assert again.returncode == 0 and "0 run(s) to do" in again.stdout
     assert len(out.read_text().splitlines()) == 1
+
+
+@needs_real_data
+def test_sigterm_stops_a_run_as_ctrl_c_does_and_releases_its_claim(tmp_path):
+    out = tmp_path / "t.jsonl"
+    running = out.with_name("t.jsonl.B8.seed0.running")
+    process = subprocess.Popen([sys.executable, str(ROOT / "benchmarks" / "table3.py"), "--out", str(out), "--rows",
+                                "B8", "--seeds", "0", "--updates", "100000", "--limit", "12"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while not running.exists():  # the run has claimed its seed and is training
+        assert process.poll() is None and time.monotonic() < deadline, process.communicate()
+        time.sleep(0.2)
+    time.sleep(1)
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 128 + signal.SIGTERM and "stopped by SIGTERM" in stderr, stderr
+    assert not running.exists() and not out.exists()  # the claim released, no line for a run that did not end
