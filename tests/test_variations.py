@@ -18,7 +18,7 @@ from annotated.model import TransformerConfig, count_parameters, make_model
 from annotated.multi_head import MultiHeadAttention
 from annotated.positional import PositionalEncoding
 from annotated.support.course import ROOT
-from annotated.support.table3 import claim, read_records
+from annotated.support.table3 import claim, flags_on_normal_noise, read_records
 from annotated.variations import (NarrowKeyAttention, holm, make_variant, paired_differences, paired_spread,
                                   paired_test, smallest_detectable, table3_parameters, unstable_runs, verdict)
 from tests.test_data import needs_real_data
@@ -264,3 +264,9 @@ def test_sigterm_stops_a_run_as_ctrl_c_does_and_releases_its_claim(tmp_path):
     _, stderr = process.communicate(timeout=120)
     assert process.returncode == 128 + signal.SIGTERM and "stopped by SIGTERM" in stderr, stderr
     assert not running.exists() and not out.exists()  # the claim released, no line for a run that did not end
+
+
+def test_the_unstable_rule_flags_few_runs_of_four_seeds_on_noise_and_many_more_of_three():
+    # variations.unstable_runs: "about 0.16 runs of an 18-row table" of 4 seeds; a row of 3 has one residual 0
+    assert 0.11 < flags_on_normal_noise(18, 4, trials=1500) < 0.2
+    assert 0.75 < flags_on_normal_noise(5, 3, trials=1500) < 1.0

@@ -24,7 +24,7 @@ from annotated.support.cli import encode, make_batches
 from annotated.support.guarded_training import LabelSmoothingLoss, fit, make_optimizer
 from annotated.support.tokenizer import build_vocabs, make_text
 from annotated.training import evaluate_loss
-from annotated.variations import make_variant
+from annotated.variations import make_variant, unstable_runs
 from annotated.vocab import PAD, UNK
 
 
@@ -223,3 +223,15 @@ def levelled_budget(curve: dict, step: int = LEVEL_STEP, tolerance: float = LEVE
         if abs(loss_at(curve, n - step) - loss_at(curve, n)) < tolerance:
             return n
     return None
+
+
+def flags_on_normal_noise(rows: int, seeds: int, trials: int = 4000, seed: int = 0) -> float:
+    """The mean number of runs ``unstable_runs`` sets apart in a table of ``rows`` rows of ``seeds`` paired
+    differences drawn from one normal distribution (no run unstable): the rule's false flags per score, over
+    ``trials`` simulated tables (Python's own generator, so the same number on every machine)."""
+    generator = random.Random(seed)
+    flagged = 0
+    for _ in range(trials):
+        table = {f"row {r}": {s: generator.gauss(0.0, 1.0) for s in range(seeds)} for r in range(rows)}
+        flagged += len(unstable_runs(table))
+    return flagged / trials

@@ -1,15 +1,19 @@
 """Figure of notebook 15 (Table 3 after 600 updates): each row's paired change from the base, with its interval,
 beside the paper's change. The plotting only: every number drawn is computed in the notebook."""
 
+import matplotlib
 import matplotlib.pyplot as plt
 import pandas as pd
 
 
-def plot_paired_changes(verdicts: pd.DataFrame, differences: dict, unstable: list, updates: int) -> plt.Figure:
+def plot_paired_changes(verdicts: pd.DataFrame, differences: dict, unstable: list, updates: int,
+                        bleu_linear_within: float | None = None) -> plt.Figure:
     """Two panels, BLEU and perplexity, one column per row of ``verdicts`` (index (row, score); columns
     effect, low, high, paper change, verdict, in the units shown). Each row: the mean paired difference with
     its 95% interval (blue where Holm's rule reads a change, grey where it cannot tell), every seed's own
-    difference (small dots; unstable runs as red rings, left out of the test), and the paper's change (x)."""
+    difference (small dots; unstable runs as red rings, left out of the test), and the paper's change (x).
+    ``bleu_linear_within``: the BLEU axis is linear within that many points of 0 and logarithmic beyond (a row far
+    from the others would flatten them), as the perplexity axis is beyond 20%."""
     fig, axes = plt.subplots(2, 1, figsize=(14, 7.5), sharex=True)
     for ax, (score, label) in zip(axes, [("BLEU", "change of BLEU (beam 4), points"),
                                          ("PPL %", "change of perplexity per piece, %")]):
@@ -29,7 +33,13 @@ def plot_paired_changes(verdicts: pd.DataFrame, differences: dict, unstable: lis
         ax.set_ylabel(label)
         ax.set_xticks(range(len(rows)), rows.index, rotation=45)
         ax.set_xlim(-0.6, len(rows) - 0.4)
+        ax.margins(y=0.1)
     axes[1].set_yscale("symlog", linthresh=20)
+    if bleu_linear_within is not None:
+        axes[0].set_yscale("symlog", linthresh=bleu_linear_within)
+        low, high = axes[0].get_ylim()
+        axes[0].set_yticks([t for t in (-40, -20, -10, -5, 0, 5, 10, 20, 40) if low <= t <= high])
+        axes[0].yaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
     handles = [plt.Line2D([], [], marker="o", color="tab:blue", linestyle="", label="ours: a change (Holm)"),
                plt.Line2D([], [], marker="o", color="tab:gray", linestyle="", label="ours: cannot tell"),
                plt.Line2D([], [], marker="o", color="black", alpha=0.5, markersize=4, linestyle="",
@@ -38,7 +48,7 @@ def plot_paired_changes(verdicts: pd.DataFrame, differences: dict, unstable: lis
                           label="an unstable run"),
                plt.Line2D([], [], marker="x", color="tab:red", linestyle="", label="the paper's change")]
     axes[0].legend(handles=handles, fontsize=8, ncol=5, loc="lower left")
-    fig.suptitle(f"Each row against the base after {updates} updates: the mean of the paired seeds' differences "
+    fig.suptitle(f"Each row against the base after {updates:,} updates: the mean of the paired seeds' differences "
                  "with its 95% interval, and the paper's change")
     fig.tight_layout()
     return fig
