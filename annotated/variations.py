@@ -102,7 +102,7 @@ def unstable_runs(differences: dict[str, dict[int, float]], cutoff: float = UNST
     residual over every row of at least three seeds; a row of fewer seeds cannot tell an odd run from the
     other one and is not judged. (Measured about each row's own median of 4 seeds, this scale is about
     0.72 of a normal spread's standard deviation, so the cutoff of 5 sits near 3.6 of them: on normal
-    noise alone it flags about 0.16 runs of an 18-row table, simulated.)"""
+    noise alone it flags about 0.15 runs of an 18-row table, simulated by table3.flags_on_normal_noise.)"""
     residuals = {(row, seed): d - statistics.median(ds.values())
                  for row, ds in differences.items() if len(ds) >= 3 for seed, d in ds.items()}
     if not residuals:
