@@ -33,7 +33,7 @@ module                              notebook
 ``annotated.learned_positions``     14 Positions beyond the sinusoids
 ``annotated.relative_positions``    14
 ``annotated.rotary``                14
-``annotated.variations``            15 Model variations: Table 3 after 600 updates
+``annotated.variations``            15 Model variations: Table 3 after 600 and 6,000 updates
 ==================================  ========================================
 
 ``annotated.support`` holds what the course uses but does not teach line by line.

@@ -1,5 +1,6 @@
-"""Figure of notebook 15 (Table 3 after 600 updates): each row's paired change from the base, with its interval,
-beside the paper's change. The plotting only: every number drawn is computed in the notebook."""
+"""Figures of notebook 15 (Table 3 after 600 and 6,000 updates): each row's paired change from the base, with its
+interval, beside the paper's change, and the base's validation loss that fixed the long budget. The plotting only:
+every number drawn is computed in the notebook."""
 
 import matplotlib
 import matplotlib.pyplot as plt
