@@ -15,14 +15,15 @@ runs apart (the recipe holds it), so a longer budget can be added to the same fi
     python benchmarks/table3.py --out benchmarks/results/table3.jsonl --updates 6000 --rows base A1 A16 B16 C-N4 D-drop0 --seeds 0 1 2
 
 Each run appends one JSON line to ``--out``: the row, its changes, the seed, parameters, updates,
-minutes, the validation loss as trained (label-smoothed) and its curve (after each pass over the
-training pairs), the validation perplexity per byte-pair
-piece (plain cross-entropy, no smoothing), validation BLEU greedy and beam 4 (alpha 0.6), and the
-code path (torch, ATen's capability, MKL's setting, threads) with the command. A run whose row, seed
-and recipe are already in ``--out`` is skipped, so the table fills over several sittings; two processes
-started side by side (one per core) share the runs through a claim file per run beside ``--out``. Ctrl-C,
-SIGTERM and SIGHUP stop it alike: the run in progress is dropped and its claim released, the recorded runs are
-kept, and the same command resumes after them. The test split is never touched.
+minutes (the training's wall clock, which counts pauses and other work on the machine, and its CPU
+time), the validation loss as trained (label-smoothed) and its curve (after each pass over the
+training pairs), the validation perplexity per byte-pair piece (plain cross-entropy, no smoothing),
+validation BLEU greedy and beam 4 (alpha 0.6), and the code path (torch, ATen's capability, MKL's
+setting, threads) with the command. A run whose row, seed and recipe are already in ``--out`` is
+skipped, so the table fills over several sittings; two processes started side by side (one per core)
+share the runs through a claim file per run beside ``--out``. Ctrl-C, SIGTERM and SIGHUP stop it
+alike: the run in progress is dropped and its claim released, the recorded runs are kept, and the
+same command resumes after them. The test split is never touched.
 """
 
 import argparse

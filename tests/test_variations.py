@@ -243,6 +243,7 @@ def test_a_recorded_run_is_skipped_and_its_record_is_complete(tmp_path):
     assert record["row"] == "B8" and record["seed"] == 0 and record["updates"] == 1
     assert record["recipe"]["d_k"] == 8 and record["recipe"]["limit"] == 12
     assert {"val_ppl_per_piece", "val_bleu_greedy", "val_bleu_beam", "parameters", "code_path", "command"} <= set(record)
+    assert 0 <= record["train_cpu_minutes"] <= record["train_minutes"] + 0.01  # one thread: CPU time within the clock's
     again = run_table3(*args)
     assert again.returncode == 0 and "0 run(s) to do" in again.stdout
     assert len(out.read_text().splitlines()) == 1
