@@ -35,12 +35,15 @@ def plot_paired_changes(verdicts: pd.DataFrame, differences: dict, unstable: lis
         ax.set_xticks(range(len(rows)), rows.index, rotation=45)
         ax.set_xlim(-0.6, len(rows) - 0.4)
         ax.margins(y=0.1)
-    axes[1].set_yscale("symlog", linthresh=20)
+    scaled = [(axes[1], 20, (-50, -20, -10, 0, 10, 20, 50, 100, 200, 400))]  # plain numbers: a superscript is too small
     if bleu_linear_within is not None:
-        axes[0].set_yscale("symlog", linthresh=bleu_linear_within)
-        low, high = axes[0].get_ylim()
-        axes[0].set_yticks([t for t in (-40, -20, -10, -5, 0, 5, 10, 20, 40) if low <= t <= high])
-        axes[0].yaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+        scaled.append((axes[0], bleu_linear_within, (-40, -20, -10, -5, 0, 5, 10, 20, 40)))
+    for ax, linear, ticks in scaled:
+        ax.set_yscale("symlog", linthresh=linear)
+        low, high = ax.get_ylim()
+        ax.set_yticks([t for t in ticks if low <= t <= high])
+        ax.yaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+        ax.yaxis.set_minor_locator(matplotlib.ticker.NullLocator())
     handles = [plt.Line2D([], [], marker="o", color="tab:blue", linestyle="", label="ours: a change (Holm)"),
                plt.Line2D([], [], marker="o", color="tab:gray", linestyle="", label="ours: cannot tell"),
                plt.Line2D([], [], marker="o", color="black", alpha=0.5, markersize=4, linestyle="",
